@@ -1,0 +1,260 @@
+/* main.c: the workbench executable. Parses the command line (DESIGN, "The command line"),
+ * opens Lua with `wb` as a global, sets `arg` as the standalone lua does, then runs -e
+ * statements, the script (or stdin) and the REPL. A script error prints a traceback and the
+ * process exits non-zero. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "repl.h"
+#include "wb_lua.h"
+#include "wb_version.h"
+
+static const char usage[] =
+    "usage: workbench [options] [script.lua | -] [script args...]\n"
+    "\n"
+    "Runs a Lua experiment script with the `wb` library loaded (`-` reads the script from stdin).\n"
+    "With no script: the REPL on a terminal, otherwise the script read from stdin.\n"
+    "\n"
+    "options:\n"
+    "  -e STMT          run a Lua statement (repeatable; runs before the script)\n"
+    "  -i               enter the REPL after running the script\n"
+    "  --device DEV     default device: cpu, cuda or auto (default: auto)\n"
+    "  --threads N      CPU threads for kernels (default: all cores)\n"
+    "  --out DIR        where results and traces go (default: out/<experiment>/<timestamp>/)\n"
+    "  --seed N         seed of the random generator\n"
+    "  --version        print the version and exit\n"
+    "  -h, --help       print this help and exit\n"
+    "  --               stop reading options\n";
+
+typedef struct options {
+    const char **exprs;
+    int nexpr;
+    int interactive;
+    const char *device;
+    const char *threads;
+    const char *out;
+    const char *seed;
+    int script_index; /* argv index of the script (or "-"); 0 when none */
+} options;
+
+static int fail_usage(const char *fmt, const char *what) {
+    fprintf(stderr, "workbench: ");
+    fprintf(stderr, fmt, what);
+    fprintf(stderr, "\n(run 'workbench --help' for the options)\n");
+    return 2;
+}
+
+/* Returns -1 to go on, or an exit code. */
+static int parse_args(int argc, char **argv, options *o) {
+    o->exprs = calloc((size_t)argc, sizeof(char *));
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **value = NULL;
+        if (!strcmp(a, "--")) {
+            if (i + 1 < argc) o->script_index = i + 1;
+            return -1;
+        }
+        if (!strcmp(a, "-") || a[0] != '-') {
+            if (i == 1 && !strcmp(a, "compare"))
+                return fail_usage("%s: run comparison is not available in this build yet", a);
+            o->script_index = i;
+            return -1;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--version")) {
+            printf("workbench %s (commit %s, %s)\n", WB_VERSION, WB_GIT_COMMIT, LUA_RELEASE);
+            return 0;
+        }
+        if (!strcmp(a, "-i")) {
+            o->interactive = 1;
+            continue;
+        }
+        if (!strcmp(a, "--sandbox"))
+            return fail_usage("%s: the sandbox is not available in this build yet; run only scripts you trust", a);
+        if (!strncmp(a, "-e", 2)) {
+            if (a[2]) {
+                o->exprs[o->nexpr++] = a + 2;
+                continue;
+            }
+            if (i + 1 >= argc) return fail_usage("%s needs a statement", a);
+            o->exprs[o->nexpr++] = argv[++i];
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
+        if (!strncmp(a, "--device", name_len) && name_len == 8) value = &o->device;
+        else if (!strncmp(a, "--threads", name_len) && name_len == 9) value = &o->threads;
+        else if (!strncmp(a, "--out", name_len) && name_len == 5) value = &o->out;
+        else if (!strncmp(a, "--seed", name_len) && name_len == 6) value = &o->seed;
+        else return fail_usage("unknown option '%s'", a);
+        if (eq)
+            *value = eq + 1;
+        else if (i + 1 < argc)
+            *value = argv[++i];
+        else
+            return fail_usage("%s needs a value", a);
+    }
+    return -1;
+}
+
+static int parse_int(const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* scripts/ of the library: $WB_SCRIPTS_DIR, next to the executable's folder (a build tree inside
+ * the checkout), or the source tree it was built from. */
+static void scripts_dir(char *buf, size_t len) {
+    const char *env = getenv("WB_SCRIPTS_DIR");
+    if (env && *env) {
+        snprintf(buf, len, "%s", env);
+        return;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            if (snprintf(buf, len, "%s/../scripts/wb", exe) < (int)len && is_dir(buf) &&
+                snprintf(buf, len, "%s/../scripts", exe) < (int)len)
+                return;
+        }
+    }
+    snprintf(buf, len, "%s/scripts", WB_SOURCE_DIR);
+}
+
+static void set_package_path(lua_State *L) {
+    char dir[PATH_MAX];
+    scripts_dir(dir, sizeof dir);
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
+    lua_setfield(L, -3, "path");
+    lua_pop(L, 1);
+    lua_pushstring(L, dir);
+    lua_setfield(L, -2, "wb_scripts_dir");
+    lua_pop(L, 1);
+}
+
+/* arg[0] is the script, arg[1..] its arguments, arg[-n..-1] the interpreter and options; with
+ * no script the interpreter is arg[0] (as the standalone lua does). */
+static void set_arg(lua_State *L, int argc, char **argv, int script_index) {
+    lua_createtable(L, argc - script_index, script_index + 1);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i - script_index);
+    }
+    lua_setglobal(L, "arg");
+}
+
+static int run_options(lua_State *L, const options *o) {
+    lua_getglobal(L, "wb");
+    lua_newtable(L); /* wb.options: what the command line asked for */
+    if (o->device) {
+        wb_device dev;
+        if (wb_device_parse(o->device, &dev) || wb_set_default_device(dev)) {
+            fprintf(stderr, "workbench: --device %s: %s\n", o->device, wb_error_message());
+            return 1;
+        }
+    }
+    lua_pushstring(L, wb_device_name(wb_default_device()));
+    lua_setfield(L, -2, "device");
+    if (o->threads) {
+        long long n;
+        if (!parse_int(o->threads, 1, 1024, &n)) {
+            fprintf(stderr, "workbench: --threads %s: expected a whole number from 1 to 1024\n", o->threads);
+            return 2;
+        }
+        wb_set_num_threads((int)n);
+    }
+    lua_pushinteger(L, wb_get_num_threads());
+    lua_setfield(L, -2, "threads");
+    if (o->seed) {
+        long long seed;
+        if (!parse_int(o->seed, 0, LLONG_MAX, &seed)) {
+            fprintf(stderr, "workbench: --seed %s: expected a whole number >= 0\n", o->seed);
+            return 2;
+        }
+        wb_manual_seed((uint64_t)seed);
+        lua_pushinteger(L, seed);
+        lua_setfield(L, -2, "seed");
+    }
+    if (o->out) {
+        lua_pushstring(L, o->out);
+        lua_setfield(L, -2, "out");
+    }
+    lua_setfield(L, -2, "options");
+    lua_pop(L, 1);
+    return 0;
+}
+
+static int run_chunk(lua_State *L, int status, int nargs_from, int argc, char **argv) {
+    if (status != LUA_OK) {
+        fprintf(stderr, "workbench: %s\n", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return 1;
+    }
+    int nargs = 0;
+    for (int i = nargs_from; i > 0 && i < argc; i++, nargs++) lua_pushstring(L, argv[i]);
+    return wb_lua_docall(L, nargs, 0) == LUA_OK ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    options o = {0};
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0) {
+        free(o.exprs);
+        return rc;
+    }
+    lua_State *L = luaL_newstate();
+    if (!L) {
+        fprintf(stderr, "workbench: cannot create a Lua state (out of memory)\n");
+        return 1;
+    }
+    luaL_openlibs(L);
+    set_package_path(L);
+    luaL_requiref(L, "wb", luaopen_wb, 1);
+    lua_pop(L, 1);
+    set_arg(L, argc, argv, o.script_index);
+    rc = run_options(L, &o);
+    for (int i = 0; rc == 0 && i < o.nexpr; i++)
+        rc = run_chunk(L, luaL_loadbuffer(L, o.exprs[i], strlen(o.exprs[i]), "=(command line)"), 0, argc, argv);
+    if (rc == 0) {
+        if (o.script_index) {
+            const char *script = argv[o.script_index];
+            int from_stdin = !strcmp(script, "-");
+            rc = run_chunk(L, luaL_loadfile(L, from_stdin ? NULL : script), o.script_index + 1, argc, argv);
+        } else if (o.nexpr == 0 && !o.interactive) {
+            if (isatty(STDIN_FILENO))
+                wb_repl_run(L);
+            else
+                rc = run_chunk(L, luaL_loadfile(L, NULL), 0, argc, argv);
+        }
+    }
+    if (rc == 0 && o.interactive) wb_repl_run(L);
+    lua_close(L);
+    free(o.exprs);
+    return rc;
+}

@@ -1,0 +1,13 @@
+/* repl.h: the interactive loop (plain for now: values print, multi-line input, errors survive). */
+#ifndef WB_REPL_H
+#define WB_REPL_H
+
+#include <lua.h>
+
+/* Reads, evaluates and prints until end of input. */
+void wb_repl_run(lua_State *L);
+/* Calls the function on top of the stack (nargs below it) with a traceback handler; on error
+ * prints "workbench: <message + traceback>" to stderr. Returns the Lua status. */
+int wb_lua_docall(lua_State *L, int nargs, int nresults);
+
+#endif

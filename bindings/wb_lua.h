@@ -1,0 +1,54 @@
+/* wb_lua.h: what the binding files share: the tensor userdata, argument checks that raise
+ * clear Lua errors, and turning a failed core status into a Lua error. No arithmetic here. */
+#ifndef WB_LUA_H
+#define WB_LUA_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "wb.h"
+
+#define WB_TENSOR_TYPE "wb.Tensor"
+
+/* The userdata behind a Lua tensor; t is NULL once released. */
+typedef struct wb_lua_tensor {
+    wb_tensor *t;
+} wb_lua_tensor;
+
+/* Raises the core's last error message as a Lua error. Never returns. */
+int wb_lua_error(lua_State *L);
+/* Raises unless status is WB_OK. */
+#define WB_LUA_CHECK(L, expr)                                                                                         \
+    do {                                                                                                              \
+        if ((expr) != WB_OK) wb_lua_error(L);                                                                         \
+    } while (0)
+
+/* The tensor at idx; raises for another type and for a released tensor. */
+wb_tensor *wb_lua_checktensor(lua_State *L, int idx);
+/* The tensor at idx, or a new 0-d tensor (pushed on the stack, owned by Lua) for a number,
+ * with the dtype and device of `like`. */
+wb_tensor *wb_lua_checkoperand(lua_State *L, int idx, const wb_tensor *like, const char *fname);
+/* Pushes a new Lua tensor owning t (or frees t and raises if Lua cannot allocate). */
+void wb_lua_pushtensor(lua_State *L, wb_tensor *t);
+/* Raises on a failed status, else pushes *out: the "call core, push" pattern. `out` is read
+ * only after the call has run (argument evaluation order is unspecified in C). */
+int wb_lua_pushresult(lua_State *L, wb_status st, wb_tensor **out);
+
+/* Shapes: a table {2, 3} (or a single integer for 1-D). Returns ndim. */
+int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, const char *what);
+/* A 1-based or negative dimension of t, as a 0-based index; raises when out of range. */
+int wb_lua_checkdim(lua_State *L, int idx, const wb_tensor *t, const char *fname);
+/* An integer argument; raises with the function and argument name otherwise. */
+int64_t wb_lua_checkint(lua_State *L, int idx, const char *fname, const char *what);
+/* {dtype=, device=} options (idx may be none or nil); unknown keys raise. */
+void wb_lua_checkopts(lua_State *L, int idx, const char *fname, wb_dtype *dtype, wb_device *device);
+/* Raises unless every key of the table at idx is listed in `allowed` (NULL-terminated). */
+void wb_lua_checkkeys(lua_State *L, int idx, const char *fname, const char *const *allowed);
+
+int wb_lua_open_tensor(lua_State *L); /* registers the metatable; leaves nothing on the stack */
+void wb_lua_register_ops(lua_State *L);      /* adds op functions to the table on top */
+void wb_lua_register_creation(lua_State *L); /* adds creation functions to the table on top */
+
+int luaopen_wb(lua_State *L);
+
+#endif

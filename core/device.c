@@ -1,0 +1,139 @@
+/* device.c: dtype and device names, availability, defaults and the thread count.
+ * The CUDA device is a plugin (a later issue); until it exists every cuda request fails here
+ * with a message that says so, and the executable still starts on any machine. */
+#include <stdio.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "wb.h"
+
+static const char *const dtype_names[WB_DTYPE_COUNT] = {
+    [WB_F32] = "f32",
+    [WB_BF16] = "bf16",
+};
+static const size_t dtype_sizes[WB_DTYPE_COUNT] = {
+    [WB_F32] = 4,
+    [WB_BF16] = 2,
+};
+_Static_assert(sizeof dtype_names / sizeof dtype_names[0] == WB_DTYPE_COUNT, "dtype table");
+
+const char *wb_dtype_name(wb_dtype dtype) {
+    return (unsigned)dtype < WB_DTYPE_COUNT ? dtype_names[dtype] : "?";
+}
+
+size_t wb_dtype_size(wb_dtype dtype) {
+    return (unsigned)dtype < WB_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
+}
+
+wb_status wb_dtype_parse(const char *name, wb_dtype *out) {
+    if (!strcmp(name, "f32") || !strcmp(name, "float32") || !strcmp(name, "float")) {
+        *out = WB_F32;
+        return WB_OK;
+    }
+    if (!strcmp(name, "bf16") || !strcmp(name, "bfloat16")) {
+        *out = WB_BF16;
+        return WB_OK;
+    }
+    return wb_error(WB_ERR_DTYPE, "unknown dtype '%s' (expected \"f32\" or \"bf16\")", name);
+}
+
+wb_status wb_dtype_check_supported(wb_dtype dtype, const char *context) {
+    if (dtype == WB_F32) return WB_OK;
+    return wb_error(WB_ERR_DTYPE, "%s: dtype %s is not supported yet (only f32 has kernels in this build)",
+                    context, wb_dtype_name(dtype));
+}
+
+static const char *const device_names[WB_DEVICE_COUNT] = {
+    [WB_DEVICE_CPU] = "cpu",
+    [WB_DEVICE_CUDA] = "cuda",
+};
+
+const char *wb_device_name(wb_device device) {
+    return (unsigned)device < WB_DEVICE_COUNT ? device_names[device] : "?";
+}
+
+wb_status wb_device_parse(const char *name, wb_device *out) {
+    if (!strcmp(name, "cpu")) {
+        *out = WB_DEVICE_CPU;
+        return WB_OK;
+    }
+    if (!strcmp(name, "cuda") || !strcmp(name, "cuda:0")) {
+        *out = WB_DEVICE_CUDA;
+        return WB_OK;
+    }
+    if (!strcmp(name, "auto")) {
+        *out = wb_device_is_available(WB_DEVICE_CUDA) ? WB_DEVICE_CUDA : WB_DEVICE_CPU;
+        return WB_OK;
+    }
+    return wb_error(WB_ERR_DEVICE, "unknown device '%s' (expected \"cpu\", \"cuda\" or \"auto\")", name);
+}
+
+wb_status wb_device_check_available(wb_device device) {
+    switch (device) {
+    case WB_DEVICE_CPU:
+        return WB_OK;
+    case WB_DEVICE_CUDA:
+        return wb_error(WB_ERR_DEVICE,
+                        "device 'cuda' is not available: this workbench was built without the CUDA "
+                        "plugin (use --device cpu)");
+    default:
+        return wb_error(WB_ERR_DEVICE, "invalid device id %d", (int)device);
+    }
+}
+
+int wb_device_is_available(wb_device device) { return device == WB_DEVICE_CPU; }
+
+static wb_device default_device = WB_DEVICE_CPU;
+
+wb_device wb_default_device(void) { return default_device; }
+
+wb_status wb_set_default_device(wb_device device) {
+    wb_status st = wb_device_check_available(device);
+    if (st) return st;
+    default_device = device;
+    return WB_OK;
+}
+
+int wb_get_num_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+wb_status wb_set_num_threads(int n) {
+    if (n < 1 || n > 1024)
+        return wb_error(WB_ERR_ARGUMENT, "set_num_threads: %d threads is out of range (1..1024)", n);
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+    return WB_OK;
+#else
+    if (n == 1) return WB_OK;
+    return wb_error(WB_ERR_UNSUPPORTED, "set_num_threads: this build has no OpenMP; only 1 thread");
+#endif
+}
+
+/* The CPU model string from /proc/cpuinfo ("unknown" elsewhere), read once. */
+const char *wb_cpu_model(void) {
+    static char model[128];
+    if (model[0]) return model;
+    snprintf(model, sizeof model, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return model;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10)) continue;
+        char *colon = strchr(line, ':');
+        if (!colon) break;
+        colon++;
+        while (*colon == ' ' || *colon == '\t') colon++;
+        colon[strcspn(colon, "\n")] = '\0';
+        snprintf(model, sizeof model, "%s", colon);
+        break;
+    }
+    fclose(f);
+    return model;
+}

@@ -1,0 +1,58 @@
+/* dispatch.c: the one dispatcher every op goes through, and the kernel launch point.
+ * Both report to the installed hooks, which is where the profiler and graph capture attach. */
+#include <stdio.h>
+
+#include "op.h"
+#include "storage.h"
+
+static const wb_dispatch_hooks *hooks;
+
+const wb_dispatch_hooks *wb_dispatch_set_hooks(const wb_dispatch_hooks *h) {
+    const wb_dispatch_hooks *old = hooks;
+    hooks = h;
+    return old;
+}
+
+wb_status wb_dispatch(wb_op_id id, wb_op_call *call) {
+    const wb_op_def *def = wb_op_get(id);
+    if (!def) return wb_error(WB_ERR_ARGUMENT, "unknown op id %d", (int)id);
+    call->def = def;
+    call->out = NULL;
+    if (call->nin != def->arity)
+        return wb_error(WB_ERR_ARGUMENT, "%s: expects %d tensor inputs, got %d", def->name, def->arity, call->nin);
+    for (int i = 0; i < call->nin; i++) {
+        if (!call->in[i]) return wb_error(WB_ERR_ARGUMENT, "%s: input %d is missing", def->name, i + 1);
+        if (i == 0) call->device = call->in[0]->device;
+        if (call->in[i]->device != call->device)
+            return wb_error(WB_ERR_DEVICE, "%s: input %d is on %s but input 1 is on %s", def->name, i + 1,
+                            wb_device_name(call->in[i]->device), wb_device_name(call->device));
+    }
+    wb_status st = wb_device_check_available(call->device);
+    if (st) return wb_error_prefix(st, def->name);
+
+    if (hooks && hooks->op_begin) hooks->op_begin(hooks->user, call);
+    st = def->shape(call);
+    if (!st && def->allocates_output)
+        st = wb_tensor_empty(call->out_dtype, call->device, call->out_ndim, call->out_shape, &call->out);
+    if (!st) {
+        wb_op_impl_fn impl = def->impl[call->device];
+        if (impl)
+            st = impl(call);
+        else
+            st = wb_error(WB_ERR_UNSUPPORTED, "not implemented on device %s", wb_device_name(call->device));
+    }
+    if (st) {
+        wb_tensor_free(call->out);
+        call->out = NULL;
+        wb_error_prefix(st, def->name);
+    }
+    if (hooks && hooks->op_end) hooks->op_end(hooks->user, call, st);
+    return st;
+}
+
+void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx) {
+    const wb_dispatch_hooks *h = hooks;
+    if (h && h->kernel_begin) h->kernel_begin(h->user, desc);
+    fn(ctx);
+    if (h && h->kernel_end) h->kernel_end(h->user, desc);
+}

@@ -1,0 +1,129 @@
+/* op.h: the op table and the dispatcher every op goes through (internal to libwb).
+ * An op is declared once in core/op_table.c: its name, kind, arity, shape rule, flops and bytes
+ * formulas and one implementation per device. The dispatcher is the single place where the
+ * profiler and graph capture will hook in (wb_dispatch_hooks). */
+#ifndef WB_OP_H
+#define WB_OP_H
+
+#include "wb.h"
+
+typedef enum wb_op_id {
+    /* views: share storage, launch no kernel */
+    WB_OP_T = 0,
+    WB_OP_TRANSPOSE,
+    WB_OP_PERMUTE,
+    WB_OP_VIEW,
+    WB_OP_NARROW,
+    WB_OP_SELECT,
+    WB_OP_AS_STRIDED,
+    WB_OP_EXPAND,
+    WB_OP_ALIAS,
+    /* composites: call other ops */
+    WB_OP_RESHAPE,
+    WB_OP_FLATTEN,
+    WB_OP_CONTIGUOUS,
+    WB_OP_CLONE,
+    /* kernels */
+    WB_OP_COPY_,
+    WB_OP_FILL_,
+    WB_OP_ARANGE,
+    WB_OP_RAND,
+    WB_OP_RANDN,
+    WB_OP_ADD,
+    WB_OP_SUB,
+    WB_OP_MUL,
+    WB_OP_DIV,
+    WB_OP_NEG,
+    WB_OP_COUNT
+} wb_op_id;
+
+typedef enum wb_op_kind {
+    WB_OP_KIND_VIEW,      /* returns a view; never launches a kernel */
+    WB_OP_KIND_COMPOSITE, /* calls other ops through the dispatcher */
+    WB_OP_KIND_KERNEL,    /* launches kernels on the device */
+} wb_op_kind;
+
+#define WB_OP_MAX_INPUTS 3
+
+/* Typed parameters: each op reads only its own member. */
+typedef union wb_op_params {
+    struct { int d1, d2; } transpose;
+    struct { int ndim; int perm[WB_MAX_DIMS]; } permute;
+    struct { int ndim; int64_t shape[WB_MAX_DIMS]; } shape;             /* view, reshape, expand */
+    struct { int ndim; int64_t shape[WB_MAX_DIMS]; int64_t stride[WB_MAX_DIMS]; int64_t offset; } strided;
+    struct { int dim; int64_t start, length; } narrow;
+    struct { int dim; int64_t index; } select;
+    struct { int start_dim, end_dim; } flatten;
+    struct { double value; } fill;
+    struct { uint64_t seed, offset; } random;
+    struct { int64_t n; } arange;
+} wb_op_params;
+
+typedef struct wb_op_def wb_op_def;
+
+/* One call of an op: filled by the public wrapper, completed by the dispatcher. */
+typedef struct wb_op_call {
+    const wb_op_def *def;
+    wb_tensor *in[WB_OP_MAX_INPUTS];
+    int nin;
+    wb_op_params p;
+    /* Output geometry for ops that allocate one (kernel ops producing a new tensor). */
+    wb_dtype out_dtype;
+    wb_device device;
+    int out_ndim;
+    int64_t out_shape[WB_MAX_DIMS];
+    /* View geometry, set by the shape rule of view ops. */
+    int64_t out_stride[WB_MAX_DIMS];
+    int64_t out_offset;
+    wb_tensor *out; /* the result (NULL for in-place ops) */
+} wb_op_call;
+
+typedef wb_status (*wb_op_shape_fn)(wb_op_call *call);      /* validate; set out_* fields */
+typedef double (*wb_op_count_fn)(const wb_op_call *call);   /* flops or minimum bytes */
+typedef wb_status (*wb_op_impl_fn)(wb_op_call *call);
+
+struct wb_op_def {
+    wb_op_id id;
+    const char *name;
+    wb_op_kind kind;
+    int arity;               /* tensor inputs */
+    int allocates_output;    /* dispatcher allocates call->out from out_* before impl */
+    wb_op_shape_fn shape;    /* shape rule (validation); required */
+    wb_op_count_fn flops;    /* (optional) NULL means 0 */
+    wb_op_count_fn bytes;    /* (optional) NULL means 0 */
+    wb_op_impl_fn impl[WB_DEVICE_COUNT]; /* NULL: not implemented on that device */
+};
+
+const wb_op_def *wb_op_get(wb_op_id id);
+const char *wb_op_name(wb_op_id id);
+/* The first op whose table entry is incomplete or out of place, or -1 (for the tests). */
+int wb_op_table_check(void);
+
+/* Runs one op: checks arity, devices and the shape rule, allocates the output, calls the
+ * device implementation, and reports to the hooks. On failure nothing is leaked. */
+wb_status wb_dispatch(wb_op_id id, wb_op_call *call);
+
+/* What a kernel launch carries: the profiler records it on the device lane. */
+typedef struct wb_kernel_desc {
+    const char *name; /* wb_<op>_<isa>_<tile>_<layout>[_<epilogue>] or wb_<op>_<isa> for pointwise */
+    double flops;
+    double bytes;     /* the fewest bytes that must move */
+    int threads;
+} wb_kernel_desc;
+
+/* Launches `fn(ctx)` on the device described by `desc` (the CPU runs it synchronously). */
+void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx);
+
+/* Observers of the dispatcher (profiler, graph capture). All members optional. */
+typedef struct wb_dispatch_hooks {
+    void *user;
+    void (*op_begin)(void *user, const wb_op_call *call);
+    void (*op_end)(void *user, const wb_op_call *call, wb_status status);
+    void (*kernel_begin)(void *user, const wb_kernel_desc *desc);
+    void (*kernel_end)(void *user, const wb_kernel_desc *desc);
+} wb_dispatch_hooks;
+
+/* Installs hooks (NULL removes them); returns the previous ones. */
+const wb_dispatch_hooks *wb_dispatch_set_hooks(const wb_dispatch_hooks *hooks);
+
+#endif

@@ -1,0 +1,355 @@
+/* ops_pointwise.c: the elementwise and creation ops (copy_, fill_, arange, rand, randn,
+ * add, sub, mul, div, neg): shape rules, work counts, CPU implementations and the public
+ * entry points. Each CPU implementation launches one kernel through wb_kernel_launch. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "../kernels/cpu/pointwise.h"
+#include "op.h"
+#include "pointwise_ops.h"
+#include "storage.h"
+
+static const char *const binary_kernel_names[4][2] = {
+    {"wb_add_generic_contig", "wb_add_generic_strided"},
+    {"wb_sub_generic_contig", "wb_sub_generic_strided"},
+    {"wb_mul_generic_contig", "wb_mul_generic_strided"},
+    {"wb_div_generic_contig", "wb_div_generic_strided"},
+};
+
+/* Strides of `x` seen with the (broadcast) shape `ndim, shape`: size-1 and missing leading
+ * dims get stride 0. */
+static void broadcast_strides(const wb_tensor *x, int ndim, const int64_t *shape, int64_t *stride) {
+    for (int i = 0; i < ndim; i++) {
+        int xi = i - (ndim - x->ndim);
+        stride[i] = (xi < 0 || (x->shape[xi] == 1 && shape[i] != 1)) ? 0 : x->stride[xi];
+    }
+}
+
+static int same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b) {
+    return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) &&
+           wb_tensor_is_contiguous(a) && wb_tensor_is_contiguous(b);
+}
+
+static double numel_of_out(const wb_op_call *c) {
+    double n = 1;
+    for (int i = 0; i < c->out_ndim; i++) n *= (double)c->out_shape[i];
+    return n;
+}
+
+static double tensor_bytes(const wb_tensor *t) {
+    return (double)wb_tensor_numel(t) * (double)wb_dtype_size(t->dtype);
+}
+
+/* ---- binary ----------------------------------------------------------------------------- */
+
+wb_status wb_shape_binary(wb_op_call *c) {
+    wb_tensor *a = c->in[0], *b = c->in[1];
+    if (a->dtype != b->dtype)
+        return wb_error(WB_ERR_DTYPE, "dtypes %s and %s differ", wb_dtype_name(a->dtype), wb_dtype_name(b->dtype));
+    wb_status st = wb_dtype_check_supported(a->dtype, c->def->name);
+    if (st) return st;
+    c->out_dtype = a->dtype;
+    return wb_shape_broadcast(a->ndim, a->shape, b->ndim, b->shape, &c->out_ndim, c->out_shape, c->def->name);
+}
+
+double wb_flops_elementwise(const wb_op_call *c) { return numel_of_out(c); }
+
+double wb_bytes_binary(const wb_op_call *c) {
+    return tensor_bytes(c->in[0]) + tensor_bytes(c->in[1]) + numel_of_out(c) * (double)wb_dtype_size(c->out_dtype);
+}
+
+typedef struct binary_launch {
+    wb_cpu_binary_op op;
+    int ndim;
+    const int64_t *shape;
+    float *out;
+    const float *a, *b;
+    int64_t os[WB_MAX_DIMS], as[WB_MAX_DIMS], bs[WB_MAX_DIMS];
+} binary_launch;
+
+static void run_binary(void *v) {
+    binary_launch *k = v;
+    wb_cpu_binary_f32(k->op, k->ndim, k->shape, k->out, k->os, k->a, k->as, k->b, k->bs);
+}
+
+wb_status wb_cpu_binary_impl(wb_op_call *c) {
+    wb_cpu_binary_op op = c->def->id == WB_OP_ADD ? WB_CPU_ADD
+                          : c->def->id == WB_OP_SUB ? WB_CPU_SUB
+                          : c->def->id == WB_OP_MUL ? WB_CPU_MUL
+                                                    : WB_CPU_DIV;
+    wb_tensor *out = c->out;
+    binary_launch k = {op, out->ndim, out->shape, wb_tensor_data(out), wb_tensor_data(c->in[0]),
+                       wb_tensor_data(c->in[1]), {0}, {0}, {0}};
+    memcpy(k.os, out->stride, sizeof k.os);
+    broadcast_strides(c->in[0], out->ndim, out->shape, k.as);
+    broadcast_strides(c->in[1], out->ndim, out->shape, k.bs);
+    int contig = same_geometry_contiguous(c->in[0], out) && same_geometry_contiguous(c->in[1], out);
+    wb_kernel_desc d = {binary_kernel_names[op][!contig], c->def->flops(c), c->def->bytes(c),
+                        wb_tensor_numel(out) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+    wb_kernel_launch(&d, run_binary, &k);
+    wb_storage_bump_version(out->storage);
+    return WB_OK;
+}
+
+/* ---- neg, copy_, fill_ ---------------------------------------------------------------------- */
+
+wb_status wb_shape_unary(wb_op_call *c) {
+    wb_status st = wb_dtype_check_supported(c->in[0]->dtype, c->def->name);
+    if (st) return st;
+    c->out_dtype = c->in[0]->dtype;
+    c->out_ndim = c->in[0]->ndim;
+    memcpy(c->out_shape, c->in[0]->shape, sizeof c->out_shape);
+    return WB_OK;
+}
+
+double wb_bytes_unary(const wb_op_call *c) { return 2.0 * tensor_bytes(c->in[0]); }
+
+typedef struct unary_launch {
+    wb_cpu_unary_op op;
+    int ndim;
+    const int64_t *shape;
+    float *out;
+    const float *a;
+    int64_t os[WB_MAX_DIMS], as[WB_MAX_DIMS];
+    float value;
+} unary_launch;
+
+static void run_unary(void *v) {
+    unary_launch *k = v;
+    wb_cpu_unary_f32(k->op, k->ndim, k->shape, k->out, k->os, k->a, k->as);
+}
+
+static void run_fill(void *v) {
+    unary_launch *k = v;
+    wb_cpu_fill_f32(k->ndim, k->shape, k->out, k->os, k->value);
+}
+
+wb_status wb_cpu_neg_impl(wb_op_call *c) {
+    wb_tensor *out = c->out, *a = c->in[0];
+    unary_launch k = {WB_CPU_NEG, out->ndim, out->shape, wb_tensor_data(out), wb_tensor_data(a), {0}, {0}, 0};
+    memcpy(k.os, out->stride, sizeof k.os);
+    memcpy(k.as, a->stride, sizeof k.as);
+    wb_kernel_desc d = {wb_tensor_is_contiguous(a) ? "wb_neg_generic_contig" : "wb_neg_generic_strided",
+                        c->def->flops(c), c->def->bytes(c),
+                        wb_tensor_numel(out) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+    wb_kernel_launch(&d, run_unary, &k);
+    wb_storage_bump_version(out->storage);
+    return WB_OK;
+}
+
+/* A destination where two indices reach the same element cannot be written elementwise. */
+static wb_status check_writable(const wb_tensor *dst) {
+    for (int i = 0; i < dst->ndim; i++)
+        if (dst->stride[i] == 0 && dst->shape[i] > 1) {
+            char b[256];
+            return wb_error(WB_ERR_ARGUMENT,
+                            "the destination has several elements in one memory location (stride 0 in dimension "
+                            "%d, strides %s); write into a contiguous tensor instead",
+                            i + 1, wb_shape_format(dst->ndim, dst->stride, b, sizeof b));
+        }
+    return WB_OK;
+}
+
+wb_status wb_shape_copy_(wb_op_call *c) {
+    wb_tensor *dst = c->in[0], *src = c->in[1];
+    wb_status st;
+    if ((st = wb_dtype_check_supported(dst->dtype, "copy_")) || (st = wb_dtype_check_supported(src->dtype, "copy_")))
+        return st;
+    int n;
+    int64_t shape[WB_MAX_DIMS];
+    st = wb_shape_broadcast(dst->ndim, dst->shape, src->ndim, src->shape, &n, shape, "copy_");
+    if (st) return st;
+    if (n != dst->ndim || memcmp(shape, dst->shape, sizeof(int64_t) * (size_t)n)) {
+        char bd[256], bs[256];
+        return wb_error(WB_ERR_SHAPE, "source of shape %s does not broadcast to the destination's shape %s",
+                        wb_shape_format(src->ndim, src->shape, bs, sizeof bs),
+                        wb_shape_format(dst->ndim, dst->shape, bd, sizeof bd));
+    }
+    return check_writable(dst);
+}
+
+double wb_bytes_copy_(const wb_op_call *c) { return tensor_bytes(c->in[0]) + tensor_bytes(c->in[1]); }
+
+wb_status wb_cpu_copy_impl(wb_op_call *c) {
+    wb_tensor *dst = c->in[0], *src = c->in[1], *tmp = NULL;
+    if (wb_tensor_numel(dst) == 0) return WB_OK;
+    if (src->storage == dst->storage) {
+        /* Overlapping source and destination: go through a private copy of the source. */
+        wb_status st = wb_tensor_empty(src->dtype, src->device, src->ndim, src->shape, &tmp);
+        if (st) return st;
+        st = wb_copy_(tmp, src);
+        if (st) {
+            wb_tensor_free(tmp);
+            return st;
+        }
+        src = tmp;
+    }
+    unary_launch k = {WB_CPU_COPY, dst->ndim, dst->shape, wb_tensor_data(dst), wb_tensor_data(src), {0}, {0}, 0};
+    memcpy(k.os, dst->stride, sizeof k.os);
+    broadcast_strides(src, dst->ndim, dst->shape, k.as);
+    int contig = same_geometry_contiguous(dst, src);
+    wb_kernel_desc d = {contig ? "wb_copy_generic_contig" : "wb_copy_generic_strided", 0, wb_bytes_copy_(c),
+                        wb_tensor_numel(dst) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+    wb_kernel_launch(&d, run_unary, &k);
+    wb_storage_bump_version(dst->storage);
+    wb_tensor_free(tmp);
+    return WB_OK;
+}
+
+wb_status wb_shape_fill_(wb_op_call *c) { return wb_dtype_check_supported(c->in[0]->dtype, "fill_"); }
+
+double wb_bytes_fill_(const wb_op_call *c) { return tensor_bytes(c->in[0]); }
+
+wb_status wb_cpu_fill_impl(wb_op_call *c) {
+    wb_tensor *dst = c->in[0];
+    unary_launch k = {WB_CPU_COPY, dst->ndim, dst->shape, wb_tensor_data(dst), NULL, {0}, {0},
+                      (float)c->p.fill.value};
+    memcpy(k.os, dst->stride, sizeof k.os);
+    wb_kernel_desc d = {"wb_fill_generic", 0, wb_bytes_fill_(c),
+                        wb_tensor_numel(dst) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+    wb_kernel_launch(&d, run_fill, &k);
+    wb_storage_bump_version(dst->storage);
+    return WB_OK;
+}
+
+/* ---- creation: arange, rand, randn ----------------------------------------------------------- */
+
+wb_status wb_shape_creation(wb_op_call *c) {
+    wb_status st = wb_dtype_check_supported(c->out_dtype, c->def->name);
+    if (st) return st;
+    return wb_shape_check(c->out_ndim, c->out_shape, c->out_dtype, c->def->name);
+}
+
+double wb_bytes_creation(const wb_op_call *c) { return numel_of_out(c) * (double)wb_dtype_size(c->out_dtype); }
+
+typedef struct creation_launch {
+    wb_op_id op;
+    float *out;
+    int64_t n;
+    uint64_t seed, offset;
+} creation_launch;
+
+static void run_creation(void *v) {
+    creation_launch *k = v;
+    if (k->op == WB_OP_ARANGE)
+        wb_cpu_arange_f32(k->out, k->n);
+    else if (k->op == WB_OP_RAND)
+        wb_cpu_rand_f32(k->out, k->n, k->seed, k->offset);
+    else
+        wb_cpu_randn_f32(k->out, k->n, k->seed, k->offset);
+}
+
+wb_status wb_cpu_creation_impl(wb_op_call *c) {
+    static const char *const names[] = {"wb_arange_generic", "wb_rand_philox_generic", "wb_randn_philox_generic"};
+    wb_op_id id = c->def->id;
+    creation_launch k = {id, wb_tensor_data(c->out), wb_tensor_numel(c->out), c->p.random.seed, c->p.random.offset};
+    wb_kernel_desc d = {names[id == WB_OP_ARANGE ? 0 : id == WB_OP_RAND ? 1 : 2], 0, wb_bytes_creation(c),
+                        k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+    wb_kernel_launch(&d, run_creation, &k);
+    wb_storage_bump_version(c->out->storage);
+    return WB_OK;
+}
+
+/* ---- public entry points ------------------------------------------------------------------- */
+
+/* The global generator: a seed and a running offset in Philox blocks. */
+static uint64_t generator_seed = 0x2545F4914F6CDD1Dull, generator_offset;
+
+void wb_manual_seed(uint64_t seed) {
+    generator_seed = seed;
+    generator_offset = 0;
+}
+
+uint64_t wb_initial_seed(void) { return generator_seed; }
+
+static wb_status binary(wb_op_id id, wb_tensor *a, wb_tensor *b, wb_tensor **out) {
+    wb_op_call c = {0};
+    *out = NULL;
+    c.in[0] = a, c.in[1] = b, c.nin = 2;
+    wb_status st = wb_dispatch(id, &c);
+    if (!st) *out = c.out;
+    return st;
+}
+
+wb_status wb_add(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB_OP_ADD, a, b, out); }
+wb_status wb_sub(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB_OP_SUB, a, b, out); }
+wb_status wb_mul(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB_OP_MUL, a, b, out); }
+wb_status wb_div(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB_OP_DIV, a, b, out); }
+
+wb_status wb_neg(wb_tensor *a, wb_tensor **out) {
+    wb_op_call c = {0};
+    *out = NULL;
+    c.in[0] = a, c.nin = 1;
+    wb_status st = wb_dispatch(WB_OP_NEG, &c);
+    if (!st) *out = c.out;
+    return st;
+}
+
+wb_status wb_copy_(wb_tensor *dst, wb_tensor *src) {
+    wb_op_call c = {0};
+    c.in[0] = dst, c.in[1] = src, c.nin = 2;
+    return wb_dispatch(WB_OP_COPY_, &c);
+}
+
+wb_status wb_fill_(wb_tensor *dst, double value) {
+    wb_op_call c = {0};
+    c.in[0] = dst, c.nin = 1;
+    c.p.fill.value = value;
+    return wb_dispatch(WB_OP_FILL_, &c);
+}
+
+static wb_status creation(wb_op_id id, wb_dtype dtype, wb_device device, int ndim, const int64_t *shape,
+                          wb_tensor **out) {
+    wb_op_call c = {0};
+    *out = NULL;
+    if (ndim < 0 || ndim > WB_MAX_DIMS)
+        return wb_error(WB_ERR_SHAPE, "%s: %d dimensions requested, at most %d are supported", wb_op_name(id), ndim,
+                        WB_MAX_DIMS);
+    c.device = device;
+    c.out_dtype = dtype;
+    c.out_ndim = ndim;
+    memcpy(c.out_shape, shape, sizeof(int64_t) * (size_t)ndim);
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) numel *= shape[i] > 0 ? shape[i] : 0;
+    if (id != WB_OP_ARANGE) {
+        c.p.random.seed = generator_seed;
+        c.p.random.offset = generator_offset;
+    }
+    wb_status st = wb_dispatch(id, &c);
+    if (st) return st;
+    /* Advance past the blocks this draw used, so the next draw is independent. */
+    if (id == WB_OP_RAND) generator_offset += (uint64_t)(numel + 3) / 4;
+    if (id == WB_OP_RANDN) generator_offset += (uint64_t)(numel + 1) / 2;
+    *out = c.out;
+    return WB_OK;
+}
+
+wb_status wb_rand(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, wb_tensor **out) {
+    return creation(WB_OP_RAND, dtype, device, ndim, shape, out);
+}
+
+wb_status wb_randn(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, wb_tensor **out) {
+    return creation(WB_OP_RANDN, dtype, device, ndim, shape, out);
+}
+
+wb_status wb_arange(wb_dtype dtype, wb_device device, int64_t n, wb_tensor **out) {
+    *out = NULL;
+    if (n < 0) return wb_error(WB_ERR_ARGUMENT, "arange: n must be >= 0, got %" PRId64, n);
+    return creation(WB_OP_ARANGE, dtype, device, 1, &n, out);
+}
+
+wb_status wb_full(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, double value, wb_tensor **out) {
+    *out = NULL;
+    wb_status st = wb_dtype_check_supported(dtype, "full");
+    if (st) return st;
+    wb_tensor *t;
+    st = wb_tensor_empty(dtype, device, ndim, shape, &t);
+    if (st) return wb_error_prefix(st, "full");
+    st = wb_fill_(t, value);
+    if (st) {
+        wb_tensor_free(t);
+        return st;
+    }
+    *out = t;
+    return WB_OK;
+}

@@ -1,0 +1,25 @@
+/* pointwise_ops.h: shape rules, work counts and CPU implementations of the elementwise and
+ * creation ops (for op_table.c). */
+#ifndef WB_POINTWISE_OPS_H
+#define WB_POINTWISE_OPS_H
+
+#include "op.h"
+
+wb_status wb_shape_binary(wb_op_call *c);
+wb_status wb_shape_unary(wb_op_call *c);
+wb_status wb_shape_copy_(wb_op_call *c);
+wb_status wb_shape_fill_(wb_op_call *c);
+wb_status wb_shape_creation(wb_op_call *c);
+double wb_flops_elementwise(const wb_op_call *c);
+double wb_bytes_binary(const wb_op_call *c);
+double wb_bytes_unary(const wb_op_call *c);
+double wb_bytes_copy_(const wb_op_call *c);
+double wb_bytes_fill_(const wb_op_call *c);
+double wb_bytes_creation(const wb_op_call *c);
+wb_status wb_cpu_binary_impl(wb_op_call *c);
+wb_status wb_cpu_neg_impl(wb_op_call *c);
+wb_status wb_cpu_copy_impl(wb_op_call *c);
+wb_status wb_cpu_fill_impl(wb_op_call *c);
+wb_status wb_cpu_creation_impl(wb_op_call *c);
+
+#endif

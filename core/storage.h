@@ -1,0 +1,23 @@
+/* storage.h: the storage object behind wb_storage (internal to libwb). */
+#ifndef WB_STORAGE_H
+#define WB_STORAGE_H
+
+#include <stdatomic.h>
+
+#include "wb.h"
+
+struct wb_storage {
+    atomic_int refcount;
+    wb_device device;
+    size_t nbytes;
+    void *data;       /* 64-byte aligned */
+    uint64_t version; /* bumped by writes; see wb_storage_version */
+};
+
+wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out);
+void wb_storage_retain(wb_storage *s);
+void wb_storage_release(wb_storage *s);
+/* "1.5 MiB" */
+void wb_format_bytes(double bytes, char *buf, size_t len);
+
+#endif

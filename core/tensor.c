@@ -1,0 +1,171 @@
+/* tensor.c: tensor headers over storages: creation, geometry checks, shape helpers.
+ * Every header that points into a storage goes through check_bounds, so no view can reach
+ * outside the buffer it shares. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage.h"
+#include "wb.h"
+
+char *wb_shape_format(int ndim, const int64_t *shape, char *buf, size_t len) {
+    size_t pos = 0;
+    pos += (size_t)snprintf(buf + pos, len - pos, "{");
+    for (int i = 0; i < ndim && pos < len; i++)
+        pos += (size_t)snprintf(buf + pos, len - pos, i ? ", %" PRId64 : "%" PRId64, shape[i]);
+    if (pos < len) snprintf(buf + pos, len - pos, "}");
+    return buf;
+}
+
+wb_status wb_shape_check(int ndim, const int64_t *shape, wb_dtype dtype, const char *context) {
+    if (ndim < 0 || ndim > WB_MAX_DIMS)
+        return wb_error(WB_ERR_SHAPE, "%s: %d dimensions requested, at most %d are supported", context,
+                        ndim, WB_MAX_DIMS);
+    uint64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            char buf[256];
+            return wb_error(WB_ERR_SHAPE, "%s: negative size %" PRId64 " in dimension %d of shape %s",
+                            context, shape[i], i + 1, wb_shape_format(ndim, shape, buf, sizeof buf));
+        }
+        if (shape[i] != 0 && __builtin_mul_overflow(numel, (uint64_t)shape[i], &numel)) goto huge;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) return WB_OK;
+    uint64_t bytes;
+    if (__builtin_mul_overflow(numel, (uint64_t)wb_dtype_size(dtype), &bytes) || bytes > (uint64_t)INT64_MAX)
+        goto huge;
+    return WB_OK;
+huge: {
+    char buf[256];
+    return wb_error(WB_ERR_MEMORY, "%s: shape %s has more elements than can be addressed", context,
+                    wb_shape_format(ndim, shape, buf, sizeof buf));
+}
+}
+
+wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                             int64_t *out, const char *context) {
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int ia = na - n + i, ib = nb - n + i;
+        int64_t sa = ia >= 0 ? a[ia] : 1, sb = ib >= 0 ? b[ib] : 1;
+        if (sa == sb || sb == 1)
+            out[i] = sa;
+        else if (sa == 1)
+            out[i] = sb;
+        else {
+            char ba[256], bb[256];
+            return wb_error(WB_ERR_SHAPE,
+                            "%s: shapes %s and %s do not broadcast (size %" PRId64 " vs %" PRId64
+                            " in dimension %d from the end)",
+                            context, wb_shape_format(na, a, ba, sizeof ba), wb_shape_format(nb, b, bb, sizeof bb),
+                            sa, sb, n - i);
+        }
+    }
+    *nout = n;
+    return WB_OK;
+}
+
+int64_t wb_tensor_numel(const wb_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+int wb_tensor_is_contiguous(const wb_tensor *t) {
+    int64_t expected = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] == 0) return 1;
+        if (t->shape[i] != 1 && t->stride[i] != expected) return 0;
+        expected *= t->shape[i];
+    }
+    return 1;
+}
+
+void *wb_tensor_data(const wb_tensor *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)wb_dtype_size(t->dtype);
+}
+
+/* Fails unless every element of the geometry lies inside the storage. */
+static wb_status check_bounds(const wb_storage *s, wb_dtype dtype, int ndim, const int64_t *shape,
+                              const int64_t *stride, int64_t offset) {
+    if (offset < 0) return wb_error(WB_ERR_RANGE, "storage offset %" PRId64 " is negative", offset);
+    int64_t last = offset; /* index of the furthest element */
+    for (int i = 0; i < ndim; i++) {
+        if (stride[i] < 0)
+            return wb_error(WB_ERR_RANGE, "negative stride %" PRId64 " in dimension %d is not supported",
+                            stride[i], i + 1);
+        if (shape[i] == 0) return WB_OK; /* no elements, nothing to reach */
+        int64_t reach;
+        if (__builtin_mul_overflow(shape[i] - 1, stride[i], &reach) || __builtin_add_overflow(last, reach, &last))
+            return wb_error(WB_ERR_RANGE, "strides reach past any storage");
+    }
+    int64_t capacity = (int64_t)(s->nbytes / wb_dtype_size(dtype));
+    if (last >= capacity) {
+        char bs[256], bt[256];
+        return wb_error(WB_ERR_RANGE,
+                        "shape %s with strides %s at offset %" PRId64 " reaches element %" PRId64
+                        " of a storage of %" PRId64 " elements",
+                        wb_shape_format(ndim, shape, bs, sizeof bs), wb_shape_format(ndim, stride, bt, sizeof bt),
+                        offset, last, capacity);
+    }
+    return WB_OK;
+}
+
+static wb_tensor *header_new(void) { return calloc(1, sizeof(wb_tensor)); }
+
+wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape,
+                          wb_tensor **out) {
+    *out = NULL;
+    if ((unsigned)dtype >= WB_DTYPE_COUNT) return wb_error(WB_ERR_DTYPE, "invalid dtype id %d", (int)dtype);
+    wb_status st = wb_shape_check(ndim, shape, dtype, "empty");
+    if (st) return st;
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) numel *= shape[i];
+    wb_tensor *t = header_new();
+    if (!t) return wb_error(WB_ERR_MEMORY, "out of memory allocating a tensor header");
+    st = wb_storage_new(device, (size_t)numel * wb_dtype_size(dtype), &t->storage);
+    if (st) {
+        free(t);
+        return st;
+    }
+    t->dtype = dtype;
+    t->device = device;
+    t->ndim = ndim;
+    int64_t stride = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t->shape[i] = shape[i];
+        t->stride[i] = stride;
+        stride *= shape[i] > 1 ? shape[i] : 1;
+    }
+    *out = t;
+    return WB_OK;
+}
+
+wb_status wb_tensor_new_view(const wb_tensor *src, int ndim, const int64_t *shape,
+                             const int64_t *stride, int64_t offset, wb_tensor **out) {
+    *out = NULL;
+    wb_status st = wb_shape_check(ndim, shape, src->dtype, "view");
+    if (st) return st;
+    st = check_bounds(src->storage, src->dtype, ndim, shape, stride, offset);
+    if (st) return st;
+    wb_tensor *t = header_new();
+    if (!t) return wb_error(WB_ERR_MEMORY, "out of memory allocating a tensor header");
+    t->dtype = src->dtype;
+    t->device = src->device;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    memcpy(t->stride, stride, sizeof(int64_t) * (size_t)ndim);
+    t->offset = offset;
+    t->storage = src->storage;
+    wb_storage_retain(t->storage);
+    *out = t;
+    return WB_OK;
+}
+
+void wb_tensor_free(wb_tensor *t) {
+    if (!t) return;
+    wb_storage_release(t->storage);
+    free(t);
+}

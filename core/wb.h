@@ -1,0 +1,182 @@
+/* wb.h: the public C interface of libwb (tensors, views, ops, errors, devices).
+ * The core never includes Lua: bindings/ turns a failed status into a Lua error with the
+ * message from wb_error_message(). Dims here are 0-based; the Lua layer converts. */
+#ifndef WB_H
+#define WB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WB_MAX_DIMS 8
+
+/* ---- status and errors --------------------------------------------------------------- */
+
+typedef enum wb_status {
+    WB_OK = 0,
+    WB_ERR_ARGUMENT,    /* a value that makes no sense (negative size, unknown name) */
+    WB_ERR_SHAPE,       /* shapes that do not fit together */
+    WB_ERR_RANGE,       /* an index or view reaching outside its tensor or storage */
+    WB_ERR_MEMORY,      /* an allocation refused or failed */
+    WB_ERR_DEVICE,      /* a device that is not available, or tensors on different devices */
+    WB_ERR_DTYPE,       /* a dtype that is unknown or not supported by this op */
+    WB_ERR_UNSUPPORTED, /* a valid request this build cannot do (yet) */
+} wb_status;
+
+/* The message of the last failed call on this thread. Valid until the next failure. */
+const char *wb_error_message(void);
+/* Sets the thread's message (printf-style) and returns `status`, so callers can
+ * `return wb_error(WB_ERR_SHAPE, "...")`. */
+wb_status wb_error(wb_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefixes the current message with "<context>: " (used when an op calls another). */
+wb_status wb_error_prefix(wb_status status, const char *context);
+
+/* ---- dtypes and devices -------------------------------------------------------------- */
+
+typedef enum wb_dtype {
+    WB_F32 = 0,
+    WB_BF16, /* declared so the enum and tables are ready; no kernels yet */
+    WB_DTYPE_COUNT
+} wb_dtype;
+
+const char *wb_dtype_name(wb_dtype dtype);
+size_t wb_dtype_size(wb_dtype dtype);
+/* Parses "f32"/"float32"/"bf16"/"bfloat16"; unknown names fail with a message listing the valid ones. */
+wb_status wb_dtype_parse(const char *name, wb_dtype *out);
+/* Fails unless this build has kernels for the dtype. */
+wb_status wb_dtype_check_supported(wb_dtype dtype, const char *context);
+
+typedef enum wb_device {
+    WB_DEVICE_CPU = 0,
+    WB_DEVICE_CUDA,
+    WB_DEVICE_COUNT
+} wb_device;
+
+const char *wb_device_name(wb_device device);
+/* Parses "cpu", "cuda", "cuda:0"; "auto" resolves to the best available device. */
+wb_status wb_device_parse(const char *name, wb_device *out);
+/* WB_OK when the device can run ops; otherwise the message says why not. */
+wb_status wb_device_check_available(wb_device device);
+int wb_device_is_available(wb_device device);
+
+/* Default device and dtype used by creation functions when the caller gives none. */
+wb_device wb_default_device(void);
+wb_status wb_set_default_device(wb_device device);
+
+/* ---- threads ------------------------------------------------------------------------- */
+
+int wb_get_num_threads(void);
+/* The host CPU's model name, e.g. "AMD EPYC". */
+const char *wb_cpu_model(void);
+wb_status wb_set_num_threads(int n);
+
+/* ---- storage and tensors --------------------------------------------------------------- */
+
+/* A refcounted, 64-byte aligned buffer on one device. Views share it. */
+typedef struct wb_storage wb_storage;
+
+/* A tensor is a strided view of a storage:
+ *   address of element (i_0, ..., i_{n-1}) = data(storage) + (offset + sum_k i_k * stride[k]) * itemsize
+ * Treat the fields as read-only outside core/: views are made through the op functions below. */
+typedef struct wb_tensor {
+    wb_dtype dtype;
+    wb_device device;
+    int ndim;                    /* 0 for a scalar tensor (one element) */
+    int64_t shape[WB_MAX_DIMS];  /* sizes, >= 0 */
+    int64_t stride[WB_MAX_DIMS]; /* in elements, >= 0 */
+    int64_t offset;              /* storage offset in elements */
+    wb_storage *storage;         /* one reference held by this tensor */
+} wb_tensor;
+
+size_t wb_storage_nbytes(const wb_storage *s);
+void *wb_storage_data(const wb_storage *s);
+int wb_storage_refcount(const wb_storage *s);
+/* Bumped by every write through a kernel; caches of derived data (packed weights) compare it. */
+uint64_t wb_storage_version(const wb_storage *s);
+void wb_storage_bump_version(wb_storage *s);
+
+/* Largest single allocation allowed, in bytes (physical memory, or WB_MAX_ALLOC_BYTES). */
+size_t wb_alloc_limit(void);
+
+/* A new contiguous tensor with uninitialised data. */
+wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape,
+                          wb_tensor **out);
+/* A new tensor header sharing `src`'s storage with the given geometry (bounds-checked). */
+wb_status wb_tensor_new_view(const wb_tensor *src, int ndim, const int64_t *shape,
+                             const int64_t *stride, int64_t offset, wb_tensor **out);
+void wb_tensor_free(wb_tensor *t);
+
+int64_t wb_tensor_numel(const wb_tensor *t);
+int wb_tensor_is_contiguous(const wb_tensor *t);
+/* Pointer to element (0, ..., 0). */
+void *wb_tensor_data(const wb_tensor *t);
+/* Writes "{2, 3}" into buf; returns buf. */
+char *wb_shape_format(int ndim, const int64_t *shape, char *buf, size_t len);
+/* Checks a shape (0..WB_MAX_DIMS dims, sizes >= 0, element count and bytes representable). */
+wb_status wb_shape_check(int ndim, const int64_t *shape, wb_dtype dtype, const char *context);
+/* NumPy broadcasting of two shapes; fails with both shapes in the message. */
+wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                             int64_t *out, const char *context);
+
+/* ---- ops (every one goes through the dispatcher, see core/dispatch.c) ------------------ */
+
+/* Views: share storage, launch nothing. */
+wb_status wb_t(wb_tensor *x, wb_tensor **out);
+wb_status wb_transpose(wb_tensor *x, int d1, int d2, wb_tensor **out);
+wb_status wb_permute(wb_tensor *x, int ndim, const int *perm, wb_tensor **out);
+wb_status wb_view(wb_tensor *x, int ndim, const int64_t *shape, wb_tensor **out); /* one -1 allowed */
+wb_status wb_narrow(wb_tensor *x, int dim, int64_t start, int64_t length, wb_tensor **out);
+wb_status wb_select(wb_tensor *x, int dim, int64_t index, wb_tensor **out);
+wb_status wb_as_strided(wb_tensor *x, int ndim, const int64_t *shape, const int64_t *stride,
+                        int64_t offset, wb_tensor **out);
+wb_status wb_expand(wb_tensor *x, int ndim, const int64_t *shape, wb_tensor **out); /* -1 keeps */
+wb_status wb_alias(wb_tensor *x, wb_tensor **out); /* same geometry, new header */
+
+/* Composites: a view when the strides allow it, otherwise a copy. */
+wb_status wb_reshape(wb_tensor *x, int ndim, const int64_t *shape, wb_tensor **out);
+wb_status wb_flatten(wb_tensor *x, int start_dim, int end_dim, wb_tensor **out);
+wb_status wb_contiguous(wb_tensor *x, wb_tensor **out); /* an alias when already contiguous */
+
+/* Copies. */
+wb_status wb_clone(wb_tensor *x, wb_tensor **out);
+wb_status wb_copy_(wb_tensor *dst, wb_tensor *src); /* src broadcast to dst's shape */
+wb_status wb_fill_(wb_tensor *dst, double value);
+
+/* Creation. */
+wb_status wb_full(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, double value,
+                  wb_tensor **out);
+wb_status wb_arange(wb_dtype dtype, wb_device device, int64_t n, wb_tensor **out); /* 0..n-1 */
+wb_status wb_rand(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, wb_tensor **out);
+wb_status wb_randn(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, wb_tensor **out);
+wb_status wb_from_doubles(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape,
+                          const double *values, wb_tensor **out);
+
+/* Elementwise with NumPy broadcasting. */
+wb_status wb_add(wb_tensor *a, wb_tensor *b, wb_tensor **out);
+wb_status wb_sub(wb_tensor *a, wb_tensor *b, wb_tensor **out);
+wb_status wb_mul(wb_tensor *a, wb_tensor *b, wb_tensor **out);
+wb_status wb_div(wb_tensor *a, wb_tensor *b, wb_tensor **out);
+wb_status wb_neg(wb_tensor *a, wb_tensor **out);
+
+/* Reading values back (host side; these are comparisons, not ops on the device lane). */
+wb_status wb_to_doubles(wb_tensor *x, double *values); /* numel values in row-major order */
+wb_status wb_max_abs_diff(wb_tensor *a, wb_tensor *b, double *out);
+/* ||out - ref||_2 / ||ref||_2 in double precision (||out - ref||_2 when ref is all zeros). */
+wb_status wb_rel_error(wb_tensor *out, wb_tensor *ref, double *result);
+/* |a - b| <= atol + rtol * |b| elementwise (broadcast); NaN is never close. */
+wb_status wb_allclose(wb_tensor *a, wb_tensor *b, double rtol, double atol, int *result);
+
+/* ---- random numbers ------------------------------------------------------------------ */
+
+/* Counter-based (Philox4x32-10): element i of a draw depends only on (seed, offset, i), so a
+ * seed gives the same numbers whatever the thread count. */
+void wb_manual_seed(uint64_t seed);
+uint64_t wb_initial_seed(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
