@@ -344,7 +344,7 @@ wb_status wb_full(wb_dtype dtype, wb_device device, int ndim, const int64_t *sha
     if (st) return st;
     wb_tensor *t;
     st = wb_tensor_empty(dtype, device, ndim, shape, &t);
-    if (st) return wb_error_prefix(st, "full");
+    if (st) return st;
     st = wb_fill_(t, value);
     if (st) {
         wb_tensor_free(t);

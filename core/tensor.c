@@ -18,16 +18,22 @@ char *wb_shape_format(int ndim, const int64_t *shape, char *buf, size_t len) {
     return buf;
 }
 
+static wb_status shape_check(int ndim, const int64_t *shape, wb_dtype dtype);
+
 wb_status wb_shape_check(int ndim, const int64_t *shape, wb_dtype dtype, const char *context) {
+    wb_status st = shape_check(ndim, shape, dtype);
+    return st && context ? wb_error_prefix(st, context) : st;
+}
+
+static wb_status shape_check(int ndim, const int64_t *shape, wb_dtype dtype) {
     if (ndim < 0 || ndim > WB_MAX_DIMS)
-        return wb_error(WB_ERR_SHAPE, "%s: %d dimensions requested, at most %d are supported", context,
-                        ndim, WB_MAX_DIMS);
+        return wb_error(WB_ERR_SHAPE, "%d dimensions requested, at most %d are supported", ndim, WB_MAX_DIMS);
     uint64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             char buf[256];
-            return wb_error(WB_ERR_SHAPE, "%s: negative size %" PRId64 " in dimension %d of shape %s",
-                            context, shape[i], i + 1, wb_shape_format(ndim, shape, buf, sizeof buf));
+            return wb_error(WB_ERR_SHAPE, "negative size %" PRId64 " in dimension %d of shape %s",
+                            shape[i], i + 1, wb_shape_format(ndim, shape, buf, sizeof buf));
         }
         if (shape[i] != 0 && __builtin_mul_overflow(numel, (uint64_t)shape[i], &numel)) goto huge;
     }
@@ -39,7 +45,7 @@ wb_status wb_shape_check(int ndim, const int64_t *shape, wb_dtype dtype, const c
     return WB_OK;
 huge: {
     char buf[256];
-    return wb_error(WB_ERR_MEMORY, "%s: shape %s has more elements than can be addressed", context,
+    return wb_error(WB_ERR_MEMORY, "shape %s has more elements than can be addressed",
                     wb_shape_format(ndim, shape, buf, sizeof buf));
 }
 }
@@ -105,10 +111,10 @@ static wb_status check_bounds(const wb_storage *s, wb_dtype dtype, int ndim, con
     if (last >= capacity) {
         char bs[256], bt[256];
         return wb_error(WB_ERR_RANGE,
-                        "shape %s with strides %s at offset %" PRId64 " reaches element %" PRId64
-                        " of a storage of %" PRId64 " elements",
+                        "shape %s with strides %s at offset %" PRId64 " needs %" PRId64
+                        " elements but the storage has %" PRId64,
                         wb_shape_format(ndim, shape, bs, sizeof bs), wb_shape_format(ndim, stride, bt, sizeof bt),
-                        offset, last, capacity);
+                        offset, last + 1, capacity);
     }
     return WB_OK;
 }
@@ -119,7 +125,7 @@ wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int6
                           wb_tensor **out) {
     *out = NULL;
     if ((unsigned)dtype >= WB_DTYPE_COUNT) return wb_error(WB_ERR_DTYPE, "invalid dtype id %d", (int)dtype);
-    wb_status st = wb_shape_check(ndim, shape, dtype, "empty");
+    wb_status st = wb_shape_check(ndim, shape, dtype, NULL);
     if (st) return st;
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) numel *= shape[i];
@@ -146,7 +152,7 @@ wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int6
 wb_status wb_tensor_new_view(const wb_tensor *src, int ndim, const int64_t *shape,
                              const int64_t *stride, int64_t offset, wb_tensor **out) {
     *out = NULL;
-    wb_status st = wb_shape_check(ndim, shape, src->dtype, "view");
+    wb_status st = wb_shape_check(ndim, shape, src->dtype, NULL);
     if (st) return st;
     st = check_bounds(src->storage, src->dtype, ndim, shape, stride, offset);
     if (st) return st;

@@ -101,7 +101,7 @@ void wb_storage_bump_version(wb_storage *s);
 /* Largest single allocation allowed, in bytes (physical memory, or WB_MAX_ALLOC_BYTES). */
 size_t wb_alloc_limit(void);
 
-/* A new contiguous tensor with uninitialised data. */
+/* A new contiguous tensor with uninitialised data (messages carry no op name: callers add it). */
 wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape,
                           wb_tensor **out);
 /* A new tensor header sharing `src`'s storage with the given geometry (bounds-checked). */
@@ -115,7 +115,8 @@ int wb_tensor_is_contiguous(const wb_tensor *t);
 void *wb_tensor_data(const wb_tensor *t);
 /* Writes "{2, 3}" into buf; returns buf. */
 char *wb_shape_format(int ndim, const int64_t *shape, char *buf, size_t len);
-/* Checks a shape (0..WB_MAX_DIMS dims, sizes >= 0, element count and bytes representable). */
+/* Checks a shape (0..WB_MAX_DIMS dims, sizes >= 0, element count and bytes representable);
+ * the message starts with "<context>: " unless context is NULL. */
 wb_status wb_shape_check(int ndim, const int64_t *shape, wb_dtype dtype, const char *context);
 /* NumPy broadcasting of two shapes; fails with both shapes in the message. */
 wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout,

@@ -1,1 +1,291 @@
-int main(void){return 0;}
+/* test_core.c: C unit tests of the core (storage, views, bounds, broadcasting, the op table,
+ * the generator and the pointwise kernels against naive references). No Lua here. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/op.h"
+#include "../../kernels/cpu/pointwise.h"
+#include "wb.h"
+
+static int failures, checks;
+
+#define CHECK(cond)                                                                                                   \
+    do {                                                                                                              \
+        checks++;                                                                                                     \
+        if (!(cond)) {                                                                                                \
+            failures++;                                                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                  \
+        }                                                                                                             \
+    } while (0)
+
+#define CHECK_OK(expr)                                                                                                \
+    do {                                                                                                              \
+        checks++;                                                                                                     \
+        wb_status st_ = (expr);                                                                                       \
+        if (st_ != WB_OK) {                                                                                           \
+            failures++;                                                                                               \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, wb_error_message());                 \
+        }                                                                                                             \
+    } while (0)
+
+#define CHECK_ERR(expr, status, fragment)                                                                             \
+    do {                                                                                                              \
+        checks++;                                                                                                     \
+        wb_status st_ = (expr);                                                                                       \
+        if (st_ != (status) || !strstr(wb_error_message(), (fragment))) {                                             \
+            failures++;                                                                                               \
+            fprintf(stderr, "%s:%d: %s: expected status %d with '%s', got %d: %s\n", __FILE__, __LINE__, #expr,        \
+                    (int)(status), (fragment), (int)st_, wb_error_message());                                         \
+        }                                                                                                             \
+    } while (0)
+
+static void test_op_table(void) {
+    CHECK(wb_op_table_check() == -1);
+    CHECK(!strcmp(wb_op_name(WB_OP_T), "t"));
+    CHECK(!strcmp(wb_op_name(WB_OP_ADD), "add"));
+    CHECK(wb_op_get(WB_OP_COUNT) == NULL);
+}
+
+static void test_storage_alignment_and_refcount(void) {
+    const int64_t shape[] = {3, 5};
+    wb_tensor *a, *v;
+    CHECK_OK(wb_tensor_empty(WB_F32, WB_DEVICE_CPU, 2, shape, &a));
+    CHECK(((uintptr_t)wb_storage_data(a->storage) & 63) == 0);
+    CHECK(wb_storage_refcount(a->storage) == 1);
+    CHECK(a->stride[0] == 5 && a->stride[1] == 1);
+    CHECK_OK(wb_t(a, &v));
+    CHECK(v->storage == a->storage && wb_storage_refcount(a->storage) == 2);
+    wb_tensor_free(a); /* the view keeps the storage alive */
+    CHECK(wb_storage_refcount(v->storage) == 1);
+    CHECK_OK(wb_fill_(v, 2.0));
+    wb_tensor_free(v);
+}
+
+static void test_alloc_limit(void) {
+    const int64_t huge[] = {1000000, 1000000, 1000};
+    wb_tensor *t = NULL;
+    CHECK_ERR(wb_tensor_empty(WB_F32, WB_DEVICE_CPU, 3, huge, &t), WB_ERR_MEMORY, "cannot allocate");
+    CHECK(t == NULL);
+    const int64_t overflow[] = {INT64_MAX / 2, 4};
+    CHECK_ERR(wb_tensor_empty(WB_F32, WB_DEVICE_CPU, 2, overflow, &t), WB_ERR_MEMORY, "more elements");
+    const int64_t negative[] = {2, -3};
+    CHECK_ERR(wb_tensor_empty(WB_F32, WB_DEVICE_CPU, 2, negative, &t), WB_ERR_SHAPE, "negative size -3");
+}
+
+static void test_views(void) {
+    wb_tensor *m, *tmp, *t, *f;
+    const int64_t shape[] = {3, 2};
+    CHECK_OK(wb_arange(WB_F32, WB_DEVICE_CPU, 6, &tmp));
+    CHECK_OK(wb_view(tmp, 2, shape, &m));
+    wb_tensor_free(tmp);
+    CHECK(m->stride[0] == 2 && m->stride[1] == 1);
+    CHECK_OK(wb_t(m, &t));
+    CHECK(t->shape[0] == 2 && t->shape[1] == 3 && t->stride[0] == 1 && t->stride[1] == 2);
+    CHECK(wb_tensor_data(t) == wb_tensor_data(m));
+    CHECK(!wb_tensor_is_contiguous(t));
+    CHECK_OK(wb_flatten(t, 0, 1, &f));
+    double v[6];
+    CHECK_OK(wb_to_doubles(f, v));
+    const double want[] = {0, 2, 4, 1, 3, 5};
+    CHECK(!memcmp(v, want, sizeof want));
+    CHECK(wb_tensor_data(f) != wb_tensor_data(m));
+    wb_tensor_free(f);
+
+    /* view of the transpose cannot be flattened without a copy */
+    const int64_t six[] = {6};
+    wb_tensor *bad = NULL;
+    CHECK_ERR(wb_view(t, 1, six, &bad), WB_ERR_SHAPE, "view: shape {6} cannot be a view");
+    CHECK(bad == NULL);
+
+    /* narrow / select / expand / permute / as_strided */
+    wb_tensor *n, *s, *e, *p, *a;
+    CHECK_OK(wb_narrow(m, 0, 1, 2, &n));
+    CHECK(n->offset == 2 && n->shape[0] == 2);
+    CHECK_ERR(wb_narrow(m, 0, 2, 2, &bad), WB_ERR_RANGE, "past the end of dimension 1 of size 3");
+    CHECK_OK(wb_select(m, 1, 1, &s));
+    CHECK(s->ndim == 1 && s->shape[0] == 3 && s->stride[0] == 2 && s->offset == 1);
+    CHECK_ERR(wb_select(m, 1, 2, &bad), WB_ERR_RANGE, "index 3 is out of range");
+    const int64_t ex[] = {4, 3, 2};
+    CHECK_OK(wb_expand(m, 3, ex, &e));
+    CHECK(e->stride[0] == 0 && e->stride[1] == 2);
+    const int64_t ex_bad[] = {3, 3};
+    CHECK_ERR(wb_expand(m, 2, ex_bad, &bad), WB_ERR_SHAPE, "cannot be expanded");
+    const int perm[] = {1, 0};
+    CHECK_OK(wb_permute(m, 2, perm, &p));
+    CHECK(p->stride[0] == 1 && p->stride[1] == 2);
+    const int perm_bad[] = {0, 0};
+    CHECK_ERR(wb_permute(m, 2, perm_bad, &bad), WB_ERR_ARGUMENT, "appears twice");
+    const int64_t as_shape[] = {2, 2}, as_stride[] = {1, 1};
+    CHECK_OK(wb_as_strided(m, 2, as_shape, as_stride, 3, &a)); /* reaches element 5: the last one */
+    CHECK_ERR(wb_as_strided(m, 2, as_shape, as_stride, 4, &bad), WB_ERR_RANGE, "needs 7 elements");
+    const int64_t neg_stride[] = {-1, 1};
+    CHECK_ERR(wb_as_strided(m, 2, as_shape, neg_stride, 4, &bad), WB_ERR_RANGE, "negative stride");
+    CHECK_ERR(wb_transpose(m, 0, 2, &bad), WB_ERR_RANGE, "dimension 3 is out of range");
+    CHECK(bad == NULL);
+
+    /* copy_ into an expanded (self-overlapping) destination is refused */
+    CHECK_ERR(wb_copy_(e, m), WB_ERR_ARGUMENT, "several elements in one memory location");
+
+    wb_tensor_free(n), wb_tensor_free(s), wb_tensor_free(e), wb_tensor_free(p), wb_tensor_free(a);
+    wb_tensor_free(t), wb_tensor_free(m);
+}
+
+/* The view rule must accept exactly what a stride-regrouping allows: check against brute force
+ * (a reshape is a view iff the copy-free strides reproduce the element order). */
+static void test_view_rule_against_reference(void) {
+    const int64_t base_shape[] = {4, 6};
+    wb_tensor *b;
+    CHECK_OK(wb_arange(WB_F32, WB_DEVICE_CPU, 24, &b));
+    wb_tensor *m;
+    CHECK_OK(wb_view(b, 2, base_shape, &m));
+    wb_tensor *t;
+    CHECK_OK(wb_t(m, &t)); /* {6, 4} strides {1, 6} */
+    /* Runs of t that are contiguous in memory: {6} (stride 1) and {4} (stride 6). A target is a
+     * view iff it only splits or keeps those runs. */
+    const int64_t targets[][3] = {{24, 0, 0}, {6, 4, 0}, {3, 2, 4}, {6, 2, 2}, {2, 3, 4}, {4, 6, 0}, {2, 12, 0}};
+    const int ndims[] = {1, 2, 3, 3, 3, 2, 2};
+    const int viewable[] = {0, 1, 1, 1, 1, 0, 0};
+    for (int i = 0; i < 7; i++) {
+        wb_tensor *v = NULL, *r = NULL;
+        wb_status st = wb_view(t, ndims[i], targets[i], &v);
+        CHECK((st == WB_OK) == viewable[i]);
+        CHECK_OK(wb_reshape(t, ndims[i], targets[i], &r));
+        double order[24], a[24], c[24]; /* a reshape keeps t's row-major element order */
+        CHECK_OK(wb_to_doubles(t, order));
+        CHECK_OK(wb_to_doubles(r, c));
+        CHECK(!memcmp(order, c, sizeof c));
+        if (v) {
+            CHECK_OK(wb_to_doubles(v, a));
+            CHECK(!memcmp(order, a, sizeof a));
+            CHECK(wb_tensor_data(r) == wb_tensor_data(t)); /* reshape stayed a view */
+        } else {
+            CHECK(wb_tensor_data(r) != wb_tensor_data(t)); /* reshape had to copy */
+        }
+        wb_tensor_free(v), wb_tensor_free(r);
+    }
+    wb_tensor_free(t), wb_tensor_free(m), wb_tensor_free(b);
+}
+
+static void test_broadcast_kernel_against_naive(void) {
+    /* out[i][j][k] = a[i][0][k] op b[j][k] over awkward sizes */
+    const int I = 3, J = 17, K = 33;
+    float *a = malloc(sizeof(float) * I * K), *b = malloc(sizeof(float) * J * K);
+    float *out = malloc(sizeof(float) * I * J * K);
+    for (int i = 0; i < I * K; i++) a[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < J * K; i++) b[i] = (float)(i % 5) + 0.5f;
+    const int64_t shape[] = {I, J, K};
+    const int64_t os[] = {J * K, K, 1}, as[] = {K, 0, 1}, bs[] = {0, K, 1};
+    for (int op = WB_CPU_ADD; op <= WB_CPU_DIV; op++) {
+        wb_cpu_binary_f32((wb_cpu_binary_op)op, 3, shape, out, os, a, as, b, bs);
+        int bad = 0;
+        for (int i = 0; i < I; i++)
+            for (int j = 0; j < J; j++)
+                for (int k = 0; k < K; k++) {
+                    float x = a[i * K + k], y = b[j * K + k], r;
+                    r = op == WB_CPU_ADD ? x + y : op == WB_CPU_SUB ? x - y : op == WB_CPU_MUL ? x * y : x / y;
+                    if (out[(i * J + j) * K + k] != r) bad++;
+                }
+        CHECK(bad == 0);
+    }
+    free(a), free(b), free(out);
+}
+
+static void test_philox_known_answer(void) {
+    /* Random123's known-answer test for philox4x32_10 with counter 0 and key 0. */
+    uint32_t r[4];
+    wb_philox4x32_10(0, 0, r);
+    CHECK(r[0] == 0x6627e8d5u && r[1] == 0xe169c58du && r[2] == 0xbc57ac4cu && r[3] == 0x9b00dbd8u);
+}
+
+static void test_random_stats(void) {
+    const int64_t shape[] = {200000};
+    wb_tensor *u, *n;
+    wb_manual_seed(7);
+    CHECK_OK(wb_rand(WB_F32, WB_DEVICE_CPU, 1, shape, &u));
+    CHECK_OK(wb_randn(WB_F32, WB_DEVICE_CPU, 1, shape, &n));
+    const float *pu = wb_tensor_data(u), *pn = wb_tensor_data(n);
+    double su = 0, sn = 0, sn2 = 0, lo = 1, hi = 0;
+    for (int i = 0; i < 200000; i++) {
+        su += pu[i];
+        lo = fmin(lo, pu[i]), hi = fmax(hi, pu[i]);
+        sn += pn[i], sn2 += (double)pn[i] * pn[i];
+    }
+    CHECK(lo >= 0 && hi < 1);
+    CHECK(fabs(su / 200000 - 0.5) < 0.01);
+    CHECK(fabs(sn / 200000) < 0.01);
+    CHECK(fabs(sn2 / 200000 - 1.0) < 0.02);
+    /* The same seed gives the same numbers. */
+    wb_tensor *u2;
+    wb_manual_seed(7);
+    CHECK_OK(wb_rand(WB_F32, WB_DEVICE_CPU, 1, shape, &u2));
+    CHECK(!memcmp(wb_tensor_data(u2), pu, 200000 * sizeof(float)));
+    wb_tensor_free(u), wb_tensor_free(n), wb_tensor_free(u2);
+}
+
+static void test_comparisons(void) {
+    const int64_t shape[] = {4};
+    const double va[] = {1, 2, 3, 4}, vb[] = {1, 2, 3, 4.5}, vnan[] = {1, NAN, 3, 4};
+    wb_tensor *a, *b, *c;
+    CHECK_OK(wb_from_doubles(WB_F32, WB_DEVICE_CPU, 1, shape, va, &a));
+    CHECK_OK(wb_from_doubles(WB_F32, WB_DEVICE_CPU, 1, shape, vb, &b));
+    CHECK_OK(wb_from_doubles(WB_F32, WB_DEVICE_CPU, 1, shape, vnan, &c));
+    double d;
+    int close;
+    CHECK_OK(wb_max_abs_diff(a, b, &d));
+    CHECK(d == 0.5);
+    CHECK_OK(wb_rel_error(b, a, &d));
+    CHECK(fabs(d - 0.5 / sqrt(30.0)) < 1e-12);
+    CHECK_OK(wb_allclose(a, b, 0, 0.49, &close));
+    CHECK(!close);
+    CHECK_OK(wb_allclose(a, b, 0, 0.5, &close));
+    CHECK(close);
+    CHECK_OK(wb_allclose(a, c, 1, 1, &close));
+    CHECK(!close);
+    CHECK_OK(wb_max_abs_diff(a, c, &d));
+    CHECK(isnan(d));
+    wb_tensor_free(a), wb_tensor_free(b), wb_tensor_free(c);
+}
+
+static int hook_ops, hook_kernels;
+
+static void count_op(void *user, const wb_op_call *call) {
+    (void)user, (void)call;
+    hook_ops++;
+}
+
+static void count_kernel(void *user, const wb_kernel_desc *desc) {
+    (void)user, (void)desc;
+    hook_kernels++;
+}
+
+/* A view records an op and launches no kernel; an add launches exactly one. */
+static void test_dispatch_hooks(void) {
+    wb_dispatch_hooks hooks = {NULL, count_op, NULL, count_kernel, NULL};
+    const int64_t shape[] = {2, 3};
+    wb_tensor *x, *t, *y;
+    CHECK_OK(wb_full(WB_F32, WB_DEVICE_CPU, 2, shape, 1.0, &x));
+    const wb_dispatch_hooks *old = wb_dispatch_set_hooks(&hooks);
+    CHECK_OK(wb_t(x, &t));
+    CHECK(hook_ops == 1 && hook_kernels == 0);
+    CHECK_OK(wb_add(x, x, &y));
+    CHECK(hook_ops == 2 && hook_kernels == 1);
+    wb_dispatch_set_hooks(old);
+    wb_tensor_free(x), wb_tensor_free(t), wb_tensor_free(y);
+}
+
+int main(void) {
+    test_op_table();
+    test_storage_alignment_and_refcount();
+    test_alloc_limit();
+    test_views();
+    test_view_rule_against_reference();
+    test_broadcast_kernel_against_naive();
+    test_philox_known_answer();
+    test_random_stats();
+    test_comparisons();
+    test_dispatch_hooks();
+    printf("%d checks, %d failures\n", checks, failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,45 @@
+#!/bin/sh
+# bootstrap.sh: from a fresh Debian 12 machine to a built workbench.
+#   scripts/bootstrap.sh          install what is missing (apt-get), configure and build (build/)
+#   scripts/bootstrap.sh --test   the same, then every test, then every test again under ASan+UBSan
+# Run as root (or with sudo available) the first time, so missing packages can be installed.
+set -eu
+cd "$(dirname "$0")/.."
+
+mode=build
+case "${1:-}" in
+    "") ;;
+    --test) mode=test ;;
+    *) echo "usage: scripts/bootstrap.sh [--test]" >&2; exit 2 ;;
+esac
+
+packages="gcc make libc6-dev cmake pkg-config liblua5.4-dev lua-unit lua-cjson libreadline-dev"
+missing=""
+for p in $packages; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "== installing:$missing"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== configure and build (build/, Release)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWB_WERROR=ON >/dev/null
+cmake --build build -j "$jobs"
+
+[ "$mode" = test ] || exit 0
+
+echo "== tests (build/)"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWB_SANITIZE=ON -DWB_WERROR=ON >/dev/null
+cmake --build build-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs"
+echo "== all tests passed"

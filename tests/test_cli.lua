@@ -1,0 +1,144 @@
+-- test_cli.lua: the command line of DESIGN ("The command line"), run as a user would run it.
+local lu = require("luaunit")
+
+local EXE = os.getenv("WB_EXE") or "build/workbench"
+
+local function tmpfile(text)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+    return path
+end
+
+-- Runs a shell command; returns stdout, stderr and the exit code.
+local function run(args, stdin)
+    local err = os.tmpname()
+    local cmd = EXE .. " " .. args .. " 2>" .. err
+    if stdin then cmd = "cat " .. tmpfile(stdin) .. " | " .. cmd end
+    local p = io.popen(cmd)
+    local out = p:read("a")
+    local _, _, code = p:close()
+    local f = io.open(err)
+    local e = f:read("a")
+    f:close()
+    os.remove(err)
+    return out, e, code
+end
+
+TestCli = {}
+
+function TestCli:test_statement_and_stride()
+    local out, _, code = run([[-e "print(wb.tensor({{1,2},{3,4}}):t():stride()[1])"]])
+    lu.assertEquals(out, "1\n")
+    lu.assertEquals(code, 0)
+end
+
+function TestCli:test_script_from_stdin()
+    local out, _, code = run("-", "print(1+1)\n")
+    lu.assertEquals(out, "2\n")
+    lu.assertEquals(code, 0)
+    -- with no script and stdin not a terminal, stdin is the script too
+    out = run("", "print(wb ~= nil)\n")
+    lu.assertEquals(out, "true\n")
+end
+
+function TestCli:test_error_exits_nonzero_with_traceback()
+    local _, err, code = run([[-e 'error("x")']])
+    lu.assertNotEquals(code, 0)
+    lu.assertStrContains(err, "x")
+    lu.assertStrContains(err, "stack traceback")
+    local script = tmpfile("local function f() local t = wb.zeros({2}):view({3}) end\nf()\n")
+    _, err, code = run(script)
+    lu.assertEquals(code, 1)
+    lu.assertStrContains(err, "view: shape {3} (3 elements) is invalid for a tensor of 2 elements")
+    lu.assertStrContains(err, "in local 'f'")
+    _, err, code = run(tmpfile("this is not lua"))
+    lu.assertEquals(code, 1)
+    lu.assertStrContains(err, "syntax error")
+    _, err, code = run("/nonexistent/script.lua")
+    lu.assertEquals(code, 1)
+    lu.assertStrContains(err, "cannot open /nonexistent/script.lua")
+end
+
+function TestCli:test_script_sees_arg_like_lua()
+    local script = tmpfile("print(arg[0], arg[1], arg[2], #arg, select('#', ...), ...)\n")
+    local out = run("--seed 3 " .. script .. " --tokens 1,128 x")
+    lu.assertEquals(out, script .. "\t--tokens\t1,128\t3\t3\t--tokens\t1,128\tx\n")
+    out = run("--threads 1 " .. script)
+    lu.assertEquals(out, script .. "\tnil\tnil\t0\t0\n")
+    out = run("-e 'print(arg[-1], arg[-2])' " .. script .. " a")
+    lu.assertStrContains(out, "print(arg[-1], arg[-2])\t-e\n")
+end
+
+function TestCli:test_e_is_repeatable_and_runs_before_the_script()
+    local script = tmpfile("print(X + 1)\n")
+    local out = run("-e X=1 -e 'X=X*10' " .. script)
+    lu.assertEquals(out, "11\n")
+end
+
+function TestCli:test_options_reach_the_script()
+    local out = run([[--threads 1 --seed 9 --out /tmp/wbout --device cpu -e "print(wb.get_num_threads(), wb.initial_seed(), wb.options.out, wb.options.device, wb.default_device())"]])
+    lu.assertEquals(out, "1\t9\t/tmp/wbout\tcpu\tcpu\n")
+    out = run([[--device=auto --threads=2 -e "print(wb.options.device, wb.get_num_threads())"]])
+    lu.assertEquals(out, "cpu\t2\n")
+end
+
+function TestCli:test_seed_makes_runs_repeat()
+    local a = run([[--seed 123 -e "print(wb.randn({3}):tolist()[3])"]])
+    local b = run([[--seed 123 -e "print(wb.randn({3}):tolist()[3])"]])
+    local c = run([[--seed 124 -e "print(wb.randn({3}):tolist()[3])"]])
+    lu.assertEquals(a, b)
+    lu.assertNotEquals(a, c)
+end
+
+function TestCli:test_bad_options()
+    local _, err, code = run("--device cuda -e 'print(1)'")
+    lu.assertEquals(code, 1)
+    lu.assertStrContains(err, "device 'cuda' is not available: this workbench was built without the CUDA plugin")
+    _, err, code = run("--device tpu -e 'print(1)'")
+    lu.assertNotEquals(code, 0)
+    lu.assertStrContains(err, "unknown device 'tpu'")
+    _, err, code = run("--threads 0 -e 'print(1)'")
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "--threads 0: expected a whole number from 1 to 1024")
+    _, err, code = run("--threads")
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "--threads needs a value")
+    _, err, code = run("--seed -4 -e 'print(1)'")
+    lu.assertEquals(code, 2)
+    _, err, code = run("--frobnicate")
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "unknown option '--frobnicate'")
+    _, err, code = run("-e")
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "-e needs a statement")
+end
+
+function TestCli:test_version_and_help()
+    local out, _, code = run("--version")
+    lu.assertEquals(code, 0)
+    lu.assertStrMatches(out, "workbench %d+%.%d+%.%d+ %(commit [^,]+, Lua 5%.4%.?%d*%)\n")
+    out, _, code = run("--help")
+    lu.assertEquals(code, 0)
+    for _, opt in ipairs({"-e STMT", "-i", "--device", "--threads", "--out", "--seed", "--version"}) do
+        lu.assertStrContains(out, opt)
+    end
+end
+
+function TestCli:test_repl_survives_errors()
+    -- -i after the statements enters the REPL; stdin feeds it lines
+    local out, err, code = run("-e 'x = 2' -i",
+        "x + 1\nwb.zeros({2}):view({3})\nfor i = 1, 2 do\n  print(i)\nend\nreturn x * 10\nx = = 1\nprint(x)\n")
+    lu.assertEquals(code, 0)
+    lu.assertEquals(out, "3\n1\n2\n20\n2\n")
+    lu.assertStrContains(err, "view: shape {3} (3 elements) is invalid for a tensor of 2 elements")
+    lu.assertStrContains(err, "unexpected symbol near '='")
+end
+
+function TestCli:test_lua_libraries_available()
+    local out = run([[-e "print(require('cjson').encode({1}), require('luaunit') ~= nil, require('wb') == wb)"]])
+    lu.assertEquals(out, "[1]\ttrue\ttrue\n")
+end
+
+os.exit(lu.LuaUnit.run())
