@@ -56,9 +56,15 @@ static int l_allclose(lua_State *L) {
 }
 
 static const luaL_Reg ops[] = {
-    {"add", l_add},           {"sub", l_sub},           {"mul", l_mul},
-    {"div", l_div},           {"neg", l_neg},           {"max_abs_diff", l_max_abs_diff},
-    {"rel_error", l_rel_error}, {"allclose", l_allclose}, {NULL, NULL},
+    {"add", l_add},
+    {"sub", l_sub},
+    {"mul", l_mul},
+    {"div", l_div},
+    {"neg", l_neg},
+    {"max_abs_diff", l_max_abs_diff},
+    {"rel_error", l_rel_error},
+    {"allclose", l_allclose},
+    {NULL, NULL},
 };
 
 void wb_lua_register_ops(lua_State *L) { luaL_setfuncs(L, ops, 0); }

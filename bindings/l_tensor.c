@@ -70,7 +70,8 @@ int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, 
     if (!lua_istable(L, idx))
         luaL_error(L, "%s: %s must be a table of sizes like {2, 3}, got %s", fname, what, luaL_typename(L, idx));
     lua_Integer n = luaL_len(L, idx);
-    if (n > WB_MAX_DIMS) luaL_error(L, "%s: %s has %d dimensions, at most %d are supported", fname, what, (int)n, WB_MAX_DIMS);
+    if (n > WB_MAX_DIMS)
+        luaL_error(L, "%s: %s has %d dimensions, at most %d are supported", fname, what, (int)n, WB_MAX_DIMS);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_geti(L, idx, i);
         int ok;
@@ -122,15 +123,18 @@ void wb_lua_checkopts(lua_State *L, int idx, const char *fname, wb_dtype *dtype,
     *dtype = WB_F32;
     *device = wb_default_device();
     if (lua_isnoneornil(L, idx)) return;
-    if (!lua_istable(L, idx)) luaL_error(L, "%s: options must be a table like {dtype=\"f32\"}, got %s", fname, luaL_typename(L, idx));
+    if (!lua_istable(L, idx))
+        luaL_error(L, "%s: options must be a table like {dtype=\"f32\"}, got %s", fname, luaL_typename(L, idx));
     wb_lua_checkkeys(L, idx, fname, keys);
     if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: dtype must be a string, got %s", fname, luaL_typename(L, -1));
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: dtype must be a string, got %s", fname, luaL_typename(L, -1));
         if (wb_dtype_parse(lua_tostring(L, -1), dtype)) luaL_error(L, "%s: %s", fname, wb_error_message());
         if (wb_dtype_check_supported(*dtype, fname)) wb_lua_error(L);
     }
     if (lua_getfield(L, idx, "device") != LUA_TNIL) {
-        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: device must be a string, got %s", fname, luaL_typename(L, -1));
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: device must be a string, got %s", fname, luaL_typename(L, -1));
         if (wb_device_parse(lua_tostring(L, -1), device)) luaL_error(L, "%s: %s", fname, wb_error_message());
         if (wb_device_check_available(*device)) luaL_error(L, "%s: %s", fname, wb_error_message());
     }
@@ -228,7 +232,8 @@ static int t_permute(lua_State *L) {
     } else {
         n = lua_gettop(L) - 1;
         if (n > WB_MAX_DIMS) luaL_error(L, "permute: %d dimensions given, the tensor has %d", n, t->ndim);
-        for (int i = 0; i < n; i++) perm[i] = wb_lua_checkdim(L, i + 2, t, "permute");
+        for (int i = 0; i < n; i++)
+            perm[i] = wb_lua_checkdim(L, i + 2, t, "permute");
     }
     return wb_lua_pushresult(L, wb_permute(t, n, perm, &out), &out);
 }
@@ -239,7 +244,8 @@ static int shape_args(lua_State *L, int64_t *shape, const char *fname) {
     int n = lua_gettop(L) - 1;
     if (n < 1) luaL_error(L, "%s: missing shape argument", fname);
     if (n > WB_MAX_DIMS) luaL_error(L, "%s: %d dimensions requested, at most %d are supported", fname, n, WB_MAX_DIMS);
-    for (int i = 0; i < n; i++) shape[i] = wb_lua_checkint(L, i + 2, fname, "size");
+    for (int i = 0; i < n; i++)
+        shape[i] = wb_lua_checkint(L, i + 2, fname, "size");
     return n;
 }
 
@@ -425,12 +431,13 @@ static number_format choose_format(const double *v, int64_t n) {
     return f;
 }
 
-static void add_values(luaL_Buffer *b, const wb_tensor *t, const double *v, int dim, int64_t *pos,
-                       number_format f, int indent) {
+static void add_values(luaL_Buffer *b, const wb_tensor *t, const double *v, int dim, int64_t *pos, number_format f,
+                       int indent) {
     char buf[64];
     if (dim == t->ndim) {
         int w = snprintf(buf, sizeof buf, f.fmt, v[*pos]);
-        for (int pad = w; pad < f.width; pad++) luaL_addchar(b, ' ');
+        for (int pad = w; pad < f.width; pad++)
+            luaL_addchar(b, ' ');
         luaL_addstring(b, buf);
         (*pos)++;
         return;
@@ -442,8 +449,10 @@ static void add_values(luaL_Buffer *b, const wb_tensor *t, const double *v, int 
             if (dim == t->ndim - 1)
                 luaL_addchar(b, ' ');
             else {
-                for (int k = dim; k < t->ndim - 1; k++) luaL_addchar(b, '\n');
-                for (int k = 0; k < indent + dim + 1; k++) luaL_addchar(b, ' ');
+                for (int k = dim; k < t->ndim - 1; k++)
+                    luaL_addchar(b, '\n');
+                for (int k = 0; k < indent + dim + 1; k++)
+                    luaL_addchar(b, ' ');
             }
         }
         add_values(b, t, v, dim + 1, pos, f, indent);
@@ -464,7 +473,8 @@ static int t_tostring(lua_State *L) {
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     if (t->dtype != WB_F32) {
-        lua_pushfstring(L, "tensor(shape=%s, dtype=%s, device=%s)", shape, wb_dtype_name(t->dtype), wb_device_name(t->device));
+        lua_pushfstring(L, "tensor(shape=%s, dtype=%s, device=%s)", shape, wb_dtype_name(t->dtype),
+                        wb_device_name(t->device));
         return 1;
     }
     double *v = malloc((size_t)(n ? n : 1) * sizeof(double));
@@ -554,7 +564,8 @@ static int t_index(lua_State *L) {
             return 1;
         }
     }
-    return luaL_error(L, "tensor has no field or method '%s'", lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
+    return luaL_error(L, "tensor has no field or method '%s'",
+                      lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
 }
 
 static int t_newindex(lua_State *L) {
@@ -563,29 +574,43 @@ static int t_newindex(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {
-    {"stride", t_stride},       {"size", t_size},
-    {"dim", t_dim},             {"numel", t_numel},
+    {"stride", t_stride},
+    {"size", t_size},
+    {"dim", t_dim},
+    {"numel", t_numel},
     {"storage_offset", t_storage_offset},
-    {"data_ptr", t_data_ptr},   {"is_contiguous", t_is_contiguous},
-    {"t", t_t},                 {"transpose", t_transpose},
-    {"permute", t_permute},     {"view", t_view},
-    {"reshape", t_reshape},     {"flatten", t_flatten},
-    {"narrow", t_narrow},       {"select", t_select},
-    {"as_strided", t_as_strided}, {"expand", t_expand},
-    {"contiguous", t_contiguous}, {"clone", t_clone},
-    {"to", t_to},               {"item", t_item},
-    {"tolist", t_tolist},       {"fill_", t_fill_},
-    {"copy_", t_copy_},         {"release", t_release},
-    {"add", t_add},             {"sub", t_sub},
-    {"mul", t_mul},             {"div", t_div},
-    {"neg", t_unm},             {NULL, NULL},
+    {"data_ptr", t_data_ptr},
+    {"is_contiguous", t_is_contiguous},
+    {"t", t_t},
+    {"transpose", t_transpose},
+    {"permute", t_permute},
+    {"view", t_view},
+    {"reshape", t_reshape},
+    {"flatten", t_flatten},
+    {"narrow", t_narrow},
+    {"select", t_select},
+    {"as_strided", t_as_strided},
+    {"expand", t_expand},
+    {"contiguous", t_contiguous},
+    {"clone", t_clone},
+    {"to", t_to},
+    {"item", t_item},
+    {"tolist", t_tolist},
+    {"fill_", t_fill_},
+    {"copy_", t_copy_},
+    {"release", t_release},
+    {"add", t_add},
+    {"sub", t_sub},
+    {"mul", t_mul},
+    {"div", t_div},
+    {"neg", t_unm},
+    {NULL, NULL},
 };
 
 static const luaL_Reg metamethods[] = {
-    {"__gc", t_release},   {"__close", t_release}, {"__tostring", t_tostring},
-    {"__add", t_add},      {"__sub", t_sub},       {"__mul", t_mul},
-    {"__div", t_div},      {"__unm", t_unm},       {"__newindex", t_newindex},
-    {NULL, NULL},
+    {"__gc", t_release},        {"__close", t_release}, {"__tostring", t_tostring}, {"__add", t_add},
+    {"__sub", t_sub},           {"__mul", t_mul},       {"__div", t_div},           {"__unm", t_unm},
+    {"__newindex", t_newindex}, {NULL, NULL},
 };
 
 int wb_lua_open_tensor(lua_State *L) {

@@ -29,7 +29,8 @@ static const char *path_string(lua_State *L, const nested *n, int depth) {
 static void nested_fill(lua_State *L, int idx, nested *n, int depth) {
     if (depth == n->ndim) {
         if (lua_type(L, idx) != LUA_TNUMBER)
-            luaL_error(L, "tensor: element %s is a %s, expected a number", path_string(L, n, depth), luaL_typename(L, idx));
+            luaL_error(L, "tensor: element %s is a %s, expected a number", path_string(L, n, depth),
+                       luaL_typename(L, idx));
         n->values[n->count++] = lua_tonumber(L, idx);
         return;
     }
@@ -38,8 +39,9 @@ static void nested_fill(lua_State *L, int idx, nested *n, int depth) {
                    path_string(L, n, depth), luaL_typename(L, idx), (int)n->shape[depth]);
     lua_Integer len = luaL_len(L, idx);
     if (len != n->shape[depth])
-        luaL_error(L, "tensor: ragged nested table: element %s has %d entries, expected %d like the first one at that depth",
-                   depth ? path_string(L, n, depth) : "(top)", (int)len, (int)n->shape[depth]);
+        luaL_error(
+            L, "tensor: ragged nested table: element %s has %d entries, expected %d like the first one at that depth",
+            depth ? path_string(L, n, depth) : "(top)", (int)len, (int)n->shape[depth]);
     luaL_checkstack(L, 4, "tensor");
     for (lua_Integer i = 1; i <= len; i++) {
         n->path[depth] = i;
@@ -68,7 +70,8 @@ static int l_tensor(lua_State *L) {
     }
     lua_pop(L, 1);
     int64_t numel = 1;
-    for (int i = 0; i < n.ndim; i++) numel *= n.shape[i];
+    for (int i = 0; i < n.ndim; i++)
+        numel *= n.shape[i];
     n.values = lua_newuserdatauv(L, (size_t)(numel ? numel : 1) * sizeof(double), 0);
     nested_fill(L, 1, &n, 0);
     wb_tensor *out;
@@ -218,9 +221,8 @@ static int l_module_index(lua_State *L) {
 }
 
 static const luaL_Reg creation[] = {
-    {"tensor", l_tensor},   {"empty", l_empty},       {"zeros", l_zeros},
-    {"ones", l_ones},       {"full", l_full},         {"rand", l_rand},
-    {"randn", l_randn},     {"arange", l_arange},     {NULL, NULL},
+    {"tensor", l_tensor}, {"empty", l_empty}, {"zeros", l_zeros},   {"ones", l_ones}, {"full", l_full},
+    {"rand", l_rand},     {"randn", l_randn}, {"arange", l_arange}, {NULL, NULL},
 };
 
 static const luaL_Reg misc[] = {

@@ -93,11 +93,16 @@ static int parse_args(int argc, char **argv, options *o) {
         }
         const char *eq = strchr(a, '=');
         size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
-        if (!strncmp(a, "--device", name_len) && name_len == 8) value = &o->device;
-        else if (!strncmp(a, "--threads", name_len) && name_len == 9) value = &o->threads;
-        else if (!strncmp(a, "--out", name_len) && name_len == 5) value = &o->out;
-        else if (!strncmp(a, "--seed", name_len) && name_len == 6) value = &o->seed;
-        else return fail_usage("unknown option '%s'", a);
+        if (!strncmp(a, "--device", name_len) && name_len == 8)
+            value = &o->device;
+        else if (!strncmp(a, "--threads", name_len) && name_len == 9)
+            value = &o->threads;
+        else if (!strncmp(a, "--out", name_len) && name_len == 5)
+            value = &o->out;
+        else if (!strncmp(a, "--seed", name_len) && name_len == 6)
+            value = &o->seed;
+        else
+            return fail_usage("unknown option '%s'", a);
         if (eq)
             *value = eq + 1;
         else if (i + 1 < argc)
@@ -217,7 +222,8 @@ static int run_chunk(lua_State *L, int status, int nargs_from, int argc, char **
         return 1;
     }
     int nargs = 0;
-    for (int i = nargs_from; i > 0 && i < argc; i++, nargs++) lua_pushstring(L, argv[i]);
+    for (int i = nargs_from; i > 0 && i < argc; i++, nargs++)
+        lua_pushstring(L, argv[i]);
     return wb_lua_docall(L, nargs, 0) == LUA_OK ? 0 : 1;
 }
 

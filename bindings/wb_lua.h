@@ -18,9 +18,9 @@ typedef struct wb_lua_tensor {
 /* Raises the core's last error message as a Lua error. Never returns. */
 int wb_lua_error(lua_State *L);
 /* Raises unless status is WB_OK. */
-#define WB_LUA_CHECK(L, expr)                                                                                         \
-    do {                                                                                                              \
-        if ((expr) != WB_OK) wb_lua_error(L);                                                                         \
+#define WB_LUA_CHECK(L, expr)                                                                                          \
+    do {                                                                                                               \
+        if ((expr) != WB_OK) wb_lua_error(L);                                                                          \
     } while (0)
 
 /* The tensor at idx; raises for another type and for a released tensor. */
@@ -45,7 +45,7 @@ void wb_lua_checkopts(lua_State *L, int idx, const char *fname, wb_dtype *dtype,
 /* Raises unless every key of the table at idx is listed in `allowed` (NULL-terminated). */
 void wb_lua_checkkeys(lua_State *L, int idx, const char *fname, const char *const *allowed);
 
-int wb_lua_open_tensor(lua_State *L); /* registers the metatable; leaves nothing on the stack */
+int wb_lua_open_tensor(lua_State *L);        /* registers the metatable; leaves nothing on the stack */
 void wb_lua_register_ops(lua_State *L);      /* adds op functions to the table on top */
 void wb_lua_register_creation(lua_State *L); /* adds creation functions to the table on top */
 

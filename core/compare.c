@@ -17,10 +17,12 @@ typedef struct walker {
 static int walker_next(walker *w, int nops, int64_t (*stride)[WB_MAX_DIMS], int64_t *off) {
     for (int d = w->ndim - 1; d >= 0; d--) {
         if (++w->index[d] < w->shape[d]) {
-            for (int k = 0; k < nops; k++) off[k] += stride[k][d];
+            for (int k = 0; k < nops; k++)
+                off[k] += stride[k][d];
             return 1;
         }
-        for (int k = 0; k < nops; k++) off[k] -= (w->shape[d] - 1) * stride[k][d];
+        for (int k = 0; k < nops; k++)
+            off[k] -= (w->shape[d] - 1) * stride[k][d];
         w->index[d] = 0;
     }
     return 0;
@@ -35,7 +37,8 @@ static void broadcast_strides(const wb_tensor *x, int ndim, const int64_t *shape
 
 static wb_status check_host_readable(const wb_tensor *x, const char *context) {
     if (x->device != WB_DEVICE_CPU)
-        return wb_error(WB_ERR_DEVICE, "%s: tensors on %s must be moved to cpu first", context, wb_device_name(x->device));
+        return wb_error(WB_ERR_DEVICE, "%s: tensors on %s must be moved to cpu first", context,
+                        wb_device_name(x->device));
     return wb_dtype_check_supported(x->dtype, context);
 }
 
@@ -49,7 +52,8 @@ wb_status wb_to_doubles(wb_tensor *x, double *values) {
     memcpy(stride[0], x->stride, sizeof stride[0]);
     const float *data = wb_tensor_data(x);
     int64_t i = 0;
-    do values[i++] = data[off[0]];
+    do
+        values[i++] = data[off[0]];
     while (walker_next(&w, 1, stride, off));
     return WB_OK;
 }
@@ -64,7 +68,8 @@ wb_status wb_from_doubles(wb_dtype dtype, wb_device device, int ndim, const int6
     if ((st = wb_tensor_empty(dtype, device, ndim, shape, &t))) return wb_error_prefix(st, "tensor");
     float *data = wb_tensor_data(t);
     int64_t n = wb_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) data[i] = (float)values[i];
+    for (int64_t i = 0; i < n; i++)
+        data[i] = (float)values[i];
     *out = t;
     return WB_OK;
 }
@@ -83,7 +88,8 @@ static wb_status for_each_pair(wb_tensor *a, wb_tensor *b, const char *context, 
     broadcast_strides(a, w.ndim, w.shape, stride[0]);
     broadcast_strides(b, w.ndim, w.shape, stride[1]);
     const float *pa = wb_tensor_data(a), *pb = wb_tensor_data(b);
-    do fn(acc, pa[off[0]], pb[off[1]]);
+    do
+        fn(acc, pa[off[0]], pb[off[1]]);
     while (walker_next(&w, 2, stride, off));
     return WB_OK;
 }
@@ -98,7 +104,9 @@ wb_status wb_max_abs_diff(wb_tensor *a, wb_tensor *b, double *out) {
     return for_each_pair(a, b, "max_abs_diff", max_abs_acc, out);
 }
 
-typedef struct norms { double diff2, ref2; } norms;
+typedef struct norms {
+    double diff2, ref2;
+} norms;
 
 static void rel_acc(void *v, double out, double ref) {
     norms *n = v;
@@ -114,7 +122,10 @@ wb_status wb_rel_error(wb_tensor *out, wb_tensor *ref, double *result) {
     return WB_OK;
 }
 
-typedef struct close_acc { double rtol, atol; int all; } close_acc;
+typedef struct close_acc {
+    double rtol, atol;
+    int all;
+} close_acc;
 
 static void close_fn(void *v, double a, double b) {
     close_acc *c = v;

@@ -19,13 +19,9 @@ static const size_t dtype_sizes[WB_DTYPE_COUNT] = {
 };
 _Static_assert(sizeof dtype_names / sizeof dtype_names[0] == WB_DTYPE_COUNT, "dtype table");
 
-const char *wb_dtype_name(wb_dtype dtype) {
-    return (unsigned)dtype < WB_DTYPE_COUNT ? dtype_names[dtype] : "?";
-}
+const char *wb_dtype_name(wb_dtype dtype) { return (unsigned)dtype < WB_DTYPE_COUNT ? dtype_names[dtype] : "?"; }
 
-size_t wb_dtype_size(wb_dtype dtype) {
-    return (unsigned)dtype < WB_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
-}
+size_t wb_dtype_size(wb_dtype dtype) { return (unsigned)dtype < WB_DTYPE_COUNT ? dtype_sizes[dtype] : 0; }
 
 wb_status wb_dtype_parse(const char *name, wb_dtype *out) {
     if (!strcmp(name, "f32") || !strcmp(name, "float32") || !strcmp(name, "float")) {
@@ -41,8 +37,8 @@ wb_status wb_dtype_parse(const char *name, wb_dtype *out) {
 
 wb_status wb_dtype_check_supported(wb_dtype dtype, const char *context) {
     if (dtype == WB_F32) return WB_OK;
-    return wb_error(WB_ERR_DTYPE, "%s: dtype %s is not supported yet (only f32 has kernels in this build)",
-                    context, wb_dtype_name(dtype));
+    return wb_error(WB_ERR_DTYPE, "%s: dtype %s is not supported yet (only f32 has kernels in this build)", context,
+                    wb_dtype_name(dtype));
 }
 
 static const char *const device_names[WB_DEVICE_COUNT] = {
@@ -50,9 +46,7 @@ static const char *const device_names[WB_DEVICE_COUNT] = {
     [WB_DEVICE_CUDA] = "cuda",
 };
 
-const char *wb_device_name(wb_device device) {
-    return (unsigned)device < WB_DEVICE_COUNT ? device_names[device] : "?";
-}
+const char *wb_device_name(wb_device device) { return (unsigned)device < WB_DEVICE_COUNT ? device_names[device] : "?"; }
 
 wb_status wb_device_parse(const char *name, wb_device *out) {
     if (!strcmp(name, "cpu")) {
@@ -72,14 +66,11 @@ wb_status wb_device_parse(const char *name, wb_device *out) {
 
 wb_status wb_device_check_available(wb_device device) {
     switch (device) {
-    case WB_DEVICE_CPU:
-        return WB_OK;
+    case WB_DEVICE_CPU: return WB_OK;
     case WB_DEVICE_CUDA:
-        return wb_error(WB_ERR_DEVICE,
-                        "device 'cuda' is not available: this workbench was built without the CUDA "
-                        "plugin (use --device cpu)");
-    default:
-        return wb_error(WB_ERR_DEVICE, "invalid device id %d", (int)device);
+        return wb_error(WB_ERR_DEVICE, "device 'cuda' is not available: this workbench was built without the CUDA "
+                                       "plugin (use --device cpu)");
+    default: return wb_error(WB_ERR_DEVICE, "invalid device id %d", (int)device);
     }
 }
 
@@ -105,8 +96,7 @@ int wb_get_num_threads(void) {
 }
 
 wb_status wb_set_num_threads(int n) {
-    if (n < 1 || n > 1024)
-        return wb_error(WB_ERR_ARGUMENT, "set_num_threads: %d threads is out of range (1..1024)", n);
+    if (n < 1 || n > 1024) return wb_error(WB_ERR_ARGUMENT, "set_num_threads: %d threads is out of range (1..1024)", n);
 #ifdef _OPENMP
     omp_set_num_threads(n);
     return WB_OK;
@@ -129,7 +119,8 @@ const char *wb_cpu_model(void) {
         char *colon = strchr(line, ':');
         if (!colon) break;
         colon++;
-        while (*colon == ' ' || *colon == '\t') colon++;
+        while (*colon == ' ' || *colon == '\t')
+            colon++;
         colon[strcspn(colon, "\n")] = '\0';
         snprintf(model, sizeof model, "%s", colon);
         break;

@@ -47,16 +47,43 @@ typedef enum wb_op_kind {
 
 /* Typed parameters: each op reads only its own member. */
 typedef union wb_op_params {
-    struct { int d1, d2; } transpose;
-    struct { int ndim; int perm[WB_MAX_DIMS]; } permute;
-    struct { int ndim; int64_t shape[WB_MAX_DIMS]; } shape;             /* view, reshape, expand */
-    struct { int ndim; int64_t shape[WB_MAX_DIMS]; int64_t stride[WB_MAX_DIMS]; int64_t offset; } strided;
-    struct { int dim; int64_t start, length; } narrow;
-    struct { int dim; int64_t index; } select;
-    struct { int start_dim, end_dim; } flatten;
-    struct { double value; } fill;
-    struct { uint64_t seed, offset; } random;
-    struct { int64_t n; } arange;
+    struct {
+        int d1, d2;
+    } transpose;
+    struct {
+        int ndim;
+        int perm[WB_MAX_DIMS];
+    } permute;
+    struct {
+        int ndim;
+        int64_t shape[WB_MAX_DIMS];
+    } shape; /* view, reshape, expand */
+    struct {
+        int ndim;
+        int64_t shape[WB_MAX_DIMS];
+        int64_t stride[WB_MAX_DIMS];
+        int64_t offset;
+    } strided;
+    struct {
+        int dim;
+        int64_t start, length;
+    } narrow;
+    struct {
+        int dim;
+        int64_t index;
+    } select;
+    struct {
+        int start_dim, end_dim;
+    } flatten;
+    struct {
+        double value;
+    } fill;
+    struct {
+        uint64_t seed, offset;
+    } random;
+    struct {
+        int64_t n;
+    } arange;
 } wb_op_params;
 
 typedef struct wb_op_def wb_op_def;
@@ -78,19 +105,19 @@ typedef struct wb_op_call {
     wb_tensor *out; /* the result (NULL for in-place ops) */
 } wb_op_call;
 
-typedef wb_status (*wb_op_shape_fn)(wb_op_call *call);      /* validate; set out_* fields */
-typedef double (*wb_op_count_fn)(const wb_op_call *call);   /* flops or minimum bytes */
+typedef wb_status (*wb_op_shape_fn)(wb_op_call *call);    /* validate; set out_* fields */
+typedef double (*wb_op_count_fn)(const wb_op_call *call); /* flops or minimum bytes */
 typedef wb_status (*wb_op_impl_fn)(wb_op_call *call);
 
 struct wb_op_def {
     wb_op_id id;
     const char *name;
     wb_op_kind kind;
-    int arity;               /* tensor inputs */
-    int allocates_output;    /* dispatcher allocates call->out from out_* before impl */
-    wb_op_shape_fn shape;    /* shape rule (validation); required */
-    wb_op_count_fn flops;    /* (optional) NULL means 0 */
-    wb_op_count_fn bytes;    /* (optional) NULL means 0 */
+    int arity;                           /* tensor inputs */
+    int allocates_output;                /* dispatcher allocates call->out from out_* before impl */
+    wb_op_shape_fn shape;                /* shape rule (validation); required */
+    wb_op_count_fn flops;                /* (optional) NULL means 0 */
+    wb_op_count_fn bytes;                /* (optional) NULL means 0 */
     wb_op_impl_fn impl[WB_DEVICE_COUNT]; /* NULL: not implemented on that device */
 };
 
@@ -107,7 +134,7 @@ wb_status wb_dispatch(wb_op_id id, wb_op_call *call);
 typedef struct wb_kernel_desc {
     const char *name; /* wb_<op>_<isa>_<tile>_<layout>[_<epilogue>] or wb_<op>_<isa> for pointwise */
     double flops;
-    double bytes;     /* the fewest bytes that must move */
+    double bytes; /* the fewest bytes that must move */
     int threads;
 } wb_kernel_desc;
 

@@ -5,8 +5,10 @@
 #include "views.h"
 
 /* Views are device-independent: the same implementation serves every device. */
-#define ALL_DEVICES(fn) {[WB_DEVICE_CPU] = fn, [WB_DEVICE_CUDA] = fn}
-#define CPU_ONLY(fn) {[WB_DEVICE_CPU] = fn}
+#define ALL_DEVICES(fn)                                                                                                \
+    { [WB_DEVICE_CPU] = fn, [WB_DEVICE_CUDA] = fn }
+#define CPU_ONLY(fn)                                                                                                   \
+    { [WB_DEVICE_CPU] = fn }
 
 static const wb_op_def op_table[] = {
     [WB_OP_T] = {WB_OP_T, "t", WB_OP_KIND_VIEW, 1, 0, wb_shape_t, NULL, NULL, ALL_DEVICES(wb_view_impl)},

@@ -32,13 +32,12 @@ static int same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b) {
 
 static double numel_of_out(const wb_op_call *c) {
     double n = 1;
-    for (int i = 0; i < c->out_ndim; i++) n *= (double)c->out_shape[i];
+    for (int i = 0; i < c->out_ndim; i++)
+        n *= (double)c->out_shape[i];
     return n;
 }
 
-static double tensor_bytes(const wb_tensor *t) {
-    return (double)wb_tensor_numel(t) * (double)wb_dtype_size(t->dtype);
-}
+static double tensor_bytes(const wb_tensor *t) { return (double)wb_tensor_numel(t) * (double)wb_dtype_size(t->dtype); }
 
 /* ---- binary ----------------------------------------------------------------------------- */
 
@@ -73,13 +72,14 @@ static void run_binary(void *v) {
 }
 
 wb_status wb_cpu_binary_impl(wb_op_call *c) {
-    wb_cpu_binary_op op = c->def->id == WB_OP_ADD ? WB_CPU_ADD
+    wb_cpu_binary_op op = c->def->id == WB_OP_ADD   ? WB_CPU_ADD
                           : c->def->id == WB_OP_SUB ? WB_CPU_SUB
                           : c->def->id == WB_OP_MUL ? WB_CPU_MUL
                                                     : WB_CPU_DIV;
     wb_tensor *out = c->out;
-    binary_launch k = {op, out->ndim, out->shape, wb_tensor_data(out), wb_tensor_data(c->in[0]),
-                       wb_tensor_data(c->in[1]), {0}, {0}, {0}};
+    binary_launch k = {
+        op,  out->ndim, out->shape, wb_tensor_data(out), wb_tensor_data(c->in[0]), wb_tensor_data(c->in[1]),
+        {0}, {0},       {0}};
     memcpy(k.os, out->stride, sizeof k.os);
     broadcast_strides(c->in[0], out->ndim, out->shape, k.as);
     broadcast_strides(c->in[1], out->ndim, out->shape, k.bs);
@@ -202,8 +202,7 @@ double wb_bytes_fill_(const wb_op_call *c) { return tensor_bytes(c->in[0]); }
 
 wb_status wb_cpu_fill_impl(wb_op_call *c) {
     wb_tensor *dst = c->in[0];
-    unary_launch k = {WB_CPU_COPY, dst->ndim, dst->shape, wb_tensor_data(dst), NULL, {0}, {0},
-                      (float)c->p.fill.value};
+    unary_launch k = {WB_CPU_COPY, dst->ndim, dst->shape, wb_tensor_data(dst), NULL, {0}, {0}, (float)c->p.fill.value};
     memcpy(k.os, dst->stride, sizeof k.os);
     wb_kernel_desc d = {"wb_fill_generic", 0, wb_bytes_fill_(c),
                         wb_tensor_numel(dst) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
@@ -243,8 +242,10 @@ wb_status wb_cpu_creation_impl(wb_op_call *c) {
     static const char *const names[] = {"wb_arange_generic", "wb_rand_philox_generic", "wb_randn_philox_generic"};
     wb_op_id id = c->def->id;
     creation_launch k = {id, wb_tensor_data(c->out), wb_tensor_numel(c->out), c->p.random.seed, c->p.random.offset};
-    wb_kernel_desc d = {names[id == WB_OP_ARANGE ? 0 : id == WB_OP_RAND ? 1 : 2], 0, wb_bytes_creation(c),
-                        k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+    wb_kernel_desc d = {names[id == WB_OP_ARANGE ? 0
+                              : id == WB_OP_RAND ? 1
+                                                 : 2],
+                        0, wb_bytes_creation(c), k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
     wb_kernel_launch(&d, run_creation, &k);
     wb_storage_bump_version(c->out->storage);
     return WB_OK;
@@ -310,7 +311,8 @@ static wb_status creation(wb_op_id id, wb_dtype dtype, wb_device device, int ndi
     c.out_ndim = ndim;
     memcpy(c.out_shape, shape, sizeof(int64_t) * (size_t)ndim);
     int64_t numel = 1;
-    for (int i = 0; i < ndim; i++) numel *= shape[i] > 0 ? shape[i] : 0;
+    for (int i = 0; i < ndim; i++)
+        numel *= shape[i] > 0 ? shape[i] : 0;
     if (id != WB_OP_ARANGE) {
         c.p.random.seed = generator_seed;
         c.p.random.offset = generator_offset;

@@ -48,8 +48,8 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
         char want[32], have[32];
         wb_format_bytes((double)nbytes, want, sizeof want);
         wb_format_bytes((double)limit, have, sizeof have);
-        return wb_error(WB_ERR_MEMORY, "cannot allocate %s on %s: more than the %s this machine allows",
-                        want, wb_device_name(device), have);
+        return wb_error(WB_ERR_MEMORY, "cannot allocate %s on %s: more than the %s this machine allows", want,
+                        wb_device_name(device), have);
     }
     wb_storage *s = calloc(1, sizeof *s);
     if (!s) return wb_error(WB_ERR_MEMORY, "out of memory allocating a storage header");

@@ -32,26 +32,25 @@ static wb_status shape_check(int ndim, const int64_t *shape, wb_dtype dtype) {
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             char buf[256];
-            return wb_error(WB_ERR_SHAPE, "negative size %" PRId64 " in dimension %d of shape %s",
-                            shape[i], i + 1, wb_shape_format(ndim, shape, buf, sizeof buf));
+            return wb_error(WB_ERR_SHAPE, "negative size %" PRId64 " in dimension %d of shape %s", shape[i], i + 1,
+                            wb_shape_format(ndim, shape, buf, sizeof buf));
         }
         if (shape[i] != 0 && __builtin_mul_overflow(numel, (uint64_t)shape[i], &numel)) goto huge;
     }
     for (int i = 0; i < ndim; i++)
         if (shape[i] == 0) return WB_OK;
     uint64_t bytes;
-    if (__builtin_mul_overflow(numel, (uint64_t)wb_dtype_size(dtype), &bytes) || bytes > (uint64_t)INT64_MAX)
-        goto huge;
+    if (__builtin_mul_overflow(numel, (uint64_t)wb_dtype_size(dtype), &bytes) || bytes > (uint64_t)INT64_MAX) goto huge;
     return WB_OK;
-huge: {
+huge : {
     char buf[256];
     return wb_error(WB_ERR_MEMORY, "shape %s has more elements than can be addressed",
                     wb_shape_format(ndim, shape, buf, sizeof buf));
 }
 }
 
-wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
-                             int64_t *out, const char *context) {
+wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out,
+                             const char *context) {
     int n = na > nb ? na : nb;
     for (int i = 0; i < n; i++) {
         int ia = na - n + i, ib = nb - n + i;
@@ -62,11 +61,10 @@ wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b,
             out[i] = sb;
         else {
             char ba[256], bb[256];
-            return wb_error(WB_ERR_SHAPE,
-                            "%s: shapes %s and %s do not broadcast (size %" PRId64 " vs %" PRId64
-                            " in dimension %d from the end)",
-                            context, wb_shape_format(na, a, ba, sizeof ba), wb_shape_format(nb, b, bb, sizeof bb),
-                            sa, sb, n - i);
+            return wb_error(
+                WB_ERR_SHAPE,
+                "%s: shapes %s and %s do not broadcast (size %" PRId64 " vs %" PRId64 " in dimension %d from the end)",
+                context, wb_shape_format(na, a, ba, sizeof ba), wb_shape_format(nb, b, bb, sizeof bb), sa, sb, n - i);
         }
     }
     *nout = n;
@@ -75,7 +73,8 @@ wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b,
 
 int64_t wb_tensor_numel(const wb_tensor *t) {
     int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
     return n;
 }
 
@@ -100,8 +99,8 @@ static wb_status check_bounds(const wb_storage *s, wb_dtype dtype, int ndim, con
     int64_t last = offset; /* index of the furthest element */
     for (int i = 0; i < ndim; i++) {
         if (stride[i] < 0)
-            return wb_error(WB_ERR_RANGE, "negative stride %" PRId64 " in dimension %d is not supported",
-                            stride[i], i + 1);
+            return wb_error(WB_ERR_RANGE, "negative stride %" PRId64 " in dimension %d is not supported", stride[i],
+                            i + 1);
         if (shape[i] == 0) return WB_OK; /* no elements, nothing to reach */
         int64_t reach;
         if (__builtin_mul_overflow(shape[i] - 1, stride[i], &reach) || __builtin_add_overflow(last, reach, &last))
@@ -121,14 +120,14 @@ static wb_status check_bounds(const wb_storage *s, wb_dtype dtype, int ndim, con
 
 static wb_tensor *header_new(void) { return calloc(1, sizeof(wb_tensor)); }
 
-wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape,
-                          wb_tensor **out) {
+wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, wb_tensor **out) {
     *out = NULL;
     if ((unsigned)dtype >= WB_DTYPE_COUNT) return wb_error(WB_ERR_DTYPE, "invalid dtype id %d", (int)dtype);
     wb_status st = wb_shape_check(ndim, shape, dtype, NULL);
     if (st) return st;
     int64_t numel = 1;
-    for (int i = 0; i < ndim; i++) numel *= shape[i];
+    for (int i = 0; i < ndim; i++)
+        numel *= shape[i];
     wb_tensor *t = header_new();
     if (!t) return wb_error(WB_ERR_MEMORY, "out of memory allocating a tensor header");
     st = wb_storage_new(device, (size_t)numel * wb_dtype_size(dtype), &t->storage);
@@ -149,8 +148,8 @@ wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int6
     return WB_OK;
 }
 
-wb_status wb_tensor_new_view(const wb_tensor *src, int ndim, const int64_t *shape,
-                             const int64_t *stride, int64_t offset, wb_tensor **out) {
+wb_status wb_tensor_new_view(const wb_tensor *src, int ndim, const int64_t *shape, const int64_t *stride,
+                             int64_t offset, wb_tensor **out) {
     *out = NULL;
     wb_status st = wb_shape_check(ndim, shape, src->dtype, NULL);
     if (st) return st;

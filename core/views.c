@@ -10,8 +10,7 @@
 
 static wb_status check_dim(const wb_tensor *x, int dim, const char *what) {
     if (dim < 0 || dim >= x->ndim)
-        return wb_error(WB_ERR_RANGE, "%s %d is out of range for a tensor with %d dimensions", what,
-                        dim + 1, x->ndim);
+        return wb_error(WB_ERR_RANGE, "%s %d is out of range for a tensor with %d dimensions", what, dim + 1, x->ndim);
     return WB_OK;
 }
 
@@ -37,8 +36,8 @@ wb_status wb_shape_t(wb_op_call *c) {
     if (x->ndim > 2) {
         char b[256];
         return wb_error(WB_ERR_SHAPE,
-                        "expects a tensor with at most 2 dimensions, got %d (shape %s); use transpose(d1, d2)",
-                        x->ndim, wb_shape_format(x->ndim, x->shape, b, sizeof b));
+                        "expects a tensor with at most 2 dimensions, got %d (shape %s); use transpose(d1, d2)", x->ndim,
+                        wb_shape_format(x->ndim, x->shape, b, sizeof b));
     }
     copy_geometry(c, x);
     if (x->ndim == 2) {
@@ -99,7 +98,8 @@ wb_status wb_infer_shape(int64_t numel, int ndim, const int64_t *shape, int64_t 
     }
     if (infer >= 0) {
         if (known == 0)
-            return wb_error(WB_ERR_SHAPE, "cannot infer the -1 in shape %s: with a zero-size dimension it could be anything",
+            return wb_error(WB_ERR_SHAPE,
+                            "cannot infer the -1 in shape %s: with a zero-size dimension it could be anything",
                             wb_shape_format(ndim, shape, b, sizeof b));
         if (numel % known != 0)
             return wb_error(WB_ERR_SHAPE, "shape %s is invalid for a tensor of %" PRId64 " elements",
@@ -191,8 +191,8 @@ wb_status wb_shape_select(wb_op_call *c) {
     wb_status st = check_dim(x, dim, "dimension");
     if (st) return st;
     if (index < 0 || index >= x->shape[dim])
-        return wb_error(WB_ERR_RANGE, "index %" PRId64 " is out of range for dimension %d of size %" PRId64,
-                        index + 1, dim + 1, x->shape[dim]);
+        return wb_error(WB_ERR_RANGE, "index %" PRId64 " is out of range for dimension %d of size %" PRId64, index + 1,
+                        dim + 1, x->shape[dim]);
     c->out_dtype = x->dtype;
     c->out_ndim = x->ndim - 1;
     for (int i = 0, j = 0; i < x->ndim; i++) {
@@ -222,7 +222,8 @@ wb_status wb_shape_expand(wb_op_call *c) {
     char bs[256], bn[256];
     if (n < x->ndim || n > WB_MAX_DIMS)
         return wb_error(WB_ERR_SHAPE, "the target shape %s has fewer dimensions than the tensor's %s",
-                        wb_shape_format(n, c->p.shape.shape, bn, sizeof bn), wb_shape_format(x->ndim, x->shape, bs, sizeof bs));
+                        wb_shape_format(n, c->p.shape.shape, bn, sizeof bn),
+                        wb_shape_format(x->ndim, x->shape, bs, sizeof bs));
     c->out_dtype = x->dtype;
     c->out_ndim = n;
     c->out_offset = x->offset;
@@ -231,7 +232,8 @@ wb_status wb_shape_expand(wb_op_call *c) {
         int64_t want = c->p.shape.shape[i];
         if (xi < 0) { /* new leading dimension */
             if (want < 0)
-                return wb_error(WB_ERR_SHAPE, "size %" PRId64 " is not allowed in new leading dimension %d", want, i + 1);
+                return wb_error(WB_ERR_SHAPE, "size %" PRId64 " is not allowed in new leading dimension %d", want,
+                                i + 1);
             c->out_shape[i] = want;
             c->out_stride[i] = 0;
             continue;
@@ -286,11 +288,14 @@ wb_status wb_shape_flatten(wb_op_call *c) {
     if ((st = check_dim(x, s, "start dimension")) || (st = check_dim(x, e, "end dimension"))) return st;
     if (s > e) return wb_error(WB_ERR_ARGUMENT, "start dimension %d comes after end dimension %d", s + 1, e + 1);
     int n = 0;
-    for (int i = 0; i < s; i++) c->out_shape[n++] = x->shape[i];
+    for (int i = 0; i < s; i++)
+        c->out_shape[n++] = x->shape[i];
     int64_t merged = 1;
-    for (int i = s; i <= e; i++) merged *= x->shape[i];
+    for (int i = s; i <= e; i++)
+        merged *= x->shape[i];
     c->out_shape[n++] = merged;
-    for (int i = e + 1; i < x->ndim; i++) c->out_shape[n++] = x->shape[i];
+    for (int i = e + 1; i < x->ndim; i++)
+        c->out_shape[n++] = x->shape[i];
     c->out_ndim = n;
     return WB_OK;
 }
@@ -400,7 +405,8 @@ wb_status wb_as_strided(wb_tensor *x, int ndim, const int64_t *shape, const int6
                         wb_tensor **out) {
     wb_op_call c = {0};
     if (ndim < 0 || ndim > WB_MAX_DIMS)
-        return wb_error(WB_ERR_SHAPE, "as_strided: %d dimensions requested, at most %d are supported", ndim, WB_MAX_DIMS);
+        return wb_error(WB_ERR_SHAPE, "as_strided: %d dimensions requested, at most %d are supported", ndim,
+                        WB_MAX_DIMS);
     c.p.strided.ndim = ndim;
     memcpy(c.p.strided.shape, shape, sizeof(int64_t) * (size_t)ndim);
     memcpy(c.p.strided.stride, stride, sizeof(int64_t) * (size_t)ndim);

@@ -49,11 +49,7 @@ wb_status wb_dtype_parse(const char *name, wb_dtype *out);
 /* Fails unless this build has kernels for the dtype. */
 wb_status wb_dtype_check_supported(wb_dtype dtype, const char *context);
 
-typedef enum wb_device {
-    WB_DEVICE_CPU = 0,
-    WB_DEVICE_CUDA,
-    WB_DEVICE_COUNT
-} wb_device;
+typedef enum wb_device { WB_DEVICE_CPU = 0, WB_DEVICE_CUDA, WB_DEVICE_COUNT } wb_device;
 
 const char *wb_device_name(wb_device device);
 /* Parses "cpu", "cuda", "cuda:0"; "auto" resolves to the best available device. */
@@ -102,11 +98,10 @@ void wb_storage_bump_version(wb_storage *s);
 size_t wb_alloc_limit(void);
 
 /* A new contiguous tensor with uninitialised data (messages carry no op name: callers add it). */
-wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape,
-                          wb_tensor **out);
+wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, wb_tensor **out);
 /* A new tensor header sharing `src`'s storage with the given geometry (bounds-checked). */
-wb_status wb_tensor_new_view(const wb_tensor *src, int ndim, const int64_t *shape,
-                             const int64_t *stride, int64_t offset, wb_tensor **out);
+wb_status wb_tensor_new_view(const wb_tensor *src, int ndim, const int64_t *shape, const int64_t *stride,
+                             int64_t offset, wb_tensor **out);
 void wb_tensor_free(wb_tensor *t);
 
 int64_t wb_tensor_numel(const wb_tensor *t);
@@ -119,8 +114,8 @@ char *wb_shape_format(int ndim, const int64_t *shape, char *buf, size_t len);
  * the message starts with "<context>: " unless context is NULL. */
 wb_status wb_shape_check(int ndim, const int64_t *shape, wb_dtype dtype, const char *context);
 /* NumPy broadcasting of two shapes; fails with both shapes in the message. */
-wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
-                             int64_t *out, const char *context);
+wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out,
+                             const char *context);
 
 /* ---- ops (every one goes through the dispatcher, see core/dispatch.c) ------------------ */
 
@@ -131,10 +126,10 @@ wb_status wb_permute(wb_tensor *x, int ndim, const int *perm, wb_tensor **out);
 wb_status wb_view(wb_tensor *x, int ndim, const int64_t *shape, wb_tensor **out); /* one -1 allowed */
 wb_status wb_narrow(wb_tensor *x, int dim, int64_t start, int64_t length, wb_tensor **out);
 wb_status wb_select(wb_tensor *x, int dim, int64_t index, wb_tensor **out);
-wb_status wb_as_strided(wb_tensor *x, int ndim, const int64_t *shape, const int64_t *stride,
-                        int64_t offset, wb_tensor **out);
+wb_status wb_as_strided(wb_tensor *x, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset,
+                        wb_tensor **out);
 wb_status wb_expand(wb_tensor *x, int ndim, const int64_t *shape, wb_tensor **out); /* -1 keeps */
-wb_status wb_alias(wb_tensor *x, wb_tensor **out); /* same geometry, new header */
+wb_status wb_alias(wb_tensor *x, wb_tensor **out);                                  /* same geometry, new header */
 
 /* Composites: a view when the strides allow it, otherwise a copy. */
 wb_status wb_reshape(wb_tensor *x, int ndim, const int64_t *shape, wb_tensor **out);
@@ -147,13 +142,12 @@ wb_status wb_copy_(wb_tensor *dst, wb_tensor *src); /* src broadcast to dst's sh
 wb_status wb_fill_(wb_tensor *dst, double value);
 
 /* Creation. */
-wb_status wb_full(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, double value,
-                  wb_tensor **out);
+wb_status wb_full(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, double value, wb_tensor **out);
 wb_status wb_arange(wb_dtype dtype, wb_device device, int64_t n, wb_tensor **out); /* 0..n-1 */
 wb_status wb_rand(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, wb_tensor **out);
 wb_status wb_randn(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, wb_tensor **out);
-wb_status wb_from_doubles(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape,
-                          const double *values, wb_tensor **out);
+wb_status wb_from_doubles(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, const double *values,
+                          wb_tensor **out);
 
 /* Elementwise with NumPy broadcasting. */
 wb_status wb_add(wb_tensor *a, wb_tensor *b, wb_tensor **out);

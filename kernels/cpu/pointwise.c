@@ -9,7 +9,7 @@
 #include "pointwise.h"
 
 #define MAX_DIMS 8
-#define MAX_OPS 3
+#define MAX_OPS  3
 
 typedef struct loop {
     int ndim; /* >= 1 after coalescing; the last dim is the inner loop */
@@ -31,34 +31,40 @@ static void loop_init(loop *l, int ndim, const int64_t *shape, int nops, const i
                 if (l->stride[k][n - 1] != strides[k][d] * shape[d]) merge = 0;
             if (merge) {
                 l->shape[n - 1] *= shape[d];
-                for (int k = 0; k < nops; k++) l->stride[k][n - 1] = strides[k][d];
+                for (int k = 0; k < nops; k++)
+                    l->stride[k][n - 1] = strides[k][d];
                 continue;
             }
         }
         l->shape[n] = shape[d];
-        for (int k = 0; k < nops; k++) l->stride[k][n] = strides[k][d];
+        for (int k = 0; k < nops; k++)
+            l->stride[k][n] = strides[k][d];
         l->ndim++;
     }
     if (l->ndim == 0) {
         l->ndim = 1;
         l->shape[0] = 1;
-        for (int k = 0; k < nops; k++) l->stride[k][0] = 0;
+        for (int k = 0; k < nops; k++)
+            l->stride[k][0] = 0;
     }
 }
 
 static int64_t loop_numel(const loop *l) {
     int64_t n = 1;
-    for (int d = 0; d < l->ndim; d++) n *= l->shape[d];
+    for (int d = 0; d < l->ndim; d++)
+        n *= l->shape[d];
     return n;
 }
 
 /* Element offsets of each operand at the start of outer row `row`. */
 static void loop_row_offsets(const loop *l, int64_t row, int64_t *off) {
-    for (int k = 0; k < l->nops; k++) off[k] = 0;
+    for (int k = 0; k < l->nops; k++)
+        off[k] = 0;
     for (int d = l->ndim - 2; d >= 0; d--) {
         int64_t i = row % l->shape[d];
         row /= l->shape[d];
-        for (int k = 0; k < l->nops; k++) off[k] += i * l->stride[k][d];
+        for (int k = 0; k < l->nops; k++)
+            off[k] += i * l->stride[k][d];
     }
 }
 
@@ -70,7 +76,8 @@ static void loop_run(const loop *l, row_fn fn, const void *ctx) {
     int64_t rows = loop_numel(l) / (inner ? inner : 1);
     int64_t total = rows * inner;
     int64_t inner_stride[MAX_OPS];
-    for (int k = 0; k < l->nops; k++) inner_stride[k] = l->stride[k][l->ndim - 1];
+    for (int k = 0; k < l->nops; k++)
+        inner_stride[k] = l->stride[k][l->ndim - 1];
     if (total == 0) return;
 #ifdef _OPENMP
     int threads = total >= WB_CPU_PARALLEL_MIN ? omp_get_max_threads() : 1;
@@ -104,7 +111,8 @@ static void loop_run(const loop *l, row_fn fn, const void *ctx) {
             int64_t s = (int64_t)t * chunk, e = s + chunk < inner ? s + chunk : inner;
             if (s >= e) continue;
             int64_t off[MAX_OPS];
-            for (int k = 0; k < l->nops; k++) off[k] = base[k] + s * inner_stride[k];
+            for (int k = 0; k < l->nops; k++)
+                off[k] = base[k] + s * inner_stride[k];
             fn(ctx, e - s, off, inner_stride, s);
         }
     }
@@ -128,18 +136,22 @@ static inline __attribute__((always_inline)) float apply_binary(wb_cpu_binary_op
 }
 
 static inline __attribute__((always_inline)) void binary_row_op(wb_cpu_binary_op op, int64_t n, float *restrict o,
-                                                                 int64_t os, const float *a, int64_t as,
-                                                                 const float *b, int64_t bs) {
+                                                                int64_t os, const float *a, int64_t as, const float *b,
+                                                                int64_t bs) {
     if (os == 1 && as == 1 && bs == 1) {
-        for (int64_t i = 0; i < n; i++) o[i] = apply_binary(op, a[i], b[i]);
+        for (int64_t i = 0; i < n; i++)
+            o[i] = apply_binary(op, a[i], b[i]);
     } else if (os == 1 && as == 1 && bs == 0) {
         const float y = b[0];
-        for (int64_t i = 0; i < n; i++) o[i] = apply_binary(op, a[i], y);
+        for (int64_t i = 0; i < n; i++)
+            o[i] = apply_binary(op, a[i], y);
     } else if (os == 1 && as == 0 && bs == 1) {
         const float x = a[0];
-        for (int64_t i = 0; i < n; i++) o[i] = apply_binary(op, x, b[i]);
+        for (int64_t i = 0; i < n; i++)
+            o[i] = apply_binary(op, x, b[i]);
     } else {
-        for (int64_t i = 0; i < n; i++) o[i * os] = apply_binary(op, a[i * as], b[i * bs]);
+        for (int64_t i = 0; i < n; i++)
+            o[i * os] = apply_binary(op, a[i * as], b[i * bs]);
     }
 }
 
@@ -184,14 +196,18 @@ static void unary_row(const void *vctx, int64_t n, const int64_t *off, const int
         if (os == 1 && as == 1)
             memmove(o, a, (size_t)n * sizeof(float));
         else if (os == 1 && as == 0)
-            for (int64_t i = 0; i < n; i++) o[i] = a[0];
+            for (int64_t i = 0; i < n; i++)
+                o[i] = a[0];
         else
-            for (int64_t i = 0; i < n; i++) o[i * os] = a[i * as];
+            for (int64_t i = 0; i < n; i++)
+                o[i * os] = a[i * as];
     } else {
         if (os == 1 && as == 1)
-            for (int64_t i = 0; i < n; i++) o[i] = -a[i];
+            for (int64_t i = 0; i < n; i++)
+                o[i] = -a[i];
         else
-            for (int64_t i = 0; i < n; i++) o[i * os] = -a[i * as];
+            for (int64_t i = 0; i < n; i++)
+                o[i * os] = -a[i * as];
     }
 }
 
@@ -210,9 +226,11 @@ static void fill_row(const void *vctx, int64_t n, const int64_t *off, const int6
     float *restrict o = c->out + off[0];
     const float v = c->value;
     if (st[0] == 1)
-        for (int64_t i = 0; i < n; i++) o[i] = v;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = v;
     else
-        for (int64_t i = 0; i < n; i++) o[i * st[0]] = v;
+        for (int64_t i = 0; i < n; i++)
+            o[i * st[0]] = v;
 }
 
 void wb_cpu_fill_f32(int ndim, const int64_t *shape, float *out, const int64_t *out_stride, float value) {
@@ -225,5 +243,6 @@ void wb_cpu_fill_f32(int ndim, const int64_t *shape, float *out, const int64_t *
 
 void wb_cpu_arange_f32(float *out, int64_t n) {
 #pragma omp parallel for schedule(static) if (n >= WB_CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) out[i] = (float)i;
+    for (int64_t i = 0; i < n; i++)
+        out[i] = (float)i;
 }

@@ -34,7 +34,8 @@ void wb_cpu_rand_f32(float *out, int64_t n, uint64_t seed, uint64_t offset) {
     for (int64_t j = 0; j < blocks; j++) {
         uint32_t r[4];
         wb_philox4x32_10(seed, offset + (uint64_t)j, r);
-        for (int k = 0; k < 4 && 4 * j + k < n; k++) out[4 * j + k] = uniform01(r[k]);
+        for (int k = 0; k < 4 && 4 * j + k < n; k++)
+            out[4 * j + k] = uniform01(r[k]);
     }
 }
 

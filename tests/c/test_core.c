@@ -11,34 +11,34 @@
 
 static int failures, checks;
 
-#define CHECK(cond)                                                                                                   \
-    do {                                                                                                              \
-        checks++;                                                                                                     \
-        if (!(cond)) {                                                                                                \
-            failures++;                                                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                  \
-        }                                                                                                             \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+        }                                                                                                              \
     } while (0)
 
-#define CHECK_OK(expr)                                                                                                \
-    do {                                                                                                              \
-        checks++;                                                                                                     \
-        wb_status st_ = (expr);                                                                                       \
-        if (st_ != WB_OK) {                                                                                           \
-            failures++;                                                                                               \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, wb_error_message());                 \
-        }                                                                                                             \
+#define CHECK_OK(expr)                                                                                                 \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        wb_status st_ = (expr);                                                                                        \
+        if (st_ != WB_OK) {                                                                                            \
+            failures++;                                                                                                \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, wb_error_message());                  \
+        }                                                                                                              \
     } while (0)
 
-#define CHECK_ERR(expr, status, fragment)                                                                             \
-    do {                                                                                                              \
-        checks++;                                                                                                     \
-        wb_status st_ = (expr);                                                                                       \
-        if (st_ != (status) || !strstr(wb_error_message(), (fragment))) {                                             \
-            failures++;                                                                                               \
+#define CHECK_ERR(expr, status, fragment)                                                                              \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        wb_status st_ = (expr);                                                                                        \
+        if (st_ != (status) || !strstr(wb_error_message(), (fragment))) {                                              \
+            failures++;                                                                                                \
             fprintf(stderr, "%s:%d: %s: expected status %d with '%s', got %d: %s\n", __FILE__, __LINE__, #expr,        \
-                    (int)(status), (fragment), (int)st_, wb_error_message());                                         \
-        }                                                                                                             \
+                    (int)(status), (fragment), (int)st_, wb_error_message());                                          \
+        }                                                                                                              \
     } while (0)
 
 static void test_op_table(void) {
@@ -173,8 +173,10 @@ static void test_broadcast_kernel_against_naive(void) {
     const int I = 3, J = 17, K = 33;
     float *a = malloc(sizeof(float) * I * K), *b = malloc(sizeof(float) * J * K);
     float *out = malloc(sizeof(float) * I * J * K);
-    for (int i = 0; i < I * K; i++) a[i] = (float)(i % 7) - 3.0f;
-    for (int i = 0; i < J * K; i++) b[i] = (float)(i % 5) + 0.5f;
+    for (int i = 0; i < I * K; i++)
+        a[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < J * K; i++)
+        b[i] = (float)(i % 5) + 0.5f;
     const int64_t shape[] = {I, J, K};
     const int64_t os[] = {J * K, K, 1}, as[] = {K, 0, 1}, bs[] = {0, K, 1};
     for (int op = WB_CPU_ADD; op <= WB_CPU_DIV; op++) {
