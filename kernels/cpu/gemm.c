@@ -1,0 +1,232 @@
+/* gemm.c: the portable driver around the per-ISA microkernels: BLIS's five loops (NC columns,
+ * KC depth, MC rows, then NR x MR register tiles), packing from arbitrary strides so that
+ * nn/nt/tn/tt layouts cost the same, edge tiles through small padded buffers, and one OpenMP
+ * region that splits the N tiles (or the M tiles when N is narrow) across threads. */
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "gemm.h"
+
+#define MAX_THREADS 256
+#define MAX_MR      12
+#define MAX_NR      32
+/* The dual GEMM keeps K in one block up to this depth (no partial sums to spill). */
+#define DUAL_FULL_K 1024
+
+typedef struct buffers {
+    float *a, *b, *partial;
+    size_t a_cap, b_cap, partial_cap;
+} buffers;
+
+/* Per-thread packing buffers, allocated once and reused (a first touch inside a timed call
+ * would otherwise add page faults to it). Reachable from here, so never reported as leaks. */
+static buffers thread_buffers[MAX_THREADS];
+
+static float *reserve(float **p, size_t *cap, size_t floats) {
+    if (floats <= *cap && *p) return *p;
+    free(*p);
+    size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    *p = aligned_alloc(64, bytes ? bytes : 64);
+    *cap = *p ? floats : 0;
+    return *p;
+}
+
+static int64_t tile_width(const wb_cpu_isa *isa, int dual) { return dual ? isa->nr / 2 : isa->nr; }
+
+/* Packs B tile `jt` (NR lanes) for depths [pc, pc + kc) into dst[kk * NR + lane]. Lanes past N
+ * are zero. Dual tiles hold NR/2 gate columns then the same NR/2 up columns. */
+static void pack_b_tile(const wb_cpu_isa *isa, int64_t n, const float *b, int64_t rsb, int64_t csb, const float *b_up,
+                        int64_t jt, int64_t pc, int64_t kc, float *dst) {
+    const int nr = isa->nr, dual = b_up != NULL;
+    const int64_t width = tile_width(isa, dual);
+    const float *lane[MAX_NR] = {0};
+    for (int c = 0; c < nr; c++) {
+        int64_t col = jt * width + (dual ? c % width : c);
+        lane[c] = col < n ? ((dual && c >= width) ? b_up : b) + col * csb + pc * rsb : NULL;
+    }
+    if (!dual && csb == 1 && lane[nr - 1]) { /* row-major B, full tile: rows are contiguous */
+        for (int64_t kk = 0; kk < kc; kk++)
+            memcpy(dst + kk * nr, lane[0] + kk * rsb, sizeof(float) * (size_t)nr);
+        return;
+    }
+    for (int c = 0; c < nr; c++) { /* each lane walks its column; rsb == 1 reads contiguously */
+        if (!lane[c]) {
+            for (int64_t kk = 0; kk < kc; kk++)
+                dst[kk * nr + c] = 0.0f;
+            continue;
+        }
+        const float *src = lane[c];
+        if (rsb == 1)
+            for (int64_t kk = 0; kk < kc; kk++)
+                dst[kk * nr + c] = src[kk];
+        else
+            for (int64_t kk = 0; kk < kc; kk++)
+                dst[kk * nr + c] = src[kk * rsb];
+    }
+}
+
+/* Packs rows [it * MR, ...) of A over depths [pc, pc + kc) into dst[kk * MR + r]. Rows past M
+ * are left unset: the microkernel only reads the rows it was told exist. */
+static void pack_a_tile(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t it, int64_t pc, int64_t kc,
+                        float *dst) {
+    const int mr = isa->mr;
+    int64_t row0 = it * mr, rows = p->m - row0 < mr ? p->m - row0 : mr;
+    if (p->rsa == 1 && rows == mr) { /* column-major A: MR rows are contiguous at each depth */
+        for (int64_t kk = 0; kk < kc; kk++)
+            memcpy(dst + kk * mr, p->a + row0 + (pc + kk) * p->csa, sizeof(float) * (size_t)mr);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const float *src = p->a + (row0 + r) * p->rsa + pc * p->csa;
+        if (p->csa == 1)
+            for (int64_t kk = 0; kk < kc; kk++)
+                dst[kk * mr + r] = src[kk];
+        else
+            for (int64_t kk = 0; kk < kc; kk++)
+                dst[kk * mr + r] = src[kk * p->csa];
+    }
+}
+
+size_t wb_gemm_packed_b_floats(const wb_cpu_isa *isa, int64_t k, int64_t n, int dual) {
+    int64_t width = tile_width(isa, dual), tiles = (n + width - 1) / width;
+    return (size_t)(tiles * (k > 0 ? k : 1) * isa->nr);
+}
+
+void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b, int64_t rsb, int64_t csb,
+                    const float *b_up, float *packed) {
+    int64_t width = tile_width(isa, b_up != NULL), tiles = (n + width - 1) / width;
+#pragma omp parallel for schedule(static) if (tiles * k > 65536)
+    for (int64_t jt = 0; jt < tiles; jt++)
+        pack_b_tile(isa, n, b, rsb, csb, b_up, jt, 0, k, packed + jt * k * isa->nr);
+}
+
+/* A tile whose output columns run past N: compute into padded buffers, copy the valid part. */
+static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t cols, int c_in_is_c) {
+    float tin[MAX_MR * MAX_NR], tout[MAX_MR * MAX_NR], tbias[MAX_NR];
+    const int nr = isa->nr;
+    if (t.c_in && c_in_is_c) {
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < nr; j++)
+                tin[i * nr + j] = j < cols ? t.c_in[i * t.ldc_in + j] : 0.0f;
+        t.c_in = tin;
+        t.ldc_in = nr;
+    }
+    if (t.bias) {
+        for (int j = 0; j < nr; j++)
+            tbias[j] = j < cols ? t.bias[j] : 0.0f;
+        t.bias = tbias;
+    }
+    float *out = t.c_out;
+    int64_t ldc = t.ldc_out;
+    t.c_out = tout;
+    t.ldc_out = nr;
+    isa->ukernel(&t, rows);
+    for (int i = 0; i < rows; i++)
+        memcpy(out + i * ldc, tout + i * nr, sizeof(float) * (size_t)cols);
+}
+
+/* One thread's share: N tiles [jt0, jt1) x M tiles [it0, it1). Returns 0, or -1 when a buffer
+ * cannot be allocated. */
+static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt0, int64_t jt1, int64_t it0,
+                     int64_t it1, buffers *buf) {
+    const int mr = isa->mr, nr = isa->nr, dual = p->b_up != NULL;
+    const int64_t width = tile_width(isa, dual), k = p->k;
+    const int64_t kcb = dual && k <= DUAL_FULL_K ? (k > 0 ? k : 1) : isa->kc;
+    const int64_t nc_tiles = isa->nc / nr > 0 ? isa->nc / nr : 1, mc_tiles = isa->mc / mr > 0 ? isa->mc / mr : 1;
+    if (jt0 >= jt1 || it0 >= it1) return 0;
+    if (!reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * kcb))) return -1;
+    if (!p->packed_b && !reserve(&buf->b, &buf->b_cap, (size_t)(nc_tiles * nr * kcb))) return -1;
+    /* Dual with K split: partial sums of the full NR-wide tiles live here between K blocks. */
+    const int64_t sld = (jt1 - jt0) * nr, srows = (it1 - it0) * mr;
+    if (dual && kcb < k && !reserve(&buf->partial, &buf->partial_cap, (size_t)(sld * srows))) return -1;
+
+    for (int64_t jc = jt0; jc < jt1; jc += nc_tiles) {
+        int64_t jc_end = jc + nc_tiles < jt1 ? jc + nc_tiles : jt1;
+        for (int64_t pc = 0; pc == 0 || pc < k; pc += kcb) {
+            int64_t kc = k - pc < kcb ? k - pc : kcb;
+            int first = pc == 0, last = pc + kc >= k;
+            const float *bp;
+            int64_t tile_stride;
+            if (p->packed_b) {
+                bp = p->packed_b + jc * k * nr + pc * nr;
+                tile_stride = k * nr;
+            } else {
+                for (int64_t jt = jc; jt < jc_end; jt++)
+                    pack_b_tile(isa, p->n, p->b, p->rsb, p->csb, p->b_up, jt, pc, kc, buf->b + (jt - jc) * kc * nr);
+                bp = buf->b;
+                tile_stride = kc * nr;
+            }
+            for (int64_t ic = it0; ic < it1; ic += mc_tiles) {
+                int64_t ic_end = ic + mc_tiles < it1 ? ic + mc_tiles : it1;
+                for (int64_t it = ic; it < ic_end; it++)
+                    pack_a_tile(isa, p, it, pc, kc, buf->a + (it - ic) * kc * mr);
+                for (int64_t jt = jc; jt < jc_end; jt++) {
+                    int64_t col0 = jt * width, cols = p->n - col0 < width ? p->n - col0 : width;
+                    for (int64_t it = ic; it < ic_end; it++) {
+                        int64_t row0 = it * mr;
+                        int rows = (int)(p->m - row0 < mr ? p->m - row0 : mr);
+                        wb_gemm_tile t = {kc,
+                                          buf->a + (it - ic) * kc * mr,
+                                          bp + (jt - jc) * tile_stride,
+                                          NULL,
+                                          0,
+                                          NULL,
+                                          NULL,
+                                          0,
+                                          WB_STORE_PLAIN};
+                        float *c = p->c + row0 * p->ldc + col0;
+                        int c_in_is_c = 0, out_is_c = 1;
+                        if (!dual) {
+                            t.c_in = first ? NULL : c, t.ldc_in = p->ldc, c_in_is_c = 1;
+                            t.bias = first && p->bias ? p->bias + col0 : NULL;
+                            t.c_out = c, t.ldc_out = p->ldc;
+                            t.store = last ? p->store : WB_STORE_PLAIN;
+                        } else {
+                            float *s = buf->partial ? buf->partial + (row0 - it0 * mr) * sld + (jt - jt0) * nr : NULL;
+                            t.c_in = first ? NULL : s, t.ldc_in = sld;
+                            if (last)
+                                t.c_out = c, t.ldc_out = p->ldc, t.store = WB_STORE_GEGLU;
+                            else
+                                t.c_out = s, t.ldc_out = sld, out_is_c = 0;
+                        }
+                        if (cols < width && out_is_c) /* only C is narrower than a tile */
+                            edge_tile(isa, t, rows, cols, c_in_is_c);
+                        else
+                            isa->ukernel(&t, rows);
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *p) {
+    const int dual = p->b_up != NULL;
+    if (p->m <= 0 || p->n <= 0) return 0;
+    const int64_t width = tile_width(isa, dual);
+    const int64_t tn = (p->n + width - 1) / width, tm = (p->m + isa->mr - 1) / isa->mr;
+    int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
+    if (2.0 * (double)p->m * (double)p->n * (double)p->k < 4e6) nt = 1; /* not worth a fork */
+    int split_n = tn >= 2 * nt || tn >= tm;
+    int64_t tiles = split_n ? tn : tm;
+    if (nt > tiles) nt = (int)tiles;
+    int failed = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : failed)
+    {
+#ifdef _OPENMP
+        int t = omp_get_thread_num(), count = omp_get_num_threads();
+#else
+        int t = 0, count = 1;
+#endif
+        int64_t lo = tiles * t / count, hi = tiles * (t + 1) / count;
+        if (split_n)
+            failed |= run_share(isa, p, lo, hi, 0, tm, &thread_buffers[t]);
+        else
+            failed |= run_share(isa, p, 0, tn, lo, hi, &thread_buffers[t]);
+    }
+    return failed ? -1 : 0;
+}

@@ -1,0 +1,79 @@
+/* gemm.h: the CPU GEMM engine (BLIS-style loops around one microkernel per ISA) and the
+ * vectorised activations that share its math. Kernels see pointers and strides only: no
+ * tensors, no profiler. C = epilogue(A·B [+ bias]); or, dual, C = gelu_tanh(A·Bg) * (A·Bu). */
+#ifndef WB_CPU_GEMM_H
+#define WB_CPU_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What happens to the accumulators when a tile is stored after its last K block. */
+typedef enum wb_gemm_store {
+    WB_STORE_PLAIN = 0,
+    WB_STORE_GELU_TANH,
+    WB_STORE_GELU_ERF,
+    WB_STORE_GEGLU, /* dual only: out[j] = gelu_tanh(acc[j]) * acc[j + NR/2] */
+} wb_gemm_store;
+
+/* One microkernel call: an m x NR tile (m <= MR) over kc steps of K. */
+typedef struct wb_gemm_tile {
+    int64_t kc;
+    const float *a;    /* packed A sliver: kc x MR (lane r of step k at a[k*MR + r]) */
+    const float *b;    /* packed B sliver: kc x NR */
+    const float *c_in; /* partial sums to continue from, or NULL to start from bias or zero */
+    int64_t ldc_in;
+    const float *bias; /* NR per-column values added when c_in is NULL (NULL: none) */
+    float *c_out;      /* NR columns (NR/2 for WB_STORE_GEGLU) of m rows */
+    int64_t ldc_out;
+    wb_gemm_store store;
+} wb_gemm_tile;
+
+/* Everything the driver needs from one ISA. */
+typedef struct wb_cpu_isa {
+    const char *name; /* "avx512", "avx2", "scalar" */
+    int mr, nr;       /* register tile */
+    int kc, mc, nc;   /* cache blocking (nc in columns, a multiple of nr) */
+    void (*ukernel)(const wb_gemm_tile *t, int m);
+    /* Contiguous activations, bit-identical to the GEMM epilogues of the same ISA. */
+    void (*gelu)(const float *x, float *y, int64_t n, int erf_form);
+    void (*geglu)(const float *gate, const float *up, float *y, int64_t n);
+} wb_cpu_isa;
+
+/* The ISA chosen at start-up: the best the CPU supports, or WB_CPU_ISA=avx512|avx2|scalar when
+ * the CPU supports it (tests use this to force each path). */
+const wb_cpu_isa *wb_cpu_isa_active(void);
+/* A named ISA if compiled in and supported by this CPU, else NULL. */
+const wb_cpu_isa *wb_cpu_isa_get(const char *name);
+/* Switches the active ISA (for tests and benchmarks); returns 0 if unsupported. */
+int wb_cpu_isa_set(const char *name);
+/* What WB_CPU_ISA asked for when it could not be honoured (NULL otherwise). */
+const char *wb_cpu_isa_refused(void);
+
+typedef struct wb_gemm_problem {
+    int64_t m, n, k;
+    const float *a; /* A[i][p] = a[i*rsa + p*csa] */
+    int64_t rsa, csa;
+    const float *b; /* B[p][j] = b[p*rsb + j*csb] (the gate weights for dual) */
+    int64_t rsb, csb;
+    const float *b_up; /* dual: the up weights, same strides as b; NULL for a plain GEMM */
+    float *c;          /* C[i][j] = c[i*ldc + j] */
+    int64_t ldc;
+    const float *bias;     /* n values or NULL (plain only) */
+    wb_gemm_store store;   /* PLAIN, GELU_TANH or GELU_ERF; GEGLU for dual */
+    const float *packed_b; /* optional: B packed once by wb_gemm_pack_b (for this isa, k, n) */
+    int threads;
+} wb_gemm_problem;
+
+/* Floats needed to hold B (and B_up) packed for `isa` over the whole K. */
+size_t wb_gemm_packed_b_floats(const wb_cpu_isa *isa, int64_t k, int64_t n, int dual);
+/* Packs B (and B_up when non-NULL) for reuse across calls. */
+void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b, int64_t rsb, int64_t csb,
+                    const float *b_up, float *packed);
+/* Returns 0, or -1 when a packing buffer could not be allocated (C is then incomplete). */
+int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *p);
+
+/* The scalar reference activations in double precision (the tests' ground truth). */
+double wb_gelu_tanh_ref(double x);
+double wb_gelu_erf_ref(double x);
+
+#endif

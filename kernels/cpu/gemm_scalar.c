@@ -1,0 +1,90 @@
+/* gemm_scalar.c: the portable path (plain C, no ISA flags): a 4x8 tile, the same activation
+ * algorithm as the vector paths, and the double-precision references the tests trust. It runs
+ * on any x86-64 (or other) CPU, and is forced in tests with WB_CPU_ISA=scalar. */
+#include <math.h>
+
+#include "gemm.h"
+
+typedef float vf;
+
+static inline vf v_set1(float x) { return x; }
+static inline vf v_add(vf a, vf b) { return a + b; }
+static inline vf v_sub(vf a, vf b) { return a - b; }
+static inline vf v_mul(vf a, vf b) { return a * b; }
+static inline vf v_div(vf a, vf b) { return a / b; }
+static inline vf v_fma(vf a, vf b, vf c) { return fmaf(a, b, c); }
+static inline vf v_abs(vf a) { return fabsf(a); }
+static inline vf v_round(vf a) { return nearbyintf(a); }
+static inline vf v_floor(vf a) { return floorf(a); }
+static inline vf v_min_nan(vf k, vf x) { return x != x ? x : (k < x ? k : x); }
+static inline vf v_max_nan(vf k, vf x) { return x != x ? x : (k > x ? k : x); }
+static inline vf v_pow2i(vf n) { return ldexpf(1.0f, (int)n); }
+static inline vf v_gt_select(vf a, vf b, vf x, vf y) { return a > b ? x : y; }
+static inline vf v_ge0_select(vf a, vf x, vf y) { return a >= 0 ? x : y; }
+
+#include "vecmath.inc"
+
+#define MR 4
+#define NR 8
+
+static void ukernel(const wb_gemm_tile *t, int m) {
+    float c[MR][NR];
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < NR; j++)
+            c[i][j] = t->c_in ? t->c_in[i * t->ldc_in + j] : t->bias ? t->bias[j] : 0.0f;
+    const float *a = t->a, *b = t->b;
+    for (int64_t k = 0; k < t->kc; k++, a += MR, b += NR)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < NR; j++)
+                c[i][j] = fmaf(a[i], b[j], c[i][j]);
+    for (int i = 0; i < m; i++) {
+        float *out = t->c_out + i * t->ldc_out;
+        switch (t->store) {
+        case WB_STORE_PLAIN:
+            for (int j = 0; j < NR; j++)
+                out[j] = c[i][j];
+            break;
+        case WB_STORE_GELU_TANH:
+            for (int j = 0; j < NR; j++)
+                out[j] = v_gelu_tanh(c[i][j]);
+            break;
+        case WB_STORE_GELU_ERF:
+            for (int j = 0; j < NR; j++)
+                out[j] = v_gelu_erf(c[i][j]);
+            break;
+        case WB_STORE_GEGLU:
+            for (int j = 0; j < NR / 2; j++)
+                out[j] = v_gelu_tanh(c[i][j]) * c[i][j + NR / 2];
+            break;
+        }
+    }
+}
+
+static void gelu_contig(const float *x, float *y, int64_t n, int erf_form) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = erf_form ? v_gelu_erf(x[i]) : v_gelu_tanh(x[i]);
+}
+
+static void geglu_contig(const float *g, const float *u, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = v_gelu_tanh(g[i]) * u[i];
+}
+
+const wb_cpu_isa wb_cpu_isa_scalar = {
+    .name = "scalar",
+    .mr = MR,
+    .nr = NR,
+    .kc = 256,
+    .mc = 128,
+    .nc = 1024,
+    .ukernel = ukernel,
+    .gelu = gelu_contig,
+    .geglu = geglu_contig,
+};
+
+double wb_gelu_tanh_ref(double x) {
+    double y = sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+    return x / (1.0 + exp(-2.0 * y));
+}
+
+double wb_gelu_erf_ref(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }

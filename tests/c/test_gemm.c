@@ -1,0 +1,183 @@
+/* test_gemm.c: every compiled-in ISA path the CPU can run, against a double-precision
+ * reference: four layouts, awkward sizes (1, 3, 17, 31, 33, 65, 129, a prime K), every
+ * epilogue, the dual-GEMM GeGLU against its composition, packed and unpacked weights, 1 and 2
+ * threads; and the activations' ULP error over the float range. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/cpu/gemm.h"
+
+static int failures, checks;
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) { /* xorshift: deterministic data in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static double act(wb_gemm_store s, double x) {
+    return s == WB_STORE_GELU_TANH ? wb_gelu_tanh_ref(x) : s == WB_STORE_GELU_ERF ? wb_gelu_erf_ref(x) : x;
+}
+
+/* Checks C against the reference with a tolerance scaled by the sum of |terms|. */
+static int run_case(const wb_cpu_isa *isa, int64_t m, int64_t n, int64_t k, int ta, int tb, int bias, int dual,
+                    wb_gemm_store store, int packed, int threads) {
+    float *a = malloc(sizeof(float) * (size_t)(m * k + 1)), *b = malloc(sizeof(float) * (size_t)(k * n + 1));
+    float *bu = malloc(sizeof(float) * (size_t)(k * n + 1)), *bi = malloc(sizeof(float) * (size_t)(n + 1));
+    float *c = malloc(sizeof(float) * (size_t)(m * n + 1));
+    for (int64_t i = 0; i < m * k; i++)
+        a[i] = frand();
+    for (int64_t i = 0; i < k * n; i++)
+        b[i] = frand(), bu[i] = frand();
+    for (int64_t i = 0; i < n; i++)
+        bi[i] = frand();
+    for (int64_t i = 0; i < m * n; i++)
+        c[i] = NAN; /* poisoned: every element must be written */
+    /* ta: A stored transposed (column-major), tb: B stored transposed (as a linear's weight) */
+    int64_t rsa = ta ? 1 : k, csa = ta ? m : 1, rsb = tb ? 1 : n, csb = tb ? k : 1;
+    wb_gemm_problem p = {m,
+                         n,
+                         k,
+                         a,
+                         rsa,
+                         csa,
+                         b,
+                         rsb,
+                         csb,
+                         dual ? bu : NULL,
+                         c,
+                         n,
+                         bias && !dual ? bi : NULL,
+                         dual ? WB_STORE_GEGLU : store,
+                         NULL,
+                         threads};
+    float *pk = NULL;
+    if (packed) {
+        pk = malloc(sizeof(float) * wb_gemm_packed_b_floats(isa, k, n, dual));
+        wb_gemm_pack_b(isa, k, n, b, rsb, csb, dual ? bu : NULL, pk);
+        p.packed_b = pk;
+    }
+    int bad = wb_gemm_run(isa, &p) != 0;
+    double worst = 0;
+    for (int64_t i = 0; i < m && !bad; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0, mag = 0, su = 0, magu = 0;
+            for (int64_t q = 0; q < k; q++) {
+                double x = a[i * rsa + q * csa], g = b[q * rsb + j * csb], u = bu[q * rsb + j * csb];
+                s += x * g, mag += fabs(x * g), su += x * u, magu += fabs(x * u);
+            }
+            if (bias && !dual) s += bi[j], mag += fabs(bi[j]);
+            double want, tol = 4e-7 * (mag + 1) * (1 + sqrt((double)k) / 8);
+            if (dual) {
+                want = wb_gelu_tanh_ref(s) * su;
+                tol = tol * (fabs(su) + 1) + 4e-7 * (magu + 1) * (fabs(s) + 1);
+            } else {
+                want = act(store, s);
+            }
+            double err = fabs((double)c[i * n + j] - want);
+            if (!(err <= tol)) bad = 1; /* NaN fails too */
+            if (err > worst) worst = err;
+        }
+    checks++;
+    if (bad) {
+        failures++;
+        fprintf(stderr,
+                "FAIL %s m=%lld n=%lld k=%lld layout=%c%c bias=%d dual=%d store=%d packed=%d threads=%d worst=%g\n",
+                isa->name, (long long)m, (long long)n, (long long)k, tb ? 't' : 'n', ta ? 't' : 'n', bias, dual,
+                (int)store, packed, threads, worst);
+    }
+    free(a), free(b), free(bu), free(bi), free(c), free(pk);
+    return !bad;
+}
+
+static void test_isa(const wb_cpu_isa *isa) {
+    const int64_t sizes[] = {1, 3, 17, 31, 33, 65, 129};
+    const int ns = sizeof sizes / sizeof sizes[0];
+    int before = failures;
+    /* all layouts x awkward m, n with a prime k */
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int i = 0; i < ns; i++)
+                for (int j = 0; j < ns; j++)
+                    run_case(isa, sizes[i], sizes[j], 37, ta, tb, 0, 0, WB_STORE_PLAIN, 0, 1);
+    /* depths across K-block boundaries (prime 401 and 1031 > KC), every epilogue, bias or not */
+    const int64_t ks[] = {0, 1, 3, 401, 1031};
+    for (int q = 0; q < 5; q++)
+        for (int s = WB_STORE_PLAIN; s <= WB_STORE_GELU_ERF; s++)
+            for (int bias = 0; bias < 2; bias++) {
+                run_case(isa, 33, 65, ks[q], 0, 1, bias, 0, (wb_gemm_store)s, 0, 1);
+                run_case(isa, 17, 129, ks[q], 1, 0, bias, 0, (wb_gemm_store)s, 1, 2);
+            }
+    /* dual-GEMM GeGLU: edges, K split across blocks (2053 > DUAL_FULL_K), packed or not */
+    const int64_t dk[] = {1, 31, 129, 2053};
+    for (int q = 0; q < 4; q++)
+        for (int packed = 0; packed < 2; packed++) {
+            run_case(isa, 1, 33, dk[q], 0, 1, 0, 1, WB_STORE_GEGLU, packed, 1);
+            run_case(isa, 31, 65, dk[q], 0, 1, 0, 1, WB_STORE_GEGLU, packed, 2);
+            run_case(isa, 129, 17, dk[q], 1, 0, 0, 1, WB_STORE_GEGLU, packed, 2);
+        }
+    /* bigger, threaded, both split directions */
+    run_case(isa, 300, 1000, 300, 0, 1, 1, 0, WB_STORE_GELU_TANH, 1, 2);
+    run_case(isa, 1000, 40, 300, 0, 0, 1, 0, WB_STORE_PLAIN, 0, 2);
+    run_case(isa, 200, 700, 1300, 0, 1, 0, 1, WB_STORE_GEGLU, 1, 2);
+    printf("%-7s gemm: %s\n", isa->name, failures == before ? "ok" : "FAILED");
+}
+
+/* ULP distance between two floats (the order of their bit patterns). */
+static double ulps(float got, double want) {
+    float w = (float)want;
+    if (isnan(w) || isnan(got)) return isnan(w) && isnan(got) ? 0 : INFINITY;
+    if (w == got) return 0;
+    int32_t ig, iw;
+    memcpy(&ig, &got, 4), memcpy(&iw, &w, 4);
+    if (ig < 0) ig = INT32_MIN - ig;
+    if (iw < 0) iw = INT32_MIN - iw;
+    return fabs((double)ig - (double)iw);
+}
+
+static void test_activation_ulps(const wb_cpu_isa *isa) {
+    enum { N = 200000 };
+    static float x[N], y[N];
+    int n = 0;
+    for (int i = 0; i < 120000; i++)
+        x[n++] = -20.0f + 40.0f * (float)i / 120000.0f; /* dense where it matters */
+    for (int e = -40; e <= 38; e++)                     /* every scale */
+        for (int s = -1; s <= 1; s += 2)
+            for (int j = 0; j < 64; j++)
+                x[n++] = (float)s * ldexpf(1.0f + (float)j / 64.0f, e);
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 3.4e38f, -3.4e38f, -13.0f};
+    for (int i = 0; i < 10; i++)
+        x[n++] = specials[i];
+    for (int form = 0; form < 2; form++) {
+        isa->gelu(x, y, n, form);
+        double worst = 0, where = 0;
+        for (int i = 0; i < n; i++) {
+            double want = form ? wb_gelu_erf_ref(x[i]) : wb_gelu_tanh_ref(x[i]);
+            if (isinf(x[i]) && x[i] < 0) want = NAN; /* -inf * 0 in both formulas */
+            double u = ulps(y[i], want);
+            if (u > worst) worst = u, where = x[i];
+        }
+        checks++;
+        int ok = worst <= 8;
+        if (!ok) failures++;
+        printf("%-7s gelu_%s: max %.0f ULP (at x = %.9g) over %d points%s\n", isa->name, form ? "erf " : "tanh", worst,
+               where, n, ok ? "" : "  FAILED (limit 8)");
+    }
+}
+
+int main(void) {
+    const char *names[] = {"scalar", "avx2", "avx512"};
+    for (int i = 0; i < 3; i++) {
+        const wb_cpu_isa *isa = wb_cpu_isa_get(names[i]);
+        if (!isa) {
+            printf("%-7s not supported by this CPU: skipped\n", names[i]);
+            continue;
+        }
+        test_isa(isa);
+        test_activation_ulps(isa);
+    }
+    printf("%d checks, %d failures\n", checks, failures);
+    return failures ? 1 : 0;
+}
