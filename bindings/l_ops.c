@@ -1,5 +1,7 @@
 /* l_ops.c: the op functions of the wb table (wb.add, wb.sub, ...) and the comparisons
  * (wb.allclose, wb.max_abs_diff, wb.rel_error). Check, call the core, push. */
+#include <string.h>
+
 #include "wb_lua.h"
 
 typedef wb_status (*binary_fn)(wb_tensor *, wb_tensor *, wb_tensor **);
@@ -55,7 +57,104 @@ static int l_allclose(lua_State *L) {
     return 1;
 }
 
+static int l_matmul(lua_State *L) {
+    wb_tensor *out;
+    return wb_lua_pushresult(L, wb_matmul(wb_lua_checktensor(L, 1), wb_lua_checktensor(L, 2), &out), &out);
+}
+
+static int l_addmm(lua_State *L) {
+    wb_tensor *out;
+    wb_tensor *bias = wb_lua_checktensor(L, 1), *a = wb_lua_checktensor(L, 2), *b = wb_lua_checktensor(L, 3);
+    return wb_lua_pushresult(L, wb_addmm(bias, a, b, &out), &out);
+}
+
+static wb_activation check_activation(lua_State *L, int idx, const char *fname, const char *key, int allow_none) {
+    const char *v = lua_tostring(L, idx);
+    if (lua_type(L, idx) != LUA_TSTRING)
+        luaL_error(L, "%s: %s must be a string, got %s", fname, key, luaL_typename(L, idx));
+    if (!strcmp(v, "gelu") || !strcmp(v, "none") || !strcmp(v, "gelu_erf")) {
+        if (!strcmp(v, "none")) {
+            if (allow_none) return WB_ACT_NONE;
+            return WB_ACT_GELU_ERF; /* gelu's approximate="none": the exact (erf) form */
+        }
+        return WB_ACT_GELU_ERF;
+    }
+    if (!strcmp(v, "gelu_tanh") || !strcmp(v, "tanh")) return WB_ACT_GELU_TANH;
+    luaL_error(L, "%s: unknown %s '%s' (expected %s)", fname, key, v,
+               allow_none ? "\"gelu\", \"gelu_tanh\" or \"none\"" : "\"tanh\" or \"none\"");
+    return WB_ACT_NONE;
+}
+
+/* wb.linear(x, w[, b][, {activation="gelu"|"gelu_tanh"|"none"}]) */
+static int l_linear(lua_State *L) {
+    static const char *const keys[] = {"activation", NULL};
+    wb_tensor *x = wb_lua_checktensor(L, 1), *w = wb_lua_checktensor(L, 2), *bias = NULL, *out;
+    int opts = 0;
+    if (lua_istable(L, 3))
+        opts = 3;
+    else if (!lua_isnoneornil(L, 3)) {
+        bias = wb_lua_checktensor(L, 3);
+        if (lua_istable(L, 4))
+            opts = 4;
+        else if (!lua_isnoneornil(L, 4))
+            luaL_error(L, "linear: argument 4 must be an options table, got %s", luaL_typename(L, 4));
+    }
+    wb_activation act = WB_ACT_NONE;
+    if (opts) {
+        wb_lua_checkkeys(L, opts, "linear", keys);
+        if (lua_getfield(L, opts, "activation") != LUA_TNIL) act = check_activation(L, -1, "linear", "activation", 1);
+    }
+    return wb_lua_pushresult(L, wb_linear(x, w, bias, act, &out), &out);
+}
+
+/* wb.gelu(x[, {approximate="none"|"tanh"}]): PyTorch's default is the exact (erf) form. */
+static int l_gelu(lua_State *L) {
+    static const char *const keys[] = {"approximate", NULL};
+    wb_tensor *x = wb_lua_checktensor(L, 1), *out;
+    wb_activation form = WB_ACT_GELU_ERF;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        wb_lua_checkkeys(L, 2, "gelu", keys);
+        if (lua_getfield(L, 2, "approximate") != LUA_TNIL) {
+            const char *v = lua_tostring(L, -1);
+            if (lua_type(L, -1) == LUA_TSTRING && !strcmp(v, "tanh"))
+                form = WB_ACT_GELU_TANH;
+            else if (lua_type(L, -1) == LUA_TSTRING && !strcmp(v, "none"))
+                form = WB_ACT_GELU_ERF;
+            else
+                luaL_error(L, "gelu: approximate must be \"tanh\" or \"none\", got %s",
+                           lua_type(L, -1) == LUA_TSTRING ? v : luaL_typename(L, -1));
+        }
+    }
+    return wb_lua_pushresult(L, wb_gelu(x, form, &out), &out);
+}
+
+static int l_geglu(lua_State *L) {
+    wb_tensor *out;
+    return wb_lua_pushresult(L, wb_geglu(wb_lua_checktensor(L, 1), wb_lua_checktensor(L, 2), &out), &out);
+}
+
+static int l_geglu_linear(lua_State *L) {
+    wb_tensor *out;
+    wb_tensor *x = wb_lua_checktensor(L, 1), *g = wb_lua_checktensor(L, 2), *u = wb_lua_checktensor(L, 3);
+    return wb_lua_pushresult(L, wb_geglu_linear(x, g, u, &out), &out);
+}
+
+/* wb.cpu_isa() -> "avx2"; wb.cpu_isa("scalar") switches the CPU kernels (tests, benchmarks). */
+static int l_cpu_isa(lua_State *L) {
+    if (!lua_isnoneornil(L, 1)) WB_LUA_CHECK(L, wb_cpu_isa_select(luaL_checkstring(L, 1)));
+    lua_pushstring(L, wb_cpu_isa_name());
+    return 1;
+}
+
 static const luaL_Reg ops[] = {
+    {"matmul", l_matmul},
+    {"addmm", l_addmm},
+    {"linear", l_linear},
+    {"gelu", l_gelu},
+    {"geglu", l_geglu},
+    {"geglu_linear", l_geglu_linear},
+    {"cpu_isa", l_cpu_isa},
     {"add", l_add},
     {"sub", l_sub},
     {"mul", l_mul},

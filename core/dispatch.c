@@ -21,7 +21,10 @@ wb_status wb_dispatch(wb_op_id id, wb_op_call *call) {
     if (call->nin != def->arity)
         return wb_error(WB_ERR_ARGUMENT, "%s: expects %d tensor inputs, got %d", def->name, def->arity, call->nin);
     for (int i = 0; i < call->nin; i++) {
-        if (!call->in[i]) return wb_error(WB_ERR_ARGUMENT, "%s: input %d is missing", def->name, i + 1);
+        if (!call->in[i]) {
+            if (i >= def->arity - def->optional) continue;
+            return wb_error(WB_ERR_ARGUMENT, "%s: input %d is missing", def->name, i + 1);
+        }
         if (i == 0) call->device = call->in[0]->device;
         if (call->in[i]->device != call->device)
             return wb_error(WB_ERR_DEVICE, "%s: input %d is on %s but input 1 is on %s", def->name, i + 1,

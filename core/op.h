@@ -34,6 +34,14 @@ typedef enum wb_op_id {
     WB_OP_MUL,
     WB_OP_DIV,
     WB_OP_NEG,
+    WB_OP_GELU,
+    WB_OP_GEGLU,
+    WB_OP_MM,
+    WB_OP_ADDMM,
+    WB_OP_GEGLU_LINEAR,
+    /* composites over the GEMM ops */
+    WB_OP_MATMUL,
+    WB_OP_LINEAR,
     WB_OP_COUNT
 } wb_op_id;
 
@@ -84,6 +92,10 @@ typedef union wb_op_params {
     struct {
         int64_t n;
     } arange;
+    struct {
+        wb_activation activation;
+        int prepack;
+    } gemm; /* mm, addmm, linear, gelu */
 } wb_op_params;
 
 typedef struct wb_op_def wb_op_def;
@@ -114,6 +126,7 @@ struct wb_op_def {
     const char *name;
     wb_op_kind kind;
     int arity;                           /* tensor inputs */
+    int optional;                        /* trailing inputs that may be NULL (linear's bias) */
     int allocates_output;                /* dispatcher allocates call->out from out_* before impl */
     wb_op_shape_fn shape;                /* shape rule (validation); required */
     wb_op_count_fn flops;                /* (optional) NULL means 0 */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "linear_ops.h"
 #include "storage.h"
 
 #define WB_ALIGN 64
@@ -63,6 +64,8 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
         wb_format_bytes((double)nbytes, want, sizeof want);
         return wb_error(WB_ERR_MEMORY, "out of memory allocating %s on %s", want, wb_device_name(device));
     }
+    static atomic_uint_fast64_t next_id = 1;
+    s->id = atomic_fetch_add(&next_id, 1);
     atomic_init(&s->refcount, 1);
     s->device = device;
     s->nbytes = nbytes;
@@ -75,6 +78,7 @@ void wb_storage_retain(wb_storage *s) { atomic_fetch_add_explicit(&s->refcount, 
 void wb_storage_release(wb_storage *s) {
     if (!s) return;
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) == 1) {
+        wb_prepack_forget(s->id);
         free(s->data);
         free(s);
     }
@@ -85,3 +89,4 @@ void *wb_storage_data(const wb_storage *s) { return s->data; }
 int wb_storage_refcount(const wb_storage *s) { return atomic_load(&((wb_storage *)s)->refcount); }
 uint64_t wb_storage_version(const wb_storage *s) { return s->version; }
 void wb_storage_bump_version(wb_storage *s) { s->version++; }
+uint64_t wb_storage_id(const wb_storage *s) { return s->id; }

@@ -12,8 +12,10 @@ struct wb_storage {
     size_t nbytes;
     void *data;       /* 64-byte aligned */
     uint64_t version; /* bumped by writes; see wb_storage_version */
+    uint64_t id;      /* unique for the life of the process (addresses get reused) */
 };
 
+uint64_t wb_storage_id(const wb_storage *s);
 wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out);
 void wb_storage_retain(wb_storage *s);
 void wb_storage_release(wb_storage *s);

@@ -156,6 +156,29 @@ wb_status wb_mul(wb_tensor *a, wb_tensor *b, wb_tensor **out);
 wb_status wb_div(wb_tensor *a, wb_tensor *b, wb_tensor **out);
 wb_status wb_neg(wb_tensor *a, wb_tensor **out);
 
+/* GEMM family (CPU: kernels/cpu/gemm.c). Layout letters in kernel names follow BLAS's
+ * column-major convention, so a linear (x times a transposed row-major weight) shows "tn". */
+typedef enum wb_activation {
+    WB_ACT_NONE = 0,
+    WB_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    WB_ACT_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default GELU */
+} wb_activation;
+
+wb_status wb_mm(wb_tensor *a, wb_tensor *b, wb_tensor **out);                     /* [M,K] x [K,N] */
+wb_status wb_addmm(wb_tensor *bias, wb_tensor *a, wb_tensor *b, wb_tensor **out); /* bias [N] in the epilogue */
+/* 2-D x 2-D, or 3-D x 2-D (leading dims folded into M). */
+wb_status wb_matmul(wb_tensor *a, wb_tensor *b, wb_tensor **out);
+/* y = act(x W^T + b): x [..., K], W [N, K], b [N] or NULL. Goes through t(W) then addmm or mm,
+ * as PyTorch's does; W is packed once and reused while its storage is unchanged. One kernel. */
+wb_status wb_linear(wb_tensor *x, wb_tensor *w, wb_tensor *bias, wb_activation act, wb_tensor **out);
+/* gelu_tanh(x W_gate^T) * (x W_up^T) in one kernel: the two products never reach memory. */
+wb_status wb_geglu_linear(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor **out);
+wb_status wb_gelu(wb_tensor *x, wb_activation form, wb_tensor **out);
+wb_status wb_geglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out); /* gelu_tanh(gate) * up, fused */
+/* The CPU kernel path in use ("avx512", "avx2" or "scalar"), and a switch for tests/benchmarks. */
+const char *wb_cpu_isa_name(void);
+wb_status wb_cpu_isa_select(const char *name);
+
 /* Reading values back (host side; these are comparisons, not ops on the device lane). */
 wb_status wb_to_doubles(wb_tensor *x, double *values); /* numel values in row-major order */
 wb_status wb_max_abs_diff(wb_tensor *a, wb_tensor *b, double *out);

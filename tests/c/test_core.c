@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/linear_ops.h"
 #include "../../core/op.h"
 #include "../../kernels/cpu/pointwise.h"
 #include "wb.h"
@@ -251,15 +252,83 @@ static void test_comparisons(void) {
 }
 
 static int hook_ops, hook_kernels;
+static char hook_trace[1024]; /* "op:linear op:t op:addmm kernel:wb_sgemm_..." */
 
 static void count_op(void *user, const wb_op_call *call) {
-    (void)user, (void)call;
+    (void)user;
     hook_ops++;
+    size_t n = strlen(hook_trace);
+    snprintf(hook_trace + n, sizeof hook_trace - n, "op:%s ", call->def->name);
 }
 
 static void count_kernel(void *user, const wb_kernel_desc *desc) {
-    (void)user, (void)desc;
+    (void)user;
     hook_kernels++;
+    size_t n = strlen(hook_trace);
+    snprintf(hook_trace + n, sizeof hook_trace - n, "kernel:%s ", desc->name);
+}
+
+/* The linear lesson at the dispatcher: linear -> t (no kernel) -> addmm, one kernel named
+ * ..._tn_bias, flops 2*M*N*K; with an activation still one kernel; the dual GeGLU one kernel. */
+static void test_linear_is_one_kernel(void) {
+    wb_dispatch_hooks hooks = {NULL, count_op, NULL, count_kernel, NULL};
+    const int64_t xs[] = {1024, 32}, ws[] = {64, 32}, bs[] = {64};
+    wb_tensor *x, *w, *b, *y = NULL, *u, *g = NULL;
+    CHECK_OK(wb_randn(WB_F32, WB_DEVICE_CPU, 2, xs, &x));
+    CHECK_OK(wb_randn(WB_F32, WB_DEVICE_CPU, 2, ws, &w));
+    CHECK_OK(wb_randn(WB_F32, WB_DEVICE_CPU, 1, bs, &b));
+    CHECK_OK(wb_randn(WB_F32, WB_DEVICE_CPU, 2, ws, &u));
+    const wb_dispatch_hooks *old = wb_dispatch_set_hooks(&hooks);
+    hook_ops = hook_kernels = 0, hook_trace[0] = 0;
+    CHECK_OK(wb_linear(x, w, b, WB_ACT_NONE, &y));
+    CHECK(hook_ops == 3 && hook_kernels == 1);
+    CHECK(!strncmp(hook_trace, "op:linear op:t op:addmm kernel:wb_sgemm_", 40));
+    CHECK(strstr(hook_trace, "_tn_bias ") != NULL);
+    wb_tensor_free(y);
+    hook_ops = hook_kernels = 0, hook_trace[0] = 0;
+    CHECK_OK(wb_linear(x, w, b, WB_ACT_GELU_TANH, &y));
+    CHECK(hook_kernels == 1 && strstr(hook_trace, "_tn_bias_gelu_tanh ") != NULL);
+    wb_tensor_free(y);
+    hook_ops = hook_kernels = 0, hook_trace[0] = 0;
+    CHECK_OK(wb_linear(x, w, NULL, WB_ACT_NONE, &y));
+    CHECK(!strncmp(hook_trace, "op:linear op:t op:mm kernel:wb_sgemm_", 37) && strstr(hook_trace, "_tn ") != NULL);
+    hook_ops = hook_kernels = 0, hook_trace[0] = 0;
+    CHECK_OK(wb_geglu_linear(x, w, u, &g));
+    CHECK(hook_kernels == 1 && strstr(hook_trace, "kernel:wb_dual_sgemm_") && strstr(hook_trace, "_tn_geglu "));
+    wb_dispatch_set_hooks(old);
+    if (!(hook_kernels == 1)) fprintf(stderr, "trace: %s\n", hook_trace);
+    wb_tensor_free(x), wb_tensor_free(w), wb_tensor_free(b), wb_tensor_free(y), wb_tensor_free(u), wb_tensor_free(g);
+}
+
+/* Packed weights are reused while the weight is unchanged and never after it is written. */
+static void test_prepack_follows_writes(void) {
+    const int64_t xs[] = {3, 40}, ws[] = {50, 40};
+    wb_tensor *x, *w, *y1, *y2, *y3, *ref;
+    CHECK_OK(wb_randn(WB_F32, WB_DEVICE_CPU, 2, xs, &x));
+    CHECK_OK(wb_randn(WB_F32, WB_DEVICE_CPU, 2, ws, &w));
+    int before;
+    wb_prepack_bytes(&before);
+    CHECK_OK(wb_linear(x, w, NULL, WB_ACT_NONE, &y1));
+    int after;
+    wb_prepack_bytes(&after);
+    CHECK(after == before + 1);
+    CHECK_OK(wb_linear(x, w, NULL, WB_ACT_NONE, &y2)); /* a hit: no new entry */
+    wb_prepack_bytes(&after);
+    CHECK(after == before + 1);
+    double d;
+    CHECK_OK(wb_max_abs_diff(y1, y2, &d));
+    CHECK(d == 0);
+    CHECK_OK(wb_fill_(w, 0.5)); /* a write: the packing must not be reused */
+    CHECK_OK(wb_linear(x, w, NULL, WB_ACT_NONE, &y3));
+    wb_tensor *wt;
+    CHECK_OK(wb_t(w, &wt));
+    CHECK_OK(wb_mm(x, wt, &ref));
+    CHECK_OK(wb_max_abs_diff(y3, ref, &d));
+    CHECK(d == 0);
+    wb_tensor_free(wt), wb_tensor_free(w); /* freeing the storage drops its entry */
+    wb_prepack_bytes(&after);
+    CHECK(after == before);
+    wb_tensor_free(x), wb_tensor_free(y1), wb_tensor_free(y2), wb_tensor_free(y3), wb_tensor_free(ref);
 }
 
 /* A view records an op and launches no kernel; an add launches exactly one. */
@@ -288,6 +357,8 @@ int main(void) {
     test_random_stats();
     test_comparisons();
     test_dispatch_hooks();
+    test_linear_is_one_kernel();
+    test_prepack_follows_writes();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -1,0 +1,90 @@
+/* prepack.c: weights packed once and reused (what makes small-M linears fast: packing a
+ * 768x3072 weight costs as much as multiplying one token by it). An entry is keyed by the
+ * storage's process-unique id and write version, the view geometry and the ISA, so any write
+ * to the weight (copy_, fill_, a kernel output) invalidates it; freeing the storage drops it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/cpu/gemm.h"
+#include "linear_ops.h"
+#include "storage.h"
+
+#define CACHE_ENTRIES 64
+#define CACHE_BYTES   ((size_t)1 << 30)
+
+typedef struct entry {
+    const wb_cpu_isa *isa;
+    uint64_t id, version, up_id, up_version;
+    int64_t offset, up_offset, k, n, rsb, csb;
+    float *data;
+    size_t bytes;
+    uint64_t last_use;
+} entry;
+
+static entry cache[CACHE_ENTRIES];
+static size_t cache_bytes;
+static uint64_t clock_ticks;
+
+static void drop(entry *e) {
+    free(e->data);
+    cache_bytes -= e->bytes;
+    memset(e, 0, sizeof *e);
+}
+
+void wb_prepack_forget(uint64_t storage_id) {
+    for (int i = 0; i < CACHE_ENTRIES; i++)
+        if (cache[i].data && (cache[i].id == storage_id || cache[i].up_id == storage_id)) drop(&cache[i]);
+}
+
+size_t wb_prepack_bytes(int *entries) {
+    int n = 0;
+    for (int i = 0; i < CACHE_ENTRIES; i++)
+        n += cache[i].data != NULL;
+    if (entries) *entries = n;
+    return cache_bytes;
+}
+
+const float *wb_prepack_get(const void *isa_ptr, const wb_tensor *b, int64_t k, int64_t n, int64_t rsb, int64_t csb,
+                            const wb_tensor *b_up) {
+    const wb_cpu_isa *isa = isa_ptr;
+    uint64_t id = b->storage->id, version = b->storage->version;
+    uint64_t up_id = b_up ? b_up->storage->id : 0, up_version = b_up ? b_up->storage->version : 0;
+    int64_t up_offset = b_up ? b_up->offset : 0;
+    entry *free_slot = NULL, *oldest = NULL;
+    for (int i = 0; i < CACHE_ENTRIES; i++) {
+        entry *e = &cache[i];
+        if (!e->data) {
+            if (!free_slot) free_slot = e;
+            continue;
+        }
+        if (e->isa == isa && e->id == id && e->offset == b->offset && e->k == k && e->n == n && e->rsb == rsb &&
+            e->csb == csb && e->up_id == up_id && e->up_offset == up_offset) {
+            if (e->version == version && e->up_version == up_version) {
+                e->last_use = ++clock_ticks;
+                return e->data;
+            }
+            drop(e); /* written since it was packed */
+            if (!free_slot) free_slot = e;
+            continue;
+        }
+        if (!oldest || e->last_use < oldest->last_use) oldest = e;
+    }
+    size_t bytes = wb_gemm_packed_b_floats(isa, k, n, b_up != NULL) * sizeof(float);
+    if (bytes > CACHE_BYTES / 2) return NULL;
+    while (cache_bytes + bytes > CACHE_BYTES || !free_slot) { /* evict least recently used */
+        entry *lru = NULL;
+        for (int i = 0; i < CACHE_ENTRIES; i++)
+            if (cache[i].data && (!lru || cache[i].last_use < lru->last_use)) lru = &cache[i];
+        if (!lru) break;
+        drop(lru);
+        if (!free_slot) free_slot = lru;
+    }
+    (void)oldest;
+    float *data = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!data) return NULL;
+    wb_gemm_pack_b(isa, k, n, wb_tensor_data(b), rsb, csb, b_up ? wb_tensor_data(b_up) : NULL, data);
+    *free_slot =
+        (entry){isa, id, version, up_id, up_version, b->offset, up_offset, k, n, rsb, csb, data, bytes, ++clock_ticks};
+    cache_bytes += bytes;
+    return data;
+}
