@@ -2,6 +2,7 @@
  * (wb.allclose, wb.max_abs_diff, wb.rel_error). Check, call the core, push. */
 #include <string.h>
 
+#include "peer.h"
 #include "wb_lua.h"
 
 typedef wb_status (*binary_fn)(wb_tensor *, wb_tensor *, wb_tensor **);
@@ -147,7 +148,58 @@ static int l_cpu_isa(lua_State *L) {
     return 1;
 }
 
+static int l_time_ns(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)wb_time_ns());
+    return 1;
+}
+
+/* wb.cpu_peak_gflops([threads[, ms]]): measured FMA throughput of the active CPU path. */
+static int l_cpu_peak_gflops(lua_State *L) {
+    int threads = (int)luaL_optinteger(L, 1, 1);
+    double ms = luaL_optnumber(L, 2, 100);
+    if (threads < 1 || threads > 1024) luaL_error(L, "cpu_peak_gflops: threads must be 1..1024, got %d", threads);
+    if (!(ms > 0 && ms <= 10000)) luaL_error(L, "cpu_peak_gflops: ms must be in (0, 10000], got %f", ms);
+    lua_pushnumber(L, wb_cpu_measure_peak_gflops(threads, ms));
+    return 1;
+}
+
+static int l_openblas_available(lua_State *L) {
+    lua_pushboolean(L, wb_openblas_available());
+    return 1;
+}
+
+static int l_openblas_info(lua_State *L) {
+    const char *core, *note;
+    WB_LUA_CHECK(L, wb_openblas_info(&core, &note));
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, core);
+    lua_setfield(L, -2, "corename");
+    lua_pushstring(L, note);
+    lua_setfield(L, -2, "coretype");
+    return 1;
+}
+
+static int l_openblas_set_num_threads(lua_State *L) {
+    WB_LUA_CHECK(L, wb_openblas_set_threads((int)luaL_checkinteger(L, 1)));
+    return 0;
+}
+
+static int l_openblas_matmul(lua_State *L) {
+    wb_tensor *out;
+    return wb_lua_pushresult(L, wb_openblas_matmul(wb_lua_checktensor(L, 1), wb_lua_checktensor(L, 2), &out), &out);
+}
+
+static const luaL_Reg openblas[] = {
+    {"available", l_openblas_available},
+    {"info", l_openblas_info},
+    {"set_num_threads", l_openblas_set_num_threads},
+    {"matmul", l_openblas_matmul},
+    {NULL, NULL},
+};
+
 static const luaL_Reg ops[] = {
+    {"time_ns", l_time_ns},
+    {"cpu_peak_gflops", l_cpu_peak_gflops},
     {"matmul", l_matmul},
     {"addmm", l_addmm},
     {"linear", l_linear},
@@ -166,4 +218,8 @@ static const luaL_Reg ops[] = {
     {NULL, NULL},
 };
 
-void wb_lua_register_ops(lua_State *L) { luaL_setfuncs(L, ops, 0); }
+void wb_lua_register_ops(lua_State *L) {
+    luaL_setfuncs(L, ops, 0);
+    luaL_newlib(L, openblas); /* wb.openblas: a comparison peer for benchmarks */
+    lua_setfield(L, -2, "openblas");
+}

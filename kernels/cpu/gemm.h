@@ -37,6 +37,9 @@ typedef struct wb_cpu_isa {
     /* Contiguous activations, bit-identical to the GEMM epilogues of the same ISA. */
     void (*gelu)(const float *x, float *y, int64_t n, int erf_form);
     void (*geglu)(const float *gate, const float *up, float *y, int64_t n);
+    /* Peak calibration: `iters` rounds of 12 independent FMA chains of `lanes` floats. */
+    double (*fma_loop)(int64_t iters);
+    int lanes;
 } wb_cpu_isa;
 
 /* The ISA chosen at start-up: the best the CPU supports, or WB_CPU_ISA=avx512|avx2|scalar when

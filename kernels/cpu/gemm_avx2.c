@@ -47,4 +47,6 @@ const wb_cpu_isa wb_cpu_isa_avx2 = {
     .ukernel = ukernel,
     .gelu = gelu_contig,
     .geglu = geglu_contig,
+    .fma_loop = fma_loop,
+    .lanes = VEC,
 };

@@ -49,4 +49,6 @@ const wb_cpu_isa wb_cpu_isa_avx512 = {
     .ukernel = ukernel,
     .gelu = gelu_contig,
     .geglu = geglu_contig,
+    .fma_loop = fma_loop,
+    .lanes = VEC,
 };

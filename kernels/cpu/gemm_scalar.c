@@ -70,6 +70,18 @@ static void geglu_contig(const float *g, const float *u, float *y, int64_t n) {
         y[i] = v_gelu_tanh(g[i]) * u[i];
 }
 
+static double fma_loop(int64_t iters) {
+    float acc[12], x = 0.999999f, y = 1e-7f, s = 0;
+    for (int i = 0; i < 12; i++)
+        acc[i] = (float)i;
+    for (int64_t it = 0; it < iters; it++)
+        for (int i = 0; i < 12; i++)
+            acc[i] = acc[i] * x + y;
+    for (int i = 0; i < 12; i++)
+        s += acc[i];
+    return s;
+}
+
 const wb_cpu_isa wb_cpu_isa_scalar = {
     .name = "scalar",
     .mr = MR,
@@ -80,6 +92,8 @@ const wb_cpu_isa wb_cpu_isa_scalar = {
     .ukernel = ukernel,
     .gelu = gelu_contig,
     .geglu = geglu_contig,
+    .fma_loop = fma_loop,
+    .lanes = 1,
 };
 
 double wb_gelu_tanh_ref(double x) {

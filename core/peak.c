@@ -1,0 +1,44 @@
+/* peak.c: the measured limits benchmarks quote against (GFLOP/s of the active CPU path) and
+ * the wall clock they time with. */
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../kernels/cpu/gemm.h"
+#include "peer.h"
+
+int64_t wb_time_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static volatile double sink;
+
+double wb_cpu_measure_peak_gflops(int threads, double ms) {
+    const wb_cpu_isa *isa = wb_cpu_isa_active();
+    const double flops_per_iter = 2.0 * 12 * isa->lanes;
+    int64_t iters = 1 << 16;
+    /* Calibrate on one thread until one run takes ~5 ms, then scale to the requested time. */
+    for (;;) {
+        int64_t t0 = wb_time_ns();
+        sink = isa->fma_loop(iters);
+        int64_t dt = wb_time_ns() - t0;
+        if (dt > 5000000 || iters > ((int64_t)1 << 40)) {
+            iters = (int64_t)((double)iters * (ms * 1e6) / (double)dt) + 1;
+            break;
+        }
+        iters *= 4;
+    }
+    if (threads < 1) threads = 1;
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) { /* best of 3: the peak is a maximum, not a median */
+        int64_t t0 = wb_time_ns();
+#pragma omp parallel num_threads(threads)
+        sink = isa->fma_loop(iters);
+        double gflops = flops_per_iter * (double)iters * threads / (double)(wb_time_ns() - t0);
+        if (gflops > best) best = gflops;
+    }
+    return best;
+}

@@ -1,0 +1,192 @@
+-- gemm_bench.lua: our fp32 GEMM against OpenBLAS, measured in the same run (PERF.md).
+--
+--   workbench experiments/gemm_bench.lua [--sizes 512,1024,2048] [--threads 1,2]
+--                                        [--layouts nn,nt,tn,tt] [--rounds 3] [--epilogue-size 1024]
+--
+-- Expectation: with packing from arbitrary strides, all four layouts cost the same; on this
+-- 2-core machine we aim at >= 0.95x OpenBLAS on 1 and 2 threads, >= 1.8x our own 1-thread
+-- speed on 2 threads at n >= 1024, and bias+GELU in the epilogue at <= 1.05x a plain GEMM.
+-- Method: every result is first checked against a double-precision reference (sampled
+-- elements) and against OpenBLAS; contenders alternate (A B A B) over rounds; medians are
+-- quoted with p10-p90; GFLOP/s are against the FMA peak measured here. Ratios last.
+-- Layout letters follow BLAS (column-major) naming: "tn" is a linear layer (x times W^T).
+
+local function parse_list(s, conv)
+    local out = {}
+    for item in tostring(s):gmatch("[^,]+") do out[#out + 1] = conv and conv(item) or item end
+    return out
+end
+
+local opts = {sizes = "512,1024,2048", threads = "1,2", layouts = "nn,nt,tn,tt", rounds = "3", ["epilogue-size"] = "1024"}
+local i = 1
+while i <= #arg do
+    local key = arg[i]:match("^%-%-(.+)$")
+    if not key or opts[key] == nil or arg[i + 1] == nil then
+        error(string.format("gemm_bench: unknown or incomplete option '%s' (options: --sizes, --threads, " ..
+            "--layouts, --rounds, --epilogue-size)", arg[i]), 0)
+    end
+    opts[key] = arg[i + 1]
+    i = i + 2
+end
+local sizes = parse_list(opts.sizes, math.tointeger)
+local thread_counts = parse_list(opts.threads, math.tointeger)
+local layouts = parse_list(opts.layouts)
+local rounds = math.tointeger(tonumber(opts.rounds))
+local epi_n = math.tointeger(tonumber(opts["epilogue-size"]))
+for _, v in ipairs(sizes) do assert(v and v > 0, "gemm_bench: --sizes must be positive integers") end
+for _, v in ipairs(thread_counts) do assert(v and v > 0, "gemm_bench: --threads must be positive integers") end
+for _, l in ipairs(layouts) do assert(l:match("^[nt][nt]$"), "gemm_bench: layouts are nn, nt, tn or tt") end
+assert(rounds and rounds > 0 and epi_n and epi_n > 0, "gemm_bench: --rounds and --epilogue-size must be positive")
+
+local have_peer = wb.openblas.available()
+print("== gemm_bench ==")
+print(string.format("cpu: %s; workbench path: %s; threads available: %d", wb.device_info().name, wb.cpu_isa(),
+    wb.get_num_threads()))
+if have_peer then
+    local info = wb.openblas.info()
+    print(string.format("peer: OpenBLAS core %s (%s)", info.corename, info.coretype))
+    if info.corename:lower():match("prescott") or info.corename:lower():match("core2") then
+        print("WARNING: OpenBLAS runs its SSE kernels here; the comparison understates it (set OPENBLAS_CORETYPE)")
+    end
+else
+    print("peer: OpenBLAS not installed (apt-get install libopenblas0): ratios are omitted")
+end
+
+-- operands for a layout "XY": X describes B (t: B is W^T of a row-major [N,K] W), Y describes A
+local function operands(n, layout)
+    local lb, la = layout:sub(1, 1), layout:sub(2, 2)
+    local a = la == "n" and wb.randn({n, n}) or wb.randn({n, n}):t()
+    local b = lb == "n" and wb.randn({n, n}) or wb.randn({n, n}):t()
+    return a, b
+end
+
+-- rel. error of sampled elements against a double-precision dot product
+local function sampled_rel_error(c, a, b, samples)
+    local n, k = c.shape[1], a.shape[2]
+    local num, den = 0, 0
+    for s = 1, samples do
+        local r, q = 1 + (s * 7919) % n, 1 + (s * 104729) % c.shape[2]
+        local ar, bc = a:select(1, r):tolist(), b:select(2, q):tolist()
+        local ref = 0
+        for p = 1, k do ref = ref + ar[p] * bc[p] end
+        local got = c:select(1, r):select(1, q):item()
+        num, den = num + (got - ref) ^ 2, den + ref ^ 2
+    end
+    return math.sqrt(num / den)
+end
+
+local function median(t)
+    local s = {}
+    for i2, v in ipairs(t) do s[i2] = v end
+    table.sort(s)
+    local m = #s
+    return m % 2 == 1 and s[(m + 1) // 2] or (s[m // 2] + s[m // 2 + 1]) / 2, s[math.max(1, math.floor(m * 0.1 + 0.5))],
+        s[math.min(m, math.ceil(m * 0.9))]
+end
+
+-- Times contenders alternately over rounds; returns {name = {median, p10, p90}} in microseconds.
+local function race(contenders, iters_per_round)
+    local samples = {}
+    for _, c in ipairs(contenders) do samples[c[1]] = {} end
+    for _ = 1, rounds do
+        for _, c in ipairs(contenders) do
+            local r = wb.bench(c[2], {warmup = 1, iters = iters_per_round, min_time_ms = 0})
+            for _, v in ipairs(r.samples_us) do table.insert(samples[c[1]], v) end
+        end
+    end
+    local out = {}
+    for name, s in pairs(samples) do out[name] = {median(s)} end
+    return out
+end
+
+local rows, epi_rows, ratios = {}, {}, {}
+local own_gflops = {}
+for _, threads in ipairs(thread_counts) do
+    wb.set_num_threads(threads)
+    if have_peer then wb.openblas.set_num_threads(threads) end
+    local peak = wb.cpu_peak_gflops(threads)
+    print(string.format("\n-- %d thread(s): measured FMA peak %.1f GFLOP/s", threads, peak))
+    for _, n in ipairs(sizes) do
+        for _, layout in ipairs(layouts) do
+            local a, b = operands(n, layout)
+            local c = wb.matmul(a, b)
+            local err = sampled_rel_error(c, a, b, 48)
+            assert(err < 1e-4, string.format("gemm_bench: rel. error %.2e at n=%d %s: result is wrong", err, n, layout))
+            local peer_err
+            if have_peer then peer_err = wb.rel_error(c, wb.openblas.matmul(a, b)) end
+            local flops = 2.0 * n * n * n
+            local iters = math.max(1, math.floor(2e9 / flops))
+            local t = race({{"ours", function() local _ = wb.matmul(a, b) end},
+                have_peer and {"openblas", function() local _ = wb.openblas.matmul(a, b) end} or nil}, iters)
+            local ours = t.ours
+            local row = {threads = threads, n = n, layout = layout, err = err, peer_err = peer_err,
+                ms = ours[1] / 1e3, p10 = ours[2] / 1e3, p90 = ours[3] / 1e3, gflops = flops / ours[1] / 1e3}
+            row.pct = 100 * row.gflops / peak
+            if t.openblas then
+                row.peer_ms = t.openblas[1] / 1e3
+                row.peer_gflops = flops / t.openblas[1] / 1e3
+                row.ratio = t.openblas[1] / ours[1]
+            end
+            own_gflops[threads .. ":" .. n .. ":" .. layout] = row.gflops
+            rows[#rows + 1] = row
+            print(string.format("  n=%-5d %s  ours %8.2f ms  %6.1f GFLOP/s (%3.0f%% of peak)%s   rel.err %.1e", n,
+                layout, row.ms, row.gflops, row.pct,
+                row.ratio and string.format("   openblas %8.2f ms %6.1f GFLOP/s   ratio %.2fx", row.peer_ms,
+                    row.peer_gflops, row.ratio) or "", err))
+        end
+    end
+    -- epilogue cost: one linear-shaped GEMM (tn) with and without the fused epilogues
+    local n = epi_n
+    local x, w, bias = wb.randn({n, n}), wb.randn({n, n}), wb.randn({n})
+    local variants = {
+        {"plain", function() local _ = wb.linear(x, w) end},
+        {"bias", function() local _ = wb.linear(x, w, bias) end},
+        {"gelu_tanh", function() local _ = wb.linear(x, w, {activation = "gelu_tanh"}) end},
+        {"bias+gelu_tanh", function() local _ = wb.linear(x, w, bias, {activation = "gelu_tanh"}) end},
+        {"bias+gelu_erf", function() local _ = wb.linear(x, w, bias, {activation = "gelu"}) end},
+    }
+    local t = race(variants, math.max(1, math.floor(2e9 / (2.0 * n * n * n))))
+    for _, v in ipairs(variants) do
+        epi_rows[#epi_rows + 1] = {threads = threads, name = v[1], ms = t[v[1]][1] / 1e3,
+            ratio = t[v[1]][1] / t.plain[1]}
+    end
+end
+
+print("\n== results (medians; p10-p90 in ms) ==")
+print(string.format("%-3s %-5s %-3s %9s %15s %8s %6s %11s %8s %7s", "thr", "n", "lay", "ours ms", "p10-p90",
+    "GFLOP/s", "%peak", "openblas ms", "GFLOP/s", "ratio"))
+for _, r in ipairs(rows) do
+    print(string.format("%-3d %-5d %-3s %9.2f %7.2f-%-7.2f %8.1f %5.0f%% %11s %8s %7s", r.threads, r.n, r.layout,
+        r.ms, r.p10, r.p90, r.gflops, r.pct, r.peer_ms and string.format("%.2f", r.peer_ms) or "-",
+        r.peer_gflops and string.format("%.1f", r.peer_gflops) or "-", r.ratio and string.format("%.2fx", r.ratio) or "-"))
+end
+print("\n== epilogue cost (linear-shaped GEMM, n = " .. epi_n .. ") ==")
+for _, r in ipairs(epi_rows) do
+    print(string.format("  %d thread(s)  %-15s %8.2f ms   %.3fx plain", r.threads, r.name, r.ms, r.ratio))
+end
+
+print("\n== ratios (the bars: >= 0.95x OpenBLAS; 2 threads >= 1.8x own 1 thread at n >= 1024; bias+gelu <= 1.05x) ==")
+for _, threads in ipairs(thread_counts) do
+    local worst, best
+    for _, r in ipairs(rows) do
+        if r.threads == threads and r.ratio then
+            worst = (not worst or r.ratio < worst.ratio) and r or worst
+            best = (not best or r.ratio > best.ratio) and r or best
+        end
+    end
+    if worst then
+        print(string.format("  vs OpenBLAS, %d thread(s): worst %.2fx (n=%d %s), best %.2fx (n=%d %s)", threads,
+            worst.ratio, worst.n, worst.layout, best.ratio, best.n, best.layout))
+    end
+end
+for _, r in ipairs(rows) do
+    if r.threads == 2 and r.n >= 1024 and own_gflops["1:" .. r.n .. ":" .. r.layout] then
+        print(string.format("  own 2 threads / 1 thread, n=%d %s: %.2fx", r.n, r.layout,
+            r.gflops / own_gflops["1:" .. r.n .. ":" .. r.layout]))
+    end
+end
+for _, r in ipairs(epi_rows) do
+    if r.name == "bias+gelu_tanh" or r.name == "bias+gelu_erf" then
+        print(string.format("  %s epilogue, %d thread(s): %.3fx plain GEMM", r.name, r.threads, r.ratio))
+    end
+end
