@@ -1,6 +1,8 @@
 /* l_ops.c: the op functions of the wb table (wb.add, wb.sub, ...) and the comparisons
  * (wb.allclose, wb.max_abs_diff, wb.rel_error). Check, call the core, push. */
+#include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "peer.h"
 #include "wb_lua.h"
@@ -148,6 +150,16 @@ static int l_cpu_isa(lua_State *L) {
     return 1;
 }
 
+/* wb.sleep_ms(ms): lets other libraries' spinning worker threads go idle between benchmark
+ * contenders (OpenBLAS's spin for ~0.1 s after a call and would steal a core from the next one). */
+static int l_sleep_ms(lua_State *L) {
+    double ms = luaL_checknumber(L, 1);
+    if (!(ms >= 0 && ms <= 60000)) luaL_error(L, "sleep_ms: %f is out of range (0..60000)", ms);
+    struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000.0) * 1e6)};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
 static int l_time_ns(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)wb_time_ns());
     return 1;
@@ -199,6 +211,7 @@ static const luaL_Reg openblas[] = {
 
 static const luaL_Reg ops[] = {
     {"time_ns", l_time_ns},
+    {"sleep_ms", l_sleep_ms},
     {"cpu_peak_gflops", l_cpu_peak_gflops},
     {"matmul", l_matmul},
     {"addmm", l_addmm},

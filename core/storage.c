@@ -12,6 +12,81 @@
 
 #define WB_ALIGN 64
 
+/* Freed buffers are kept by size class and reused: a fresh multi-megabyte buffer costs a page
+ * fault and a page clear per 4 KiB on first touch, which would otherwise land in every timed op.
+ * Classes are geometric (8 per power of two, <= 12.5% slack); the cache holds at most
+ * CACHE_MAX bytes and is off under AddressSanitizer (it would hide use-after-free) or with
+ * WB_NO_ALLOC_CACHE=1. */
+#define CLASS_STEPS 8
+#define CLASS_COUNT (64 * CLASS_STEPS)
+#define CACHE_MAX   ((size_t)1 << 30)
+#define CACHE_SLOTS 8
+
+#if defined(__SANITIZE_ADDRESS__)
+#define WB_ALLOC_CACHE_DEFAULT 0
+#else
+#define WB_ALLOC_CACHE_DEFAULT 1
+#endif
+
+typedef struct cached_block {
+    void *data;
+    size_t bytes;
+} cached_block;
+
+static cached_block block_cache[CLASS_COUNT][CACHE_SLOTS];
+static size_t cache_total;
+static int cache_enabled = -1;
+
+static int alloc_cache_on(void) {
+    if (cache_enabled < 0) {
+        const char *env = getenv("WB_NO_ALLOC_CACHE");
+        cache_enabled = WB_ALLOC_CACHE_DEFAULT && !(env && *env && strcmp(env, "0"));
+    }
+    return cache_enabled;
+}
+
+/* Size class of a request and the bytes that class allocates. */
+static int size_class(size_t bytes, size_t *class_bytes) {
+    if (bytes <= WB_ALIGN) {
+        *class_bytes = WB_ALIGN;
+        return 0;
+    }
+    int e = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^e < bytes <= 2^(e+1) */
+    size_t base = (size_t)1 << e, step = base / CLASS_STEPS;
+    size_t k = (bytes - base + step - 1) / step; /* 1..CLASS_STEPS */
+    *class_bytes = base + k * step;
+    *class_bytes = (*class_bytes + WB_ALIGN - 1) / WB_ALIGN * WB_ALIGN;
+    return e * CLASS_STEPS + (int)k - 1;
+}
+
+static void *block_take(size_t bytes, size_t *got) {
+    int c = size_class(bytes, got);
+    if (!alloc_cache_on() || c >= CLASS_COUNT) return NULL;
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        cached_block *b = &block_cache[c][i];
+        if (b->data) {
+            void *p = b->data;
+            cache_total -= b->bytes;
+            b->data = NULL;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static void block_give(void *data, size_t bytes) {
+    size_t class_bytes;
+    int c = size_class(bytes, &class_bytes);
+    if (alloc_cache_on() && c < CLASS_COUNT && cache_total + class_bytes <= CACHE_MAX)
+        for (int i = 0; i < CACHE_SLOTS; i++)
+            if (!block_cache[c][i].data) {
+                block_cache[c][i] = (cached_block){data, class_bytes};
+                cache_total += class_bytes;
+                return;
+            }
+    free(data);
+}
+
 static size_t alloc_limit;
 
 size_t wb_alloc_limit(void) {
@@ -54,10 +129,9 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     }
     wb_storage *s = calloc(1, sizeof *s);
     if (!s) return wb_error(WB_ERR_MEMORY, "out of memory allocating a storage header");
-    /* aligned_alloc needs a size that is a multiple of the alignment; never 0 bytes. */
-    size_t padded = (nbytes + WB_ALIGN - 1) / WB_ALIGN * WB_ALIGN;
-    if (padded == 0) padded = WB_ALIGN;
-    s->data = aligned_alloc(WB_ALIGN, padded);
+    size_t class_bytes;
+    s->data = block_take(nbytes, &class_bytes);
+    if (!s->data) s->data = aligned_alloc(WB_ALIGN, class_bytes); /* a multiple of the alignment */
     if (!s->data) {
         free(s);
         char want[32];
@@ -79,7 +153,7 @@ void wb_storage_release(wb_storage *s) {
     if (!s) return;
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) == 1) {
         wb_prepack_forget(s->id);
-        free(s->data);
+        block_give(s->data, s->nbytes);
         free(s);
     }
 }

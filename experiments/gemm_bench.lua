@@ -8,7 +8,9 @@
 -- speed on 2 threads at n >= 1024, and bias+GELU in the epilogue at <= 1.05x a plain GEMM.
 -- Method: every result is first checked against a double-precision reference (sampled
 -- elements) and against OpenBLAS; contenders alternate (A B A B) over rounds; medians are
--- quoted with p10-p90; GFLOP/s are against the FMA peak measured here. Ratios last.
+-- quoted with p10-p90; GFLOP/s are against the FMA peak measured here. Each contender starts
+-- after a 150 ms pause, so the other library's spinning worker threads do not steal a core.
+-- Ratios last.
 -- Layout letters follow BLAS (column-major) naming: "tn" is a linear layer (x times W^T).
 
 local function parse_list(s, conv)
@@ -17,13 +19,14 @@ local function parse_list(s, conv)
     return out
 end
 
-local opts = {sizes = "512,1024,2048", threads = "1,2", layouts = "nn,nt,tn,tt", rounds = "3", ["epilogue-size"] = "1024"}
+local opts = {sizes = "512,1024,2048", threads = "1,2", layouts = "nn,nt,tn,tt", rounds = "3",
+    ["epilogue-size"] = "1024", tokens = "1,16,128"}
 local i = 1
 while i <= #arg do
     local key = arg[i]:match("^%-%-(.+)$")
     if not key or opts[key] == nil or arg[i + 1] == nil then
         error(string.format("gemm_bench: unknown or incomplete option '%s' (options: --sizes, --threads, " ..
-            "--layouts, --rounds, --epilogue-size)", arg[i]), 0)
+            "--layouts, --rounds, --epilogue-size, --tokens)", arg[i]), 0)
     end
     opts[key] = arg[i + 1]
     i = i + 2
@@ -33,6 +36,7 @@ local thread_counts = parse_list(opts.threads, math.tointeger)
 local layouts = parse_list(opts.layouts)
 local rounds = math.tointeger(tonumber(opts.rounds))
 local epi_n = math.tointeger(tonumber(opts["epilogue-size"]))
+local token_counts = parse_list(opts.tokens, math.tointeger)
 for _, v in ipairs(sizes) do assert(v and v > 0, "gemm_bench: --sizes must be positive integers") end
 for _, v in ipairs(thread_counts) do assert(v and v > 0, "gemm_bench: --threads must be positive integers") end
 for _, l in ipairs(layouts) do assert(l:match("^[nt][nt]$"), "gemm_bench: layouts are nn, nt, tn or tt") end
@@ -90,6 +94,7 @@ local function race(contenders, iters_per_round)
     for _, c in ipairs(contenders) do samples[c[1]] = {} end
     for _ = 1, rounds do
         for _, c in ipairs(contenders) do
+            wb.sleep_ms(150) -- let the previous contender's spinning threads go idle
             local r = wb.bench(c[2], {warmup = 1, iters = iters_per_round, min_time_ms = 0})
             for _, v in ipairs(r.samples_us) do table.insert(samples[c[1]], v) end
         end
@@ -99,7 +104,7 @@ local function race(contenders, iters_per_round)
     return out
 end
 
-local rows, epi_rows, ratios = {}, {}, {}
+local rows, epi_rows, small_rows = {}, {}, {}
 local own_gflops = {}
 for _, threads in ipairs(thread_counts) do
     wb.set_num_threads(threads)
@@ -135,6 +140,22 @@ for _, threads in ipairs(thread_counts) do
                     row.peer_gflops, row.ratio) or "", err))
         end
     end
+    -- decode-sized linears (the MLP sweep's shapes): x[tokens, 768] W[3072, 768]^T, weights
+    -- packed once by wb.linear; OpenBLAS multiplies the same transposed view
+    for _, tokens in ipairs(token_counts) do
+        local x, w = wb.randn({tokens, 768}), wb.randn({3072, 768})
+        local err = wb.rel_error(wb.linear(x, w), have_peer and wb.openblas.matmul(x, w:t()) or wb.matmul(x, w:t()))
+        assert(err < 1e-5, "gemm_bench: small-M linear disagrees with the reference")
+        local flops = 2.0 * tokens * 768 * 3072
+        local t = race({{"ours", function() local _ = wb.linear(x, w) end},
+            have_peer and {"openblas", function() local _ = wb.openblas.matmul(x, w:t()) end} or nil},
+            math.max(3, math.floor(3e8 / flops)))
+        local r = {threads = threads, tokens = tokens, us = t.ours[1], gflops = flops / t.ours[1] / 1e3}
+        if t.openblas then r.peer_us, r.ratio = t.openblas[1], t.openblas[1] / t.ours[1] end
+        small_rows[#small_rows + 1] = r
+        print(string.format("  linear 768->3072, tokens %-4d ours %8.1f us %6.1f GFLOP/s%s", tokens, r.us, r.gflops,
+            r.ratio and string.format("   openblas %8.1f us   ratio %.2fx", r.peer_us, r.ratio) or ""))
+    end
     -- epilogue cost: one linear-shaped GEMM (tn) with and without the fused epilogues
     local n = epi_n
     local x, w, bias = wb.randn({n, n}), wb.randn({n, n}), wb.randn({n})
@@ -160,6 +181,12 @@ for _, r in ipairs(rows) do
         r.ms, r.p10, r.p90, r.gflops, r.pct, r.peer_ms and string.format("%.2f", r.peer_ms) or "-",
         r.peer_gflops and string.format("%.1f", r.peer_gflops) or "-", r.ratio and string.format("%.2fx", r.ratio) or "-"))
 end
+print("\n== decode-sized linears (768 -> 3072, W packed once; OpenBLAS on x W^T) ==")
+for _, r in ipairs(small_rows) do
+    print(string.format("  %d thread(s)  tokens %-4d ours %8.1f us  %6.1f GFLOP/s   openblas %8s us   ratio %s", r.threads,
+        r.tokens, r.us, r.gflops, r.peer_us and string.format("%.1f", r.peer_us) or "-",
+        r.ratio and string.format("%.2fx", r.ratio) or "-"))
+end
 print("\n== epilogue cost (linear-shaped GEMM, n = " .. epi_n .. ") ==")
 for _, r in ipairs(epi_rows) do
     print(string.format("  %d thread(s)  %-15s %8.2f ms   %.3fx plain", r.threads, r.name, r.ms, r.ratio))
@@ -183,6 +210,11 @@ for _, r in ipairs(rows) do
     if r.threads == 2 and r.n >= 1024 and own_gflops["1:" .. r.n .. ":" .. r.layout] then
         print(string.format("  own 2 threads / 1 thread, n=%d %s: %.2fx", r.n, r.layout,
             r.gflops / own_gflops["1:" .. r.n .. ":" .. r.layout]))
+    end
+end
+for _, r in ipairs(small_rows) do
+    if r.ratio then
+        print(string.format("  linear 768->3072 tokens %d, %d thread(s): %.2fx OpenBLAS", r.tokens, r.threads, r.ratio))
     end
 end
 for _, r in ipairs(epi_rows) do

@@ -52,6 +52,15 @@ static void pack_b_tile(const wb_cpu_isa *isa, int64_t n, const float *b, int64_
             memcpy(dst + kk * nr, lane[0] + kk * rsb, sizeof(float) * (size_t)nr);
         return;
     }
+    if (rsb == 1 && isa->pack_rows) { /* lanes contiguous along k (B = W^T): transposes */
+        int full = 1;
+        for (int c = 0; c < nr; c++)
+            full &= lane[c] != NULL;
+        if (full) {
+            isa->pack_rows(dst, lane, nr, kc);
+            return;
+        }
+    }
     for (int c = 0; c < nr; c++) { /* each lane walks its column; rsb == 1 reads contiguously */
         if (!lane[c]) {
             for (int64_t kk = 0; kk < kc; kk++)
@@ -77,6 +86,13 @@ static void pack_a_tile(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t
     if (p->rsa == 1 && rows == mr) { /* column-major A: MR rows are contiguous at each depth */
         for (int64_t kk = 0; kk < kc; kk++)
             memcpy(dst + kk * mr, p->a + row0 + (pc + kk) * p->csa, sizeof(float) * (size_t)mr);
+        return;
+    }
+    if (p->csa == 1 && isa->pack_rows) { /* row-major A: rows contiguous along k */
+        const float *src[MAX_MR];
+        for (int r = 0; r < mr; r++)
+            src[r] = p->a + (row0 + (r < rows ? r : 0)) * p->rsa + pc;
+        isa->pack_rows(dst, src, mr, kc); /* rows past M repeat row 0: computed, never stored */
         return;
     }
     for (int64_t r = 0; r < rows; r++) {

@@ -37,6 +37,9 @@ typedef struct wb_cpu_isa {
     /* Contiguous activations, bit-identical to the GEMM epilogues of the same ISA. */
     void (*gelu)(const float *x, float *y, int64_t n, int erf_form);
     void (*geglu)(const float *gate, const float *up, float *y, int64_t n);
+    /* (optional) Packs `width` rows that are each contiguous along k: dst[kk*width + j] =
+     * rows[j][kk]. NULL: gemm.c's scalar loops. */
+    void (*pack_rows)(float *dst, const float *const *rows, int width, int64_t kc);
     /* Peak calibration: `iters` rounds of 12 independent FMA chains of `lanes` floats. */
     double (*fma_loop)(int64_t iters);
     int lanes;

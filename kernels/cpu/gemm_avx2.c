@@ -36,6 +36,7 @@ static inline vf v_zero(void) { return _mm256_setzero_ps(); }
 
 #include "vecmath.inc"
 #include "ukernel.inc"
+#include "pack_avx2.inc"
 
 const wb_cpu_isa wb_cpu_isa_avx2 = {
     .name = "avx2",
@@ -47,6 +48,7 @@ const wb_cpu_isa wb_cpu_isa_avx2 = {
     .ukernel = ukernel,
     .gelu = gelu_contig,
     .geglu = geglu_contig,
+    .pack_rows = pack_rows,
     .fma_loop = fma_loop,
     .lanes = VEC,
 };

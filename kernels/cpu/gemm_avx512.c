@@ -38,6 +38,7 @@ static inline vf v_zero(void) { return _mm512_setzero_ps(); }
 
 #include "vecmath.inc"
 #include "ukernel.inc"
+#include "pack_avx2.inc"
 
 const wb_cpu_isa wb_cpu_isa_avx512 = {
     .name = "avx512",
@@ -49,6 +50,7 @@ const wb_cpu_isa wb_cpu_isa_avx512 = {
     .ukernel = ukernel,
     .gelu = gelu_contig,
     .geglu = geglu_contig,
+    .pack_rows = pack_rows,
     .fma_loop = fma_loop,
     .lanes = VEC,
 };
