@@ -26,7 +26,21 @@ wb_tensor *wb_lua_checktensor(lua_State *L, int idx) {
     return h->t;
 }
 
+/* Lua sees an 8-byte userdata, not the megabytes of storage behind it, so left alone its
+ * collector would let dead tensors pile up. Storage allocations are reported to it as
+ * allocation debt (LUA_GCSTEP of that many KiB), the way Lua paces its own allocations. */
+static void pace_gc(lua_State *L) {
+    static uint64_t reported;
+    uint64_t total = wb_storage_bytes_allocated();
+    if (total - reported >= 256 * 1024) {
+        uint64_t kib = (total - reported) / 1024;
+        reported = total;
+        lua_gc(L, LUA_GCSTEP, (int)(kib > 1 << 30 ? 1 << 30 : kib));
+    }
+}
+
 void wb_lua_pushtensor(lua_State *L, wb_tensor *t) {
+    pace_gc(L);
     wb_lua_tensor *h = lua_newuserdatauv(L, sizeof *h, 0);
     h->t = t;
     luaL_setmetatable(L, WB_TENSOR_TYPE);

@@ -20,7 +20,7 @@
 #define CLASS_STEPS 8
 #define CLASS_COUNT (64 * CLASS_STEPS)
 #define CACHE_MAX   ((size_t)1 << 30)
-#define CACHE_SLOTS 8
+#define CACHE_SLOTS 32
 
 #if defined(__SANITIZE_ADDRESS__)
 #define WB_ALLOC_CACHE_DEFAULT 0
@@ -88,6 +88,9 @@ static void block_give(void *data, size_t bytes) {
 }
 
 static size_t alloc_limit;
+static _Atomic uint64_t bytes_allocated; /* ever, for the Lua binding's GC pacing */
+
+uint64_t wb_storage_bytes_allocated(void) { return atomic_load_explicit(&bytes_allocated, memory_order_relaxed); }
 
 size_t wb_alloc_limit(void) {
     if (alloc_limit) return alloc_limit;
@@ -143,6 +146,7 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     atomic_init(&s->refcount, 1);
     s->device = device;
     s->nbytes = nbytes;
+    atomic_fetch_add_explicit(&bytes_allocated, nbytes, memory_order_relaxed);
     *out = s;
     return WB_OK;
 }

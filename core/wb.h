@@ -94,6 +94,9 @@ int wb_storage_refcount(const wb_storage *s);
 uint64_t wb_storage_version(const wb_storage *s);
 void wb_storage_bump_version(wb_storage *s);
 
+/* Bytes of storage allocated since start-up (a garbage-collected caller paces itself on it). */
+uint64_t wb_storage_bytes_allocated(void);
+
 /* Largest single allocation allowed, in bytes (physical memory, or WB_MAX_ALLOC_BYTES). */
 size_t wb_alloc_limit(void);
 

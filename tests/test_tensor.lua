@@ -131,6 +131,24 @@ function TestLifetime:test_close_releases()
     lu.assertErrorMsgContains("released", function() return keep:numel() end)
 end
 
+function TestLifetime:test_dead_tensors_do_not_pile_up()
+    -- 400 results of 4 MiB each: the collector must be told about storage, or they pile up
+    local f = io.open("/proc/self/status")
+    if not f then return end
+    f:close()
+    local function peak_kib()
+        for line in io.lines("/proc/self/status") do
+            local v = line:match("^VmHWM:%s+(%d+)")
+            if v then return tonumber(v) end
+        end
+    end
+    local a = wb.ones({1 << 20})
+    local before = peak_kib()
+    for _ = 1, 400 do local _ = a + a end
+    local grown = peak_kib() - before
+    lu.assertTrue(grown < 256 * 1024, string.format("peak memory grew by %d MiB over 400 dead 4 MiB tensors", grown // 1024))
+end
+
 function TestLifetime:test_garbage_collection()
     for _ = 1, 200 do
         local _ = wb.zeros({256, 256}) -- 256 KiB each; collected as we go

@@ -155,6 +155,11 @@ static inline __attribute__((always_inline)) void binary_row_op(wb_cpu_binary_op
     }
 }
 
+/* One clone per ISA (AVX-512, AVX2, baseline), picked by the loader for this CPU: the loops are
+ * exact IEEE operations, so every clone gives the same bits and only the vector width differs. */
+#define WB_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+WB_ISA_CLONES
 static void binary_row(const void *vctx, int64_t n, const int64_t *off, const int64_t *st, int64_t start) {
     (void)start;
     const binary_ctx *c = vctx;
@@ -186,6 +191,7 @@ typedef struct unary_ctx {
     float value;
 } unary_ctx;
 
+WB_ISA_CLONES
 static void unary_row(const void *vctx, int64_t n, const int64_t *off, const int64_t *st, int64_t start) {
     (void)start;
     const unary_ctx *c = vctx;
@@ -220,6 +226,7 @@ void wb_cpu_unary_f32(wb_cpu_unary_op op, int ndim, const int64_t *shape, float 
     loop_run(&l, unary_row, &c);
 }
 
+WB_ISA_CLONES
 static void fill_row(const void *vctx, int64_t n, const int64_t *off, const int64_t *st, int64_t start) {
     (void)start;
     const unary_ctx *c = vctx;
