@@ -1,7 +1,8 @@
 -- gemm_bench.lua: our fp32 GEMM against OpenBLAS, measured in the same run (PERF.md).
 --
 --   workbench experiments/gemm_bench.lua [--sizes 512,1024,2048] [--threads 1,2]
---                                        [--layouts nn,nt,tn,tt] [--rounds 3] [--epilogue-size 1024]
+--                                        [--layouts nn,nt,tn,tt] [--rounds 5] [--epilogue-size 1024]
+--                                        [--tokens 1,16,128]
 --
 -- Expectation: with packing from arbitrary strides, all four layouts cost the same; on this
 -- 2-core machine we aim at >= 0.95x OpenBLAS on 1 and 2 threads, >= 1.8x our own 1-thread
@@ -9,7 +10,8 @@
 -- Method: every result is first checked against a double-precision reference (sampled
 -- elements) and against OpenBLAS; contenders alternate (A B A B) over rounds; medians are
 -- quoted with p10-p90; GFLOP/s are against the FMA peak measured here. Each contender starts
--- after a 150 ms pause, so the other library's spinning worker threads do not steal a core.
+-- after a pause (300 ms with several threads), so the other library's spinning worker threads
+-- do not steal a core. Takes about 3 minutes with the defaults.
 -- Ratios last.
 -- Layout letters follow BLAS (column-major) naming: "tn" is a linear layer (x times W^T).
 
@@ -19,7 +21,7 @@ local function parse_list(s, conv)
     return out
 end
 
-local opts = {sizes = "512,1024,2048", threads = "1,2", layouts = "nn,nt,tn,tt", rounds = "3",
+local opts = {sizes = "512,1024,2048", threads = "1,2", layouts = "nn,nt,tn,tt", rounds = "5",
     ["epilogue-size"] = "1024", tokens = "1,16,128"}
 local i = 1
 while i <= #arg do
@@ -94,7 +96,7 @@ local function race(contenders, iters_per_round)
     for _, c in ipairs(contenders) do samples[c[1]] = {} end
     for _ = 1, rounds do
         for _, c in ipairs(contenders) do
-            wb.sleep_ms(150) -- let the previous contender's spinning threads go idle
+            wb.sleep_ms(wb.get_num_threads() > 1 and 300 or 100) -- let spinning worker threads go idle
             local r = wb.bench(c[2], {warmup = 1, iters = iters_per_round, min_time_ms = 0})
             for _, v in ipairs(r.samples_us) do table.insert(samples[c[1]], v) end
         end
@@ -120,7 +122,7 @@ for _, threads in ipairs(thread_counts) do
             local peer_err
             if have_peer then peer_err = wb.rel_error(c, wb.openblas.matmul(a, b)) end
             local flops = 2.0 * n * n * n
-            local iters = math.max(1, math.floor(2e9 / flops))
+            local iters = math.max(2, math.floor(2e9 / flops))
             local t = race({{"ours", function() local _ = wb.matmul(a, b) end},
                 have_peer and {"openblas", function() local _ = wb.openblas.matmul(a, b) end} or nil}, iters)
             local ours = t.ours
@@ -166,7 +168,7 @@ for _, threads in ipairs(thread_counts) do
         {"bias+gelu_tanh", function() local _ = wb.linear(x, w, bias, {activation = "gelu_tanh"}) end},
         {"bias+gelu_erf", function() local _ = wb.linear(x, w, bias, {activation = "gelu"}) end},
     }
-    local t = race(variants, math.max(1, math.floor(2e9 / (2.0 * n * n * n))))
+    local t = race(variants, math.max(2, math.floor(2e9 / (2.0 * n * n * n))))
     for _, v in ipairs(variants) do
         epi_rows[#epi_rows + 1] = {threads = threads, name = v[1], ms = t[v[1]][1] / 1e3,
             ratio = t[v[1]][1] / t.plain[1]}
