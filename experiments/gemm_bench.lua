@@ -55,7 +55,7 @@ if have_peer then
         print("WARNING: OpenBLAS runs its SSE kernels here; the comparison understates it (set OPENBLAS_CORETYPE)")
     end
 else
-    print("peer: OpenBLAS not installed (apt-get install libopenblas0): ratios are omitted")
+    print("peer: OpenBLAS not installed (apt-get install libopenblas0-pthread): ratios are omitted")
 end
 
 -- operands for a layout "XY": X describes B (t: B is W^T of a row-major [N,K] W), Y describes A
