@@ -12,9 +12,9 @@ typedef wb_status (*binary_fn)(wb_tensor *, wb_tensor *, wb_tensor **);
 static int binary(lua_State *L, binary_fn fn, const char *name) {
     lua_settop(L, 2);
     wb_tensor *like = NULL;
-    if (luaL_testudata(L, 1, WB_TENSOR_TYPE))
+    if (wb_lua_testtensor(L, 1))
         like = wb_lua_checktensor(L, 1);
-    else if (luaL_testudata(L, 2, WB_TENSOR_TYPE))
+    else if (wb_lua_testtensor(L, 2))
         like = wb_lua_checktensor(L, 2);
     wb_tensor *a = wb_lua_checkoperand(L, 1, like, name), *b = wb_lua_checkoperand(L, 2, like, name), *out;
     return wb_lua_pushresult(L, fn(a, b, &out), &out);

@@ -13,10 +13,28 @@
 
 int wb_lua_error(lua_State *L) { return luaL_error(L, "%s", wb_error_message()); }
 
-static wb_lua_tensor *check_handle(lua_State *L, int idx) { return luaL_checkudata(L, idx, WB_TENSOR_TYPE); }
+static char metatable_key; /* the tensor metatable, stored in the registry under this address */
+
+/* The handle at idx if it is a tensor (released or not), else NULL. Compares metatables by
+ * identity: luaL_testudata looks the type name up as a string on every call, which cost more
+ * than a small op's arithmetic. */
+wb_lua_tensor *wb_lua_testtensor(lua_State *L, int idx) {
+    void *p = lua_touserdata(L, idx);
+    if (!p || !lua_getmetatable(L, idx)) return NULL;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &metatable_key);
+    int same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    return same ? p : NULL;
+}
+
+static wb_lua_tensor *check_handle(lua_State *L, int idx) {
+    wb_lua_tensor *h = wb_lua_testtensor(L, idx);
+    if (!h) luaL_typeerror(L, idx, WB_TENSOR_TYPE);
+    return h;
+}
 
 wb_tensor *wb_lua_checktensor(lua_State *L, int idx) {
-    wb_lua_tensor *h = luaL_testudata(L, idx, WB_TENSOR_TYPE);
+    wb_lua_tensor *h = wb_lua_testtensor(L, idx);
     if (!h) {
         const char *got = luaL_typename(L, idx);
         if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
@@ -43,7 +61,8 @@ void wb_lua_pushtensor(lua_State *L, wb_tensor *t) {
     pace_gc(L);
     wb_lua_tensor *h = lua_newuserdatauv(L, sizeof *h, 0);
     h->t = t;
-    luaL_setmetatable(L, WB_TENSOR_TYPE);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &metatable_key);
+    lua_setmetatable(L, -2);
 }
 
 int wb_lua_pushresult(lua_State *L, wb_status st, wb_tensor **out) {
@@ -60,9 +79,10 @@ wb_tensor *wb_lua_checkoperand(lua_State *L, int idx, const wb_tensor *like, con
         wb_lua_pushtensor(L, s); /* owned by Lua: collected even if the op raises */
         return s;
     }
-    if (!luaL_testudata(L, idx, WB_TENSOR_TYPE))
-        luaL_error(L, "%s: operand %d must be a tensor or a number, got %s", fname, idx, luaL_typename(L, idx));
-    return wb_lua_checktensor(L, idx);
+    wb_lua_tensor *h = wb_lua_testtensor(L, idx);
+    if (!h) luaL_error(L, "%s: operand %d must be a tensor or a number, got %s", fname, idx, luaL_typename(L, idx));
+    if (!h->t) luaL_error(L, "attempt to use a released tensor");
+    return h->t;
 }
 
 int64_t wb_lua_checkint(lua_State *L, int idx, const char *fname, const char *what) {
@@ -541,8 +561,11 @@ typedef wb_status (*binary_fn)(wb_tensor *, wb_tensor *, wb_tensor **);
 
 static int arith(lua_State *L, binary_fn fn, const char *name) {
     lua_settop(L, 2);
-    wb_tensor *like = luaL_testudata(L, 1, WB_TENSOR_TYPE) ? wb_lua_checktensor(L, 1) : wb_lua_checktensor(L, 2);
-    wb_tensor *a = wb_lua_checkoperand(L, 1, like, name), *b = wb_lua_checkoperand(L, 2, like, name), *out;
+    wb_lua_tensor *h1 = wb_lua_testtensor(L, 1), *h2 = wb_lua_testtensor(L, 2);
+    wb_tensor *out;
+    if (h1 && h2 && h1->t && h2->t) return wb_lua_pushresult(L, fn(h1->t, h2->t, &out), &out); /* the common case */
+    wb_tensor *like = h1 ? wb_lua_checktensor(L, 1) : wb_lua_checktensor(L, 2);
+    wb_tensor *a = wb_lua_checkoperand(L, 1, like, name), *b = wb_lua_checkoperand(L, 2, like, name);
     return wb_lua_pushresult(L, fn(a, b, &out), &out);
 }
 
@@ -629,6 +652,8 @@ static const luaL_Reg metamethods[] = {
 
 int wb_lua_open_tensor(lua_State *L) {
     luaL_newmetatable(L, WB_TENSOR_TYPE); /* sets __name = "wb.Tensor" */
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &metatable_key);
     luaL_setfuncs(L, metamethods, 0);
     luaL_newlib(L, methods);
     lua_pushvalue(L, -1);

@@ -2,6 +2,8 @@
  * lazy loading of the Lua-side submodules (wb.nn, wb.bench, ... from scripts/wb/). */
 #include <string.h>
 
+#include "peer.h"
+#include "profiler.h"
 #include "wb_lua.h"
 #include "wb_version.h"
 
@@ -172,23 +174,49 @@ static int l_devices(lua_State *L) {
     return 1;
 }
 
+/* wb.device_info([device]): name, threads, and the roofline's two limits measured by a short
+ * calibration the first time for each thread count (cached; `calibrated` says so). */
 static int l_device_info(lua_State *L) {
+    static struct {
+        int threads;
+        double gflops, gbs;
+    } cache[16];
     wb_device d = opt_device(L, 1, "device_info");
     if (wb_device_check_available(d)) luaL_error(L, "device_info: %s", wb_error_message());
+    int threads = wb_get_num_threads(), slot = -1;
+    for (int i = 0; i < 16 && slot < 0; i++)
+        if (cache[i].threads == threads || cache[i].threads == 0) slot = i;
+    if (slot < 0) slot = 0;
+    if (cache[slot].threads != threads) {
+        cache[slot].threads = threads;
+        cache[slot].gflops = wb_cpu_measure_peak_gflops(threads, 50);
+        cache[slot].gbs = wb_cpu_measure_bandwidth_gbs(threads);
+    }
     lua_newtable(L);
     lua_pushstring(L, wb_device_name(d));
     lua_setfield(L, -2, "device");
     lua_pushstring(L, wb_cpu_model());
     lua_setfield(L, -2, "name");
-    lua_pushinteger(L, wb_get_num_threads());
+    lua_pushstring(L, wb_cpu_isa_name());
+    lua_setfield(L, -2, "isa");
+    lua_pushinteger(L, threads);
     lua_setfield(L, -2, "threads");
+    lua_pushnumber(L, cache[slot].gflops);
+    lua_setfield(L, -2, "peak_gflops");
+    lua_pushnumber(L, cache[slot].gbs);
+    lua_setfield(L, -2, "bandwidth_gbs");
+    lua_pushstring(L, "measured at first use by a short calibration (FMA chains; a 64 MiB read) and cached");
+    lua_setfield(L, -2, "calibrated");
     return 1;
 }
 
 static int l_synchronize(lua_State *L) {
+    int64_t t0 = wb_time_ns();
     wb_device d = opt_device(L, 1, "synchronize");
     if (wb_device_check_available(d)) luaL_error(L, "synchronize: %s", wb_error_message());
-    return 0; /* the CPU device runs kernels synchronously */
+    /* The CPU device runs kernels synchronously: nothing to wait for, but the call shows. */
+    wb_prof_runtime("synchronize", t0);
+    return 0;
 }
 
 static int l_cuda_is_available(lua_State *L) {
@@ -244,6 +272,7 @@ int luaopen_wb(lua_State *L) {
     luaL_newlib(L, misc);
     wb_lua_register_creation(L);
     wb_lua_register_ops(L);
+    wb_lua_register_profiler(L);
     lua_newtable(L); /* wb.cuda */
     lua_pushcfunction(L, l_cuda_is_available);
     lua_setfield(L, -2, "is_available");

@@ -23,6 +23,8 @@ int wb_lua_error(lua_State *L);
         if ((expr) != WB_OK) wb_lua_error(L);                                                                          \
     } while (0)
 
+/* The handle at idx when it is a tensor (possibly released), else NULL. */
+wb_lua_tensor *wb_lua_testtensor(lua_State *L, int idx);
 /* The tensor at idx; raises for another type and for a released tensor. */
 wb_tensor *wb_lua_checktensor(lua_State *L, int idx);
 /* The tensor at idx, or a new 0-d tensor (pushed on the stack, owned by Lua) for a number,
@@ -48,6 +50,7 @@ void wb_lua_checkkeys(lua_State *L, int idx, const char *fname, const char *cons
 int wb_lua_open_tensor(lua_State *L);        /* registers the metatable; leaves nothing on the stack */
 void wb_lua_register_ops(lua_State *L);      /* adds op functions to the table on top */
 void wb_lua_register_creation(lua_State *L); /* adds creation functions to the table on top */
+void wb_lua_register_profiler(lua_State *L); /* the session type; functions on the table on top */
 
 int luaopen_wb(lua_State *L);
 

@@ -1,5 +1,6 @@
 /* peak.c: the measured limits benchmarks quote against (GFLOP/s of the active CPU path) and
  * the wall clock they time with. */
+#include <stdlib.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -39,6 +40,36 @@ double wb_cpu_measure_peak_gflops(int threads, double ms) {
         sink = isa->fma_loop(iters);
         double gflops = flops_per_iter * (double)iters * threads / (double)(wb_time_ns() - t0);
         if (gflops > best) best = gflops;
+    }
+    return best;
+}
+
+/* Read bandwidth from a buffer far larger than the caches (64 MiB), GB/s: `threads` threads
+ * each sum their share; best of three. */
+double wb_cpu_measure_bandwidth_gbs(int threads) {
+    const int64_t n = (int64_t)16 << 20; /* floats */
+    static float *buf;
+    if (!buf) {
+        buf = malloc((size_t)n * sizeof(float));
+        if (!buf) return 0;
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = (float)(i & 7);
+    }
+    if (threads < 1) threads = 1;
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double total = 0;
+        int64_t t0 = wb_time_ns();
+#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
+        for (int64_t i = 0; i < n; i += 16) {
+            float s = 0;
+            for (int k = 0; k < 16; k++)
+                s += buf[i + k];
+            total += s;
+        }
+        sink = total;
+        double gbs = (double)n * sizeof(float) / (double)(wb_time_ns() - t0);
+        if (gbs > best) best = gbs;
     }
     return best;
 }

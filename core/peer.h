@@ -13,6 +13,9 @@ wb_status wb_openblas_matmul(wb_tensor *a, wb_tensor *b, wb_tensor **out);
  * threads each run independent FMA chains for about `ms` milliseconds. */
 double wb_cpu_measure_peak_gflops(int threads, double ms);
 
+/* Read bandwidth from DRAM-sized buffers, GB/s. */
+double wb_cpu_measure_bandwidth_gbs(int threads);
+
 /* Monotonic wall clock in nanoseconds. */
 int64_t wb_time_ns(void);
 

@@ -51,7 +51,8 @@ static wb_status load(void) {
     }
     if (!ob.lib || !ob.sgemm || !ob.corename || !ob.set_threads) {
         ob.lib = NULL;
-        snprintf(ob.coretype_note, sizeof ob.coretype_note, "OpenBLAS is not installed (apt-get install libopenblas0-pthread)");
+        snprintf(ob.coretype_note, sizeof ob.coretype_note,
+                 "OpenBLAS is not installed (apt-get install libopenblas0-pthread)");
         return wb_error(WB_ERR_UNSUPPORTED, "%s", ob.coretype_note);
     }
     return WB_OK;

@@ -23,15 +23,18 @@ typedef struct entry {
 
 static entry cache[CACHE_ENTRIES];
 static size_t cache_bytes;
+static int cache_entries;
 static uint64_t clock_ticks;
 
 static void drop(entry *e) {
     free(e->data);
     cache_bytes -= e->bytes;
+    cache_entries--;
     memset(e, 0, sizeof *e);
 }
 
 void wb_prepack_forget(uint64_t storage_id) {
+    if (cache_entries == 0) return; /* every storage free comes here */
     for (int i = 0; i < CACHE_ENTRIES; i++)
         if (cache[i].data && (cache[i].id == storage_id || cache[i].up_id == storage_id)) drop(&cache[i]);
 }
@@ -86,5 +89,6 @@ const float *wb_prepack_get(const void *isa_ptr, const wb_tensor *b, int64_t k, 
     *free_slot =
         (entry){isa, id, version, up_id, up_version, b->offset, up_offset, k, n, rsb, csb, data, bytes, ++clock_ticks};
     cache_bytes += bytes;
+    cache_entries++;
     return data;
 }

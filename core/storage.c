@@ -20,7 +20,6 @@
 #define CLASS_STEPS 8
 #define CLASS_COUNT (64 * CLASS_STEPS)
 #define CACHE_MAX   ((size_t)1 << 30)
-#define CACHE_SLOTS 32
 
 #if defined(__SANITIZE_ADDRESS__)
 #define WB_ALLOC_CACHE_DEFAULT 0
@@ -28,12 +27,11 @@
 #define WB_ALLOC_CACHE_DEFAULT 1
 #endif
 
-typedef struct cached_block {
-    void *data;
-    size_t bytes;
-} cached_block;
-
-static cached_block block_cache[CLASS_COUNT][CACHE_SLOTS];
+/* Per size class, a LIFO list threaded through the cached blocks themselves (every block is
+ * at least 64 bytes), at most CACHE_PER_CLASS deep. */
+#define CACHE_PER_CLASS 8192
+static void *cache_head[CLASS_COUNT];
+static int cache_depth[CLASS_COUNT];
 static size_t cache_total;
 static int cache_enabled = -1;
 
@@ -61,36 +59,36 @@ static int size_class(size_t bytes, size_t *class_bytes) {
 
 static void *block_take(size_t bytes, size_t *got) {
     int c = size_class(bytes, got);
-    if (!alloc_cache_on() || c >= CLASS_COUNT) return NULL;
-    for (int i = 0; i < CACHE_SLOTS; i++) {
-        cached_block *b = &block_cache[c][i];
-        if (b->data) {
-            void *p = b->data;
-            cache_total -= b->bytes;
-            b->data = NULL;
-            return p;
-        }
-    }
-    return NULL;
+    if (c >= CLASS_COUNT || !cache_head[c]) return NULL;
+    void *p = cache_head[c];
+    memcpy(&cache_head[c], p, sizeof(void *));
+    cache_depth[c]--;
+    cache_total -= *got;
+    return p;
 }
 
 static void block_give(void *data, size_t bytes) {
     size_t class_bytes;
     int c = size_class(bytes, &class_bytes);
-    if (alloc_cache_on() && c < CLASS_COUNT && cache_total + class_bytes <= CACHE_MAX)
-        for (int i = 0; i < CACHE_SLOTS; i++)
-            if (!block_cache[c][i].data) {
-                block_cache[c][i] = (cached_block){data, class_bytes};
-                cache_total += class_bytes;
-                return;
-            }
+    if (alloc_cache_on() && c < CLASS_COUNT && cache_depth[c] < CACHE_PER_CLASS &&
+        cache_total + class_bytes <= CACHE_MAX) {
+        memcpy(data, &cache_head[c], sizeof(void *));
+        cache_head[c] = data;
+        cache_depth[c]++;
+        cache_total += class_bytes;
+        return;
+    }
     free(data);
 }
 
 static size_t alloc_limit;
 static _Atomic uint64_t bytes_allocated; /* ever, for the Lua binding's GC pacing */
+static _Atomic int64_t bytes_live;
+static void (*observer)(int64_t delta);
 
 uint64_t wb_storage_bytes_allocated(void) { return atomic_load_explicit(&bytes_allocated, memory_order_relaxed); }
+uint64_t wb_storage_bytes_live(void) { return (uint64_t)atomic_load_explicit(&bytes_live, memory_order_relaxed); }
+void wb_storage_set_observer(void (*fn)(int64_t delta)) { observer = fn; }
 
 size_t wb_alloc_limit(void) {
     if (alloc_limit) return alloc_limit;
@@ -118,6 +116,29 @@ void wb_format_bytes(double bytes, char *buf, size_t len) {
         snprintf(buf, len, "%.1f %s", bytes, units[u]);
 }
 
+/* Storage headers come from a free list: an eager op allocates one per result, and glibc's
+ * malloc/free of small blocks cost more than the op's arithmetic for small tensors. Only the
+ * interpreter thread creates and frees tensors. */
+#define HEADER_POOL 16384
+static wb_storage *storage_pool[HEADER_POOL];
+static int storage_pool_n;
+
+static wb_storage *storage_header_new(void) {
+    if (storage_pool_n > 0) {
+        wb_storage *s = storage_pool[--storage_pool_n];
+        memset(s, 0, sizeof *s);
+        return s;
+    }
+    return calloc(1, sizeof(wb_storage));
+}
+
+static void storage_header_free(wb_storage *s) {
+    if (storage_pool_n < HEADER_POOL && alloc_cache_on())
+        storage_pool[storage_pool_n++] = s;
+    else
+        free(s);
+}
+
 wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     *out = NULL;
     wb_status st = wb_device_check_available(device);
@@ -130,13 +151,13 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
         return wb_error(WB_ERR_MEMORY, "cannot allocate %s on %s: more than the %s this machine allows", want,
                         wb_device_name(device), have);
     }
-    wb_storage *s = calloc(1, sizeof *s);
+    wb_storage *s = storage_header_new();
     if (!s) return wb_error(WB_ERR_MEMORY, "out of memory allocating a storage header");
     size_t class_bytes;
     s->data = block_take(nbytes, &class_bytes);
     if (!s->data) s->data = aligned_alloc(WB_ALIGN, class_bytes); /* a multiple of the alignment */
     if (!s->data) {
-        free(s);
+        storage_header_free(s);
         char want[32];
         wb_format_bytes((double)nbytes, want, sizeof want);
         return wb_error(WB_ERR_MEMORY, "out of memory allocating %s on %s", want, wb_device_name(device));
@@ -147,6 +168,8 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     s->device = device;
     s->nbytes = nbytes;
     atomic_fetch_add_explicit(&bytes_allocated, nbytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&bytes_live, (int64_t)nbytes, memory_order_relaxed);
+    if (observer) observer((int64_t)nbytes);
     *out = s;
     return WB_OK;
 }
@@ -158,7 +181,9 @@ void wb_storage_release(wb_storage *s) {
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) == 1) {
         wb_prepack_forget(s->id);
         block_give(s->data, s->nbytes);
-        free(s);
+        atomic_fetch_sub_explicit(&bytes_live, (int64_t)s->nbytes, memory_order_relaxed);
+        if (observer) observer(-(int64_t)s->nbytes);
+        storage_header_free(s);
     }
 }
 

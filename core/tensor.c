@@ -118,7 +118,30 @@ static wb_status check_bounds(const wb_storage *s, wb_dtype dtype, int ndim, con
     return WB_OK;
 }
 
-static wb_tensor *header_new(void) { return calloc(1, sizeof(wb_tensor)); }
+/* Tensor headers come from a free list (see storage.c: small mallocs dominate eager ops). */
+#define HEADER_POOL 16384
+static wb_tensor *header_pool[HEADER_POOL];
+static int header_pool_n;
+
+static wb_tensor *header_new(void) {
+    if (header_pool_n > 0) {
+        wb_tensor *t = header_pool[--header_pool_n];
+        memset(t, 0, sizeof *t);
+        return t;
+    }
+    return calloc(1, sizeof(wb_tensor));
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+static void header_free(wb_tensor *t) { free(t); } /* keep use-after-free visible to ASan */
+#else
+static void header_free(wb_tensor *t) {
+    if (header_pool_n < HEADER_POOL)
+        header_pool[header_pool_n++] = t;
+    else
+        free(t);
+}
+#endif
 
 wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, wb_tensor **out) {
     *out = NULL;
@@ -132,7 +155,7 @@ wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int6
     if (!t) return wb_error(WB_ERR_MEMORY, "out of memory allocating a tensor header");
     st = wb_storage_new(device, (size_t)numel * wb_dtype_size(dtype), &t->storage);
     if (st) {
-        free(t);
+        header_free(t);
         return st;
     }
     t->dtype = dtype;
@@ -172,5 +195,5 @@ wb_status wb_tensor_new_view(const wb_tensor *src, int ndim, const int64_t *shap
 void wb_tensor_free(wb_tensor *t) {
     if (!t) return;
     wb_storage_release(t->storage);
-    free(t);
+    header_free(t);
 }

@@ -96,6 +96,9 @@ void wb_storage_bump_version(wb_storage *s);
 
 /* Bytes of storage allocated since start-up (a garbage-collected caller paces itself on it). */
 uint64_t wb_storage_bytes_allocated(void);
+/* Bytes of storage alive now, and an observer told of every allocation (+) and free (-). */
+uint64_t wb_storage_bytes_live(void);
+void wb_storage_set_observer(void (*fn)(int64_t delta));
 
 /* Largest single allocation allowed, in bytes (physical memory, or WB_MAX_ALLOC_BYTES). */
 size_t wb_alloc_limit(void);

@@ -1,0 +1,248 @@
+/* l_profiler.c: the Lua type wb.ProfilerSession, the native half of wb.profiler (the schedule,
+ * tables and expectations live in scripts/wb/profiler.lua). Check, call the core, push. */
+#include <string.h>
+
+#include "profiler.h"
+#include "wb_lua.h"
+
+#define SESSION_TYPE "wb.ProfilerSession"
+
+typedef struct session_handle {
+    wb_prof *p;
+} session_handle;
+
+static lua_State *stack_state; /* the interpreter whose call sites with_stack reports */
+
+/* "file:line" of the innermost Lua frame outside the library's own scripts. */
+static void lua_call_site(char *buf, size_t len) {
+    lua_Debug ar;
+    buf[0] = '\0';
+    for (int level = 1; lua_getstack(stack_state, level, &ar); level++) {
+        lua_getinfo(stack_state, "Sl", &ar);
+        if (ar.currentline <= 0 || strstr(ar.short_src, "/wb/")) continue;
+        snprintf(buf, len, "%s:%d", ar.short_src, ar.currentline);
+        return;
+    }
+}
+
+static wb_prof *check_session(lua_State *L) {
+    session_handle *h = luaL_checkudata(L, 1, SESSION_TYPE);
+    if (!h->p) luaL_error(L, "attempt to use a freed profiler session");
+    return h->p;
+}
+
+static int bool_field(lua_State *L, int idx, const char *key, int dflt) {
+    int t = lua_getfield(L, idx, key);
+    int v = t == LUA_TNIL ? dflt : lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* wb._profiler_session{record_host=, record_device=, record_shapes=, with_stack=, with_flops=, max_events=} */
+static int l_session_new(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    wb_prof_options o = {bool_field(L, 1, "record_host", 1),   bool_field(L, 1, "record_device", 1),
+                         bool_field(L, 1, "record_shapes", 0), bool_field(L, 1, "with_stack", 0),
+                         bool_field(L, 1, "with_flops", 0),    1 << 20};
+    if (lua_getfield(L, 1, "max_events") != LUA_TNIL) o.max_events = wb_lua_checkint(L, -1, "profiler", "max_events");
+    lua_pop(L, 1);
+    session_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
+    h->p = NULL;
+    luaL_setmetatable(L, SESSION_TYPE);
+    WB_LUA_CHECK(L, wb_prof_new(&o, &h->p));
+    return 1;
+}
+
+static int s_gc(lua_State *L) {
+    session_handle *h = luaL_checkudata(L, 1, SESSION_TYPE);
+    wb_prof_free(h->p);
+    h->p = NULL;
+    return 0;
+}
+
+static int s_start(lua_State *L) {
+    stack_state = L;
+    wb_prof_set_stack_provider(lua_call_site);
+    WB_LUA_CHECK(L, wb_prof_start(check_session(L)));
+    return 0;
+}
+
+static int s_stop(lua_State *L) {
+    wb_prof_stop(check_session(L));
+    return 0;
+}
+
+static int s_running(lua_State *L) {
+    lua_pushboolean(L, wb_prof_is_running(check_session(L)));
+    return 1;
+}
+
+static int s_set_recording(lua_State *L) {
+    wb_prof_set_recording(check_session(L), lua_toboolean(L, 2));
+    return 0;
+}
+
+static int s_step(lua_State *L) {
+    wb_prof_step(check_session(L), wb_lua_checkint(L, 2, "step", "number"));
+    return 0;
+}
+
+static int s_end_step(lua_State *L) {
+    wb_prof_end_step(check_session(L));
+    return 0;
+}
+
+static int s_push(lua_State *L) {
+    WB_LUA_CHECK(L, wb_prof_range_push(check_session(L), luaL_checkstring(L, 2)));
+    return 0;
+}
+
+static int s_pop(lua_State *L) {
+    WB_LUA_CHECK(L, wb_prof_range_pop(check_session(L)));
+    return 0;
+}
+
+static int s_clear(lua_State *L) {
+    wb_prof_clear(check_session(L));
+    return 0;
+}
+
+static int s_export(lua_State *L) {
+    WB_LUA_CHECK(L, wb_prof_export_chrome(check_session(L), luaL_checkstring(L, 2)));
+    return 0;
+}
+
+static int s_stats(lua_State *L) {
+    wb_prof *p = check_session(L);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)wb_prof_count(p));
+    lua_setfield(L, -2, "events");
+    lua_pushinteger(L, (lua_Integer)wb_prof_dropped(p));
+    lua_setfield(L, -2, "dropped");
+    lua_pushinteger(L, (lua_Integer)wb_prof_peak_memory(p));
+    lua_setfield(L, -2, "peak_memory");
+    lua_pushnumber(L, wb_prof_event_cost_ns(p));
+    lua_setfield(L, -2, "event_cost_ns");
+    return 1;
+}
+
+static const char *const kind_names[] = {"op", "kernel", "runtime", "memory", "range", "step"};
+
+/* s:events() -> array of event tables (DESIGN's p:events() shape). */
+static int s_events(lua_State *L) {
+    wb_prof *p = check_session(L);
+    size_t n = wb_prof_count(p);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        const wb_event *e = wb_prof_event(p, i);
+        lua_createtable(L, 0, 12);
+        if (e->kind == WB_EV_STEP)
+            lua_pushfstring(L, "ProfileStep#%d", (int)e->id);
+        else
+            lua_pushstring(L, e->name);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, kind_names[e->kind]);
+        lua_setfield(L, -2, "cat");
+        lua_pushinteger(L, e->ts_ns);
+        lua_setfield(L, -2, "ts_ns");
+        lua_pushinteger(L, e->dur_ns);
+        lua_setfield(L, -2, "dur_ns");
+        lua_pushstring(L, e->lane == WB_LANE_HOST ? "host" : "cpu:0 stream 0");
+        lua_setfield(L, -2, "lane");
+        lua_pushinteger(L, (lua_Integer)e->id);
+        lua_setfield(L, -2, "id");
+        lua_pushinteger(L, (lua_Integer)e->correlation);
+        lua_setfield(L, -2, "correlation");
+        lua_pushinteger(L, (lua_Integer)e->parent);
+        lua_setfield(L, -2, "parent");
+        lua_pushnumber(L, e->flops);
+        lua_setfield(L, -2, "flops");
+        lua_pushnumber(L, e->bytes);
+        lua_setfield(L, -2, "bytes");
+        if (e->src) {
+            lua_pushstring(L, e->src);
+            lua_setfield(L, -2, "src");
+        }
+        if (e->ninputs) {
+            lua_createtable(L, e->ninputs, 0); /* shapes */
+            lua_createtable(L, e->ninputs, 0); /* dtypes */
+            for (int k = 0; k < e->ninputs; k++) {
+                if (e->in_ndim[k] < 0) {
+                    lua_pushboolean(L, 0); /* an absent optional input */
+                    lua_rawseti(L, -3, k + 1);
+                    lua_pushboolean(L, 0);
+                    lua_rawseti(L, -2, k + 1);
+                    continue;
+                }
+                const int64_t *dims = wb_prof_shape(p, e, k);
+                lua_createtable(L, e->in_ndim[k], 0);
+                for (int d = 0; d < e->in_ndim[k]; d++) {
+                    lua_pushinteger(L, (lua_Integer)dims[d]);
+                    lua_rawseti(L, -2, d + 1);
+                }
+                lua_rawseti(L, -3, k + 1);
+                lua_pushstring(L, wb_dtype_name((wb_dtype)e->in_dtype[k]));
+                lua_rawseti(L, -2, k + 1);
+            }
+            lua_setfield(L, -3, "dtypes");
+            lua_setfield(L, -2, "shapes");
+        }
+        lua_createtable(L, 0, 3); /* args */
+        if (e->kind == WB_EV_KERNEL) {
+            lua_pushinteger(L, e->threads);
+            lua_setfield(L, -2, "threads");
+        }
+        if (e->kind == WB_EV_MEMORY) {
+            lua_pushinteger(L, e->mem_total);
+            lua_setfield(L, -2, "allocated_bytes");
+        }
+        if (e->failed) {
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -2, "failed");
+        }
+        lua_setfield(L, -2, "args");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
+static const luaL_Reg session_methods[] = {
+    {"start", s_start},     {"stop", s_stop},
+    {"running", s_running}, {"set_recording", s_set_recording},
+    {"step", s_step},       {"end_step", s_end_step},
+    {"push", s_push},       {"pop", s_pop},
+    {"clear", s_clear},     {"export_chrome_trace", s_export},
+    {"stats", s_stats},     {"events", s_events},
+    {NULL, NULL},
+};
+
+/* wb._profiler_current_push(name) / pop(): ranges on the running session, if any. */
+static int l_range_push(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    wb_prof *p = wb_prof_current();
+    if (p) WB_LUA_CHECK(L, wb_prof_range_push(p, name));
+    return 0;
+}
+
+static int l_range_pop(lua_State *L) {
+    wb_prof *p = wb_prof_current();
+    if (p) WB_LUA_CHECK(L, wb_prof_range_pop(p));
+    return 0;
+}
+
+static const luaL_Reg functions[] = {
+    {"_profiler_session", l_session_new},
+    {"_profiler_push", l_range_push},
+    {"_profiler_pop", l_range_pop},
+    {NULL, NULL},
+};
+
+void wb_lua_register_profiler(lua_State *L) {
+    luaL_newmetatable(L, SESSION_TYPE);
+    lua_pushcfunction(L, s_gc);
+    lua_setfield(L, -2, "__gc");
+    luaL_newlib(L, session_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    luaL_setfuncs(L, functions, 0);
+}

@@ -1,0 +1,484 @@
+/* profiler.c: the event recorder behind wb.profiler (see profiler.h) and its Chrome-trace
+ * writer. Recording is an append into a preallocated buffer with two clock reads per op; the
+ * export streams JSON to disk, so a large session never builds one giant string. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "op.h"
+#include "profiler.h"
+#include "storage.h"
+
+#define MAX_DEPTH  64
+#define MAX_RANGES 64
+
+typedef struct frame {
+    uint64_t id;
+    int64_t ts;
+    uint32_t shape_off;
+    uint8_t ninputs;
+    int8_t ndim[WB_EVENT_MAX_INPUTS];
+    uint8_t dtype[WB_EVENT_MAX_INPUTS];
+    const char *src;
+} frame;
+
+struct wb_prof {
+    wb_prof_options o;
+    wb_event *ev;
+    size_t n, cap;
+    uint64_t dropped;
+    int64_t *shapes;
+    size_t shapes_n, shapes_cap;
+    char *strings;
+    size_t str_n, str_cap;
+    int64_t t0;
+    int running, recording;
+    frame stack[MAX_DEPTH];
+    int depth;
+    uint64_t next_id;
+    int64_t kernel_ts;
+    struct {
+        const char *name;
+        int64_t ts;
+    } ranges[MAX_RANGES];
+    int nranges;
+    int in_step;
+    int64_t step_ts, step_no;
+    int64_t mem_peak;
+    double cost_ns;
+    wb_dispatch_hooks hooks;
+    const wb_dispatch_hooks *previous;
+};
+
+static wb_prof *current;
+static wb_prof_stack_fn stack_provider;
+
+void wb_prof_set_stack_provider(wb_prof_stack_fn fn) { stack_provider = fn; }
+wb_prof *wb_prof_current(void) { return current; }
+
+static inline int64_t clock_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t wb_prof_now(const wb_prof *p) { return clock_ns() - p->t0; }
+
+static wb_event *slot(wb_prof *p) {
+    if (p->n == p->cap) {
+        p->dropped++;
+        return NULL;
+    }
+    wb_event *e = &p->ev[p->n++];
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+static const char *arena_string(wb_prof *p, const char *s) {
+    size_t len = strlen(s) + 1;
+    if (p->str_n + len > p->str_cap) return "?";
+    char *dst = p->strings + p->str_n;
+    memcpy(dst, s, len);
+    p->str_n += len;
+    return dst;
+}
+
+/* ---- dispatcher hooks ------------------------------------------------------------------------- */
+
+static void on_op_begin(void *user, const wb_op_call *c) {
+    wb_prof *p = user;
+    int d = p->depth++;
+    if (d >= MAX_DEPTH) return;
+    frame *f = &p->stack[d];
+    f->id = ++p->next_id;
+    f->ninputs = 0;
+    f->src = NULL;
+    if (p->recording && p->o.record_host) {
+        if (p->o.record_shapes) {
+            f->shape_off = (uint32_t)p->shapes_n;
+            for (int i = 0; i < c->nin && i < WB_EVENT_MAX_INPUTS; i++) {
+                const wb_tensor *t = c->in[i];
+                int nd = t ? t->ndim : -1; /* -1: an absent optional input */
+                if (p->shapes_n + (size_t)(nd > 0 ? nd : 0) > p->shapes_cap) break;
+                for (int k = 0; k < nd; k++)
+                    p->shapes[p->shapes_n++] = t->shape[k];
+                f->ndim[i] = (int8_t)nd;
+                f->dtype[i] = t ? (uint8_t)t->dtype : 0;
+                f->ninputs++;
+            }
+        }
+        if (p->o.with_stack && stack_provider) {
+            char buf[256];
+            stack_provider(buf, sizeof buf);
+            f->src = buf[0] ? arena_string(p, buf) : NULL;
+        }
+    }
+    f->ts = clock_ns(); /* last, so the bookkeeping above is not billed to the op */
+}
+
+static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
+    int64_t now = clock_ns();
+    wb_prof *p = user;
+    int d = --p->depth;
+    if (d >= MAX_DEPTH || !p->recording || !p->o.record_host) return;
+    frame *f = &p->stack[d];
+    wb_event *e = slot(p);
+    if (!e) return;
+    e->name = c->def->name;
+    e->ts_ns = f->ts - p->t0;
+    e->dur_ns = now - f->ts;
+    e->kind = WB_EV_OP;
+    e->lane = WB_LANE_HOST;
+    e->id = e->correlation = f->id;
+    e->parent = d > 0 ? p->stack[d - 1].id : 0;
+    e->failed = status != WB_OK;
+    e->ninputs = f->ninputs;
+    memcpy(e->in_ndim, f->ndim, sizeof e->in_ndim);
+    memcpy(e->in_dtype, f->dtype, sizeof e->in_dtype);
+    e->shape_off = f->shape_off;
+    e->src = f->src;
+    if (p->o.with_flops && status == WB_OK) {
+        e->flops = c->def->flops ? c->def->flops(c) : 0;
+        e->bytes = c->def->bytes ? c->def->bytes(c) : 0;
+    }
+}
+
+static void on_kernel_begin(void *user, const wb_kernel_desc *desc) {
+    (void)desc;
+    ((wb_prof *)user)->kernel_ts = clock_ns();
+}
+
+static void on_kernel_end(void *user, const wb_kernel_desc *desc) {
+    int64_t now = clock_ns();
+    wb_prof *p = user;
+    if (!p->recording || !p->o.record_device) return;
+    wb_event *e = slot(p);
+    if (!e) return;
+    int d = p->depth - 1;
+    e->name = desc->name;
+    e->ts_ns = p->kernel_ts - p->t0;
+    e->dur_ns = now - p->kernel_ts;
+    e->kind = WB_EV_KERNEL;
+    e->lane = WB_LANE_CPU_DEVICE;
+    e->correlation = e->parent = d >= 0 && d < MAX_DEPTH ? p->stack[d].id : 0;
+    e->id = ++p->next_id;
+    e->flops = desc->flops;
+    e->bytes = desc->bytes;
+    e->threads = desc->threads;
+}
+
+static void on_memory(int64_t delta) {
+    wb_prof *p = current;
+    if (!p) return;
+    int64_t live = (int64_t)wb_storage_bytes_live();
+    if (live > p->mem_peak) p->mem_peak = live;
+    if (!p->recording || !p->o.record_host) return;
+    wb_event *e = slot(p);
+    if (!e) return;
+    e->name = delta >= 0 ? "alloc" : "free";
+    e->ts_ns = clock_ns() - p->t0;
+    e->kind = WB_EV_MEMORY;
+    e->lane = WB_LANE_HOST;
+    e->bytes = (double)delta;
+    e->mem_total = live;
+    int d = p->depth - 1;
+    e->parent = d >= 0 && d < MAX_DEPTH ? p->stack[d].id : 0;
+}
+
+void wb_prof_runtime(const char *name, int64_t t0_ns) {
+    wb_prof *p = current;
+    if (!p || !p->recording || !p->o.record_host) return;
+    int64_t now = clock_ns();
+    wb_event *e = slot(p);
+    if (!e) return;
+    e->name = name;
+    e->ts_ns = t0_ns - p->t0;
+    e->dur_ns = now - t0_ns;
+    e->kind = WB_EV_RUNTIME;
+    e->lane = WB_LANE_HOST;
+    e->id = ++p->next_id;
+    int d = p->depth - 1;
+    e->parent = d >= 0 && d < MAX_DEPTH ? p->stack[d].id : 0;
+}
+
+/* ---- sessions ---------------------------------------------------------------------------------- */
+
+wb_status wb_prof_new(const wb_prof_options *opts, wb_prof **out) {
+    *out = NULL;
+    if (opts->max_events < 16 || opts->max_events > ((int64_t)1 << 28))
+        return wb_error(WB_ERR_ARGUMENT, "profiler: max_events must be between 16 and 2^28, got %lld",
+                        (long long)opts->max_events);
+    wb_prof *p = calloc(1, sizeof *p);
+    if (!p) return wb_error(WB_ERR_MEMORY, "profiler: out of memory");
+    p->o = *opts;
+    p->cap = (size_t)opts->max_events;
+    p->ev = malloc(p->cap * sizeof(wb_event));
+    p->shapes_cap = p->cap * 4;
+    p->shapes = malloc(p->shapes_cap * sizeof(int64_t));
+    p->str_cap = p->cap * 16 + 4096;
+    p->strings = malloc(p->str_cap);
+    if (!p->ev || !p->shapes || !p->strings) {
+        wb_prof_free(p);
+        return wb_error(WB_ERR_MEMORY, "profiler: cannot allocate a buffer for %lld events",
+                        (long long)opts->max_events);
+    }
+    /* Touch the buffer now: page faults during recording would be billed to the ops. */
+    memset(p->ev, 0, p->cap * sizeof(wb_event));
+    p->t0 = clock_ns();
+    *out = p;
+    return WB_OK;
+}
+
+void wb_prof_free(wb_prof *p) {
+    if (!p) return;
+    if (p->running) wb_prof_stop(p);
+    free(p->ev), free(p->shapes), free(p->strings), free(p);
+}
+
+/* What one recorded op costs the caller: two clock reads and an append, timed on a scratch
+ * copy of the real path (an op begin/end pair writes one event). */
+static double calibrate(wb_prof *p) {
+    enum { N = 4096 };
+    wb_op_def def = {.name = "calibration"};
+    wb_op_call call = {.def = &def};
+    size_t n = p->n, dropped = p->dropped;
+    uint64_t next = p->next_id;
+    int64_t t0 = clock_ns();
+    for (int i = 0; i < N; i++) {
+        on_op_begin(p, &call);
+        on_op_end(p, &call, WB_OK);
+        if (p->n > n) p->n = n; /* do not keep calibration events */
+    }
+    double cost = (double)(clock_ns() - t0) / N;
+    p->n = n, p->dropped = dropped, p->next_id = next;
+    return cost;
+}
+
+wb_status wb_prof_start(wb_prof *p) {
+    if (current == p) return WB_OK;
+    if (current)
+        return wb_error(WB_ERR_UNSUPPORTED, "profiler: a session is already running (sessions do not nest; "
+                                            "stop the other one first)");
+    p->hooks = (wb_dispatch_hooks){p, on_op_begin, on_op_end, on_kernel_begin, on_kernel_end};
+    int was = p->recording;
+    p->recording = 1;
+    p->cost_ns = calibrate(p);
+    p->recording = was;
+    p->previous = wb_dispatch_set_hooks(&p->hooks);
+    wb_storage_set_observer(on_memory);
+    p->mem_peak = (int64_t)wb_storage_bytes_live();
+    p->depth = 0;
+    p->running = 1;
+    current = p;
+    return WB_OK;
+}
+
+void wb_prof_stop(wb_prof *p) {
+    if (!p->running) return;
+    wb_prof_end_step(p);
+    while (p->nranges > 0)
+        wb_prof_range_pop(p);
+    wb_dispatch_set_hooks(p->previous);
+    wb_storage_set_observer(NULL);
+    p->running = 0;
+    if (current == p) current = NULL;
+}
+
+int wb_prof_is_running(const wb_prof *p) { return p->running; }
+void wb_prof_set_recording(wb_prof *p, int on) { p->recording = on; }
+
+void wb_prof_end_step(wb_prof *p) {
+    if (!p->in_step) return;
+    p->in_step = 0;
+    if (!p->recording) return;
+    wb_event *e = slot(p);
+    if (!e) return;
+    int64_t now = clock_ns();
+    e->name = "ProfileStep";
+    e->ts_ns = p->step_ts - p->t0;
+    e->dur_ns = now - p->step_ts;
+    e->kind = WB_EV_STEP;
+    e->lane = WB_LANE_HOST;
+    e->id = (uint64_t)p->step_no;
+}
+
+void wb_prof_step(wb_prof *p, int64_t number) {
+    wb_prof_end_step(p);
+    p->in_step = 1;
+    p->step_no = number;
+    p->step_ts = clock_ns();
+}
+
+wb_status wb_prof_range_push(wb_prof *p, const char *name) {
+    if (p->nranges == MAX_RANGES)
+        return wb_error(WB_ERR_RANGE, "profiler: more than %d nested ranges (missing pop?)", MAX_RANGES);
+    p->ranges[p->nranges].name = arena_string(p, name);
+    p->ranges[p->nranges++].ts = clock_ns();
+    return WB_OK;
+}
+
+wb_status wb_prof_range_pop(wb_prof *p) {
+    if (p->nranges == 0) return wb_error(WB_ERR_RANGE, "profiler: pop() without a matching push()");
+    int64_t now = clock_ns();
+    p->nranges--;
+    if (!p->recording || !p->o.record_host) return WB_OK;
+    wb_event *e = slot(p);
+    if (!e) return WB_OK;
+    e->name = p->ranges[p->nranges].name;
+    e->ts_ns = p->ranges[p->nranges].ts - p->t0;
+    e->dur_ns = now - p->ranges[p->nranges].ts;
+    e->kind = WB_EV_RANGE;
+    e->lane = WB_LANE_HOST;
+    e->id = ++p->next_id;
+    return WB_OK;
+}
+
+size_t wb_prof_count(const wb_prof *p) { return p->n; }
+const wb_event *wb_prof_event(const wb_prof *p, size_t i) { return i < p->n ? &p->ev[i] : NULL; }
+uint64_t wb_prof_dropped(const wb_prof *p) { return p->dropped; }
+int64_t wb_prof_peak_memory(const wb_prof *p) { return p->mem_peak; }
+double wb_prof_event_cost_ns(const wb_prof *p) { return p->cost_ns; }
+
+const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input) {
+    size_t off = e->shape_off;
+    for (int i = 0; i < input; i++)
+        off += (size_t)(e->in_ndim[i] > 0 ? e->in_ndim[i] : 0);
+    return p->shapes + off;
+}
+
+void wb_prof_clear(wb_prof *p) {
+    p->n = 0;
+    p->dropped = 0;
+    p->shapes_n = 0;
+    /* strings of open ranges must survive: keep the arena when ranges are open */
+    if (p->nranges == 0) p->str_n = 0;
+}
+
+/* ---- Chrome trace --------------------------------------------------------------------------- */
+
+/* JSON string body: quotes, backslashes and control bytes escaped; valid UTF-8 kept; any
+ * other byte becomes U+FFFD, so hostile names still give valid JSON. */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    const unsigned char *u = (const unsigned char *)(s ? s : "");
+    while (*u) {
+        unsigned char c = *u;
+        if (c == '"' || c == '\\') {
+            fputc('\\', f), fputc(c, f), u++;
+        } else if (c < 0x20) {
+            fprintf(f, c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : "\\u%04x", c), u++;
+        } else if (c < 0x80) {
+            fputc(c, f), u++;
+        } else {
+            int len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+            int ok = len > 0;
+            for (int i = 1; ok && i < len; i++)
+                ok = (u[i] & 0xC0) == 0x80;
+            if (ok && len == 3 && c == 0xE0 && u[1] < 0xA0) ok = 0;  /* overlong */
+            if (ok && len == 3 && c == 0xED && u[1] >= 0xA0) ok = 0; /* surrogates */
+            if (ok && len == 4 && c == 0xF0 && u[1] < 0x90) ok = 0;
+            if (ok && len == 4 && c == 0xF4 && u[1] >= 0x90) ok = 0;
+            if (ok) {
+                fwrite(u, 1, (size_t)len, f), u += len;
+            } else {
+                fputs("\\ufffd", f), u++;
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+static const char *kind_name(int kind) {
+    static const char *const names[] = {"op", "kernel", "runtime", "memory", "range", "step"};
+    return kind >= 0 && kind <= WB_EV_STEP ? names[kind] : "?";
+}
+
+static void shapes_json(FILE *f, const wb_prof *p, const wb_event *e) {
+    fputc('[', f);
+    const int64_t *dims = p->shapes + e->shape_off;
+    for (int i = 0; i < e->ninputs; i++) {
+        if (i) fputs(", ", f);
+        if (e->in_ndim[i] < 0) {
+            fputs("null", f);
+            continue;
+        }
+        fputc('[', f);
+        for (int k = 0; k < e->in_ndim[i]; k++)
+            fprintf(f, k ? ", %lld" : "%lld", (long long)*dims++);
+        fputc(']', f);
+    }
+    fputc(']', f);
+}
+
+wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return wb_error(WB_ERR_ARGUMENT, "export_chrome_trace: cannot open '%s' for writing: %s", path,
+                        strerror(errno));
+    static char buf[1 << 16];
+    setvbuf(f, buf, _IOFBF, sizeof buf);
+    fputs("{\"displayTimeUnit\": \"ns\", \"otherData\": {\"producer\": \"workbench\", \"dropped_events\": ", f);
+    fprintf(f, "%llu}, \"traceEvents\": [\n", (unsigned long long)p->dropped);
+    fputs("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": \"host\"}},\n"
+          "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"main thread\"}},\n"
+          "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1, \"args\": {\"name\": \"cpu:0 (device)\"}},\n"
+          "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": 0, \"args\": {\"name\": \"cpu:0 stream "
+          "0\"}},\n"
+          "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": 0, \"args\": {\"sort_index\": 0}},\n"
+          "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": 1, \"args\": {\"sort_index\": 1}}",
+          f);
+    for (size_t i = 0; i < p->n; i++) {
+        const wb_event *e = &p->ev[i];
+        int pid = e->lane == WB_LANE_HOST ? 0 : 1;
+        double ts = (double)e->ts_ns / 1000.0, dur = (double)e->dur_ns / 1000.0;
+        fputs(",\n", f);
+        if (e->kind == WB_EV_MEMORY) { /* a counter track of live bytes */
+            fprintf(f,
+                    "{\"ph\": \"C\", \"name\": \"memory\", \"pid\": 0, \"ts\": %.3f, \"args\": {\"allocated_bytes\": "
+                    "%lld}}",
+                    ts, (long long)e->mem_total);
+            continue;
+        }
+        fputs("{\"ph\": \"X\", \"cat\": ", f);
+        json_string(f, kind_name(e->kind));
+        fputs(", \"name\": ", f);
+        if (e->kind == WB_EV_STEP) {
+            fprintf(f, "\"ProfileStep#%llu\"", (unsigned long long)e->id);
+        } else {
+            json_string(f, e->name);
+        }
+        fprintf(f, ", \"pid\": %d, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, \"args\": {", pid, ts, dur);
+        fprintf(f, "\"id\": %llu", (unsigned long long)e->id);
+        if (e->kind == WB_EV_OP || e->kind == WB_EV_KERNEL)
+            fprintf(f, ", \"correlation\": %llu", (unsigned long long)e->correlation);
+        if (e->flops > 0 || e->bytes > 0) fprintf(f, ", \"flops\": %.0f, \"bytes\": %.0f", e->flops, e->bytes);
+        if (e->kind == WB_EV_KERNEL) fprintf(f, ", \"threads\": %d", e->threads);
+        if (e->ninputs) {
+            fputs(", \"input_shapes\": ", f);
+            shapes_json(f, p, e);
+        }
+        if (e->src) {
+            fputs(", \"src\": ", f);
+            json_string(f, e->src);
+        }
+        if (e->failed) fputs(", \"failed\": true", f);
+        fputs("}}", f);
+        if (e->kind == WB_EV_KERNEL && e->correlation) { /* flow arrow: the launching op -> this kernel */
+            fprintf(f,
+                    ",\n{\"ph\": \"s\", \"cat\": \"launch\", \"name\": \"launch\", \"id\": %llu, \"pid\": 0, \"tid\": "
+                    "0, \"ts\": %.3f}",
+                    (unsigned long long)e->id, ts);
+            fprintf(f,
+                    ",\n{\"ph\": \"f\", \"bp\": \"e\", \"cat\": \"launch\", \"name\": \"launch\", \"id\": %llu, "
+                    "\"pid\": 1, \"tid\": 0, \"ts\": %.3f}",
+                    (unsigned long long)e->id, ts);
+        }
+    }
+    fputs("\n]}\n", f);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return wb_error(WB_ERR_ARGUMENT, "export_chrome_trace: writing '%s' failed: %s", path, strerror(errno));
+    return WB_OK;
+}

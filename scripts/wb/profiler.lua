@@ -1,0 +1,478 @@
+-- wb.profiler: what ran, on which lane, for how long. The recording is native (core/profiler.c,
+-- bindings/l_profiler.c); this module adds the session's schedule, the key_averages table and
+-- expectations a script can assert.
+--
+--   local p = wb.profiler.profile{activities = {"cpu", "device"}, record_shapes = true,
+--                                 schedule = {wait = 1, warmup = 1, active = 3}}
+--   p:start()
+--   for i = 1, 5 do model(x); p:step() end
+--   p:stop()
+--   print(p:table{sort_by = "cpu_total"})
+--   p:expect{ops = {linear = 1, t = 1, addmm = 1}, kernels = 1, no_kernel_for = {"t"}}
+--   p:export_chrome_trace("trace.json")   -- open in https://ui.perfetto.dev or chrome://tracing
+
+local M = {}
+
+local Profiler = {}
+Profiler.__index = Profiler
+
+local OPTION_KEYS = {activities = true, schedule = true, record_shapes = true, with_stack = true,
+    with_flops = true, on_trace_ready = true, max_events = true}
+local SCHEDULE_KEYS = {wait = true, warmup = true, active = true, repeat_ = true}
+
+local function fail(msg, level) error("profiler: " .. msg, (level or 1) + 1) end
+
+local function check_count(v, name, min)
+    if math.type(v) ~= "integer" or v < min then
+        fail(string.format("schedule.%s must be an integer >= %d, got %s", name, min, tostring(v)), 4)
+    end
+end
+
+-- wb.profiler.profile(opts[, fn]): a session. With fn, runs fn(p) between start and stop.
+function M.profile(opts, fn)
+    opts = opts or {}
+    if type(opts) ~= "table" then fail("options must be a table, got " .. type(opts), 2) end
+    for k in pairs(opts) do
+        if not OPTION_KEYS[k] then
+            fail(string.format("unknown option '%s' (expected activities, schedule, record_shapes, with_stack, " ..
+                "with_flops, on_trace_ready, max_events)", tostring(k)), 2)
+        end
+    end
+    local host, device = true, true
+    if opts.activities ~= nil then
+        if type(opts.activities) ~= "table" or #opts.activities == 0 then
+            fail('activities must be a list like {"cpu", "device"}', 2)
+        end
+        host, device = false, false
+        for _, a in ipairs(opts.activities) do
+            if a == "cpu" then host = true
+            elseif a == "device" or a == "cuda" then device = true
+            else fail(string.format('unknown activity \'%s\' (expected "cpu" or "device")', tostring(a)), 2) end
+        end
+    end
+    local sched
+    if opts.schedule ~= nil then
+        if type(opts.schedule) ~= "table" then fail("schedule must be a table {wait=, warmup=, active=, repeat_=}", 2) end
+        for k in pairs(opts.schedule) do
+            if not SCHEDULE_KEYS[k] then
+                fail(string.format("unknown schedule field '%s' (expected wait, warmup, active, repeat_)", tostring(k)), 2)
+            end
+        end
+        sched = {wait = opts.schedule.wait or 0, warmup = opts.schedule.warmup or 0,
+            active = opts.schedule.active or 1, repeat_ = opts.schedule.repeat_ or 0}
+        check_count(sched.wait, "wait", 0)
+        check_count(sched.warmup, "warmup", 0)
+        check_count(sched.active, "active", 1)
+        check_count(sched.repeat_, "repeat_", 0)
+    end
+    if opts.on_trace_ready ~= nil and type(opts.on_trace_ready) ~= "function" then
+        fail("on_trace_ready must be a function", 2)
+    end
+    local max_events = opts.max_events or (1 << 20)
+    if math.type(max_events) ~= "integer" or max_events < 16 then fail("max_events must be an integer >= 16", 2) end
+    local native = wb._profiler_session{record_host = host, record_device = device,
+        record_shapes = opts.record_shapes and true or false, with_stack = opts.with_stack and true or false,
+        with_flops = opts.with_flops and true or false, max_events = max_events}
+    local p = setmetatable({native = native, schedule = sched, on_trace_ready = opts.on_trace_ready,
+        step_num = 0, cycles_done = 0, started = false, opts = opts}, Profiler)
+    if fn then
+        if type(fn) ~= "function" then fail("the second argument must be a function", 2) end
+        p:start()
+        local ok, err = pcall(fn, p)
+        p:stop()
+        if not ok then error(err, 0) end
+    end
+    return p
+end
+
+-- "none" (not recording), "warmup" (recording, discarded) or "active" for step s.
+function Profiler:_phase(s)
+    local sc = self.schedule
+    if not sc then return "active" end
+    local cycle = sc.wait + sc.warmup + sc.active
+    if sc.repeat_ > 0 and s >= cycle * sc.repeat_ then return "none" end
+    local pos = s % cycle
+    if pos < sc.wait then return "none" end
+    if pos < sc.wait + sc.warmup then return "warmup" end
+    return "active"
+end
+
+function Profiler:_enter_step()
+    local phase, before = self:_phase(self.step_num), self.step_num > 0 and self:_phase(self.step_num - 1) or "none"
+    -- a new cycle starts from an empty buffer; warmup events are discarded when active begins
+    if (phase == "warmup" and before ~= "warmup") or (phase == "active" and before ~= "active") then
+        self.native:clear()
+    end
+    self.native:set_recording(phase ~= "none")
+    self.native:step(self.step_num)
+end
+
+function Profiler:start()
+    if self.started then fail("start(): this session is already running", 2) end
+    self.native:start()
+    self.started = true
+    self:_enter_step()
+    return self
+end
+
+function Profiler:step()
+    if not self.started then fail("step() before start()", 2) end
+    self.native:end_step()
+    local was = self:_phase(self.step_num)
+    self.step_num = self.step_num + 1
+    if was == "active" and self:_phase(self.step_num) ~= "active" then
+        self.native:set_recording(false)
+        self.cycles_done = self.cycles_done + 1
+        if self.on_trace_ready then self.on_trace_ready(self) end
+    end
+    self:_enter_step()
+end
+
+function Profiler:stop()
+    if not self.started then return self end
+    local active = self:_phase(self.step_num) == "active"
+    self.native:stop()
+    self.started = false
+    -- a session without a schedule (or stopped mid-cycle) is ready when it stops
+    if self.on_trace_ready and active and (not self.schedule or self.cycles_done == 0) then
+        self.on_trace_ready(self)
+    end
+    return self
+end
+
+function Profiler:events() return self.native:events() end
+function Profiler:stats() return self.native:stats() end
+
+function Profiler:export_chrome_trace(path)
+    if type(path) ~= "string" then fail("export_chrome_trace needs a file path", 2) end
+    self.native:export_chrome_trace(path)
+    return path
+end
+
+-- ---- key_averages and the table ------------------------------------------------------------
+
+local function shapes_string(e)
+    if not e.shapes then return "" end
+    local parts = {}
+    for i, s in ipairs(e.shapes) do
+        parts[i] = s and ("[" .. table.concat(s, ", ") .. "]") or "None"
+    end
+    return "[" .. table.concat(parts, ", ") .. "]"
+end
+
+-- Rows per op name (and input shapes / call site when asked) and per kernel name.
+function Profiler:key_averages(o)
+    o = o or {}
+    for k in pairs(o) do
+        if k ~= "group_by_input_shape" and k ~= "group_by_stack_n" then
+            fail(string.format("key_averages: unknown option '%s' (expected group_by_input_shape, group_by_stack_n)",
+                tostring(k)), 2)
+        end
+    end
+    local events = self:events()
+    local by_id, child_cpu, own_kernels = {}, {}, {}
+    for _, e in ipairs(events) do
+        if e.cat == "op" then by_id[e.id] = e end
+    end
+    for _, e in ipairs(events) do
+        if e.cat == "op" and e.parent ~= 0 then child_cpu[e.parent] = (child_cpu[e.parent] or 0) + e.dur_ns end
+    end
+    -- device time: a kernel counts as self for the op that launched it and as total for every
+    -- op above that one
+    local dev_self, dev_total, nk = {}, {}, {}
+    for _, e in ipairs(events) do
+        if e.cat == "kernel" then
+            own_kernels[#own_kernels + 1] = e
+            local id = e.correlation
+            dev_self[id] = (dev_self[id] or 0) + e.dur_ns
+            while id and id ~= 0 do
+                dev_total[id] = (dev_total[id] or 0) + e.dur_ns
+                nk[id] = (nk[id] or 0) + 1
+                id = by_id[id] and by_id[id].parent
+            end
+        end
+    end
+    local rows, index = {}, {}
+    local function row(key, name, kind, extra)
+        local r = index[key]
+        if not r then
+            r = {name = name, kind = kind, calls = 0, self_cpu_ns = 0, cpu_total_ns = 0, self_device_ns = 0,
+                device_total_ns = 0, kernels = 0, flops = 0, bytes = 0, input_shapes = extra and extra.shapes,
+                src = extra and extra.src}
+            index[key] = r
+            rows[#rows + 1] = r
+        end
+        return r
+    end
+    for _, e in ipairs(events) do
+        if e.cat == "op" or e.cat == "range" or e.cat == "runtime" then
+            local key, shapes, src = e.cat .. ":" .. e.name, nil, nil
+            if o.group_by_input_shape and e.cat == "op" then
+                shapes = shapes_string(e)
+                key = key .. "|" .. shapes
+            end
+            if o.group_by_stack_n and e.src then
+                src = e.src
+                key = key .. "|" .. src
+            end
+            local r = row(key, e.name, e.cat, {shapes = shapes, src = src})
+            r.calls = r.calls + 1
+            r.cpu_total_ns = r.cpu_total_ns + e.dur_ns
+            r.self_cpu_ns = r.self_cpu_ns + e.dur_ns - (e.cat == "op" and (child_cpu[e.id] or 0) or 0)
+            if e.cat == "op" then
+                r.self_device_ns = r.self_device_ns + (dev_self[e.id] or 0)
+                r.device_total_ns = r.device_total_ns + (dev_total[e.id] or 0)
+                r.kernels = r.kernels + (nk[e.id] or 0)
+                r.flops = r.flops + e.flops
+                r.bytes = r.bytes + e.bytes
+            end
+        end
+    end
+    for _, e in ipairs(own_kernels) do
+        local r = row("kernel:" .. e.name, e.name, "kernel")
+        r.calls = r.calls + 1
+        r.kernels = r.kernels + 1
+        r.self_device_ns = r.self_device_ns + e.dur_ns
+        r.device_total_ns = r.device_total_ns + e.dur_ns
+        r.flops = r.flops + e.flops
+        r.bytes = r.bytes + e.bytes
+    end
+    return rows
+end
+
+local function fmt_time(ns)
+    if ns == 0 then return "0" end
+    if ns >= 1e9 then return string.format("%.3fs", ns / 1e9) end
+    if ns >= 1e6 then return string.format("%.3fms", ns / 1e6) end
+    return string.format("%.3fus", ns / 1e3)
+end
+
+local SORT_KEYS = {self_cpu = "self_cpu_ns", cpu_total = "cpu_total_ns", self_device = "self_device_ns",
+    device_total = "device_total_ns", calls = "calls", kernels = "kernels", flops = "flops", name = "name"}
+
+-- The key_averages table, whole kernel names included (never cut).
+function Profiler:table(o)
+    o = o or {}
+    for k in pairs(o) do
+        if k ~= "sort_by" and k ~= "row_limit" and k ~= "group_by_input_shape" and k ~= "group_by_stack_n" then
+            fail(string.format("table: unknown option '%s' (expected sort_by, row_limit, group_by_input_shape, " ..
+                "group_by_stack_n)", tostring(k)), 2)
+        end
+    end
+    local sort_key = SORT_KEYS[o.sort_by or "cpu_total"]
+    if not sort_key then
+        local names = {}
+        for k in pairs(SORT_KEYS) do names[#names + 1] = k end
+        table.sort(names)
+        fail(string.format("table: unknown sort key '%s' (expected one of: %s)", tostring(o.sort_by),
+            table.concat(names, ", ")), 2)
+    end
+    local limit = o.row_limit or 100
+    if math.type(limit) ~= "integer" or limit < 1 then fail("table: row_limit must be a positive integer", 2) end
+    local rows = self:key_averages{group_by_input_shape = o.group_by_input_shape, group_by_stack_n = o.group_by_stack_n}
+    table.sort(rows, function(a, b)
+        if sort_key == "name" then return a.name < b.name end
+        if a[sort_key] ~= b[sort_key] then return a[sort_key] > b[sort_key] end
+        return a.name < b.name
+    end)
+    local info = wb.device_info()
+    local self_total, dev_total = 0, 0
+    for _, r in ipairs(rows) do
+        if r.kind ~= "kernel" then self_total = self_total + r.self_cpu_ns end
+        if r.kind == "kernel" then dev_total = dev_total + r.device_total_ns end
+    end
+    local name_w = 4
+    for i, r in ipairs(rows) do
+        if i > limit then break end
+        name_w = math.max(name_w, #r.name)
+    end
+    local show_shapes = o.group_by_input_shape
+    local show_src = o.group_by_stack_n
+    local head = string.format("%-" .. name_w .. "s  %9s %10s %10s %10s %11s %12s %10s %7s %9s %8s %7s %7s",
+        "Name", "Self CPU%", "Self CPU", "CPU total", "CPU avg", "Self Device", "Device total", "Device avg",
+        "# Calls", "# Kernels", "GFLOP/s", "GB/s", "% peak")
+    if show_shapes then head = head .. "  Input Shapes" end
+    if show_src then head = head .. "  Source" end
+    local rule = string.rep("-", #head)
+    local out = {}
+    local st = self:stats()
+    if st.dropped > 0 then
+        out[#out + 1] = string.format("WARNING: the event buffer filled up: %d events were dropped (raise max_events)",
+            st.dropped)
+    end
+    out[#out + 1] = rule
+    out[#out + 1] = head
+    out[#out + 1] = rule
+    for i, r in ipairs(rows) do
+        if i > limit then break end
+        local time = r.kind == "kernel" and r.device_total_ns or r.cpu_total_ns
+        local gflops = (r.flops > 0 and time > 0) and r.flops / time or nil
+        local gbs = (r.bytes > 0 and time > 0) and r.bytes / time or nil
+        local pct
+        if r.kind == "kernel" and (gflops or gbs) then -- against the roofline at this intensity
+            local attainable = info.peak_gflops
+            if r.bytes > 0 then attainable = math.min(info.peak_gflops, r.flops / r.bytes * info.bandwidth_gbs) end
+            if r.flops == 0 then
+                pct = 100 * gbs / info.bandwidth_gbs
+            else
+                pct = 100 * gflops / attainable
+            end
+        end
+        local line = string.format("%-" .. name_w .. "s  %8.2f%% %10s %10s %10s %11s %12s %10s %7d %9d %8s %7s %7s",
+            r.name, self_total > 0 and 100 * (r.kind == "kernel" and 0 or r.self_cpu_ns) / self_total or 0,
+            r.kind == "kernel" and "-" or fmt_time(r.self_cpu_ns), r.kind == "kernel" and "-" or fmt_time(r.cpu_total_ns),
+            r.kind == "kernel" and "-" or fmt_time(r.cpu_total_ns / r.calls), fmt_time(r.self_device_ns),
+            fmt_time(r.device_total_ns), fmt_time(r.device_total_ns / r.calls), r.calls, r.kernels,
+            gflops and string.format("%.1f", gflops) or "-", gbs and string.format("%.1f", gbs) or "-",
+            pct and string.format("%.0f%%", pct) or "-")
+        if show_shapes then line = line .. "  " .. (r.input_shapes or "") end
+        if show_src then line = line .. "  " .. (r.src or "") end
+        out[#out + 1] = line
+    end
+    out[#out + 1] = rule
+    out[#out + 1] = string.format("Self CPU time total: %s", fmt_time(self_total))
+    out[#out + 1] = string.format("Self Device time total: %s (kernels on cpu:0 stream 0; the CPU device runs them " ..
+        "on the calling thread, so they are inside their op's CPU time)", fmt_time(dev_total))
+    out[#out + 1] = string.format("Events: %d recorded, %d dropped; peak storage memory %.1f MiB", st.events,
+        st.dropped, st.peak_memory / 1048576)
+    out[#out + 1] = string.format("Profiler overhead: about %.0f ns per recorded op (measured at start), %s in all",
+        st.event_cost_ns, fmt_time(st.event_cost_ns * st.events))
+    out[#out + 1] = string.format("%% peak: kernels against the roofline measured on %s (%s, %d threads): %.1f GFLOP/s, " ..
+        "%.1f GB/s", info.name, info.isa, info.threads, info.peak_gflops, info.bandwidth_gbs)
+    return table.concat(out, "\n")
+end
+
+-- ---- expectations ---------------------------------------------------------------------------
+
+local EXPECT_KEYS = {range = true, kernels = true, ops = true, no_kernel_for = true}
+
+-- p:expect{range=, kernels=, ops={name=count}, no_kernel_for={...}}: counts per instance of the
+-- range (or per recorded step without one, or over the whole trace); raises a readable diff.
+function Profiler:expect(spec)
+    if type(spec) ~= "table" then fail("expect needs a table", 2) end
+    for k in pairs(spec) do
+        if not EXPECT_KEYS[k] then
+            fail(string.format("expect: unknown field '%s' (expected range, kernels, ops, no_kernel_for)", tostring(k)), 2)
+        end
+    end
+    local kernel_count, kernel_match
+    if spec.kernels ~= nil then
+        if math.type(spec.kernels) == "integer" then
+            kernel_count = spec.kernels
+        elseif type(spec.kernels) == "table" then
+            for k in pairs(spec.kernels) do
+                if k ~= "count" and k ~= "match" then fail("expect: kernels = {count=, match=}, unknown '" .. tostring(k) .. "'", 2) end
+            end
+            kernel_count, kernel_match = spec.kernels.count, spec.kernels.match
+            if math.type(kernel_count) ~= "integer" then fail("expect: kernels.count must be an integer", 2) end
+        else
+            fail("expect: kernels must be an integer or {count=, match=}", 2)
+        end
+    end
+    if spec.ops ~= nil and type(spec.ops) ~= "table" then fail("expect: ops must be a table {name = count}", 2) end
+    for name, n in pairs(spec.ops or {}) do
+        if math.type(n) ~= "integer" then fail(string.format("expect: ops.%s must be an integer", tostring(name)), 2) end
+    end
+    if spec.no_kernel_for ~= nil and type(spec.no_kernel_for) ~= "table" then
+        fail("expect: no_kernel_for must be a list of op names", 2)
+    end
+
+    local events = self:events()
+    local instances, what = {}, nil
+    if spec.range then
+        what = spec.range
+        for _, e in ipairs(events) do
+            if e.cat == "range" and e.name == spec.range then instances[#instances + 1] = e end
+        end
+        if #instances == 0 then
+            local seen = {}
+            for _, e in ipairs(events) do if e.cat == "range" then seen[e.name] = true end end
+            local names = {}
+            for n in pairs(seen) do names[#names + 1] = n end
+            table.sort(names)
+            fail(string.format("expect: no range named '%s' in the trace (ranges seen: %s)", spec.range,
+                #names > 0 and table.concat(names, ", ") or "none"), 2)
+        end
+    else
+        what = "step"
+        for _, e in ipairs(events) do
+            if e.cat == "step" then instances[#instances + 1] = e end
+        end
+        if #instances == 0 then
+            what = "trace"
+            instances[1] = {ts_ns = -math.huge, dur_ns = math.huge, name = "trace"}
+        end
+    end
+    table.sort(instances, function(a, b) return a.ts_ns < b.ts_ns end)
+    local by_id = {}
+    for _, e in ipairs(events) do if e.cat == "op" then by_id[e.id] = e end end
+
+    local problems = {}
+    for idx, inst in ipairs(instances) do
+        local t0, t1 = inst.ts_ns, inst.ts_ns + inst.dur_ns
+        local function inside(e) return e.ts_ns >= t0 and e.ts_ns <= t1 end
+        local kernels, ops = {}, {}
+        for _, e in ipairs(events) do
+            if inside(e) then
+                if e.cat == "kernel" and (not kernel_match or e.name:find(kernel_match, 1, true)) then
+                    kernels[#kernels + 1] = e.name
+                elseif e.cat == "op" then
+                    ops[e.name] = (ops[e.name] or 0) + 1
+                end
+            end
+        end
+        local label = string.format("%s %d of %d", what, idx, #instances)
+        if kernel_count and #kernels ~= kernel_count then
+            problems[#problems + 1] = string.format("expected %d kernels%s per %s, saw %d in %s: %s", kernel_count,
+                kernel_match and (" matching '" .. kernel_match .. "'") or "", what, #kernels, label,
+                #kernels > 0 and table.concat(kernels, ", ") or "none")
+        end
+        local names = {}
+        for name in pairs(spec.ops or {}) do names[#names + 1] = name end
+        table.sort(names)
+        for _, name in ipairs(names) do
+            local want, got = spec.ops[name], ops[name] or 0
+            if got ~= want then
+                problems[#problems + 1] = string.format("expected %d '%s' ops per %s, saw %d in %s", want, name, what,
+                    got, label)
+            end
+        end
+        for _, opname in ipairs(spec.no_kernel_for or {}) do
+            for _, e in ipairs(events) do
+                if e.cat == "kernel" and inside(e) then
+                    local op = by_id[e.correlation]
+                    if op and op.name == opname then
+                        problems[#problems + 1] = string.format("expected no kernel for '%s', but %s launched %s (%s)",
+                            opname, opname, e.name, label)
+                    end
+                end
+            end
+        end
+    end
+    if #problems > 0 then
+        error("profiler expectation failed:\n  " .. table.concat(problems, "\n  "), 2)
+    end
+    return true
+end
+
+-- ---- ranges ---------------------------------------------------------------------------------
+
+function M.push(name)
+    if type(name) ~= "string" then fail("push needs a range name", 2) end
+    wb._profiler_push(name)
+end
+
+function M.pop() wb._profiler_pop() end
+
+-- wb.profiler.range(name, fn, ...): fn(...) inside a named range; returns fn's results.
+function M.range(name, fn, ...)
+    if type(name) ~= "string" then fail("range needs a name", 2) end
+    if type(fn) ~= "function" then fail("range needs a function", 2) end
+    wb._profiler_push(name)
+    local results = table.pack(pcall(fn, ...))
+    wb._profiler_pop()
+    if not results[1] then error(results[2], 0) end
+    return table.unpack(results, 2, results.n)
+end
+
+return M
