@@ -38,12 +38,17 @@ static int bool_field(lua_State *L, int idx, const char *key, int dflt) {
     return v;
 }
 
-/* wb._profiler_session{record_host=, record_device=, record_shapes=, with_stack=, with_flops=, max_events=} */
+/* wb._profiler_session{record_host=, record_device=, record_shapes=, with_stack=, with_flops=,
+ * profile_memory=, max_events=} */
 static int l_session_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    wb_prof_options o = {bool_field(L, 1, "record_host", 1),   bool_field(L, 1, "record_device", 1),
-                         bool_field(L, 1, "record_shapes", 0), bool_field(L, 1, "with_stack", 0),
-                         bool_field(L, 1, "with_flops", 0),    1 << 20};
+    wb_prof_options o = {bool_field(L, 1, "record_host", 1),
+                         bool_field(L, 1, "record_device", 1),
+                         bool_field(L, 1, "record_shapes", 0),
+                         bool_field(L, 1, "with_stack", 0),
+                         bool_field(L, 1, "with_flops", 0),
+                         bool_field(L, 1, "profile_memory", 0),
+                         1 << 20};
     if (lua_getfield(L, 1, "max_events") != LUA_TNIL) o.max_events = wb_lua_checkint(L, -1, "profiler", "max_events");
     lua_pop(L, 1);
     session_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
@@ -151,23 +156,24 @@ static int s_events(lua_State *L) {
         lua_setfield(L, -2, "lane");
         lua_pushinteger(L, (lua_Integer)e->id);
         lua_setfield(L, -2, "id");
-        lua_pushinteger(L, (lua_Integer)e->correlation);
+        /* correlation: an op's own id, a kernel's launching op; parent: the enclosing op */
+        lua_pushinteger(L, (lua_Integer)(e->kind == WB_EV_OP ? e->id : e->link));
         lua_setfield(L, -2, "correlation");
-        lua_pushinteger(L, (lua_Integer)e->parent);
+        lua_pushinteger(L, (lua_Integer)e->link);
         lua_setfield(L, -2, "parent");
-        lua_pushnumber(L, e->flops);
+        lua_pushnumber(L, e->kind == WB_EV_MEMORY ? 0 : e->flops);
         lua_setfield(L, -2, "flops");
-        lua_pushnumber(L, e->bytes);
+        lua_pushnumber(L, (double)e->bytes);
         lua_setfield(L, -2, "bytes");
-        if (e->src) {
-            lua_pushstring(L, e->src);
+        if (wb_prof_src(p, e)) {
+            lua_pushstring(L, wb_prof_src(p, e));
             lua_setfield(L, -2, "src");
         }
         if (e->ninputs) {
             lua_createtable(L, e->ninputs, 0); /* shapes */
             lua_createtable(L, e->ninputs, 0); /* dtypes */
             for (int k = 0; k < e->ninputs; k++) {
-                if (e->in_ndim[k] < 0) {
+                if (wb_event_ndim(e, k) < 0) {
                     lua_pushboolean(L, 0); /* an absent optional input */
                     lua_rawseti(L, -3, k + 1);
                     lua_pushboolean(L, 0);
@@ -175,13 +181,13 @@ static int s_events(lua_State *L) {
                     continue;
                 }
                 const int64_t *dims = wb_prof_shape(p, e, k);
-                lua_createtable(L, e->in_ndim[k], 0);
-                for (int d = 0; d < e->in_ndim[k]; d++) {
+                lua_createtable(L, wb_event_ndim(e, k), 0);
+                for (int d = 0; d < wb_event_ndim(e, k); d++) {
                     lua_pushinteger(L, (lua_Integer)dims[d]);
                     lua_rawseti(L, -2, d + 1);
                 }
                 lua_rawseti(L, -3, k + 1);
-                lua_pushstring(L, wb_dtype_name((wb_dtype)e->in_dtype[k]));
+                lua_pushstring(L, wb_dtype_name((wb_dtype)wb_event_dtype(e, k)));
                 lua_rawseti(L, -2, k + 1);
             }
             lua_setfield(L, -3, "dtypes");
@@ -193,7 +199,7 @@ static int s_events(lua_State *L) {
             lua_setfield(L, -2, "threads");
         }
         if (e->kind == WB_EV_MEMORY) {
-            lua_pushinteger(L, e->mem_total);
+            lua_pushinteger(L, (lua_Integer)e->flops);
             lua_setfield(L, -2, "allocated_bytes");
         }
         if (e->failed) {

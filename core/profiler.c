@@ -14,14 +14,15 @@
 #define MAX_DEPTH  64
 #define MAX_RANGES 64
 
+_Static_assert(sizeof(wb_event) == 64, "an event is one cache line");
+
 typedef struct frame {
-    uint64_t id;
+    uint32_t id;
     int64_t ts;
     uint32_t shape_off;
+    uint32_t src;
     uint8_t ninputs;
-    int8_t ndim[WB_EVENT_MAX_INPUTS];
-    uint8_t dtype[WB_EVENT_MAX_INPUTS];
-    const char *src;
+    uint8_t meta[WB_EVENT_MAX_INPUTS];
 } frame;
 
 struct wb_prof {
@@ -37,10 +38,10 @@ struct wb_prof {
     int running, recording;
     frame stack[MAX_DEPTH];
     int depth;
-    uint64_t next_id;
+    uint32_t next_id;
     int64_t kernel_ts;
     struct {
-        const char *name;
+        uint32_t name; /* in the string arena */
         int64_t ts;
     } ranges[MAX_RANGES];
     int nranges;
@@ -66,23 +67,28 @@ static inline int64_t clock_ns(void) {
 
 int64_t wb_prof_now(const wb_prof *p) { return clock_ns() - p->t0; }
 
-static wb_event *slot(wb_prof *p) {
+/* The next free event, or NULL (counted as dropped) when the buffer is full. Callers fill
+ * every field with one struct store. */
+static inline wb_event *slot(wb_prof *p) {
     if (p->n == p->cap) {
         p->dropped++;
         return NULL;
     }
-    wb_event *e = &p->ev[p->n++];
-    memset(e, 0, sizeof *e);
-    return e;
+    return &p->ev[p->n++];
 }
 
-static const char *arena_string(wb_prof *p, const char *s) {
+/* Copies s into the string arena; returns its offset, or WB_EVENT_NONE when full. */
+static uint32_t arena_string(wb_prof *p, const char *s) {
     size_t len = strlen(s) + 1;
-    if (p->str_n + len > p->str_cap) return "?";
-    char *dst = p->strings + p->str_n;
-    memcpy(dst, s, len);
+    if (p->str_n + len > p->str_cap) return WB_EVENT_NONE;
+    memcpy(p->strings + p->str_n, s, len);
     p->str_n += len;
-    return dst;
+    return (uint32_t)(p->str_n - len);
+}
+
+static inline uint32_t enclosing_op(const wb_prof *p) {
+    int d = p->depth - 1;
+    return d >= 0 && d < MAX_DEPTH ? p->stack[d].id : 0;
 }
 
 /* ---- dispatcher hooks ------------------------------------------------------------------------- */
@@ -94,7 +100,8 @@ static void on_op_begin(void *user, const wb_op_call *c) {
     frame *f = &p->stack[d];
     f->id = ++p->next_id;
     f->ninputs = 0;
-    f->src = NULL;
+    f->shape_off = 0;
+    f->src = WB_EVENT_NONE;
     if (p->recording && p->o.record_host) {
         if (p->o.record_shapes) {
             f->shape_off = (uint32_t)p->shapes_n;
@@ -104,15 +111,14 @@ static void on_op_begin(void *user, const wb_op_call *c) {
                 if (p->shapes_n + (size_t)(nd > 0 ? nd : 0) > p->shapes_cap) break;
                 for (int k = 0; k < nd; k++)
                     p->shapes[p->shapes_n++] = t->shape[k];
-                f->ndim[i] = (int8_t)nd;
-                f->dtype[i] = t ? (uint8_t)t->dtype : 0;
+                f->meta[i] = (uint8_t)((nd + 1) | ((t ? (int)t->dtype : 0) << 4));
                 f->ninputs++;
             }
         }
         if (p->o.with_stack && stack_provider) {
             char buf[256];
             stack_provider(buf, sizeof buf);
-            f->src = buf[0] ? arena_string(p, buf) : NULL;
+            if (buf[0]) f->src = arena_string(p, buf);
         }
     }
     f->ts = clock_ns(); /* last, so the bookkeeping above is not billed to the op */
@@ -126,23 +132,25 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
     frame *f = &p->stack[d];
     wb_event *e = slot(p);
     if (!e) return;
-    e->name = c->def->name;
-    e->ts_ns = f->ts - p->t0;
-    e->dur_ns = now - f->ts;
-    e->kind = WB_EV_OP;
-    e->lane = WB_LANE_HOST;
-    e->id = e->correlation = f->id;
-    e->parent = d > 0 ? p->stack[d - 1].id : 0;
-    e->failed = status != WB_OK;
-    e->ninputs = f->ninputs;
-    memcpy(e->in_ndim, f->ndim, sizeof e->in_ndim);
-    memcpy(e->in_dtype, f->dtype, sizeof e->in_dtype);
-    e->shape_off = f->shape_off;
-    e->src = f->src;
+    double flops = 0, bytes = 0;
     if (p->o.with_flops && status == WB_OK) {
-        e->flops = c->def->flops ? c->def->flops(c) : 0;
-        e->bytes = c->def->bytes ? c->def->bytes(c) : 0;
+        flops = c->def->flops ? c->def->flops(c) : 0;
+        bytes = c->def->bytes ? c->def->bytes(c) : 0;
     }
+    *e = (wb_event){.name = c->def->name,
+                    .ts_ns = f->ts - p->t0,
+                    .dur_ns = now - f->ts,
+                    .flops = flops,
+                    .bytes = (float)bytes,
+                    .id = f->id,
+                    .link = d > 0 ? p->stack[d - 1].id : 0,
+                    .src = f->src,
+                    .shape_off = f->shape_off,
+                    .kind = WB_EV_OP,
+                    .lane = WB_LANE_HOST,
+                    .ninputs = f->ninputs,
+                    .failed = status != WB_OK,
+                    .in_meta = {f->meta[0], f->meta[1], f->meta[2]}};
 }
 
 static void on_kernel_begin(void *user, const wb_kernel_desc *desc) {
@@ -156,17 +164,17 @@ static void on_kernel_end(void *user, const wb_kernel_desc *desc) {
     if (!p->recording || !p->o.record_device) return;
     wb_event *e = slot(p);
     if (!e) return;
-    int d = p->depth - 1;
-    e->name = desc->name;
-    e->ts_ns = p->kernel_ts - p->t0;
-    e->dur_ns = now - p->kernel_ts;
-    e->kind = WB_EV_KERNEL;
-    e->lane = WB_LANE_CPU_DEVICE;
-    e->correlation = e->parent = d >= 0 && d < MAX_DEPTH ? p->stack[d].id : 0;
-    e->id = ++p->next_id;
-    e->flops = desc->flops;
-    e->bytes = desc->bytes;
-    e->threads = desc->threads;
+    *e = (wb_event){.name = desc->name,
+                    .ts_ns = p->kernel_ts - p->t0,
+                    .dur_ns = now - p->kernel_ts,
+                    .flops = desc->flops,
+                    .bytes = (float)desc->bytes,
+                    .id = ++p->next_id,
+                    .link = enclosing_op(p),
+                    .src = WB_EVENT_NONE,
+                    .threads = (uint16_t)desc->threads,
+                    .kind = WB_EV_KERNEL,
+                    .lane = WB_LANE_CPU_DEVICE};
 }
 
 static void on_memory(int64_t delta) {
@@ -174,17 +182,17 @@ static void on_memory(int64_t delta) {
     if (!p) return;
     int64_t live = (int64_t)wb_storage_bytes_live();
     if (live > p->mem_peak) p->mem_peak = live;
-    if (!p->recording || !p->o.record_host) return;
+    if (!p->recording || !p->o.record_host || !p->o.profile_memory) return;
     wb_event *e = slot(p);
     if (!e) return;
-    e->name = delta >= 0 ? "alloc" : "free";
-    e->ts_ns = clock_ns() - p->t0;
-    e->kind = WB_EV_MEMORY;
-    e->lane = WB_LANE_HOST;
-    e->bytes = (double)delta;
-    e->mem_total = live;
-    int d = p->depth - 1;
-    e->parent = d >= 0 && d < MAX_DEPTH ? p->stack[d].id : 0;
+    *e = (wb_event){.name = delta >= 0 ? "alloc" : "free",
+                    .ts_ns = clock_ns() - p->t0,
+                    .flops = (double)live,
+                    .bytes = (float)delta,
+                    .link = enclosing_op(p),
+                    .src = WB_EVENT_NONE,
+                    .kind = WB_EV_MEMORY,
+                    .lane = WB_LANE_HOST};
 }
 
 void wb_prof_runtime(const char *name, int64_t t0_ns) {
@@ -193,14 +201,14 @@ void wb_prof_runtime(const char *name, int64_t t0_ns) {
     int64_t now = clock_ns();
     wb_event *e = slot(p);
     if (!e) return;
-    e->name = name;
-    e->ts_ns = t0_ns - p->t0;
-    e->dur_ns = now - t0_ns;
-    e->kind = WB_EV_RUNTIME;
-    e->lane = WB_LANE_HOST;
-    e->id = ++p->next_id;
-    int d = p->depth - 1;
-    e->parent = d >= 0 && d < MAX_DEPTH ? p->stack[d].id : 0;
+    *e = (wb_event){.name = name,
+                    .ts_ns = t0_ns - p->t0,
+                    .dur_ns = now - t0_ns,
+                    .id = ++p->next_id,
+                    .link = enclosing_op(p),
+                    .src = WB_EVENT_NONE,
+                    .kind = WB_EV_RUNTIME,
+                    .lane = WB_LANE_HOST};
 }
 
 /* ---- sessions ---------------------------------------------------------------------------------- */
@@ -214,7 +222,7 @@ wb_status wb_prof_new(const wb_prof_options *opts, wb_prof **out) {
     if (!p) return wb_error(WB_ERR_MEMORY, "profiler: out of memory");
     p->o = *opts;
     p->cap = (size_t)opts->max_events;
-    p->ev = malloc(p->cap * sizeof(wb_event));
+    p->ev = aligned_alloc(64, p->cap * sizeof(wb_event));
     p->shapes_cap = p->cap * 4;
     p->shapes = malloc(p->shapes_cap * sizeof(int64_t));
     p->str_cap = p->cap * 16 + 4096;
@@ -295,13 +303,13 @@ void wb_prof_end_step(wb_prof *p) {
     if (!p->recording) return;
     wb_event *e = slot(p);
     if (!e) return;
-    int64_t now = clock_ns();
-    e->name = "ProfileStep";
-    e->ts_ns = p->step_ts - p->t0;
-    e->dur_ns = now - p->step_ts;
-    e->kind = WB_EV_STEP;
-    e->lane = WB_LANE_HOST;
-    e->id = (uint64_t)p->step_no;
+    *e = (wb_event){.name = "ProfileStep",
+                    .ts_ns = p->step_ts - p->t0,
+                    .dur_ns = clock_ns() - p->step_ts,
+                    .id = (uint32_t)p->step_no,
+                    .src = WB_EVENT_NONE,
+                    .kind = WB_EV_STEP,
+                    .lane = WB_LANE_HOST};
 }
 
 void wb_prof_step(wb_prof *p, int64_t number) {
@@ -326,12 +334,14 @@ wb_status wb_prof_range_pop(wb_prof *p) {
     if (!p->recording || !p->o.record_host) return WB_OK;
     wb_event *e = slot(p);
     if (!e) return WB_OK;
-    e->name = p->ranges[p->nranges].name;
-    e->ts_ns = p->ranges[p->nranges].ts - p->t0;
-    e->dur_ns = now - p->ranges[p->nranges].ts;
-    e->kind = WB_EV_RANGE;
-    e->lane = WB_LANE_HOST;
-    e->id = ++p->next_id;
+    uint32_t name = p->ranges[p->nranges].name;
+    *e = (wb_event){.name = name == WB_EVENT_NONE ? "?" : p->strings + name,
+                    .ts_ns = p->ranges[p->nranges].ts - p->t0,
+                    .dur_ns = now - p->ranges[p->nranges].ts,
+                    .id = ++p->next_id,
+                    .src = WB_EVENT_NONE,
+                    .kind = WB_EV_RANGE,
+                    .lane = WB_LANE_HOST};
     return WB_OK;
 }
 
@@ -344,8 +354,12 @@ double wb_prof_event_cost_ns(const wb_prof *p) { return p->cost_ns; }
 const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input) {
     size_t off = e->shape_off;
     for (int i = 0; i < input; i++)
-        off += (size_t)(e->in_ndim[i] > 0 ? e->in_ndim[i] : 0);
+        off += (size_t)(wb_event_ndim(e, i) > 0 ? wb_event_ndim(e, i) : 0);
     return p->shapes + off;
+}
+
+const char *wb_prof_src(const wb_prof *p, const wb_event *e) {
+    return e->src == WB_EVENT_NONE ? NULL : p->strings + e->src;
 }
 
 void wb_prof_clear(wb_prof *p) {
@@ -400,12 +414,12 @@ static void shapes_json(FILE *f, const wb_prof *p, const wb_event *e) {
     const int64_t *dims = p->shapes + e->shape_off;
     for (int i = 0; i < e->ninputs; i++) {
         if (i) fputs(", ", f);
-        if (e->in_ndim[i] < 0) {
+        if (wb_event_ndim(e, i) < 0) {
             fputs("null", f);
             continue;
         }
         fputc('[', f);
-        for (int k = 0; k < e->in_ndim[i]; k++)
+        for (int k = 0; k < wb_event_ndim(e, i); k++)
             fprintf(f, k ? ", %lld" : "%lld", (long long)*dims++);
         fputc(']', f);
     }
@@ -438,7 +452,7 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
             fprintf(f,
                     "{\"ph\": \"C\", \"name\": \"memory\", \"pid\": 0, \"ts\": %.3f, \"args\": {\"allocated_bytes\": "
                     "%lld}}",
-                    ts, (long long)e->mem_total);
+                    ts, (long long)e->flops);
             continue;
         }
         fputs("{\"ph\": \"X\", \"cat\": ", f);
@@ -452,20 +466,20 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
         fprintf(f, ", \"pid\": %d, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, \"args\": {", pid, ts, dur);
         fprintf(f, "\"id\": %llu", (unsigned long long)e->id);
         if (e->kind == WB_EV_OP || e->kind == WB_EV_KERNEL)
-            fprintf(f, ", \"correlation\": %llu", (unsigned long long)e->correlation);
-        if (e->flops > 0 || e->bytes > 0) fprintf(f, ", \"flops\": %.0f, \"bytes\": %.0f", e->flops, e->bytes);
+            fprintf(f, ", \"correlation\": %llu", (unsigned long long)(e->kind == WB_EV_OP ? e->id : e->link));
+        if (e->flops > 0 || e->bytes > 0) fprintf(f, ", \"flops\": %.0f, \"bytes\": %.0f", e->flops, (double)e->bytes);
         if (e->kind == WB_EV_KERNEL) fprintf(f, ", \"threads\": %d", e->threads);
         if (e->ninputs) {
             fputs(", \"input_shapes\": ", f);
             shapes_json(f, p, e);
         }
-        if (e->src) {
+        if (e->src != WB_EVENT_NONE) {
             fputs(", \"src\": ", f);
-            json_string(f, e->src);
+            json_string(f, p->strings + e->src);
         }
         if (e->failed) fputs(", \"failed\": true", f);
         fputs("}}", f);
-        if (e->kind == WB_EV_KERNEL && e->correlation) { /* flow arrow: the launching op -> this kernel */
+        if (e->kind == WB_EV_KERNEL && e->link) { /* flow arrow: the launching op -> this kernel */
             fprintf(f,
                     ",\n{\"ph\": \"s\", \"cat\": \"launch\", \"name\": \"launch\", \"id\": %llu, \"pid\": 0, \"tid\": "
                     "0, \"ts\": %.3f}",

@@ -21,26 +21,32 @@ typedef enum wb_event_kind {
 enum { WB_LANE_HOST = 0, WB_LANE_CPU_DEVICE = 1 };
 
 #define WB_EVENT_MAX_INPUTS 3
+#define WB_EVENT_NONE       0xffffffffu
 
+/* One event is one 64-byte cache line: recording writes into memory that is not in cache, so
+ * the line count is what recording costs. */
 typedef struct wb_event {
-    const char *name; /* static, interned, or in the session's string arena */
-    int64_t ts_ns;    /* start, on the session clock (CLOCK_MONOTONIC - session start) */
-    int64_t dur_ns;   /* 0 for instants (memory) */
-    uint8_t kind;     /* wb_event_kind */
+    const char *name;   /* static, interned, or in the session's string arena */
+    int64_t ts_ns;      /* start, on the session clock (CLOCK_MONOTONIC - session start) */
+    int64_t dur_ns;     /* 0 for instants (memory) */
+    double flops;       /* with_flops (ops), kernels; memory events: bytes alive after the event */
+    float bytes;        /* the fewest bytes moved (ops, kernels); memory: +allocated / -freed */
+    uint32_t id;        /* ops: their correlation id; kernels: the flow id; steps: the step number */
+    uint32_t link;      /* ops: the enclosing op; kernels: the op that launched them (0: none) */
+    uint32_t src;       /* with_stack: offset of "file:line" in the string arena, or WB_EVENT_NONE */
+    uint32_t shape_off; /* record_shapes: first dim in the shape arena */
+    uint16_t threads;   /* kernels: CPU threads used */
+    uint8_t kind;       /* wb_event_kind */
     uint8_t lane;
-    uint8_t ninputs;      /* shapes recorded (record_shapes) */
-    uint8_t failed;       /* an op that returned an error */
-    int32_t threads;      /* kernels: CPU threads used */
-    uint64_t id;          /* ops: their correlation id; steps: the step number */
-    uint64_t correlation; /* kernels: the id of the op that launched them; ops: own id */
-    uint64_t parent;      /* ops, kernels: the enclosing op (0: none) */
-    double flops, bytes;  /* with_flops (ops, kernels); memory: +allocated / -freed bytes */
-    int64_t mem_total;    /* memory: bytes allocated after this event */
-    const char *src;      /* with_stack: "file:line" of the Lua call site (arena) */
-    int8_t in_ndim[WB_EVENT_MAX_INPUTS];
-    uint8_t in_dtype[WB_EVENT_MAX_INPUTS];
-    uint32_t shape_off; /* dims in the session's shape arena */
+    uint8_t ninputs;                      /* shapes recorded */
+    uint8_t failed;                       /* an op that returned an error */
+    uint8_t in_meta[WB_EVENT_MAX_INPUTS]; /* per input: low nibble ndim + 1 (0: absent), high nibble dtype */
+    uint8_t reserved[3];
 } wb_event;
+
+/* ndim of input i (-1 when the optional input was absent) and its dtype. */
+static inline int wb_event_ndim(const wb_event *e, int i) { return (int)(e->in_meta[i] & 15) - 1; }
+static inline int wb_event_dtype(const wb_event *e, int i) { return e->in_meta[i] >> 4; }
 
 typedef struct wb_prof_options {
     int record_host;   /* activities: "cpu" (host ops, ranges, runtime, memory) */
@@ -48,6 +54,7 @@ typedef struct wb_prof_options {
     int record_shapes;
     int with_stack;
     int with_flops;
+    int profile_memory; /* an event per storage allocation and free (the peak is tracked anyway) */
     int64_t max_events; /* capacity of the event buffer */
 } wb_prof_options;
 
@@ -80,6 +87,8 @@ int64_t wb_prof_now(const wb_prof *p);
 size_t wb_prof_count(const wb_prof *p);
 const wb_event *wb_prof_event(const wb_prof *p, size_t i);
 const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input);
+/* with_stack: the event's call site, or NULL. */
+const char *wb_prof_src(const wb_prof *p, const wb_event *e);
 uint64_t wb_prof_dropped(const wb_prof *p);
 int64_t wb_prof_peak_memory(const wb_prof *p);
 /* Measured cost of recording one event, in ns (calibrated when the session starts). */

@@ -17,7 +17,7 @@ local Profiler = {}
 Profiler.__index = Profiler
 
 local OPTION_KEYS = {activities = true, schedule = true, record_shapes = true, with_stack = true,
-    with_flops = true, on_trace_ready = true, max_events = true}
+    with_flops = true, profile_memory = true, on_trace_ready = true, max_events = true}
 local SCHEDULE_KEYS = {wait = true, warmup = true, active = true, repeat_ = true}
 
 local function fail(msg, level) error("profiler: " .. msg, (level or 1) + 1) end
@@ -35,7 +35,7 @@ function M.profile(opts, fn)
     for k in pairs(opts) do
         if not OPTION_KEYS[k] then
             fail(string.format("unknown option '%s' (expected activities, schedule, record_shapes, with_stack, " ..
-                "with_flops, on_trace_ready, max_events)", tostring(k)), 2)
+                "with_flops, profile_memory, on_trace_ready, max_events)", tostring(k)), 2)
         end
     end
     local host, device = true, true
@@ -72,7 +72,8 @@ function M.profile(opts, fn)
     if math.type(max_events) ~= "integer" or max_events < 16 then fail("max_events must be an integer >= 16", 2) end
     local native = wb._profiler_session{record_host = host, record_device = device,
         record_shapes = opts.record_shapes and true or false, with_stack = opts.with_stack and true or false,
-        with_flops = opts.with_flops and true or false, max_events = max_events}
+        with_flops = opts.with_flops and true or false, profile_memory = opts.profile_memory and true or false,
+        max_events = max_events}
     local p = setmetatable({native = native, schedule = sched, on_trace_ready = opts.on_trace_ready,
         step_num = 0, cycles_done = 0, started = false, opts = opts}, Profiler)
     if fn then
@@ -98,13 +99,22 @@ function Profiler:_phase(s)
 end
 
 function Profiler:_enter_step()
-    local phase, before = self:_phase(self.step_num), self.step_num > 0 and self:_phase(self.step_num - 1) or "none"
-    -- a new cycle starts from an empty buffer; warmup events are discarded when active begins
-    if (phase == "warmup" and before ~= "warmup") or (phase == "active" and before ~= "active") then
-        self.native:clear()
+    local phase, sc = self:_phase(self.step_num), self.schedule
+    if sc and phase ~= "none" then
+        -- a cycle records into an empty buffer; its warmup events are dropped when active begins
+        local pos = self.step_num % (sc.wait + sc.warmup + sc.active)
+        if pos == sc.wait or (sc.warmup > 0 and pos == sc.wait + sc.warmup) then self.native:clear() end
     end
     self.native:set_recording(phase ~= "none")
     self.native:step(self.step_num)
+end
+
+-- true when step s is the last active step of its cycle
+function Profiler:_cycle_ends(s)
+    local sc = self.schedule
+    if not sc or self:_phase(s) ~= "active" then return false end
+    local cycle = sc.wait + sc.warmup + sc.active
+    return s % cycle == cycle - 1
 end
 
 function Profiler:start()
@@ -118,9 +128,9 @@ end
 function Profiler:step()
     if not self.started then fail("step() before start()", 2) end
     self.native:end_step()
-    local was = self:_phase(self.step_num)
+    local finished = self.step_num
     self.step_num = self.step_num + 1
-    if was == "active" and self:_phase(self.step_num) ~= "active" then
+    if self:_cycle_ends(finished) then
         self.native:set_recording(false)
         self.cycles_done = self.cycles_done + 1
         if self.on_trace_ready then self.on_trace_ready(self) end
@@ -177,6 +187,19 @@ function Profiler:key_averages(o)
     for _, e in ipairs(events) do
         if e.cat == "op" and e.parent ~= 0 then child_cpu[e.parent] = (child_cpu[e.parent] or 0) + e.dur_ns end
     end
+    -- a range's self time excludes the top-level ops (and runtime calls) inside it
+    local range_child = {}
+    for _, r in ipairs(events) do
+        if r.cat == "range" then
+            local t0, t1, inner = r.ts_ns, r.ts_ns + r.dur_ns, 0
+            for _, e in ipairs(events) do
+                if (e.cat == "op" or e.cat == "runtime") and e.parent == 0 and e.ts_ns >= t0 and e.ts_ns + e.dur_ns <= t1 then
+                    inner = inner + e.dur_ns
+                end
+            end
+            range_child[r] = inner
+        end
+    end
     -- device time: a kernel counts as self for the op that launched it and as total for every
     -- op above that one
     local dev_self, dev_total, nk = {}, {}, {}
@@ -218,7 +241,7 @@ function Profiler:key_averages(o)
             local r = row(key, e.name, e.cat, {shapes = shapes, src = src})
             r.calls = r.calls + 1
             r.cpu_total_ns = r.cpu_total_ns + e.dur_ns
-            r.self_cpu_ns = r.self_cpu_ns + e.dur_ns - (e.cat == "op" and (child_cpu[e.id] or 0) or 0)
+            r.self_cpu_ns = r.self_cpu_ns + e.dur_ns - (e.cat == "op" and (child_cpu[e.id] or 0) or range_child[e] or 0)
             if e.cat == "op" then
                 r.self_device_ns = r.self_device_ns + (dev_self[e.id] or 0)
                 r.device_total_ns = r.device_total_ns + (dev_total[e.id] or 0)

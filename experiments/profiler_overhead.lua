@@ -1,0 +1,87 @@
+-- profiler_overhead.lua: what recording costs (PERF.md's bars: <= 150 ns per recorded event,
+-- and <= 5% on an MLP forward at tokens 16).
+--
+--   workbench experiments/profiler_overhead.lua [--rounds 11]
+--
+-- Method: (1) a loop of 1-element adds, timed with and without a running session (A B A B
+-- over rounds, medians); the difference per add divided by the events each add records (op,
+-- kernel, alloc, free) is the cost per event. (2) An eager GeGLU MLP forward (dim 768, hidden
+-- 3072, tokens 16: linear, linear, gelu_tanh, mul, linear) with and without a session; until
+-- experiments/mlp_sweep.lua exists this stands in for "profiling the MLP sweep at tokens 16".
+
+local rounds = 11
+local i = 1
+while i <= #arg do
+    if arg[i] == "--rounds" and tonumber(arg[i + 1]) then
+        rounds, i = math.tointeger(tonumber(arg[i + 1])), i + 2
+    else
+        error("profiler_overhead: unknown argument '" .. tostring(arg[i]) .. "' (expected --rounds N)", 0)
+    end
+end
+assert(rounds and rounds > 0, "profiler_overhead: --rounds must be a positive integer")
+
+local function median(t)
+    local s = {table.unpack(t)}
+    table.sort(s)
+    return s[(#s + 1) // 2]
+end
+
+-- (1) per-event cost
+local a = wb.ones({1})
+local N = 100000
+local function adds()
+    local t0 = wb.time_ns()
+    for _ = 1, N do local _ = a + a end
+    return (wb.time_ns() - t0) / N
+end
+adds()
+local off, on, per_add_events = {}, {}, 0
+for _ = 1, rounds do
+    collectgarbage()
+    off[#off + 1] = adds()
+    collectgarbage()
+    local p = wb.profiler.profile{max_events = 8 * N}
+    p:start()
+    on[#on + 1] = adds()
+    p:stop()
+    per_add_events = p:stats().events / N
+end
+local add_off, add_on = median(off), median(on)
+local per_event = (add_on - add_off) / per_add_events
+
+-- (2) an eager GeGLU MLP forward at tokens 16
+wb.manual_seed(0)
+local dim, hidden, tokens = 768, 3072, 16
+local wg, wu, wd = wb.randn({hidden, dim}) * 0.02, wb.randn({hidden, dim}) * 0.02, wb.randn({dim, hidden}) * 0.02
+local x = wb.randn({tokens, dim})
+local function mlp()
+    local g = wb.linear(x, wg)
+    local u = wb.linear(x, wu)
+    return wb.linear(wb.gelu(g, {approximate = "tanh"}) * u, wd)
+end
+local function time_mlp(iters)
+    local t0 = wb.time_ns()
+    for _ = 1, iters do local _ = mlp() end
+    return (wb.time_ns() - t0) / iters
+end
+time_mlp(20)
+local m_off, m_on, mlp_events = {}, {}, 0
+for _ = 1, rounds do
+    m_off[#m_off + 1] = time_mlp(40)
+    local p = wb.profiler.profile{record_shapes = true, with_flops = true}
+    p:start()
+    m_on[#m_on + 1] = time_mlp(40)
+    p:stop()
+    mlp_events = p:stats().events / 40
+end
+local mlp_off, mlp_on = median(m_off), median(m_on)
+
+print("== profiler overhead ==")
+print(string.format("1-element add: %.0f ns without a session, %.0f ns with one; %.2f events recorded per add",
+    add_off, add_on, per_add_events))
+print(string.format("GeGLU MLP forward (dim %d, hidden %d, tokens %d, eager, %d threads): %.1f us without, %.1f us " ..
+    "with record_shapes + with_flops; %.1f events per forward", dim, hidden, tokens, wb.get_num_threads(),
+    mlp_off / 1e3, mlp_on / 1e3, mlp_events))
+print("\n== ratios (bars: <= 150 ns per event; <= 5% slower) ==")
+print(string.format("  cost per recorded event: %.0f ns", per_event))
+print(string.format("  MLP forward with the profiler: %.3fx (%+.1f%%)", mlp_on / mlp_off, 100 * (mlp_on / mlp_off - 1)))

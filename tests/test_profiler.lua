@@ -1,0 +1,239 @@
+-- test_profiler.lua: the schedule, nesting, correlation, the table, expectations, Chrome-trace
+-- validity with hostile names, dropped-event accounting, and every bad input of the issue.
+local lu = require("luaunit")
+local cjson = require("cjson")
+
+local function tmp() return os.tmpname() end
+
+local function count(events, pred)
+    local n = 0
+    for _, e in ipairs(events) do if pred(e) then n = n + 1 end end
+    return n
+end
+
+local function linear_session(opts)
+    wb.manual_seed(1)
+    local lin = wb.nn.Linear(32, 64, {bias = true})
+    local x = wb.randn({1024, 32})
+    local p = wb.profiler.profile(opts)
+    p:start()
+    for _ = 1, 5 do
+        local _ = lin(x)
+        p:step()
+    end
+    p:stop()
+    return p
+end
+
+TestRecording = {}
+
+function TestRecording:test_linear_lesson_done_when()
+    local p = linear_session{schedule = {wait = 1, warmup = 1, active = 3}, record_shapes = true, with_flops = true}
+    local ev = p:events()
+    lu.assertEquals(count(ev, function(e) return e.cat == "op" and e.name == "linear" end), 3)
+    lu.assertEquals(count(ev, function(e) return e.cat == "op" and e.name == "t" end), 3)
+    lu.assertEquals(count(ev, function(e) return e.cat == "op" and e.name == "addmm" end), 3)
+    lu.assertEquals(count(ev, function(e) return e.cat == "op" and e.name == "add" end), 0)
+    lu.assertEquals(count(ev, function(e) return e.cat == "step" end), 3)
+    local by_id = {}
+    for _, e in ipairs(ev) do if e.cat == "op" then by_id[e.id] = e end end
+    local kernels = 0
+    for _, e in ipairs(ev) do
+        if e.cat == "kernel" then
+            kernels = kernels + 1
+            lu.assertStrContains(e.name, "_tn")
+            lu.assertEquals(e.flops, 2 * 1024 * 32 * 64)
+            lu.assertEquals(e.lane, "cpu:0 stream 0")
+            local op = by_id[e.correlation]
+            lu.assertEquals(op.name, "addmm") -- never a t op
+            lu.assertTrue(e.ts_ns >= op.ts_ns and e.ts_ns + e.dur_ns <= op.ts_ns + op.dur_ns)
+            -- addmm sits inside linear
+            lu.assertEquals(by_id[op.parent].name, "linear")
+        end
+    end
+    lu.assertEquals(kernels, 3)
+    for _, e in ipairs(ev) do
+        if e.cat == "op" and e.name == "linear" then
+            lu.assertEquals(e.shapes, {{1024, 32}, {64, 32}, {64}})
+            lu.assertEquals(e.dtypes, {"f32", "f32", "f32"})
+        end
+    end
+    local t = p:table{}
+    lu.assertStrContains(t, "linear")
+    lu.assertStrContains(t, "addmm")
+    lu.assertStrContains(t, "wb_sgemm_")
+    p:expect{ops = {linear = 1, t = 1, addmm = 1, add = 0}, kernels = 1, no_kernel_for = {"t"}}
+end
+
+function TestRecording:test_schedule_and_trace_ready()
+    local ready = {}
+    local p = linear_session{schedule = {wait = 1, warmup = 1, active = 2, repeat_ = 1},
+        on_trace_ready = function(prof) ready[#ready + 1] = #prof:events() end}
+    -- 5 steps: wait, warmup, active, active, then nothing (repeat_ = 1)
+    lu.assertEquals(#ready, 1)
+    lu.assertEquals(count(p:events(), function(e) return e.cat == "step" end), 2)
+    lu.assertEquals(count(p:events(), function(e) return e.cat == "op" and e.name == "linear" end), 2)
+    -- repeating cycles: trace ready after each active block
+    ready = {}
+    wb.manual_seed(1)
+    local x, w = wb.randn({4, 8}), wb.randn({8, 8})
+    local q = wb.profiler.profile{schedule = {wait = 0, warmup = 0, active = 1},
+        on_trace_ready = function(prof) ready[#ready + 1] = count(prof:events(), function(e) return e.cat == "op" end) end}
+    q:start()
+    for _ = 1, 3 do local _ = wb.linear(x, w); q:step() end
+    q:stop()
+    lu.assertEquals(ready, {3, 3, 3}) -- linear, t, mm in each single-step cycle
+end
+
+function TestRecording:test_without_schedule_everything_is_recorded()
+    local p = wb.profiler.profile({profile_memory = true}, function()
+        local a = wb.ones({3})
+        local _ = a + a
+        wb.profiler.range("outer", function()
+            wb.profiler.push("inner")
+            local _ = a * a
+            wb.profiler.pop()
+        end)
+        wb.synchronize()
+    end)
+    local ev = p:events()
+    lu.assertEquals(count(ev, function(e) return e.cat == "op" and e.name == "add" end), 1)
+    lu.assertEquals(count(ev, function(e) return e.cat == "range" end), 2)
+    lu.assertEquals(count(ev, function(e) return e.cat == "runtime" and e.name == "synchronize" end), 1)
+    lu.assertTrue(count(ev, function(e) return e.cat == "memory" and e.name == "alloc" end) >= 2)
+    p:expect{range = "inner", ops = {mul = 1}, kernels = 1}
+    local q = wb.profiler.profile({}, function() local _ = wb.ones({3}) * 2 end)
+    lu.assertEquals(count(q:events(), function(e) return e.cat == "memory" end), 0) -- opt-in, as in PyTorch
+    lu.assertTrue(q:stats().peak_memory > 0)
+end
+
+function TestRecording:test_activities_filter()
+    local p = linear_session{activities = {"device"}}
+    lu.assertEquals(count(p:events(), function(e) return e.cat == "op" end), 0)
+    lu.assertEquals(count(p:events(), function(e) return e.cat == "kernel" end), 5)
+    p = linear_session{activities = {"cpu"}}
+    lu.assertEquals(count(p:events(), function(e) return e.cat == "kernel" end), 0)
+end
+
+function TestRecording:test_with_stack_points_at_the_script()
+    local p = wb.profiler.profile({with_stack = true}, function()
+        local a = wb.ones({2})
+        local _ = a + a
+    end)
+    for _, e in ipairs(p:events()) do
+        if e.cat == "op" then lu.assertStrContains(e.src, "test_profiler.lua:") end
+    end
+    lu.assertStrContains(p:table{group_by_stack_n = 1}, "test_profiler.lua:")
+end
+
+function TestRecording:test_dropped_events_are_counted_and_reported()
+    local p = wb.profiler.profile({max_events = 16}, function()
+        local a = wb.ones({1})
+        for _ = 1, 50 do local _ = a + a end
+    end)
+    local st = p:stats()
+    lu.assertEquals(st.events, 16)
+    lu.assertTrue(st.dropped > 0)
+    lu.assertStrContains(p:table{}, "events were dropped")
+    local path = tmp()
+    p:export_chrome_trace(path)
+    local f = io.open(path)
+    local doc = cjson.decode(f:read("a"))
+    f:close()
+    lu.assertEquals(doc.otherData.dropped_events, st.dropped)
+end
+
+TestTrace = {}
+
+function TestTrace:test_json_is_valid_with_hostile_names()
+    local names = {'quote " here', "back\\slash", "new\nline\ttab\r", "ctrl\1\31", "utf8 é ✓ 😀",
+        "bad \255\254 bytes", "truncated \226\130", "overlong \192\175", "{\"json\": [1]}"}
+    local p = wb.profiler.profile({record_shapes = true}, function()
+        for _, n in ipairs(names) do
+            wb.profiler.range(n, function() local _ = wb.ones({2}) + 1 end)
+        end
+    end)
+    local path = tmp()
+    p:export_chrome_trace(path)
+    local f = io.open(path)
+    local ok, doc = pcall(cjson.decode, f:read("a"))
+    f:close()
+    lu.assertTrue(ok, "trace is not valid JSON: " .. tostring(doc))
+    local seen = {}
+    for _, e in ipairs(doc.traceEvents) do
+        if e.cat == "range" then seen[e.name] = true end
+    end
+    for _, n in ipairs({'quote " here', "back\\slash", "new\nline\ttab\r", "ctrl\1\31", "utf8 é ✓ 😀",
+        "{\"json\": [1]}"}) do
+        lu.assertTrue(seen[n], "range name lost: " .. n)
+    end
+    lu.assertTrue(seen["bad \u{FFFD}\u{FFFD} bytes"])
+    -- lanes: a process per device, kernels on their own; flows from ops to kernels
+    local pids, flows = {}, 0
+    for _, e in ipairs(doc.traceEvents) do
+        if e.cat == "kernel" then pids[e.pid] = true end
+        if e.ph == "s" or e.ph == "f" then flows = flows + 1 end
+    end
+    lu.assertEquals(pids, {[1] = true})
+    lu.assertTrue(flows > 0)
+    os.remove(path)
+end
+
+TestBadInput = {}
+
+function TestBadInput:test_options()
+    local function raises(frag, fn) lu.assertErrorMsgContains(frag, fn) end
+    raises("schedule.wait must be an integer >= 0, got -1",
+        function() wb.profiler.profile{schedule = {wait = -1, active = 1}} end)
+    raises("schedule.active must be an integer >= 1, got 0",
+        function() wb.profiler.profile{schedule = {active = 0}} end)
+    raises("schedule.repeat_ must be an integer >= 0", function() wb.profiler.profile{schedule = {repeat_ = 1.5}} end)
+    raises("unknown schedule field 'activ'", function() wb.profiler.profile{schedule = {activ = 1}} end)
+    raises("unknown activity 'gpu'", function() wb.profiler.profile{activities = {"cpu", "gpu"}} end)
+    raises("unknown option 'record_shape'", function() wb.profiler.profile{record_shape = true} end)
+    raises("on_trace_ready must be a function", function() wb.profiler.profile{on_trace_ready = 1} end)
+    raises("max_events must be an integer >= 16", function() wb.profiler.profile{max_events = 3} end)
+end
+
+function TestBadInput:test_sessions_do_not_nest()
+    local a = wb.profiler.profile{}
+    a:start()
+    local b = wb.profiler.profile{}
+    local ok, err = pcall(b.start, b)
+    a:stop()
+    lu.assertFalse(ok)
+    lu.assertStrContains(err, "a session is already running (sessions do not nest")
+    b:start() -- fine once the first one stopped
+    b:stop()
+end
+
+function TestBadInput:test_table_and_trace_errors()
+    local p = linear_session{}
+    lu.assertErrorMsgContains("table: unknown sort key 'gpu_time'", function() return p:table{sort_by = "gpu_time"} end)
+    lu.assertErrorMsgContains("table: unknown option 'rows'", function() return p:table{rows = 3} end)
+    lu.assertErrorMsgContains("export_chrome_trace: cannot open '/nonexistent/dir/t.json' for writing",
+        function() p:export_chrome_trace("/nonexistent/dir/t.json") end)
+    lu.assertErrorMsgContains("pop() without a matching push()", function()
+        local q = wb.profiler.profile{}
+        q:start()
+        local ok, err = pcall(wb.profiler.pop)
+        q:stop()
+        if not ok then error(err) end
+    end)
+end
+
+function TestBadInput:test_expect_fields_and_failures()
+    local p = linear_session{schedule = {wait = 1, warmup = 1, active = 3}}
+    lu.assertErrorMsgContains("expect: unknown field 'kernel' (expected range, kernels, ops, no_kernel_for)",
+        function() p:expect{kernel = 1} end)
+    lu.assertErrorMsgContains("expect: no range named 'mlp_fwd' in the trace (ranges seen: none)",
+        function() p:expect{range = "mlp_fwd", kernels = 5} end)
+    local ok, err = pcall(p.expect, p, {kernels = 5, ops = {add = 1}})
+    lu.assertFalse(ok)
+    lu.assertStrContains(err, "expected 5 kernels per step, saw 1 in step 1 of 3: wb_sgemm_")
+    lu.assertStrContains(err, "expected 1 'add' ops per step, saw 0 in step 1 of 3")
+    ok, err = pcall(p.expect, p, {no_kernel_for = {"addmm"}})
+    lu.assertStrContains(err, "expected no kernel for 'addmm', but addmm launched wb_sgemm_")
+end
+
+os.exit(lu.LuaUnit.run())
