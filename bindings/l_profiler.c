@@ -197,6 +197,18 @@ static int s_events(lua_State *L) {
         if (e->kind == WB_EV_KERNEL) {
             lua_pushinteger(L, e->threads);
             lua_setfield(L, -2, "threads");
+            wb_kernel_launch_info k;
+            wb_kernel_name_decode(e->name, &k);
+            if (k.tile[0]) {
+                lua_pushstring(L, k.isa);
+                lua_setfield(L, -2, "isa");
+                lua_pushstring(L, k.tile);
+                lua_setfield(L, -2, "tile");
+                lua_pushstring(L, k.layout);
+                lua_setfield(L, -2, "layout");
+                lua_pushstring(L, k.epilogue[0] ? k.epilogue : "none");
+                lua_setfield(L, -2, "epilogue");
+            }
         }
         if (e->kind == WB_EV_MEMORY) {
             lua_pushinteger(L, (lua_Integer)e->flops);

@@ -370,6 +370,44 @@ void wb_prof_clear(wb_prof *p) {
     if (p->nranges == 0) p->str_n = 0;
 }
 
+/* ---- kernel names ------------------------------------------------------------------------ */
+
+static int is_tile(const char *s, size_t n) { /* "6x16" */
+    size_t i = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    if (i == 0 || i >= n || s[i] != 'x') return 0;
+    size_t j = ++i;
+    while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    return i == n && i > j;
+}
+
+void wb_kernel_name_decode(const char *name, wb_kernel_launch_info *out) {
+    memset(out, 0, sizeof *out);
+    if (!name || strncmp(name, "wb_", 3)) return;
+    const char *parts[16];
+    size_t lens[16];
+    int n = 0;
+    for (const char *s = name + 3; *s && n < 16;) {
+        const char *e = strchr(s, '_');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        parts[n] = s, lens[n++] = len;
+        s += len + (e ? 1 : 0);
+        if (!e) break;
+    }
+    int tile = -1;
+    for (int i = 1; i < n; i++)
+        if (is_tile(parts[i], lens[i])) tile = i;
+    if (tile < 0) return; /* pointwise kernels: wb_<op>_<isa> */
+    /* op = parts before the isa (the part just before the tile) */
+    size_t op_len = (size_t)(parts[tile - 1] - parts[0]) - (tile > 1 ? 1 : 0);
+    if (tile == 1) op_len = 0;
+    snprintf(out->op, sizeof out->op, "%.*s", (int)op_len, parts[0]);
+    snprintf(out->isa, sizeof out->isa, "%.*s", (int)lens[tile - 1], parts[tile - 1]);
+    snprintf(out->tile, sizeof out->tile, "%.*s", (int)lens[tile], parts[tile]);
+    if (tile + 1 < n) snprintf(out->layout, sizeof out->layout, "%.*s", (int)lens[tile + 1], parts[tile + 1]);
+    if (tile + 2 < n) snprintf(out->epilogue, sizeof out->epilogue, "%s", parts[tile + 2]);
+}
+
 /* ---- Chrome trace --------------------------------------------------------------------------- */
 
 /* JSON string body: quotes, backslashes and control bytes escaped; valid UTF-8 kept; any
@@ -468,7 +506,14 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
         if (e->kind == WB_EV_OP || e->kind == WB_EV_KERNEL)
             fprintf(f, ", \"correlation\": %llu", (unsigned long long)(e->kind == WB_EV_OP ? e->id : e->link));
         if (e->flops > 0 || e->bytes > 0) fprintf(f, ", \"flops\": %.0f, \"bytes\": %.0f", e->flops, (double)e->bytes);
-        if (e->kind == WB_EV_KERNEL) fprintf(f, ", \"threads\": %d", e->threads);
+        if (e->kind == WB_EV_KERNEL) {
+            wb_kernel_launch_info k;
+            wb_kernel_name_decode(e->name, &k);
+            fprintf(f, ", \"threads\": %d", e->threads);
+            if (k.tile[0])
+                fprintf(f, ", \"isa\": \"%s\", \"tile\": \"%s\", \"layout\": \"%s\", \"epilogue\": \"%s\"", k.isa,
+                        k.tile, k.layout, k.epilogue[0] ? k.epilogue : "none");
+        }
         if (e->ninputs) {
             fputs(", \"input_shapes\": ", f);
             shapes_json(f, p, e);

@@ -87,6 +87,12 @@ int64_t wb_prof_now(const wb_prof *p);
 size_t wb_prof_count(const wb_prof *p);
 const wb_event *wb_prof_event(const wb_prof *p, size_t i);
 const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input);
+/* A kernel name decoded by the naming convention wb_<op>_<isa>_<tile>_<layout>[_<epilogue>]
+ * (DESIGN, "Kernel names"); fields are empty strings when the name does not carry them. */
+typedef struct wb_kernel_launch_info {
+    char op[32], isa[16], tile[16], layout[8], epilogue[48];
+} wb_kernel_launch_info;
+void wb_kernel_name_decode(const char *name, wb_kernel_launch_info *out);
 /* with_stack: the event's call site, or NULL. */
 const char *wb_prof_src(const wb_prof *p, const wb_event *e);
 uint64_t wb_prof_dropped(const wb_prof *p);

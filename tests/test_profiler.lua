@@ -44,6 +44,11 @@ function TestRecording:test_linear_lesson_done_when()
             lu.assertStrContains(e.name, "_tn")
             lu.assertEquals(e.flops, 2 * 1024 * 32 * 64)
             lu.assertEquals(e.lane, "cpu:0 stream 0")
+            lu.assertEquals(e.args.layout, "tn")
+            lu.assertEquals(e.args.epilogue, "bias")
+            lu.assertEquals(e.args.isa, wb.cpu_isa())
+            lu.assertStrMatches(e.args.tile, "%d+x%d+")
+            lu.assertTrue(e.args.threads >= 1)
             local op = by_id[e.correlation]
             lu.assertEquals(op.name, "addmm") -- never a t op
             lu.assertTrue(e.ts_ns >= op.ts_ns and e.ts_ns + e.dur_ns <= op.ts_ns + op.dur_ns)
