@@ -281,6 +281,16 @@ int luaopen_wb(lua_State *L) {
     lua_setfield(L, -2, "version");
     lua_pushstring(L, WB_GIT_COMMIT);
     lua_setfield(L, -2, "commit");
+    lua_createtable(L, 0, 2); /* wb.build: how this executable was built */
+    lua_pushstring(L, WB_BUILD_TYPE);
+    lua_setfield(L, -2, "type");
+#ifdef WB_SANITIZE_BUILD
+    lua_pushboolean(L, 1);
+#else
+    lua_pushboolean(L, 0);
+#endif
+    lua_setfield(L, -2, "sanitizers");
+    lua_setfield(L, -2, "build");
     luaL_getmetatable(L, WB_TENSOR_TYPE);
     lua_setfield(L, -2, "Tensor");
     lua_newtable(L); /* metatable: lazy submodules */

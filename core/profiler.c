@@ -374,10 +374,12 @@ void wb_prof_clear(wb_prof *p) {
 
 static int is_tile(const char *s, size_t n) { /* "6x16" */
     size_t i = 0;
-    while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    while (i < n && s[i] >= '0' && s[i] <= '9')
+        i++;
     if (i == 0 || i >= n || s[i] != 'x') return 0;
     size_t j = ++i;
-    while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    while (i < n && s[i] >= '0' && s[i] <= '9')
+        i++;
     return i == n && i > j;
 }
 

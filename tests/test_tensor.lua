@@ -146,7 +146,9 @@ function TestLifetime:test_dead_tensors_do_not_pile_up()
     local before = peak_kib()
     for _ = 1, 400 do local _ = a + a end
     local grown = peak_kib() - before
-    lu.assertTrue(grown < 256 * 1024, string.format("peak memory grew by %d MiB over 400 dead 4 MiB tensors", grown // 1024))
+    -- under ASan freed blocks wait in its quarantine (256 MiB by default) before reuse
+    local limit = (wb.build.sanitizers and 768 or 256) * 1024
+    lu.assertTrue(grown < limit, string.format("peak memory grew by %d MiB over 400 dead 4 MiB tensors", grown // 1024))
 end
 
 function TestLifetime:test_garbage_collection()
