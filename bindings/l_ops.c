@@ -137,10 +137,13 @@ static int l_geglu(lua_State *L) {
     return wb_lua_pushresult(L, wb_geglu(wb_lua_checktensor(L, 1), wb_lua_checktensor(L, 2), &out), &out);
 }
 
+/* wb.geglu_linear(x, w_gate, w_up[, b_gate, b_up]) */
 static int l_geglu_linear(lua_State *L) {
     wb_tensor *out;
     wb_tensor *x = wb_lua_checktensor(L, 1), *g = wb_lua_checktensor(L, 2), *u = wb_lua_checktensor(L, 3);
-    return wb_lua_pushresult(L, wb_geglu_linear(x, g, u, &out), &out);
+    wb_tensor *bg = lua_isnoneornil(L, 4) ? NULL : wb_lua_checktensor(L, 4);
+    wb_tensor *bu = lua_isnoneornil(L, 5) ? NULL : wb_lua_checktensor(L, 5);
+    return wb_lua_pushresult(L, wb_geglu_linear(x, g, u, bg, bu, &out), &out);
 }
 
 /* wb.cpu_isa() -> "avx2"; wb.cpu_isa("scalar") switches the CPU kernels (tests, benchmarks). */

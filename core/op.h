@@ -51,7 +51,7 @@ typedef enum wb_op_kind {
     WB_OP_KIND_KERNEL,    /* launches kernels on the device */
 } wb_op_kind;
 
-#define WB_OP_MAX_INPUTS 3
+#define WB_OP_MAX_INPUTS 5
 
 /* Typed parameters: each op reads only its own member. */
 typedef union wb_op_params {

@@ -66,7 +66,7 @@ static const wb_op_def op_table[] = {
                   CPU_ONLY(wb_cpu_mm_impl)},
     [WB_OP_ADDMM] = {WB_OP_ADDMM, "addmm", WB_OP_KIND_KERNEL, 3, 0, 1, wb_shape_addmm, wb_flops_mm, wb_bytes_mm,
                      CPU_ONLY(wb_cpu_mm_impl)},
-    [WB_OP_GEGLU_LINEAR] = {WB_OP_GEGLU_LINEAR, "geglu_linear", WB_OP_KIND_KERNEL, 3, 0, 1, wb_shape_geglu_linear,
+    [WB_OP_GEGLU_LINEAR] = {WB_OP_GEGLU_LINEAR, "geglu_linear", WB_OP_KIND_KERNEL, 5, 2, 1, wb_shape_geglu_linear,
                             wb_flops_geglu_linear, wb_bytes_geglu_linear, CPU_ONLY(wb_cpu_geglu_linear_impl)},
     [WB_OP_MATMUL] = {WB_OP_MATMUL, "matmul", WB_OP_KIND_COMPOSITE, 2, 0, 0, wb_shape_matmul, NULL, NULL,
                       ALL_DEVICES(wb_matmul_impl)},

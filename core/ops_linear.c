@@ -111,7 +111,7 @@ wb_status wb_cpu_mm_impl(wb_op_call *c) {
                       act == WB_ACT_GELU_TANH  ? WB_STORE_GELU_TANH
                       : act == WB_ACT_GELU_ERF ? WB_STORE_GELU_ERF
                                                : WB_STORE_PLAIN,
-                      packed, wb_get_num_threads()},
+                      packed, wb_get_num_threads(), NULL, NULL},
                      0};
     wb_kernel_desc d = {wb_intern(name), c->def->flops(c), c->def->bytes(c), g.p.threads};
     wb_kernel_launch(&d, run_gemm, &g);
@@ -141,6 +141,14 @@ wb_status wb_shape_geglu_linear(wb_op_call *c) {
     if (x->shape[x->ndim - 1] != wg->shape[1])
         return wb_error(WB_ERR_SHAPE, "input has %" PRId64 " features but the weights expect %" PRId64,
                         x->shape[x->ndim - 1], wg->shape[1]);
+    for (int i = 3; i < 5; i++) {
+        const wb_tensor *b = c->in[i];
+        if (b && ((st = check_f32(b, "geglu_linear")) || b->ndim != 1 || b->shape[0] != wg->shape[0]))
+            return st ? st
+                      : wb_error(WB_ERR_SHAPE, "%s has shape %s but the weights have %" PRId64 " output features",
+                                 i == 3 ? "b_gate" : "b_up", wb_shape_format(b->ndim, b->shape, b1, sizeof b1),
+                                 wg->shape[0]);
+    }
     c->out_dtype = WB_F32;
     c->out_ndim = x->ndim;
     memcpy(c->out_shape, x->shape, sizeof c->out_shape);
@@ -161,12 +169,12 @@ double wb_flops_geglu_linear(const wb_op_call *c) {
 
 double wb_bytes_geglu_linear(const wb_op_call *c) {
     double m = rows_of(c), h = (double)c->in[1]->shape[0], k = (double)c->in[1]->shape[1];
-    return 4.0 * (m * k + 2 * h * k + m * h);
+    return 4.0 * (m * k + 2 * h * k + m * h + (c->in[3] ? h : 0) + (c->in[4] ? h : 0));
 }
 
 wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
-    wb_tensor *x = c->in[0], *wg = c->in[1], *wu = c->in[2];
-    wb_tensor *xc = NULL, *wgc = NULL, *wuc = NULL;
+    wb_tensor *x = c->in[0], *wg = c->in[1], *wu = c->in[2], *bg = c->in[3], *bu = c->in[4];
+    wb_tensor *xc = NULL, *wgc = NULL, *wuc = NULL, *bgc = NULL, *buc = NULL;
     wb_status st = WB_OK;
     int64_t k = wg->shape[1], h = wg->shape[0], m = (int64_t)rows_of(c);
     /* x as a 2-D [m, k] geometry without copying when its strides allow */
@@ -182,23 +190,28 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
         if ((st = wb_contiguous(wg, &wgc)) || (st = wb_contiguous(wu, &wuc))) goto done;
         wg = wgc, wu = wuc;
     }
+    /* the epilogue reads biases contiguously */
+    if (bg && h > 1 && bg->stride[0] != 1 && (st = wb_contiguous(bg, &bgc))) goto done;
+    if (bu && h > 1 && bu->stride[0] != 1 && (st = wb_contiguous(bu, &buc))) goto done;
+    if (bgc) bg = bgc;
+    if (buc) bu = buc;
     const wb_cpu_isa *isa = wb_cpu_isa_active();
     int64_t rsb = wg->stride[1], csb = wg->stride[0]; /* B = W^T */
     const float *packed = k > 0 && h > 0 ? wb_prepack_get(isa, wg, k, h, rsb, csb, wu) : NULL;
     char name[128];
-    snprintf(name, sizeof name, "wb_dual_sgemm_%s_%dx%d_%c%c_geglu", isa->name, isa->mr, isa->nr,
-             layout_letter(rsb, csb, k, h), layout_letter(stride2[0], stride2[1], m, k));
+    snprintf(name, sizeof name, "wb_dual_sgemm_%s_%dx%d_%c%c%s_geglu", isa->name, isa->mr, isa->nr,
+             layout_letter(rsb, csb, k, h), layout_letter(stride2[0], stride2[1], m, k), bg || bu ? "_bias" : "");
     gemm_launch g = {isa,
                      {m, h, k, wb_tensor_data(x), stride2[0], stride2[1], wb_tensor_data(wg), rsb, csb,
-                      wb_tensor_data(wu), wb_tensor_data(c->out), h, NULL, WB_STORE_GEGLU, packed,
-                      wb_get_num_threads()},
+                      wb_tensor_data(wu), wb_tensor_data(c->out), h, bg ? wb_tensor_data(bg) : NULL, WB_STORE_GEGLU,
+                      packed, wb_get_num_threads(), bu ? wb_tensor_data(bu) : NULL, NULL},
                      0};
     wb_kernel_desc d = {wb_intern(name), c->def->flops(c), c->def->bytes(c), g.p.threads};
     wb_kernel_launch(&d, run_gemm, &g);
     wb_storage_bump_version(c->out->storage);
     if (g.result) st = wb_error(WB_ERR_MEMORY, "out of memory for the GEMM's packing buffers");
 done:
-    wb_tensor_free(xc), wb_tensor_free(wgc), wb_tensor_free(wuc);
+    wb_tensor_free(xc), wb_tensor_free(wgc), wb_tensor_free(wuc), wb_tensor_free(bgc), wb_tensor_free(buc);
     return st;
 }
 
@@ -408,9 +421,10 @@ wb_status wb_linear(wb_tensor *x, wb_tensor *w, wb_tensor *bias, wb_activation a
     return run(WB_OP_LINEAR, &c, out);
 }
 
-wb_status wb_geglu_linear(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor **out) {
+wb_status wb_geglu_linear(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor *b_gate, wb_tensor *b_up,
+                          wb_tensor **out) {
     wb_op_call c = {0};
-    c.in[0] = x, c.in[1] = w_gate, c.in[2] = w_up, c.nin = 3;
+    c.in[0] = x, c.in[1] = w_gate, c.in[2] = w_up, c.in[3] = b_gate, c.in[4] = b_up, c.nin = 5;
     return run(WB_OP_GEGLU_LINEAR, &c, out);
 }
 

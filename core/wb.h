@@ -177,8 +177,10 @@ wb_status wb_matmul(wb_tensor *a, wb_tensor *b, wb_tensor **out);
 /* y = act(x W^T + b): x [..., K], W [N, K], b [N] or NULL. Goes through t(W) then addmm or mm,
  * as PyTorch's does; W is packed once and reused while its storage is unchanged. One kernel. */
 wb_status wb_linear(wb_tensor *x, wb_tensor *w, wb_tensor *bias, wb_activation act, wb_tensor **out);
-/* gelu_tanh(x W_gate^T) * (x W_up^T) in one kernel: the two products never reach memory. */
-wb_status wb_geglu_linear(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor **out);
+/* gelu_tanh(x W_gate^T + b_gate) * (x W_up^T + b_up) in one kernel: the two products never
+ * reach memory. The biases may be NULL. */
+wb_status wb_geglu_linear(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor *b_gate, wb_tensor *b_up,
+                          wb_tensor **out);
 wb_status wb_gelu(wb_tensor *x, wb_activation form, wb_tensor **out);
 wb_status wb_geglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out); /* gelu_tanh(gate) * up, fused */
 /* The CPU kernel path in use ("avx512", "avx2" or "scalar"), and a switch for tests/benchmarks. */

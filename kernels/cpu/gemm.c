@@ -120,7 +120,7 @@ void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b,
 }
 
 /* A tile whose output columns run past N: compute into padded buffers, copy the valid part. */
-static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t cols, int c_in_is_c) {
+static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t cols, int c_in_is_c, int64_t bias_cols) {
     float tin[MAX_MR * MAX_NR], tout[MAX_MR * MAX_NR], tbias[MAX_NR];
     const int nr = isa->nr;
     if (t.c_in && c_in_is_c) {
@@ -132,7 +132,7 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
     }
     if (t.bias) {
         for (int j = 0; j < nr; j++)
-            tbias[j] = j < cols ? t.bias[j] : 0.0f;
+            tbias[j] = j < bias_cols ? t.bias[j] : 0.0f;
         t.bias = tbias;
     }
     float *out = t.c_out;
@@ -203,13 +203,14 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                         } else {
                             float *s = buf->partial ? buf->partial + (row0 - it0 * mr) * sld + (jt - jt0) * nr : NULL;
                             t.c_in = first ? NULL : s, t.ldc_in = sld;
+                            t.bias = first && p->dual_bias ? p->dual_bias + jt * nr : NULL; /* padded: all NR */
                             if (last)
                                 t.c_out = c, t.ldc_out = p->ldc, t.store = WB_STORE_GEGLU;
                             else
                                 t.c_out = s, t.ldc_out = sld, out_is_c = 0;
                         }
                         if (cols < width && out_is_c) /* only C is narrower than a tile */
-                            edge_tile(isa, t, rows, cols, c_in_is_c);
+                            edge_tile(isa, t, rows, cols, c_in_is_c, dual ? nr : cols);
                         else
                             isa->ukernel(&t, rows);
                     }
@@ -220,11 +221,26 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
     return 0;
 }
 
-int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *p) {
-    const int dual = p->b_up != NULL;
-    if (p->m <= 0 || p->n <= 0) return 0;
+int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
+    const int dual = problem->b_up != NULL;
+    if (problem->m <= 0 || problem->n <= 0) return 0;
     const int64_t width = tile_width(isa, dual);
-    const int64_t tn = (p->n + width - 1) / width, tm = (p->m + isa->mr - 1) / isa->mr;
+    const int64_t tn = (problem->n + width - 1) / width, tm = (problem->m + isa->mr - 1) / isa->mr;
+    wb_gemm_problem local = *problem;
+    const wb_gemm_problem *p = &local;
+    float *interleaved = NULL;
+    if (dual && (problem->bias || problem->bias_up)) {
+        /* the dual tile's lanes are [gate | up]: give each tile its two biases the same way */
+        interleaved = malloc(sizeof(float) * (size_t)(tn * isa->nr));
+        if (!interleaved) return -1;
+        for (int64_t jt = 0; jt < tn; jt++)
+            for (int64_t c = 0; c < width; c++) {
+                int64_t col = jt * width + c;
+                interleaved[jt * isa->nr + c] = col < p->n && problem->bias ? problem->bias[col] : 0.0f;
+                interleaved[jt * isa->nr + width + c] = col < p->n && problem->bias_up ? problem->bias_up[col] : 0.0f;
+            }
+        local.dual_bias = interleaved;
+    }
     int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
     if (2.0 * (double)p->m * (double)p->n * (double)p->k < 4e6) nt = 1; /* not worth a fork */
     int split_n = tn >= 2 * nt || tn >= tm;
@@ -244,5 +260,6 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *p) {
         else
             failed |= run_share(isa, p, 0, tn, lo, hi, &thread_buffers[t]);
     }
+    free(interleaved);
     return failed ? -1 : 0;
 }

@@ -68,6 +68,8 @@ typedef struct wb_gemm_problem {
     wb_gemm_store store;   /* PLAIN, GELU_TANH or GELU_ERF; GEGLU for dual */
     const float *packed_b; /* optional: B packed once by wb_gemm_pack_b (for this isa, k, n) */
     int threads;
+    const float *bias_up;   /* dual only: n values added to A·B_up (bias is then the gate's), or NULL */
+    const float *dual_bias; /* internal: the two dual biases interleaved per tile (set by wb_gemm_run) */
 } wb_gemm_problem;
 
 /* Floats needed to hold B (and B_up) packed for `isa` over the whole K. */

@@ -293,7 +293,7 @@ static void test_linear_is_one_kernel(void) {
     CHECK_OK(wb_linear(x, w, NULL, WB_ACT_NONE, &y));
     CHECK(!strncmp(hook_trace, "op:linear op:t op:mm kernel:wb_sgemm_", 37) && strstr(hook_trace, "_tn ") != NULL);
     hook_ops = hook_kernels = 0, hook_trace[0] = 0;
-    CHECK_OK(wb_geglu_linear(x, w, u, &g));
+    CHECK_OK(wb_geglu_linear(x, w, u, NULL, NULL, &g));
     CHECK(hook_kernels == 1 && strstr(hook_trace, "kernel:wb_dual_sgemm_") && strstr(hook_trace, "_tn_geglu "));
     wb_dispatch_set_hooks(old);
     if (!(hook_kernels == 1)) fprintf(stderr, "trace: %s\n", hook_trace);

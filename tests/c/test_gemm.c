@@ -52,7 +52,10 @@ static int run_case(const wb_cpu_isa *isa, int64_t m, int64_t n, int64_t k, int 
                          bias && !dual ? bi : NULL,
                          dual ? WB_STORE_GEGLU : store,
                          NULL,
-                         threads};
+                         threads,
+                         NULL,
+                         NULL};
+    if (dual && bias) p.bias = bi, p.bias_up = bu; /* the up bias: the first n values of bu */
     float *pk = NULL;
     if (packed) {
         pk = malloc(sizeof(float) * wb_gemm_packed_b_floats(isa, k, n, dual));
@@ -68,7 +71,8 @@ static int run_case(const wb_cpu_isa *isa, int64_t m, int64_t n, int64_t k, int 
                 double x = a[i * rsa + q * csa], g = b[q * rsb + j * csb], u = bu[q * rsb + j * csb];
                 s += x * g, mag += fabs(x * g), su += x * u, magu += fabs(x * u);
             }
-            if (bias && !dual) s += bi[j], mag += fabs(bi[j]);
+            if (bias) s += bi[j], mag += fabs(bi[j]);
+            if (bias && dual) su += bu[j], magu += fabs(bu[j]);
             double want, tol = 4e-7 * (mag + 1) * (1 + sqrt((double)k) / 8);
             if (dual) {
                 want = wb_gelu_tanh_ref(s) * su;
@@ -117,6 +121,7 @@ static void test_isa(const wb_cpu_isa *isa) {
             run_case(isa, 1, 33, dk[q], 0, 1, 0, 1, WB_STORE_GEGLU, packed, 1);
             run_case(isa, 31, 65, dk[q], 0, 1, 0, 1, WB_STORE_GEGLU, packed, 2);
             run_case(isa, 129, 17, dk[q], 1, 0, 0, 1, WB_STORE_GEGLU, packed, 2);
+            run_case(isa, 17, 33, dk[q], 0, 1, 1, 1, WB_STORE_GEGLU, packed, 2); /* with biases */
         }
     /* bigger, threaded, both split directions */
     run_case(isa, 300, 1000, 300, 0, 1, 1, 0, WB_STORE_GELU_TANH, 1, 2);
