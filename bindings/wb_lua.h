@@ -51,6 +51,7 @@ int wb_lua_open_tensor(lua_State *L);        /* registers the metatable; leaves 
 void wb_lua_register_ops(lua_State *L);      /* adds op functions to the table on top */
 void wb_lua_register_creation(lua_State *L); /* adds creation functions to the table on top */
 void wb_lua_register_profiler(lua_State *L); /* the session type; functions on the table on top */
+void wb_lua_register_graph(lua_State *L);    /* the graph type; wb.graph on the table on top */
 
 int luaopen_wb(lua_State *L);
 

@@ -6,6 +6,10 @@
 #include "storage.h"
 
 static const wb_dispatch_hooks *hooks;
+static const wb_capture_hooks *capture;
+
+void wb_capture_set_hooks(const wb_capture_hooks *h) { capture = h; }
+const wb_capture_hooks *wb_capture_hooks_active(void) { return capture; }
 
 const wb_dispatch_hooks *wb_dispatch_set_hooks(const wb_dispatch_hooks *h) {
     const wb_dispatch_hooks *old = hooks;
@@ -33,6 +37,7 @@ wb_status wb_dispatch(wb_op_id id, wb_op_call *call) {
     wb_status st = wb_device_check_available(call->device);
     if (st) return wb_error_prefix(st, def->name);
 
+    if (capture && capture->op_inputs) capture->op_inputs(capture->user, call);
     if (hooks && hooks->op_begin) hooks->op_begin(hooks->user, call);
     st = def->shape(call);
     if (!st && def->allocates_output)
@@ -53,7 +58,9 @@ wb_status wb_dispatch(wb_op_id id, wb_op_call *call) {
     return st;
 }
 
-void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx) {
+void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx, size_t ctx_size,
+                      void (*refresh)(void *ctx)) {
+    if (capture && capture->launch) capture->launch(capture->user, desc, fn, ctx, ctx_size, refresh);
     const wb_dispatch_hooks *h = hooks;
     if (h && h->kernel_begin) h->kernel_begin(h->user, desc);
     fn(ctx);

@@ -26,8 +26,8 @@ wb_status wb_linear_impl(wb_op_call *c);
 
 /* Weights packed once for the active ISA, keyed by storage identity and version (see
  * core/prepack.c). Returns NULL when the packing does not fit the cache: pack per call then. */
-const float *wb_prepack_get(const void *isa, const wb_tensor *b, int64_t k, int64_t n, int64_t rsb, int64_t csb,
-                            const wb_tensor *b_up);
+const float *wb_prepack_get(const void *isa, wb_storage *b, int64_t b_offset, int64_t k, int64_t n, int64_t rsb,
+                            int64_t csb, wb_storage *b_up, int64_t up_offset);
 /* Drops the entries made from a storage that is being freed. */
 void wb_prepack_forget(uint64_t storage_id);
 /* Bytes held by the cache and entries in it (for tests). */

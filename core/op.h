@@ -151,8 +151,24 @@ typedef struct wb_kernel_desc {
     int threads;
 } wb_kernel_desc;
 
-/* Launches `fn(ctx)` on the device described by `desc` (the CPU runs it synchronously). */
-void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx);
+/* Launches `fn(ctx)` on the device described by `desc` (the CPU runs it synchronously). `ctx`
+ * must be self-contained (ctx_size bytes, no pointers into memory that dies with the op except
+ * storage buffers) so graph capture can keep a copy and re-issue it. `refresh` (optional)
+ * re-resolves cached state in a copied ctx before a replay (a GEMM's packed weights). */
+void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx, size_t ctx_size,
+                      void (*refresh)(void *ctx));
+
+/* Graph capture observes launches, op inputs, new storages and storage writes (core/graph.c). */
+typedef struct wb_capture_hooks {
+    void *user;
+    void (*launch)(void *user, const wb_kernel_desc *desc, void (*fn)(void *), const void *ctx, size_t ctx_size,
+                   void (*refresh)(void *));
+    void (*op_inputs)(void *user, const wb_op_call *call);
+    void (*storage_new)(void *user, wb_storage *s);     /* allocated during capture */
+    void (*storage_written)(void *user, wb_storage *s); /* written by a captured kernel */
+} wb_capture_hooks;
+void wb_capture_set_hooks(const wb_capture_hooks *hooks);
+const wb_capture_hooks *wb_capture_hooks_active(void);
 
 /* Observers of the dispatcher (profiler, graph capture). All members optional. */
 typedef struct wb_dispatch_hooks {

@@ -81,11 +81,21 @@ typedef struct gemm_launch {
     const wb_cpu_isa *isa;
     wb_gemm_problem p;
     int result;
+    /* packed weights, re-resolved before a graph replay (a write to the weight re-packs it) */
+    wb_storage *b_storage, *up_storage;
+    int64_t b_offset, up_offset;
 } gemm_launch;
 
 static void run_gemm(void *v) {
     gemm_launch *g = v;
     g->result = wb_gemm_run(g->isa, &g->p);
+}
+
+static void refresh_gemm(void *v) {
+    gemm_launch *g = v;
+    if (g->b_storage)
+        g->p.packed_b = wb_prepack_get(g->isa, g->b_storage, g->b_offset, g->p.k, g->p.n, g->p.rsb, g->p.csb,
+                                       g->up_storage, g->up_offset);
 }
 
 wb_status wb_cpu_mm_impl(wb_op_call *c) {
@@ -100,7 +110,8 @@ wb_status wb_cpu_mm_impl(wb_op_call *c) {
     }
     const wb_cpu_isa *isa = wb_cpu_isa_active();
     int64_t rsb = b->stride[0], csb = b->stride[1];
-    const float *packed = c->p.gemm.prepack && k > 0 && n > 0 ? wb_prepack_get(isa, b, k, n, rsb, csb, NULL) : NULL;
+    int prepack = c->p.gemm.prepack && k > 0 && n > 0;
+    const float *packed = prepack ? wb_prepack_get(isa, b->storage, b->offset, k, n, rsb, csb, NULL, 0) : NULL;
     char name[128];
     snprintf(name, sizeof name, "wb_sgemm_%s_%dx%d_%c%c%s%s", isa->name, isa->mr, isa->nr,
              layout_letter(rsb, csb, k, n), layout_letter(a->stride[0], a->stride[1], m, k), bias ? "_bias" : "",
@@ -112,9 +123,14 @@ wb_status wb_cpu_mm_impl(wb_op_call *c) {
                       : act == WB_ACT_GELU_ERF ? WB_STORE_GELU_ERF
                                                : WB_STORE_PLAIN,
                       packed, wb_get_num_threads(), NULL, NULL},
+                     0,
+                     NULL,
+                     NULL,
+                     0,
                      0};
     wb_kernel_desc d = {wb_intern(name), c->def->flops(c), c->def->bytes(c), g.p.threads};
-    wb_kernel_launch(&d, run_gemm, &g);
+    if (packed) g.b_storage = b->storage, g.b_offset = b->offset;
+    wb_kernel_launch(&d, run_gemm, &g, sizeof g, refresh_gemm);
     wb_tensor_free(tmp);
     wb_storage_bump_version(c->out->storage);
     if (g.result) return wb_error(WB_ERR_MEMORY, "out of memory for the GEMM's packing buffers");
@@ -197,7 +213,8 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
     if (buc) bu = buc;
     const wb_cpu_isa *isa = wb_cpu_isa_active();
     int64_t rsb = wg->stride[1], csb = wg->stride[0]; /* B = W^T */
-    const float *packed = k > 0 && h > 0 ? wb_prepack_get(isa, wg, k, h, rsb, csb, wu) : NULL;
+    const float *packed =
+        k > 0 && h > 0 ? wb_prepack_get(isa, wg->storage, wg->offset, k, h, rsb, csb, wu->storage, wu->offset) : NULL;
     char name[128];
     snprintf(name, sizeof name, "wb_dual_sgemm_%s_%dx%d_%c%c%s_geglu", isa->name, isa->mr, isa->nr,
              layout_letter(rsb, csb, k, h), layout_letter(stride2[0], stride2[1], m, k), bg || bu ? "_bias" : "");
@@ -205,9 +222,15 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
                      {m, h, k, wb_tensor_data(x), stride2[0], stride2[1], wb_tensor_data(wg), rsb, csb,
                       wb_tensor_data(wu), wb_tensor_data(c->out), h, bg ? wb_tensor_data(bg) : NULL, WB_STORE_GEGLU,
                       packed, wb_get_num_threads(), bu ? wb_tensor_data(bu) : NULL, NULL},
+                     0,
+                     NULL,
+                     NULL,
+                     0,
                      0};
     wb_kernel_desc d = {wb_intern(name), c->def->flops(c), c->def->bytes(c), g.p.threads};
-    wb_kernel_launch(&d, run_gemm, &g);
+    if (packed)
+        g.b_storage = wg->storage, g.b_offset = wg->offset, g.up_storage = wu->storage, g.up_offset = wu->offset;
+    wb_kernel_launch(&d, run_gemm, &g, sizeof g, refresh_gemm);
     wb_storage_bump_version(c->out->storage);
     if (g.result) st = wb_error(WB_ERR_MEMORY, "out of memory for the GEMM's packing buffers");
 done:
@@ -279,7 +302,7 @@ wb_status wb_cpu_gelu_impl(wb_op_call *c) {
     act_launch k = {isa, src, NULL, wb_tensor_data(out), wb_tensor_numel(out), erf_form};
     wb_kernel_desc d = {wb_intern(name), c->def->flops(c), c->def->bytes(c),
                         k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
-    wb_kernel_launch(&d, run_gelu, &k);
+    wb_kernel_launch(&d, run_gelu, &k, sizeof k, NULL);
     wb_storage_bump_version(out->storage);
     return WB_OK;
 }
@@ -300,7 +323,7 @@ wb_status wb_cpu_geglu_impl(wb_op_call *c) {
         0};
     wb_kernel_desc d = {wb_intern(name), c->def->flops(c), c->def->bytes(c),
                         k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
-    wb_kernel_launch(&d, run_gelu, &k);
+    wb_kernel_launch(&d, run_gelu, &k, sizeof k, NULL);
     wb_storage_bump_version(c->out->storage);
     wb_tensor_free(gc), wb_tensor_free(uc);
     return WB_OK;

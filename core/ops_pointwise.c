@@ -60,7 +60,7 @@ double wb_bytes_binary(const wb_op_call *c) {
 typedef struct binary_launch {
     wb_cpu_binary_op op;
     int ndim;
-    const int64_t *shape;
+    int64_t shape[WB_MAX_DIMS];
     float *out;
     const float *a, *b;
     int64_t os[WB_MAX_DIMS], as[WB_MAX_DIMS], bs[WB_MAX_DIMS];
@@ -77,16 +77,16 @@ wb_status wb_cpu_binary_impl(wb_op_call *c) {
                           : c->def->id == WB_OP_MUL ? WB_CPU_MUL
                                                     : WB_CPU_DIV;
     wb_tensor *out = c->out;
-    binary_launch k = {
-        op,  out->ndim, out->shape, wb_tensor_data(out), wb_tensor_data(c->in[0]), wb_tensor_data(c->in[1]),
-        {0}, {0},       {0}};
+    binary_launch k = {op,  out->ndim, {0}, wb_tensor_data(out), wb_tensor_data(c->in[0]), wb_tensor_data(c->in[1]),
+                       {0}, {0},       {0}};
+    memcpy(k.shape, out->shape, sizeof k.shape);
     memcpy(k.os, out->stride, sizeof k.os);
     broadcast_strides(c->in[0], out->ndim, out->shape, k.as);
     broadcast_strides(c->in[1], out->ndim, out->shape, k.bs);
     int contig = same_geometry_contiguous(c->in[0], out) && same_geometry_contiguous(c->in[1], out);
     wb_kernel_desc d = {binary_kernel_names[op][!contig], c->def->flops(c), c->def->bytes(c),
                         wb_tensor_numel(out) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
-    wb_kernel_launch(&d, run_binary, &k);
+    wb_kernel_launch(&d, run_binary, &k, sizeof k, NULL);
     wb_storage_bump_version(out->storage);
     return WB_OK;
 }
@@ -107,7 +107,7 @@ double wb_bytes_unary(const wb_op_call *c) { return 2.0 * tensor_bytes(c->in[0])
 typedef struct unary_launch {
     wb_cpu_unary_op op;
     int ndim;
-    const int64_t *shape;
+    int64_t shape[WB_MAX_DIMS];
     float *out;
     const float *a;
     int64_t os[WB_MAX_DIMS], as[WB_MAX_DIMS];
@@ -126,13 +126,14 @@ static void run_fill(void *v) {
 
 wb_status wb_cpu_neg_impl(wb_op_call *c) {
     wb_tensor *out = c->out, *a = c->in[0];
-    unary_launch k = {WB_CPU_NEG, out->ndim, out->shape, wb_tensor_data(out), wb_tensor_data(a), {0}, {0}, 0};
+    unary_launch k = {WB_CPU_NEG, out->ndim, {0}, wb_tensor_data(out), wb_tensor_data(a), {0}, {0}, 0};
+    memcpy(k.shape, out->shape, sizeof k.shape);
     memcpy(k.os, out->stride, sizeof k.os);
     memcpy(k.as, a->stride, sizeof k.as);
     wb_kernel_desc d = {wb_tensor_is_contiguous(a) ? "wb_neg_generic_contig" : "wb_neg_generic_strided",
                         c->def->flops(c), c->def->bytes(c),
                         wb_tensor_numel(out) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
-    wb_kernel_launch(&d, run_unary, &k);
+    wb_kernel_launch(&d, run_unary, &k, sizeof k, NULL);
     wb_storage_bump_version(out->storage);
     return WB_OK;
 }
@@ -184,13 +185,14 @@ wb_status wb_cpu_copy_impl(wb_op_call *c) {
         }
         src = tmp;
     }
-    unary_launch k = {WB_CPU_COPY, dst->ndim, dst->shape, wb_tensor_data(dst), wb_tensor_data(src), {0}, {0}, 0};
+    unary_launch k = {WB_CPU_COPY, dst->ndim, {0}, wb_tensor_data(dst), wb_tensor_data(src), {0}, {0}, 0};
+    memcpy(k.shape, dst->shape, sizeof k.shape);
     memcpy(k.os, dst->stride, sizeof k.os);
     broadcast_strides(src, dst->ndim, dst->shape, k.as);
     int contig = same_geometry_contiguous(dst, src);
     wb_kernel_desc d = {contig ? "wb_copy_generic_contig" : "wb_copy_generic_strided", 0, wb_bytes_copy_(c),
                         wb_tensor_numel(dst) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
-    wb_kernel_launch(&d, run_unary, &k);
+    wb_kernel_launch(&d, run_unary, &k, sizeof k, NULL);
     wb_storage_bump_version(dst->storage);
     wb_tensor_free(tmp);
     return WB_OK;
@@ -202,11 +204,12 @@ double wb_bytes_fill_(const wb_op_call *c) { return tensor_bytes(c->in[0]); }
 
 wb_status wb_cpu_fill_impl(wb_op_call *c) {
     wb_tensor *dst = c->in[0];
-    unary_launch k = {WB_CPU_COPY, dst->ndim, dst->shape, wb_tensor_data(dst), NULL, {0}, {0}, (float)c->p.fill.value};
+    unary_launch k = {WB_CPU_COPY, dst->ndim, {0}, wb_tensor_data(dst), NULL, {0}, {0}, (float)c->p.fill.value};
+    memcpy(k.shape, dst->shape, sizeof k.shape);
     memcpy(k.os, dst->stride, sizeof k.os);
     wb_kernel_desc d = {"wb_fill_generic", 0, wb_bytes_fill_(c),
                         wb_tensor_numel(dst) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
-    wb_kernel_launch(&d, run_fill, &k);
+    wb_kernel_launch(&d, run_fill, &k, sizeof k, NULL);
     wb_storage_bump_version(dst->storage);
     return WB_OK;
 }
@@ -246,7 +249,7 @@ wb_status wb_cpu_creation_impl(wb_op_call *c) {
                               : id == WB_OP_RAND ? 1
                                                  : 2],
                         0, wb_bytes_creation(c), k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
-    wb_kernel_launch(&d, run_creation, &k);
+    wb_kernel_launch(&d, run_creation, &k, sizeof k, NULL);
     wb_storage_bump_version(c->out->storage);
     return WB_OK;
 }

@@ -47,12 +47,12 @@ size_t wb_prepack_bytes(int *entries) {
     return cache_bytes;
 }
 
-const float *wb_prepack_get(const void *isa_ptr, const wb_tensor *b, int64_t k, int64_t n, int64_t rsb, int64_t csb,
-                            const wb_tensor *b_up) {
+const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset, int64_t k, int64_t n, int64_t rsb,
+                            int64_t csb, wb_storage *b_up, int64_t up_offset) {
     const wb_cpu_isa *isa = isa_ptr;
-    uint64_t id = b->storage->id, version = b->storage->version;
-    uint64_t up_id = b_up ? b_up->storage->id : 0, up_version = b_up ? b_up->storage->version : 0;
-    int64_t up_offset = b_up ? b_up->offset : 0;
+    uint64_t id = b->id, version = b->version;
+    uint64_t up_id = b_up ? b_up->id : 0, up_version = b_up ? b_up->version : 0;
+    if (!b_up) up_offset = 0;
     entry *free_slot = NULL, *oldest = NULL;
     for (int i = 0; i < CACHE_ENTRIES; i++) {
         entry *e = &cache[i];
@@ -60,7 +60,7 @@ const float *wb_prepack_get(const void *isa_ptr, const wb_tensor *b, int64_t k, 
             if (!free_slot) free_slot = e;
             continue;
         }
-        if (e->isa == isa && e->id == id && e->offset == b->offset && e->k == k && e->n == n && e->rsb == rsb &&
+        if (e->isa == isa && e->id == id && e->offset == b_offset && e->k == k && e->n == n && e->rsb == rsb &&
             e->csb == csb && e->up_id == up_id && e->up_offset == up_offset) {
             if (e->version == version && e->up_version == up_version) {
                 e->last_use = ++clock_ticks;
@@ -85,9 +85,10 @@ const float *wb_prepack_get(const void *isa_ptr, const wb_tensor *b, int64_t k, 
     (void)oldest;
     float *data = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!data) return NULL;
-    wb_gemm_pack_b(isa, k, n, wb_tensor_data(b), rsb, csb, b_up ? wb_tensor_data(b_up) : NULL, data);
+    wb_gemm_pack_b(isa, k, n, (const float *)b->data + b_offset, rsb, csb,
+                   b_up ? (const float *)b_up->data + up_offset : NULL, data);
     *free_slot =
-        (entry){isa, id, version, up_id, up_version, b->offset, up_offset, k, n, rsb, csb, data, bytes, ++clock_ticks};
+        (entry){isa, id, version, up_id, up_version, b_offset, up_offset, k, n, rsb, csb, data, bytes, ++clock_ticks};
     cache_bytes += bytes;
     cache_entries++;
     return data;

@@ -211,6 +211,38 @@ void wb_prof_runtime(const char *name, int64_t t0_ns) {
                     .lane = WB_LANE_HOST};
 }
 
+void wb_prof_scope_begin(void) {
+    wb_prof *p = current;
+    if (!p) return;
+    int d = p->depth++;
+    if (d >= MAX_DEPTH) return;
+    frame *f = &p->stack[d];
+    f->id = ++p->next_id;
+    f->ninputs = 0;
+    f->shape_off = 0;
+    f->src = WB_EVENT_NONE;
+    f->ts = clock_ns();
+}
+
+void wb_prof_scope_end(const char *name) {
+    wb_prof *p = current;
+    if (!p || p->depth == 0) return;
+    int64_t now = clock_ns();
+    int d = --p->depth;
+    if (d >= MAX_DEPTH || !p->recording || !p->o.record_host) return;
+    frame *f = &p->stack[d];
+    wb_event *e = slot(p);
+    if (!e) return;
+    *e = (wb_event){.name = name,
+                    .ts_ns = f->ts - p->t0,
+                    .dur_ns = now - f->ts,
+                    .id = f->id,
+                    .link = d > 0 ? p->stack[d - 1].id : 0,
+                    .src = WB_EVENT_NONE,
+                    .kind = WB_EV_RUNTIME,
+                    .lane = WB_LANE_HOST};
+}
+
 /* ---- sessions ---------------------------------------------------------------------------------- */
 
 wb_status wb_prof_new(const wb_prof_options *opts, wb_prof **out) {

@@ -80,6 +80,9 @@ wb_status wb_prof_range_push(wb_prof *p, const char *name);
 wb_status wb_prof_range_pop(wb_prof *p);
 /* A runtime call (sync, graph launch, ...) that took [t0, now). */
 void wb_prof_runtime(const char *name, int64_t t0_ns);
+/* A runtime scope (graph launch): kernels launched inside it are correlated to it. */
+void wb_prof_scope_begin(void);
+void wb_prof_scope_end(const char *name);
 /* The running session (NULL when none). */
 wb_prof *wb_prof_current(void);
 int64_t wb_prof_now(const wb_prof *p);

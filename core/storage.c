@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "linear_ops.h"
+#include "op.h"
 #include "storage.h"
 
 #define WB_ALIGN 64
@@ -170,6 +171,8 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     atomic_fetch_add_explicit(&bytes_allocated, nbytes, memory_order_relaxed);
     atomic_fetch_add_explicit(&bytes_live, (int64_t)nbytes, memory_order_relaxed);
     if (observer) observer((int64_t)nbytes);
+    const wb_capture_hooks *cap = wb_capture_hooks_active();
+    if (cap && cap->storage_new) cap->storage_new(cap->user, s);
     *out = s;
     return WB_OK;
 }
@@ -191,5 +194,9 @@ size_t wb_storage_nbytes(const wb_storage *s) { return s->nbytes; }
 void *wb_storage_data(const wb_storage *s) { return s->data; }
 int wb_storage_refcount(const wb_storage *s) { return atomic_load(&((wb_storage *)s)->refcount); }
 uint64_t wb_storage_version(const wb_storage *s) { return s->version; }
-void wb_storage_bump_version(wb_storage *s) { s->version++; }
+void wb_storage_bump_version(wb_storage *s) {
+    s->version++;
+    const wb_capture_hooks *cap = wb_capture_hooks_active();
+    if (cap && cap->storage_written) cap->storage_written(cap->user, s);
+}
 uint64_t wb_storage_id(const wb_storage *s) { return s->id; }

@@ -1,0 +1,134 @@
+/* l_graph.c: the Lua type wb.Graph and wb.graph.capture(fn, ...): run fn once while recording
+ * its kernel launches, then g:replay() re-issues them; g.outputs are fn's results, refreshed by
+ * each replay. Check, call the core, push. */
+#include <string.h>
+
+#include "graph.h"
+#include "wb_lua.h"
+
+#define GRAPH_TYPE "wb.Graph"
+
+typedef struct graph_handle {
+    wb_graph *g;
+} graph_handle;
+
+static wb_graph *check_graph(lua_State *L) {
+    graph_handle *h = luaL_checkudata(L, 1, GRAPH_TYPE);
+    if (!h->g) luaL_error(L, "attempt to use a released graph");
+    return h->g;
+}
+
+static int g_release(lua_State *L) {
+    graph_handle *h = luaL_checkudata(L, 1, GRAPH_TYPE);
+    wb_graph_free(h->g);
+    h->g = NULL;
+    return 0;
+}
+
+static int g_replay(lua_State *L) {
+    WB_LUA_CHECK(L, wb_graph_replay(check_graph(L)));
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* g:nodes() -> {{name=, flops=, bytes=, threads=}, ...} in launch order */
+static int g_nodes(lua_State *L) {
+    wb_graph *g = check_graph(L);
+    size_t n = wb_graph_node_count(g);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        const wb_kernel_desc *d = wb_graph_node(g, i);
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, d->name);
+        lua_setfield(L, -2, "name");
+        lua_pushnumber(L, d->flops);
+        lua_setfield(L, -2, "flops");
+        lua_pushnumber(L, d->bytes);
+        lua_setfield(L, -2, "bytes");
+        lua_pushinteger(L, d->threads);
+        lua_setfield(L, -2, "threads");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
+static int g_held_bytes(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)wb_graph_held_bytes(check_graph(L)));
+    return 1;
+}
+
+static int g_tostring(lua_State *L) {
+    graph_handle *h = luaL_checkudata(L, 1, GRAPH_TYPE);
+    if (!h->g) {
+        lua_pushstring(L, "graph(released)");
+        return 1;
+    }
+    lua_pushfstring(L, "graph(%d kernels, %d bytes held)", (int)wb_graph_node_count(h->g),
+                    (int)wb_graph_held_bytes(h->g));
+    return 1;
+}
+
+static const luaL_Reg graph_methods[] = {
+    {"replay", g_replay}, {"nodes", g_nodes}, {"held_bytes", g_held_bytes}, {"release", g_release}, {NULL, NULL},
+};
+
+static int g_index(lua_State *L) {
+    const char *k = lua_tostring(L, 2);
+    if (k && !strcmp(k, "outputs")) {
+        check_graph(L);
+        lua_getiuservalue(L, 1, 1);
+        return 1;
+    }
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1));
+    if (lua_isnil(L, -1)) luaL_error(L, "graph has no field or method '%s'", k ? k : luaL_typename(L, 2));
+    return 1;
+}
+
+/* wb.graph.capture(fn, ...) */
+static int l_capture(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    int nargs = lua_gettop(L) - 1;
+    graph_handle *h = lua_newuserdatauv(L, sizeof *h, 1);
+    h->g = NULL;
+    luaL_setmetatable(L, GRAPH_TYPE);
+    lua_insert(L, 1); /* graph, fn, args... */
+    WB_LUA_CHECK(L, wb_graph_begin(&h->g));
+    int status = lua_pcall(L, nargs, LUA_MULTRET, 0);
+    if (status != LUA_OK) {
+        wb_graph_abort(h->g);
+        h->g = NULL;
+        return lua_error(L); /* the captured function's error, unchanged */
+    }
+    wb_graph_end(h->g);
+    int nres = lua_gettop(L) - 1;
+    lua_createtable(L, nres, 0); /* outputs */
+    for (int i = 1; i <= nres; i++) {
+        if (!lua_isnil(L, i + 1) && !wb_lua_testtensor(L, i + 1))
+            return luaL_error(L, "graph.capture: result %d of the captured function is a %s, expected tensors", i,
+                              luaL_typename(L, i + 1));
+        lua_pushvalue(L, i + 1);
+        lua_rawseti(L, -2, i);
+    }
+    lua_setiuservalue(L, 1, 1);
+    lua_settop(L, 1);
+    return 1;
+}
+
+void wb_lua_register_graph(lua_State *L) {
+    luaL_newmetatable(L, GRAPH_TYPE);
+    lua_pushcfunction(L, g_release);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, g_release);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, g_tostring);
+    lua_setfield(L, -2, "__tostring");
+    luaL_newlib(L, graph_methods);
+    lua_pushcclosure(L, g_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    lua_newtable(L); /* wb.graph */
+    lua_pushcfunction(L, l_capture);
+    lua_setfield(L, -2, "capture");
+    lua_setfield(L, -2, "graph");
+}

@@ -1,0 +1,155 @@
+/* graph.c: CPU graphs (see graph.h). A node is a kernel descriptor, its function and a private
+ * copy of its context; replay refreshes what a context caches (a GEMM's packed weights, so a
+ * write to the weight is seen) and launches the nodes in order. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+#include "profiler.h"
+#include "storage.h"
+
+typedef struct node {
+    wb_kernel_desc desc;
+    void (*fn)(void *);
+    void (*refresh)(void *);
+    void *ctx;
+} node;
+
+struct wb_graph {
+    node *nodes;
+    size_t n, cap;
+    wb_storage **held; /* retained for the graph's life */
+    size_t nheld, cap_held;
+    wb_storage **written; /* bumped after each replay (caches keyed on versions must see it) */
+    size_t nwritten, cap_written;
+    int capturing, failed;
+    wb_capture_hooks hooks;
+};
+
+static wb_graph *capturing;
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 1;
+    size_t n = *cap ? *cap * 2 : 64;
+    while (n < need)
+        n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q) return 0;
+    *p = q;
+    *cap = n;
+    return 1;
+}
+
+static int contains(wb_storage *const *list, size_t n, const wb_storage *s) {
+    for (size_t i = n; i > 0; i--) /* recent ones first: captures touch the same buffers in runs */
+        if (list[i - 1] == s) return 1;
+    return 0;
+}
+
+static void hold(wb_graph *g, wb_storage *s) {
+    if (!s || contains(g->held, g->nheld, s)) return;
+    if (!grow((void **)&g->held, &g->cap_held, g->nheld + 1, sizeof *g->held)) {
+        g->failed = 1;
+        return;
+    }
+    wb_storage_retain(s);
+    g->held[g->nheld++] = s;
+}
+
+static void on_launch(void *user, const wb_kernel_desc *desc, void (*fn)(void *), const void *ctx, size_t size,
+                      void (*refresh)(void *)) {
+    wb_graph *g = user;
+    if (!size) { /* a launch that cannot be copied cannot be replayed */
+        g->failed = 1;
+        return;
+    }
+    void *copy = malloc(size);
+    if (!copy || !grow((void **)&g->nodes, &g->cap, g->n + 1, sizeof *g->nodes)) {
+        free(copy);
+        g->failed = 1;
+        return;
+    }
+    memcpy(copy, ctx, size);
+    g->nodes[g->n++] = (node){*desc, fn, refresh, copy};
+}
+
+static void on_op_inputs(void *user, const wb_op_call *call) {
+    wb_graph *g = user;
+    for (int i = 0; i < call->nin; i++)
+        if (call->in[i]) hold(g, call->in[i]->storage);
+}
+
+static void on_storage_new(void *user, wb_storage *s) { hold(user, s); }
+
+static void on_storage_written(void *user, wb_storage *s) {
+    wb_graph *g = user;
+    hold(g, s);
+    if (contains(g->written, g->nwritten, s)) return;
+    if (!grow((void **)&g->written, &g->cap_written, g->nwritten + 1, sizeof *g->written)) {
+        g->failed = 1;
+        return;
+    }
+    g->written[g->nwritten++] = s;
+}
+
+wb_status wb_graph_begin(wb_graph **out) {
+    *out = NULL;
+    if (capturing)
+        return wb_error(WB_ERR_UNSUPPORTED, "graph.capture: a capture is already running (captures do not nest)");
+    wb_graph *g = calloc(1, sizeof *g);
+    if (!g) return wb_error(WB_ERR_MEMORY, "graph.capture: out of memory");
+    g->hooks = (wb_capture_hooks){g, on_launch, on_op_inputs, on_storage_new, on_storage_written};
+    g->capturing = 1;
+    capturing = g;
+    wb_capture_set_hooks(&g->hooks);
+    *out = g;
+    return WB_OK;
+}
+
+void wb_graph_end(wb_graph *g) {
+    if (!g->capturing) return;
+    g->capturing = 0;
+    capturing = NULL;
+    wb_capture_set_hooks(NULL);
+}
+
+void wb_graph_abort(wb_graph *g) {
+    wb_graph_end(g);
+    wb_graph_free(g);
+}
+
+wb_status wb_graph_replay(wb_graph *g) {
+    if (g->capturing) return wb_error(WB_ERR_ARGUMENT, "graph.replay: the graph is still being captured");
+    if (capturing) return wb_error(WB_ERR_UNSUPPORTED, "graph.replay: cannot replay while another capture runs");
+    if (g->failed) return wb_error(WB_ERR_MEMORY, "graph.replay: the capture was incomplete (out of memory)");
+    wb_prof_scope_begin();
+    for (size_t i = 0; i < g->n; i++) {
+        node *nd = &g->nodes[i];
+        if (nd->refresh) nd->refresh(nd->ctx);
+        wb_kernel_launch(&nd->desc, nd->fn, nd->ctx, 0, NULL);
+    }
+    for (size_t i = 0; i < g->nwritten; i++)
+        g->written[i]->version++;
+    wb_prof_scope_end("graph_launch");
+    return WB_OK;
+}
+
+void wb_graph_free(wb_graph *g) {
+    if (!g) return;
+    if (g->capturing) wb_graph_end(g);
+    for (size_t i = 0; i < g->n; i++)
+        free(g->nodes[i].ctx);
+    for (size_t i = 0; i < g->nheld; i++)
+        wb_storage_release(g->held[i]);
+    free(g->nodes), free(g->held), free(g->written), free(g);
+}
+
+size_t wb_graph_node_count(const wb_graph *g) { return g->n; }
+const wb_kernel_desc *wb_graph_node(const wb_graph *g, size_t i) { return i < g->n ? &g->nodes[i].desc : NULL; }
+
+size_t wb_graph_held_bytes(const wb_graph *g) {
+    size_t total = 0;
+    for (size_t i = 0; i < g->nheld; i++)
+        total += wb_storage_nbytes(g->held[i]);
+    return total;
+}

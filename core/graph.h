@@ -1,0 +1,24 @@
+/* graph.h: capture and replay of kernel launches on the CPU device. Capturing runs the work once
+ * and records every kernel launch with a copy of its context; replay re-issues them with no
+ * interpreter and no dispatcher in between. Every storage allocated during capture, or read or
+ * written by a captured op, is held by the graph, so its buffers stay valid for replays. */
+#ifndef WB_GRAPH_H
+#define WB_GRAPH_H
+
+#include "op.h"
+
+typedef struct wb_graph wb_graph;
+
+/* Starts recording (fails while another capture is running). */
+wb_status wb_graph_begin(wb_graph **out);
+/* Stops recording; the graph is ready to replay. */
+void wb_graph_end(wb_graph *g);
+/* Abandons a capture (after an error in the captured function). */
+void wb_graph_abort(wb_graph *g);
+wb_status wb_graph_replay(wb_graph *g);
+void wb_graph_free(wb_graph *g);
+size_t wb_graph_node_count(const wb_graph *g);
+const wb_kernel_desc *wb_graph_node(const wb_graph *g, size_t i);
+size_t wb_graph_held_bytes(const wb_graph *g);
+
+#endif
