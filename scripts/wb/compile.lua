@@ -1,0 +1,321 @@
+-- wb.compile(fn[, opts]): trace, fuse, capture, replay.
+--
+--   local fast = wb.compile(function(x) return mlp(x) end)
+--   local y = fast(x)          -- first call per input signature: trace, fuse, capture
+--   local y2 = fast(x2)        -- same signature: copy x2 into the graph's input, replay
+--
+-- Tracing runs fn eagerly while recording the ops it calls (linear, matmul, addmm, gelu, geglu,
+-- geglu_linear, add, mul) and which tensors flow between them. Fusion rules rewrite that op
+-- graph:
+--   mul(gelu_tanh(a), b)                    -> geglu(a, b)              (one pointwise kernel)
+--   geglu(linear(x, Wg[, bg]), linear(x, Wu[, bu]))
+--                                           -> geglu_linear(x, Wg, Wu[, bg, bu])  (dual GEMM)
+--   add(matmul(x, W), b) / add(linear(x, W), b), b of shape [N]
+--                                           -> addmm / linear with the bias in the epilogue
+--   gelu(linear(x, W[, b]))                 -> linear(x, W[, b], {activation = ...})
+-- (an intermediate is fused away only when nothing else uses it). The rewritten plan is
+-- captured with wb.graph.capture and replayed on later calls. Guards: the signature is the
+-- shapes, dtypes and devices of the tensor arguments and the values of the others; a new
+-- signature is traced again, up to opts.max_signatures (8), then the call fails with a message.
+-- Outputs are the graph's buffers, rewritten by the next call (clone() to keep one). The
+-- profiler shows each call as a "compiled region" range.
+
+local M = {}
+
+local Compiled = {}
+Compiled.__index = Compiled
+
+local TRACED = {"linear", "matmul", "addmm", "gelu", "geglu", "geglu_linear", "add", "mul"}
+
+local function is_tensor(v) return type(v) == "userdata" and getmetatable(v) == wb.Tensor end
+
+local function signature(args, n)
+    local parts = {}
+    for i = 1, n do
+        local v = args[i]
+        if is_tensor(v) then
+            parts[i] = string.format("%s:%s:{%s}", v.dtype, v.device, table.concat(v.shape, ","))
+        else
+            parts[i] = type(v) .. ":" .. tostring(v)
+        end
+    end
+    return table.concat(parts, " | ")
+end
+
+-- ---- tracing ----------------------------------------------------------------------------------
+
+-- Runs fn(...) with the traced functions and tensor metamethods recording into `nodes`.
+-- Each node: {op =, args = {...}, out = tensor}; args keep tensors (identity) and plain values.
+local function trace(fn, args, n)
+    local nodes = {}
+    local saved, mt = {}, wb.Tensor
+    local saved_mul, saved_add = mt.__mul, mt.__add
+    local function recorder(name, orig)
+        return function(...)
+            local out = orig(...)
+            nodes[#nodes + 1] = {op = name, args = table.pack(...), out = out}
+            return out
+        end
+    end
+    for _, name in ipairs(TRACED) do
+        saved[name] = wb[name]
+        wb[name] = recorder(name, saved[name])
+    end
+    mt.__mul = recorder("mul", saved.mul)
+    mt.__add = recorder("add", saved.add)
+    local results = table.pack(pcall(fn, table.unpack(args, 1, n)))
+    for _, name in ipairs(TRACED) do wb[name] = saved[name] end
+    mt.__mul, mt.__add = saved_mul, saved_add
+    if not results[1] then error(results[2], 0) end
+    return nodes, table.pack(table.unpack(results, 2, results.n)), saved
+end
+
+-- ---- fusion -----------------------------------------------------------------------------------
+
+local function uses_of(nodes, outputs)
+    local uses = {}
+    local function count(v)
+        if is_tensor(v) then uses[v] = (uses[v] or 0) + 1 end
+        if type(v) == "table" and v.of then count(v.of) end
+    end
+    for _, nd in ipairs(nodes) do
+        if not nd.dead then
+            for i = 1, nd.args.n do count(nd.args[i]) end
+        end
+    end
+    for i = 1, outputs.n do count(outputs[i]) end
+    return uses
+end
+
+local function producer_map(nodes)
+    local by_out = {}
+    for _, nd in ipairs(nodes) do
+        if not nd.dead then by_out[nd.out] = nd end
+    end
+    return by_out
+end
+
+local function gelu_form(nd) -- "tanh" | "none" from a traced gelu call's options
+    local o = nd.args[2]
+    return type(o) == "table" and o.approximate or "none"
+end
+
+local function linear_parts(nd) -- x, w, b, opts of a traced linear call
+    local a3 = nd.args[3]
+    if is_tensor(a3) then return nd.args[1], nd.args[2], a3, nd.args[4] end
+    return nd.args[1], nd.args[2], nil, a3
+end
+
+local function plain_linear(nd)
+    if nd.op ~= "linear" then return false end
+    local _, _, _, o = linear_parts(nd)
+    return o == nil or o.activation == nil or o.activation == "none"
+end
+
+-- A weight seen transposed in the plan: W^T of a matmul's [K, N] operand, made at run time by a
+-- t() view (no data moves, no kernel).
+local Transposed = {}
+local function transposed(w) return setmetatable({of = w}, Transposed) end
+
+-- The rules, most valuable first: a later rule never blocks an earlier one (gelu goes into a
+-- GeGLU before it would go into a GEMM epilogue). Each returns true when it rewrote something.
+local rules = {}
+
+rules[1] = function(nodes, uses, prod, applied) -- mul(gelu_tanh(a), b) -> geglu(a, b)
+    for _, nd in ipairs(nodes) do
+        if not nd.dead and nd.op == "mul" and is_tensor(nd.args[1]) and is_tensor(nd.args[2]) then
+            for k = 1, 2 do
+                local g, other = prod[nd.args[k]], nd.args[3 - k]
+                if g and g.op == "gelu" and gelu_form(g) == "tanh" and uses[g.out] == 1 and
+                    table.concat(g.args[1].shape, ",") == table.concat(other.shape, ",") then
+                    nd.op, nd.args, g.dead = "geglu", table.pack(g.args[1], other), true
+                    applied[#applied + 1] = "gelu+mul -> geglu"
+                    return true
+                end
+            end
+        end
+    end
+end
+
+rules[2] = function(nodes, uses, prod, applied) -- geglu(linear(x, Wg), linear(x, Wu)) -> dual GEMM
+    for _, nd in ipairs(nodes) do
+        if not nd.dead and nd.op == "geglu" then
+            local lg, lu = prod[nd.args[1]], prod[nd.args[2]]
+            if lg and lu and lg ~= lu and plain_linear(lg) and plain_linear(lu) and uses[lg.out] == 1 and
+                uses[lu.out] == 1 then
+                local xg, wg, bg = linear_parts(lg)
+                local xu, wu, bu = linear_parts(lu)
+                if xg == xu then
+                    nd.op, nd.args = "geglu_linear", table.pack(xg, wg, wu, bg, bu)
+                    lg.dead, lu.dead = true, true
+                    applied[#applied + 1] = "linear+linear+geglu -> geglu_linear"
+                    return true
+                end
+            end
+        end
+    end
+end
+
+rules[3] = function(nodes, uses, prod, applied) -- bias add after a GEMM -> epilogue
+    for _, nd in ipairs(nodes) do
+        if not nd.dead and nd.op == "add" and is_tensor(nd.args[1]) and is_tensor(nd.args[2]) then
+            for k = 1, 2 do
+                local m, b = prod[nd.args[k]], nd.args[3 - k]
+                if m and uses[m.out] == 1 and b:dim() == 1 then
+                    if m.op == "matmul" and m.args[1]:dim() == 2 and m.args[2]:dim() == 2 and
+                        b.shape[1] == m.args[2].shape[2] then
+                        nd.op, nd.args, m.dead = "addmm", table.pack(b, m.args[1], m.args[2]), true
+                        applied[#applied + 1] = "matmul+add -> addmm (bias in the epilogue)"
+                        return true
+                    elseif plain_linear(m) and select(3, linear_parts(m)) == nil and b.shape[1] == m.args[2].shape[1] then
+                        nd.op, nd.args, m.dead = "linear", table.pack(m.args[1], m.args[2], b), true
+                        applied[#applied + 1] = "linear+add -> linear with bias"
+                        return true
+                    end
+                end
+            end
+        end
+    end
+end
+
+rules[4] = function(nodes, uses, prod, applied) -- gelu(GEMM) -> activation in the epilogue
+    for _, nd in ipairs(nodes) do
+        if not nd.dead and nd.op == "gelu" then
+            local l = prod[nd.args[1]]
+            if l and uses[l.out] == 1 then
+                local act = gelu_form(nd) == "tanh" and "gelu_tanh" or "gelu"
+                local x, w, b
+                if plain_linear(l) then
+                    x, w, b = linear_parts(l)
+                elseif (l.op == "addmm" or l.op == "matmul") and l.args[#l.args == 3 and 2 or 1]:dim() == 2 then
+                    if l.op == "addmm" then b, x, w = l.args[1], l.args[2], transposed(l.args[3])
+                    else x, w = l.args[1], transposed(l.args[2]) end
+                    if b and b:dim() ~= 1 then x = nil end
+                end
+                if x then
+                    nd.op = "linear"
+                    nd.args = b and table.pack(x, w, b, {activation = act}) or table.pack(x, w, {activation = act})
+                    l.dead = true
+                    applied[#applied + 1] = l.op .. "+gelu -> linear with gelu epilogue"
+                    return true
+                end
+            end
+        end
+    end
+end
+
+-- Applies the rules until none fires; returns the names of the rewrites, in order.
+local function fuse(nodes, outputs)
+    local applied = {}
+    local again = true
+    while again do
+        again = false
+        for _, rule in ipairs(rules) do
+            if rule(nodes, uses_of(nodes, outputs), producer_map(nodes), applied) then
+                again = true
+                break
+            end
+        end
+    end
+    return applied
+end
+
+-- ---- compiled callable --------------------------------------------------------------------------
+
+function M.compile(fn, opts)
+    if type(fn) ~= "function" then error("compile: expected a function, got " .. type(fn), 2) end
+    opts = opts or {}
+    for k in pairs(opts) do
+        if k ~= "max_signatures" and k ~= "fuse" then
+            error(string.format("compile: unknown option '%s' (expected max_signatures, fuse)", tostring(k)), 2)
+        end
+    end
+    local max_sig = opts.max_signatures or 8
+    if math.type(max_sig) ~= "integer" or max_sig < 1 then error("compile: max_signatures must be a positive integer", 2) end
+    return setmetatable({fn = fn, entries = {}, order = {}, max_signatures = max_sig, fusion = opts.fuse ~= false},
+        Compiled)
+end
+
+-- Builds the entry for one signature: trace on the caller's arguments, fuse, then capture the
+-- fused plan on private copies of the tensor arguments (the graph's fixed input buffers).
+function Compiled:_build(args, n)
+    local nodes, outputs, originals = trace(self.fn, args, n)
+    for i = 1, outputs.n do
+        if not is_tensor(outputs[i]) then
+            error(string.format("compile: result %d of the compiled function is a %s, expected tensors", i,
+                type(outputs[i])), 3)
+        end
+    end
+    local applied = self.fusion and fuse(nodes, outputs) or {}
+    local statics, remap = {}, {}
+    for i = 1, n do
+        if is_tensor(args[i]) then
+            statics[i] = args[i]:clone()
+            remap[args[i]] = statics[i]
+        end
+    end
+    local live = {}
+    for _, nd in ipairs(nodes) do if not nd.dead then live[#live + 1] = nd end end
+    local function run_plan()
+        local env = {}
+        local function value(v)
+            if is_tensor(v) then return env[v] or remap[v] or v end
+            if getmetatable(v) == Transposed then return value(v.of):t() end
+            return v
+        end
+        for _, nd in ipairs(live) do
+            local a = {}
+            for i = 1, nd.args.n do a[i] = value(nd.args[i]) end
+            env[nd.out] = originals[nd.op](table.unpack(a, 1, nd.args.n))
+        end
+        local out = {}
+        for i = 1, outputs.n do out[i] = value(outputs[i]) end
+        return table.unpack(out, 1, outputs.n)
+    end
+    local graph = wb.graph.capture(run_plan)
+    local names = {}
+    for _, nd in ipairs(live) do names[#names + 1] = nd.op end
+    return {graph = graph, statics = statics, n = n, ops = names, fusions = applied, traced_ops = #nodes}
+end
+
+function Compiled:__call(...)
+    local args, n = table.pack(...), select("#", ...)
+    local sig = signature(args, n)
+    local entry = self.entries[sig]
+    if not entry then
+        if #self.order >= self.max_signatures then
+            error(string.format("compile: guard failure: the arguments (%s) match none of the %d compiled signatures, " ..
+                "and the re-trace limit (max_signatures = %d) is reached; compiled: %s", sig, #self.order,
+                self.max_signatures, table.concat(self.order, "; ")), 2)
+        end
+        entry = self:_build(args, n)
+        self.entries[sig] = entry
+        self.order[#self.order + 1] = sig
+    else
+        for i = 1, n do
+            local s = entry.statics[i]
+            if s and args[i]:data_ptr() ~= s:data_ptr() then s:copy_(args[i]) end
+        end
+    end
+    wb.profiler.push("compiled region")
+    local ok, err = pcall(entry.graph.replay, entry.graph)
+    wb.profiler.pop()
+    if not ok then error(err, 2) end
+    return table.unpack(entry.graph.outputs, 1, #entry.graph.outputs)
+end
+
+-- What was compiled: per signature, the ops of the fused plan and the rules applied.
+function Compiled:explain()
+    local out = {}
+    for _, sig in ipairs(self.order) do
+        local e = self.entries[sig]
+        out[#out + 1] = string.format("[%s] %d traced ops -> %d kernels: %s%s", sig, e.traced_ops,
+            #e.graph:nodes(), table.concat(e.ops, ", "),
+            #e.fusions > 0 and ("; fused: " .. table.concat(e.fusions, "; ")) or "")
+    end
+    return table.concat(out, "\n")
+end
+
+function Compiled:signatures() return #self.order end
+
+return M.compile

@@ -1,0 +1,92 @@
+-- test_compile.lua: wb.compile traces, fuses (gelu+mul -> geglu; two linears + geglu -> dual GEMM;
+-- bias add and gelu into GEMM epilogues), captures and replays; guards re-trace per signature up
+-- to a limit, then fail clearly.
+local lu = require("luaunit")
+
+local function kernels_in_region(fn)
+    local p = wb.profiler.profile({}, fn)
+    local region, n = nil, 0
+    for _, e in ipairs(p:events()) do
+        if e.cat == "range" and e.name == "compiled region" then region = e end
+    end
+    for _, e in ipairs(p:events()) do
+        if e.cat == "kernel" and region and e.ts_ns >= region.ts_ns and e.ts_ns <= region.ts_ns + region.dur_ns then
+            n = n + 1
+        end
+    end
+    return region, n
+end
+
+TestCompile = {}
+
+function TestCompile:test_mlp_fuses_to_two_kernels_and_matches_eager()
+    wb.manual_seed(8)
+    for _, impl in ipairs({"eager", "fused", "dual"}) do
+        for _, bias in ipairs({false, true}) do
+            local mlp = wb.nn.GeGLUMLP(48, 192, {impl = impl, bias = bias})
+            local x = wb.randn({9, 48})
+            local fast = wb.compile(function(v) return mlp(v) end)
+            lu.assertTrue(wb.rel_error(fast(x), mlp(x)) < 1e-5)
+            local region, n = kernels_in_region(function() local _ = fast(x) end)
+            lu.assertNotNil(region)
+            lu.assertEquals(n, 2, impl .. ": " .. fast:explain())
+            lu.assertStrContains(fast:explain(), "geglu_linear")
+            -- later calls follow new data
+            for _ = 1, 3 do
+                local x2 = wb.randn({9, 48})
+                lu.assertTrue(wb.rel_error(fast(x2), mlp(x2)) < 1e-5)
+            end
+        end
+    end
+end
+
+function TestCompile:test_epilogue_rules()
+    wb.manual_seed(9)
+    local a, w, b = wb.randn({8, 32}), wb.randn({32, 16}), wb.randn({16})
+    local f = wb.compile(function(x, m, c) return wb.gelu(wb.matmul(x, m) + c, {approximate = "tanh"}) end)
+    local ref = wb.gelu(wb.matmul(a, w) + b, {approximate = "tanh"})
+    lu.assertTrue(wb.rel_error(f(a, w, b), ref) < 1e-6)
+    lu.assertStrContains(f:explain(), "1 kernels: linear")
+    local g = wb.compile(function(x, m) return wb.gelu(wb.linear(x, m)) end)
+    local w2 = wb.randn({16, 32})
+    lu.assertTrue(wb.rel_error(g(a, w2), wb.gelu(wb.linear(a, w2))) < 1e-6)
+    lu.assertStrContains(g:explain(), "1 kernels")
+    -- an intermediate used twice is not fused away
+    local h = wb.compile(function(x, m)
+        local y = wb.linear(x, m)
+        return wb.gelu(y), y
+    end)
+    local o1, o2 = h(a, w2)
+    lu.assertTrue(wb.rel_error(o1, wb.gelu(wb.linear(a, w2))) < 1e-6)
+    lu.assertTrue(wb.rel_error(o2, wb.linear(a, w2)) < 1e-6)
+    lu.assertStrContains(h:explain(), "2 kernels")
+end
+
+function TestCompile:test_guards()
+    local mlp = wb.nn.GeGLUMLP(16, 32)
+    local fast = wb.compile(function(v) return mlp(v) end, {max_signatures = 2})
+    local _ = fast(wb.randn({1, 16}))
+    local _ = fast(wb.randn({4, 16})) -- a new signature: re-traced
+    lu.assertEquals(fast:signatures(), 2)
+    local _ = fast(wb.randn({1, 16})) -- cached
+    lu.assertEquals(fast:signatures(), 2)
+    lu.assertErrorMsgContains("compile: guard failure: the arguments (f32:cpu:{7,16}) match none of the 2 compiled signatures",
+        function() return fast(wb.randn({7, 16})) end)
+    lu.assertErrorMsgContains("input has 15 features, expected 16", function()
+        return wb.compile(function(v) return mlp(v) end)(wb.randn({2, 15}))
+    end)
+end
+
+function TestCompile:test_bad_use()
+    lu.assertErrorMsgContains("compile: expected a function, got number", function() wb.compile(3) end)
+    lu.assertErrorMsgContains("compile: unknown option 'mode'", function() wb.compile(function() end, {mode = 1}) end)
+    lu.assertErrorMsgContains("result 1 of the compiled function is a number, expected tensors",
+        function() return wb.compile(function() return 1 end)() end)
+    -- tracing restores the library even when the function fails
+    local add = wb.add
+    pcall(wb.compile(function() error("inside") end))
+    lu.assertEquals(wb.add, add)
+    lu.assertEquals((wb.ones({1}) + 1):item(), 2)
+end
+
+os.exit(lu.LuaUnit.run())
