@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""torch_mlp.py: PyTorch's eager CPU GeGLU MLP forward on the shapes mlp_sweep.lua uses, so the
+comparison can be reproduced (PERF.md, "Peers"). Prints JSON: {"torch": version, "blas": ...,
+"threads": n, "results": [{"tokens": t, "median_ms": ...}, ...]}.
+
+    python3 experiments/peers/torch_mlp.py --tokens 1,16,128,512 --threads 1
+
+Debian's python3-torch uses OpenBLAS; set OPENBLAS_CORETYPE (SKYLAKEX on AVX-512 CPUs, HASWELL
+on AVX2) or OpenBLAS may fall back to SSE kernels on CPUs it does not recognise."""
+import argparse
+import json
+import os
+import statistics
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", default="1,16,128,512")
+    ap.add_argument("--dim", type=int, default=768)
+    ap.add_argument("--hidden", type=int, default=3072)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=20)
+    a = ap.parse_args()
+    # OpenBLAS's own pool would otherwise use every core on top of torch's threads
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(a.threads))
+    if "OPENBLAS_CORETYPE" not in os.environ:
+        flags = open("/proc/cpuinfo").read()
+        os.environ["OPENBLAS_CORETYPE"] = "SKYLAKEX" if "avx512f" in flags else "HASWELL" if "avx2" in flags else ""
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+
+    class SimpleGeGLUMLP(torch.nn.Module):
+        def __init__(self, dim, hidden):
+            super().__init__()
+            self.gate_proj = torch.nn.Linear(dim, hidden, bias=False)
+            self.up_proj = torch.nn.Linear(dim, hidden, bias=False)
+            self.down_proj = torch.nn.Linear(hidden, dim, bias=False)
+
+        def forward(self, x):
+            return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+
+    mlp = SimpleGeGLUMLP(a.dim, a.hidden).eval()
+    out = []
+    with torch.no_grad():
+        for t in [int(v) for v in a.tokens.split(",")]:
+            x = torch.randn(t, a.dim)
+            for _ in range(3):
+                mlp(x)
+            samples = []
+            for _ in range(a.rounds):
+                t0 = time.perf_counter()
+                mlp(x)
+                samples.append((time.perf_counter() - t0) * 1e3)
+            out.append({"tokens": t, "median_ms": statistics.median(samples)})
+    blas = [line.strip() for line in torch.__config__.show().splitlines() if "BLAS" in line]
+    print(json.dumps({"torch": torch.__version__, "blas": "; ".join(b[:120] for b in blas), "threads": a.threads,
+                      "coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "results": out}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+-- wb.results(name): rows of measurements, saved with the environment they were measured in.
+--
+--   local r = wb.results("mlp_sweep")
+--   r:add{tokens = 16, mode = "dual", median_ms = 1.7}
+--   local paths = r:save{dir = "out/mlp_sweep/run1"}   -- .json, .csv and .html
+--
+-- Every file carries the fingerprint of DESIGN ("Outputs"): workbench version and commit, build,
+-- device, CPU model and ISA, threads, seed, the command line and the date.
+
+local cjson = require("cjson")
+
+local Results = {}
+Results.__index = Results
+
+local function fingerprint()
+    local info = wb.device_info()
+    local cmd = {}
+    for i = -10, #arg do if arg[i] then cmd[#cmd + 1] = arg[i] end end
+    local host = "?"
+    local f = io.open("/etc/hostname")
+    if f then host = (f:read("l") or "?"); f:close() end
+    return {
+        workbench = wb.version, commit = wb.commit, build = wb.build.type, sanitizers = wb.build.sanitizers,
+        device = wb.default_device(), cpu = info.name, isa = info.isa, threads = wb.get_num_threads(),
+        peak_gflops = info.peak_gflops, bandwidth_gbs = info.bandwidth_gbs,
+        command = table.concat(cmd, " "), date = os.date("!%Y-%m-%dT%H:%M:%SZ"), host = host, lua = _VERSION,
+        seed = tostring(wb.initial_seed()), -- as text: a 64-bit seed does not survive JSON's doubles
+        cuda = wb.cuda.is_available() and "available" or "not used",
+    }
+end
+
+-- wb.results(name[, {columns = {...}}]): columns fixes the column order (others follow, sorted).
+local function results(name, o)
+    if type(name) ~= "string" or not name:match("^[%w_%-%.]+$") then
+        error("results: name must be a plain file name (letters, digits, _ - .), got " .. tostring(name), 2)
+    end
+    local self = setmetatable({name = name, rows = {}, columns = {}, seen = {}}, Results)
+    for _, c in ipairs(o and o.columns or {}) do
+        self.seen[c] = true
+        self.columns[#self.columns + 1] = c
+    end
+    return self
+end
+
+function Results:add(row)
+    if type(row) ~= "table" then error("results: add needs a table (one row)", 2) end
+    local new = {}
+    for k, v in pairs(row) do
+        if type(k) ~= "string" then error("results: column names must be strings", 2) end
+        local t = type(v)
+        if t ~= "number" and t ~= "string" and t ~= "boolean" then
+            error(string.format("results: column '%s' holds a %s; rows hold numbers, strings and booleans", k, t), 2)
+        end
+        if not self.seen[k] then new[#new + 1] = k end
+    end
+    table.sort(new)
+    for _, k in ipairs(new) do
+        self.seen[k] = true
+        self.columns[#self.columns + 1] = k
+    end
+    self.rows[#self.rows + 1] = row
+    return self
+end
+
+local function csv_cell(v)
+    if v == nil then return "" end
+    local s = math.type(v) == "float" and string.format("%.10g", v) or tostring(v)
+    if s:find('[,"\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
+    return s
+end
+
+local function html_escape(s)
+    return (tostring(s):gsub("[&<>\"]", {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;"}))
+end
+
+local function write(path, text)
+    local f, err = io.open(path, "w")
+    if not f then error("results: cannot write " .. path .. ": " .. tostring(err), 3) end
+    f:write(text)
+    f:close()
+end
+
+-- r:save{dir=, html_extra=}: writes <dir>/<name>.json, .csv, .html; returns their paths.
+function Results:save(o)
+    o = o or {}
+    for k in pairs(o) do
+        if k ~= "dir" and k ~= "html_extra" then
+            error(string.format("results: unknown save option '%s' (expected dir, html_extra)", tostring(k)), 2)
+        end
+    end
+    local dir = o.dir or wb.options.out or ("out/" .. self.name .. "/" .. os.date("%Y%m%d-%H%M%S"))
+    local ok = os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
+    if not ok then error("results: cannot create the directory " .. dir, 2) end
+    local fp = fingerprint()
+    local base = dir .. "/" .. self.name
+    write(base .. ".json", cjson.encode({name = self.name, fingerprint = fp, columns = self.columns, rows = self.rows}))
+    local lines = {table.concat(self.columns, ",")}
+    for _, r in ipairs(self.rows) do
+        local cells = {}
+        for i, c in ipairs(self.columns) do cells[i] = csv_cell(r[c]) end
+        lines[#lines + 1] = table.concat(cells, ",")
+    end
+    local fp_keys = {}
+    for k in pairs(fp) do fp_keys[#fp_keys + 1] = k end
+    table.sort(fp_keys)
+    for _, k in ipairs(fp_keys) do lines[#lines + 1] = "# " .. k .. "=" .. csv_cell(fp[k]) end
+    write(base .. ".csv", table.concat(lines, "\n") .. "\n")
+    local h = {"<!doctype html><html><head><meta charset='utf-8'><title>", html_escape(self.name),
+        "</title><style>body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}",
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eee}",
+        "td:first-child,th:first-child{text-align:left}.fp td{text-align:left}figure{margin:2em 0}",
+        "figcaption{color:#444;max-width:900px}</style></head><body><h1>", html_escape(self.name), "</h1>"}
+    if o.html_extra then h[#h + 1] = o.html_extra end
+    h[#h + 1] = "<h2>Results</h2><table><tr>"
+    for _, c in ipairs(self.columns) do h[#h + 1] = "<th>" .. html_escape(c) .. "</th>" end
+    h[#h + 1] = "</tr>"
+    for _, r in ipairs(self.rows) do
+        h[#h + 1] = "<tr>"
+        for _, c in ipairs(self.columns) do
+            local v = r[c]
+            h[#h + 1] = "<td>" .. html_escape(type(v) == "number" and string.format("%.4g", v) or (v == nil and "" or v)) .. "</td>"
+        end
+        h[#h + 1] = "</tr>"
+    end
+    h[#h + 1] = "</table><h2>Environment</h2><table class='fp'>"
+    for _, k in ipairs(fp_keys) do
+        h[#h + 1] = "<tr><th>" .. html_escape(k) .. "</th><td>" .. html_escape(tostring(fp[k])) .. "</td></tr>"
+    end
+    h[#h + 1] = "</table></body></html>\n"
+    write(base .. ".html", table.concat(h))
+    return {json = base .. ".json", csv = base .. ".csv", html = base .. ".html", dir = dir}
+end
+
+return results
