@@ -240,12 +240,14 @@ local html = table.concat({
         series = speed, reference = 1,
         caption = "How much faster each mode is than eager dispatch at the same token count (the dashed line is " ..
             "eager itself). Fewer kernels and no dispatch matter most where the GEMMs are small."},
-    report.roofline{title = "Kernels on the roofline", peak_gflops = info.peak_gflops,
+    report.roofline{title = "Kernels on the roofline", x_label = "arithmetic intensity (FLOP per byte)",
+        y_label = "GFLOP/s", peak_gflops = info.peak_gflops,
         bandwidth_gbs = info.bandwidth_gbs, points = roof_points,
         caption = string.format("Each kernel of each mode (all token counts) at its arithmetic intensity (flops per " ..
             "byte that must move) and achieved GFLOP/s, under the roofline measured on this machine: %.1f GFLOP/s " ..
             "peak, %.1f GB/s memory bandwidth. Points near the sloped line are memory-bound (small token counts), " ..
-            "near the flat line compute-bound.", info.peak_gflops, info.bandwidth_gbs)},
+            "near the flat line compute-bound. The bandwidth is DRAM's: a kernel whose data stays in the caches can sit " ..
+            "above the sloped line.", info.peak_gflops, info.bandwidth_gbs)},
 })
 local paths = results:save{dir = out_dir, html_extra = html}
 print(string.format("\nresults: %s, %s\nreport: %s\ntraces: %s/mlp_<mode>_tokens%d.trace.json", paths.json, paths.csv,

@@ -1,0 +1,61 @@
+-- test_results.lua: wb.results files (JSON with the fingerprint, CSV quoting, HTML) and
+-- wb.report charts, and their bad input.
+local lu = require("luaunit")
+local cjson = require("cjson")
+
+local function read(path)
+    local f = assert(io.open(path))
+    local s = f:read("a")
+    f:close()
+    return s
+end
+
+TestResults = {}
+
+function TestResults:test_save_writes_three_files_with_fingerprint()
+    local dir = os.tmpname() .. "_d"
+    local r = wb.results("unit", {columns = {"mode", "ms"}})
+    r:add{mode = "eager", ms = 1.5, kernels = 5}
+    r:add{mode = 'quote "and", comma', ms = 2}
+    local p = r:save{dir = dir, html_extra = "<p>extra</p>"}
+    local doc = cjson.decode(read(p.json))
+    lu.assertEquals(doc.name, "unit")
+    lu.assertEquals(doc.columns, {"mode", "ms", "kernels"})
+    lu.assertEquals(doc.rows[1].kernels, 5)
+    for _, k in ipairs({"workbench", "commit", "cpu", "isa", "threads", "seed", "command", "date", "device"}) do
+        lu.assertNotNil(doc.fingerprint[k], k)
+    end
+    lu.assertEquals(doc.fingerprint.seed, tostring(wb.initial_seed()))
+    local csv = read(p.csv)
+    lu.assertStrContains(csv, "mode,ms,kernels\neager,1.5,5\n")
+    lu.assertStrContains(csv, '"quote ""and"", comma",2,\n')
+    lu.assertStrContains(csv, "# isa=" .. wb.cpu_isa())
+    local html = read(p.html)
+    lu.assertStrContains(html, "<p>extra</p>")
+    lu.assertStrContains(html, "quote &quot;and&quot;, comma")
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
+function TestResults:test_bad_input()
+    lu.assertErrorMsgContains("name must be a plain file name", function() wb.results("../x") end)
+    local r = wb.results("ok")
+    lu.assertErrorMsgContains("column 'f' holds a function", function() r:add{f = print} end)
+    lu.assertErrorMsgContains("unknown save option 'folder'", function() r:save{folder = "/tmp"} end)
+    lu.assertErrorMsgContains("cannot", function() r:save{dir = "/proc/no/such/dir"} end)
+end
+
+function TestResults:test_charts_are_svg()
+    local report = require("wb.report")
+    local svg = report.line_chart{title = "t <1>", x_label = "x", y_label = "y", log_x = true, log_y = true,
+        series = {{name = "a&b", points = {{1, 2}, {10, 20}}}}, caption = "what it shows"}
+    lu.assertStrContains(svg, "<svg")
+    lu.assertStrContains(svg, "t &lt;1&gt;")
+    lu.assertStrContains(svg, "a&amp;b")
+    lu.assertStrContains(svg, "<figcaption>what it shows</figcaption>")
+    lu.assertStrContains(report.bar_chart{title = "b", groups = {"1"}, series = {{name = "s", values = {2}}},
+        reference = 1}, "<rect")
+    lu.assertStrContains(report.roofline{title = "r", peak_gflops = 100, bandwidth_gbs = 10,
+        points = {{name = "k", intensity = 1, gflops = 5}}}, "<circle")
+end
+
+os.exit(lu.LuaUnit.run())
