@@ -240,6 +240,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     luaL_openlibs(L);
+    /* Generational collection: eager code makes one short-lived tensor per op, and the young
+     * generation frees them for about half the cost of incremental cycles (a 1-element add from
+     * Lua: ~850 -> ~440 ns on the development machine). */
+    lua_gc(L, LUA_GCGEN, 0, 0);
     set_package_path(L);
     luaL_requiref(L, "wb", luaopen_wb, 1);
     lua_pop(L, 1);
