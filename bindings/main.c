@@ -19,6 +19,7 @@
 
 static const char usage[] =
     "usage: workbench [options] [script.lua | -] [script args...]\n"
+    "       workbench compare A.json B.json\n"
     "\n"
     "Runs a Lua experiment script with the `wb` library loaded (`-` reads the script from stdin).\n"
     "With no script: the REPL on a terminal, otherwise the script read from stdin.\n"
@@ -43,6 +44,7 @@ typedef struct options {
     const char *out;
     const char *seed;
     int script_index; /* argv index of the script (or "-"); 0 when none */
+    int compare;      /* `workbench compare A.json B.json` */
 } options;
 
 static int fail_usage(const char *fmt, const char *what) {
@@ -63,8 +65,10 @@ static int parse_args(int argc, char **argv, options *o) {
             return -1;
         }
         if (!strcmp(a, "-") || a[0] != '-') {
-            if (i == 1 && !strcmp(a, "compare"))
-                return fail_usage("%s: run comparison is not available in this build yet", a);
+            if (i == 1 && !strcmp(a, "compare")) {
+                o->compare = 1;
+                return -1;
+            }
             o->script_index = i;
             return -1;
         }
@@ -248,6 +252,23 @@ int main(int argc, char **argv) {
     luaL_requiref(L, "wb", luaopen_wb, 1);
     lua_pop(L, 1);
     set_arg(L, argc, argv, o.script_index);
+    if (o.compare) { /* scripts/wb/compare.lua does the work; its return value is the exit status */
+        lua_getglobal(L, "require");
+        lua_pushstring(L, "wb.compare");
+        rc = wb_lua_docall(L, 1, 1) == LUA_OK ? 0 : 2;
+        if (rc == 0) {
+            lua_getfield(L, -1, "main");
+            lua_createtable(L, argc - 2, 0);
+            for (int i = 2; i < argc; i++) {
+                lua_pushstring(L, argv[i]);
+                lua_rawseti(L, -2, i - 1);
+            }
+            rc = wb_lua_docall(L, 1, 1) == LUA_OK ? (int)lua_tointeger(L, -1) : 2;
+        }
+        lua_close(L);
+        free(o.exprs);
+        return rc;
+    }
     rc = run_options(L, &o);
     for (int i = 0; rc == 0 && i < o.nexpr; i++)
         rc = run_chunk(L, luaL_loadbuffer(L, o.exprs[i], strlen(o.exprs[i]), "=(command line)"), 0, argc, argv);

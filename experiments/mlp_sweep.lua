@@ -124,7 +124,7 @@ local function anatomy(fn)
     return counts[#counts], hosts[(#hosts + 1) // 2] / 1e3, kernels, p
 end
 
-local results = wb.results("mlp_sweep", {columns = {"tokens", "mode", "median_ms", "p10_ms", "p90_ms", "gflops",
+local results = wb.results("mlp_sweep", {keys = {"tokens", "mode"}, columns = {"tokens", "mode", "median_ms", "p10_ms", "p90_ms", "gflops",
     "pct_peak", "kernels", "host_us", "speedup_vs_eager", "rel_error", "torch_ms", "vs_torch"}})
 local rows, roof_points = {}, {}
 local flops_of = function(t) return 6.0 * t * dim * hidden end

@@ -29,12 +29,13 @@ local function fingerprint()
     }
 end
 
--- wb.results(name[, {columns = {...}}]): columns fixes the column order (others follow, sorted).
+-- wb.results(name[, {columns = {...}, keys = {...}}]): columns fixes the column order (others
+-- follow, sorted); keys names the columns that identify a row (workbench compare aligns on them).
 local function results(name, o)
     if type(name) ~= "string" or not name:match("^[%w_%-%.]+$") then
         error("results: name must be a plain file name (letters, digits, _ - .), got " .. tostring(name), 2)
     end
-    local self = setmetatable({name = name, rows = {}, columns = {}, seen = {}}, Results)
+    local self = setmetatable({name = name, rows = {}, columns = {}, seen = {}, keys = o and o.keys}, Results)
     for _, c in ipairs(o and o.columns or {}) do
         self.seen[c] = true
         self.columns[#self.columns + 1] = c
@@ -93,7 +94,8 @@ function Results:save(o)
     if not ok then error("results: cannot create the directory " .. dir, 2) end
     local fp = fingerprint()
     local base = dir .. "/" .. self.name
-    write(base .. ".json", cjson.encode({name = self.name, fingerprint = fp, columns = self.columns, rows = self.rows}))
+    write(base .. ".json", cjson.encode({name = self.name, fingerprint = fp, columns = self.columns, rows = self.rows,
+        keys = self.keys}))
     local lines = {table.concat(self.columns, ",")}
     for _, r in ipairs(self.rows) do
         local cells = {}
