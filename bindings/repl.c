@@ -1,9 +1,14 @@
-/* repl.c: the read-eval-print loop. Tries `return <line>` first so an expression's value
- * prints; keeps reading while the chunk is incomplete; an error prints and the loop goes on.
- * Uses readline (line editing, history) when built with it and stdin is a terminal. */
+/* repl.c: the read-eval-print loop. Tries `return <line>` first so an expression's value prints
+ * (a trailing ';' silences it); keeps reading while the chunk is incomplete; an error prints and
+ * the loop goes on; a long statement shows its wall time. With readline on a terminal: line
+ * editing, a history file (~/.workbench_history), tab completion of globals, table fields and
+ * methods found through metatables (x:transp<Tab> -> x:transpose), Ctrl-C that stops a running
+ * statement (or clears the line being typed), Ctrl-D to leave. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -15,6 +20,9 @@
 #include <readline/readline.h>
 #endif
 
+static lua_State *repl_state;
+static volatile sig_atomic_t interrupted_at_prompt;
+
 static int traceback(lua_State *L) {
     const char *msg = lua_tostring(L, 1);
     if (!msg) {
@@ -25,11 +33,27 @@ static int traceback(lua_State *L) {
     return 1;
 }
 
+/* Ctrl-C while Lua runs: a hook raises an error at the next call, return or instruction count. */
+static void stop_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted!");
+}
+
+static void on_sigint_running(int sig) {
+    (void)sig;
+    if (repl_state) lua_sethook(repl_state, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
 int wb_lua_docall(lua_State *L, int nargs, int nresults) {
     int base = lua_gettop(L) - nargs;
     lua_pushcfunction(L, traceback);
     lua_insert(L, base);
+    repl_state = L;
+    void (*previous)(int) = signal(SIGINT, on_sigint_running);
     int status = lua_pcall(L, nargs, nresults, base);
+    signal(SIGINT, previous);
+    lua_sethook(L, NULL, 0, 0);
     lua_remove(L, base);
     if (status != LUA_OK) {
         fprintf(stderr, "workbench: %s\n", lua_tostring(L, -1));
@@ -38,6 +62,122 @@ int wb_lua_docall(lua_State *L, int nargs, int nresults) {
     }
     return status;
 }
+
+#ifdef WB_HAVE_READLINE
+/* Ctrl-C at the prompt: abandon the line (and any unfinished multi-line chunk), keep going. */
+static void on_sigint_prompt(int sig) {
+    (void)sig;
+    interrupted_at_prompt = 1;
+    fputs("^C\n", stdout);
+    rl_on_new_line();
+    rl_replace_line("", 0);
+    rl_redisplay();
+}
+
+/* ---- completion ------------------------------------------------------------------------ */
+
+#define MAX_MATCHES 512
+static char *matches[MAX_MATCHES];
+static int nmatches, match_index;
+
+static void add_match(const char *prefix, const char *key) {
+    if (nmatches >= MAX_MATCHES) return;
+    for (int i = 0; i < nmatches; i++)
+        if (!strcmp(matches[i] + strlen(prefix), key)) return;
+    size_t n = strlen(prefix) + strlen(key) + 1;
+    char *m = malloc(n);
+    if (!m) return;
+    snprintf(m, n, "%s%s", prefix, key);
+    matches[nmatches++] = m;
+}
+
+/* Keys of the table at the top of the stack starting with `part` (functions only when
+ * `methods`); follows __index tables of metatables (and __methods, which tensors expose). */
+static void collect(lua_State *L, const char *prefix, const char *part, int methods, int depth) {
+    if (depth > 3) return;
+    size_t plen = strlen(part);
+    if (lua_type(L, -1) == LUA_TTABLE) {
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            if (lua_type(L, -2) == LUA_TSTRING) {
+                const char *k = lua_tostring(L, -2);
+                if (!strncmp(k, part, plen) && (!methods || lua_isfunction(L, -1)) && k[0] != '_') add_match(prefix, k);
+            }
+            lua_pop(L, 1);
+        }
+    }
+    if (lua_getmetatable(L, -1)) {
+        if (lua_getfield(L, -1, "__methods") == LUA_TTABLE) collect(L, prefix, part, methods, depth + 1);
+        lua_pop(L, 1);
+        if (lua_getfield(L, -1, "__index") == LUA_TTABLE) collect(L, prefix, part, methods, depth + 1);
+        lua_pop(L, 1);
+        lua_pop(L, 1);
+    }
+}
+
+/* Resolves "a.b.c" from the globals with raw lookups only (completion must not run code). */
+static int resolve(lua_State *L, const char *path, size_t len) {
+    lua_pushglobaltable(L);
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && path[i] != '.' && path[i] != ':') continue;
+        if (i == start) return 0;
+        lua_pushlstring(L, path + start, i - start);
+        int t = lua_type(L, -2);
+        if (t == LUA_TTABLE) {
+            lua_rawget(L, -2);
+        } else {
+            lua_pop(L, 1);
+            return 0;
+        }
+        lua_remove(L, -2);
+        if (lua_isnil(L, -1)) return 0;
+        start = i + 1;
+    }
+    return 1;
+}
+
+static char *generator(const char *text, int state) {
+    (void)text;
+    if (state == 0) match_index = 0;
+    return match_index < nmatches ? strdup(matches[match_index++]) : NULL;
+}
+
+static char **complete(const char *text, int start, int end) {
+    (void)start, (void)end;
+    lua_State *L = repl_state;
+    for (int i = 0; i < nmatches; i++)
+        free(matches[i]);
+    nmatches = 0;
+    rl_attempted_completion_over = 1; /* never fall back to file names */
+    int top = lua_gettop(L);
+    const char *sep = strpbrk(text, ".:") ? text + strlen(text) : NULL;
+    for (const char *p = text + strlen(text); p > text; p--)
+        if (p[-1] == '.' || p[-1] == ':') {
+            sep = p - 1;
+            break;
+        }
+    if (!sep) {
+        lua_pushglobaltable(L);
+        collect(L, "", text, 0, 0);
+        static const char *const keywords[] = {"and",      "break",  "do",   "else", "elseif", "end",   "false", "for",
+                                               "function", "goto",   "if",   "in",   "local",  "nil",   "not",   "or",
+                                               "repeat",   "return", "then", "true", "until",  "while", NULL};
+        for (const char *const *k = keywords; *k; k++)
+            if (!strncmp(*k, text, strlen(text))) add_match("", *k);
+    } else if (resolve(L, text, (size_t)(sep - text))) {
+        char prefix[256];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(sep - text + 1), text);
+        collect(L, prefix, sep + 1, *sep == ':', 0);
+    }
+    lua_settop(L, top);
+    if (nmatches == 0) return NULL;
+    rl_completion_append_character = '\0';
+    return rl_completion_matches(text, generator);
+}
+
+static char history_path[1024];
+#endif
 
 static char *read_line(const char *prompt, int tty) {
 #ifdef WB_HAVE_READLINE
@@ -77,13 +217,68 @@ static void print_results(lua_State *L, int base) {
     lua_settop(L, base);
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A chunk whose last non-blank character is ';' asks for silence. */
+static int silenced(const char *chunk) {
+    size_t n = strlen(chunk);
+    while (n > 0 && (chunk[n - 1] == ' ' || chunk[n - 1] == '\t' || chunk[n - 1] == '\n'))
+        n--;
+    return n > 0 && chunk[n - 1] == ';';
+}
+
 void wb_repl_run(lua_State *L) {
     int tty = isatty(STDIN_FILENO);
-    if (tty) printf("workbench REPL (%s). Ctrl-D leaves.\n", LUA_RELEASE);
+    repl_state = L;
+    /* help() and friends, for the REPL only (scripts/wb/help.lua) */
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "wb.help");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK)
+        lua_setglobal(L, "help");
+    else
+        lua_pop(L, 1);
+#ifdef WB_HAVE_READLINE
+    if (tty) {
+        rl_readline_name = "workbench";
+        rl_attempted_completion_function = complete;
+        rl_basic_word_break_characters = " \t\n\"'><=;|&{(,+-*/%^#~[]";
+        rl_catch_signals = 0;
+        const char *home = getenv("HOME");
+        if (home &&
+            snprintf(history_path, sizeof history_path, "%s/.workbench_history", home) < (int)sizeof history_path &&
+            read_history(history_path) != 0)
+            write_history(history_path); /* create it: append_history needs an existing file */
+    }
+#endif
+    if (tty)
+        printf("workbench %s REPL: values print (a trailing ; silences), help() for help, Ctrl-D leaves.\n",
+               LUA_RELEASE);
     char *line;
     char *chunk = NULL;
     size_t chunk_len = 0;
-    while ((line = read_line(chunk ? ">> " : "> ", tty)) != NULL) {
+    for (;;) {
+#ifdef WB_HAVE_READLINE
+        void (*previous)(int) = tty ? signal(SIGINT, on_sigint_prompt) : SIG_DFL;
+#endif
+        interrupted_at_prompt = 0;
+        line = read_line(chunk ? ">> " : "> ", tty);
+#ifdef WB_HAVE_READLINE
+        if (tty) signal(SIGINT, previous);
+#endif
+        if (!line) break;
+        if (interrupted_at_prompt) { /* Ctrl-C dropped what was being typed */
+            free(chunk);
+            chunk = NULL;
+            chunk_len = 0;
+            if (!*line) {
+                free(line);
+                continue;
+            }
+        }
         size_t n = strlen(line);
         char *grown = realloc(chunk, chunk_len + n + 2);
         if (!grown) {
@@ -97,7 +292,7 @@ void wb_repl_run(lua_State *L) {
         free(line);
 
         int base = lua_gettop(L);
-        const char *ret = lua_pushfstring(L, "return %s;", chunk);
+        const char *ret = lua_pushfstring(L, "return %s", chunk);
         int status = luaL_loadbuffer(L, ret, strlen(ret), "=stdin");
         lua_remove(L, -2);
         if (status != LUA_OK) {
@@ -109,8 +304,12 @@ void wb_repl_run(lua_State *L) {
             }
         }
 #ifdef WB_HAVE_READLINE
-        if (tty && chunk_len) add_history(chunk);
+        if (tty && chunk_len) {
+            add_history(chunk);
+            if (history_path[0]) append_history(1, history_path);
+        }
 #endif
+        int quiet = silenced(chunk);
         free(chunk);
         chunk = NULL;
         chunk_len = 0;
@@ -119,9 +318,16 @@ void wb_repl_run(lua_State *L) {
             lua_settop(L, base);
             continue;
         }
-        if (wb_lua_docall(L, 0, LUA_MULTRET) == LUA_OK) print_results(L, base);
+        double t0 = now_s();
+        if (wb_lua_docall(L, 0, LUA_MULTRET) == LUA_OK && !quiet) print_results(L, base);
+        double dt = now_s() - t0;
+        if (dt >= 0.1) printf(dt >= 1 ? "(%.2f s)\n" : "(%.0f ms)\n", dt >= 1 ? dt : dt * 1e3);
+        fflush(stdout);
         lua_settop(L, base);
     }
     free(chunk);
+#ifdef WB_HAVE_READLINE
+    if (tty && history_path[0]) history_truncate_file(history_path, 1000);
+#endif
     if (tty) fputc('\n', stdout);
 }

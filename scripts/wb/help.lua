@@ -1,0 +1,158 @@
+-- wb.help: help() in the REPL. help() lists the topics; help(wb.linear), help("linear"),
+-- help(x.view) or help(x) (a tensor: its summary and methods) print the documentation.
+
+local DOCS = {
+    -- creation
+    ["wb.tensor"] = "wb.tensor(nested_table[, {dtype=, device=}]) -> a tensor with the table's values and shape; a number gives a 0-d tensor",
+    ["wb.empty"] = "wb.empty(shape[, opts]) -> an uninitialised tensor, shape {2, 3} or a number for 1-D",
+    ["wb.zeros"] = "wb.zeros(shape[, opts]) -> a tensor of zeros",
+    ["wb.ones"] = "wb.ones(shape[, opts]) -> a tensor of ones",
+    ["wb.full"] = "wb.full(shape, value[, opts]) -> a tensor filled with value",
+    ["wb.rand"] = "wb.rand(shape[, opts]) -> uniform [0, 1) from Philox4x32-10 (same numbers whatever the thread count)",
+    ["wb.randn"] = "wb.randn(shape[, opts]) -> standard normal values from Philox4x32-10",
+    ["wb.arange"] = "wb.arange(n[, opts]) -> 0, 1, ..., n-1",
+    ["wb.manual_seed"] = "wb.manual_seed(n): restart the generator at seed n",
+    ["wb.initial_seed"] = "wb.initial_seed() -> the generator's seed",
+    -- ops
+    ["wb.add"] = "wb.add(a, b) -> a + b with NumPy broadcasting (numbers allowed); also a + b",
+    ["wb.sub"] = "wb.sub(a, b) -> a - b with broadcasting; also a - b",
+    ["wb.mul"] = "wb.mul(a, b) -> a * b elementwise with broadcasting; also a * b",
+    ["wb.div"] = "wb.div(a, b) -> a / b elementwise with broadcasting; also a / b",
+    ["wb.neg"] = "wb.neg(a) -> -a",
+    ["wb.matmul"] = "wb.matmul(a, b) -> a @ b for [M,K] x [K,N], or [B,M,K] x [K,N]; one GEMM kernel",
+    ["wb.addmm"] = "wb.addmm(bias, a, b) -> a @ b + bias, the bias ([N]) added in the GEMM's epilogue",
+    ["wb.linear"] = "wb.linear(x, w[, b][, {activation=\"gelu\"|\"gelu_tanh\"|\"none\"}]) -> x @ w^T (+ b), via t(w) and addmm/mm: one kernel, bias and activation in its epilogue; w is packed once and reused",
+    ["wb.gelu"] = "wb.gelu(x[, {approximate=\"none\"|\"tanh\"}]) -> GELU (default: the exact erf form, as PyTorch)",
+    ["wb.geglu"] = "wb.geglu(gate, up) -> gelu_tanh(gate) * up in one pointwise kernel",
+    ["wb.geglu_linear"] = "wb.geglu_linear(x, w_gate, w_up[, b_gate, b_up]) -> gelu_tanh(x w_gate^T + b_gate) * (x w_up^T + b_up) in one dual-GEMM kernel",
+    ["wb.allclose"] = "wb.allclose(a, b[, {rtol=1e-5, atol=1e-8}]) -> true when |a-b| <= atol + rtol |b| everywhere (NaN is never close)",
+    ["wb.max_abs_diff"] = "wb.max_abs_diff(a, b) -> the largest |a - b|",
+    ["wb.rel_error"] = "wb.rel_error(out, ref) -> ||out - ref|| / ||ref|| in double precision",
+    -- machine
+    ["wb.set_num_threads"] = "wb.set_num_threads(n): CPU threads for kernels",
+    ["wb.get_num_threads"] = "wb.get_num_threads() -> CPU threads for kernels",
+    ["wb.devices"] = "wb.devices() -> the devices that can run ops, e.g. {\"cpu\"}",
+    ["wb.device_info"] = "wb.device_info([device]) -> {device, name, isa, threads, peak_gflops, bandwidth_gbs, calibrated}; peaks measured once and cached",
+    ["wb.synchronize"] = "wb.synchronize([device]): wait for the device (the CPU runs kernels synchronously)",
+    ["wb.default_device"] = "wb.default_device() -> the device creation functions use (--device)",
+    ["wb.cpu_isa"] = "wb.cpu_isa([name]) -> the CPU kernel path in use (avx512, avx2, scalar); with a name, switch to it",
+    ["wb.cpu_peak_gflops"] = "wb.cpu_peak_gflops([threads[, ms]]) -> measured FMA throughput of the CPU path",
+    ["wb.time_ns"] = "wb.time_ns() -> monotonic wall clock in ns",
+    ["wb.sleep_ms"] = "wb.sleep_ms(ms): sleep (benchmarks let other libraries' threads go idle)",
+    ["wb.bench"] = "wb.bench(fn[, {warmup=3, iters=10, min_time_ms=100, flush_cache=false}]) -> {median_us, p10_us, p90_us, mean_us, min_us, max_us, iters, samples_us}",
+    ["wb.results"] = "wb.results(name[, {columns=, keys=}]) -> r; r:add{...}; r:save{dir=} writes JSON, CSV and HTML with the environment fingerprint",
+    ["wb.compile"] = "wb.compile(fn[, {max_signatures=8, fuse=true}]) -> a callable that traces fn per input signature, fuses (gelu+mul, dual GEMM, epilogues), captures and replays; f:explain() shows what it did",
+    ["wb.cuda.is_available"] = "wb.cuda.is_available() -> false in this build (no CUDA plugin)",
+    -- modules
+    ["wb.nn.Linear"] = "wb.nn.Linear(in, out[, {bias=true}]) -> a module: m(x), m.weight [out, in], m.bias, m:parameters(), m:to{}",
+    ["wb.nn.GeGLUMLP"] = "wb.nn.GeGLUMLP(dim, hidden[, {impl=\"eager\"|\"fused\"|\"dual\", bias=false}]) -> down(gelu_tanh(gate(x)) * up(x)); 5 / 4 / 2 kernels per forward; m.impl can be switched",
+    ["wb.graph.capture"] = "wb.graph.capture(fn, ...) -> g: runs fn once recording its kernel launches; g:replay() re-issues them, g.outputs are fn's results, g:nodes() the kernels, g:release()",
+    ["wb.profiler.profile"] = "wb.profiler.profile(opts[, fn]) -> p: p:start() p:step() p:stop() p:events() p:table{} p:key_averages{} p:expect{} p:export_chrome_trace(path); opts: activities, schedule, record_shapes, with_stack, with_flops, profile_memory, on_trace_ready, max_events",
+    ["wb.profiler.range"] = "wb.profiler.range(name, fn, ...) -> fn(...) inside a named range of the running profiler session",
+    ["wb.profiler.push"] = "wb.profiler.push(name): open a named range (close it with pop)",
+    ["wb.profiler.pop"] = "wb.profiler.pop(): close the innermost range",
+    ["wb.openblas.matmul"] = "wb.openblas.matmul(a, b) -> OpenBLAS's sgemm on the same operands (a comparison peer)",
+    ["wb.openblas.info"] = "wb.openblas.info() -> {corename, coretype}: the kernels OpenBLAS chose",
+    -- tensor methods
+    ["stride"] = "t:stride([dim]) -> the strides in elements (a table), or one",
+    ["size"] = "t:size([dim]) -> the shape, or one size",
+    ["dim"] = "t:dim() -> the number of dimensions",
+    ["numel"] = "t:numel() -> the number of elements",
+    ["storage_offset"] = "t:storage_offset() -> the offset of element 0 in its storage, in elements",
+    ["data_ptr"] = "t:data_ptr() -> the address of element 0 (views share their base's memory)",
+    ["is_contiguous"] = "t:is_contiguous() -> whether the elements are in row-major order without gaps",
+    ["t"] = "t:t() -> the transpose of a matrix: a view (swapped strides), no copy, no kernel",
+    ["transpose"] = "t:transpose(d1, d2) -> a view with two dimensions swapped",
+    ["permute"] = "t:permute(d1, d2, ...) -> a view with the dimensions reordered",
+    ["view"] = "t:view(shape) -> a view with a new shape (one -1 inferred); fails when the strides do not allow it",
+    ["reshape"] = "t:reshape(shape) -> a view when possible, else a contiguous copy",
+    ["flatten"] = "t:flatten([start, end]) -> dimensions start..end merged: a view when possible, else a copy",
+    ["narrow"] = "t:narrow(dim, start, length) -> a view of a slice",
+    ["select"] = "t:select(dim, i) -> a view of index i, without that dimension",
+    ["as_strided"] = "t:as_strided(shape, stride[, offset]) -> a view with explicit geometry, bounds-checked against the storage",
+    ["expand"] = "t:expand(shape) -> a view broadcasting size-1 dimensions (stride 0)",
+    ["contiguous"] = "t:contiguous() -> t itself (re-wrapped) when contiguous, else a copy",
+    ["clone"] = "t:clone() -> a contiguous copy",
+    ["to"] = "t:to{device=, dtype=} -> the same data (only cpu/f32 in this build)",
+    ["item"] = "t:item() -> the value of a one-element tensor",
+    ["tolist"] = "t:tolist() -> nested Lua tables of the values",
+    ["fill_"] = "t:fill_(v) -> t, every element set to v",
+    ["copy_"] = "t:copy_(src) -> t, with src's values (broadcast to t's shape)",
+    ["release"] = "t:release(): free the tensor now; later use raises \"attempt to use a released tensor\"",
+    ["add"] = "t:add(b) -> t + b (broadcasting; b a tensor or a number)",
+    ["sub"] = "t:sub(b) -> t - b (broadcasting)",
+    ["mul"] = "t:mul(b) -> t * b elementwise (broadcasting)",
+    ["div"] = "t:div(b) -> t / b elementwise (broadcasting)",
+    ["neg"] = "t:neg() -> -t",
+}
+
+local TOPICS = [[
+workbench help: help(function) or help("name") for one entry; help(x) for a tensor.
+  creation  wb.tensor wb.empty wb.zeros wb.ones wb.full wb.rand wb.randn wb.arange wb.manual_seed
+  ops       a+b a-b a*b a/b -a  wb.matmul wb.addmm wb.linear wb.gelu wb.geglu wb.geglu_linear
+  checks    wb.allclose wb.max_abs_diff wb.rel_error
+  views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
+  modules   wb.nn.Linear wb.nn.GeGLUMLP
+  speed     wb.graph.capture wb.compile wb.bench wb.profiler.profile wb.results wb.device_info
+  machine   wb.set_num_threads wb.cpu_isa wb.devices wb.synchronize
+Tab completes names (x:tr<Tab>); a trailing ; silences a value; Ctrl-C stops a statement; Ctrl-D leaves.]]
+
+local MODULES = {"nn", "graph", "profiler", "openblas", "cuda"}
+
+-- The documented name of a function value, by searching wb, its modules and tensor methods.
+local function name_of(f)
+    for k, v in pairs(wb) do
+        if v == f then return "wb." .. k end
+    end
+    for _, m in ipairs(MODULES) do
+        local t = wb[m]
+        if type(t) == "table" then
+            for k, v in pairs(t) do if v == f then return "wb." .. m .. "." .. k end end
+        end
+    end
+    if wb.compile == f then return "wb.compile" end
+    for k, v in pairs(wb.Tensor.__methods) do
+        if v == f then return k end
+    end
+end
+
+local function help(x)
+    if x == nil then
+        print(TOPICS)
+        return
+    end
+    if type(x) == "string" then
+        local doc = DOCS[x] or DOCS["wb." .. x]
+        print(doc or ("no help for '" .. x .. "' (help() lists the topics)"))
+        return
+    end
+    if type(x) == "userdata" and getmetatable(x) == wb.Tensor then
+        print(tostring(x))
+        local names = {}
+        for k in pairs(wb.Tensor.__methods) do names[#names + 1] = k end
+        table.sort(names)
+        print("fields: shape, dtype, device")
+        print("methods: " .. table.concat(names, ", ") .. "  (help(x.view) for one)")
+        return
+    end
+    if type(x) == "function" then
+        local name = name_of(x)
+        print(name and DOCS[name] or (name and ("no help written for " .. name)) or "no help for this function")
+        return
+    end
+    if type(x) == "table" then
+        local lines = {}
+        for k, v in pairs(x) do
+            if type(v) == "function" then
+                local name = name_of(v)
+                lines[#lines + 1] = name and DOCS[name] or tostring(k)
+            end
+        end
+        table.sort(lines)
+        print(#lines > 0 and table.concat(lines, "\n") or "no functions in this table")
+        return
+    end
+    print("no help for a " .. type(x))
+end
+
+return help

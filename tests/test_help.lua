@@ -1,0 +1,45 @@
+-- test_help.lua: every public function has help (help() is the REPL's documentation).
+local lu = require("luaunit")
+local help = require("wb.help")
+
+local function captured(x)
+    local out = {}
+    local saved = print
+    print = function(...) out[#out + 1] = table.concat({...}, "\t") end -- luacheck: ignore
+    help(x)
+    print = saved -- luacheck: ignore
+    return table.concat(out, "\n")
+end
+
+TestHelp = {}
+
+function TestHelp:test_every_public_function_is_documented()
+    local missing = {}
+    local function check(name, f)
+        local text = captured(f)
+        if text:match("^no help") then missing[#missing + 1] = name end
+    end
+    for k, v in pairs(wb) do
+        if type(v) == "function" and k:sub(1, 1) ~= "_" then check("wb." .. k, v) end
+    end
+    for _, m in ipairs({"nn", "graph", "profiler"}) do
+        for k, v in pairs(wb[m]) do
+            if type(v) == "function" then check("wb." .. m .. "." .. k, v) end
+        end
+    end
+    check("wb.compile", wb.compile)
+    check("wb.bench", wb.bench)
+    check("wb.results", wb.results)
+    for k, v in pairs(wb.Tensor.__methods) do check("tensor:" .. k, v) end
+    table.sort(missing)
+    lu.assertEquals(missing, {})
+end
+
+function TestHelp:test_forms()
+    lu.assertStrContains(captured(nil), "workbench help")
+    lu.assertStrContains(captured("linear"), "wb.linear(x, w")
+    lu.assertStrContains(captured(wb.ones({2})), "methods: ")
+    lu.assertStrContains(captured("nope"), "no help for 'nope'")
+end
+
+os.exit(lu.LuaUnit.run())
