@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -31,6 +34,9 @@ static const char usage[] =
     "  --threads N      CPU threads for kernels (default: all cores)\n"
     "  --out DIR        where results and traces go (default: out/<experiment>/<timestamp>/)\n"
     "  --seed N         seed of the random generator\n"
+    "  --sandbox        run a script from someone else: no processes, no C modules, no binary chunks,\n"
+    "                   reads under the script's folder and the library, writes under --out only\n"
+    "  --timeout SECS   stop the script after SECS seconds\n"
     "  --version        print the version and exit\n"
     "  -h, --help       print this help and exit\n"
     "  --               stop reading options\n";
@@ -43,6 +49,8 @@ typedef struct options {
     const char *threads;
     const char *out;
     const char *seed;
+    const char *timeout;
+    int sandbox;
     int script_index; /* argv index of the script (or "-"); 0 when none */
     int compare;      /* `workbench compare A.json B.json` */
 } options;
@@ -84,8 +92,10 @@ static int parse_args(int argc, char **argv, options *o) {
             o->interactive = 1;
             continue;
         }
-        if (!strcmp(a, "--sandbox"))
-            return fail_usage("%s: the sandbox is not available in this build yet; run only scripts you trust", a);
+        if (!strcmp(a, "--sandbox")) {
+            o->sandbox = 1;
+            continue;
+        }
         if (!strncmp(a, "-e", 2)) {
             if (a[2]) {
                 o->exprs[o->nexpr++] = a + 2;
@@ -105,6 +115,8 @@ static int parse_args(int argc, char **argv, options *o) {
             value = &o->out;
         else if (!strncmp(a, "--seed", name_len) && name_len == 6)
             value = &o->seed;
+        else if (!strncmp(a, "--timeout", name_len) && name_len == 9)
+            value = &o->timeout;
         else
             return fail_usage("unknown option '%s'", a);
         if (eq)
@@ -219,6 +231,67 @@ static int run_options(lua_State *L, const options *o) {
     return 0;
 }
 
+/* --timeout: the first alarm makes every Lua instruction raise (a script cannot pcall its way
+ * out); if the script is still running 2 s later, the process exits with status 124. */
+static lua_State *timed_state;
+static const char *timeout_text;
+static volatile sig_atomic_t timeout_fired;
+
+static void timeout_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    luaL_error(L, "timeout: the script ran past --timeout %s s", timeout_text);
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    if (!timeout_fired) {
+        timeout_fired = 1;
+        lua_sethook(timed_state, timeout_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+        struct itimerval grace = {{0, 0}, {2, 0}};
+        setitimer(ITIMER_REAL, &grace, NULL);
+        return;
+    }
+    static const char msg[] = "workbench: timeout: the script did not stop; exiting\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(124);
+}
+
+static int start_timeout(lua_State *L, const char *text) {
+    char *end;
+    double secs = strtod(text, &end);
+    if (end == text || *end || !(secs > 0) || secs > 1e7) {
+        fprintf(stderr, "workbench: --timeout %s: expected a number of seconds > 0\n", text);
+        return 2;
+    }
+    timed_state = L;
+    timeout_text = text;
+    signal(SIGALRM, on_alarm);
+    struct itimerval t = {{0, 0}, {(time_t)secs, (suseconds_t)((secs - (double)(time_t)secs) * 1e6)}};
+    setitimer(ITIMER_REAL, &t, NULL);
+    return 0;
+}
+
+/* --sandbox: scripts/wb/sandbox.lua narrows the globals before the script's first line. */
+static int install_sandbox(lua_State *L, const char *script, const char *out) {
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "cjson"); /* the library's own C module, loaded before C modules are closed */
+    if (wb_lua_docall(L, 1, 0) != LUA_OK) return 1;
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "wb.sandbox");
+    if (wb_lua_docall(L, 1, 1) != LUA_OK) return 1;
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, script);
+    lua_setfield(L, -2, "script");
+    lua_pushstring(L, out);
+    lua_setfield(L, -2, "out");
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "wb_scripts_dir");
+    lua_setfield(L, -3, "library");
+    lua_pop(L, 1);
+    return wb_lua_docall(L, 1, 0) == LUA_OK ? 0 : 1;
+}
+
 static int run_chunk(lua_State *L, int status, int nargs_from, int argc, char **argv) {
     if (status != LUA_OK) {
         fprintf(stderr, "workbench: %s\n", lua_tostring(L, -1));
@@ -269,14 +342,36 @@ int main(int argc, char **argv) {
         free(o.exprs);
         return rc;
     }
+    char default_out[PATH_MAX];
+    if (o.sandbox) {
+        if (!o.script_index || !strcmp(argv[o.script_index], "-")) {
+            fprintf(stderr, "workbench: --sandbox runs a script file: give its path\n");
+            lua_close(L);
+            free(o.exprs);
+            return 2;
+        }
+        if (!o.out) { /* writes must go somewhere: out/<script>/<time> */
+            const char *base = strrchr(argv[o.script_index], '/');
+            base = base ? base + 1 : argv[o.script_index];
+            char stamp[32];
+            time_t now = time(NULL);
+            strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+            snprintf(default_out, sizeof default_out, "out/%.*s/%s", (int)strcspn(base, "."), base, stamp);
+            o.out = default_out;
+        }
+    }
     rc = run_options(L, &o);
+    if (rc == 0 && o.timeout) rc = start_timeout(L, o.timeout);
+    if (rc == 0 && o.sandbox) rc = install_sandbox(L, argv[o.script_index], o.out);
     for (int i = 0; rc == 0 && i < o.nexpr; i++)
         rc = run_chunk(L, luaL_loadbuffer(L, o.exprs[i], strlen(o.exprs[i]), "=(command line)"), 0, argc, argv);
     if (rc == 0) {
         if (o.script_index) {
             const char *script = argv[o.script_index];
             int from_stdin = !strcmp(script, "-");
-            rc = run_chunk(L, luaL_loadfile(L, from_stdin ? NULL : script), o.script_index + 1, argc, argv);
+            /* a sandboxed script must be text: a precompiled chunk could carry arbitrary bytecode */
+            rc = run_chunk(L, luaL_loadfilex(L, from_stdin ? NULL : script, o.sandbox ? "t" : NULL), o.script_index + 1,
+                           argc, argv);
         } else if (o.nexpr == 0 && !o.interactive) {
             if (isatty(STDIN_FILENO))
                 wb_repl_run(L);

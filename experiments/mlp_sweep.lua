@@ -70,7 +70,7 @@ end
 local device = args.device or wb.default_device()
 local opts = {dtype = args.dtype, device = device}
 local out_dir = args.out or wb.options.out or ("out/mlp_sweep/" .. os.date("%Y%m%d-%H%M%S"))
-os.execute("mkdir -p '" .. out_dir:gsub("'", "'\\''") .. "'")
+assert(wb._mkdir_p(out_dir))
 
 local info = wb.device_info(device)
 print(string.format("mlp_sweep: GeGLU MLP dim %d hidden %d, %s on %s (%s, %d threads); tokens %s; modes %s", dim,

@@ -89,4 +89,23 @@ function TestCompare:test_malformed_input()
     lu.assertStrContains(out, "usage: workbench compare A.json B.json")
 end
 
+function TestCompare:test_two_runs_of_the_same_script()
+    local dir = os.tmpname() .. "_runs"
+    local sweep = (os.getenv("WB_SOURCE_DIR") or ".") .. "/experiments/mlp_sweep.lua"
+    for _, run in ipairs({"a", "b"}) do
+        local p = io.popen(string.format("%s %s --tokens 1,4 --modes eager,dual --dim 32 --hidden 64 --rounds 1 " ..
+            "--iters 3 --no-peer --out %s/%s 2>&1", EXE, sweep, dir, run))
+        local out = p:read("a")
+        local _, _, code = p:close()
+        lu.assertEquals(code, 0, out)
+    end
+    local out, err, code = run(dir .. "/a/mlp_sweep.json", dir .. "/b/mlp_sweep.json")
+    os.execute("rm -rf '" .. dir .. "'")
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "rows aligned on: tokens, mode")
+    lu.assertStrMatches(out, ".*tokens=4 mode=dual%s+median_ms.-x (%a+) %(noise.*")
+    lu.assertStrContains(out, "verdicts: ")
+    lu.assertStrContains(out, "structural differences: none")
+end
+
 os.exit(lu.LuaUnit.run())

@@ -155,6 +155,7 @@ function Profiler:stats() return self.native:stats() end
 
 function Profiler:export_chrome_trace(path)
     if type(path) ~= "string" then fail("export_chrome_trace needs a file path", 2) end
+    if wb._sandbox_check_write then wb._sandbox_check_write(path) end
     self.native:export_chrome_trace(path)
     return path
 end

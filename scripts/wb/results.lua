@@ -16,9 +16,7 @@ local function fingerprint()
     local info = wb.device_info()
     local cmd = {}
     for i = -10, #arg do if arg[i] then cmd[#cmd + 1] = arg[i] end end
-    local host = "?"
-    local f = io.open("/etc/hostname")
-    if f then host = (f:read("l") or "?"); f:close() end
+    local host = wb._hostname()
     return {
         workbench = wb.version, commit = wb.commit, build = wb.build.type, sanitizers = wb.build.sanitizers,
         device = wb.default_device(), cpu = info.name, isa = info.isa, threads = wb.get_num_threads(),
@@ -90,8 +88,8 @@ function Results:save(o)
         end
     end
     local dir = o.dir or wb.options.out or ("out/" .. self.name .. "/" .. os.date("%Y%m%d-%H%M%S"))
-    local ok = os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
-    if not ok then error("results: cannot create the directory " .. dir, 2) end
+    local ok, err = wb._mkdir_p(dir)
+    if not ok then error("results: cannot create the directory " .. dir .. ": " .. tostring(err), 2) end
     local fp = fingerprint()
     local base = dir .. "/" .. self.name
     write(base .. ".json", cjson.encode({name = self.name, fingerprint = fp, columns = self.columns, rows = self.rows,
