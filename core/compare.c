@@ -28,13 +28,6 @@ static int walker_next(walker *w, int nops, int64_t (*stride)[WB_MAX_DIMS], int6
     return 0;
 }
 
-static void broadcast_strides(const wb_tensor *x, int ndim, const int64_t *shape, int64_t *stride) {
-    for (int i = 0; i < ndim; i++) {
-        int xi = i - (ndim - x->ndim);
-        stride[i] = (xi < 0 || (x->shape[xi] == 1 && shape[i] != 1)) ? 0 : x->stride[xi];
-    }
-}
-
 static wb_status check_host_readable(const wb_tensor *x, const char *context) {
     if (x->device != WB_DEVICE_CPU)
         return wb_error(WB_ERR_DEVICE, "%s: tensors on %s must be moved to cpu first", context,
@@ -85,8 +78,8 @@ static wb_status for_each_pair(wb_tensor *a, wb_tensor *b, const char *context, 
     for (int d = 0; d < w.ndim; d++)
         if (w.shape[d] == 0) return WB_OK;
     int64_t stride[2][WB_MAX_DIMS], off[2] = {0, 0};
-    broadcast_strides(a, w.ndim, w.shape, stride[0]);
-    broadcast_strides(b, w.ndim, w.shape, stride[1]);
+    wb_broadcast_strides(a, w.ndim, w.shape, stride[0]);
+    wb_broadcast_strides(b, w.ndim, w.shape, stride[1]);
     const float *pa = wb_tensor_data(a), *pb = wb_tensor_data(b);
     do
         fn(acc, pa[off[0]], pb[off[1]]);

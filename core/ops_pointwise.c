@@ -18,13 +18,6 @@ static const char *const binary_kernel_names[4][2] = {
 
 /* Strides of `x` seen with the (broadcast) shape `ndim, shape`: size-1 and missing leading
  * dims get stride 0. */
-static void broadcast_strides(const wb_tensor *x, int ndim, const int64_t *shape, int64_t *stride) {
-    for (int i = 0; i < ndim; i++) {
-        int xi = i - (ndim - x->ndim);
-        stride[i] = (xi < 0 || (x->shape[xi] == 1 && shape[i] != 1)) ? 0 : x->stride[xi];
-    }
-}
-
 static int same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b) {
     return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) &&
            wb_tensor_is_contiguous(a) && wb_tensor_is_contiguous(b);
@@ -81,8 +74,8 @@ wb_status wb_cpu_binary_impl(wb_op_call *c) {
                        {0}, {0},       {0}};
     memcpy(k.shape, out->shape, sizeof k.shape);
     memcpy(k.os, out->stride, sizeof k.os);
-    broadcast_strides(c->in[0], out->ndim, out->shape, k.as);
-    broadcast_strides(c->in[1], out->ndim, out->shape, k.bs);
+    wb_broadcast_strides(c->in[0], out->ndim, out->shape, k.as);
+    wb_broadcast_strides(c->in[1], out->ndim, out->shape, k.bs);
     int contig = same_geometry_contiguous(c->in[0], out) && same_geometry_contiguous(c->in[1], out);
     wb_kernel_desc d = {binary_kernel_names[op][!contig], c->def->flops(c), c->def->bytes(c),
                         wb_tensor_numel(out) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
@@ -188,7 +181,7 @@ wb_status wb_cpu_copy_impl(wb_op_call *c) {
     unary_launch k = {WB_CPU_COPY, dst->ndim, {0}, wb_tensor_data(dst), wb_tensor_data(src), {0}, {0}, 0};
     memcpy(k.shape, dst->shape, sizeof k.shape);
     memcpy(k.os, dst->stride, sizeof k.os);
-    broadcast_strides(src, dst->ndim, dst->shape, k.as);
+    wb_broadcast_strides(src, dst->ndim, dst->shape, k.as);
     int contig = same_geometry_contiguous(dst, src);
     wb_kernel_desc d = {contig ? "wb_copy_generic_contig" : "wb_copy_generic_strided", 0, wb_bytes_copy_(c),
                         wb_tensor_numel(dst) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};

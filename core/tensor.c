@@ -71,6 +71,13 @@ wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b,
     return WB_OK;
 }
 
+void wb_broadcast_strides(const wb_tensor *x, int ndim, const int64_t *shape, int64_t *stride) {
+    for (int i = 0; i < ndim; i++) {
+        int xi = i - (ndim - x->ndim);
+        stride[i] = (xi < 0 || (x->shape[xi] == 1 && shape[i] != 1)) ? 0 : x->stride[xi];
+    }
+}
+
 int64_t wb_tensor_numel(const wb_tensor *t) {
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++)

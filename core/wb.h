@@ -119,6 +119,8 @@ char *wb_shape_format(int ndim, const int64_t *shape, char *buf, size_t len);
 /* Checks a shape (0..WB_MAX_DIMS dims, sizes >= 0, element count and bytes representable);
  * the message starts with "<context>: " unless context is NULL. */
 wb_status wb_shape_check(int ndim, const int64_t *shape, wb_dtype dtype, const char *context);
+/* Strides that read `x` as the broadcast shape (ndim, shape): 0 for new and expanded dims. */
+void wb_broadcast_strides(const wb_tensor *x, int ndim, const int64_t *shape, int64_t *stride);
 /* NumPy broadcasting of two shapes; fails with both shapes in the message. */
 wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out,
                              const char *context);
