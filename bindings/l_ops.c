@@ -7,23 +7,10 @@
 #include "peer.h"
 #include "wb_lua.h"
 
-typedef wb_status (*binary_fn)(wb_tensor *, wb_tensor *, wb_tensor **);
-
-static int binary(lua_State *L, binary_fn fn, const char *name) {
-    lua_settop(L, 2);
-    wb_tensor *like = NULL;
-    if (wb_lua_testtensor(L, 1))
-        like = wb_lua_checktensor(L, 1);
-    else if (wb_lua_testtensor(L, 2))
-        like = wb_lua_checktensor(L, 2);
-    wb_tensor *a = wb_lua_checkoperand(L, 1, like, name), *b = wb_lua_checkoperand(L, 2, like, name), *out;
-    return wb_lua_pushresult(L, fn(a, b, &out), &out);
-}
-
-static int l_add(lua_State *L) { return binary(L, wb_add, "add"); }
-static int l_sub(lua_State *L) { return binary(L, wb_sub, "sub"); }
-static int l_mul(lua_State *L) { return binary(L, wb_mul, "mul"); }
-static int l_div(lua_State *L) { return binary(L, wb_div, "div"); }
+static int l_add(lua_State *L) { return wb_lua_binary(L, wb_add, "add"); }
+static int l_sub(lua_State *L) { return wb_lua_binary(L, wb_sub, "sub"); }
+static int l_mul(lua_State *L) { return wb_lua_binary(L, wb_mul, "mul"); }
+static int l_div(lua_State *L) { return wb_lua_binary(L, wb_div, "div"); }
 
 static int l_neg(lua_State *L) {
     wb_tensor *out;

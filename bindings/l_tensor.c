@@ -557,22 +557,21 @@ static int t_tostring(lua_State *L) {
 
 /* ---- arithmetic --------------------------------------------------------------------------------- */
 
-typedef wb_status (*binary_fn)(wb_tensor *, wb_tensor *, wb_tensor **);
-
-static int arith(lua_State *L, binary_fn fn, const char *name) {
+int wb_lua_binary(lua_State *L, wb_lua_binary_fn fn, const char *name) {
     lua_settop(L, 2);
     wb_lua_tensor *h1 = wb_lua_testtensor(L, 1), *h2 = wb_lua_testtensor(L, 2);
     wb_tensor *out;
     if (h1 && h2 && h1->t && h2->t) return wb_lua_pushresult(L, fn(h1->t, h2->t, &out), &out); /* the common case */
-    wb_tensor *like = h1 ? wb_lua_checktensor(L, 1) : wb_lua_checktensor(L, 2);
+    /* numbers take the dtype and device of the tensor operand (wb.add(1, 2) has none: defaults) */
+    wb_tensor *like = h1 ? wb_lua_checktensor(L, 1) : h2 ? wb_lua_checktensor(L, 2) : NULL;
     wb_tensor *a = wb_lua_checkoperand(L, 1, like, name), *b = wb_lua_checkoperand(L, 2, like, name);
     return wb_lua_pushresult(L, fn(a, b, &out), &out);
 }
 
-static int t_add(lua_State *L) { return arith(L, wb_add, "add"); }
-static int t_sub(lua_State *L) { return arith(L, wb_sub, "sub"); }
-static int t_mul(lua_State *L) { return arith(L, wb_mul, "mul"); }
-static int t_div(lua_State *L) { return arith(L, wb_div, "div"); }
+static int t_add(lua_State *L) { return wb_lua_binary(L, wb_add, "add"); }
+static int t_sub(lua_State *L) { return wb_lua_binary(L, wb_sub, "sub"); }
+static int t_mul(lua_State *L) { return wb_lua_binary(L, wb_mul, "mul"); }
+static int t_div(lua_State *L) { return wb_lua_binary(L, wb_div, "div"); }
 
 static int t_unm(lua_State *L) {
     wb_tensor *out;

@@ -36,6 +36,11 @@ void wb_lua_pushtensor(lua_State *L, wb_tensor *t);
  * only after the call has run (argument evaluation order is unspecified in C). */
 int wb_lua_pushresult(lua_State *L, wb_status st, wb_tensor **out);
 
+/* a OP b for tensors or numbers (numbers become 0-d tensors like the tensor operand): the
+ * body of the arithmetic metamethods and of wb.add/sub/mul/div. */
+typedef wb_status (*wb_lua_binary_fn)(wb_tensor *, wb_tensor *, wb_tensor **);
+int wb_lua_binary(lua_State *L, wb_lua_binary_fn fn, const char *name);
+
 /* Shapes: a table {2, 3} (or a single integer for 1-D). Returns ndim. */
 int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, const char *what);
 /* A 1-based or negative dimension of t, as a 0-based index; raises when out of range. */
