@@ -53,7 +53,7 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
     uint64_t id = b->id, version = b->version;
     uint64_t up_id = b_up ? b_up->id : 0, up_version = b_up ? b_up->version : 0;
     if (!b_up) up_offset = 0;
-    entry *free_slot = NULL, *oldest = NULL;
+    entry *free_slot = NULL;
     for (int i = 0; i < CACHE_ENTRIES; i++) {
         entry *e = &cache[i];
         if (!e->data) {
@@ -70,7 +70,6 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
             if (!free_slot) free_slot = e;
             continue;
         }
-        if (!oldest || e->last_use < oldest->last_use) oldest = e;
     }
     size_t bytes = wb_gemm_packed_b_floats(isa, k, n, b_up != NULL) * sizeof(float);
     if (bytes > CACHE_BYTES / 2) return NULL;
@@ -82,7 +81,6 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
         drop(lru);
         if (!free_slot) free_slot = lru;
     }
-    (void)oldest;
     float *data = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!data) return NULL;
     wb_gemm_pack_b(isa, k, n, (const float *)b->data + b_offset, rsb, csb,

@@ -65,8 +65,6 @@ static inline int64_t clock_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int64_t wb_prof_now(const wb_prof *p) { return clock_ns() - p->t0; }
-
 /* The next free event, or NULL (counted as dropped) when the buffer is full. Callers fill
  * every field with one struct store. */
 static inline wb_event *slot(wb_prof *p) {
@@ -93,15 +91,23 @@ static inline uint32_t enclosing_op(const wb_prof *p) {
 
 /* ---- dispatcher hooks ------------------------------------------------------------------------- */
 
-static void on_op_begin(void *user, const wb_op_call *c) {
-    wb_prof *p = user;
+/* Opens a frame on the op stack (an op, or a runtime scope such as a graph launch); NULL past
+ * MAX_DEPTH, where the depth is still counted so the matching end stays balanced. */
+static frame *push_frame(wb_prof *p) {
     int d = p->depth++;
-    if (d >= MAX_DEPTH) return;
+    if (d >= MAX_DEPTH) return NULL;
     frame *f = &p->stack[d];
     f->id = ++p->next_id;
     f->ninputs = 0;
     f->shape_off = 0;
     f->src = WB_EVENT_NONE;
+    return f;
+}
+
+static void on_op_begin(void *user, const wb_op_call *c) {
+    wb_prof *p = user;
+    frame *f = push_frame(p);
+    if (!f) return;
     if (p->recording && p->o.record_host) {
         if (p->o.record_shapes) {
             f->shape_off = (uint32_t)p->shapes_n;
@@ -213,15 +219,8 @@ void wb_prof_runtime(const char *name, int64_t t0_ns) {
 
 void wb_prof_scope_begin(void) {
     wb_prof *p = current;
-    if (!p) return;
-    int d = p->depth++;
-    if (d >= MAX_DEPTH) return;
-    frame *f = &p->stack[d];
-    f->id = ++p->next_id;
-    f->ninputs = 0;
-    f->shape_off = 0;
-    f->src = WB_EVENT_NONE;
-    f->ts = clock_ns();
+    frame *f = p ? push_frame(p) : NULL;
+    if (f) f->ts = clock_ns();
 }
 
 void wb_prof_scope_end(const char *name) {

@@ -85,7 +85,6 @@ void wb_prof_scope_begin(void);
 void wb_prof_scope_end(const char *name);
 /* The running session (NULL when none). */
 wb_prof *wb_prof_current(void);
-int64_t wb_prof_now(const wb_prof *p);
 
 size_t wb_prof_count(const wb_prof *p);
 const wb_event *wb_prof_event(const wb_prof *p, size_t i);
