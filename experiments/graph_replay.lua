@@ -35,21 +35,11 @@ local function measure(fn)
     local p = wb.profiler.profile({}, function()
         for _ = 1, 20 do wb.profiler.range("fwd", fn) end
     end)
-    local ev = p:events()
-    local walls, kerns, hosts, count = {}, {}, {}, 0
-    for _, r in ipairs(ev) do
-        if r.cat == "range" then
-            local k, n = 0, 0
-            for _, e in ipairs(ev) do
-                if e.cat == "kernel" and e.ts_ns >= r.ts_ns and e.ts_ns <= r.ts_ns + r.dur_ns then
-                    k, n = k + e.dur_ns, n + 1
-                end
-            end
-            walls[#walls + 1], kerns[#kerns + 1], hosts[#hosts + 1], count = r.dur_ns, k, r.dur_ns - k, n
-        end
-    end
+    local runs = p:range_instances("fwd")
+    local walls, kerns, hosts = {}, {}, {}
+    for i, r in ipairs(runs) do walls[i], kerns[i], hosts[i] = r.dur_ns, r.kernel_ns, r.host_ns end
     local function med(t) table.sort(t) return t[(#t + 1) // 2] / 1e3 end
-    return {wall = med(walls), kern = med(kerns), host = med(hosts), n = count}
+    return {wall = med(walls), kern = med(kerns), host = med(hosts), n = #runs[#runs].kernels}
 end
 
 local function wall_us(fn)

@@ -106,22 +106,11 @@ local function anatomy(fn)
     local p = wb.profiler.profile({with_flops = true}, function()
         for _ = 1, 5 do wb.profiler.range("fwd", fn) end
     end)
-    local ev = p:events()
-    local hosts, counts, kernels = {}, {}, {}
-    for _, r in ipairs(ev) do
-        if r.cat == "range" and r.name == "fwd" then
-            local k, n = 0, 0
-            for _, e in ipairs(ev) do
-                if e.cat == "kernel" and e.ts_ns >= r.ts_ns and e.ts_ns <= r.ts_ns + r.dur_ns then
-                    k, n = k + e.dur_ns, n + 1
-                    if #hosts == 0 then kernels[#kernels + 1] = e end
-                end
-            end
-            hosts[#hosts + 1], counts[#counts + 1] = r.dur_ns - k, n
-        end
-    end
+    local runs = p:range_instances("fwd")
+    local hosts = {}
+    for i, r in ipairs(runs) do hosts[i] = r.host_ns end
     table.sort(hosts)
-    return counts[#counts], hosts[(#hosts + 1) // 2] / 1e3, kernels, p
+    return #runs[#runs].kernels, hosts[(#hosts + 1) // 2] / 1e3, runs[1].kernels, p
 end
 
 local results = wb.results("mlp_sweep", {keys = {"tokens", "mode"}, columns = {"tokens", "mode", "median_ms", "p10_ms", "p90_ms", "gflops",

@@ -107,6 +107,11 @@ function TestRecording:test_without_schedule_everything_is_recorded()
     lu.assertEquals(count(ev, function(e) return e.cat == "runtime" and e.name == "synchronize" end), 1)
     lu.assertTrue(count(ev, function(e) return e.cat == "memory" and e.name == "alloc" end) >= 2)
     p:expect{range = "inner", ops = {mul = 1}, kernels = 1}
+    local inner = p:range_instances("inner")
+    lu.assertEquals(#inner, 1)
+    lu.assertEquals(#inner[1].kernels, 1)
+    lu.assertEquals(inner[1].host_ns, inner[1].dur_ns - inner[1].kernel_ns)
+    lu.assertEquals(#p:range_instances("outer")[1].kernels, 1)
     local q = wb.profiler.profile({}, function() local _ = wb.ones({3}) * 2 end)
     lu.assertEquals(count(q:events(), function(e) return e.cat == "memory" end), 0) -- opt-in, as in PyTorch
     lu.assertTrue(q:stats().peak_memory > 0)

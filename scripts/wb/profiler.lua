@@ -366,6 +366,27 @@ function Profiler:table(o)
     return table.concat(out, "\n")
 end
 
+-- Every instance of the range `name`, in recording order: {ts_ns, dur_ns, kernels = {events},
+-- kernel_ns = their total, host_ns = dur_ns - kernel_ns} (kernels whose start lies in the span).
+-- What a forward costs the host and the device, measured in the same run.
+function Profiler:range_instances(name)
+    local ev = self:events()
+    local out = {}
+    for _, r in ipairs(ev) do
+        if r.cat == "range" and r.name == name then
+            local kernels, k = {}, 0
+            for _, e in ipairs(ev) do
+                if e.cat == "kernel" and e.ts_ns >= r.ts_ns and e.ts_ns <= r.ts_ns + r.dur_ns then
+                    kernels[#kernels + 1] = e
+                    k = k + e.dur_ns
+                end
+            end
+            out[#out + 1] = {ts_ns = r.ts_ns, dur_ns = r.dur_ns, kernels = kernels, kernel_ns = k, host_ns = r.dur_ns - k}
+        end
+    end
+    return out
+end
+
 -- ---- expectations ---------------------------------------------------------------------------
 
 local EXPECT_KEYS = {range = true, kernels = true, ops = true, no_kernel_for = true}
