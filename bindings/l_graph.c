@@ -93,6 +93,15 @@ static int l_capture(lua_State *L) {
     h->g = NULL;
     luaL_setmetatable(L, GRAPH_TYPE);
     lua_insert(L, 1); /* graph, fn, args... */
+    if (wb_cuda_in_use()) {
+        /* CUDA graphs need a warm-up run first: cuBLASLt plans and kernel modules are made
+         * and the caching allocator holds the blocks, so nothing allocates or syncs inside
+         * the capture. */
+        lua_pushvalue(L, 2);
+        for (int i = 1; i <= nargs; i++)
+            lua_pushvalue(L, 2 + i);
+        lua_call(L, nargs, 0);
+    }
     WB_LUA_CHECK(L, wb_graph_begin(&h->g));
     int status = lua_pcall(L, nargs, LUA_MULTRET, 0);
     if (status != LUA_OK) {
@@ -101,6 +110,7 @@ static int l_capture(lua_State *L) {
         return lua_error(L); /* the captured function's error, unchanged */
     }
     wb_graph_end(h->g);
+    if (wb_graph_problem(h->g)) return luaL_error(L, "graph.capture: %s", wb_graph_problem(h->g));
     int nres = lua_gettop(L) - 1;
     lua_createtable(L, nres, 0); /* outputs */
     for (int i = 1; i <= nres; i++) {

@@ -131,7 +131,6 @@ static int s_stats(lua_State *L) {
     return 1;
 }
 
-static const char *const kind_names[] = {"op", "kernel", "runtime", "memory", "range", "step"};
 
 /* s:events() -> array of event tables (DESIGN's p:events() shape). */
 static int s_events(lua_State *L) {
@@ -146,13 +145,13 @@ static int s_events(lua_State *L) {
         else
             lua_pushstring(L, e->name);
         lua_setfield(L, -2, "name");
-        lua_pushstring(L, kind_names[e->kind]);
+        lua_pushstring(L, wb_event_kind_name(e->kind));
         lua_setfield(L, -2, "cat");
         lua_pushinteger(L, e->ts_ns);
         lua_setfield(L, -2, "ts_ns");
         lua_pushinteger(L, e->dur_ns);
         lua_setfield(L, -2, "dur_ns");
-        lua_pushstring(L, e->lane == WB_LANE_HOST ? "host" : "cpu:0 stream 0");
+        lua_pushstring(L, wb_prof_lane_name(p, e->lane));
         lua_setfield(L, -2, "lane");
         lua_pushinteger(L, (lua_Integer)e->id);
         lua_setfield(L, -2, "id");

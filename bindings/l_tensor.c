@@ -373,11 +373,7 @@ static int t_to(lua_State *L) {
     if (lua_getfield(L, 2, "device") != LUA_TNIL && wb_device_parse(luaL_checkstring(L, -1), &device))
         luaL_error(L, "to: %s", wb_error_message());
     if (wb_device_check_available(device)) luaL_error(L, "to: %s", wb_error_message());
-    if (dtype != t->dtype && wb_dtype_check_supported(dtype, "to")) wb_lua_error(L);
-    if (dtype != t->dtype || device != t->device)
-        return luaL_error(L, "to: converting %s/%s to %s/%s is not supported yet", wb_dtype_name(t->dtype),
-                          wb_device_name(t->device), wb_dtype_name(dtype), wb_device_name(device));
-    return wb_lua_pushresult(L, wb_alias(t, &out), &out); /* nothing to convert: same data */
+    return wb_lua_pushresult(L, wb_to(t, dtype, device, &out), &out); /* an alias when nothing changes */
 }
 
 /* ---- values -------------------------------------------------------------------------------------- */
@@ -506,11 +502,6 @@ static int t_tostring(lua_State *L) {
     int64_t n = wb_tensor_numel(t);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    if (t->dtype != WB_F32) {
-        lua_pushfstring(L, "tensor(shape=%s, dtype=%s, device=%s)", shape, wb_dtype_name(t->dtype),
-                        wb_device_name(t->device));
-        return 1;
-    }
     double *v = malloc((size_t)(n ? n : 1) * sizeof(double));
     if (n <= PRINT_MAX_ELEMENTS) {
         if (!v || wb_to_doubles(t, v)) {

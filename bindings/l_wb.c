@@ -10,6 +10,7 @@
 #include "peer.h"
 #include "profiler.h"
 #include "wb_lua.h"
+#include "cuda.h"
 #include "wb_version.h"
 
 /* ---- wb.tensor(nested_table, opts) ---------------------------------------------------------- */
@@ -179,6 +180,42 @@ static int l_devices(lua_State *L) {
     return 1;
 }
 
+/* device_info("cuda"): what the driver reports; peaks from the per-SM rates of the architecture
+ * times SM count and clock (a datasheet figure, not a measurement: `calibrated` says so). */
+static int push_cuda_info(lua_State *L) {
+    const wb_cuda_info *ci = wb_cuda_info_get();
+    double ghz = ci->clock_khz / 1e6;
+    lua_newtable(L);
+    lua_pushstring(L, "cuda");
+    lua_setfield(L, -2, "device");
+    lua_pushstring(L, ci->name);
+    lua_setfield(L, -2, "name");
+    lua_pushfstring(L, "sm_%d%d", ci->cc_major, ci->cc_minor);
+    lua_setfield(L, -2, "isa");
+    lua_pushinteger(L, ci->sm_count);
+    lua_setfield(L, -2, "sm_count");
+    lua_pushinteger(L, (lua_Integer)ci->total_mem);
+    lua_setfield(L, -2, "memory_bytes");
+    lua_pushnumber(L, ci->sm_count * 128.0 * 2.0 * ghz); /* fp32 FMA lanes per SM: 128 */
+    lua_setfield(L, -2, "peak_gflops");
+    lua_pushnumber(L, ci->sm_count * (ci->cc_major >= 9 ? 4096.0 : 2048.0) * ghz); /* dense bf16 tensor cores */
+    lua_setfield(L, -2, "peak_gflops_bf16");
+    lua_pushnumber(L, 2.0 * ci->mem_clock_khz * 1e3 * ci->bus_width_bits / 8.0 / 1e9);
+    lua_setfield(L, -2, "bandwidth_gbs");
+    lua_pushfstring(L, "%d.%d", ci->runtime_version / 1000, (ci->runtime_version % 1000) / 10);
+    lua_setfield(L, -2, "cuda_runtime");
+    lua_pushfstring(L, "%d.%d", ci->driver_version / 1000, (ci->driver_version % 1000) / 10);
+    lua_setfield(L, -2, "cuda_driver");
+    lua_pushinteger(L, (lua_Integer)ci->cublaslt_version);
+    lua_setfield(L, -2, "cublaslt");
+    lua_pushinteger(L, ci->cupti_version);
+    lua_setfield(L, -2, "cupti_api");
+    lua_pushstring(L, "not measured: peaks are SM count x clock x the architecture's rate per SM; bandwidth from "
+                      "the memory clock and bus width");
+    lua_setfield(L, -2, "calibrated");
+    return 1;
+}
+
 /* wb.device_info([device]): name, threads, and the roofline's two limits measured by a short
  * calibration the first time for each thread count (cached; `calibrated` says so). */
 static int l_device_info(lua_State *L) {
@@ -188,6 +225,7 @@ static int l_device_info(lua_State *L) {
     } cache[16];
     wb_device d = opt_device(L, 1, "device_info");
     if (wb_device_check_available(d)) luaL_error(L, "device_info: %s", wb_error_message());
+    if (d == WB_DEVICE_CUDA) return push_cuda_info(L);
     int threads = wb_get_num_threads(), slot = -1;
     for (int i = 0; i < 16 && slot < 0; i++)
         if (cache[i].threads == threads || cache[i].threads == 0) slot = i;
@@ -219,6 +257,10 @@ static int l_synchronize(lua_State *L) {
     int64_t t0 = wb_time_ns();
     wb_device d = opt_device(L, 1, "synchronize");
     if (wb_device_check_available(d)) luaL_error(L, "synchronize: %s", wb_error_message());
+    if (d == WB_DEVICE_CUDA) {
+        WB_LUA_CHECK(L, wb_synchronize(d));
+        return 0;
+    }
     /* The CPU device runs kernels synchronously: nothing to wait for, but the call shows. */
     wb_prof_runtime("synchronize", t0);
     return 0;
@@ -226,6 +268,29 @@ static int l_synchronize(lua_State *L) {
 
 static int l_cuda_is_available(lua_State *L) {
     lua_pushboolean(L, wb_device_is_available(WB_DEVICE_CUDA));
+    return 1;
+}
+
+/* wb.cuda.why_not() -> nil when cuda is available, else the reason (plugin / driver / device). */
+static int l_cuda_why_not(lua_State *L) {
+    if (wb_device_check_available(WB_DEVICE_CUDA) == WB_OK) return 0;
+    lua_pushstring(L, wb_error_message());
+    return 1;
+}
+
+/* wb.cuda.memory() -> {allocated, reserved, peak} bytes of the caching allocator. */
+static int l_cuda_memory(lua_State *L) {
+    const wb_cuda_api *api = wb_cuda_api_get();
+    if (!api) return luaL_error(L, "cuda.memory: %s", wb_error_message());
+    size_t a, r, p;
+    api->memory_stats(&a, &r, &p);
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, (lua_Integer)a);
+    lua_setfield(L, -2, "allocated");
+    lua_pushinteger(L, (lua_Integer)r);
+    lua_setfield(L, -2, "reserved");
+    lua_pushinteger(L, (lua_Integer)p);
+    lua_setfield(L, -2, "peak");
     return 1;
 }
 
@@ -348,6 +413,10 @@ int luaopen_wb(lua_State *L) {
     lua_newtable(L); /* wb.cuda */
     lua_pushcfunction(L, l_cuda_is_available);
     lua_setfield(L, -2, "is_available");
+    lua_pushcfunction(L, l_cuda_why_not);
+    lua_setfield(L, -2, "why_not");
+    lua_pushcfunction(L, l_cuda_memory);
+    lua_setfield(L, -2, "memory");
     lua_setfield(L, -2, "cuda");
     lua_pushstring(L, WB_VERSION);
     lua_setfield(L, -2, "version");

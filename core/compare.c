@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "convert.h"
 #include "storage.h"
 #include "wb.h"
 
@@ -28,25 +29,34 @@ static int walker_next(walker *w, int nops, int64_t (*stride)[WB_MAX_DIMS], int6
     return 0;
 }
 
-static wb_status check_host_readable(const wb_tensor *x, const char *context) {
-    if (x->device != WB_DEVICE_CPU)
-        return wb_error(WB_ERR_DEVICE, "%s: tensors on %s must be moved to cpu first", context,
-                        wb_device_name(x->device));
-    return wb_dtype_check_supported(x->dtype, context);
+/* A host-readable version of x: x itself on the cpu, else a copy brought to the cpu (*staged
+ * is set and must be freed). */
+static wb_status host_readable(wb_tensor *x, const char *context, wb_tensor **staged) {
+    *staged = NULL;
+    wb_status st = wb_dtype_check_supported(x->dtype, context);
+    if (st || x->device == WB_DEVICE_CPU) return st;
+    st = wb_to(x, x->dtype, WB_DEVICE_CPU, staged);
+    return st ? wb_error_prefix(st, context) : WB_OK;
 }
 
 wb_status wb_to_doubles(wb_tensor *x, double *values) {
-    wb_status st = check_host_readable(x, "to_doubles");
+    wb_tensor *staged;
+    wb_status st = host_readable(x, "to_doubles", &staged);
     if (st) return st;
+    if (staged) {
+        st = wb_to_doubles(staged, values);
+        wb_tensor_free(staged);
+        return st;
+    }
     if (wb_tensor_numel(x) == 0) return WB_OK;
     walker w = {.ndim = x->ndim};
     memcpy(w.shape, x->shape, sizeof w.shape);
     int64_t stride[1][WB_MAX_DIMS], off[1] = {0};
     memcpy(stride[0], x->stride, sizeof stride[0]);
-    const float *data = wb_tensor_data(x);
+    const void *data = wb_tensor_data(x);
     int64_t i = 0;
     do
-        values[i++] = data[off[0]];
+        values[i++] = wb_load_as_double(data, x->dtype, off[0]);
     while (walker_next(&w, 1, stride, off));
     return WB_OK;
 }
@@ -58,11 +68,18 @@ wb_status wb_from_doubles(wb_dtype dtype, wb_device device, int ndim, const int6
     if (st) return st;
     if (device != WB_DEVICE_CPU && (st = wb_device_check_available(device))) return wb_error_prefix(st, "tensor");
     wb_tensor *t;
-    if ((st = wb_tensor_empty(dtype, device, ndim, shape, &t))) return wb_error_prefix(st, "tensor");
-    float *data = wb_tensor_data(t);
+    if ((st = wb_tensor_empty(dtype, WB_DEVICE_CPU, ndim, shape, &t))) return wb_error_prefix(st, "tensor");
+    void *data = wb_tensor_data(t);
     int64_t n = wb_tensor_numel(t);
     for (int64_t i = 0; i < n; i++)
-        data[i] = (float)values[i];
+        wb_store_from_double(data, dtype, i, values[i]);
+    if (device != WB_DEVICE_CPU) { /* built on the host, then moved */
+        wb_tensor *moved;
+        st = wb_to(t, dtype, device, &moved);
+        wb_tensor_free(t);
+        if (st) return wb_error_prefix(st, "tensor");
+        t = moved;
+    }
     *out = t;
     return WB_OK;
 }
@@ -70,9 +87,20 @@ wb_status wb_from_doubles(wb_dtype dtype, wb_device device, int ndim, const int6
 /* Visits every pair (a, b) of the broadcast of two tensors. */
 typedef void (*pair_fn)(void *acc, double a, double b);
 
+static wb_status for_each_pair_host(wb_tensor *a, wb_tensor *b, const char *context, pair_fn fn, void *acc);
+
 static wb_status for_each_pair(wb_tensor *a, wb_tensor *b, const char *context, pair_fn fn, void *acc) {
+    wb_tensor *sa = NULL, *sb = NULL;
+    wb_status st = host_readable(a, context, &sa);
+    if (!st) st = host_readable(b, context, &sb);
+    if (!st) st = for_each_pair_host(sa ? sa : a, sb ? sb : b, context, fn, acc);
+    wb_tensor_free(sa);
+    wb_tensor_free(sb);
+    return st;
+}
+
+static wb_status for_each_pair_host(wb_tensor *a, wb_tensor *b, const char *context, pair_fn fn, void *acc) {
     wb_status st;
-    if ((st = check_host_readable(a, context)) || (st = check_host_readable(b, context))) return st;
     walker w = {0};
     if ((st = wb_shape_broadcast(a->ndim, a->shape, b->ndim, b->shape, &w.ndim, w.shape, context))) return st;
     for (int d = 0; d < w.ndim; d++)
@@ -80,9 +108,9 @@ static wb_status for_each_pair(wb_tensor *a, wb_tensor *b, const char *context, 
     int64_t stride[2][WB_MAX_DIMS], off[2] = {0, 0};
     wb_broadcast_strides(a, w.ndim, w.shape, stride[0]);
     wb_broadcast_strides(b, w.ndim, w.shape, stride[1]);
-    const float *pa = wb_tensor_data(a), *pb = wb_tensor_data(b);
+    const void *pa = wb_tensor_data(a), *pb = wb_tensor_data(b);
     do
-        fn(acc, pa[off[0]], pb[off[1]]);
+        fn(acc, wb_load_as_double(pa, a->dtype, off[0]), wb_load_as_double(pb, b->dtype, off[1]));
     while (walker_next(&w, 2, stride, off));
     return WB_OK;
 }

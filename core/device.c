@@ -1,6 +1,6 @@
 /* device.c: dtype and device names, availability, defaults and the thread count.
- * The CUDA device is a plugin (a later issue); until it exists every cuda request fails here
- * with a message that says so, and the executable still starts on any machine. */
+ * The CUDA device is a plugin loaded at first use (core/cuda.c); when it cannot run, every cuda
+ * request fails here with a message that says why, and the executable still starts anywhere. */
 #include <stdio.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -8,6 +8,7 @@
 #endif
 
 #include "wb.h"
+#include "cuda.h"
 
 static const char *const dtype_names[WB_DTYPE_COUNT] = {
     [WB_F32] = "f32",
@@ -36,9 +37,18 @@ wb_status wb_dtype_parse(const char *name, wb_dtype *out) {
 }
 
 wb_status wb_dtype_check_supported(wb_dtype dtype, const char *context) {
-    if (dtype == WB_F32) return WB_OK;
-    return wb_error(WB_ERR_DTYPE, "%s: dtype %s is not supported yet (only f32 has kernels in this build)", context,
-                    wb_dtype_name(dtype));
+    if (dtype == WB_F32 || dtype == WB_BF16) return WB_OK;
+    return wb_error(WB_ERR_DTYPE, "%s: invalid dtype id %d", context, (int)dtype);
+}
+
+wb_status wb_dtype_check_kernels(wb_dtype dtype, wb_device device, const char *context) {
+    wb_status st = wb_dtype_check_supported(dtype, context);
+    if (st) return st;
+    if (dtype == WB_F32 || device == WB_DEVICE_CUDA) return WB_OK;
+    return wb_error(WB_ERR_DTYPE,
+                    "%s: dtype %s has no cpu kernels yet (cpu computes in f32; convert with :to{dtype=\"f32\"} or "
+                    "use device cuda)",
+                    context, wb_dtype_name(dtype));
 }
 
 static const char *const device_names[WB_DEVICE_COUNT] = {
@@ -67,14 +77,20 @@ wb_status wb_device_parse(const char *name, wb_device *out) {
 wb_status wb_device_check_available(wb_device device) {
     switch (device) {
     case WB_DEVICE_CPU: return WB_OK;
-    case WB_DEVICE_CUDA:
-        return wb_error(WB_ERR_DEVICE, "device 'cuda' is not available: this workbench was built without the CUDA "
-                                       "plugin (use --device cpu)");
+    case WB_DEVICE_CUDA: return wb_cuda_check();
     default: return wb_error(WB_ERR_DEVICE, "invalid device id %d", (int)device);
     }
 }
 
-int wb_device_is_available(wb_device device) { return device == WB_DEVICE_CPU; }
+int wb_device_is_available(wb_device device) {
+    if (device == WB_DEVICE_CPU) return 1;
+    if (device != WB_DEVICE_CUDA) return 0;
+    char saved[512]; /* asking must not overwrite the caller's pending error message */
+    snprintf(saved, sizeof saved, "%s", wb_error_message());
+    int ok = wb_cuda_check() == WB_OK;
+    if (!ok) wb_error(WB_OK, "%s", saved);
+    return ok;
+}
 
 static wb_device default_device = WB_DEVICE_CPU;
 

@@ -1,9 +1,13 @@
-/* graph.c: CPU graphs (see graph.h). A node is a kernel descriptor, its function and a private
- * copy of its context; replay refreshes what a context caches (a GEMM's packed weights, so a
- * write to the weight is seen) and launches the nodes in order. */
+/* graph.c: graphs (see graph.h). On the cpu a node is a kernel descriptor, its function and a
+ * private copy of its context; replay refreshes what a context caches (a GEMM's packed weights,
+ * so a write to the weight is seen) and launches the nodes in order. On cuda the plugin's stream
+ * is captured into a CUDA graph while the function runs; the nodes only describe what was
+ * queued, and replay is one cudaGraphLaunch. A graph holds kernels of one device only. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda.h"
 #include "graph.h"
 #include "profiler.h"
 #include "storage.h"
@@ -24,6 +28,10 @@ struct wb_graph {
     size_t nwritten, cap_written;
     int capturing, failed;
     wb_capture_hooks hooks;
+    int stream_capture; /* the cuda stream is being captured */
+    size_t cpu_nodes, cuda_nodes;
+    void *exec; /* the instantiated CUDA graph */
+    char why[512];
 };
 
 static wb_graph *capturing;
@@ -59,6 +67,16 @@ static void hold(wb_graph *g, wb_storage *s) {
 static void on_launch(void *user, const wb_kernel_desc *desc, void (*fn)(void *), const void *ctx, size_t size,
                       void (*refresh)(void *)) {
     wb_graph *g = user;
+    if (!fn) { /* queued on cuda: the stream capture holds it; keep the description */
+        if (!grow((void **)&g->nodes, &g->cap, g->n + 1, sizeof *g->nodes)) {
+            g->failed = 1;
+            return;
+        }
+        g->nodes[g->n++] = (node){*desc, NULL, NULL, NULL};
+        g->cuda_nodes++;
+        return;
+    }
+    g->cpu_nodes++;
     if (!size) { /* a launch that cannot be copied cannot be replayed */
         g->failed = 1;
         return;
@@ -99,6 +117,15 @@ wb_status wb_graph_begin(wb_graph **out) {
     wb_graph *g = calloc(1, sizeof *g);
     if (!g) return wb_error(WB_ERR_MEMORY, "graph.capture: out of memory");
     g->hooks = (wb_capture_hooks){g, on_launch, on_op_inputs, on_storage_new, on_storage_written};
+    const wb_cuda_api *api = wb_cuda_info_get() ? wb_cuda_api_get() : NULL;
+    if (api) { /* cuda is in use: capture its stream too (left empty by a cpu-only function) */
+        if (api->graph_begin()) {
+            wb_status st = wb_error(WB_ERR_DEVICE, "graph.capture: %s", api->last_error());
+            free(g);
+            return st;
+        }
+        g->stream_capture = 1;
+    }
     g->capturing = 1;
     capturing = g;
     wb_capture_set_hooks(&g->hooks);
@@ -111,7 +138,21 @@ void wb_graph_end(wb_graph *g) {
     g->capturing = 0;
     capturing = NULL;
     wb_capture_set_hooks(NULL);
+    if (g->stream_capture) {
+        const wb_cuda_api *api = wb_cuda_api_get();
+        g->stream_capture = 0;
+        if (api->graph_end(&g->exec)) {
+            g->failed = 2;
+            snprintf(g->why, sizeof g->why, "%s", api->last_error());
+        }
+    }
+    if (g->cpu_nodes && g->cuda_nodes) {
+        g->failed = 2;
+        snprintf(g->why, sizeof g->why, "the function launched kernels on both cpu and cuda; a graph holds one device");
+    }
 }
+
+const char *wb_graph_problem(const wb_graph *g) { return g->failed == 2 ? g->why : NULL; }
 
 void wb_graph_abort(wb_graph *g) {
     wb_graph_end(g);
@@ -121,9 +162,18 @@ void wb_graph_abort(wb_graph *g) {
 wb_status wb_graph_replay(wb_graph *g) {
     if (g->capturing) return wb_error(WB_ERR_ARGUMENT, "graph.replay: the graph is still being captured");
     if (capturing) return wb_error(WB_ERR_UNSUPPORTED, "graph.replay: cannot replay while another capture runs");
+    if (g->failed == 2) return wb_error(WB_ERR_DEVICE, "graph.replay: the capture failed: %s", g->why);
     if (g->failed) return wb_error(WB_ERR_MEMORY, "graph.replay: the capture was incomplete (out of memory)");
     wb_prof_scope_begin();
-    for (size_t i = 0; i < g->n; i++) {
+    if (g->cuda_nodes) {
+        const wb_cuda_api *api = wb_cuda_api_get();
+        if (api->graph_launch(g->exec)) {
+            wb_status st = wb_error(WB_ERR_DEVICE, "graph.replay: %s", api->last_error());
+            wb_prof_scope_end("graph_launch");
+            return st;
+        }
+    }
+    for (size_t i = 0; i < g->n && !g->cuda_nodes; i++) {
         node *nd = &g->nodes[i];
         if (nd->refresh) nd->refresh(nd->ctx);
         wb_kernel_launch(&nd->desc, nd->fn, nd->ctx, 0, NULL);
@@ -137,6 +187,10 @@ wb_status wb_graph_replay(wb_graph *g) {
 void wb_graph_free(wb_graph *g) {
     if (!g) return;
     if (g->capturing) wb_graph_end(g);
+    if (g->exec) {
+        const wb_cuda_api *api = wb_cuda_api_get();
+        if (api) api->graph_destroy(g->exec);
+    }
     for (size_t i = 0; i < g->n; i++)
         free(g->nodes[i].ctx);
     for (size_t i = 0; i < g->nheld; i++)

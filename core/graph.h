@@ -13,6 +13,8 @@ typedef struct wb_graph wb_graph;
 wb_status wb_graph_begin(wb_graph **out);
 /* Stops recording; the graph is ready to replay. */
 void wb_graph_end(wb_graph *g);
+/* Why an ended capture cannot be replayed (a cuda capture error, mixed devices), or NULL. */
+const char *wb_graph_problem(const wb_graph *g);
 /* Abandons a capture (after an error in the captured function). */
 void wb_graph_abort(wb_graph *g);
 wb_status wb_graph_replay(wb_graph *g);

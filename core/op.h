@@ -39,6 +39,7 @@ typedef enum wb_op_id {
     WB_OP_MM,
     WB_OP_ADDMM,
     WB_OP_GEGLU_LINEAR,
+    WB_OP_TO, /* between devices and dtypes */
     /* composites over the GEMM ops */
     WB_OP_MATMUL,
     WB_OP_LINEAR,
@@ -96,6 +97,10 @@ typedef union wb_op_params {
         wb_activation activation;
         int prepack;
     } gemm; /* mm, addmm, linear, gelu */
+    struct {
+        wb_dtype dtype;
+        wb_device device;
+    } to;
 } wb_op_params;
 
 typedef struct wb_op_def wb_op_def;

@@ -4,12 +4,13 @@
 #include "pointwise_ops.h"
 #include "views.h"
 #include "linear_ops.h"
+#include "cuda.h"
 
 /* Views are device-independent: the same implementation serves every device. */
 #define ALL_DEVICES(fn)                                                                                                \
     { [WB_DEVICE_CPU] = fn, [WB_DEVICE_CUDA] = fn }
-#define CPU_ONLY(fn)                                                                                                   \
-    { [WB_DEVICE_CPU] = fn }
+#define CPU_CUDA(cpu, cuda)                                                                                            \
+    { [WB_DEVICE_CPU] = cpu, [WB_DEVICE_CUDA] = cuda }
 
 static const wb_op_def op_table[] = {
     [WB_OP_T] = {WB_OP_T, "t", WB_OP_KIND_VIEW, 1, 0, 0, wb_shape_t, NULL, NULL, ALL_DEVICES(wb_view_impl)},
@@ -39,35 +40,36 @@ static const wb_op_def op_table[] = {
                      ALL_DEVICES(wb_clone_impl)},
 
     [WB_OP_COPY_] = {WB_OP_COPY_, "copy_", WB_OP_KIND_KERNEL, 2, 0, 0, wb_shape_copy_, NULL, wb_bytes_copy_,
-                     CPU_ONLY(wb_cpu_copy_impl)},
+                     CPU_CUDA(wb_cpu_copy_impl, wb_cuda_copy_impl)},
     [WB_OP_FILL_] = {WB_OP_FILL_, "fill_", WB_OP_KIND_KERNEL, 1, 0, 0, wb_shape_fill_, NULL, wb_bytes_fill_,
-                     CPU_ONLY(wb_cpu_fill_impl)},
+                     CPU_CUDA(wb_cpu_fill_impl, wb_cuda_fill_impl)},
     [WB_OP_ARANGE] = {WB_OP_ARANGE, "arange", WB_OP_KIND_KERNEL, 0, 0, 1, wb_shape_creation, NULL, wb_bytes_creation,
-                      CPU_ONLY(wb_cpu_creation_impl)},
+                      CPU_CUDA(wb_cpu_creation_impl, wb_cuda_creation_impl)},
     [WB_OP_RAND] = {WB_OP_RAND, "rand", WB_OP_KIND_KERNEL, 0, 0, 1, wb_shape_creation, NULL, wb_bytes_creation,
-                    CPU_ONLY(wb_cpu_creation_impl)},
+                    CPU_CUDA(wb_cpu_creation_impl, wb_cuda_creation_impl)},
     [WB_OP_RANDN] = {WB_OP_RANDN, "randn", WB_OP_KIND_KERNEL, 0, 0, 1, wb_shape_creation, NULL, wb_bytes_creation,
-                     CPU_ONLY(wb_cpu_creation_impl)},
+                     CPU_CUDA(wb_cpu_creation_impl, wb_cuda_creation_impl)},
     [WB_OP_ADD] = {WB_OP_ADD, "add", WB_OP_KIND_KERNEL, 2, 0, 1, wb_shape_binary, wb_flops_elementwise, wb_bytes_binary,
-                   CPU_ONLY(wb_cpu_binary_impl)},
+                   CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)},
     [WB_OP_SUB] = {WB_OP_SUB, "sub", WB_OP_KIND_KERNEL, 2, 0, 1, wb_shape_binary, wb_flops_elementwise, wb_bytes_binary,
-                   CPU_ONLY(wb_cpu_binary_impl)},
+                   CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)},
     [WB_OP_MUL] = {WB_OP_MUL, "mul", WB_OP_KIND_KERNEL, 2, 0, 1, wb_shape_binary, wb_flops_elementwise, wb_bytes_binary,
-                   CPU_ONLY(wb_cpu_binary_impl)},
+                   CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)},
     [WB_OP_DIV] = {WB_OP_DIV, "div", WB_OP_KIND_KERNEL, 2, 0, 1, wb_shape_binary, wb_flops_elementwise, wb_bytes_binary,
-                   CPU_ONLY(wb_cpu_binary_impl)},
+                   CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)},
     [WB_OP_NEG] = {WB_OP_NEG, "neg", WB_OP_KIND_KERNEL, 1, 0, 1, wb_shape_unary, wb_flops_elementwise, wb_bytes_unary,
-                   CPU_ONLY(wb_cpu_neg_impl)},
+                   CPU_CUDA(wb_cpu_neg_impl, wb_cuda_neg_impl)},
     [WB_OP_GELU] = {WB_OP_GELU, "gelu", WB_OP_KIND_KERNEL, 1, 0, 1, wb_shape_unary, wb_flops_gelu, wb_bytes_unary,
-                    CPU_ONLY(wb_cpu_gelu_impl)},
+                    CPU_CUDA(wb_cpu_gelu_impl, wb_cuda_gelu_impl)},
     [WB_OP_GEGLU] = {WB_OP_GEGLU, "geglu", WB_OP_KIND_KERNEL, 2, 0, 1, wb_shape_geglu, wb_flops_geglu, wb_bytes_binary,
-                     CPU_ONLY(wb_cpu_geglu_impl)},
+                     CPU_CUDA(wb_cpu_geglu_impl, wb_cuda_geglu_impl)},
     [WB_OP_MM] = {WB_OP_MM, "mm", WB_OP_KIND_KERNEL, 2, 0, 1, wb_shape_mm, wb_flops_mm, wb_bytes_mm,
-                  CPU_ONLY(wb_cpu_mm_impl)},
+                  CPU_CUDA(wb_cpu_mm_impl, wb_cuda_mm_impl)},
     [WB_OP_ADDMM] = {WB_OP_ADDMM, "addmm", WB_OP_KIND_KERNEL, 3, 0, 1, wb_shape_addmm, wb_flops_mm, wb_bytes_mm,
-                     CPU_ONLY(wb_cpu_mm_impl)},
+                     CPU_CUDA(wb_cpu_mm_impl, wb_cuda_mm_impl)},
     [WB_OP_GEGLU_LINEAR] = {WB_OP_GEGLU_LINEAR, "geglu_linear", WB_OP_KIND_KERNEL, 5, 2, 1, wb_shape_geglu_linear,
-                            wb_flops_geglu_linear, wb_bytes_geglu_linear, CPU_ONLY(wb_cpu_geglu_linear_impl)},
+                            wb_flops_geglu_linear, wb_bytes_geglu_linear, CPU_CUDA(wb_cpu_geglu_linear_impl, wb_cuda_geglu_linear_impl)},
+    [WB_OP_TO] = {WB_OP_TO, "to", WB_OP_KIND_KERNEL, 1, 0, 1, wb_shape_to, NULL, wb_bytes_unary, ALL_DEVICES(wb_to_impl)},
     [WB_OP_MATMUL] = {WB_OP_MATMUL, "matmul", WB_OP_KIND_COMPOSITE, 2, 0, 0, wb_shape_matmul, NULL, NULL,
                       ALL_DEVICES(wb_matmul_impl)},
     [WB_OP_LINEAR] = {WB_OP_LINEAR, "linear", WB_OP_KIND_COMPOSITE, 3, 1, 0, wb_shape_linear, NULL, NULL,

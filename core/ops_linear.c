@@ -24,9 +24,15 @@ static char layout_letter(int64_t rows_stride, int64_t cols_stride, int64_t rows
     return 'g';
 }
 
-static wb_status check_f32(const wb_tensor *t, const char *what) {
-    if (t->dtype != WB_F32) return wb_dtype_check_supported(t->dtype, what);
-    return WB_OK;
+/* The first operand's dtype rules; others must match it (no silent promotion). */
+static wb_status check_dtype(const wb_op_call *c, const wb_tensor *t, const char *what) {
+    const wb_tensor *first = t;
+    for (int i = c->nin - 1; i >= 0; i--)
+        if (c->in[i]) first = c->in[i];
+    if (t->dtype != first->dtype)
+        return wb_error(WB_ERR_DTYPE, "%s: mixed dtypes %s and %s (convert one with :to{dtype=...})", what,
+                        wb_dtype_name(first->dtype), wb_dtype_name(t->dtype));
+    return wb_dtype_check_kernels(t->dtype, c->device, what);
 }
 
 /* ---- mm / addmm ------------------------------------------------------------------------------ */
@@ -34,7 +40,7 @@ static wb_status check_f32(const wb_tensor *t, const char *what) {
 static wb_status shape_mm_common(wb_op_call *c, const wb_tensor *a, const wb_tensor *b) {
     char ba[256], bb[256];
     wb_status st;
-    if ((st = check_f32(a, c->def->name)) || (st = check_f32(b, c->def->name))) return st;
+    if ((st = check_dtype(c, a, c->def->name)) || (st = check_dtype(c, b, c->def->name))) return st;
     if (a->ndim != 2 || b->ndim != 2)
         return wb_error(WB_ERR_SHAPE, "expects 2-D matrices, got shapes %s and %s",
                         wb_shape_format(a->ndim, a->shape, ba, sizeof ba),
@@ -43,7 +49,7 @@ static wb_status shape_mm_common(wb_op_call *c, const wb_tensor *a, const wb_ten
         return wb_error(WB_ERR_SHAPE, "shapes %s and %s cannot be multiplied (%" PRId64 " columns vs %" PRId64 " rows)",
                         wb_shape_format(2, a->shape, ba, sizeof ba), wb_shape_format(2, b->shape, bb, sizeof bb),
                         a->shape[1], b->shape[0]);
-    c->out_dtype = WB_F32;
+    c->out_dtype = a->dtype;
     c->out_ndim = 2;
     c->out_shape[0] = a->shape[0];
     c->out_shape[1] = b->shape[1];
@@ -58,7 +64,7 @@ wb_status wb_shape_addmm(wb_op_call *c) {
     const wb_tensor *bias = c->in[0];
     int64_t n = c->out_shape[1];
     char b[256];
-    if ((st = check_f32(bias, "addmm"))) return st;
+    if ((st = check_dtype(c, bias, "addmm"))) return st;
     if (!((bias->ndim == 1 && bias->shape[0] == n) || (bias->ndim == 2 && bias->shape[0] == 1 && bias->shape[1] == n)))
         return wb_error(WB_ERR_SHAPE,
                         "bias of shape %s does not fit the %" PRId64 " output columns (expected {%" PRId64 "})",
@@ -143,8 +149,8 @@ wb_status wb_shape_geglu_linear(wb_op_call *c) {
     const wb_tensor *x = c->in[0], *wg = c->in[1], *wu = c->in[2];
     char b1[256], b2[256];
     wb_status st;
-    if ((st = check_f32(x, "geglu_linear")) || (st = check_f32(wg, "geglu_linear")) ||
-        (st = check_f32(wu, "geglu_linear")))
+    if ((st = check_dtype(c, x, "geglu_linear")) || (st = check_dtype(c, wg, "geglu_linear")) ||
+        (st = check_dtype(c, wu, "geglu_linear")))
         return st;
     if (wg->ndim != 2)
         return wb_error(WB_ERR_SHAPE, "w_gate must be 2-D [hidden, in_features], got shape %s",
@@ -159,13 +165,13 @@ wb_status wb_shape_geglu_linear(wb_op_call *c) {
                         x->shape[x->ndim - 1], wg->shape[1]);
     for (int i = 3; i < 5; i++) {
         const wb_tensor *b = c->in[i];
-        if (b && ((st = check_f32(b, "geglu_linear")) || b->ndim != 1 || b->shape[0] != wg->shape[0]))
+        if (b && ((st = check_dtype(c, b, "geglu_linear")) || b->ndim != 1 || b->shape[0] != wg->shape[0]))
             return st ? st
                       : wb_error(WB_ERR_SHAPE, "%s has shape %s but the weights have %" PRId64 " output features",
                                  i == 3 ? "b_gate" : "b_up", wb_shape_format(b->ndim, b->shape, b1, sizeof b1),
                                  wg->shape[0]);
     }
-    c->out_dtype = WB_F32;
+    c->out_dtype = x->dtype;
     c->out_ndim = x->ndim;
     memcpy(c->out_shape, x->shape, sizeof c->out_shape);
     c->out_shape[x->ndim - 1] = wg->shape[0];
@@ -251,14 +257,14 @@ double wb_flops_geglu(const wb_op_call *c) { return rows_of(c) * (double)c->out_
 wb_status wb_shape_geglu(wb_op_call *c) {
     const wb_tensor *g = c->in[0], *u = c->in[1];
     wb_status st;
-    if ((st = check_f32(g, "geglu")) || (st = check_f32(u, "geglu"))) return st;
+    if ((st = check_dtype(c, g, "geglu")) || (st = check_dtype(c, u, "geglu"))) return st;
     if (g->ndim != u->ndim || memcmp(g->shape, u->shape, sizeof(int64_t) * (size_t)g->ndim)) {
         char b1[256], b2[256];
         return wb_error(WB_ERR_SHAPE, "gate %s and up %s must have the same shape",
                         wb_shape_format(g->ndim, g->shape, b1, sizeof b1),
                         wb_shape_format(u->ndim, u->shape, b2, sizeof b2));
     }
-    c->out_dtype = WB_F32;
+    c->out_dtype = g->dtype;
     c->out_ndim = g->ndim;
     memcpy(c->out_shape, g->shape, sizeof c->out_shape);
     return WB_OK;

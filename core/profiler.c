@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda.h"
 #include "op.h"
 #include "profiler.h"
 #include "storage.h"
@@ -51,6 +52,9 @@ struct wb_prof {
     double cost_ns;
     wb_dispatch_hooks hooks;
     const wb_dispatch_hooks *previous;
+    int cuda;             /* CUPTI is tracing for this session */
+    uint32_t cuda_stream; /* the stream the plugin's kernels ran on (for the lane name) */
+    char device_note[256];
 };
 
 static wb_prof *current;
@@ -107,6 +111,7 @@ static frame *push_frame(wb_prof *p) {
 static void on_op_begin(void *user, const wb_op_call *c) {
     wb_prof *p = user;
     frame *f = push_frame(p);
+    if (p->cuda && c->device == WB_DEVICE_CUDA) wb_cuda_trace_push(f ? f->id : 0); /* kernels -> this op */
     if (!f) return;
     if (p->recording && p->o.record_host) {
         if (p->o.record_shapes) {
@@ -134,6 +139,7 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
     int64_t now = clock_ns();
     wb_prof *p = user;
     int d = --p->depth;
+    if (p->cuda && c->device == WB_DEVICE_CUDA) wb_cuda_trace_pop();
     if (d >= MAX_DEPTH || !p->recording || !p->o.record_host) return;
     frame *f = &p->stack[d];
     wb_event *e = slot(p);
@@ -220,6 +226,7 @@ void wb_prof_runtime(const char *name, int64_t t0_ns) {
 void wb_prof_scope_begin(void) {
     wb_prof *p = current;
     frame *f = p ? push_frame(p) : NULL;
+    if (p && p->cuda) wb_cuda_trace_push(f ? f->id : 0); /* a graph's kernels -> the graph launch */
     if (f) f->ts = clock_ns();
 }
 
@@ -227,6 +234,7 @@ void wb_prof_scope_end(const char *name) {
     wb_prof *p = current;
     if (!p || p->depth == 0) return;
     int64_t now = clock_ns();
+    if (p->cuda) wb_cuda_trace_pop();
     int d = --p->depth;
     if (d >= MAX_DEPTH || !p->recording || !p->o.record_host) return;
     frame *f = &p->stack[d];
@@ -311,7 +319,101 @@ wb_status wb_prof_start(wb_prof *p) {
     p->depth = 0;
     p->running = 1;
     current = p;
+    p->device_note[0] = '\0';
+    if (p->o.record_device && wb_cuda_info_get()) { /* cuda in use in this process: trace it */
+        p->cuda = wb_cuda_trace_start();
+        if (!p->cuda) snprintf(p->device_note, sizeof p->device_note, "%s", wb_error_message());
+    }
     return WB_OK;
+}
+
+/* ---- CUPTI records -> events ------------------------------------------------------------------- */
+
+typedef struct rec_buf {
+    wb_cuda_record *r;
+    size_t n, cap;
+    int oom;
+} rec_buf;
+
+static void collect(void *user, const wb_cuda_record *r) {
+    rec_buf *b = user;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 1024;
+        wb_cuda_record *q = realloc(b->r, cap * sizeof *q);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->r = q, b->cap = cap;
+    }
+    b->r[b->n++] = *r;
+}
+
+typedef struct corr_pair {
+    uint32_t correlation;
+    uint32_t external;
+} corr_pair;
+
+static int corr_cmp(const void *a, const void *b) {
+    uint32_t x = ((const corr_pair *)a)->correlation, y = ((const corr_pair *)b)->correlation;
+    return x < y ? -1 : x > y;
+}
+
+/* Collects what CUPTI buffered and appends it: kernels and copies on the cuda lane, API calls
+ * (launches, synchronize, graph launch) on the host lane, each linked to the op that caused it
+ * through the external correlation id pushed in on_op_begin. */
+static void cuda_flush(wb_prof *p) {
+    const wb_cuda_api *api = p->cuda ? wb_cuda_api_get() : NULL;
+    if (!api) return;
+    rec_buf b = {0};
+    uint64_t dropped = 0;
+    if (api->trace_flush(collect, &b, &dropped)) {
+        snprintf(p->device_note, sizeof p->device_note, "cuda records lost: %s", api->last_error());
+        free(b.r);
+        return;
+    }
+    p->dropped += dropped + (b.oom ? 1 : 0);
+    size_t npairs = 0;
+    corr_pair *pairs = malloc((b.n ? b.n : 1) * sizeof *pairs);
+    for (size_t i = 0; pairs && i < b.n; i++)
+        if (b.r[i].kind == WB_CU_REC_EXTERNAL)
+            pairs[npairs++] = (corr_pair){b.r[i].correlation, (uint32_t)b.r[i].external_id};
+    if (pairs) qsort(pairs, npairs, sizeof *pairs, corr_cmp);
+    int64_t off = wb_cuda_clock_offset();
+    for (size_t i = 0; i < b.n; i++) {
+        const wb_cuda_record *r = &b.r[i];
+        if (r->kind == WB_CU_REC_EXTERNAL || r->kind == WB_CU_REC_SYNC) continue;
+        corr_pair key = {r->correlation, 0}, *hit = pairs ? bsearch(&key, pairs, npairs, sizeof key, corr_cmp) : NULL;
+        int host = r->kind == WB_CU_REC_RUNTIME || r->kind == WB_CU_REC_DRIVER;
+        if (host ? !p->o.record_host : !p->o.record_device) continue;
+        wb_event *e = slot(p);
+        if (!e) break;
+        if (r->kind == WB_CU_REC_KERNEL) p->cuda_stream = r->stream;
+        *e = (wb_event){.name = r->name,
+                        .ts_ns = (int64_t)r->start_ns - off - p->t0,
+                        .dur_ns = (int64_t)(r->end_ns - r->start_ns),
+                        .bytes = (float)r->bytes,
+                        .id = ++p->next_id,
+                        .link = hit ? hit->external : 0,
+                        .src = WB_EVENT_NONE,
+                        .threads = host ? (uint16_t)r->cbid : 0,
+                        .kind = host                            ? WB_EV_RUNTIME
+                                : r->kind == WB_CU_REC_KERNEL ? WB_EV_KERNEL
+                                                                : WB_EV_MEMCPY,
+                        .lane = host ? WB_LANE_HOST : WB_LANE_CUDA};
+    }
+    free(pairs);
+    free(b.r);
+}
+
+const char *wb_prof_device_note(const wb_prof *p) { return p->device_note; }
+
+const char *wb_prof_lane_name(const wb_prof *p, int lane) {
+    static char buf[64];
+    if (lane == WB_LANE_HOST) return "host";
+    if (lane == WB_LANE_CPU_DEVICE) return "cpu:0 stream 0";
+    snprintf(buf, sizeof buf, "cuda:0 stream %u", p->cuda_stream);
+    return buf;
 }
 
 void wb_prof_stop(wb_prof *p) {
@@ -319,6 +421,9 @@ void wb_prof_stop(wb_prof *p) {
     wb_prof_end_step(p);
     while (p->nranges > 0)
         wb_prof_range_pop(p);
+    cuda_flush(p);
+    if (p->cuda) wb_cuda_trace_stop();
+    p->cuda = 0;
     wb_dispatch_set_hooks(p->previous);
     wb_storage_set_observer(NULL);
     p->running = 0;
@@ -330,6 +435,7 @@ void wb_prof_set_recording(wb_prof *p, int on) { p->recording = on; }
 
 void wb_prof_end_step(wb_prof *p) {
     if (!p->in_step) return;
+    cuda_flush(p); /* a step's device records belong to it (on_trace_ready reads them) */
     p->in_step = 0;
     if (!p->recording) return;
     wb_event *e = slot(p);
@@ -475,10 +581,11 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-static const char *kind_name(int kind) {
-    static const char *const names[] = {"op", "kernel", "runtime", "memory", "range", "step"};
-    return kind >= 0 && kind <= WB_EV_STEP ? names[kind] : "?";
+const char *wb_event_kind_name(int kind) {
+    static const char *const names[] = {"op", "kernel", "runtime", "memory", "range", "step", "memcpy"};
+    return kind >= 0 && kind <= WB_EV_MEMCPY ? names[kind] : "?";
 }
+
 
 static void shapes_json(FILE *f, const wb_prof *p, const wb_event *e) {
     fputc('[', f);
@@ -514,9 +621,16 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
           "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": 0, \"args\": {\"sort_index\": 0}},\n"
           "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": 1, \"args\": {\"sort_index\": 1}}",
           f);
+    if (p->cuda_stream || wb_cuda_info_get()) {
+        fprintf(f,
+                ",\n{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 2, \"args\": {\"name\": \"cuda:0 (%s)\"}},\n"
+                "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 2, \"tid\": 0, \"args\": {\"name\": \"%s\"}},\n"
+                "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": 2, \"args\": {\"sort_index\": 2}}",
+                wb_cuda_info_get() ? wb_cuda_info_get()->name : "device", wb_prof_lane_name(p, WB_LANE_CUDA));
+    }
     for (size_t i = 0; i < p->n; i++) {
         const wb_event *e = &p->ev[i];
-        int pid = e->lane == WB_LANE_HOST ? 0 : 1;
+        int pid = e->lane;
         double ts = (double)e->ts_ns / 1000.0, dur = (double)e->dur_ns / 1000.0;
         fputs(",\n", f);
         if (e->kind == WB_EV_MEMORY) { /* a counter track of live bytes */
@@ -527,7 +641,7 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
             continue;
         }
         fputs("{\"ph\": \"X\", \"cat\": ", f);
-        json_string(f, kind_name(e->kind));
+        json_string(f, wb_event_kind_name(e->kind));
         fputs(", \"name\": ", f);
         if (e->kind == WB_EV_STEP) {
             fprintf(f, "\"ProfileStep#%llu\"", (unsigned long long)e->id);
@@ -539,6 +653,7 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
         if (e->kind == WB_EV_OP || e->kind == WB_EV_KERNEL)
             fprintf(f, ", \"correlation\": %llu", (unsigned long long)(e->kind == WB_EV_OP ? e->id : e->link));
         if (e->flops > 0 || e->bytes > 0) fprintf(f, ", \"flops\": %.0f, \"bytes\": %.0f", e->flops, (double)e->bytes);
+        if (e->kind == WB_EV_RUNTIME && e->threads) fprintf(f, ", \"cbid\": %d", e->threads);
         if (e->kind == WB_EV_KERNEL) {
             wb_kernel_launch_info k;
             wb_kernel_name_decode(e->name, &k);
@@ -564,8 +679,8 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
                     (unsigned long long)e->id, ts);
             fprintf(f,
                     ",\n{\"ph\": \"f\", \"bp\": \"e\", \"cat\": \"launch\", \"name\": \"launch\", \"id\": %llu, "
-                    "\"pid\": 1, \"tid\": 0, \"ts\": %.3f}",
-                    (unsigned long long)e->id, ts);
+                    "\"pid\": %d, \"tid\": 0, \"ts\": %.3f}",
+                    (unsigned long long)e->id, e->lane, ts);
         }
     }
     fputs("\n]}\n", f);

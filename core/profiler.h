@@ -14,11 +14,14 @@ typedef enum wb_event_kind {
     WB_EV_MEMORY,
     WB_EV_RANGE,
     WB_EV_STEP,
+    WB_EV_MEMCPY, /* a copy or memset on a device stream (CUPTI) */
 } wb_event_kind;
 
 /* Lanes: the host thread, and one lane per device stream (the CPU device has its own, so a
  * CPU trace reads like a GPU trace). */
-enum { WB_LANE_HOST = 0, WB_LANE_CPU_DEVICE = 1 };
+enum { WB_LANE_HOST = 0, WB_LANE_CPU_DEVICE = 1, WB_LANE_CUDA = 2 };
+/* Kinds as the Lua events and the trace name them ("op", "kernel", ...). */
+const char *wb_event_kind_name(int kind);
 
 #define WB_EVENT_MAX_INPUTS 3
 #define WB_EVENT_NONE       0xffffffffu
@@ -35,7 +38,7 @@ typedef struct wb_event {
     uint32_t link;      /* ops: the enclosing op; kernels: the op that launched them (0: none) */
     uint32_t src;       /* with_stack: offset of "file:line" in the string arena, or WB_EVENT_NONE */
     uint32_t shape_off; /* record_shapes: first dim in the shape arena */
-    uint16_t threads;   /* kernels: CPU threads used */
+    uint16_t threads;   /* cpu kernels: threads used; cuda runtime events: the CUPTI callback id */
     uint8_t kind;       /* wb_event_kind */
     uint8_t lane;
     uint8_t ninputs;                      /* shapes recorded */
@@ -98,6 +101,10 @@ void wb_kernel_name_decode(const char *name, wb_kernel_launch_info *out);
 /* with_stack: the event's call site, or NULL. */
 const char *wb_prof_src(const wb_prof *p, const wb_event *e);
 uint64_t wb_prof_dropped(const wb_prof *p);
+/* Display name of a lane ("host", "cpu:0 stream 0", "cuda:0 stream 13"). */
+const char *wb_prof_lane_name(const wb_prof *p, int lane);
+/* Why device kernels on cuda are not in this session ("" when they are, or cuda is unused). */
+const char *wb_prof_device_note(const wb_prof *p);
 int64_t wb_prof_peak_memory(const wb_prof *p);
 /* Measured cost of recording one event, in ns (calibrated when the session starts). */
 double wb_prof_event_cost_ns(const wb_prof *p);

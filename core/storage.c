@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda.h"
 #include "linear_ops.h"
 #include "op.h"
 #include "storage.h"
@@ -145,7 +146,7 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     wb_status st = wb_device_check_available(device);
     if (st) return st;
     size_t limit = wb_alloc_limit();
-    if (nbytes > limit) {
+    if (device == WB_DEVICE_CPU && nbytes > limit) {
         char want[32], have[32];
         wb_format_bytes((double)nbytes, want, sizeof want);
         wb_format_bytes((double)limit, have, sizeof have);
@@ -155,8 +156,15 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     wb_storage *s = storage_header_new();
     if (!s) return wb_error(WB_ERR_MEMORY, "out of memory allocating a storage header");
     size_t class_bytes;
-    s->data = block_take(nbytes, &class_bytes);
-    if (!s->data) s->data = aligned_alloc(WB_ALIGN, class_bytes); /* a multiple of the alignment */
+    if (device == WB_DEVICE_CUDA) { /* the plugin's caching allocator */
+        if ((st = wb_cuda_alloc(nbytes, &s->data))) {
+            storage_header_free(s);
+            return st;
+        }
+    } else {
+        s->data = block_take(nbytes, &class_bytes);
+        if (!s->data) s->data = aligned_alloc(WB_ALIGN, class_bytes); /* a multiple of the alignment */
+    }
     if (!s->data) {
         storage_header_free(s);
         char want[32];
@@ -183,7 +191,10 @@ void wb_storage_release(wb_storage *s) {
     if (!s) return;
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) == 1) {
         wb_prepack_forget(s->id);
-        block_give(s->data, s->nbytes);
+        if (s->device == WB_DEVICE_CUDA)
+            wb_cuda_free(s->data, s->nbytes);
+        else
+            block_give(s->data, s->nbytes);
         atomic_fetch_sub_explicit(&bytes_live, (int64_t)s->nbytes, memory_order_relaxed);
         if (observer) observer(-(int64_t)s->nbytes);
         storage_header_free(s);

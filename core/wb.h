@@ -38,7 +38,7 @@ wb_status wb_error_prefix(wb_status status, const char *context);
 
 typedef enum wb_dtype {
     WB_F32 = 0,
-    WB_BF16, /* declared so the enum and tables are ready; no kernels yet */
+    WB_BF16, /* storage, conversion and copies everywhere; kernels on cuda (cpu kernels: f32 only) */
     WB_DTYPE_COUNT
 } wb_dtype;
 
@@ -46,7 +46,7 @@ const char *wb_dtype_name(wb_dtype dtype);
 size_t wb_dtype_size(wb_dtype dtype);
 /* Parses "f32"/"float32"/"bf16"/"bfloat16"; unknown names fail with a message listing the valid ones. */
 wb_status wb_dtype_parse(const char *name, wb_dtype *out);
-/* Fails unless this build has kernels for the dtype. */
+/* Fails for an invalid dtype id (storage, copies and conversion work for every dtype). */
 wb_status wb_dtype_check_supported(wb_dtype dtype, const char *context);
 
 typedef enum wb_device { WB_DEVICE_CPU = 0, WB_DEVICE_CUDA, WB_DEVICE_COUNT } wb_device;
@@ -57,6 +57,11 @@ wb_status wb_device_parse(const char *name, wb_device *out);
 /* WB_OK when the device can run ops; otherwise the message says why not. */
 wb_status wb_device_check_available(wb_device device);
 int wb_device_is_available(wb_device device);
+/* True once device cuda has been initialised in this process (a tensor was put there). */
+int wb_cuda_in_use(void);
+/* Fails unless `device` has compute kernels for the dtype (bf16: cuda only, for now). */
+wb_status wb_dtype_check_kernels(wb_dtype dtype, wb_device device, const char *context);
+
 
 /* Default device and dtype used by creation functions when the caller gives none. */
 wb_device wb_default_device(void);
@@ -143,6 +148,11 @@ wb_status wb_alias(wb_tensor *x, wb_tensor **out);                              
 wb_status wb_reshape(wb_tensor *x, int ndim, const int64_t *shape, wb_tensor **out);
 wb_status wb_flatten(wb_tensor *x, int start_dim, int end_dim, wb_tensor **out);
 wb_status wb_contiguous(wb_tensor *x, wb_tensor **out); /* an alias when already contiguous */
+
+/* A copy on `device` in `dtype` (an alias when both already match). bf16 rounds to nearest even. */
+wb_status wb_to(wb_tensor *x, wb_dtype dtype, wb_device device, wb_tensor **out);
+/* Waits for the device's queued work (a no-op on the cpu, whose kernels run synchronously). */
+wb_status wb_synchronize(wb_device device);
 
 /* Copies. */
 wb_status wb_clone(wb_tensor *x, wb_tensor **out);

@@ -93,9 +93,17 @@ function TestCli:test_seed_makes_runs_repeat()
 end
 
 function TestCli:test_bad_options()
-    local _, err, code = run("--device cuda -e 'print(1)'")
-    lu.assertEquals(code, 1)
-    lu.assertStrContains(err, "device 'cuda' is not available: this workbench was built without the CUDA plugin")
+    local _, err, code
+    if not wb.cuda.is_available() then -- with a GPU, --device cuda is a valid choice
+        _, err, code = run("--device cuda -e 'print(1)'")
+        lu.assertEquals(code, 1)
+        lu.assertStrContains(err, "device 'cuda' is not available: ")
+        -- auto falls back to the cpu, quietly
+        local out
+        out, err, code = run("--device auto -e 'print(wb.default_device())'")
+        lu.assertEquals(code, 0)
+        lu.assertStrContains(out, "cpu")
+    end
     _, err, code = run("--device tpu -e 'print(1)'")
     lu.assertNotEquals(code, 0)
     lu.assertStrContains(err, "unknown device 'tpu'")

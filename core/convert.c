@@ -1,0 +1,28 @@
+/* convert.c: host-side strided copies between dtypes (bf16 storage on the CPU, staging for
+ * transfers to and from devices). f32 -> bf16 rounds once, to nearest even. */
+#include "convert.h"
+
+void wb_host_convert(void *dst, wb_dtype dst_dtype, const int64_t *dst_stride, const void *src, wb_dtype src_dtype,
+                     const int64_t *src_stride, int ndim, const int64_t *shape) {
+    int64_t index[WB_MAX_DIMS] = {0}, od = 0, os = 0;
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0) return;
+    for (;;) {
+        if (dst_dtype == src_dtype && dst_dtype == WB_BF16)
+            ((uint16_t *)dst)[od] = ((const uint16_t *)src)[os]; /* bit copy: NaN payloads kept */
+        else if (dst_dtype == WB_BF16 && src_dtype == WB_F32)
+            ((uint16_t *)dst)[od] = wb_f32_to_bf16(((const float *)src)[os]);
+        else
+            wb_store_from_double(dst, dst_dtype, od, wb_load_as_double(src, src_dtype, os));
+        int d = ndim - 1;
+        for (; d >= 0; d--) {
+            od += dst_stride[d];
+            os += src_stride[d];
+            if (++index[d] < shape[d]) break;
+            od -= shape[d] * dst_stride[d];
+            os -= shape[d] * src_stride[d];
+            index[d] = 0;
+        }
+        if (d < 0) return;
+    }
+}

@@ -1,0 +1,538 @@
+/* cuda.c: device "cuda" in the core: loading the plugin, device memory for storages, `to`
+ * between devices and dtypes, and the op implementations, each a thin translation from tensors
+ * (shapes, strides, views) into the plugin's raw calls. Kernel events come from CUPTI, not from
+ * here: a launch only tells graph capture which kernel it queued (wb_device_launch). */
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "convert.h"
+#include "cuda.h"
+#include "linear_ops.h"
+#include "profiler.h"
+#include "storage.h"
+
+static int64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- loading ------------------------------------------------------------------------------- */
+
+static const wb_cuda_api *api;
+static int tried;
+static char why_not[PATH_MAX + 512];
+static wb_cuda_info info;
+
+/* The plugin sits next to the executable (the build tree), or where WB_CUDA_PLUGIN points. */
+static void plugin_path(char *buf, size_t len) {
+    const char *env = getenv("WB_CUDA_PLUGIN");
+    if (env && *env) {
+        snprintf(buf, len, "%s", env);
+        return;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        snprintf(buf, len, "libwb_cuda.so");
+        return;
+    }
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+    snprintf(buf, len, "%s/libwb_cuda.so", exe);
+}
+
+wb_status wb_cuda_check(void) {
+    if (api) return WB_OK;
+    if (!tried) {
+        tried = 1;
+        char path[PATH_MAX + 32];
+        plugin_path(path, sizeof path);
+        if (access(path, F_OK) != 0) {
+            snprintf(why_not, sizeof why_not,
+                     "the CUDA plugin was not built (no %s; configure on a machine with the CUDA 13 toolkit)", path);
+        } else {
+            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            wb_cuda_plugin_fn entry = h ? (wb_cuda_plugin_fn)dlsym(h, WB_CUDA_PLUGIN_SYMBOL) : NULL;
+            const wb_cuda_api *a = entry ? entry(WB_CUDA_ABI_VERSION) : NULL;
+            int why = 0;
+            if (!h)
+                snprintf(why_not, sizeof why_not, "the CUDA plugin cannot be loaded: %s", dlerror());
+            else if (!a)
+                snprintf(why_not, sizeof why_not, "the CUDA plugin %s is from another build (ABI mismatch)", path);
+            else if (a->init(&why) != 0)
+                snprintf(why_not, sizeof why_not, "%s", a->last_error());
+            else if (a->info(&info) != 0)
+                snprintf(why_not, sizeof why_not, "%s", a->last_error());
+            else
+                api = a;
+            /* A plugin that cannot run stays loaded: the CUDA libraries do not unload cleanly. */
+        }
+    }
+    if (api) return WB_OK;
+    return wb_error(WB_ERR_DEVICE, "device 'cuda' is not available: %s", why_not);
+}
+
+const wb_cuda_api *wb_cuda_api_get(void) { return wb_cuda_check() ? NULL : api; }
+const wb_cuda_info *wb_cuda_info_get(void) { return api ? &info : NULL; }
+int wb_cuda_in_use(void) { return api != NULL; }
+
+static wb_status plugin_error(const char *what) {
+    return wb_error(WB_ERR_DEVICE, "%s: %s", what, api ? api->last_error() : why_not);
+}
+
+wb_status wb_cuda_alloc(size_t nbytes, void **ptr) {
+    wb_status st = wb_cuda_check();
+    if (st) return st;
+    if (api->alloc(ptr, nbytes)) return wb_error(WB_ERR_MEMORY, "cuda: %s", api->last_error());
+    return WB_OK;
+}
+
+void wb_cuda_free(void *ptr, size_t nbytes) {
+    if (api) api->free(ptr, nbytes);
+}
+
+/* ---- launches -------------------------------------------------------------------------------- */
+
+/* Tells graph capture what was queued (the profiler learns it from CUPTI). */
+static void device_launch(const char *name, double flops, double bytes) {
+    const wb_capture_hooks *cap = wb_capture_hooks_active();
+    if (cap && cap->launch) {
+        wb_kernel_desc d = {name, flops, bytes, 0};
+        cap->launch(cap->user, &d, NULL, NULL, 0, NULL);
+    }
+}
+
+static void fill_strides(int64_t *dst, const wb_tensor *t) {
+    memset(dst, 0, sizeof(int64_t) * WB_CUDA_MAX_DIMS);
+    memcpy(dst, t->stride, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+static wb_status run_ew(int op, wb_tensor *out, wb_tensor *a, wb_tensor *b, double value, const char *name,
+                        const wb_op_call *c) {
+    wb_cuda_ew e;
+    memset(&e, 0, sizeof e);
+    e.op = op;
+    e.ndim = out->ndim;
+    memcpy(e.shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+    e.out = wb_tensor_data(out);
+    e.out_dtype = out->dtype;
+    fill_strides(e.out_stride, out);
+    if (a) {
+        e.a = wb_tensor_data(a);
+        e.a_dtype = a->dtype;
+        wb_broadcast_strides(a, out->ndim, out->shape, e.a_stride);
+    }
+    if (b) {
+        e.b = wb_tensor_data(b);
+        e.b_dtype = b->dtype;
+        wb_broadcast_strides(b, out->ndim, out->shape, e.b_stride);
+    }
+    e.value = value;
+    if (api->elementwise(&e)) return plugin_error(name);
+    device_launch(name, c && c->def->flops ? c->def->flops(c) : 0, c && c->def->bytes ? c->def->bytes(c) : 0);
+    wb_storage_bump_version(out->storage);
+    return WB_OK;
+}
+
+/* ---- copies, fills, creation ---------------------------------------------------------------- */
+
+wb_status wb_cuda_copy_impl(wb_op_call *c) {
+    wb_tensor *dst = c->in[0], *src = c->in[1], *tmp = NULL;
+    if (wb_tensor_numel(dst) == 0) return WB_OK;
+    if (src->storage == dst->storage) { /* overlapping: through a private copy */
+        wb_status st = wb_clone(src, &tmp);
+        if (st) return st;
+        src = tmp;
+    }
+    wb_status st = run_ew(WB_CU_EW_COPY, dst, src, NULL, 0, "wb_copy_kernel", c);
+    wb_tensor_free(tmp);
+    return st;
+}
+
+wb_status wb_cuda_fill_impl(wb_op_call *c) {
+    return run_ew(WB_CU_EW_FILL, c->in[0], NULL, NULL, c->p.fill.value, "wb_fill_kernel", c);
+}
+
+/* Random numbers and arange are drawn on the host (the same Philox stream as the cpu, so a seed
+ * gives the same values on both devices) and copied over. */
+void wb_cpu_creation_f32(wb_op_id op, float *out, int64_t n, uint64_t seed, uint64_t offset);
+
+wb_status wb_cuda_creation_impl(wb_op_call *c) {
+    int64_t n = wb_tensor_numel(c->out);
+    size_t es = wb_dtype_size(c->out->dtype);
+    float *host = malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!host) return wb_error(WB_ERR_MEMORY, "out of host memory staging %lld values", (long long)n);
+    wb_cpu_creation_f32(c->def->id, host, n, c->p.random.seed, c->p.random.offset);
+    if (c->out->dtype == WB_BF16) {
+        uint16_t *h = (uint16_t *)host; /* in place: element i is written after it is read */
+        for (int64_t i = 0; i < n; i++)
+            h[i] = wb_f32_to_bf16(host[i]);
+    }
+    int r = api->copy(wb_tensor_data(c->out), host, (size_t)n * es, WB_CU_COPY_H2D);
+    free(host);
+    if (r) return plugin_error("copying to the device");
+    wb_storage_bump_version(c->out->storage);
+    return WB_OK;
+}
+
+/* ---- to -------------------------------------------------------------------------------------- */
+
+wb_status wb_shape_to(wb_op_call *c) {
+    wb_tensor *x = c->in[0];
+    wb_device target = c->p.to.device;
+    wb_status st = wb_dtype_check_supported(c->p.to.dtype, "to");
+    if (st) return st;
+    if ((st = wb_device_check_available(target))) return st;
+    c->device = target; /* the output is allocated there */
+    c->out_dtype = c->p.to.dtype;
+    c->out_ndim = x->ndim;
+    memcpy(c->out_shape, x->shape, sizeof c->out_shape);
+    return WB_OK;
+}
+
+wb_status wb_to_impl(wb_op_call *c) {
+    wb_tensor *x = c->in[0], *out = c->out, *stage = NULL;
+    wb_status st = WB_OK;
+    if (x->device == out->device) return wb_copy_(out, x); /* a dtype change on one device */
+    size_t nbytes = (size_t)wb_tensor_numel(out) * wb_dtype_size(out->dtype);
+    if (x->device == WB_DEVICE_CPU) { /* to cuda: make a contiguous host copy in the target dtype */
+        if (!wb_tensor_is_contiguous(x) || x->dtype != out->dtype) {
+            if ((st = wb_tensor_empty(out->dtype, WB_DEVICE_CPU, x->ndim, x->shape, &stage)) ||
+                (st = wb_copy_(stage, x))) {
+                wb_tensor_free(stage);
+                return st;
+            }
+        }
+        const wb_tensor *src = stage ? stage : x;
+        if (api->copy(wb_tensor_data(out), wb_tensor_data(src), nbytes, WB_CU_COPY_H2D))
+            st = plugin_error("copying to the device");
+    } else { /* to cpu: make a contiguous device copy in the target dtype, then bring it over */
+        if (!wb_tensor_is_contiguous(x) || x->dtype != out->dtype) {
+            if ((st = wb_tensor_empty(out->dtype, x->device, x->ndim, x->shape, &stage)) ||
+                (st = wb_copy_(stage, x))) {
+                wb_tensor_free(stage);
+                return st;
+            }
+        }
+        const wb_tensor *src = stage ? stage : x;
+        if (api->copy(wb_tensor_data(out), wb_tensor_data(src), nbytes, WB_CU_COPY_D2H))
+            st = plugin_error("copying from the device");
+    }
+    wb_tensor_free(stage);
+    if (!st) wb_storage_bump_version(out->storage);
+    return st;
+}
+
+wb_status wb_to(wb_tensor *x, wb_dtype dtype, wb_device device, wb_tensor **out) {
+    *out = NULL;
+    if (x->dtype == dtype && x->device == device) return wb_alias(x, out);
+    wb_op_call c = {0};
+    c.in[0] = x, c.nin = 1;
+    c.p.to.dtype = dtype;
+    c.p.to.device = device;
+    wb_status st = wb_dispatch(WB_OP_TO, &c);
+    if (!st) *out = c.out;
+    return st;
+}
+
+wb_status wb_synchronize(wb_device device) {
+    if (device != WB_DEVICE_CUDA) return WB_OK;
+    wb_status st = wb_cuda_check();
+    if (st) return st;
+    int64_t t0 = monotonic_ns();
+    if (api->synchronize()) return plugin_error("synchronize");
+    wb_prof_runtime("cudaStreamSynchronize", t0);
+    return WB_OK;
+}
+
+/* ---- pointwise ------------------------------------------------------------------------------ */
+
+wb_status wb_cuda_binary_impl(wb_op_call *c) {
+    static const char *const names[] = {"wb_add_kernel", "wb_sub_kernel", "wb_mul_kernel", "wb_div_kernel"};
+    int k = c->def->id - WB_OP_ADD;
+    return run_ew(WB_CU_EW_ADD + k, c->out, c->in[0], c->in[1], 0, names[k], c);
+}
+
+wb_status wb_cuda_neg_impl(wb_op_call *c) { return run_ew(WB_CU_EW_NEG, c->out, c->in[0], NULL, 0, "wb_neg_kernel", c); }
+
+wb_status wb_cuda_gelu_impl(wb_op_call *c) {
+    int erf = c->p.gemm.activation == WB_ACT_GELU_ERF;
+    return run_ew(erf ? WB_CU_EW_GELU_ERF : WB_CU_EW_GELU_TANH, c->out, c->in[0], NULL, 0,
+                  erf ? "wb_gelu_erf_kernel" : "wb_gelu_tanh_kernel", c);
+}
+
+/* gate/up as rows with a leading dimension: the last dim must be unit-stride and the leading
+ * dims must fold into one row index; otherwise a contiguous copy is made. */
+static wb_status as_rows(wb_tensor *t, wb_tensor **tmp, const void **ptr, int64_t *rows, int64_t *ld) {
+    *tmp = NULL;
+    int nd = t->ndim;
+    int64_t cols = nd ? t->shape[nd - 1] : 1;
+    int ok = nd == 0 || t->stride[nd - 1] == 1 || cols == 1;
+    int64_t r = 1;
+    for (int d = 0; d < nd - 1; d++)
+        r *= t->shape[d];
+    int64_t row_stride = nd >= 2 ? t->stride[nd - 2] : cols;
+    for (int d = nd - 3; d >= 0 && ok; d--) /* folding needs stride[d] = stride[d+1] * shape[d+1] */
+        if (t->shape[d] > 1 && t->stride[d] != t->stride[d + 1] * t->shape[d + 1]) ok = 0;
+    if (!ok) {
+        wb_status st = wb_contiguous(t, tmp);
+        if (st) return st;
+        t = *tmp;
+        row_stride = cols;
+    }
+    *ptr = wb_tensor_data(t);
+    *rows = r;
+    *ld = row_stride < cols ? cols : row_stride;
+    return WB_OK;
+}
+
+wb_status wb_cuda_geglu_impl(wb_op_call *c) {
+    wb_tensor *g = c->in[0], *u = c->in[1], *tg, *tu;
+    wb_cuda_geglu k = {c->out->dtype, 0, c->out->ndim ? c->out->shape[c->out->ndim - 1] : 1, NULL, 0, NULL, 0,
+                       wb_tensor_data(c->out)};
+    int64_t rows_u;
+    wb_status st = as_rows(g, &tg, &k.gate, &k.rows, &k.ld_gate);
+    if (!st) st = as_rows(u, &tu, &k.up, &rows_u, &k.ld_up);
+    else tu = NULL;
+    if (!st && api->geglu(&k)) st = plugin_error("geglu");
+    if (!st) {
+        device_launch(k.dtype == WB_BF16 ? "wb_geglu_bf16x8" : "wb_geglu_f32x4", c->def->flops(c), c->def->bytes(c));
+        wb_storage_bump_version(c->out->storage);
+    }
+    wb_tensor_free(tg);
+    wb_tensor_free(tu);
+    return st;
+}
+
+/* ---- GEMM through cuBLASLt -------------------------------------------------------------------- */
+
+/* A row-major operand as a column-major cuBLASLt matrix: (rows x cols) with strides
+ * (rs, cs) reads as its transpose with ld rs when cs == 1 ('n'), or as itself with ld cs when
+ * rs == 1 ('t'). Any other stride pattern needs a contiguous copy. */
+static int lt_operand(const wb_tensor *t, int *trans, int64_t *ld) {
+    int64_t rows = t->shape[0], cols = t->shape[1], rs = t->stride[0], cs = t->stride[1];
+    if (cs == 1 || cols == 1) {
+        *trans = 0;
+        *ld = rs > cols ? rs : (cols > 0 ? cols : 1);
+        if (rows <= 1) *ld = cols > 0 ? cols : 1;
+        return rows <= 1 || rs >= cols;
+    }
+    if (rs == 1 || rows == 1) {
+        *trans = 1;
+        *ld = cs > rows ? cs : (rows > 0 ? rows : 1);
+        return cs >= rows;
+    }
+    return 0;
+}
+
+/* out[M,N] = a[M,K] b[K,N] (+ bias[N]) (act): D^T = B^T A^T in cuBLASLt's column-major terms. */
+static wb_status lt_gemm(wb_tensor *a, wb_tensor *b, wb_tensor *bias, wb_activation act, wb_tensor *out,
+                         const wb_op_call *c) {
+    wb_tensor *ta = NULL, *tb = NULL, *tbias = NULL;
+    wb_cuda_gemm g = {0};
+    wb_status st = WB_OK;
+    if (!lt_operand(b, &g.transa, &g.lda)) {
+        if ((st = wb_contiguous(b, &tb))) goto done;
+        b = tb;
+        lt_operand(b, &g.transa, &g.lda);
+    }
+    if (!lt_operand(a, &g.transb, &g.ldb)) {
+        if ((st = wb_contiguous(a, &ta))) goto done;
+        a = ta;
+        lt_operand(a, &g.transb, &g.ldb);
+    }
+    if (bias && !wb_tensor_is_contiguous(bias)) {
+        if ((st = wb_contiguous(bias, &tbias))) goto done;
+        bias = tbias;
+    }
+    g.dtype = out->dtype;
+    g.m = b->shape[1];
+    g.n = a->shape[0];
+    g.k = a->shape[1];
+    g.a = wb_tensor_data(b);
+    g.b = wb_tensor_data(a);
+    g.d = wb_tensor_data(out);
+    g.ldd = g.m > 0 ? g.m : 1;
+    g.bias = bias ? wb_tensor_data(bias) : NULL;
+    /* cuBLASLt's GELU epilogue is the tanh form; erf runs as a second kernel. */
+    int tanh_epi = act == WB_ACT_GELU_TANH;
+    g.epilogue = tanh_epi ? (bias ? WB_CU_EPI_GELU_BIAS : WB_CU_EPI_GELU) : (bias ? WB_CU_EPI_BIAS : WB_CU_EPI_NONE);
+    if (g.m == 0 || g.n == 0) goto done;
+    if (g.k == 0) { /* cuBLASLt rejects k = 0: the product is zeros (+ bias) */
+        st = bias ? wb_copy_(out, bias) : wb_fill_(out, 0.0);
+        if (!st && act != WB_ACT_NONE) {
+            wb_tensor *tmp;
+            if (!(st = wb_gelu(out, act, &tmp))) {
+                st = wb_copy_(out, tmp);
+                wb_tensor_free(tmp);
+            }
+        }
+        goto done;
+    }
+    if (api->gemm(&g)) {
+        st = plugin_error("cublasLt");
+        goto done;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "cublasLt_%sgemm_%c%c%s", out->dtype == WB_BF16 ? "bf16" : "s", g.transa ? 't' : 'n',
+             g.transb ? 't' : 'n',
+             g.epilogue == WB_CU_EPI_GELU_BIAS ? "_gelu_bias"
+             : g.epilogue == WB_CU_EPI_GELU    ? "_gelu"
+             : g.epilogue == WB_CU_EPI_BIAS    ? "_bias"
+                                               : "");
+    device_launch(wb_intern(name), c->def->flops(c), c->def->bytes(c));
+    wb_storage_bump_version(out->storage);
+    if (act == WB_ACT_GELU_ERF) st = run_ew(WB_CU_EW_GELU_ERF, out, out, NULL, 0, "wb_gelu_erf_kernel", NULL);
+done:
+    wb_tensor_free(ta);
+    wb_tensor_free(tb);
+    wb_tensor_free(tbias);
+    return st;
+}
+
+wb_status wb_cuda_mm_impl(wb_op_call *c) {
+    int addmm = c->def->id == WB_OP_ADDMM;
+    wb_tensor *bias = addmm ? c->in[0] : NULL;
+    return lt_gemm(c->in[addmm], c->in[addmm + 1], bias, c->p.gemm.activation, c->out, c);
+}
+
+/* geglu_linear on cuda: one GEMM against [W_gate; W_up] (concatenated once per weight version
+ * and cached) into [M, 2H], then the fused GeGLU kernel reading the two halves. cuBLASLt has no
+ * dual-GEMM epilogue, so the [M, 2H] product does reach memory here (the cpu kernel keeps it in
+ * registers). */
+typedef struct concat_entry {
+    uint64_t gid, gver, uid, uver, bgid, bgver, buid, bver;
+    int64_t goff, uoff;
+    wb_tensor *w, *b;
+} concat_entry;
+#define CONCAT_SLOTS 8
+static concat_entry concat_cache[CONCAT_SLOTS];
+static int concat_next;
+
+static wb_status concat_rows(wb_tensor *top, wb_tensor *bottom, int64_t rows_top, wb_dtype dtype, int ndim,
+                             const int64_t *shape, wb_tensor **out) {
+    wb_tensor *w, *part;
+    wb_status st = wb_tensor_empty(dtype, WB_DEVICE_CUDA, ndim, shape, &w);
+    if (st) return st;
+    for (int half = 0; half < 2 && !st; half++) {
+        wb_tensor *src = half ? bottom : top;
+        if ((st = wb_narrow(w, 0, half ? rows_top : 0, rows_top, &part))) break;
+        st = src ? wb_copy_(part, src) : wb_fill_(part, 0.0);
+        wb_tensor_free(part);
+    }
+    if (st) {
+        wb_tensor_free(w);
+        return st;
+    }
+    *out = w;
+    return WB_OK;
+}
+
+static uint64_t sid(const wb_tensor *t) { return t ? wb_storage_id(t->storage) : 0; }
+static uint64_t sver(const wb_tensor *t) { return t ? wb_storage_version(t->storage) : 0; }
+
+static wb_status concat_get(wb_tensor *wg, wb_tensor *wu, wb_tensor *bg, wb_tensor *bu, concat_entry **out) {
+    for (int i = 0; i < CONCAT_SLOTS; i++) {
+        concat_entry *e = &concat_cache[i];
+        if (e->w && e->gid == sid(wg) && e->gver == sver(wg) && e->uid == sid(wu) && e->uver == sver(wu) &&
+            e->goff == wg->offset && e->uoff == wu->offset && e->bgid == sid(bg) && e->bgver == sver(bg) &&
+            e->buid == sid(bu) && e->bver == sver(bu)) {
+            *out = e;
+            return WB_OK;
+        }
+    }
+    concat_entry *e = &concat_cache[concat_next];
+    concat_next = (concat_next + 1) % CONCAT_SLOTS;
+    wb_tensor_free(e->w);
+    wb_tensor_free(e->b);
+    memset(e, 0, sizeof *e);
+    int64_t h = wg->shape[0], shape_w[2] = {2 * h, wg->shape[1]}, shape_b[1] = {2 * h};
+    wb_status st = concat_rows(wg, wu, h, wg->dtype, 2, shape_w, &e->w);
+    if (!st && (bg || bu)) st = concat_rows(bg, bu, h, wg->dtype, 1, shape_b, &e->b);
+    if (st) {
+        wb_tensor_free(e->w);
+        memset(e, 0, sizeof *e);
+        return st;
+    }
+    e->gid = sid(wg), e->gver = sver(wg), e->uid = sid(wu), e->uver = sver(wu);
+    e->bgid = sid(bg), e->bgver = sver(bg), e->buid = sid(bu), e->bver = sver(bu);
+    e->goff = wg->offset, e->uoff = wu->offset;
+    *out = e;
+    return WB_OK;
+}
+
+wb_status wb_cuda_geglu_linear_impl(wb_op_call *c) {
+    wb_tensor *x = c->in[0], *wg = c->in[1], *wu = c->in[2], *bg = c->in[3], *bu = c->in[4];
+    concat_entry *e;
+    wb_status st = concat_get(wg, wu, bg, bu, &e);
+    if (st) return st;
+    /* The graph being captured (if any) must keep the concatenated weights alive. */
+    const wb_capture_hooks *cap = wb_capture_hooks_active();
+    if (cap && cap->storage_new) {
+        cap->storage_new(cap->user, e->w->storage);
+        if (e->b) cap->storage_new(cap->user, e->b->storage);
+    }
+    int64_t h = wg->shape[0], k = x->shape[x->ndim - 1], m = wb_tensor_numel(x) / (k ? k : 1);
+    wb_tensor *x2 = NULL, *wt = NULL, *prod = NULL;
+    int64_t shape_x[2] = {m, k}, shape_p[2] = {m, 2 * h};
+    if ((st = wb_reshape(x, 2, shape_x, &x2)) || (st = wb_t(e->w, &wt)) ||
+        (st = wb_tensor_empty(x->dtype, WB_DEVICE_CUDA, 2, shape_p, &prod)))
+        goto done;
+    if ((st = lt_gemm(x2, wt, e->b, WB_ACT_NONE, prod, c))) goto done;
+    wb_cuda_geglu k2 = {x->dtype, m, h, wb_tensor_data(prod), 2 * h, (const char *)wb_tensor_data(prod) +
+                        (size_t)h * wb_dtype_size(x->dtype), 2 * h, wb_tensor_data(c->out)};
+    if (api->geglu(&k2)) {
+        st = plugin_error("geglu");
+        goto done;
+    }
+    device_launch(x->dtype == WB_BF16 ? "wb_geglu_bf16x8" : "wb_geglu_f32x4", 0, 0);
+    wb_storage_bump_version(c->out->storage);
+done:
+    wb_tensor_free(x2);
+    wb_tensor_free(wt);
+    wb_tensor_free(prod);
+    return st;
+}
+
+/* ---- tracing ------------------------------------------------------------------------------------ */
+
+static int tracing;
+static int64_t clock_offset;
+
+int wb_cuda_trace_start(void) {
+    if (!api || tracing) return tracing;
+    if (api->trace_start()) {
+        wb_error(WB_ERR_DEVICE, "cuda tracing is off: %s", api->last_error());
+        return 0;
+    }
+    /* CUPTI stamps CLOCK_REALTIME; the profiler, CLOCK_MONOTONIC. Bracket one CUPTI read with
+     * two monotonic reads and take the midpoint. */
+    uint64_t cupti = 0;
+    int64_t t0 = monotonic_ns();
+    api->timestamp(&cupti);
+    int64_t t1 = monotonic_ns();
+    clock_offset = (int64_t)cupti - (t0 + (t1 - t0) / 2);
+    tracing = 1;
+    return 1;
+}
+
+void wb_cuda_trace_stop(void) {
+    if (api && tracing) api->trace_stop();
+    tracing = 0;
+}
+
+int wb_cuda_tracing(void) { return tracing; }
+int64_t wb_cuda_clock_offset(void) { return clock_offset; }
+void wb_cuda_trace_push(uint32_t op_id) {
+    if (tracing) api->trace_push_correlation(op_id);
+}
+void wb_cuda_trace_pop(void) {
+    if (tracing) api->trace_pop_correlation();
+}

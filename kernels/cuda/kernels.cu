@@ -1,0 +1,249 @@
+// kernels.cu: our own CUDA kernels (elementwise, GELU, fused GeGLU) and their launchers.
+// Kernels are extern "C" so that traces show plain names (wb_add_kernel, wb_geglu_bf16x8, ...).
+// Math is fp32 whatever the storage type; bf16 results are rounded once, to nearest even.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "wb_cuda_api.h"
+
+namespace {
+
+struct EwArgs {
+    int ndim;
+    int contiguous; // every operand contiguous over the same shape: index = offset
+    int64_t n;
+    int64_t shape[WB_CUDA_MAX_DIMS];
+    int64_t so[WB_CUDA_MAX_DIMS], sa[WB_CUDA_MAX_DIMS], sb[WB_CUDA_MAX_DIMS];
+    void *out;
+    const void *a, *b;
+    int dto, dta, dtb;
+    float value;
+};
+
+__device__ __forceinline__ float load(const void *p, int dtype, int64_t i) {
+    if (dtype == WB_CU_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+    return static_cast<const float *>(p)[i];
+}
+
+__device__ __forceinline__ void store(void *p, int dtype, int64_t i, float v) {
+    if (dtype == WB_CU_BF16)
+        static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+    else
+        static_cast<float *>(p)[i] = v;
+}
+
+// gelu_tanh(x) = 0.5 x (1 + tanh(y)) = x / (1 + exp(-2y)), y = sqrt(2/pi) (x + 0.044715 x^3).
+// The quotient form is accurate for large |x| (no 1 - 1 cancellation) and exp(-2y) = inf -> -0/+0.
+__device__ __forceinline__ float gelu_tanh(float x) {
+    const float k = 0.7978845608028654f;
+    float y = k * (x + 0.044715f * x * x * x);
+    return x / (1.0f + expf(-2.0f * y));
+}
+
+__device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
+
+template <int OP> __device__ __forceinline__ float apply(float a, float b, float value) {
+    switch (OP) {
+    case WB_CU_EW_COPY: return a;
+    case WB_CU_EW_NEG: return -a;
+    case WB_CU_EW_GELU_TANH: return gelu_tanh(a);
+    case WB_CU_EW_GELU_ERF: return gelu_erf(a);
+    case WB_CU_EW_ADD: return a + b;
+    case WB_CU_EW_SUB: return a - b;
+    case WB_CU_EW_MUL: return a * b;
+    case WB_CU_EW_DIV: return a / b;
+    default: return value; // FILL
+    }
+}
+
+template <int OP, bool BINARY, bool READS> __device__ void ew_body(const EwArgs &e) {
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < e.n; i += stride) {
+        int64_t oo = i, oa = i, ob = i;
+        if (!e.contiguous) {
+            oo = oa = ob = 0;
+            int64_t rem = i;
+            for (int d = e.ndim - 1; d >= 0; d--) {
+                int64_t idx = rem % e.shape[d];
+                rem /= e.shape[d];
+                oo += idx * e.so[d];
+                oa += idx * e.sa[d];
+                ob += idx * e.sb[d];
+            }
+        }
+        float a = READS ? load(e.a, e.dta, oa) : 0.0f;
+        float b = BINARY ? load(e.b, e.dtb, ob) : 0.0f;
+        store(e.out, e.dto, oo, apply<OP>(a, b, e.value));
+    }
+}
+
+} // namespace
+
+#define WB_EW_KERNEL(NAME, OP, BINARY, READS)                                                                         \
+    extern "C" __global__ void __launch_bounds__(256) NAME(EwArgs e) { ew_body<OP, BINARY, READS>(e); }
+
+WB_EW_KERNEL(wb_copy_kernel, WB_CU_EW_COPY, false, true)
+WB_EW_KERNEL(wb_neg_kernel, WB_CU_EW_NEG, false, true)
+WB_EW_KERNEL(wb_gelu_tanh_kernel, WB_CU_EW_GELU_TANH, false, true)
+WB_EW_KERNEL(wb_gelu_erf_kernel, WB_CU_EW_GELU_ERF, false, true)
+WB_EW_KERNEL(wb_add_kernel, WB_CU_EW_ADD, true, true)
+WB_EW_KERNEL(wb_sub_kernel, WB_CU_EW_SUB, true, true)
+WB_EW_KERNEL(wb_mul_kernel, WB_CU_EW_MUL, true, true)
+WB_EW_KERNEL(wb_div_kernel, WB_CU_EW_DIV, true, true)
+WB_EW_KERNEL(wb_fill_kernel, WB_CU_EW_FILL, false, false)
+
+// Fused GeGLU, vectorised: each thread loads 16 bytes of gate and 16 of up (8 bf16 or 4 f32)
+// and stores 16 bytes; GELU in fp32. Rows may have their own leading dimension (the two halves
+// of one [rows, 2*cols] GEMM output), which the launcher checks keeps 16-byte alignment.
+extern "C" __global__ void __launch_bounds__(256)
+    wb_geglu_bf16x8(const __nv_bfloat16 *gate, int64_t ld_gate, const __nv_bfloat16 *up, int64_t ld_up,
+                    __nv_bfloat16 *out, int64_t rows, int64_t cols) {
+    int64_t vec_per_row = cols / 8, total = rows * vec_per_row;
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < total; v += stride) {
+        int64_t r = v / vec_per_row, c = (v - r * vec_per_row) * 8;
+        uint4 g = *reinterpret_cast<const uint4 *>(gate + r * ld_gate + c);
+        uint4 u = *reinterpret_cast<const uint4 *>(up + r * ld_up + c);
+        const __nv_bfloat162 *g2 = reinterpret_cast<const __nv_bfloat162 *>(&g);
+        const __nv_bfloat162 *u2 = reinterpret_cast<const __nv_bfloat162 *>(&u);
+        uint4 o;
+        __nv_bfloat162 *o2 = reinterpret_cast<__nv_bfloat162 *>(&o);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float2 gf = __bfloat1622float2(g2[j]), uf = __bfloat1622float2(u2[j]);
+            o2[j] = __floats2bfloat162_rn(gelu_tanh(gf.x) * uf.x, gelu_tanh(gf.y) * uf.y);
+        }
+        *reinterpret_cast<uint4 *>(out + r * cols + c) = o;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    wb_geglu_f32x4(const float *gate, int64_t ld_gate, const float *up, int64_t ld_up, float *out, int64_t rows,
+                   int64_t cols) {
+    int64_t vec_per_row = cols / 4, total = rows * vec_per_row;
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v < total; v += stride) {
+        int64_t r = v / vec_per_row, c = (v - r * vec_per_row) * 4;
+        float4 g = *reinterpret_cast<const float4 *>(gate + r * ld_gate + c);
+        float4 u = *reinterpret_cast<const float4 *>(up + r * ld_up + c);
+        float4 o = make_float4(gelu_tanh(g.x) * u.x, gelu_tanh(g.y) * u.y, gelu_tanh(g.z) * u.z, gelu_tanh(g.w) * u.w);
+        *reinterpret_cast<float4 *>(out + r * cols + c) = o;
+    }
+}
+
+// Any alignment, either dtype.
+extern "C" __global__ void __launch_bounds__(256)
+    wb_geglu_scalar(int dtype, const void *gate, int64_t ld_gate, const void *up, int64_t ld_up, void *out,
+                    int64_t rows, int64_t cols) {
+    int64_t total = rows * cols, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        int64_t r = i / cols, c = i - r * cols;
+        float g = load(gate, dtype, r * ld_gate + c), u = load(up, dtype, r * ld_up + c);
+        store(out, dtype, i, gelu_tanh(g) * u);
+    }
+}
+
+namespace {
+
+const int kThreads = 256;
+
+// Grid-stride loops: enough blocks to fill every SM (8 resident blocks of 256 threads each on
+// sm_90), never more than the work needs.
+unsigned grid_for(int64_t work, int sm_count) {
+    int64_t need = (work + kThreads - 1) / kThreads;
+    int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 1) * 8;
+    if (need < 1) need = 1;
+    return (unsigned)(need < cap ? need : cap);
+}
+
+bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+} // namespace
+
+extern "C" int wbcu_launch_elementwise(const wb_cuda_ew *w, cudaStream_t stream, int sm_count) {
+    if (w->ndim < 0 || w->ndim > WB_CUDA_MAX_DIMS || w->op < 0 || w->op >= WB_CU_EW_COUNT) return cudaErrorInvalidValue;
+    EwArgs e;
+    memset(&e, 0, sizeof e);
+    e.ndim = w->ndim;
+    e.n = 1;
+    bool contiguous = true;
+    int64_t expect = 1;
+    for (int d = w->ndim - 1; d >= 0; d--) {
+        e.shape[d] = w->shape[d];
+        e.so[d] = w->out_stride[d];
+        e.sa[d] = w->a_stride[d];
+        e.sb[d] = w->b_stride[d];
+        e.n *= w->shape[d];
+        bool binary = w->op >= WB_CU_EW_ADD && w->op <= WB_CU_EW_DIV;
+        bool reads = w->op != WB_CU_EW_FILL;
+        if (w->shape[d] != 1 && (e.so[d] != expect || (reads && e.sa[d] != expect) || (binary && e.sb[d] != expect)))
+            contiguous = false;
+        expect *= w->shape[d];
+    }
+    if (e.n == 0) return cudaSuccess;
+    e.contiguous = contiguous;
+    e.out = w->out;
+    e.a = w->a;
+    e.b = w->b;
+    e.dto = w->out_dtype;
+    e.dta = w->a_dtype;
+    e.dtb = w->b_dtype;
+    e.value = (float)w->value;
+    unsigned grid = grid_for(e.n, sm_count);
+    switch (w->op) {
+    case WB_CU_EW_COPY: wb_copy_kernel<<<grid, kThreads, 0, stream>>>(e); break;
+    case WB_CU_EW_NEG: wb_neg_kernel<<<grid, kThreads, 0, stream>>>(e); break;
+    case WB_CU_EW_GELU_TANH: wb_gelu_tanh_kernel<<<grid, kThreads, 0, stream>>>(e); break;
+    case WB_CU_EW_GELU_ERF: wb_gelu_erf_kernel<<<grid, kThreads, 0, stream>>>(e); break;
+    case WB_CU_EW_ADD: wb_add_kernel<<<grid, kThreads, 0, stream>>>(e); break;
+    case WB_CU_EW_SUB: wb_sub_kernel<<<grid, kThreads, 0, stream>>>(e); break;
+    case WB_CU_EW_MUL: wb_mul_kernel<<<grid, kThreads, 0, stream>>>(e); break;
+    case WB_CU_EW_DIV: wb_div_kernel<<<grid, kThreads, 0, stream>>>(e); break;
+    default: wb_fill_kernel<<<grid, kThreads, 0, stream>>>(e); break;
+    }
+    return (int)cudaGetLastError();
+}
+
+extern "C" int wbcu_launch_geglu(const wb_cuda_geglu *g, cudaStream_t stream, int sm_count) {
+    if (g->rows == 0 || g->cols == 0) return cudaSuccess;
+    size_t es = g->dtype == WB_CU_BF16 ? 2 : 4;
+    int64_t vec = (int64_t)(16 / es);
+    bool vectorised = g->cols % vec == 0 && aligned16(g->gate) && aligned16(g->up) && aligned16(g->out) &&
+                      (g->ld_gate * (int64_t)es) % 16 == 0 && (g->ld_up * (int64_t)es) % 16 == 0;
+    if (vectorised && g->dtype == WB_CU_BF16) {
+        wb_geglu_bf16x8<<<grid_for(g->rows * g->cols / vec, sm_count), kThreads, 0, stream>>>(
+            static_cast<const __nv_bfloat16 *>(g->gate), g->ld_gate, static_cast<const __nv_bfloat16 *>(g->up),
+            g->ld_up, static_cast<__nv_bfloat16 *>(g->out), g->rows, g->cols);
+    } else if (vectorised) {
+        wb_geglu_f32x4<<<grid_for(g->rows * g->cols / vec, sm_count), kThreads, 0, stream>>>(
+            static_cast<const float *>(g->gate), g->ld_gate, static_cast<const float *>(g->up), g->ld_up,
+            static_cast<float *>(g->out), g->rows, g->cols);
+    } else {
+        wb_geglu_scalar<<<grid_for(g->rows * g->cols, sm_count), kThreads, 0, stream>>>(
+            g->dtype, g->gate, g->ld_gate, g->up, g->ld_up, g->out, g->rows, g->cols);
+    }
+    return (int)cudaGetLastError();
+}
+
+// Kernel names from CUPTI are mangled for C++ kernels (cuBLAS's CUTLASS ones); the trace shows
+// them demangled. The strings live for the life of the process, one per distinct name.
+extern "C" const char *wbcu_demangle(const char *name) {
+    if (!name || name[0] != '_' || name[1] != 'Z') return name;
+    static std::mutex mu;
+    static std::unordered_map<std::string, std::string> *cache = new std::unordered_map<std::string, std::string>();
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache->find(name);
+    if (it != cache->end()) return it->second.c_str();
+    int status = 0;
+    char *d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    std::string s = (status == 0 && d) ? std::string(d) : std::string(name);
+    std::free(d);
+    return cache->emplace(name, s).first->second.c_str();
+}

@@ -1,0 +1,187 @@
+/* wb_cuda_api.h: the C interface between libwb (core/cuda.c) and the CUDA plugin libwb_cuda.so.
+ *
+ * The plugin is a CMake MODULE that libwb dlopens at the first use of device "cuda", so the
+ * workbench executable links no CUDA library and starts on machines without a driver or GPU.
+ * The plugin knows nothing of tensors, Lua or the profiler: it moves bytes, runs cuBLASLt GEMMs
+ * and our own kernels on raw device pointers (all on one non-blocking stream), captures that
+ * stream into CUDA graphs, and hands CUPTI's activity records back in a plain form. The core
+ * owns shapes, views, op semantics, error prefixes and the trace.
+ *
+ * Every function returning int returns 0 on success; on failure, last_error() says why. */
+#ifndef WB_CUDA_API_H
+#define WB_CUDA_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WB_CUDA_ABI_VERSION 1
+#define WB_CUDA_MAX_DIMS    8 /* = WB_MAX_DIMS */
+
+/* Element types: the values equal wb_dtype's. */
+enum { WB_CU_F32 = 0, WB_CU_BF16 = 1 };
+
+/* Why init failed (so the core can say "no driver" / "no device"). */
+enum { WB_CU_INIT_OK = 0, WB_CU_INIT_NO_DRIVER, WB_CU_INIT_NO_DEVICE, WB_CU_INIT_ERROR };
+
+enum { WB_CU_COPY_H2D = 0, WB_CU_COPY_D2H, WB_CU_COPY_D2D };
+
+/* cuBLASLt epilogues. */
+enum { WB_CU_EPI_NONE = 0, WB_CU_EPI_BIAS, WB_CU_EPI_GELU, WB_CU_EPI_GELU_BIAS };
+
+/* Elementwise ops of the generic strided kernel. */
+enum {
+    WB_CU_EW_COPY = 0, /* out = a (also converts dtype) */
+    WB_CU_EW_NEG,
+    WB_CU_EW_GELU_TANH,
+    WB_CU_EW_GELU_ERF,
+    WB_CU_EW_ADD,
+    WB_CU_EW_SUB,
+    WB_CU_EW_MUL,
+    WB_CU_EW_DIV,
+    WB_CU_EW_FILL, /* out = value */
+    WB_CU_EW_COUNT
+};
+
+typedef struct wb_cuda_info {
+    char name[256];
+    int device_count;
+    int cc_major, cc_minor;
+    int sm_count;
+    size_t total_mem;
+    int runtime_version, driver_version; /* 13000 = 13.0 */
+    size_t cublaslt_version;
+    int cupti_version;
+    double mem_clock_khz, bus_width_bits; /* peak bandwidth = 2 * clock * width / 8 */
+    double clock_khz;                     /* SM clock */
+} wb_cuda_info;
+
+/* One GEMM in cuBLASLt's column-major terms:
+ *   D[m, n] = op(A)[m, k] * op(B)[k, n] (+ bias[m]) (then GELU),  ld in elements.
+ * All operands share `dtype`; accumulation and alpha/beta are f32. */
+typedef struct wb_cuda_gemm {
+    int dtype;
+    int64_t m, n, k;
+    int transa, transb; /* 0: N, 1: T */
+    const void *a;
+    int64_t lda;
+    const void *b;
+    int64_t ldb;
+    void *d;
+    int64_t ldd;
+    const void *bias; /* m elements, or NULL */
+    int epilogue;     /* WB_CU_EPI_* */
+} wb_cuda_gemm;
+
+/* A strided elementwise launch: out (ndim, shape, strides) = op(a, b) with each input read
+ * through its own strides (0 for broadcast dims). Strides in elements. */
+typedef struct wb_cuda_ew {
+    int op;
+    int ndim;
+    int64_t shape[WB_CUDA_MAX_DIMS];
+    void *out;
+    int out_dtype;
+    int64_t out_stride[WB_CUDA_MAX_DIMS];
+    const void *a;
+    int a_dtype;
+    int64_t a_stride[WB_CUDA_MAX_DIMS];
+    const void *b; /* binary ops */
+    int b_dtype;
+    int64_t b_stride[WB_CUDA_MAX_DIMS];
+    double value; /* fill */
+} wb_cuda_ew;
+
+/* The fused GeGLU pointwise kernel: out[r, c] = gelu_tanh(gate[r, c]) * up[r, c], rows with
+ * their own leading dimensions (elements); out is contiguous [rows, cols]. */
+typedef struct wb_cuda_geglu {
+    int dtype;
+    int64_t rows, cols;
+    const void *gate;
+    int64_t ld_gate;
+    const void *up;
+    int64_t ld_up;
+    void *out;
+} wb_cuda_geglu;
+
+/* CUPTI activity records, flattened. Times are CUPTI timestamps (ns, CLOCK_REALTIME on Linux). */
+enum {
+    WB_CU_REC_KERNEL = 0,
+    WB_CU_REC_MEMCPY,
+    WB_CU_REC_MEMSET,
+    WB_CU_REC_RUNTIME,
+    WB_CU_REC_DRIVER,
+    WB_CU_REC_SYNC,
+    WB_CU_REC_GRAPH,
+    WB_CU_REC_EXTERNAL, /* correlation -> external_id (our op's correlation id) */
+};
+
+/* What an API record did, from its callback id. */
+enum { WB_CU_API_OTHER = 0, WB_CU_API_LAUNCH, WB_CU_API_OCCUPANCY, WB_CU_API_SYNC, WB_CU_API_GRAPH_LAUNCH };
+
+typedef struct wb_cuda_record {
+    int kind;
+    const char *name; /* kernel name (CUPTI's shared string), API function name, or a copy kind */
+    uint64_t start_ns, end_ns;
+    uint32_t correlation;
+    uint64_t external_id;
+    uint32_t device, stream, thread;
+    int cbid;     /* API records: the callback id */
+    int api_kind; /* API records: WB_CU_API_* */
+    int grid[3], block[3];
+    uint64_t bytes;
+    uint32_t graph_id, graph_node_id;
+} wb_cuda_record;
+
+typedef void (*wb_cuda_record_fn)(void *user, const wb_cuda_record *rec);
+
+typedef struct wb_cuda_api {
+    int abi_version;
+    const char *(*last_error)(void);
+
+    /* Device discovery: call first; nothing else initialises unless it succeeds. */
+    int (*init)(int *why); /* *why: WB_CU_INIT_* */
+    int (*info)(wb_cuda_info *out);
+
+    /* Memory: a caching allocator over cudaMalloc (never managed memory). */
+    int (*alloc)(void **ptr, size_t nbytes);
+    void (*free)(void *ptr, size_t nbytes);
+    int (*empty_cache)(void);
+    void (*memory_stats)(size_t *allocated, size_t *reserved, size_t *peak);
+    /* Copies and synchronisation on the plugin's stream; H2D and D2H return when done. */
+    int (*copy)(void *dst, const void *src, size_t nbytes, int kind);
+    int (*synchronize)(void);
+
+    /* Kernels, queued on the stream. */
+    int (*gemm)(const wb_cuda_gemm *g);
+    int (*elementwise)(const wb_cuda_ew *e);
+    int (*geglu)(const wb_cuda_geglu *g);
+
+    /* Graphs: capture of the stream between begin and end (thread-local mode). */
+    int (*graph_begin)(void);
+    /* Ends the capture. *exec NULL: instantiates a new executable graph. *exec set: updates it
+     * in place (cudaGraphExecUpdate), re-instantiating when the topology changed. */
+    int (*graph_end)(void **exec);
+    int (*graph_launch)(void *exec);
+    void (*graph_destroy)(void *exec);
+
+    /* CUPTI tracing. start enables the activity kinds; flush delivers every buffered record
+     * (after a synchronize) through fn; stop disables. dropped counts lost records. */
+    int (*trace_start)(void);
+    int (*trace_flush)(wb_cuda_record_fn fn, void *user, uint64_t *dropped);
+    void (*trace_stop)(void);
+    void (*trace_push_correlation)(uint64_t id); /* our op's correlation id for the next launches */
+    void (*trace_pop_correlation)(void);
+    int (*timestamp)(uint64_t *ns); /* CUPTI's clock now */
+} wb_cuda_api;
+
+/* The one symbol the plugin exports. Returns NULL when the ABI version differs. */
+typedef const wb_cuda_api *(*wb_cuda_plugin_fn)(int abi_version);
+#define WB_CUDA_PLUGIN_SYMBOL "wb_cuda_plugin"
+
+#ifdef __cplusplus
+}
+#endif
+#endif
