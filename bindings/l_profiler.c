@@ -128,6 +128,8 @@ static int s_stats(lua_State *L) {
     lua_setfield(L, -2, "peak_memory");
     lua_pushnumber(L, wb_prof_event_cost_ns(p));
     lua_setfield(L, -2, "event_cost_ns");
+    lua_pushstring(L, wb_prof_device_note(p));
+    lua_setfield(L, -2, "device_note");
     return 1;
 }
 
@@ -212,6 +214,10 @@ static int s_events(lua_State *L) {
         if (e->kind == WB_EV_MEMORY) {
             lua_pushinteger(L, (lua_Integer)e->flops);
             lua_setfield(L, -2, "allocated_bytes");
+        }
+        if (e->kind == WB_EV_RUNTIME && e->threads) { /* a CUDA API record */
+            lua_pushinteger(L, e->threads);
+            lua_setfield(L, -2, "cbid");
         }
         if (e->failed) {
             lua_pushboolean(L, 1);

@@ -19,7 +19,9 @@ local function check_size(v, what)
     end
 end
 
--- PyTorch's initialisation: weight and bias uniform in [-1/sqrt(in), 1/sqrt(in)].
+-- PyTorch's initialisation: weight and bias uniform in [-1/sqrt(in), 1/sqrt(in)], drawn in f32
+-- on the cpu and then moved and rounded, so a seed gives the same weights on every device and
+-- dtype (a bf16 module is the f32 one rounded once).
 function M.Linear(in_features, out_features, opts)
     check_size(in_features, "in_features")
     check_size(out_features, "out_features")
@@ -30,11 +32,12 @@ function M.Linear(in_features, out_features, opts)
             error(string.format("nn.Linear: unknown option '%s' (expected bias, dtype, device)", tostring(k)), 2)
         end
     end
-    local t = {dtype = opts.dtype, device = opts.device}
+    local host = {dtype = "f32", device = "cpu"}
+    local target = {dtype = opts.dtype or "f32", device = opts.device or wb.default_device()}
     local bound = 1 / math.sqrt(in_features)
     local self = setmetatable({in_features = in_features, out_features = out_features}, Linear)
-    self.weight = (wb.rand({out_features, in_features}, t) * 2 - 1) * bound
-    if opts.bias ~= false then self.bias = (wb.rand({out_features}, t) * 2 - 1) * bound end
+    self.weight = ((wb.rand({out_features, in_features}, host) * 2 - 1) * bound):to(target)
+    if opts.bias ~= false then self.bias = ((wb.rand({out_features}, host) * 2 - 1) * bound):to(target) end
     return self
 end
 

@@ -299,7 +299,14 @@ function Profiler:table(o)
         if a[sort_key] ~= b[sort_key] then return a[sort_key] > b[sort_key] end
         return a.name < b.name
     end)
-    local info = wb.device_info()
+    local on_cuda = false
+    for _, e in ipairs(self:events()) do
+        if e.cat == "kernel" and e.lane:sub(1, 4) == "cuda" then
+            on_cuda = e.lane
+            break
+        end
+    end
+    local info = wb.device_info(on_cuda and "cuda" or nil)
     local self_total, dev_total = 0, 0
     for _, r in ipairs(rows) do
         if r.kind ~= "kernel" then self_total = self_total + r.self_cpu_ns end
@@ -321,9 +328,10 @@ function Profiler:table(o)
     local out = {}
     local st = self:stats()
     if st.dropped > 0 then
-        out[#out + 1] = string.format("WARNING: the event buffer filled up: %d events were dropped (raise max_events)",
-            st.dropped)
+        out[#out + 1] = string.format("WARNING: %d events were dropped (the event buffer or CUPTI's buffers filled " ..
+            "up; raise max_events)", st.dropped)
     end
+    if st.device_note and st.device_note ~= "" then out[#out + 1] = "WARNING: " .. st.device_note end
     out[#out + 1] = rule
     out[#out + 1] = head
     out[#out + 1] = rule
@@ -355,14 +363,24 @@ function Profiler:table(o)
     end
     out[#out + 1] = rule
     out[#out + 1] = string.format("Self CPU time total: %s", fmt_time(self_total))
-    out[#out + 1] = string.format("Self Device time total: %s (kernels on cpu:0 stream 0; the CPU device runs them " ..
-        "on the calling thread, so they are inside their op's CPU time)", fmt_time(dev_total))
+    if on_cuda then
+        out[#out + 1] = string.format("Self Device time total: %s (kernels on %s, timed by CUPTI; they run " ..
+            "asynchronously, after the op that launched them returned)", fmt_time(dev_total), on_cuda)
+    else
+        out[#out + 1] = string.format("Self Device time total: %s (kernels on cpu:0 stream 0; the CPU device runs " ..
+            "them on the calling thread, so they are inside their op's CPU time)", fmt_time(dev_total))
+    end
     out[#out + 1] = string.format("Events: %d recorded, %d dropped; peak storage memory %.1f MiB", st.events,
         st.dropped, st.peak_memory / 1048576)
     out[#out + 1] = string.format("Profiler overhead: about %.0f ns per recorded op (measured at start), %s in all",
         st.event_cost_ns, fmt_time(st.event_cost_ns * st.events))
-    out[#out + 1] = string.format("%% peak: kernels against the roofline measured on %s (%s, %d threads): %.1f GFLOP/s, " ..
-        "%.1f GB/s", info.name, info.isa, info.threads, info.peak_gflops, info.bandwidth_gbs)
+    if on_cuda then
+        out[#out + 1] = string.format("%% peak: kernels against %s (%s): %.1f GFLOP/s fp32, %.1f GB/s (%s)", info.name,
+            info.isa, info.peak_gflops, info.bandwidth_gbs, info.calibrated)
+    else
+        out[#out + 1] = string.format("%% peak: kernels against the roofline measured on %s (%s, %d threads): " ..
+            "%.1f GFLOP/s, %.1f GB/s", info.name, info.isa, info.threads, info.peak_gflops, info.bandwidth_gbs)
+    end
     return table.concat(out, "\n")
 end
 

@@ -1,0 +1,289 @@
+-- test_cuda.lua: device "cuda". Without a GPU (every CI machine): clear errors that say why,
+-- the cpu fallback of --device auto, and nothing else broken. With one: every cuda op against
+-- the cpu result, views on device tensors, the trace's structure (one kernel per linear, `tn` in
+-- cuBLAS's name, GeGLU kernel counts) and graph replay equal to eager. GPU tests skip with the
+-- reason when no GPU is present.
+local lu = require("luaunit")
+
+local EXE = os.getenv("WB_EXE") or "workbench"
+local HAVE = wb.cuda.is_available()
+local WHY = wb.cuda.why_not()
+
+local function sh(cmd)
+    local f = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
+    local out = f:read("a")
+    f:close()
+    local rc = tonumber(out:match("rc=(%d+)%s*$"))
+    return out:gsub("rc=%d+%s*$", ""), rc
+end
+
+local function raises(pattern, fn)
+    local ok, err = pcall(fn)
+    lu.assertFalse(ok, "expected an error containing: " .. pattern)
+    lu.assertStrContains(tostring(err), pattern)
+end
+
+local function gpu()
+    lu.skipIf(not HAVE, "no GPU here: " .. tostring(WHY))
+end
+
+-- ---- without a GPU ------------------------------------------------------------------------------
+
+TestNoGpu = {}
+
+function TestNoGpu:test_reason_is_named()
+    if HAVE then lu.skip("a GPU is present") end
+    lu.assertFalse(wb.cuda.is_available())
+    lu.assertStrContains(WHY, "device 'cuda' is not available: ")
+    -- one of the three reasons, never a bare failure
+    local named = WHY:find("plugin was not built", 1, true) or WHY:find("no NVIDIA driver", 1, true) or
+        WHY:find("no CUDA device", 1, true) or WHY:find("cannot be loaded", 1, true)
+    lu.assertTrue(named ~= nil, WHY)
+    print("\n  cuda here: " .. WHY)
+end
+
+function TestNoGpu:test_every_cuda_request_fails_clearly()
+    if HAVE then lu.skip("a GPU is present") end
+    raises("zeros: device 'cuda' is not available", function() return wb.zeros({2}, {device = "cuda"}) end)
+    raises("randn: device 'cuda' is not available", function() return wb.randn({2}, {device = "cuda"}) end)
+    raises("tensor: device 'cuda' is not available", function() return wb.tensor({1, 2}, {device = "cuda"}) end)
+    raises("to: device 'cuda' is not available", function() return wb.ones({2}):to{device = "cuda"} end)
+    raises("synchronize: device 'cuda' is not available", function() wb.synchronize("cuda") end)
+    raises("device_info: device 'cuda' is not available", function() return wb.device_info("cuda") end)
+    raises("cuda.memory: device 'cuda' is not available", function() return wb.cuda.memory() end)
+    raises("device 'cuda' is not available", function() return wb.nn.Linear(4, 4, {device = "cuda"}) end)
+    raises("device 'cuda' is not available", function() return wb.nn.GeGLUMLP(4, 8, {device = "cuda"}) end)
+    -- the cpu keeps working after every refusal, profiler and graphs included
+    local x, w, b = wb.ones({2, 4}), wb.ones({3, 4}), wb.ones({3})
+    local p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    local y = wb.linear(x, w, b)
+    p:stop()
+    lu.assertEquals(y:tolist()[1][1], 5)
+    p:expect{kernels = 1}
+    local g = wb.graph.capture(function() return wb.ones({3}) * 2 end)
+    g:replay()
+    lu.assertEquals(g.outputs[1]:tolist(), {2, 2, 2})
+end
+
+function TestNoGpu:test_device_auto_falls_back_to_cpu()
+    if HAVE then lu.skip("a GPU is present") end
+    local out, rc = sh(EXE .. " --device auto -e 'print(wb.default_device(), wb.zeros({1}).device)'")
+    lu.assertEquals(rc, 0, out)
+    lu.assertStrContains(out, "cpu\tcpu")
+    out, rc = sh(EXE .. " --device cuda -e 'print(1)'")
+    lu.assertEquals(rc, 1, out)
+    lu.assertStrContains(out, "device 'cuda' is not available: ")
+end
+
+function TestNoGpu:test_plugin_missing_or_broken()
+    -- WB_CUDA_PLUGIN points the loader elsewhere: a missing file and a file that is no library
+    local out = sh("WB_CUDA_PLUGIN=/nonexistent/libwb_cuda.so " .. EXE .. " -e 'print(wb.cuda.why_not())'")
+    lu.assertStrContains(out, "the CUDA plugin was not built (no /nonexistent/libwb_cuda.so;")
+    local bogus = os.tmpname()
+    local f = io.open(bogus, "w")
+    f:write("not a shared object\n")
+    f:close()
+    out = sh("WB_CUDA_PLUGIN=" .. bogus .. " " .. EXE .. " -e 'print(wb.cuda.why_not())'")
+    os.remove(bogus)
+    lu.assertStrContains(out, "the CUDA plugin cannot be loaded: ")
+end
+
+function TestNoGpu:test_plugin_links_no_driver_and_references_the_libraries()
+    local plugin = (os.getenv("WB_EXE") or ""):gsub("workbench$", "libwb_cuda.so")
+    local f = io.open(plugin, "rb")
+    if not f then lu.skip("the CUDA plugin is not built in this build (" .. plugin .. ")") end
+    f:close()
+    local needed = sh("objdump -p " .. plugin .. " | grep NEEDED")
+    lu.assertStrContains(needed, "libcudart.so")
+    lu.assertStrContains(needed, "libcublasLt.so")
+    lu.assertStrContains(needed, "libcupti.so")
+    lu.assertNil(needed:find("libcuda.so", 1, true), "the plugin must not link the driver (stub): " .. needed)
+    local undef = sh("nm -D --undefined-only " .. plugin)
+    for _, sym in ipairs({"cublasLtMatmul", "cublasLtMatmulAlgoGetHeuristic", "cudaStreamBeginCapture",
+        "cudaStreamEndCapture", "cudaGraphInstantiate", "cudaGraphExecUpdate", "cudaGraphLaunch",
+        "cuptiActivityEnable", "cuptiActivityFlushAll", "cuptiActivityPushExternalCorrelationId"}) do
+        lu.assertStrContains(undef, sym)
+    end
+    -- and the executable links no CUDA library at all
+    local exe_needed = sh("objdump -p " .. os.getenv("WB_EXE") .. " | grep NEEDED")
+    lu.assertNil(exe_needed:find("cuda", 1, true), exe_needed)
+end
+
+-- ---- bf16 storage (no GPU needed) ----------------------------------------------------------------
+
+TestBf16Storage = {}
+
+function TestBf16Storage:test_round_to_nearest_even()
+    local cases = {
+        {1.0, 1.0}, {1.00390625, 1.0},                     -- a tie (1 + 2^-8) goes to even (1.0)
+        {1.01171875, 1.015625},                            -- a tie (1 + 3*2^-8) goes to even mantissa 2
+        {1.0039063692092896, 1.0078125},                   -- just above the tie rounds up
+        {1.0039061307907104, 1.0},                         -- just below rounds down
+        {-1.01171875, -1.015625}, {0.0, 0.0},
+        {3.0e38, 0x1.c4p+127}, {1e-40, 0x1p-133},          -- large and subnormal values
+        {math.huge, math.huge}, {-math.huge, -math.huge},
+        {3.4028234663852886e38, math.huge},                -- FLT_MAX rounds past the largest bf16
+    }
+    for _, c in ipairs(cases) do
+        local got = wb.tensor({c[1]}, {dtype = "bf16"}):tolist()[1]
+        lu.assertEquals(got, c[2], "bf16(" .. c[1] .. ")")
+    end
+    local nan = wb.tensor({0 / 0}, {dtype = "bf16"}):tolist()[1]
+    lu.assertTrue(nan ~= nan, "NaN stays NaN")
+    -- f32 -> bf16 -> f32 through to{} and through copy_
+    local x = wb.tensor({1.00390625, 1.01171875, -2.5})
+    lu.assertEquals(x:to{dtype = "bf16"}:to{dtype = "f32"}:tolist(), {1.0, 1.015625, -2.5})
+    local b = wb.zeros({3}, {dtype = "bf16"})
+    b:copy_(x)
+    lu.assertEquals(b:tolist(), {1.0, 1.015625, -2.5})
+    lu.assertEquals(b.dtype, "bf16")
+    lu.assertStrContains(tostring(b), "dtype=bf16")
+end
+
+function TestBf16Storage:test_views_and_copies()
+    local a = wb.arange(12, {dtype = "bf16"}):view({3, 4})
+    lu.assertEquals(a:t():contiguous():tolist()[2], {1, 5, 9})
+    lu.assertEquals(a:narrow(2, 2, 2):clone():tolist(), {{1, 2}, {5, 6}, {9, 10}})
+    a:select(1, 2):fill_(0.1)
+    lu.assertEquals(a:tolist()[2][1], 0x1.9ap-4) -- 0.1 rounded to bf16
+    lu.assertEquals(a:storage_offset(), 0)
+    lu.assertEquals(wb.randn({5}, {dtype = "bf16"}).dtype, "bf16")
+    -- the same seed gives the f32 numbers rounded
+    wb.manual_seed(3)
+    local f = wb.randn({64})
+    wb.manual_seed(3)
+    local h = wb.randn({64}, {dtype = "bf16"})
+    lu.assertEquals(h:tolist(), f:to{dtype = "bf16"}:tolist())
+end
+
+-- ---- with a GPU -------------------------------------------------------------------------------------
+
+TestGpu = {}
+
+local function close(a, b, tol, what)
+    local e = wb.rel_error(a:to{device = "cpu", dtype = "f32"}, b:to{device = "cpu", dtype = "f32"})
+    lu.assertTrue(e < tol, string.format("%s: rel. error %.3g >= %.3g", what, e, tol))
+    return e
+end
+
+function TestGpu:test_transfers_and_views()
+    gpu()
+    for _, dt in ipairs({"f32", "bf16"}) do
+        local h = wb.randn({6, 10}, {dtype = dt})
+        local d = h:to{device = "cuda"}
+        lu.assertEquals(d.device, "cuda")
+        lu.assertEquals(d:to{device = "cpu"}:tolist(), h:tolist())
+        lu.assertEquals(d:t():contiguous():to{device = "cpu"}:tolist(), h:t():contiguous():tolist())
+        lu.assertEquals(d:narrow(2, 3, 4):to{device = "cpu"}:tolist(), h:narrow(2, 3, 4):tolist())
+        lu.assertEquals(d:t():stride(), {1, 10}) -- a view on the device: no copy
+        lu.assertEquals(d:t():data_ptr(), d:data_ptr())
+    end
+    lu.assertEquals(wb.ones({3}, {device = "cuda", dtype = "bf16"}):to{dtype = "f32"}:tolist(), {1, 1, 1})
+end
+
+function TestGpu:test_pointwise_match_cpu()
+    gpu()
+    local a, b = wb.randn({33, 17}), wb.randn({17})
+    local da, db = a:to{device = "cuda"}, b:to{device = "cuda"}
+    close(da + db, a + b, 1e-6, "add")
+    close(da - db, a - b, 1e-6, "sub")
+    close(da * db, a * b, 1e-6, "mul")
+    close(da / db, a / b, 1e-6, "div")
+    close(-da, -a, 0, "neg")
+    close(wb.gelu(da, {approximate = "tanh"}), wb.gelu(a, {approximate = "tanh"}), 1e-6, "gelu tanh")
+    close(wb.gelu(da), wb.gelu(a), 1e-6, "gelu erf")
+    close(wb.geglu(da, da * 2), wb.geglu(a, a * 2), 1e-6, "geglu (scalar path: 17 columns)")
+    local g, u = wb.randn({8, 64}), wb.randn({8, 64})
+    close(wb.geglu(g:to{device = "cuda"}, u:to{device = "cuda"}), wb.geglu(g, u), 1e-6, "geglu f32x4")
+    close(wb.geglu(g:to{device = "cuda", dtype = "bf16"}, u:to{device = "cuda", dtype = "bf16"}),
+        wb.geglu(g:to{dtype = "bf16"}:to{dtype = "f32"}, u:to{dtype = "bf16"}:to{dtype = "f32"}), 8e-3, "geglu bf16x8")
+end
+
+function TestGpu:test_gemm_layouts_and_epilogues()
+    gpu()
+    wb.manual_seed(11)
+    for _, s in ipairs({{1, 3, 17}, {33, 65, 129}, {128, 96, 64}}) do
+        local m, k, n = s[1], s[2], s[3]
+        local a, b = wb.randn({m, k}), wb.randn({k, n})
+        local da, db = a:to{device = "cuda"}, b:to{device = "cuda"}
+        close(wb.matmul(da, db), wb.matmul(a, b), 1e-5, "nn")
+        close(wb.matmul(da, db:t():contiguous():t()), wb.matmul(a, b), 1e-5, "tn")
+        close(wb.matmul(da:t():contiguous():t(), db), wb.matmul(a, b), 1e-5, "nt")
+        local w, bias = wb.randn({n, k}), wb.randn({n})
+        local dw, dbias = w:to{device = "cuda"}, bias:to{device = "cuda"}
+        close(wb.linear(da, dw, dbias), wb.linear(a, w, bias), 1e-5, "linear bias")
+        close(wb.linear(da, dw, dbias, {activation = "gelu"}), wb.linear(a, w, bias, {activation = "gelu"}), 1e-5,
+            "linear gelu (erf)")
+        local tanh_err = wb.rel_error(wb.linear(da, dw, dbias, {activation = "gelu_tanh"}):to{device = "cpu"},
+            wb.linear(a, w, bias, {activation = "gelu_tanh"}))
+        local erf_err = wb.rel_error(wb.linear(da, dw, dbias, {activation = "gelu_tanh"}):to{device = "cpu"},
+            wb.linear(a, w, bias, {activation = "gelu"}))
+        print(string.format("\n  cuBLASLt GELU_BIAS epilogue vs tanh form: %.2g, vs erf form: %.2g", tanh_err, erf_err))
+        lu.assertTrue(tanh_err < 1e-5, "the GELU epilogue is expected to be the tanh form")
+        -- bf16 against a reference from the same bf16-rounded inputs
+        local ab, wb16 = a:to{dtype = "bf16"}, w:to{dtype = "bf16"}
+        close(wb.linear(ab:to{device = "cuda"}, wb16:to{device = "cuda"}),
+            wb.linear(ab:to{dtype = "f32"}, wb16:to{dtype = "f32"}), 8e-3, "bf16 linear")
+    end
+end
+
+function TestGpu:test_trace_one_kernel_per_linear_with_tn()
+    gpu()
+    local x, w, b = wb.randn({64, 128}, {device = "cuda"}), wb.randn({256, 128}, {device = "cuda"}),
+        wb.randn({256}, {device = "cuda"})
+    wb.linear(x, w, b) -- warm: plans and modules
+    wb.synchronize("cuda")
+    local p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    wb.profiler.range("lin", function()
+        wb.linear(x, w, b)
+        wb.synchronize("cuda")
+    end)
+    p:stop()
+    p:expect{range = "lin", ops = {linear = 1, t = 1, addmm = 1}, kernels = 1, no_kernel_for = {"t"}}
+    local names, launches = {}, {}
+    for _, e in ipairs(p:events()) do
+        if e.cat == "kernel" then
+            names[#names + 1] = e.name
+            lu.assertStrContains(e.lane, "cuda:0 stream")
+            lu.assertTrue(e.correlation > 0, "the kernel is correlated to its op")
+        elseif e.cat == "runtime" and e.name:find("aunch") then
+            launches[#launches + 1] = e.name .. " (cbid " .. tostring(e.args and e.args.cbid) .. ")"
+        end
+    end
+    print("\n  linear kernel: " .. table.concat(names, ", ") .. "\n  launch records: " .. table.concat(launches, ", "))
+    lu.assertStrContains(names[1]:lower(), "tn")
+end
+
+function TestGpu:test_mlp_modes_kernels_and_graphs()
+    gpu()
+    wb.manual_seed(2)
+    local x = wb.randn({64, 96})
+    local ref = wb.nn.GeGLUMLP(96, 256, {impl = "eager"})(x)
+    for impl, count in pairs({eager = 5, fused = 4, dual = 2}) do
+        wb.manual_seed(2)
+        local mlp = wb.nn.GeGLUMLP(96, 256, {impl = impl, device = "cuda"})
+        local dx = x:to{device = "cuda"}
+        close(mlp(dx), ref, 1e-5, impl)
+        wb.synchronize("cuda")
+        local p = wb.profiler.profile({activities = {"cpu", "device"}})
+        p:start()
+        wb.profiler.range("mlp", function()
+            mlp(dx)
+            wb.synchronize("cuda")
+        end)
+        p:stop()
+        p:expect{range = "mlp", kernels = count}
+        -- graph replay equals eager and follows new input data
+        local g = wb.graph.capture(function() return mlp(dx) end)
+        lu.assertEquals(#g:nodes(), count)
+        g:replay()
+        close(g.outputs[1], mlp(dx), 1e-6, impl .. " replay")
+        dx:copy_(wb.randn({64, 96}, {device = "cuda"}))
+        g:replay()
+        close(g.outputs[1], mlp(dx), 1e-6, impl .. " replay after new input")
+    end
+end
+
+os.exit(lu.LuaUnit.run())
