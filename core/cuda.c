@@ -102,11 +102,10 @@ void wb_cuda_free(void *ptr, size_t nbytes) {
 
 /* Tells graph capture what was queued (the profiler learns it from CUPTI). */
 static void device_launch(const char *name, double flops, double bytes) {
+    wb_kernel_desc d = {name, flops, bytes, 0};
     const wb_capture_hooks *cap = wb_capture_hooks_active();
-    if (cap && cap->launch) {
-        wb_kernel_desc d = {name, flops, bytes, 0};
-        cap->launch(cap->user, &d, NULL, NULL, 0, NULL);
-    }
+    if (cap && cap->launch) cap->launch(cap->user, &d, NULL, NULL, 0, NULL);
+    wb_prof_device_launch(&d);
 }
 
 static void fill_strides(int64_t *dst, const wb_tensor *t) {

@@ -53,6 +53,8 @@ struct wb_prof {
     wb_dispatch_hooks hooks;
     const wb_dispatch_hooks *previous;
     int cuda;             /* CUPTI is tracing for this session */
+    struct launch_note *notes; /* cuda launches: the op and the work its descriptor declared */
+    size_t nnotes, cap_notes;
     uint32_t cuda_stream; /* the stream the plugin's kernels ran on (for the lane name) */
     char device_note[256];
 };
@@ -281,7 +283,7 @@ wb_status wb_prof_new(const wb_prof_options *opts, wb_prof **out) {
 void wb_prof_free(wb_prof *p) {
     if (!p) return;
     if (p->running) wb_prof_stop(p);
-    free(p->ev), free(p->shapes), free(p->strings), free(p);
+    free(p->ev), free(p->shapes), free(p->strings), free(p->notes), free(p);
 }
 
 /* What one recorded op costs the caller: two clock reads and an append, timed on a scratch
@@ -349,6 +351,50 @@ static void collect(void *user, const wb_cuda_record *r) {
     b->r[b->n++] = *r;
 }
 
+typedef struct launch_note {
+    uint32_t op, seq;
+    int used;
+    double flops, bytes;
+} launch_note;
+
+/* A kernel queued on cuda by the op now running: CUPTI's record will carry the name and the
+ * times; the work counts come from here (matched by op, in launch order). */
+void wb_prof_device_launch(const wb_kernel_desc *desc) {
+    wb_prof *p = current;
+    if (!p || !p->cuda || !p->recording) return;
+    if (p->nnotes == p->cap_notes) {
+        size_t cap = p->cap_notes ? p->cap_notes * 2 : 256;
+        launch_note *q = realloc(p->notes, cap * sizeof *q);
+        if (!q) return;
+        p->notes = q, p->cap_notes = cap;
+    }
+    p->notes[p->nnotes] = (launch_note){enclosing_op(p), (uint32_t)p->nnotes, 0, desc->flops, desc->bytes};
+    p->nnotes++;
+}
+
+static int note_cmp(const void *a, const void *b) {
+    const launch_note *x = a, *y = b;
+    if (x->op != y->op) return x->op < y->op ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static launch_note *note_for(wb_prof *p, uint32_t op) {
+    size_t lo = 0, hi = p->nnotes;
+    while (lo < hi) { /* first note of op */
+        size_t mid = (lo + hi) / 2;
+        if (p->notes[mid].op < op)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < p->nnotes && p->notes[i].op == op; i++)
+        if (!p->notes[i].used) {
+            p->notes[i].used = 1;
+            return &p->notes[i];
+        }
+    return NULL;
+}
+
 typedef struct corr_pair {
     uint32_t correlation;
     uint32_t external;
@@ -372,6 +418,7 @@ static void cuda_flush(wb_prof *p) {
         free(b.r);
         return;
     }
+    if (!p->recording) b.n = 0; /* drained, not kept: the schedule is not recording this step */
     p->dropped += dropped + (b.oom ? 1 : 0);
     size_t npairs = 0;
     corr_pair *pairs = malloc((b.n ? b.n : 1) * sizeof *pairs);
@@ -379,6 +426,7 @@ static void cuda_flush(wb_prof *p) {
         if (b.r[i].kind == WB_CU_REC_EXTERNAL)
             pairs[npairs++] = (corr_pair){b.r[i].correlation, (uint32_t)b.r[i].external_id};
     if (pairs) qsort(pairs, npairs, sizeof *pairs, corr_cmp);
+    if (p->nnotes) qsort(p->notes, p->nnotes, sizeof *p->notes, note_cmp);
     int64_t off = wb_cuda_clock_offset();
     for (size_t i = 0; i < b.n; i++) {
         const wb_cuda_record *r = &b.r[i];
@@ -388,11 +436,16 @@ static void cuda_flush(wb_prof *p) {
         if (host ? !p->o.record_host : !p->o.record_device) continue;
         wb_event *e = slot(p);
         if (!e) break;
-        if (r->kind == WB_CU_REC_KERNEL) p->cuda_stream = r->stream;
+        launch_note *note = NULL;
+        if (r->kind == WB_CU_REC_KERNEL) {
+            p->cuda_stream = r->stream;
+            if (hit) note = note_for(p, hit->external);
+        }
         *e = (wb_event){.name = r->name,
                         .ts_ns = (int64_t)r->start_ns - off - p->t0,
                         .dur_ns = (int64_t)(r->end_ns - r->start_ns),
-                        .bytes = (float)r->bytes,
+                        .flops = note ? note->flops : 0,
+                        .bytes = note ? (float)note->bytes : (float)r->bytes,
                         .id = ++p->next_id,
                         .link = hit ? hit->external : 0,
                         .src = WB_EVENT_NONE,
@@ -404,6 +457,7 @@ static void cuda_flush(wb_prof *p) {
     }
     free(pairs);
     free(b.r);
+    p->nnotes = 0;
 }
 
 const char *wb_prof_device_note(const wb_prof *p) { return p->device_note; }

@@ -86,6 +86,10 @@ void wb_prof_runtime(const char *name, int64_t t0_ns);
 /* A runtime scope (graph launch): kernels launched inside it are correlated to it. */
 void wb_prof_scope_begin(void);
 void wb_prof_scope_end(const char *name);
+/* A kernel queued on an asynchronous device (cuda) by the running op: its flops and bytes are
+ * attached to the kernel record that arrives later. */
+struct wb_kernel_desc;
+void wb_prof_device_launch(const struct wb_kernel_desc *desc);
 /* The running session (NULL when none). */
 wb_prof *wb_prof_current(void);
 

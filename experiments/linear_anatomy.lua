@@ -23,7 +23,8 @@ out_dir = out_dir or ("out/linear_anatomy/" .. os.date("%Y%m%d-%H%M%S"))
 wb.manual_seed(wb.options.seed or 0)
 local lin = wb.nn.Linear(32, 64, {bias = true})
 local x = wb.randn({1024, 32})
-print(tostring(lin) .. " on x" .. "[1024, 32], device " .. wb.default_device() .. ", CPU path " .. wb.cpu_isa())
+print(tostring(lin) .. " on x" .. "[1024, 32], device " .. wb.default_device() ..
+    (x.device == "cpu" and (", CPU path " .. wb.cpu_isa()) or (", " .. wb.device_info("cuda").name)))
 
 -- correctness first: the fused kernel against the composition it replaces
 local ref = wb.matmul(x, lin.weight:t():contiguous()) + lin.bias
@@ -35,7 +36,11 @@ local p = wb.profiler.profile{activities = {"cpu", "device"}, schedule = {wait =
     record_shapes = true, with_flops = true, with_stack = true}
 p:start()
 for _ = 1, 5 do
-    wb.profiler.range("linear_fwd", function() local _ = lin(x) end)
+    wb.profiler.range("linear_fwd", function()
+        local _ = lin(x)
+        -- cuda runs kernels asynchronously: wait inside the range so its kernel lands in it
+        if x.device == "cuda" then wb.synchronize("cuda") end
+    end)
     p:step()
 end
 p:stop()
@@ -63,4 +68,5 @@ assert(wb._mkdir_p(out_dir))
 local trace = p:export_chrome_trace(out_dir .. "/linear_anatomy.trace.json")
 print("\nTrace written to " .. trace)
 print("Open it at https://ui.perfetto.dev (Open trace file) or chrome://tracing: host ops on the 'host' process,")
-print("kernels on 'cpu:0 stream 0', and an arrow from each addmm to the kernel it launched.")
+print(string.format("kernels on '%s', and an arrow from each addmm to the kernel it launched.",
+    x.device == "cpu" and "cpu:0 stream 0" or "cuda:0 stream N"))

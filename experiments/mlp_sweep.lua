@@ -3,6 +3,7 @@
 --
 --   workbench experiments/mlp_sweep.lua [--tokens 1,16,128,512] [--modes eager,fused,dual,compiled,graph]
 --                                       [--dim 768] [--hidden 3072] [--iters 10] [--out DIR]
+--                                       [--device cpu|cuda] [--dtype f32|bf16 (bf16: cuda)]
 --
 -- Modes (one set of weights for all):
 --   eager     linear, linear, gelu, mul, linear: 5 kernels, each dispatched from Lua
@@ -28,7 +29,7 @@ parser:option("--modes", "Modes, comma-separated (eager, fused, dual, compiled, 
 parser:option("--dim", "Model dimension.", "768")
 parser:option("--hidden", "Hidden dimension.", "3072")
 parser:option("--dtype", "Data type.", "f32")
-parser:option("--device", "Device (cpu; default: the workbench's default device).")
+parser:option("--device", "Device (cpu or cuda; default: the workbench's default device).")
 parser:option("--iters", "Timed forwards per mode per round (at least).", "10")
 parser:option("--rounds", "Rounds of alternating the modes.", "3")
 parser:option("--trace-tokens", "Token count at which a Perfetto trace per mode is written.", "16")
@@ -64,15 +65,27 @@ for m in args.modes:gmatch("[^,]+") do
     end
     modes[#modes + 1] = m
 end
-if args.dtype ~= "f32" then
-    error(string.format("mlp_sweep: --dtype %s is not supported yet (only f32 has kernels in this build)", args.dtype), 0)
-end
 local device = args.device or wb.default_device()
+if device ~= "cpu" and device ~= "cuda" then
+    error(string.format("mlp_sweep: unknown --device '%s' (expected cpu or cuda)", device), 0)
+end
+if device == "cuda" and not wb.cuda.is_available() then error("mlp_sweep: --device cuda: " .. wb.cuda.why_not(), 0) end
+if args.dtype ~= "f32" and args.dtype ~= "bf16" then
+    error(string.format("mlp_sweep: unknown --dtype '%s' (expected f32 or bf16)", args.dtype), 0)
+end
+if args.dtype == "bf16" and device == "cpu" then
+    error("mlp_sweep: --dtype bf16 needs --device cuda in this build (the cpu kernels compute in f32 only)", 0)
+end
+local cuda = device == "cuda"
+-- Modes must agree with eager to within the dtype's rounding: bf16 rounds the intermediates of
+-- eager (gelu output, product) but not those of the fused modes.
+local tolerance = args.dtype == "bf16" and 2e-2 or 1e-5
 local opts = {dtype = args.dtype, device = device}
 local out_dir = args.out or wb.options.out or ("out/mlp_sweep/" .. os.date("%Y%m%d-%H%M%S"))
 assert(wb._mkdir_p(out_dir))
 
 local info = wb.device_info(device)
+if args.dtype == "bf16" and info.peak_gflops_bf16 then info.peak_gflops = info.peak_gflops_bf16 end
 print(string.format("mlp_sweep: GeGLU MLP dim %d hidden %d, %s on %s (%s, %d threads); tokens %s; modes %s", dim,
     hidden, args.dtype, device, info.name, wb.get_num_threads(), table.concat(tokens_list, ","),
     table.concat(modes, ",")))
@@ -80,6 +93,11 @@ print(string.format("roofline: %.1f GFLOP/s, %.1f GB/s (%s)", info.peak_gflops, 
 
 wb.manual_seed(wb.options.seed or 0)
 local mlp = wb.nn.GeGLUMLP(dim, hidden, {impl = "eager", dtype = args.dtype, device = device})
+local mlp32 -- bf16: the same weights in f32, to show what bf16 costs in accuracy
+if args.dtype == "bf16" then
+    wb.manual_seed(wb.options.seed or 0)
+    mlp32 = wb.nn.GeGLUMLP(dim, hidden, {impl = "eager", dtype = "f32", device = device})
+end
 
 -- A runner per mode for input x: a function doing one forward, and how it produced its output.
 local function runners(x)
@@ -101,15 +119,28 @@ local function runners(x)
     return r, c
 end
 
--- Kernels, kernel time and host time of one forward, from the profiler (medians of 5).
+-- Kernels, kernel time and host time of one forward, from the profiler (medians of 5). On the
+-- cpu the kernels run inside the forward, so host time = forward - kernels; on cuda they run
+-- asynchronously, so host time is the forward's own duration (launches only) and the kernels
+-- are counted over the five forwards (each followed by a synchronize outside the range).
 local function anatomy(fn)
     local p = wb.profiler.profile({with_flops = true}, function()
-        for _ = 1, 5 do wb.profiler.range("fwd", fn) end
+        for _ = 1, 5 do
+            wb.profiler.range("fwd", fn)
+            if cuda then wb.synchronize("cuda") end
+        end
     end)
     local runs = p:range_instances("fwd")
     local hosts = {}
-    for i, r in ipairs(runs) do hosts[i] = r.host_ns end
+    for i, r in ipairs(runs) do hosts[i] = cuda and r.dur_ns or r.host_ns end
     table.sort(hosts)
+    if cuda then
+        local kernels = {}
+        for _, e in ipairs(p:events()) do
+            if e.cat == "kernel" then kernels[#kernels + 1] = e end
+        end
+        return #kernels // 5, hosts[(#hosts + 1) // 2] / 1e3, {}, p
+    end
     return #runs[#runs].kernels, hosts[(#hosts + 1) // 2] / 1e3, runs[1].kernels, p
 end
 
@@ -123,18 +154,22 @@ for _, tokens in ipairs(tokens_list) do
     local run = runners(x)
     mlp.impl = "eager"
     local ref = mlp(x):clone()
+    if mlp32 then
+        print(string.format("  tokens %-5d bf16 eager vs the f32 MLP with the same weights: rel. error %.2e", tokens,
+            wb.rel_error(ref, mlp32(x:to{dtype = "f32"}))))
+    end
     local point = {}
     for _, m in ipairs(modes) do
         local y = run[m]()
         local err = wb.rel_error(y, ref)
-        if err >= 1e-5 then
+        if err >= tolerance then
             error(string.format("mlp_sweep: mode %s disagrees with eager at tokens %d (rel. error %.2e)", m, tokens, err), 0)
         end
         point[m] = {err = err, samples = {}}
     end
     for _ = 1, rounds do -- alternate the modes
         for _, m in ipairs(modes) do
-            local b = wb.bench(run[m], {warmup = 2, iters = iters, min_time_ms = 50})
+            local b = wb.bench(run[m], {warmup = 2, iters = iters, min_time_ms = 50, device = device})
             for _, s in ipairs(b.samples_us) do table.insert(point[m].samples, s) end
         end
     end
@@ -167,7 +202,7 @@ for _, r in ipairs(rows) do r.speedup_vs_eager = eager_ms[r.tokens] and eager_ms
 -- the PyTorch peer, when installed
 local torch = {}
 local script = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/peers/torch_mlp.py"
-if not args.no_peer and io.open(script) then
+if not args.no_peer and not cuda and io.open(script) then
     -- Debian's python3-torch lives with Debian's interpreter, which a pyenv python3 would hide
     local python = io.open("/usr/bin/python3") and "/usr/bin/python3" or "python3"
     local cmd = string.format("%s '%s' --tokens %s --dim %d --hidden %d --threads %d 2>/dev/null", python, script,

@@ -13,7 +13,7 @@ case "${1:-}" in
     *) echo "usage: scripts/bootstrap.sh [--test]" >&2; exit 2 ;;
 esac
 
-packages="gcc make libc6-dev cmake pkg-config liblua5.4-dev lua-unit lua-cjson libreadline-dev libopenblas0-pthread lua-argparse tmux"
+packages="gcc g++ binutils make libc6-dev cmake pkg-config liblua5.4-dev lua-unit lua-cjson libreadline-dev libopenblas0-pthread lua-argparse tmux"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -29,7 +29,8 @@ fi
 jobs=$(nproc 2>/dev/null || echo 2)
 
 echo "== configure and build (build/, Release)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWB_WERROR=ON >/dev/null
+# The CUDA plugin is built when the CUDA 13 toolkit is installed (/usr/local/cuda); say which.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWB_WERROR=ON | grep "CUDA plugin" || true
 cmake --build build -j "$jobs"
 
 [ "$mode" = test ] || exit 0

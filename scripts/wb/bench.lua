@@ -6,10 +6,12 @@
 --   print(r.median_us, r.p10_us, r.p90_us)
 --
 -- opts: warmup (3), iters (10, at least), min_time_ms (100), max_iters (100000),
---       flush_cache (false: when true, a 64 MiB buffer is rewritten before every run).
+--       flush_cache (false: when true, a 64 MiB buffer is rewritten before every run),
+--       device (nil: with "cuda", every run ends with wb.synchronize("cuda") inside the timed
+--       region, so a sample is the device's time for the work, not the launch time).
 -- Returns {median_us, p10_us, p90_us, mean_us, min_us, max_us, iters, samples_us}.
 
-local allowed = {warmup = true, iters = true, min_time_ms = true, max_iters = true, flush_cache = true}
+local allowed = {warmup = true, iters = true, min_time_ms = true, max_iters = true, flush_cache = true, device = true}
 
 local flush_buffer
 
@@ -36,13 +38,19 @@ local function bench(fn, opts)
     end
     local flush = opts.flush_cache
     if flush and not flush_buffer then flush_buffer = wb.empty({16 * 1024 * 1024}) end
+    local sync = opts.device == "cuda"
+    if opts.device ~= nil and opts.device ~= "cuda" and opts.device ~= "cpu" then
+        error("bench: device must be \"cpu\" or \"cuda\", got " .. tostring(opts.device), 2)
+    end
 
     for _ = 1, warmup do fn() end
+    if sync then wb.synchronize("cuda") end
     local samples, total = {}, 0
     while (#samples < iters or total < min_ns) and #samples < max_iters do
         if flush then flush_buffer:fill_(#samples) end
         local t0 = wb.time_ns()
         fn()
+        if sync then wb.synchronize("cuda") end
         local dt = wb.time_ns() - t0
         samples[#samples + 1] = dt / 1000
         total = total + dt
