@@ -3,12 +3,15 @@
  * points. linear is a composite, as in PyTorch: the op event "linear" contains "t" (a view, no
  * kernel) and "addmm" or "mm", whose one kernel carries the bias and activation in its epilogue. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../kernels/cpu/gemm.h"
 #include "../kernels/cpu/pointwise.h"
+#include "convert.h"
 #include "linear_ops.h"
+#include "pointwise_ops.h"
 #include "storage.h"
 #include "views.h"
 
@@ -80,7 +83,7 @@ double wb_flops_mm(const wb_op_call *c) {
 double wb_bytes_mm(const wb_op_call *c) {
     int off = c->def->id == WB_OP_ADDMM;
     double m = (double)c->out_shape[0], n = (double)c->out_shape[1], k = (double)c->in[off]->shape[1];
-    return 4.0 * (m * k + k * n + m * n + (off ? n : 0));
+    return (double)wb_dtype_size(c->in[off]->dtype) * (m * k + k * n + m * n + (off ? n : 0));
 }
 
 typedef struct gemm_launch {
@@ -90,18 +93,61 @@ typedef struct gemm_launch {
     /* packed weights, re-resolved before a graph replay (a write to the weight re-packs it) */
     wb_storage *b_storage, *up_storage;
     int64_t b_offset, up_offset;
+    /* bf16: p's a, b, b_up, bias, bias_up and c point at bf16 data (same strides, in elements) */
+    int bf16;
 } gemm_launch;
+
+/* A [rows, cols] bf16 matrix read through strides, as a contiguous f32 copy. */
+static float *widen(const void *src, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+    float *dst = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof(float));
+    if (!dst) return NULL;
+    int64_t dstride[2] = {cols, 1}, sstride[2] = {rs, cs}, shape[2] = {rows, cols};
+    wb_host_convert(dst, WB_F32, dstride, src, WB_BF16, sstride, 2, shape);
+    return dst;
+}
+
+/* bf16 on the cpu, the correct path: activations widened to f32, weights packed from bf16 once
+ * (prepack widens while packing) or widened per call, f32 accumulation in the f32 kernels, and
+ * the output rounded once at the end. */
+static int run_gemm_bf16(gemm_launch *g) {
+    wb_gemm_problem q = g->p;
+    int64_t m = q.m, n = q.n, k = q.k;
+    float *a = NULL, *b = NULL, *bu = NULL, *bias = NULL, *bias_up = NULL, *c = NULL;
+    int rc = -1;
+    if (!(a = widen(g->p.a, m, k, q.rsa, q.csa))) goto done;
+    q.a = a, q.rsa = k, q.csa = 1;
+    if (!q.packed_b) {
+        if (!(b = widen(g->p.b, k, n, q.rsb, q.csb))) goto done;
+        if (q.b_up && !(bu = widen(g->p.b_up, k, n, q.rsb, q.csb))) goto done;
+        q.b = b, q.b_up = bu, q.rsb = n, q.csb = 1;
+    }
+    if (q.bias && !(bias = widen(g->p.bias, 1, n, n, 1))) goto done;
+    if (q.bias_up && !(bias_up = widen(g->p.bias_up, 1, n, n, 1))) goto done;
+    q.bias = bias, q.bias_up = bias_up;
+    if (!(c = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof(float)))) goto done;
+    q.c = c, q.ldc = n;
+    if (wb_gemm_run(g->isa, &q)) goto done;
+    uint16_t *out = (uint16_t *)g->p.c;
+#pragma omp parallel for schedule(static) if (m * n >= 65536)
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            out[i * g->p.ldc + j] = wb_f32_to_bf16(c[i * n + j]);
+    rc = 0;
+done:
+    free(a), free(b), free(bu), free(bias), free(bias_up), free(c);
+    return rc;
+}
 
 static void run_gemm(void *v) {
     gemm_launch *g = v;
-    g->result = wb_gemm_run(g->isa, &g->p);
+    g->result = g->bf16 ? run_gemm_bf16(g) : wb_gemm_run(g->isa, &g->p);
 }
 
 static void refresh_gemm(void *v) {
     gemm_launch *g = v;
     if (g->b_storage)
         g->p.packed_b = wb_prepack_get(g->isa, g->b_storage, g->b_offset, g->p.k, g->p.n, g->p.rsb, g->p.csb,
-                                       g->up_storage, g->up_offset);
+                                       g->up_storage, g->up_offset, g->bf16);
 }
 
 wb_status wb_cpu_mm_impl(wb_op_call *c) {
@@ -117,9 +163,10 @@ wb_status wb_cpu_mm_impl(wb_op_call *c) {
     const wb_cpu_isa *isa = wb_cpu_isa_active();
     int64_t rsb = b->stride[0], csb = b->stride[1];
     int prepack = c->p.gemm.prepack && k > 0 && n > 0;
-    const float *packed = prepack ? wb_prepack_get(isa, b->storage, b->offset, k, n, rsb, csb, NULL, 0) : NULL;
+    int bf16 = a->dtype == WB_BF16;
+    const float *packed = prepack ? wb_prepack_get(isa, b->storage, b->offset, k, n, rsb, csb, NULL, 0, bf16) : NULL;
     char name[128];
-    snprintf(name, sizeof name, "wb_sgemm_%s_%dx%d_%c%c%s%s", isa->name, isa->mr, isa->nr,
+    snprintf(name, sizeof name, "wb_%s_%s_%dx%d_%c%c%s%s", bf16 ? "bf16gemm" : "sgemm", isa->name, isa->mr, isa->nr,
              layout_letter(rsb, csb, k, n), layout_letter(a->stride[0], a->stride[1], m, k), bias ? "_bias" : "",
              act_suffix(act));
     gemm_launch g = {isa,
@@ -133,7 +180,8 @@ wb_status wb_cpu_mm_impl(wb_op_call *c) {
                      NULL,
                      NULL,
                      0,
-                     0};
+                     0,
+                     bf16};
     wb_kernel_desc d = {wb_intern(name), c->def->flops(c), c->def->bytes(c), g.p.threads};
     if (packed) g.b_storage = b->storage, g.b_offset = b->offset;
     wb_kernel_launch(&d, run_gemm, &g, sizeof g, refresh_gemm);
@@ -191,7 +239,7 @@ double wb_flops_geglu_linear(const wb_op_call *c) {
 
 double wb_bytes_geglu_linear(const wb_op_call *c) {
     double m = rows_of(c), h = (double)c->in[1]->shape[0], k = (double)c->in[1]->shape[1];
-    return 4.0 * (m * k + 2 * h * k + m * h + (c->in[3] ? h : 0) + (c->in[4] ? h : 0));
+    return (double)wb_dtype_size(c->in[0]->dtype) * (m * k + 2 * h * k + m * h + (c->in[3] ? h : 0) + (c->in[4] ? h : 0));
 }
 
 wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
@@ -219,10 +267,13 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
     if (buc) bu = buc;
     const wb_cpu_isa *isa = wb_cpu_isa_active();
     int64_t rsb = wg->stride[1], csb = wg->stride[0]; /* B = W^T */
+    int bf16 = x->dtype == WB_BF16;
     const float *packed =
-        k > 0 && h > 0 ? wb_prepack_get(isa, wg->storage, wg->offset, k, h, rsb, csb, wu->storage, wu->offset) : NULL;
+        k > 0 && h > 0 ? wb_prepack_get(isa, wg->storage, wg->offset, k, h, rsb, csb, wu->storage, wu->offset, bf16)
+                       : NULL;
     char name[128];
-    snprintf(name, sizeof name, "wb_dual_sgemm_%s_%dx%d_%c%c%s_geglu", isa->name, isa->mr, isa->nr,
+    snprintf(name, sizeof name, "wb_dual_%s_%s_%dx%d_%c%c%s_geglu", bf16 ? "bf16gemm" : "sgemm", isa->name, isa->mr,
+             isa->nr,
              layout_letter(rsb, csb, k, h), layout_letter(stride2[0], stride2[1], m, k), bg || bu ? "_bias" : "");
     gemm_launch g = {isa,
                      {m, h, k, wb_tensor_data(x), stride2[0], stride2[1], wb_tensor_data(wg), rsb, csb,
@@ -232,7 +283,8 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
                      NULL,
                      NULL,
                      0,
-                     0};
+                     0,
+                     bf16};
     wb_kernel_desc d = {wb_intern(name), c->def->flops(c), c->def->bytes(c), g.p.threads};
     if (packed)
         g.b_storage = wg->storage, g.b_offset = wg->offset, g.up_storage = wu->storage, g.up_offset = wu->offset;
@@ -294,6 +346,7 @@ static void run_gelu(void *v) {
 }
 
 wb_status wb_cpu_gelu_impl(wb_op_call *c) {
+    if (c->out->dtype == WB_BF16) return wb_cpu_bf16_pointwise(c);
     wb_tensor *x = c->in[0], *out = c->out;
     const float *src = wb_tensor_data(x);
     if (!wb_tensor_is_contiguous(x)) { /* gather into the output, then run in place */
@@ -314,6 +367,7 @@ wb_status wb_cpu_gelu_impl(wb_op_call *c) {
 }
 
 wb_status wb_cpu_geglu_impl(wb_op_call *c) {
+    if (c->out->dtype == WB_BF16) return wb_cpu_bf16_pointwise(c);
     wb_tensor *g = c->in[0], *u = c->in[1], *gc = NULL, *uc = NULL;
     wb_status st = WB_OK;
     if (!wb_tensor_is_contiguous(g) && (st = wb_contiguous(g, &gc))) return st;
@@ -405,6 +459,10 @@ wb_status wb_shape_linear(wb_op_call *c) {
     if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))
         return wb_error(WB_ERR_SHAPE, "bias has shape %s but the weight has %" PRId64 " output features",
                         wb_shape_format(bias->ndim, bias->shape, b1, sizeof b1), w->shape[0]);
+    if (x->dtype != w->dtype || (bias && bias->dtype != w->dtype))
+        return wb_error(WB_ERR_DTYPE, "mixed dtypes: input %s, weight %s%s%s (convert one with :to{dtype=...})",
+                        wb_dtype_name(x->dtype), wb_dtype_name(w->dtype), bias ? ", bias " : "",
+                        bias ? wb_dtype_name(bias->dtype) : "");
     c->out_dtype = x->dtype;
     c->out_ndim = x->ndim == 1 ? 1 : x->ndim;
     memcpy(c->out_shape, x->shape, sizeof c->out_shape);

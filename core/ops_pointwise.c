@@ -67,6 +67,7 @@ static void run_binary(void *v) {
 }
 
 wb_status wb_cpu_binary_impl(wb_op_call *c) {
+    if (c->out->dtype == WB_BF16) return wb_cpu_bf16_pointwise(c);
     wb_cpu_binary_op op = c->def->id == WB_OP_ADD   ? WB_CPU_ADD
                           : c->def->id == WB_OP_SUB ? WB_CPU_SUB
                           : c->def->id == WB_OP_MUL ? WB_CPU_MUL
@@ -120,6 +121,7 @@ static void run_fill(void *v) {
 }
 
 wb_status wb_cpu_neg_impl(wb_op_call *c) {
+    if (c->out->dtype == WB_BF16) return wb_cpu_bf16_pointwise(c);
     wb_tensor *out = c->out, *a = c->in[0];
     unary_launch k = {WB_CPU_NEG, out->ndim, {0}, wb_tensor_data(out), wb_tensor_data(a), {0}, {0}, 0};
     memcpy(k.shape, out->shape, sizeof k.shape);

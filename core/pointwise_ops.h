@@ -21,5 +21,7 @@ wb_status wb_cpu_neg_impl(wb_op_call *c);
 wb_status wb_cpu_copy_impl(wb_op_call *c);
 wb_status wb_cpu_fill_impl(wb_op_call *c);
 wb_status wb_cpu_creation_impl(wb_op_call *c);
+/* bf16 on the cpu: f32 math, one rounding (core/ops_bf16.c). */
+wb_status wb_cpu_bf16_pointwise(wb_op_call *c);
 
 #endif

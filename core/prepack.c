@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../kernels/cpu/gemm.h"
+#include "convert.h"
 #include "linear_ops.h"
 #include "storage.h"
 
@@ -16,6 +17,7 @@ typedef struct entry {
     const wb_cpu_isa *isa;
     uint64_t id, version, up_id, up_version;
     int64_t offset, up_offset, k, n, rsb, csb;
+    int bf16;
     float *data;
     size_t bytes;
     uint64_t last_use;
@@ -48,7 +50,7 @@ size_t wb_prepack_bytes(int *entries) {
 }
 
 const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset, int64_t k, int64_t n, int64_t rsb,
-                            int64_t csb, wb_storage *b_up, int64_t up_offset) {
+                            int64_t csb, wb_storage *b_up, int64_t up_offset, int bf16) {
     const wb_cpu_isa *isa = isa_ptr;
     uint64_t id = b->id, version = b->version;
     uint64_t up_id = b_up ? b_up->id : 0, up_version = b_up ? b_up->version : 0;
@@ -61,7 +63,7 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
             continue;
         }
         if (e->isa == isa && e->id == id && e->offset == b_offset && e->k == k && e->n == n && e->rsb == rsb &&
-            e->csb == csb && e->up_id == up_id && e->up_offset == up_offset) {
+            e->csb == csb && e->up_id == up_id && e->up_offset == up_offset && e->bf16 == bf16) {
             if (e->version == version && e->up_version == up_version) {
                 e->last_use = ++clock_ticks;
                 return e->data;
@@ -83,10 +85,25 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
     }
     float *data = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!data) return NULL;
-    wb_gemm_pack_b(isa, k, n, (const float *)b->data + b_offset, rsb, csb,
-                   b_up ? (const float *)b_up->data + up_offset : NULL, data);
-    *free_slot =
-        (entry){isa, id, version, up_id, up_version, b_offset, up_offset, k, n, rsb, csb, data, bytes, ++clock_ticks};
+    if (bf16) { /* widen to contiguous f32 [k, n] copies, then pack those */
+        int64_t shape[2] = {k, n}, dst_stride[2] = {n, 1}, src_stride[2] = {rsb, csb};
+        float *wide = malloc((size_t)(k * n) * sizeof(float) * (b_up ? 2 : 1));
+        if (!wide) {
+            free(data);
+            return NULL;
+        }
+        wb_host_convert(wide, WB_F32, dst_stride, (const uint16_t *)b->data + b_offset, WB_BF16, src_stride, 2, shape);
+        if (b_up)
+            wb_host_convert(wide + k * n, WB_F32, dst_stride, (const uint16_t *)b_up->data + up_offset, WB_BF16,
+                            src_stride, 2, shape);
+        wb_gemm_pack_b(isa, k, n, wide, n, 1, b_up ? wide + k * n : NULL, data);
+        free(wide);
+    } else {
+        wb_gemm_pack_b(isa, k, n, (const float *)b->data + b_offset, rsb, csb,
+                       b_up ? (const float *)b_up->data + up_offset : NULL, data);
+    }
+    *free_slot = (entry){isa,  id,  version, up_id, up_version, b_offset, up_offset, k,
+                         n,    rsb, csb,     bf16,  data,       bytes,    ++clock_ticks};
     cache_bytes += bytes;
     cache_entries++;
     return data;

@@ -110,53 +110,6 @@ function TestNoGpu:test_plugin_links_no_driver_and_references_the_libraries()
     lu.assertNil(exe_needed:find("cuda", 1, true), exe_needed)
 end
 
--- ---- bf16 storage (no GPU needed) ----------------------------------------------------------------
-
-TestBf16Storage = {}
-
-function TestBf16Storage:test_round_to_nearest_even()
-    local cases = {
-        {1.0, 1.0}, {1.00390625, 1.0},                     -- a tie (1 + 2^-8) goes to even (1.0)
-        {1.01171875, 1.015625},                            -- a tie (1 + 3*2^-8) goes to even mantissa 2
-        {1.0039063692092896, 1.0078125},                   -- just above the tie rounds up
-        {1.0039061307907104, 1.0},                         -- just below rounds down
-        {-1.01171875, -1.015625}, {0.0, 0.0},
-        {3.0e38, 0x1.c4p+127}, {1e-40, 0x1p-133},          -- large and subnormal values
-        {math.huge, math.huge}, {-math.huge, -math.huge},
-        {3.4028234663852886e38, math.huge},                -- FLT_MAX rounds past the largest bf16
-    }
-    for _, c in ipairs(cases) do
-        local got = wb.tensor({c[1]}, {dtype = "bf16"}):tolist()[1]
-        lu.assertEquals(got, c[2], "bf16(" .. c[1] .. ")")
-    end
-    local nan = wb.tensor({0 / 0}, {dtype = "bf16"}):tolist()[1]
-    lu.assertTrue(nan ~= nan, "NaN stays NaN")
-    -- f32 -> bf16 -> f32 through to{} and through copy_
-    local x = wb.tensor({1.00390625, 1.01171875, -2.5})
-    lu.assertEquals(x:to{dtype = "bf16"}:to{dtype = "f32"}:tolist(), {1.0, 1.015625, -2.5})
-    local b = wb.zeros({3}, {dtype = "bf16"})
-    b:copy_(x)
-    lu.assertEquals(b:tolist(), {1.0, 1.015625, -2.5})
-    lu.assertEquals(b.dtype, "bf16")
-    lu.assertStrContains(tostring(b), "dtype=bf16")
-end
-
-function TestBf16Storage:test_views_and_copies()
-    local a = wb.arange(12, {dtype = "bf16"}):view({3, 4})
-    lu.assertEquals(a:t():contiguous():tolist()[2], {1, 5, 9})
-    lu.assertEquals(a:narrow(2, 2, 2):clone():tolist(), {{1, 2}, {5, 6}, {9, 10}})
-    a:select(1, 2):fill_(0.1)
-    lu.assertEquals(a:tolist()[2][1], 0x1.9ap-4) -- 0.1 rounded to bf16
-    lu.assertEquals(a:storage_offset(), 0)
-    lu.assertEquals(wb.randn({5}, {dtype = "bf16"}).dtype, "bf16")
-    -- the same seed gives the f32 numbers rounded
-    wb.manual_seed(3)
-    local f = wb.randn({64})
-    wb.manual_seed(3)
-    local h = wb.randn({64}, {dtype = "bf16"})
-    lu.assertEquals(h:tolist(), f:to{dtype = "bf16"}:tolist())
-end
-
 -- ---- with a GPU -------------------------------------------------------------------------------------
 
 TestGpu = {}
