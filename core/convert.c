@@ -12,6 +12,8 @@ void wb_host_convert(void *dst, wb_dtype dst_dtype, const int64_t *dst_stride, c
             ((uint16_t *)dst)[od] = ((const uint16_t *)src)[os]; /* bit copy: NaN payloads kept */
         else if (dst_dtype == WB_BF16 && src_dtype == WB_F32)
             ((uint16_t *)dst)[od] = wb_f32_to_bf16(((const float *)src)[os]);
+        else if (dst_dtype == WB_F32 && src_dtype == WB_BF16)
+            ((float *)dst)[od] = wb_bf16_to_f32(((const uint16_t *)src)[os]);
         else
             wb_store_from_double(dst, dst_dtype, od, wb_load_as_double(src, src_dtype, os));
         int d = ndim - 1;

@@ -97,12 +97,23 @@ typedef struct gemm_launch {
     int bf16;
 } gemm_launch;
 
-/* A [rows, cols] bf16 matrix read through strides, as a contiguous f32 copy. */
+/* A [rows, cols] bf16 matrix read through strides, as a contiguous f32 copy (a shift per
+ * element: bf16 is the top half of an f32). */
 static float *widen(const void *src, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
     float *dst = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof(float));
     if (!dst) return NULL;
-    int64_t dstride[2] = {cols, 1}, sstride[2] = {rs, cs}, shape[2] = {rows, cols};
-    wb_host_convert(dst, WB_F32, dstride, src, WB_BF16, sstride, 2, shape);
+    const uint16_t *h = src;
+#pragma omp parallel for schedule(static) if (rows * cols >= 65536)
+    for (int64_t i = 0; i < rows; i++) {
+        uint32_t *d = (uint32_t *)(dst + i * cols);
+        const uint16_t *r = h + i * rs;
+        if (cs == 1)
+            for (int64_t j = 0; j < cols; j++)
+                d[j] = (uint32_t)r[j] << 16;
+        else
+            for (int64_t j = 0; j < cols; j++)
+                d[j] = (uint32_t)r[j * cs] << 16;
+    }
     return dst;
 }
 

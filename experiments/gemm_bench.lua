@@ -106,7 +106,7 @@ local function race(contenders, iters_per_round)
     return out
 end
 
-local rows, epi_rows, small_rows = {}, {}, {}
+local rows, epi_rows, small_rows, bf16_rows = {}, {}, {}, {}
 local own_gflops = {}
 for _, threads in ipairs(thread_counts) do
     wb.set_num_threads(threads)
@@ -173,6 +173,12 @@ for _, threads in ipairs(thread_counts) do
         epi_rows[#epi_rows + 1] = {threads = threads, name = v[1], ms = t[v[1]][1] / 1e3,
             ratio = t[v[1]][1] / t.plain[1]}
     end
+    -- bf16 against f32, same shape and layout (linear-shaped, weights packed once)
+    local xh, wh = x:to{dtype = "bf16"}, w:to{dtype = "bf16"}
+    local tb = race({{"f32", function() local _ = wb.linear(x, w) end},
+        {"bf16", function() local _ = wb.linear(xh, wh) end}}, math.max(2, math.floor(2e9 / (2.0 * n * n * n))))
+    bf16_rows[#bf16_rows + 1] = {threads = threads, n = n, f32_ms = tb.f32[1] / 1e3, bf16_ms = tb.bf16[1] / 1e3,
+        ratio = tb.f32[1] / tb.bf16[1]}
 end
 
 print("\n== results (medians; p10-p90 in ms) ==")
@@ -194,7 +200,18 @@ for _, r in ipairs(epi_rows) do
     print(string.format("  %d thread(s)  %-15s %8.2f ms   %.3fx plain", r.threads, r.name, r.ms, r.ratio))
 end
 
-print("\n== ratios (the bars: >= 0.95x OpenBLAS; 2 threads >= 1.8x own 1 thread at n >= 1024; bias+gelu <= 1.05x) ==")
+print("\n== bf16 GEMM (linear-shaped, n = " .. epi_n .. "; f32 accumulation) ==")
+local cpuinfo = io.open("/proc/cpuinfo")
+local has_bf16 = cpuinfo and cpuinfo:read("a"):find("avx512_bf16", 1, true)
+if cpuinfo then cpuinfo:close() end
+print(string.format("  path: bf16 widened to f32 and packed once (no vdpbf16ps kernel in this build); this CPU %s " ..
+    "AVX512_BF16", has_bf16 and "has" or "lacks"))
+for _, r in ipairs(bf16_rows) do
+    print(string.format("  %d thread(s)  f32 %8.2f ms   bf16 %8.2f ms", r.threads, r.f32_ms, r.bf16_ms))
+end
+
+print("\n== ratios (the bars: >= 0.95x OpenBLAS; 2 threads >= 1.8x own 1 thread at n >= 1024; bias+gelu <= 1.05x; " ..
+    "bf16 >= 1.8x f32 on 1 thread) ==")
 for _, threads in ipairs(thread_counts) do
     local worst, best
     for _, r in ipairs(rows) do
@@ -223,4 +240,7 @@ for _, r in ipairs(epi_rows) do
     if r.name == "bias+gelu_tanh" or r.name == "bias+gelu_erf" then
         print(string.format("  %s epilogue, %d thread(s): %.3fx plain GEMM", r.name, r.threads, r.ratio))
     end
+end
+for _, r in ipairs(bf16_rows) do
+    print(string.format("  bf16 GEMM speed vs f32, n=%d, %d thread(s): %.2fx", r.n, r.threads, r.ratio))
 end

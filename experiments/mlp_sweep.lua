@@ -3,7 +3,7 @@
 --
 --   workbench experiments/mlp_sweep.lua [--tokens 1,16,128,512] [--modes eager,fused,dual,compiled,graph]
 --                                       [--dim 768] [--hidden 3072] [--iters 10] [--out DIR]
---                                       [--device cpu|cuda] [--dtype f32|bf16 (bf16: cuda)]
+--                                       [--device cpu|cuda] [--dtype f32|bf16]
 --
 -- Modes (one set of weights for all):
 --   eager     linear, linear, gelu, mul, linear: 5 kernels, each dispatched from Lua
@@ -72,9 +72,6 @@ end
 if device == "cuda" and not wb.cuda.is_available() then error("mlp_sweep: --device cuda: " .. wb.cuda.why_not(), 0) end
 if args.dtype ~= "f32" and args.dtype ~= "bf16" then
     error(string.format("mlp_sweep: unknown --dtype '%s' (expected f32 or bf16)", args.dtype), 0)
-end
-if args.dtype == "bf16" and device == "cpu" then
-    error("mlp_sweep: --dtype bf16 needs --device cuda in this build (the cpu kernels compute in f32 only)", 0)
 end
 local cuda = device == "cuda"
 -- Modes must agree with eager to within the dtype's rounding: bf16 rounds the intermediates of
@@ -205,8 +202,8 @@ local script = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/peers/torch_mlp.py"
 if not args.no_peer and not cuda and io.open(script) then
     -- Debian's python3-torch lives with Debian's interpreter, which a pyenv python3 would hide
     local python = io.open("/usr/bin/python3") and "/usr/bin/python3" or "python3"
-    local cmd = string.format("%s '%s' --tokens %s --dim %d --hidden %d --threads %d 2>/dev/null", python, script,
-        table.concat(tokens_list, ","), dim, hidden, wb.get_num_threads())
+    local cmd = string.format("%s '%s' --tokens %s --dim %d --hidden %d --threads %d --dtype %s 2>/dev/null", python,
+        script, table.concat(tokens_list, ","), dim, hidden, wb.get_num_threads(), args.dtype)
     local pipe = io.popen(cmd)
     local text = pipe and pipe:read("a") or ""
     if pipe then pipe:close() end

@@ -21,6 +21,7 @@ def main():
     ap.add_argument("--hidden", type=int, default=3072)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     a = ap.parse_args()
     # OpenBLAS's own pool would otherwise use every core on top of torch's threads
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(a.threads))
@@ -43,11 +44,12 @@ def main():
         def forward(self, x):
             return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
 
-    mlp = SimpleGeGLUMLP(a.dim, a.hidden).eval()
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+    mlp = SimpleGeGLUMLP(a.dim, a.hidden).eval().to(dtype)
     out = []
     with torch.no_grad():
         for t in [int(v) for v in a.tokens.split(",")]:
-            x = torch.randn(t, a.dim)
+            x = torch.randn(t, a.dim).to(dtype)
             for _ in range(3):
                 mlp(x)
             samples = []
@@ -57,7 +59,7 @@ def main():
                 samples.append((time.perf_counter() - t0) * 1e3)
             out.append({"tokens": t, "median_ms": statistics.median(samples)})
     blas = [line.strip() for line in torch.__config__.show().splitlines() if "BLAS" in line]
-    print(json.dumps({"torch": torch.__version__, "blas": "; ".join(b[:120] for b in blas), "threads": a.threads,
+    print(json.dumps({"torch": torch.__version__, "dtype": a.dtype, "blas": "; ".join(b[:120] for b in blas), "threads": a.threads,
                       "coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "results": out}))
 
 
