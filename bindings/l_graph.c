@@ -101,6 +101,7 @@ static int l_capture(lua_State *L) {
         for (int i = 1; i <= nargs; i++)
             lua_pushvalue(L, 2 + i);
         lua_call(L, nargs, 0);
+        lua_gc(L, LUA_GCCOLLECT); /* the warm-up's tensors go back to the allocator's cache now */
     }
     WB_LUA_CHECK(L, wb_graph_begin(&h->g));
     int status = lua_pcall(L, nargs, LUA_MULTRET, 0);
