@@ -140,6 +140,13 @@ static int l_cpu_isa(lua_State *L) {
     return 1;
 }
 
+/* wb.cpu_bf16() -> "widen"; wb.cpu_bf16("emulated") switches the bf16 GEMM path (tests). */
+static int l_cpu_bf16(lua_State *L) {
+    if (!lua_isnoneornil(L, 1)) WB_LUA_CHECK(L, wb_cpu_bf16_select(luaL_checkstring(L, 1)));
+    lua_pushstring(L, wb_cpu_bf16_name());
+    return 1;
+}
+
 /* wb.sleep_ms(ms): lets other libraries' spinning worker threads go idle between benchmark
  * contenders (OpenBLAS's spin for ~0.1 s after a call and would steal a core from the next one). */
 static int l_sleep_ms(lua_State *L) {
@@ -210,6 +217,7 @@ static const luaL_Reg ops[] = {
     {"geglu", l_geglu},
     {"geglu_linear", l_geglu_linear},
     {"cpu_isa", l_cpu_isa},
+    {"cpu_bf16", l_cpu_bf16},
     {"add", l_add},
     {"sub", l_sub},
     {"mul", l_mul},

@@ -1,5 +1,7 @@
 /* convert.c: host-side strided copies between dtypes (bf16 storage on the CPU, staging for
  * transfers to and from devices). f32 -> bf16 rounds once, to nearest even. */
+#include <stdlib.h>
+
 #include "convert.h"
 
 void wb_host_convert(void *dst, wb_dtype dst_dtype, const int64_t *dst_stride, const void *src, wb_dtype src_dtype,
@@ -27,4 +29,23 @@ void wb_host_convert(void *dst, wb_dtype dst_dtype, const int64_t *dst_stride, c
         }
         if (d < 0) return;
     }
+}
+
+const uint32_t *wb_bf16_pair_words(const uint16_t *src, int64_t rows, int64_t k, int64_t rs, int64_t cs,
+                                   int force_copy, int64_t *ld_words, uint16_t **copy) {
+    *copy = NULL;
+    int64_t k2 = (k + 1) / 2;
+    if (!force_copy && (cs == 1 || k <= 1) && k % 2 == 0 && (rs % 2 == 0 || rows <= 1) && ((uintptr_t)src & 3u) == 0) {
+        *ld_words = rows <= 1 ? k2 : rs / 2;
+        return (const uint32_t *)src;
+    }
+    uint16_t *buf = calloc((size_t)(rows > 0 ? rows : 1) * (size_t)(k2 > 0 ? k2 : 1) * 2, sizeof(uint16_t));
+    if (!buf) return NULL;
+#pragma omp parallel for schedule(static) if (rows * k >= 65536)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t p = 0; p < k; p++)
+            buf[r * 2 * k2 + p] = src[r * rs + p * cs];
+    *copy = buf;
+    *ld_words = k2;
+    return (const uint32_t *)buf;
 }

@@ -41,4 +41,12 @@ static inline void wb_store_from_double(void *base, wb_dtype dtype, int64_t i, d
 void wb_host_convert(void *dst, wb_dtype dst_dtype, const int64_t *dst_stride, const void *src, wb_dtype src_dtype,
                      const int64_t *src_stride, int ndim, const int64_t *shape);
 
+/* A bf16 matrix M[r][p] = src[r * rs + p * cs] (r < rows, p < k) as 32-bit k-pair words:
+ * W[r][q] holds (M[r][2q], M[r][2q+1]) (low half first), W[r][q] = words[r * *ld_words + q] for
+ * q < (k + 1) / 2. When the rows are contiguous along k with an even stride, k is even and the
+ * data is 4-byte aligned (and force_copy is 0), the words are the source itself; otherwise a zero-padded copy is made
+ * into *copy (free it). Returns NULL when that copy cannot be allocated. */
+const uint32_t *wb_bf16_pair_words(const uint16_t *src, int64_t rows, int64_t k, int64_t rs, int64_t cs,
+                                   int force_copy, int64_t *ld_words, uint16_t **copy);
+
 #endif

@@ -117,20 +117,50 @@ static float *widen(const void *src, int64_t rows, int64_t cols, int64_t rs, int
     return dst;
 }
 
-/* bf16 on the cpu, the correct path: activations widened to f32, weights packed from bf16 once
- * (prepack widens while packing) or widened per call, f32 accumulation in the f32 kernels, and
- * the output rounded once at the end. */
+/* bf16 on the cpu, f32 accumulation, the output rounded once at the end. Two paths: with a
+ * k-pair ISA (AVX512_BF16's vdpbf16ps, or its portable emulation in tests) the operands stay
+ * bf16 and are packed in k-pairs, the weights once per version; without one, the activations
+ * are widened to f32 and the f32 kernels run on weights packed (widened) once. */
+/* The B operand(s) as k-pair words: B[p][j] = b[p*rsb + j*csb] is row j of a [n, k] matrix
+ * read along k. Gate and up must end up with one layout (the packer walks both alike). */
+static int pair_b(const gemm_launch *g, const uint32_t **b, const uint32_t **bu, int64_t *ld, uint16_t **cb,
+                  uint16_t **cu) {
+    const wb_gemm_problem *p = &g->p;
+    int64_t ld_up = 0;
+    *b = wb_bf16_pair_words((const uint16_t *)p->b, p->n, p->k, p->csb, p->rsb, 0, ld, cb);
+    *bu = p->b_up ? wb_bf16_pair_words((const uint16_t *)p->b_up, p->n, p->k, p->csb, p->rsb, 0, &ld_up, cu) : NULL;
+    if (p->b_up && *b && *bu && (ld_up != *ld || (*cb == NULL) != (*cu == NULL))) {
+        free(*cb), free(*cu);
+        *b = wb_bf16_pair_words((const uint16_t *)p->b, p->n, p->k, p->csb, p->rsb, 1, ld, cb);
+        *bu = wb_bf16_pair_words((const uint16_t *)p->b_up, p->n, p->k, p->csb, p->rsb, 1, &ld_up, cu);
+    }
+    return *b && (!p->b_up || *bu) ? 0 : -1;
+}
+
 static int run_gemm_bf16(gemm_launch *g) {
     wb_gemm_problem q = g->p;
     int64_t m = q.m, n = q.n, k = q.k;
     float *a = NULL, *b = NULL, *bu = NULL, *bias = NULL, *bias_up = NULL, *c = NULL;
+    uint16_t *ca = NULL, *cb = NULL, *cu = NULL;
     int rc = -1;
-    if (!(a = widen(g->p.a, m, k, q.rsa, q.csa))) goto done;
-    q.a = a, q.rsa = k, q.csa = 1;
-    if (!q.packed_b) {
-        if (!(b = widen(g->p.b, k, n, q.rsb, q.csb))) goto done;
-        if (q.b_up && !(bu = widen(g->p.b_up, k, n, q.rsb, q.csb))) goto done;
-        q.b = b, q.b_up = bu, q.rsb = n, q.csb = 1;
+    if (g->isa->bf16_pairs) { /* k-pair path: operands stay bf16, posed in pair space */
+        int64_t la, lb = 0;
+        const uint32_t *aw = wb_bf16_pair_words((const uint16_t *)g->p.a, m, k, q.rsa, q.csa, 0, &la, &ca), *bw = NULL, *buw = NULL;
+        if (!aw) goto done;
+        q.a = (const float *)aw, q.rsa = la, q.csa = 1;
+        if (!q.packed_b) {
+            if (pair_b(g, &bw, &buw, &lb, &cb, &cu)) goto done;
+            q.b = (const float *)bw, q.b_up = (const float *)buw, q.rsb = 1, q.csb = lb;
+        }
+        q.k = (k + 1) / 2;
+    } else { /* widening path: f32 copies of the activations (weights come packed) */
+        if (!(a = widen(g->p.a, m, k, q.rsa, q.csa))) goto done;
+        q.a = a, q.rsa = k, q.csa = 1;
+        if (!q.packed_b) {
+            if (!(b = widen(g->p.b, k, n, q.rsb, q.csb))) goto done;
+            if (q.b_up && !(bu = widen(g->p.b_up, k, n, q.rsb, q.csb))) goto done;
+            q.b = b, q.b_up = bu, q.rsb = n, q.csb = 1;
+        }
     }
     if (q.bias && !(bias = widen(g->p.bias, 1, n, n, 1))) goto done;
     if (q.bias_up && !(bias_up = widen(g->p.bias_up, 1, n, n, 1))) goto done;
@@ -145,7 +175,7 @@ static int run_gemm_bf16(gemm_launch *g) {
             out[i * g->p.ldc + j] = wb_f32_to_bf16(c[i * n + j]);
     rc = 0;
 done:
-    free(a), free(b), free(bu), free(bias), free(bias_up), free(c);
+    free(a), free(b), free(bu), free(bias), free(bias_up), free(c), free(ca), free(cb), free(cu);
     return rc;
 }
 
@@ -171,10 +201,10 @@ wb_status wb_cpu_mm_impl(wb_op_call *c) {
         if (st) return st;
         bias = tmp;
     }
-    const wb_cpu_isa *isa = wb_cpu_isa_active();
+    int bf16 = a->dtype == WB_BF16;
+    const wb_cpu_isa *isa = bf16 && wb_cpu_isa_bf16() ? wb_cpu_isa_bf16() : wb_cpu_isa_active();
     int64_t rsb = b->stride[0], csb = b->stride[1];
     int prepack = c->p.gemm.prepack && k > 0 && n > 0;
-    int bf16 = a->dtype == WB_BF16;
     const float *packed = prepack ? wb_prepack_get(isa, b->storage, b->offset, k, n, rsb, csb, NULL, 0, bf16) : NULL;
     char name[128];
     snprintf(name, sizeof name, "wb_%s_%s_%dx%d_%c%c%s%s", bf16 ? "bf16gemm" : "sgemm", isa->name, isa->mr, isa->nr,
@@ -276,9 +306,9 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
     if (bu && h > 1 && bu->stride[0] != 1 && (st = wb_contiguous(bu, &buc))) goto done;
     if (bgc) bg = bgc;
     if (buc) bu = buc;
-    const wb_cpu_isa *isa = wb_cpu_isa_active();
-    int64_t rsb = wg->stride[1], csb = wg->stride[0]; /* B = W^T */
     int bf16 = x->dtype == WB_BF16;
+    const wb_cpu_isa *isa = bf16 && wb_cpu_isa_bf16() ? wb_cpu_isa_bf16() : wb_cpu_isa_active();
+    int64_t rsb = wg->stride[1], csb = wg->stride[0]; /* B = W^T */
     const float *packed =
         k > 0 && h > 0 ? wb_prepack_get(isa, wg->storage, wg->offset, k, h, rsb, csb, wu->storage, wu->offset, bf16)
                        : NULL;
@@ -546,5 +576,15 @@ const char *wb_cpu_isa_name(void) { return wb_cpu_isa_active()->name; }
 wb_status wb_cpu_isa_select(const char *name) {
     if (wb_cpu_isa_set(name)) return WB_OK;
     return wb_error(WB_ERR_UNSUPPORTED, "cpu isa '%s' is not available on this CPU (expected avx512, avx2 or scalar)",
+                    name);
+}
+
+const char *wb_cpu_bf16_name(void) { return wb_cpu_isa_bf16() ? wb_cpu_isa_bf16()->name : "widen"; }
+
+wb_status wb_cpu_bf16_select(const char *name) {
+    if (wb_cpu_isa_bf16_set(name)) return WB_OK;
+    return wb_error(WB_ERR_UNSUPPORTED,
+                    "bf16 gemm path '%s' is not available on this CPU (expected avx512bf16 (needs AVX512_BF16), "
+                    "emulated or widen)",
                     name);
 }

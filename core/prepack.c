@@ -73,7 +73,8 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
             continue;
         }
     }
-    size_t bytes = wb_gemm_packed_b_floats(isa, k, n, b_up != NULL) * sizeof(float);
+    int64_t kp = bf16 && isa->bf16_pairs ? (k + 1) / 2 : k; /* pair space: one word per k-pair */
+    size_t bytes = wb_gemm_packed_b_floats(isa, kp, n, b_up != NULL) * sizeof(float);
     if (bytes > CACHE_BYTES / 2) return NULL;
     while (cache_bytes + bytes > CACHE_BYTES || !free_slot) { /* evict least recently used */
         entry *lru = NULL;
@@ -85,7 +86,21 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
     }
     float *data = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!data) return NULL;
-    if (bf16) { /* widen to contiguous f32 [k, n] copies, then pack those */
+    if (bf16 && isa->bf16_pairs) { /* k-pair words, packed as they are */
+        int64_t ld = 0, ld_up = 0, k2 = (k + 1) / 2;
+        uint16_t *cb = NULL, *cu = NULL;
+        int force = b_up != NULL; /* gate and up in one layout */
+        const uint32_t *w = wb_bf16_pair_words((const uint16_t *)b->data + b_offset, n, k, csb, rsb, force, &ld, &cb);
+        const uint32_t *wu =
+            b_up ? wb_bf16_pair_words((const uint16_t *)b_up->data + up_offset, n, k, csb, rsb, force, &ld_up, &cu)
+                 : NULL;
+        if (!w || (b_up && !wu)) {
+            free(cb), free(cu), free(data);
+            return NULL;
+        }
+        wb_gemm_pack_b(isa, k2, n, (const float *)w, 1, ld, (const float *)wu, data);
+        free(cb), free(cu);
+    } else if (bf16) { /* widen to contiguous f32 [k, n] copies, then pack those */
         int64_t shape[2] = {k, n}, dst_stride[2] = {n, 1}, src_stride[2] = {rsb, csb};
         float *wide = malloc((size_t)(k * n) * sizeof(float) * (b_up ? 2 : 1));
         if (!wide) {

@@ -204,8 +204,9 @@ print("\n== bf16 GEMM (linear-shaped, n = " .. epi_n .. "; f32 accumulation) =="
 local cpuinfo = io.open("/proc/cpuinfo")
 local has_bf16 = cpuinfo and cpuinfo:read("a"):find("avx512_bf16", 1, true)
 if cpuinfo then cpuinfo:close() end
-print(string.format("  path: bf16 widened to f32 and packed once (no vdpbf16ps kernel in this build); this CPU %s " ..
-    "AVX512_BF16", has_bf16 and "has" or "lacks"))
+print(string.format("  path: %s (%s); this CPU %s AVX512_BF16", wb.cpu_bf16(),
+    wb.cpu_bf16() == "avx512bf16" and "vdpbf16ps on k-pairs" or wb.cpu_bf16() == "widen" and
+    "bf16 widened to f32, the f32 kernels" or "k-pairs in portable C", has_bf16 and "has" or "lacks"))
 for _, r in ipairs(bf16_rows) do
     print(string.format("  %d thread(s)  f32 %8.2f ms   bf16 %8.2f ms", r.threads, r.f32_ms, r.bf16_ms))
 end

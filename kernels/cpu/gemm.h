@@ -43,6 +43,11 @@ typedef struct wb_cpu_isa {
     /* Peak calibration: `iters` rounds of 12 independent FMA chains of `lanes` floats. */
     double (*fma_loop)(int64_t iters);
     int lanes;
+    /* bf16 "pair" paths: every 32-bit slot of the packed operands holds two bf16 values that
+     * are adjacent along k (k-pair packing), and the microkernel multiplies pairs (vdpbf16ps)
+     * into f32 accumulators. The driver and packers move 32-bit words and need no change: a
+     * problem is posed in pair space (k = K/2, strides in words). */
+    int bf16_pairs;
 } wb_cpu_isa;
 
 /* The ISA chosen at start-up: the best the CPU supports, or WB_CPU_ISA=avx512|avx2|scalar when
@@ -54,6 +59,11 @@ const wb_cpu_isa *wb_cpu_isa_get(const char *name);
 int wb_cpu_isa_set(const char *name);
 /* What WB_CPU_ISA asked for when it could not be honoured (NULL otherwise). */
 const char *wb_cpu_isa_refused(void);
+/* The k-pair path bf16 GEMMs use: "avx512bf16" when the CPU has AVX512_BF16, or what
+ * WB_CPU_BF16 names ("avx512bf16", "emulated": a portable kernel with the same semantics, for
+ * tests; "widen": none). NULL: bf16 operands are widened to f32 and the f32 path runs. */
+const wb_cpu_isa *wb_cpu_isa_bf16(void);
+int wb_cpu_isa_bf16_set(const char *name); /* returns 0 if unsupported on this CPU */
 
 typedef struct wb_gemm_problem {
     int64_t m, n, k;

@@ -2,6 +2,7 @@
  * algorithm as the vector paths, and the double-precision references the tests trust. It runs
  * on any x86-64 (or other) CPU, and is forced in tests with WB_CPU_ISA=scalar. */
 #include <math.h>
+#include <string.h>
 
 #include "gemm.h"
 
@@ -27,16 +28,56 @@ static inline vf v_ge0_select(vf a, vf x, vf y) { return a >= 0 ? x : y; }
 #define MR 4
 #define NR 8
 
-static void ukernel(const wb_gemm_tile *t, int m) {
-    float c[MR][NR];
+static void start_tile(const wb_gemm_tile *t, int m, float c[MR][NR]) {
     for (int i = 0; i < m; i++)
         for (int j = 0; j < NR; j++)
             c[i][j] = t->c_in ? t->c_in[i * t->ldc_in + j] : t->bias ? t->bias[j] : 0.0f;
+}
+
+static void store_tile(const wb_gemm_tile *t, int m, float c[MR][NR]);
+
+static void ukernel(const wb_gemm_tile *t, int m) {
+    float c[MR][NR];
+    start_tile(t, m, c);
     const float *a = t->a, *b = t->b;
     for (int64_t k = 0; k < t->kc; k++, a += MR, b += NR)
         for (int i = 0; i < m; i++)
             for (int j = 0; j < NR; j++)
                 c[i][j] = fmaf(a[i], b[j], c[i][j]);
+    store_tile(t, m, c);
+}
+
+/* The k-pair bf16 kernel in portable C, with vdpbf16ps's arithmetic: each 32-bit slot holds
+ * two bf16 (the lower k in the low half); per lane, acc += a_hi * b_hi, then acc += a_lo * b_lo
+ * (bf16 products are exact in f32; each sum rounds). It lets the tests drive the k-pair packing
+ * and the whole bf16 path on any CPU (WB_CPU_BF16=emulated). */
+static inline float bf16_lo(uint32_t w) {
+    uint32_t u = w << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline float bf16_hi(uint32_t w) {
+    uint32_t u = w & 0xffff0000u;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void ukernel_pairs(const wb_gemm_tile *t, int m) {
+    float c[MR][NR];
+    start_tile(t, m, c);
+    const uint32_t *a = (const uint32_t *)t->a, *b = (const uint32_t *)t->b;
+    for (int64_t k = 0; k < t->kc; k++, a += MR, b += NR)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < NR; j++) {
+                c[i][j] += bf16_hi(a[i]) * bf16_hi(b[j]);
+                c[i][j] += bf16_lo(a[i]) * bf16_lo(b[j]);
+            }
+    store_tile(t, m, c);
+}
+
+static void store_tile(const wb_gemm_tile *t, int m, float c[MR][NR]) {
     for (int i = 0; i < m; i++) {
         float *out = t->c_out + i * t->ldc_out;
         switch (t->store) {
@@ -102,3 +143,18 @@ double wb_gelu_tanh_ref(double x) {
 }
 
 double wb_gelu_erf_ref(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
+
+const wb_cpu_isa wb_cpu_isa_bf16emu = {
+    .name = "emulated",
+    .mr = MR,
+    .nr = NR,
+    .kc = 256, /* pairs */
+    .mc = 128,
+    .nc = 1024,
+    .ukernel = ukernel_pairs,
+    .gelu = gelu_contig,
+    .geglu = geglu_contig,
+    .fma_loop = fma_loop,
+    .lanes = 1,
+    .bf16_pairs = 1,
+};

@@ -5,7 +5,8 @@
 
 #include "gemm.h"
 
-extern const wb_cpu_isa wb_cpu_isa_scalar, wb_cpu_isa_avx2, wb_cpu_isa_avx512;
+extern const wb_cpu_isa wb_cpu_isa_scalar, wb_cpu_isa_avx2, wb_cpu_isa_avx512, wb_cpu_isa_avx512bf16,
+    wb_cpu_isa_bf16emu;
 
 static const wb_cpu_isa *active;
 static const char *refused;
@@ -16,6 +17,7 @@ static int supported(const wb_cpu_isa *isa) {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
     if (isa == &wb_cpu_isa_avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (isa == &wb_cpu_isa_avx512bf16) return supported(&wb_cpu_isa_avx512) && __builtin_cpu_supports("avx512bf16");
     return 1;
 }
 
@@ -44,6 +46,36 @@ int wb_cpu_isa_set(const char *name) {
     const wb_cpu_isa *isa = wb_cpu_isa_get(name);
     if (!isa) return 0;
     active = isa;
+    return 1;
+}
+
+static const wb_cpu_isa *bf16_active;
+static int bf16_chosen;
+
+static const wb_cpu_isa *bf16_named(const char *name) {
+    if (!strcmp(name, "avx512bf16")) return supported(&wb_cpu_isa_avx512bf16) ? &wb_cpu_isa_avx512bf16 : NULL;
+    if (!strcmp(name, "emulated")) return &wb_cpu_isa_bf16emu;
+    return NULL;
+}
+
+const wb_cpu_isa *wb_cpu_isa_bf16(void) {
+    if (bf16_chosen) return bf16_active;
+    bf16_chosen = 1;
+    const char *env = getenv("WB_CPU_BF16");
+    if (env && *env) {
+        bf16_active = bf16_named(env); /* "widen" (or an unsupported name): no pair path */
+        if (!bf16_active && strcmp(env, "widen")) refused = env;
+        return bf16_active;
+    }
+    bf16_active = supported(&wb_cpu_isa_avx512bf16) ? &wb_cpu_isa_avx512bf16 : NULL;
+    return bf16_active;
+}
+
+int wb_cpu_isa_bf16_set(const char *name) {
+    const wb_cpu_isa *isa = bf16_named(name);
+    if (!isa && strcmp(name, "widen")) return 0;
+    bf16_chosen = 1;
+    bf16_active = isa;
     return 1;
 }
 

@@ -36,6 +36,7 @@ local DOCS = {
     ["wb.synchronize"] = "wb.synchronize([device]): wait for the device's queued kernels (the CPU runs them synchronously)",
     ["wb.default_device"] = "wb.default_device() -> the device creation functions use (--device)",
     ["wb.cpu_isa"] = "wb.cpu_isa([name]) -> the CPU kernel path in use (avx512, avx2, scalar); with a name, switch to it",
+    ["wb.cpu_bf16"] = "wb.cpu_bf16([name]) -> the bf16 GEMM path: avx512bf16 (vdpbf16ps on k-pairs), emulated (the same in portable C) or widen (f32 kernels); with a name, switch to it",
     ["wb.cpu_peak_gflops"] = "wb.cpu_peak_gflops([threads[, ms]]) -> measured FMA throughput of the CPU path",
     ["wb.time_ns"] = "wb.time_ns() -> monotonic wall clock in ns",
     ["wb.sleep_ms"] = "wb.sleep_ms(ms): sleep (benchmarks let other libraries' threads go idle)",
@@ -96,7 +97,7 @@ workbench help: help(function) or help("name") for one entry; help(x) for a tens
   views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
   modules   wb.nn.Linear wb.nn.GeGLUMLP
   speed     wb.graph.capture wb.compile wb.bench wb.profiler.profile wb.results wb.device_info
-  machine   wb.set_num_threads wb.cpu_isa wb.devices wb.synchronize
+  machine   wb.set_num_threads wb.cpu_isa wb.cpu_bf16 wb.devices wb.synchronize
 Tab completes names (x:tr<Tab>); a trailing ; silences a value; Ctrl-C stops a statement; Ctrl-D leaves.]]
 
 local MODULES = {"nn", "graph", "profiler", "openblas", "cuda"}
