@@ -152,17 +152,9 @@ static void scripts_dir(char *buf, size_t len) {
         return;
     }
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            if (snprintf(buf, len, "%s/../scripts/wb", exe) < (int)len && is_dir(buf) &&
-                snprintf(buf, len, "%s/../scripts", exe) < (int)len)
-                return;
-        }
-    }
+    if (wb_executable_dir(exe, sizeof exe) && snprintf(buf, len, "%s/../scripts/wb", exe) < (int)len && is_dir(buf) &&
+        snprintf(buf, len, "%s/../scripts", exe) < (int)len)
+        return;
     snprintf(buf, len, "%s/scripts", WB_SOURCE_DIR);
 }
 

@@ -37,15 +37,10 @@ static void plugin_path(char *buf, size_t len) {
         return;
     }
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
+    if (wb_executable_dir(exe, sizeof exe))
+        snprintf(buf, len, "%s/libwb_cuda.so", exe);
+    else
         snprintf(buf, len, "libwb_cuda.so");
-        return;
-    }
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = '\0';
-    snprintf(buf, len, "%s/libwb_cuda.so", exe);
 }
 
 wb_status wb_cuda_check(void) {

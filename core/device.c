@@ -1,8 +1,10 @@
 /* device.c: dtype and device names, availability, defaults and the thread count.
  * The CUDA device is a plugin loaded at first use (core/cuda.c); when it cannot run, every cuda
  * request fails here with a message that says why, and the executable still starts anywhere. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -115,6 +117,17 @@ wb_status wb_set_num_threads(int n) {
     if (n == 1) return WB_OK;
     return wb_error(WB_ERR_UNSUPPORTED, "set_num_threads: this build has no OpenMP; only 1 thread");
 #endif
+}
+
+int wb_executable_dir(char *buf, size_t len) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return 0;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return 0;
+    *slash = '\0';
+    return snprintf(buf, len, "%s", exe) < (int)len;
 }
 
 /* The CPU model string from /proc/cpuinfo ("unknown" elsewhere), read once. */

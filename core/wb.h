@@ -70,6 +70,8 @@ wb_status wb_set_default_device(wb_device device);
 /* ---- threads ------------------------------------------------------------------------- */
 
 int wb_get_num_threads(void);
+/* The folder of the running executable (plugins and scripts are found from it); 0 if unknown. */
+int wb_executable_dir(char *buf, size_t len);
 /* The host CPU's model name, e.g. "AMD EPYC". */
 const char *wb_cpu_model(void);
 wb_status wb_set_num_threads(int n);
