@@ -13,7 +13,10 @@
 
 int wb_lua_error(lua_State *L) { return luaL_error(L, "%s", wb_error_message()); }
 
-static char metatable_key; /* the tensor metatable, stored in the registry under this address */
+/* The tensor metatable: a registry reference (an integer key: the registry's array part, no
+ * hashing) to push it, and its address to recognise it. One interpreter per process. */
+static int metatable_ref = LUA_NOREF;
+static const void *metatable_ptr;
 
 /* The handle at idx if it is a tensor (released or not), else NULL. Compares metatables by
  * identity: luaL_testudata looks the type name up as a string on every call, which cost more
@@ -21,9 +24,8 @@ static char metatable_key; /* the tensor metatable, stored in the registry under
 wb_lua_tensor *wb_lua_testtensor(lua_State *L, int idx) {
     void *p = lua_touserdata(L, idx);
     if (!p || !lua_getmetatable(L, idx)) return NULL;
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &metatable_key);
-    int same = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
+    int same = lua_topointer(L, -1) == metatable_ptr;
+    lua_pop(L, 1);
     return same ? p : NULL;
 }
 
@@ -61,7 +63,7 @@ void wb_lua_pushtensor(lua_State *L, wb_tensor *t) {
     pace_gc(L);
     wb_lua_tensor *h = lua_newuserdatauv(L, sizeof *h, 0);
     h->t = t;
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &metatable_key);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, metatable_ref);
     lua_setmetatable(L, -2);
 }
 
@@ -642,8 +644,9 @@ static const luaL_Reg metamethods[] = {
 
 int wb_lua_open_tensor(lua_State *L) {
     luaL_newmetatable(L, WB_TENSOR_TYPE); /* sets __name = "wb.Tensor" */
+    metatable_ptr = lua_topointer(L, -1);
     lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &metatable_key);
+    metatable_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     luaL_setfuncs(L, metamethods, 0);
     luaL_newlib(L, methods);
     lua_pushvalue(L, -1);

@@ -66,6 +66,39 @@ static void run_binary(void *v) {
     wb_cpu_binary_f32(k->op, k->ndim, k->shape, k->out, k->os, k->a, k->as, k->b, k->bs);
 }
 
+/* Same-shape contiguous operands below the threading threshold (the eager 1-element op of the
+ * dispatch benchmark, most small ops): a flat loop and a small context, nothing else. */
+typedef struct binary_flat {
+    wb_cpu_binary_op op;
+    int64_t n;
+    float *out;
+    const float *a, *b;
+} binary_flat;
+
+static void run_binary_flat(void *v) {
+    const binary_flat *k = v;
+    float *o = k->out;
+    const float *a = k->a, *b = k->b;
+    switch (k->op) {
+    case WB_CPU_ADD:
+        for (int64_t i = 0; i < k->n; i++)
+            o[i] = a[i] + b[i];
+        break;
+    case WB_CPU_SUB:
+        for (int64_t i = 0; i < k->n; i++)
+            o[i] = a[i] - b[i];
+        break;
+    case WB_CPU_MUL:
+        for (int64_t i = 0; i < k->n; i++)
+            o[i] = a[i] * b[i];
+        break;
+    default:
+        for (int64_t i = 0; i < k->n; i++)
+            o[i] = a[i] / b[i];
+        break;
+    }
+}
+
 wb_status wb_cpu_binary_impl(wb_op_call *c) {
     if (c->out->dtype == WB_BF16) return wb_cpu_bf16_pointwise(c);
     wb_cpu_binary_op op = c->def->id == WB_OP_ADD   ? WB_CPU_ADD
@@ -73,15 +106,23 @@ wb_status wb_cpu_binary_impl(wb_op_call *c) {
                           : c->def->id == WB_OP_MUL ? WB_CPU_MUL
                                                     : WB_CPU_DIV;
     wb_tensor *out = c->out;
+    int contig = same_geometry_contiguous(c->in[0], out) && same_geometry_contiguous(c->in[1], out);
+    int64_t n = wb_tensor_numel(out);
+    if (contig && n < WB_CPU_PARALLEL_MIN) {
+        binary_flat k = {op, n, wb_tensor_data(out), wb_tensor_data(c->in[0]), wb_tensor_data(c->in[1])};
+        wb_kernel_desc d = {binary_kernel_names[op][0], (double)n, c->def->bytes(c), 1};
+        wb_kernel_launch(&d, run_binary_flat, &k, sizeof k, NULL);
+        wb_storage_bump_version(out->storage);
+        return WB_OK;
+    }
     binary_launch k = {op,  out->ndim, {0}, wb_tensor_data(out), wb_tensor_data(c->in[0]), wb_tensor_data(c->in[1]),
                        {0}, {0},       {0}};
     memcpy(k.shape, out->shape, sizeof k.shape);
     memcpy(k.os, out->stride, sizeof k.os);
     wb_broadcast_strides(c->in[0], out->ndim, out->shape, k.as);
     wb_broadcast_strides(c->in[1], out->ndim, out->shape, k.bs);
-    int contig = same_geometry_contiguous(c->in[0], out) && same_geometry_contiguous(c->in[1], out);
     wb_kernel_desc d = {binary_kernel_names[op][!contig], c->def->flops(c), c->def->bytes(c),
-                        wb_tensor_numel(out) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+                        n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
     wb_kernel_launch(&d, run_binary, &k, sizeof k, NULL);
     wb_storage_bump_version(out->storage);
     return WB_OK;
