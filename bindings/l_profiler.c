@@ -133,7 +133,6 @@ static int s_stats(lua_State *L) {
     return 1;
 }
 
-
 /* s:events() -> array of event tables (DESIGN's p:events() shape). */
 static int s_events(lua_State *L) {
     wb_prof *p = check_session(L);

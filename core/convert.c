@@ -31,8 +31,8 @@ void wb_host_convert(void *dst, wb_dtype dst_dtype, const int64_t *dst_stride, c
     }
 }
 
-const uint32_t *wb_bf16_pair_words(const uint16_t *src, int64_t rows, int64_t k, int64_t rs, int64_t cs,
-                                   int force_copy, int64_t *ld_words, uint16_t **copy) {
+const uint32_t *wb_bf16_pair_words(const uint16_t *src, int64_t rows, int64_t k, int64_t rs, int64_t cs, int force_copy,
+                                   int64_t *ld_words, uint16_t **copy) {
     *copy = NULL;
     int64_t k2 = (k + 1) / 2;
     if (!force_copy && (cs == 1 || k <= 1) && k % 2 == 0 && (rs % 2 == 0 || rows <= 1) && ((uintptr_t)src & 3u) == 0) {

@@ -46,7 +46,7 @@ void wb_host_convert(void *dst, wb_dtype dst_dtype, const int64_t *dst_stride, c
  * q < (k + 1) / 2. When the rows are contiguous along k with an even stride, k is even and the
  * data is 4-byte aligned (and force_copy is 0), the words are the source itself; otherwise a zero-padded copy is made
  * into *copy (free it). Returns NULL when that copy cannot be allocated. */
-const uint32_t *wb_bf16_pair_words(const uint16_t *src, int64_t rows, int64_t k, int64_t rs, int64_t cs,
-                                   int force_copy, int64_t *ld_words, uint16_t **copy);
+const uint32_t *wb_bf16_pair_words(const uint16_t *src, int64_t rows, int64_t k, int64_t rs, int64_t cs, int force_copy,
+                                   int64_t *ld_words, uint16_t **copy);
 
 #endif

@@ -68,6 +68,7 @@ wb_status wb_cuda_check(void) {
             else
                 api = a;
             /* A plugin that cannot run stays loaded: the CUDA libraries do not unload cleanly. */
+            if (api) wb_prof_cuda_ready(); /* a session already recording device activity traces it too */
         }
     }
     if (api) return WB_OK;
@@ -209,8 +210,7 @@ wb_status wb_to_impl(wb_op_call *c) {
             st = plugin_error("copying to the device");
     } else { /* to cpu: make a contiguous device copy in the target dtype, then bring it over */
         if (!wb_tensor_is_contiguous(x) || x->dtype != out->dtype) {
-            if ((st = wb_tensor_empty(out->dtype, x->device, x->ndim, x->shape, &stage)) ||
-                (st = wb_copy_(stage, x))) {
+            if ((st = wb_tensor_empty(out->dtype, x->device, x->ndim, x->shape, &stage)) || (st = wb_copy_(stage, x))) {
                 wb_tensor_free(stage);
                 return st;
             }
@@ -254,7 +254,9 @@ wb_status wb_cuda_binary_impl(wb_op_call *c) {
     return run_ew(WB_CU_EW_ADD + k, c->out, c->in[0], c->in[1], 0, names[k], c);
 }
 
-wb_status wb_cuda_neg_impl(wb_op_call *c) { return run_ew(WB_CU_EW_NEG, c->out, c->in[0], NULL, 0, "wb_neg_kernel", c); }
+wb_status wb_cuda_neg_impl(wb_op_call *c) {
+    return run_ew(WB_CU_EW_NEG, c->out, c->in[0], NULL, 0, "wb_neg_kernel", c);
+}
 
 wb_status wb_cuda_gelu_impl(wb_op_call *c) {
     int erf = c->p.gemm.activation == WB_ACT_GELU_ERF;
@@ -289,12 +291,14 @@ static wb_status as_rows(wb_tensor *t, wb_tensor **tmp, const void **ptr, int64_
 
 wb_status wb_cuda_geglu_impl(wb_op_call *c) {
     wb_tensor *g = c->in[0], *u = c->in[1], *tg, *tu;
-    wb_cuda_geglu k = {c->out->dtype, 0, c->out->ndim ? c->out->shape[c->out->ndim - 1] : 1, NULL, 0, NULL, 0,
+    wb_cuda_geglu k = {c->out->dtype,         0, c->out->ndim ? c->out->shape[c->out->ndim - 1] : 1, NULL, 0, NULL, 0,
                        wb_tensor_data(c->out)};
     int64_t rows_u;
     wb_status st = as_rows(g, &tg, &k.gate, &k.rows, &k.ld_gate);
-    if (!st) st = as_rows(u, &tu, &k.up, &rows_u, &k.ld_up);
-    else tu = NULL;
+    if (!st)
+        st = as_rows(u, &tu, &k.up, &rows_u, &k.ld_up);
+    else
+        tu = NULL;
     if (!st && api->geglu(&k)) st = plugin_error("geglu");
     if (!st) {
         device_launch(k.dtype == WB_BF16 ? "wb_geglu_bf16x8" : "wb_geglu_f32x4", c->def->flops(c), c->def->bytes(c));
@@ -403,7 +407,8 @@ wb_status wb_cuda_mm_impl(wb_op_call *c) {
  * registers). */
 typedef struct concat_entry {
     uint64_t gid, gver, uid, uver, bgid, bgver, buid, bver;
-    int64_t goff, uoff;
+    int64_t goff, uoff, rows, cols, gstride[2], ustride[2];
+    wb_dtype dtype;
     wb_tensor *w, *b;
 } concat_entry;
 #define CONCAT_SLOTS 8
@@ -437,7 +442,9 @@ static wb_status concat_get(wb_tensor *wg, wb_tensor *wu, wb_tensor *bg, wb_tens
         concat_entry *e = &concat_cache[i];
         if (e->w && e->gid == sid(wg) && e->gver == sver(wg) && e->uid == sid(wu) && e->uver == sver(wu) &&
             e->goff == wg->offset && e->uoff == wu->offset && e->bgid == sid(bg) && e->bgver == sver(bg) &&
-            e->buid == sid(bu) && e->bver == sver(bu)) {
+            e->buid == sid(bu) && e->bver == sver(bu) && e->rows == wg->shape[0] && e->cols == wg->shape[1] &&
+            e->gstride[0] == wg->stride[0] && e->gstride[1] == wg->stride[1] && e->ustride[0] == wu->stride[0] &&
+            e->ustride[1] == wu->stride[1] && e->dtype == wg->dtype) {
             *out = e;
             return WB_OK;
         }
@@ -458,6 +465,9 @@ static wb_status concat_get(wb_tensor *wg, wb_tensor *wu, wb_tensor *bg, wb_tens
     e->gid = sid(wg), e->gver = sver(wg), e->uid = sid(wu), e->uver = sver(wu);
     e->bgid = sid(bg), e->bgver = sver(bg), e->buid = sid(bu), e->bver = sver(bu);
     e->goff = wg->offset, e->uoff = wu->offset;
+    e->rows = wg->shape[0], e->cols = wg->shape[1], e->dtype = wg->dtype;
+    e->gstride[0] = wg->stride[0], e->gstride[1] = wg->stride[1];
+    e->ustride[0] = wu->stride[0], e->ustride[1] = wu->stride[1];
     *out = e;
     return WB_OK;
 }
@@ -480,8 +490,10 @@ wb_status wb_cuda_geglu_linear_impl(wb_op_call *c) {
         (st = wb_tensor_empty(x->dtype, WB_DEVICE_CUDA, 2, shape_p, &prod)))
         goto done;
     if ((st = lt_gemm(x2, wt, e->b, WB_ACT_NONE, prod, c))) goto done;
-    wb_cuda_geglu k2 = {x->dtype, m, h, wb_tensor_data(prod), 2 * h, (const char *)wb_tensor_data(prod) +
-                        (size_t)h * wb_dtype_size(x->dtype), 2 * h, wb_tensor_data(c->out)};
+    wb_cuda_geglu k2 = {x->dtype, m,
+                        h,        wb_tensor_data(prod),
+                        2 * h,    (const char *)wb_tensor_data(prod) + (size_t)h * wb_dtype_size(x->dtype),
+                        2 * h,    wb_tensor_data(c->out)};
     if (api->geglu(&k2)) {
         st = plugin_error("geglu");
         goto done;
@@ -518,15 +530,23 @@ int wb_cuda_trace_start(void) {
 }
 
 void wb_cuda_trace_stop(void) {
+    while (pushed > 0)
+        wb_cuda_trace_pop();
     if (api && tracing) api->trace_stop();
     tracing = 0;
 }
 
 int wb_cuda_tracing(void) { return tracing; }
 int64_t wb_cuda_clock_offset(void) { return clock_offset; }
+/* Pushes and pops stay paired even when tracing starts inside an op (its pop has no push). */
+static int pushed;
 void wb_cuda_trace_push(uint32_t op_id) {
-    if (tracing) api->trace_push_correlation(op_id);
+    if (!tracing) return;
+    api->trace_push_correlation(op_id);
+    pushed++;
 }
 void wb_cuda_trace_pop(void) {
-    if (tracing) api->trace_pop_correlation();
+    if (!tracing || pushed == 0) return;
+    api->trace_pop_correlation();
+    pushed--;
 }

@@ -117,8 +117,17 @@ wb_status wb_cpu_bf16_pointwise(wb_op_call *c) {
     default: return wb_error(WB_ERR_UNSUPPORTED, "no bf16 cpu kernel for this op");
     }
     wb_tensor *out = c->out, *a = c->in[0], *b = binary(op) ? c->in[1] : NULL;
-    bf_launch k = {op, wb_cpu_isa_active(), out->ndim, 0, wb_tensor_numel(out), {0}, {0}, {0},
-                   wb_tensor_data(out), wb_tensor_data(a), b ? wb_tensor_data(b) : NULL};
+    bf_launch k = {op,
+                   wb_cpu_isa_active(),
+                   out->ndim,
+                   0,
+                   wb_tensor_numel(out),
+                   {0},
+                   {0},
+                   {0},
+                   wb_tensor_data(out),
+                   wb_tensor_data(a),
+                   b ? wb_tensor_data(b) : NULL};
     memcpy(k.shape, out->shape, sizeof k.shape);
     wb_broadcast_strides(a, out->ndim, out->shape, k.as);
     if (b) wb_broadcast_strides(b, out->ndim, out->shape, k.bs);

@@ -145,7 +145,8 @@ static int run_gemm_bf16(gemm_launch *g) {
     int rc = -1;
     if (g->isa->bf16_pairs) { /* k-pair path: operands stay bf16, posed in pair space */
         int64_t la, lb = 0;
-        const uint32_t *aw = wb_bf16_pair_words((const uint16_t *)g->p.a, m, k, q.rsa, q.csa, 0, &la, &ca), *bw = NULL, *buw = NULL;
+        const uint32_t *aw = wb_bf16_pair_words((const uint16_t *)g->p.a, m, k, q.rsa, q.csa, 0, &la, &ca), *bw = NULL,
+                       *buw = NULL;
         if (!aw) goto done;
         q.a = (const float *)aw, q.rsa = la, q.csa = 1;
         if (!q.packed_b) {
@@ -280,7 +281,8 @@ double wb_flops_geglu_linear(const wb_op_call *c) {
 
 double wb_bytes_geglu_linear(const wb_op_call *c) {
     double m = rows_of(c), h = (double)c->in[1]->shape[0], k = (double)c->in[1]->shape[1];
-    return (double)wb_dtype_size(c->in[0]->dtype) * (m * k + 2 * h * k + m * h + (c->in[3] ? h : 0) + (c->in[4] ? h : 0));
+    return (double)wb_dtype_size(c->in[0]->dtype) *
+           (m * k + 2 * h * k + m * h + (c->in[3] ? h : 0) + (c->in[4] ? h : 0));
 }
 
 wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
@@ -314,8 +316,8 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
                        : NULL;
     char name[128];
     snprintf(name, sizeof name, "wb_dual_%s_%s_%dx%d_%c%c%s_geglu", bf16 ? "bf16gemm" : "sgemm", isa->name, isa->mr,
-             isa->nr,
-             layout_letter(rsb, csb, k, h), layout_letter(stride2[0], stride2[1], m, k), bg || bu ? "_bias" : "");
+             isa->nr, layout_letter(rsb, csb, k, h), layout_letter(stride2[0], stride2[1], m, k),
+             bg || bu ? "_bias" : "");
     gemm_launch g = {isa,
                      {m, h, k, wb_tensor_data(x), stride2[0], stride2[1], wb_tensor_data(wg), rsb, csb,
                       wb_tensor_data(wu), wb_tensor_data(c->out), h, bg ? wb_tensor_data(bg) : NULL, WB_STORE_GEGLU,

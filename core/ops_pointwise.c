@@ -230,8 +230,15 @@ static void run_convert(void *v) {
 }
 
 static void launch_convert(const char *name, double bytes, wb_tensor *dst, wb_tensor *src, float value) {
-    convert_launch k = {wb_tensor_data(dst), src ? wb_tensor_data(src) : NULL, dst->dtype, src ? src->dtype : WB_F32,
-                        dst->ndim, {0}, {0}, {0}, value};
+    convert_launch k = {wb_tensor_data(dst),
+                        src ? wb_tensor_data(src) : NULL,
+                        dst->dtype,
+                        src ? src->dtype : WB_F32,
+                        dst->ndim,
+                        {0},
+                        {0},
+                        {0},
+                        value};
     memcpy(k.shape, dst->shape, sizeof k.shape);
     memcpy(k.ds, dst->stride, sizeof k.ds);
     if (src) wb_broadcast_strides(src, dst->ndim, dst->shape, k.ss);
@@ -340,8 +347,8 @@ static void run_creation(void *v) {
 wb_status wb_cpu_creation_impl(wb_op_call *c) {
     static const char *const names[] = {"wb_arange_generic", "wb_rand_philox_generic", "wb_randn_philox_generic"};
     wb_op_id id = c->def->id;
-    creation_launch k = {id, wb_tensor_data(c->out), wb_tensor_numel(c->out), c->p.random.seed, c->p.random.offset,
-                         c->out->dtype};
+    creation_launch k = {
+        id, wb_tensor_data(c->out), wb_tensor_numel(c->out), c->p.random.seed, c->p.random.offset, c->out->dtype};
     wb_kernel_desc d = {names[id == WB_OP_ARANGE ? 0
                               : id == WB_OP_RAND ? 1
                                                  : 2],

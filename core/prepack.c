@@ -117,8 +117,8 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
         wb_gemm_pack_b(isa, k, n, (const float *)b->data + b_offset, rsb, csb,
                        b_up ? (const float *)b_up->data + up_offset : NULL, data);
     }
-    *free_slot = (entry){isa,  id,  version, up_id, up_version, b_offset, up_offset, k,
-                         n,    rsb, csb,     bf16,  data,       bytes,    ++clock_ticks};
+    *free_slot = (entry){isa, id,  version, up_id, up_version, b_offset, up_offset,    k,
+                         n,   rsb, csb,     bf16,  data,       bytes,    ++clock_ticks};
     cache_bytes += bytes;
     cache_entries++;
     return data;

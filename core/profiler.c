@@ -52,7 +52,7 @@ struct wb_prof {
     double cost_ns;
     wb_dispatch_hooks hooks;
     const wb_dispatch_hooks *previous;
-    int cuda;             /* CUPTI is tracing for this session */
+    int cuda;                  /* CUPTI is tracing for this session */
     struct launch_note *notes; /* cuda launches: the op and the work its descriptor declared */
     size_t nnotes, cap_notes;
     uint32_t cuda_stream; /* the stream the plugin's kernels ran on (for the lane name) */
@@ -322,11 +322,18 @@ wb_status wb_prof_start(wb_prof *p) {
     p->running = 1;
     current = p;
     p->device_note[0] = '\0';
-    if (p->o.record_device && wb_cuda_info_get()) { /* cuda in use in this process: trace it */
-        p->cuda = wb_cuda_trace_start();
-        if (!p->cuda) snprintf(p->device_note, sizeof p->device_note, "%s", wb_error_message());
-    }
+    if (wb_cuda_info_get()) wb_prof_cuda_ready(); /* cuda in use in this process: trace it */
     return WB_OK;
+}
+
+void wb_prof_cuda_ready(void) {
+    wb_prof *p = current;
+    if (!p || p->cuda || !p->o.record_device) return;
+    char saved[512]; /* whatever error the caller is reporting stays its own */
+    snprintf(saved, sizeof saved, "%s", wb_error_message());
+    p->cuda = wb_cuda_trace_start();
+    if (!p->cuda) snprintf(p->device_note, sizeof p->device_note, "%s", wb_error_message());
+    wb_error(WB_OK, "%s", saved);
 }
 
 /* ---- CUPTI records -> events ------------------------------------------------------------------- */
@@ -450,9 +457,9 @@ static void cuda_flush(wb_prof *p) {
                         .link = hit ? hit->external : 0,
                         .src = WB_EVENT_NONE,
                         .threads = host ? (uint16_t)r->cbid : 0,
-                        .kind = host                            ? WB_EV_RUNTIME
+                        .kind = host                          ? WB_EV_RUNTIME
                                 : r->kind == WB_CU_REC_KERNEL ? WB_EV_KERNEL
-                                                                : WB_EV_MEMCPY,
+                                                              : WB_EV_MEMCPY,
                         .lane = host ? WB_LANE_HOST : WB_LANE_CUDA};
     }
     free(pairs);
@@ -639,7 +646,6 @@ const char *wb_event_kind_name(int kind) {
     static const char *const names[] = {"op", "kernel", "runtime", "memory", "range", "step", "memcpy"};
     return kind >= 0 && kind <= WB_EV_MEMCPY ? names[kind] : "?";
 }
-
 
 static void shapes_json(FILE *f, const wb_prof *p, const wb_event *e) {
     fputc('[', f);

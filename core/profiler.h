@@ -90,6 +90,9 @@ void wb_prof_scope_end(const char *name);
  * attached to the kernel record that arrives later. */
 struct wb_kernel_desc;
 void wb_prof_device_launch(const struct wb_kernel_desc *desc);
+/* cuda has just become usable (or a session starts while it is): a session that records
+ * device activity turns CUPTI on. */
+void wb_prof_cuda_ready(void);
 /* The running session (NULL when none). */
 wb_prof *wb_prof_current(void);
 

@@ -62,7 +62,6 @@ int wb_cuda_in_use(void);
 /* Fails unless `device` has compute kernels for the dtype (bf16: cuda only, for now). */
 wb_status wb_dtype_check_kernels(wb_dtype dtype, wb_device device, const char *context);
 
-
 /* Default device and dtype used by creation functions when the caller gives none. */
 wb_device wb_default_device(void);
 wb_status wb_set_default_device(wb_device device);
