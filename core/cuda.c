@@ -511,6 +511,8 @@ done:
 
 static int tracing;
 static int64_t clock_offset;
+/* Pushes and pops stay paired even when tracing starts inside an op (its pop has no push). */
+static int pushed;
 
 int wb_cuda_trace_start(void) {
     if (!api || tracing) return tracing;
@@ -538,8 +540,6 @@ void wb_cuda_trace_stop(void) {
 
 int wb_cuda_tracing(void) { return tracing; }
 int64_t wb_cuda_clock_offset(void) { return clock_offset; }
-/* Pushes and pops stay paired even when tracing starts inside an op (its pop has no push). */
-static int pushed;
 void wb_cuda_trace_push(uint32_t op_id) {
     if (!tracing) return;
     api->trace_push_correlation(op_id);
