@@ -53,6 +53,10 @@ timeout 90 "$WB" --device cuda experiments/linear_anatomy.lua --out "$OUT/linear
 rc=$?
 status "linear_anatomy (cuda)" "$([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc")"
 
+timeout 60 "$WB" --device cuda experiments/mlp_anatomy.lua --out "$OUT/mlp_anatomy" > "$OUT/mlp_anatomy.log" 2>&1
+rc=$?
+status "mlp_anatomy (cuda)" "$([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc")"
+
 # 4. the sweep at the post's sizes, bf16, and a small f32 one (decode-sized, launch-bound)
 timeout 200 "$WB" --device cuda experiments/mlp_sweep.lua --tokens 8192 --dtype bf16 --rounds 3 --iters 20 \
     --trace-tokens 8192 --out "$OUT/mlp_sweep_bf16" > "$OUT/mlp_sweep_bf16.log" 2>&1
@@ -69,8 +73,9 @@ echo "== facts from the tests =="
 grep -E "linear kernel:|launch records:|GELU_BIAS epilogue|cuda here" "$OUT/test_cuda.log" | sed 's/^ *//' | sort -u
 grep -E "^(FAILED|Ran |OK)|^[0-9]+\)" "$OUT/test_cuda.log" | head -20
 echo
-echo "== linear_anatomy (cuda) =="
+echo "== linear_anatomy / mlp_anatomy (cuda) =="
 grep -E "All expectations|rel. error|failed" "$OUT/linear_anatomy.log" | head -5
+grep -E "^(eager|fused|dual) |All expectations|failed" "$OUT/mlp_anatomy.log" | head -6
 echo
 echo "== mlp_sweep (tokens, mode, median ms, ..., kernels, host us, vs eager) =="
 for f in "$OUT/mlp_sweep_bf16.log" "$OUT/mlp_sweep_f32.log"; do
