@@ -13,7 +13,7 @@ local Results = {}
 Results.__index = Results
 
 local function fingerprint()
-    local info = wb.device_info()
+    local info = wb.device_info("cpu")
     local cmd = {}
     for i = -10, #arg do if arg[i] then cmd[#cmd + 1] = arg[i] end end
     local host = wb._hostname()
@@ -25,6 +25,17 @@ local function fingerprint()
         seed = tostring(wb.initial_seed()), -- as text: a 64-bit seed does not survive JSON's doubles
         cuda = wb.cuda.is_available() and "available" or "not used",
     }
+end
+
+-- With a GPU, what it is and which CUDA pieces ran (DESIGN: versions when used).
+local function with_cuda(fp)
+    if not wb.cuda.is_available() then return fp end
+    local g = wb.device_info("cuda")
+    fp.cuda = "used"
+    fp.gpu, fp.gpu_arch, fp.gpu_sms = g.name, g.isa, g.sm_count
+    fp.cuda_runtime, fp.cuda_driver, fp.cublaslt, fp.cupti_api = g.cuda_runtime, g.cuda_driver, g.cublaslt, g.cupti_api
+    fp.gpu_peak_gflops, fp.gpu_peak_gflops_bf16, fp.gpu_bandwidth_gbs = g.peak_gflops, g.peak_gflops_bf16, g.bandwidth_gbs
+    return fp
 end
 
 -- wb.results(name[, {columns = {...}, keys = {...}}]): columns fixes the column order (others
@@ -90,7 +101,7 @@ function Results:save(o)
     local dir = o.dir or wb.options.out or ("out/" .. self.name .. "/" .. os.date("%Y%m%d-%H%M%S"))
     local ok, err = wb._mkdir_p(dir)
     if not ok then error("results: cannot create the directory " .. dir .. ": " .. tostring(err), 2) end
-    local fp = fingerprint()
+    local fp = with_cuda(fingerprint())
     local base = dir .. "/" .. self.name
     write(base .. ".json", cjson.encode({name = self.name, fingerprint = fp, columns = self.columns, rows = self.rows,
         keys = self.keys}))
