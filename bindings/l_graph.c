@@ -68,8 +68,11 @@ static int g_tostring(lua_State *L) {
     return 1;
 }
 
+static int g_recapture(lua_State *L);
+
 static const luaL_Reg graph_methods[] = {
-    {"replay", g_replay}, {"nodes", g_nodes}, {"held_bytes", g_held_bytes}, {"release", g_release}, {NULL, NULL},
+    {"replay", g_replay},   {"recapture", g_recapture}, {"nodes", g_nodes}, {"held_bytes", g_held_bytes},
+    {"release", g_release}, {NULL, NULL},
 };
 
 static int g_index(lua_State *L) {
@@ -85,14 +88,10 @@ static int g_index(lua_State *L) {
     return 1;
 }
 
-/* wb.graph.capture(fn, ...) */
-static int l_capture(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TFUNCTION);
-    int nargs = lua_gettop(L) - 1;
-    graph_handle *h = lua_newuserdatauv(L, sizeof *h, 1);
-    h->g = NULL;
-    luaL_setmetatable(L, GRAPH_TYPE);
-    lua_insert(L, 1); /* graph, fn, args... */
+/* Runs the function at index 2 with the arguments above it under capture into the graph at
+ * index 1 (new, or re-captured), and stores its results as g.outputs. */
+static int capture_into(lua_State *L, graph_handle *h, int recapture) {
+    int nargs = lua_gettop(L) - 2;
     if (wb_cuda_in_use()) {
         /* CUDA graphs need a warm-up run first: cuBLASLt plans and kernel modules are made
          * and the caching allocator holds the blocks, so nothing allocates or syncs inside
@@ -103,7 +102,10 @@ static int l_capture(lua_State *L) {
         lua_call(L, nargs, 0);
         lua_gc(L, LUA_GCCOLLECT); /* the warm-up's tensors go back to the allocator's cache now */
     }
-    WB_LUA_CHECK(L, wb_graph_begin(&h->g));
+    if (recapture)
+        WB_LUA_CHECK(L, wb_graph_recapture_begin(h->g));
+    else
+        WB_LUA_CHECK(L, wb_graph_begin(&h->g));
     int status = lua_pcall(L, nargs, LUA_MULTRET, 0);
     if (status != LUA_OK) {
         wb_graph_abort(h->g);
@@ -111,12 +113,13 @@ static int l_capture(lua_State *L) {
         return lua_error(L); /* the captured function's error, unchanged */
     }
     wb_graph_end(h->g);
-    if (wb_graph_problem(h->g)) return luaL_error(L, "graph.capture: %s", wb_graph_problem(h->g));
+    const char *what = recapture ? "graph.recapture" : "graph.capture";
+    if (wb_graph_problem(h->g)) return luaL_error(L, "%s: %s", what, wb_graph_problem(h->g));
     int nres = lua_gettop(L) - 1;
     lua_createtable(L, nres, 0); /* outputs */
     for (int i = 1; i <= nres; i++) {
         if (!lua_isnil(L, i + 1) && !wb_lua_testtensor(L, i + 1))
-            return luaL_error(L, "graph.capture: result %d of the captured function is a %s, expected tensors", i,
+            return luaL_error(L, "%s: result %d of the captured function is a %s, expected tensors", what, i,
                               luaL_typename(L, i + 1));
         lua_pushvalue(L, i + 1);
         lua_rawseti(L, -2, i);
@@ -124,6 +127,29 @@ static int l_capture(lua_State *L) {
     lua_setiuservalue(L, 1, 1);
     lua_settop(L, 1);
     return 1;
+}
+
+/* wb.graph.capture(fn, ...) */
+static int l_capture(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    graph_handle *h = lua_newuserdatauv(L, sizeof *h, 2);
+    h->g = NULL;
+    luaL_setmetatable(L, GRAPH_TYPE);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 2); /* the function, for recapture */
+    lua_insert(L, 1); /* graph, fn, args... */
+    return capture_into(L, h, 0);
+}
+
+/* g:recapture(...): runs the captured function again (with these arguments) and records it
+ * into the same graph: use it after the function's tensors were replaced (not merely written:
+ * writes are seen by replay). On cuda the executable graph is updated in place. */
+static int g_recapture(lua_State *L) {
+    check_graph(L);
+    graph_handle *h = lua_touserdata(L, 1);
+    lua_getiuservalue(L, 1, 2);
+    lua_insert(L, 2); /* graph, fn, args... */
+    return capture_into(L, h, 1);
 }
 
 void wb_lua_register_graph(lua_State *L) {

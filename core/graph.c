@@ -110,27 +110,47 @@ static void on_storage_written(void *user, wb_storage *s) {
     g->written[g->nwritten++] = s;
 }
 
-wb_status wb_graph_begin(wb_graph **out) {
-    *out = NULL;
-    if (capturing)
-        return wb_error(WB_ERR_UNSUPPORTED, "graph.capture: a capture is already running (captures do not nest)");
-    wb_graph *g = calloc(1, sizeof *g);
-    if (!g) return wb_error(WB_ERR_MEMORY, "graph.capture: out of memory");
+/* Starts recording into g (fresh, or emptied for a re-capture that keeps its CUDA graph). */
+static wb_status start(wb_graph *g, const char *what) {
+    if (capturing) return wb_error(WB_ERR_UNSUPPORTED, "%s: a capture is already running (captures do not nest)", what);
     g->hooks = (wb_capture_hooks){g, on_launch, on_op_inputs, on_storage_new, on_storage_written};
     const wb_cuda_api *api = wb_cuda_info_get() ? wb_cuda_api_get() : NULL;
     if (api) { /* cuda is in use: capture its stream too (left empty by a cpu-only function) */
-        if (api->graph_begin()) {
-            wb_status st = wb_error(WB_ERR_DEVICE, "graph.capture: %s", api->last_error());
-            free(g);
-            return st;
-        }
+        if (api->graph_begin()) return wb_error(WB_ERR_DEVICE, "%s: %s", what, api->last_error());
         g->stream_capture = 1;
     }
     g->capturing = 1;
     capturing = g;
     wb_capture_set_hooks(&g->hooks);
+    return WB_OK;
+}
+
+wb_status wb_graph_begin(wb_graph **out) {
+    *out = NULL;
+    wb_graph *g = calloc(1, sizeof *g);
+    if (!g) return wb_error(WB_ERR_MEMORY, "graph.capture: out of memory");
+    wb_status st = start(g, "graph.capture");
+    if (st) {
+        free(g);
+        return st;
+    }
     *out = g;
     return WB_OK;
+}
+
+/* The nodes and held storages of the previous capture go; the instantiated CUDA graph stays,
+ * so wb_graph_end can update it in place (cudaGraphExecUpdate) instead of instantiating anew. */
+wb_status wb_graph_recapture_begin(wb_graph *g) {
+    if (g->capturing) return wb_error(WB_ERR_ARGUMENT, "graph.recapture: the graph is being captured");
+    if (capturing) return wb_error(WB_ERR_UNSUPPORTED, "graph.recapture: a capture is already running");
+    for (size_t i = 0; i < g->n; i++)
+        free(g->nodes[i].ctx);
+    for (size_t i = 0; i < g->nheld; i++)
+        wb_storage_release(g->held[i]);
+    g->n = g->nheld = g->nwritten = g->cpu_nodes = g->cuda_nodes = 0;
+    g->failed = 0;
+    g->why[0] = '\0';
+    return start(g, "graph.recapture");
 }
 
 void wb_graph_end(wb_graph *g) {

@@ -11,6 +11,9 @@ typedef struct wb_graph wb_graph;
 
 /* Starts recording (fails while another capture is running). */
 wb_status wb_graph_begin(wb_graph **out);
+/* Records g again (after its function or its tensors changed); on cuda the executable graph is
+ * updated in place when the topology allows it, else instantiated again. End with wb_graph_end. */
+wb_status wb_graph_recapture_begin(wb_graph *g);
 /* Stops recording; the graph is ready to replay. */
 void wb_graph_end(wb_graph *g);
 /* Why an ended capture cannot be replayed (a cuda capture error, mixed devices), or NULL. */

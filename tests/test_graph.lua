@@ -77,4 +77,26 @@ function TestGraph:test_bad_use()
     lu.assertTrue(ok)
 end
 
+function TestGraph:test_recapture_follows_replaced_tensors_and_new_arguments()
+    local a, w = wb.ones({3}), wb.full({3}, 2)
+    local g = wb.graph.capture(function(x) return x * w end, a)
+    lu.assertEquals(g.outputs[1]:tolist(), {2, 2, 2})
+    w = wb.full({3}, 5) -- a new tensor, not a write: replay keeps reading the captured one
+    g:replay()
+    lu.assertEquals(g.outputs[1]:tolist(), {2, 2, 2})
+    local b = wb.full({3}, 3)
+    lu.assertIs(g:recapture(b), g)
+    lu.assertEquals(g.outputs[1]:tolist(), {15, 15, 15})
+    lu.assertEquals(#g:nodes(), 1)
+    b:fill_(1)
+    g:replay()
+    lu.assertEquals(g.outputs[1]:tolist(), {5, 5, 5})
+    -- a failing function leaves a released graph, and says why
+    local bad = wb.graph.capture(function(x) if x then error("boom") end return wb.ones({1}) end)
+    local ok, err = pcall(bad.recapture, bad, true)
+    lu.assertFalse(ok)
+    lu.assertStrContains(err, "boom")
+    lu.assertErrorMsgContains("attempt to use a released graph", function() bad:replay() end)
+end
+
 os.exit(lu.LuaUnit.run())
