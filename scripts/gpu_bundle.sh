@@ -1,0 +1,24 @@
+#!/bin/sh
+# gpu_bundle.sh: packs what scripts/gpu_check.sh needs into .gpu/ (git-ignored), so a GPU
+# machine whose image has the CUDA toolkit but no Lua (the device machines here: Ubuntu, no
+# package registry) can run the checks without building: the Release workbench and its CUDA
+# plugin built here, the Lua runtime and C modules they load, and the pure-Lua modules.
+#
+#   scripts/bootstrap.sh && scripts/gpu_bundle.sh     # then carry .gpu to the GPU machine:
+#   device run: command "sh scripts/gpu_check.sh", carry [".gpu"]
+set -eu
+cd "$(dirname "$0")/.."
+[ -x build/workbench ] || { echo "gpu_bundle: build/workbench is missing: run scripts/bootstrap.sh first" >&2; exit 1; }
+[ -f build/libwb_cuda.so ] || { echo "gpu_bundle: build/libwb_cuda.so is missing: the CUDA toolkit was not found" >&2; exit 1; }
+rm -rf .gpu
+mkdir -p .gpu/bin .gpu/lib .gpu/lua
+cp build/workbench build/libwb_cuda.so .gpu/bin/
+# the shared libraries workbench needs that a CUDA image may lack (CUDA's own stay there)
+for lib in liblua5.4.so.0 libreadline.so.8 libtinfo.so.6 libgomp.so.1; do
+    path=$(ldd build/workbench | awk -v l="$lib" '$1 == l { print $3 }')
+    [ -n "$path" ] && cp -L "$path" .gpu/lib/
+done
+cp /usr/lib/x86_64-linux-gnu/lua/5.4/cjson.so .gpu/lua/
+cp /usr/share/lua/5.4/argparse.lua /usr/share/lua/5.4/luaunit.lua .gpu/lua/
+git rev-parse --short HEAD > .gpu/commit
+du -sh .gpu
