@@ -374,9 +374,20 @@ static wb_status lt_gemm(wb_tensor *a, wb_tensor *b, wb_tensor *bias, wb_activat
         }
         goto done;
     }
+    int fallback = 0;
     if (api->gemm(&g)) {
-        st = plugin_error("cublasLt");
-        goto done;
+        if (g.epilogue == WB_CU_EPI_NONE) {
+            st = plugin_error("cublasLt");
+            goto done;
+        }
+        /* cuBLASLt has no algorithm with this epilogue here: plain GEMM, then our kernels */
+        g.epilogue = WB_CU_EPI_NONE;
+        g.bias = NULL;
+        if (api->gemm(&g)) {
+            st = plugin_error("cublasLt");
+            goto done;
+        }
+        fallback = 1;
     }
     char name[96];
     snprintf(name, sizeof name, "cublasLt_%sgemm_%c%c%s", out->dtype == WB_BF16 ? "bf16" : "s", g.transa ? 't' : 'n',
@@ -387,7 +398,10 @@ static wb_status lt_gemm(wb_tensor *a, wb_tensor *b, wb_tensor *bias, wb_activat
                                                : "");
     device_launch(wb_intern(name), c->def->flops(c), c->def->bytes(c));
     wb_storage_bump_version(out->storage);
-    if (act == WB_ACT_GELU_ERF) st = run_ew(WB_CU_EW_GELU_ERF, out, out, NULL, 0, "wb_gelu_erf_kernel", NULL);
+    if (fallback && bias) st = run_ew(WB_CU_EW_ADD, out, out, bias, 0, "wb_add_kernel", NULL);
+    if (!st && fallback && act == WB_ACT_GELU_TANH)
+        st = run_ew(WB_CU_EW_GELU_TANH, out, out, NULL, 0, "wb_gelu_tanh_kernel", NULL);
+    if (!st && act == WB_ACT_GELU_ERF) st = run_ew(WB_CU_EW_GELU_ERF, out, out, NULL, 0, "wb_gelu_erf_kernel", NULL);
 done:
     wb_tensor_free(ta);
     wb_tensor_free(tb);

@@ -463,16 +463,16 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     pthread_mutex_unlock(&trace_mu);
 }
 
+/* Kernels, the API calls that launch them and the external correlation that ties them to our
+ * ops are required; copies, memsets and synchronisation are best effort. */
 static const CUpti_ActivityKind trace_kinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-    CUPTI_ACTIVITY_KIND_RUNTIME,
-    CUPTI_ACTIVITY_KIND_DRIVER,
-    CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,    CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 };
-#define NKINDS (int)(sizeof trace_kinds / sizeof trace_kinds[0])
+#define NKINDS    (int)(sizeof trace_kinds / sizeof trace_kinds[0])
+#define NREQUIRED 4
+static int kind_on[NKINDS];
 
 static int cupti_fail(CUptiResult r, const char *what) {
     const char *s = NULL;
@@ -495,9 +495,10 @@ static int plugin_trace_start(void) {
     }
     for (int i = 0; i < NKINDS; i++) {
         r = cuptiActivityEnable(trace_kinds[i]);
-        if (r != CUPTI_SUCCESS) {
+        kind_on[i] = r == CUPTI_SUCCESS;
+        if (!kind_on[i] && i < NREQUIRED) {
             for (int j = 0; j < i; j++)
-                cuptiActivityDisable(trace_kinds[j]);
+                if (kind_on[j]) cuptiActivityDisable(trace_kinds[j]), kind_on[j] = 0;
             return cupti_fail(r, "cuptiActivityEnable");
         }
     }
@@ -508,7 +509,7 @@ static int plugin_trace_start(void) {
 static void plugin_trace_stop(void) {
     if (!tracing) return;
     for (int i = 0; i < NKINDS; i++)
-        cuptiActivityDisable(trace_kinds[i]);
+        if (kind_on[i]) cuptiActivityDisable(trace_kinds[i]), kind_on[i] = 0;
     tracing = 0;
 }
 
