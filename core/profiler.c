@@ -24,6 +24,7 @@ typedef struct frame {
     uint32_t src;
     uint8_t ninputs;
     uint8_t meta[WB_EVENT_MAX_INPUTS];
+    uint8_t cuda_pushed; /* this frame's id is on CUPTI's external-correlation stack */
 } frame;
 
 struct wb_prof {
@@ -105,6 +106,7 @@ static frame *push_frame(wb_prof *p) {
     frame *f = &p->stack[d];
     f->id = ++p->next_id;
     f->ninputs = 0;
+    f->cuda_pushed = 0;
     f->shape_off = 0;
     f->src = WB_EVENT_NONE;
     return f;
@@ -113,8 +115,11 @@ static frame *push_frame(wb_prof *p) {
 static void on_op_begin(void *user, const wb_op_call *c) {
     wb_prof *p = user;
     frame *f = push_frame(p);
-    if (p->cuda && c->device == WB_DEVICE_CUDA) wb_cuda_trace_push(f ? f->id : 0); /* kernels -> this op */
     if (!f) return;
+    if (p->cuda && c->device == WB_DEVICE_CUDA) { /* kernels -> this op (`to` may end on another device) */
+        wb_cuda_trace_push(f->id);
+        f->cuda_pushed = 1;
+    }
     if (p->recording && p->o.record_host) {
         if (p->o.record_shapes) {
             f->shape_off = (uint32_t)p->shapes_n;
@@ -141,7 +146,7 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
     int64_t now = clock_ns();
     wb_prof *p = user;
     int d = --p->depth;
-    if (p->cuda && c->device == WB_DEVICE_CUDA) wb_cuda_trace_pop();
+    if (d < MAX_DEPTH && p->stack[d].cuda_pushed) wb_cuda_trace_pop();
     if (d >= MAX_DEPTH || !p->recording || !p->o.record_host) return;
     frame *f = &p->stack[d];
     wb_event *e = slot(p);
@@ -228,7 +233,10 @@ void wb_prof_runtime(const char *name, int64_t t0_ns) {
 void wb_prof_scope_begin(void) {
     wb_prof *p = current;
     frame *f = p ? push_frame(p) : NULL;
-    if (p && p->cuda) wb_cuda_trace_push(f ? f->id : 0); /* a graph's kernels -> the graph launch */
+    if (f && p->cuda) { /* a graph's kernels -> the graph launch */
+        wb_cuda_trace_push(f->id);
+        f->cuda_pushed = 1;
+    }
     if (f) f->ts = clock_ns();
 }
 
@@ -236,8 +244,8 @@ void wb_prof_scope_end(const char *name) {
     wb_prof *p = current;
     if (!p || p->depth == 0) return;
     int64_t now = clock_ns();
-    if (p->cuda) wb_cuda_trace_pop();
     int d = --p->depth;
+    if (d < MAX_DEPTH && p->stack[d].cuda_pushed) wb_cuda_trace_pop();
     if (d >= MAX_DEPTH || !p->recording || !p->o.record_host) return;
     frame *f = &p->stack[d];
     wb_event *e = slot(p);
