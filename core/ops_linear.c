@@ -117,10 +117,6 @@ static float *widen(const void *src, int64_t rows, int64_t cols, int64_t rs, int
     return dst;
 }
 
-/* bf16 on the cpu, f32 accumulation, the output rounded once at the end. Two paths: with a
- * k-pair ISA (AVX512_BF16's vdpbf16ps, or its portable emulation in tests) the operands stay
- * bf16 and are packed in k-pairs, the weights once per version; without one, the activations
- * are widened to f32 and the f32 kernels run on weights packed (widened) once. */
 /* The B operand(s) as k-pair words: B[p][j] = b[p*rsb + j*csb] is row j of a [n, k] matrix
  * read along k. Gate and up must end up with one layout (the packer walks both alike). */
 static int pair_b(const gemm_launch *g, const uint32_t **b, const uint32_t **bu, int64_t *ld, uint16_t **cb,
@@ -137,6 +133,10 @@ static int pair_b(const gemm_launch *g, const uint32_t **b, const uint32_t **bu,
     return *b && (!p->b_up || *bu) ? 0 : -1;
 }
 
+/* bf16 on the cpu, f32 accumulation, the output rounded once at the end. Two paths: with a
+ * k-pair ISA (AVX512_BF16's vdpbf16ps, or its portable emulation in tests) the operands stay
+ * bf16 and are packed in k-pairs, the weights once per version; without one, the activations
+ * are widened to f32 and the f32 kernels run on weights packed (widened) once. */
 static int run_gemm_bf16(gemm_launch *g) {
     wb_gemm_problem q = g->p;
     int64_t m = q.m, n = q.n, k = q.k;
