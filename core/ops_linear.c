@@ -203,7 +203,7 @@ wb_status wb_cpu_mm_impl(wb_op_call *c) {
         bias = tmp;
     }
     int bf16 = a->dtype == WB_BF16;
-    const wb_cpu_isa *isa = bf16 && wb_cpu_isa_bf16() ? wb_cpu_isa_bf16() : wb_cpu_isa_active();
+    const wb_cpu_isa *isa = bf16 && wb_cpu_isa_bf16(m) ? wb_cpu_isa_bf16(m) : wb_cpu_isa_active();
     int64_t rsb = b->stride[0], csb = b->stride[1];
     int prepack = c->p.gemm.prepack && k > 0 && n > 0;
     const float *packed = prepack ? wb_prepack_get(isa, b->storage, b->offset, k, n, rsb, csb, NULL, 0, bf16) : NULL;
@@ -309,7 +309,7 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
     if (bgc) bg = bgc;
     if (buc) bu = buc;
     int bf16 = x->dtype == WB_BF16;
-    const wb_cpu_isa *isa = bf16 && wb_cpu_isa_bf16() ? wb_cpu_isa_bf16() : wb_cpu_isa_active();
+    const wb_cpu_isa *isa = bf16 && wb_cpu_isa_bf16(m) ? wb_cpu_isa_bf16(m) : wb_cpu_isa_active();
     int64_t rsb = wg->stride[1], csb = wg->stride[0]; /* B = W^T */
     const float *packed =
         k > 0 && h > 0 ? wb_prepack_get(isa, wg->storage, wg->offset, k, h, rsb, csb, wu->storage, wu->offset, bf16)
@@ -581,12 +581,12 @@ wb_status wb_cpu_isa_select(const char *name) {
                     name);
 }
 
-const char *wb_cpu_bf16_name(void) { return wb_cpu_isa_bf16() ? wb_cpu_isa_bf16()->name : "widen"; }
+const char *wb_cpu_bf16_name(void) { return wb_cpu_isa_bf16_name(); }
 
 wb_status wb_cpu_bf16_select(const char *name) {
     if (wb_cpu_isa_bf16_set(name)) return WB_OK;
     return wb_error(WB_ERR_UNSUPPORTED,
-                    "bf16 gemm path '%s' is not available on this CPU (expected avx512bf16 (needs AVX512_BF16), "
-                    "emulated or widen)",
+                    "bf16 gemm path '%s' is not available on this CPU (expected auto, avx512bf16 (needs "
+                    "AVX512_BF16), avx2bf16 (needs AVX2), emulated or widen)",
                     name);
 }

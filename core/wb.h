@@ -199,8 +199,9 @@ wb_status wb_geglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out); /* gelu_tan
 /* The CPU kernel path in use ("avx512", "avx2" or "scalar"), and a switch for tests/benchmarks. */
 const char *wb_cpu_isa_name(void);
 wb_status wb_cpu_isa_select(const char *name);
-/* The bf16 GEMM path: "avx512bf16" (vdpbf16ps on k-pairs), "emulated" (the same k-pair path in
- * portable C, for tests) or "widen" (bf16 widened to f32, the f32 kernels); and a switch. */
+/* The bf16 GEMM path: "avx512bf16" (vdpbf16ps on k-pairs), "avx2bf16" (k-pairs widened in
+ * registers), "emulated" (the k-pair path in portable C, for tests), "widen" (bf16 widened to
+ * f32, the f32 kernels) or "auto" (by rows: see kernels/cpu/gemm.h); and a switch. */
 const char *wb_cpu_bf16_name(void);
 wb_status wb_cpu_bf16_select(const char *name);
 

@@ -204,9 +204,11 @@ print("\n== bf16 GEMM (linear-shaped, n = " .. epi_n .. "; f32 accumulation) =="
 local cpuinfo = io.open("/proc/cpuinfo")
 local has_bf16 = cpuinfo and cpuinfo:read("a"):find("avx512_bf16", 1, true)
 if cpuinfo then cpuinfo:close() end
-print(string.format("  path: %s (%s); this CPU %s AVX512_BF16", wb.cpu_bf16(),
-    wb.cpu_bf16() == "avx512bf16" and "vdpbf16ps on k-pairs" or wb.cpu_bf16() == "widen" and
-    "bf16 widened to f32, the f32 kernels" or "k-pairs in portable C", has_bf16 and "has" or "lacks"))
+local describe = {avx512bf16 = "vdpbf16ps on k-pairs", avx2bf16 = "k-pairs widened in registers",
+    widen = "bf16 widened to f32 once, the f32 kernels", emulated = "k-pairs in portable C",
+    auto = "k-pairs widened in AVX2 registers up to 8 rows, widened once above"}
+print(string.format("  path: %s (%s); this CPU %s AVX512_BF16", wb.cpu_bf16(), describe[wb.cpu_bf16()] or "?",
+    has_bf16 and "has" or "lacks"))
 for _, r in ipairs(bf16_rows) do
     print(string.format("  %d thread(s)  f32 %8.2f ms   bf16 %8.2f ms", r.threads, r.f32_ms, r.bf16_ms))
 end

@@ -10,15 +10,16 @@ local function raises(pattern, fn)
     lu.assertStrContains(tostring(err), pattern)
 end
 
--- WB_CPU_BF16 forces the bf16 GEMM path (avx512bf16, emulated, widen); one this CPU cannot run
--- is skipped (exit 77), as for WB_CPU_ISA.
+-- WB_CPU_BF16 forces the bf16 GEMM path (avx512bf16, avx2bf16, emulated, widen); one this CPU
+-- cannot run is skipped (exit 77), as for WB_CPU_ISA. Unset: "auto" (by rows).
 local want = os.getenv("WB_CPU_BF16")
 if want and want ~= "" and wb.cpu_bf16() ~= want then
     print("WB_CPU_BF16=" .. want .. " is not supported by this CPU (bf16 path: " .. wb.cpu_bf16() .. "): skipped")
     os.exit(77)
 end
 -- The widening path runs the f32 kernels on the widened operands, so its GEMMs equal the f32
--- ones rounded, bit for bit; the k-pair paths sum in another order (pairs first).
+-- ones rounded, bit for bit; the k-pair paths (and "auto", which uses one for few rows) sum in
+-- another order (pairs first).
 local PAIRS = wb.cpu_bf16() ~= "widen"
 print("bf16 GEMM path: " .. wb.cpu_bf16())
 

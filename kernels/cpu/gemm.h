@@ -59,10 +59,15 @@ const wb_cpu_isa *wb_cpu_isa_get(const char *name);
 int wb_cpu_isa_set(const char *name);
 /* What WB_CPU_ISA asked for when it could not be honoured (NULL otherwise). */
 const char *wb_cpu_isa_refused(void);
-/* The k-pair path bf16 GEMMs use: "avx512bf16" when the CPU has AVX512_BF16, or what
- * WB_CPU_BF16 names ("avx512bf16", "emulated": a portable kernel with the same semantics, for
- * tests; "widen": none). NULL: bf16 operands are widened to f32 and the f32 path runs. */
-const wb_cpu_isa *wb_cpu_isa_bf16(void);
+/* The k-pair path a bf16 GEMM with `rows` rows of A uses, or NULL: widen bf16 to f32 and run the
+ * f32 path. By default "avx512bf16" (vdpbf16ps) on CPUs with AVX512_BF16; else on AVX2 CPUs
+ * "avx2bf16" (k-pairs widened in registers: half the weight bytes) for up to 8 rows, where
+ * reading the weights dominates, and widening above. WB_CPU_BF16 (or wb_cpu_isa_bf16_set)
+ * forces one: "avx512bf16", "avx2bf16", "emulated" (portable, for tests), "widen", or "auto". */
+const wb_cpu_isa *wb_cpu_isa_bf16(int64_t rows);
+/* "avx512bf16", "avx2bf16", "emulated", "widen" when one path is forced or the only one; "auto"
+ * when the choice depends on the rows. */
+const char *wb_cpu_isa_bf16_name(void);
 int wb_cpu_isa_bf16_set(const char *name); /* returns 0 if unsupported on this CPU */
 
 typedef struct wb_gemm_problem {
