@@ -153,7 +153,7 @@ wb_status wb_graph_recapture_begin(wb_graph *g) {
     return start(g, "graph.recapture");
 }
 
-void wb_graph_end(wb_graph *g) {
+static void end_capture(wb_graph *g, int run_once) {
     if (!g->capturing) return;
     g->capturing = 0;
     capturing = NULL;
@@ -170,12 +170,23 @@ void wb_graph_end(wb_graph *g) {
         g->failed = 2;
         snprintf(g->why, sizeof g->why, "the function launched kernels on both cpu and cuda; a graph holds one device");
     }
+    /* A stream capture records without running: run the graph once, so that (as on the cpu)
+     * capturing runs the function and g.outputs hold its results. */
+    if (run_once && g->cuda_nodes && !g->failed) {
+        const wb_cuda_api *api = wb_cuda_api_get();
+        if (api->graph_launch(g->exec)) {
+            g->failed = 2;
+            snprintf(g->why, sizeof g->why, "%s", api->last_error());
+        }
+    }
 }
+
+void wb_graph_end(wb_graph *g) { end_capture(g, 1); }
 
 const char *wb_graph_problem(const wb_graph *g) { return g->failed == 2 ? g->why : NULL; }
 
 void wb_graph_abort(wb_graph *g) {
-    wb_graph_end(g);
+    end_capture(g, 0);
     wb_graph_free(g);
 }
 
@@ -206,7 +217,7 @@ wb_status wb_graph_replay(wb_graph *g) {
 
 void wb_graph_free(wb_graph *g) {
     if (!g) return;
-    if (g->capturing) wb_graph_end(g);
+    if (g->capturing) end_capture(g, 0);
     if (g->exec) {
         const wb_cuda_api *api = wb_cuda_api_get();
         if (api) api->graph_destroy(g->exec);
