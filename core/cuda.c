@@ -242,7 +242,7 @@ wb_status wb_synchronize(wb_device device) {
     if (st) return st;
     int64_t t0 = monotonic_ns();
     if (api->synchronize()) return plugin_error("synchronize");
-    if (!tracing) wb_prof_runtime("cudaStreamSynchronize", t0); /* else CUPTI's record shows it */
+    if (!wb_cuda_tracing()) wb_prof_runtime("cudaStreamSynchronize", t0); /* else CUPTI's record shows it */
     return WB_OK;
 }
 
