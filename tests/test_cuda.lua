@@ -241,4 +241,40 @@ function TestGpu:test_mlp_modes_kernels_and_graphs()
     end
 end
 
+function TestGpu:test_recapture_compile_and_trace_kinds()
+    gpu()
+    local a, w = wb.ones({8}, {device = "cuda"}), wb.full({8}, 2, {device = "cuda"})
+    local g = wb.graph.capture(function(x) return x * w end, a)
+    lu.assertEquals(g.outputs[1]:to{device = "cpu"}:tolist()[1], 2) -- capture ran it once
+    w = wb.full({8}, 5, {device = "cuda"})
+    g:recapture(a) -- into the same executable graph (cudaGraphExecUpdate)
+    lu.assertEquals(g.outputs[1]:to{device = "cpu"}:tolist()[1], 5)
+    a:fill_(3)
+    g:replay()
+    lu.assertEquals(g.outputs[1]:to{device = "cpu"}:tolist()[1], 15)
+    -- wb.compile on cuda: fused, captured, replayed; the same function as eager
+    wb.manual_seed(4)
+    local mlp = wb.nn.GeGLUMLP(32, 64, {device = "cuda"})
+    local f = wb.compile(function(x) return mlp(x) end)
+    local x = wb.randn({5, 32}, {device = "cuda"})
+    close(f(x), mlp(x), 1e-6, "compiled")
+    x:copy_(wb.randn({5, 32}, {device = "cuda"}))
+    close(f(x), mlp(x), 1e-6, "compiled, new input")
+    -- the trace: copies as memcpy events, API calls with their callback ids, kernels linked
+    local p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    local y = (x * 2):to{device = "cpu"}
+    p:stop()
+    lu.assertEquals(y.device, "cpu")
+    local kinds = {}
+    for _, e in ipairs(p:events()) do
+        kinds[e.cat] = (kinds[e.cat] or 0) + 1
+        if e.cat == "runtime" and e.args.cbid then lu.assertTrue(e.args.cbid > 0) end
+    end
+    lu.assertTrue((kinds.memcpy or 0) >= 1, "a device-to-host copy shows as a memcpy event")
+    lu.assertTrue((kinds.kernel or 0) >= 1)
+    local m = wb.cuda.memory()
+    lu.assertTrue(m.allocated > 0 and m.peak >= m.allocated)
+end
+
 os.exit(lu.LuaUnit.run())
