@@ -679,6 +679,16 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
                         strerror(errno));
     static char buf[1 << 16];
     setvbuf(f, buf, _IOFBF, sizeof buf);
+    /* Start times of ops and runtime scopes by id, for the flow arrows (NULL: arrows start at
+     * the kernel, as they would without it). */
+    int64_t *op_ts = malloc(((size_t)p->next_id + 1) * sizeof *op_ts);
+    if (op_ts) {
+        for (uint32_t i = 0; i <= p->next_id; i++)
+            op_ts[i] = -1;
+        for (size_t i = 0; i < p->n; i++)
+            if ((p->ev[i].kind == WB_EV_OP || p->ev[i].kind == WB_EV_RUNTIME) && p->ev[i].id <= p->next_id)
+                op_ts[p->ev[i].id] = p->ev[i].ts_ns;
+    }
     fputs("{\"displayTimeUnit\": \"ns\", \"otherData\": {\"producer\": \"workbench\", \"dropped_events\": ", f);
     fprintf(f, "%llu}, \"traceEvents\": [\n", (unsigned long long)p->dropped);
     fputs("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": \"host\"}},\n"
@@ -741,10 +751,15 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
         if (e->failed) fputs(", \"failed\": true", f);
         fputs("}}", f);
         if (e->kind == WB_EV_KERNEL && e->link) { /* flow arrow: the launching op -> this kernel */
+            /* From inside the launching op (a cuda kernel may start after its op returned; a
+             * cpu kernel runs inside it), to the kernel's start. */
+            double from = ts;
+            if (op_ts && e->link <= p->next_id && op_ts[e->link] >= 0) from = (double)op_ts[e->link] / 1000.0 + 0.001;
+            if (from > ts) from = ts;
             fprintf(f,
                     ",\n{\"ph\": \"s\", \"cat\": \"launch\", \"name\": \"launch\", \"id\": %llu, \"pid\": 0, \"tid\": "
                     "0, \"ts\": %.3f}",
-                    (unsigned long long)e->id, ts);
+                    (unsigned long long)e->id, from);
             fprintf(f,
                     ",\n{\"ph\": \"f\", \"bp\": \"e\", \"cat\": \"launch\", \"name\": \"launch\", \"id\": %llu, "
                     "\"pid\": %d, \"tid\": 0, \"ts\": %.3f}",
@@ -752,6 +767,7 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
         }
     }
     fputs("\n]}\n", f);
+    free(op_ts);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
         return wb_error(WB_ERR_ARGUMENT, "export_chrome_trace: writing '%s' failed: %s", path, strerror(errno));
