@@ -445,9 +445,10 @@ static void cuda_flush(wb_prof *p) {
     int64_t off = wb_cuda_clock_offset();
     for (size_t i = 0; i < b.n; i++) {
         const wb_cuda_record *r = &b.r[i];
-        if (r->kind == WB_CU_REC_EXTERNAL || r->kind == WB_CU_REC_SYNC) continue;
+        if (r->kind == WB_CU_REC_EXTERNAL) continue;
         corr_pair key = {r->correlation, 0}, *hit = pairs ? bsearch(&key, pairs, npairs, sizeof key, corr_cmp) : NULL;
-        int host = r->kind == WB_CU_REC_RUNTIME || r->kind == WB_CU_REC_DRIVER;
+        /* API calls and the host's waits for the device (synchronization records) are host-side */
+        int host = r->kind == WB_CU_REC_RUNTIME || r->kind == WB_CU_REC_DRIVER || r->kind == WB_CU_REC_SYNC;
         if (host ? !p->o.record_host : !p->o.record_device) continue;
         wb_event *e = slot(p);
         if (!e) break;

@@ -289,8 +289,8 @@ static int submit(const op *o) {
 }
 
 static int mock_gemm(const wb_cuda_gemm *g) {
-    if (g->m <= 0 || g->n <= 0 || g->k <= 0) return fail("mock: cuBLASLt rejects m=%lld n=%lld k=%lld", (long long)g->m,
-                                                          (long long)g->n, (long long)g->k);
+    if (g->m <= 0 || g->n <= 0 || g->k <= 0)
+        return fail("mock: cuBLASLt rejects m=%lld n=%lld k=%lld", (long long)g->m, (long long)g->n, (long long)g->k);
     /* cuBLASLt's rules: ld >= rows of the stored matrix */
     int64_t ar = g->transa ? g->k : g->m, br = g->transb ? g->n : g->k;
     if (g->lda < ar || g->ldb < br || g->ldd < g->m)
@@ -332,7 +332,16 @@ static int mock_copy(void *dst, const void *src, size_t nbytes, int kind) {
 
 static int mock_synchronize(void) {
     if (capturing) return fail("mock: synchronize while capturing (CUDA refuses it)");
-    api_call("cudaStreamSynchronize", 131, WB_CU_API_SYNC, now_ns());
+    uint64_t t0 = now_ns();
+    uint32_t corr = api_call("cudaStreamSynchronize", 131, WB_CU_API_SYNC, t0);
+    wb_cuda_record r = {0}; /* the wait itself, as CUPTI's synchronization records give it */
+    r.kind = WB_CU_REC_SYNC;
+    r.name = "sync wait: stream";
+    r.start_ns = t0;
+    r.end_ns = now_ns();
+    r.correlation = corr;
+    r.stream = 13;
+    record(&r);
     return 0;
 }
 

@@ -595,7 +595,11 @@ static void deliver(CUpti_Activity *a, wb_cuda_record_fn fn, void *user) {
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const CUpti_ActivitySynchronization2 *s = (const CUpti_ActivitySynchronization2 *)a;
         r.kind = WB_CU_REC_SYNC;
-        r.name = "synchronization";
+        r.name = s->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE    ? "sync wait: stream"
+                 : s->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE ? "sync wait: context"
+                 : s->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE   ? "sync wait: event"
+                 : s->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT   ? "sync wait: stream wait event"
+                                                                                      : "sync wait";
         r.start_ns = s->start;
         r.end_ns = s->end;
         r.correlation = s->correlationId;
