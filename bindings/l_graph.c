@@ -99,7 +99,13 @@ static int capture_into(lua_State *L, graph_handle *h, int recapture) {
         lua_pushvalue(L, 2);
         for (int i = 1; i <= nargs; i++)
             lua_pushvalue(L, 2 + i);
-        lua_call(L, nargs, 0);
+        if (lua_pcall(L, nargs, 0, 0) != LUA_OK) {
+            if (recapture) { /* as when the capture itself fails: the graph is gone */
+                wb_graph_free(h->g);
+                h->g = NULL;
+            }
+            return lua_error(L);
+        }
         lua_gc(L, LUA_GCCOLLECT); /* the warm-up's tensors go back to the allocator's cache now */
     }
     if (recapture)
