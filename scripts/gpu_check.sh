@@ -20,8 +20,12 @@ start=$(date +%s)
 status() { printf '%-28s %s\n' "$1" "$2" >> "$OUT/summary.txt"; }
 : > "$OUT/summary.txt"
 
-{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; } \
-    > "$OUT/nvidia-smi.txt" 2>&1 || true
+if command -v nvidia-smi > /dev/null; then
+    { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; } \
+        > "$OUT/nvidia-smi.txt" 2>&1 || true
+else
+    echo "nvidia-smi not found" > "$OUT/nvidia-smi.txt"
+fi
 status "gpu" "$(head -1 "$OUT/nvidia-smi.txt")"
 
 # 1. build: the carried bundle, or a build that has the plugin, else configure and build here
