@@ -551,7 +551,7 @@ static int t_tostring(lua_State *L) {
 /* ---- arithmetic --------------------------------------------------------------------------------- */
 
 int wb_lua_binary(lua_State *L, wb_lua_binary_fn fn, const char *name) {
-    lua_settop(L, 2);
+    if (lua_gettop(L) != 2) lua_settop(L, 2); /* settop is not free in 5.4; the common call has 2 */
     wb_lua_tensor *h1 = wb_lua_testtensor(L, 1), *h2 = wb_lua_testtensor(L, 2);
     wb_tensor *out;
     if (h1 && h2 && h1->t && h2->t) return wb_lua_pushresult(L, fn(h1->t, h2->t, &out), &out); /* the common case */

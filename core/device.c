@@ -16,15 +16,10 @@ static const char *const dtype_names[WB_DTYPE_COUNT] = {
     [WB_F32] = "f32",
     [WB_BF16] = "bf16",
 };
-static const size_t dtype_sizes[WB_DTYPE_COUNT] = {
-    [WB_F32] = 4,
-    [WB_BF16] = 2,
-};
 _Static_assert(sizeof dtype_names / sizeof dtype_names[0] == WB_DTYPE_COUNT, "dtype table");
+_Static_assert(WB_DTYPE_COUNT == 2, "a new dtype needs its size in wb_dtype_size (wb.h)");
 
 const char *wb_dtype_name(wb_dtype dtype) { return (unsigned)dtype < WB_DTYPE_COUNT ? dtype_names[dtype] : "?"; }
-
-size_t wb_dtype_size(wb_dtype dtype) { return (unsigned)dtype < WB_DTYPE_COUNT ? dtype_sizes[dtype] : 0; }
 
 wb_status wb_dtype_parse(const char *name, wb_dtype *out) {
     if (!strcmp(name, "f32") || !strcmp(name, "float32") || !strcmp(name, "float")) {

@@ -43,7 +43,8 @@ typedef enum wb_dtype {
 } wb_dtype;
 
 const char *wb_dtype_name(wb_dtype dtype);
-size_t wb_dtype_size(wb_dtype dtype);
+/* Bytes per element (0 for an invalid id). Inline: every tensor access and size computation asks. */
+static inline size_t wb_dtype_size(wb_dtype dtype) { return dtype == WB_F32 ? 4 : dtype == WB_BF16 ? 2 : 0; }
 /* Parses "f32"/"float32"/"bf16"/"bfloat16"; unknown names fail with a message listing the valid ones. */
 wb_status wb_dtype_parse(const char *name, wb_dtype *out);
 /* Fails for an invalid dtype id (storage, copies and conversion work for every dtype). */
