@@ -38,7 +38,7 @@ wb_status wb_error_prefix(wb_status status, const char *context);
 
 typedef enum wb_dtype {
     WB_F32 = 0,
-    WB_BF16, /* storage, conversion and copies everywhere; kernels on cuda (cpu kernels: f32 only) */
+    WB_BF16, /* bf16 storage; every kernel computes in f32 and rounds once (f32 accumulation) */
     WB_DTYPE_COUNT
 } wb_dtype;
 
@@ -60,7 +60,8 @@ wb_status wb_device_check_available(wb_device device);
 int wb_device_is_available(wb_device device);
 /* True once device cuda has been initialised in this process (a tensor was put there). */
 int wb_cuda_in_use(void);
-/* Fails unless `device` has compute kernels for the dtype (bf16: cuda only, for now). */
+/* Fails unless `device` has compute kernels for the dtype (today every device computes f32 and
+ * bf16; the op shape rules ask here so a dtype without kernels somewhere fails in one place). */
 wb_status wb_dtype_check_kernels(wb_dtype dtype, wb_device device, const char *context);
 
 /* Default device and dtype used by creation functions when the caller gives none. */
