@@ -300,11 +300,13 @@ static int run_chunk(lua_State *L, int status, int nargs_from, int argc, char **
  * an eager op allocates and the collector frees) come from per-size free lists instead of
  * malloc/free, which were a tenth of a 1-element op's instructions. Off under AddressSanitizer,
  * where it would hide use-after-free. */
+#if !defined(__SANITIZE_ADDRESS__)
 #define SMALL_STEP    16
 #define SMALL_CLASSES 8 /* up to 128 bytes */
 #define SMALL_KEEP    8192 /* per class: at most 8 MiB kept in all */
 static void *small_free[SMALL_CLASSES];
 static int small_count[SMALL_CLASSES];
+#endif
 
 static void *wb_lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     (void)ud;
