@@ -136,7 +136,8 @@ local function anatomy(fn)
         for _, e in ipairs(p:events()) do
             if e.cat == "kernel" then kernels[#kernels + 1] = e end
         end
-        return #kernels // 5, hosts[(#hosts + 1) // 2] / 1e3, {}, p
+        local n = #kernels // 5
+        return n, hosts[(#hosts + 1) // 2] / 1e3, {table.unpack(kernels, #kernels - n + 1)}, p -- the last forward's
     end
     return #runs[#runs].kernels, hosts[(#hosts + 1) // 2] / 1e3, runs[1].kernels, p
 end
@@ -250,9 +251,9 @@ if torch.version then
     series[#series + 1] = {name = "PyTorch " .. torch.version, points = pts}
 end
 local html = table.concat({
-    string.format("<p>GeGLU MLP forward, dim %d, hidden %d, %s on %s (%s, %s, %d threads). Medians of %d rounds of " ..
+    string.format("<p>GeGLU MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). Medians of %d rounds of " ..
         "alternating modes; every mode checked against eager first.</p>", dim, hidden, args.dtype, device, info.name,
-        info.isa, wb.get_num_threads(), rounds),
+        info.isa, cuda and "" or string.format(", %d threads", wb.get_num_threads()), rounds),
     report.line_chart{title = "Latency per forward", x_label = "tokens", y_label = "median ms", log_x = true,
         log_y = true, series = series,
         caption = "Median time of one forward per mode (lower is better), against the number of tokens." ..
@@ -265,10 +266,11 @@ local html = table.concat({
         y_label = "GFLOP/s", peak_gflops = info.peak_gflops,
         bandwidth_gbs = info.bandwidth_gbs, points = roof_points,
         caption = string.format("Each kernel of each mode (all token counts) at its arithmetic intensity (flops per " ..
-            "byte that must move) and achieved GFLOP/s, under the roofline measured on this machine: %.1f GFLOP/s " ..
+            "byte that must move) and achieved GFLOP/s, under the roofline of this device (%s): %.1f GFLOP/s " ..
             "peak, %.1f GB/s memory bandwidth. Points near the sloped line are memory-bound (small token counts), " ..
             "near the flat line compute-bound. The bandwidth is DRAM's: a kernel whose data stays in the caches can sit " ..
-            "above the sloped line.", info.peak_gflops, info.bandwidth_gbs)},
+            "above the sloped line.", cuda and "datasheet rates, not measured" or "measured at start", info.peak_gflops,
+            info.bandwidth_gbs)},
 })
 local paths = results:save{dir = out_dir, html_extra = html}
 print(string.format("\nresults: %s, %s\nreport: %s\ntraces: %s/mlp_<mode>_tokens%d.trace.json", paths.json, paths.csv,
