@@ -39,7 +39,12 @@ static const char usage[] =
     "  --timeout SECS   stop the script after SECS seconds\n"
     "  --version        print the version and exit\n"
     "  -h, --help       print this help and exit\n"
-    "  --               stop reading options\n";
+    "  --               stop reading options\n"
+    "\n"
+    "environment:\n"
+    "  WB_CPU_ISA=avx512|avx2|scalar             force the CPU kernel path\n"
+    "  WB_CPU_BF16=auto|avx512bf16|avx2bf16|widen|emulated   force the bf16 GEMM path\n"
+    "  WB_CUDA_PLUGIN=PATH                       load this CUDA plugin (default: libwb_cuda.so next to workbench)\n";
 
 typedef struct options {
     const char **exprs;
