@@ -277,4 +277,31 @@ function TestGpu:test_recapture_compile_and_trace_kinds()
     lu.assertTrue(m.allocated > 0 and m.peak >= m.allocated)
 end
 
+function TestGpu:test_profiler_started_before_cuda_sees_its_kernels()
+    gpu()
+    -- a fresh process whose session starts before the first cuda tensor (CUPTI starts then)
+    local script = os.tmpname()
+    local f = io.open(script, "w")
+    f:write([[
+local p = wb.profiler.profile({activities = {"cpu", "device"}})
+p:start()
+local x, w = wb.ones({4, 8}, {device = "cuda"}), wb.ones({3, 8}, {device = "cuda"})
+local y = wb.linear(x, w)
+wb.synchronize("cuda")
+p:stop()
+local gemm = 0
+for _, e in ipairs(p:events()) do
+    if e.cat == "kernel" and e.correlation > 0 then gemm = gemm + 1 end
+end
+print("kernels linked to ops: " .. gemm, p:stats().device_note)
+]])
+    f:close()
+    local plugin = os.getenv("WB_CUDA_PLUGIN")
+    local out, rc = sh((plugin and ("WB_CUDA_PLUGIN=" .. plugin .. " ") or "") .. EXE .. " " .. script)
+    os.remove(script)
+    lu.assertEquals(rc, 0, out)
+    local n = tonumber(out:match("kernels linked to ops: (%d+)"))
+    lu.assertTrue(n and n >= 3, out) -- two fills and the GEMM
+end
+
 os.exit(lu.LuaUnit.run())
