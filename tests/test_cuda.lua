@@ -151,6 +151,18 @@ function TestGpu:test_pointwise_match_cpu()
     close(wb.geglu(g:to{device = "cuda"}, u:to{device = "cuda"}), wb.geglu(g, u), 1e-6, "geglu f32x4")
     close(wb.geglu(g:to{device = "cuda", dtype = "bf16"}, u:to{device = "cuda", dtype = "bf16"}),
         wb.geglu(g:to{dtype = "bf16"}:to{dtype = "f32"}, u:to{dtype = "bf16"}:to{dtype = "f32"}), 8e-3, "geglu bf16x8")
+    -- contiguous same-dtype operands take the 16-byte kernels (f32x4, bf16x8)
+    for _, dt in ipairs({"f32", "bf16"}) do
+        local x, y = wb.randn({64, 128}, {dtype = dt}), wb.randn({64, 128}, {dtype = dt})
+        local dx, dy = x:to{device = "cuda"}, y:to{device = "cuda"}
+        local tol = dt == "bf16" and 8e-3 or 1e-6
+        close(dx + dy, x + y, tol, dt .. " add (vector)")
+        close(dx * dy, x * y, tol, dt .. " mul (vector)")
+        close(wb.gelu(dx, {approximate = "tanh"}), wb.gelu(x, {approximate = "tanh"}), tol, dt .. " gelu (vector)")
+        close(dx:clone(), x, 0 + 1e-7, dt .. " copy (vector)")
+        close(wb.full({64, 128}, 0.5, {device = "cuda", dtype = dt}), wb.full({64, 128}, 0.5, {dtype = dt}), 1e-7,
+            dt .. " fill (vector)")
+    end
 end
 
 function TestGpu:test_gemm_layouts_and_epilogues()
