@@ -284,16 +284,29 @@ static int plan_build(gemm_plan *pl, const gemm_key *k) {
     if ((s = cublasLtMatmulPreferenceCreate(&pref))) return lt_fail(s, "cublasLtMatmulPreferenceCreate");
     uint64_t ws = WORKSPACE_BYTES;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulHeuristicResult_t res[4];
+    cublasLtMatmulHeuristicResult_t res[8];
     int found = 0;
-    s = cublasLtMatmulAlgoGetHeuristic(lt, pl->desc, pl->la, pl->lb, pl->ld, pl->ld, pref, 4, res, &found);
+    s = cublasLtMatmulAlgoGetHeuristic(lt, pl->desc, pl->la, pl->lb, pl->ld, pl->ld, pref, 8, res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s) return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic");
+    /* Fastest first; the first without split-K is preferred: a split-K algorithm may add a
+     * reduction kernel (or a memset), and a linear is meant to be one kernel with its epilogue. */
+    int first = -1;
     for (int i = 0; i < found; i++) {
-        if (res[i].state == CUBLAS_STATUS_SUCCESS) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        if (first < 0) first = i;
+        int32_t splitk = 1;
+        size_t written = 0;
+        if (cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk,
+                                                 &written) == CUBLAS_STATUS_SUCCESS &&
+            splitk <= 1) {
             pl->algo = res[i].algo;
             return 0;
         }
+    }
+    if (first >= 0) {
+        pl->algo = res[first].algo;
+        return 0;
     }
     return fail("cuBLASLt has no algorithm for %s GEMM m=%lld n=%lld k=%lld (%s%s, epilogue %d)",
                 k->dtype == WB_CU_BF16 ? "bf16" : "f32", (long long)k->m, (long long)k->n, (long long)k->k,
