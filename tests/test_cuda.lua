@@ -185,7 +185,10 @@ function TestGpu:test_gemm_layouts_and_epilogues()
         local erf_err = wb.rel_error(wb.linear(da, dw, dbias, {activation = "gelu_tanh"}):to{device = "cpu"},
             wb.linear(a, w, bias, {activation = "gelu"}))
         print(string.format("\n  cuBLASLt GELU_BIAS epilogue vs tanh form: %.2g, vs erf form: %.2g", tanh_err, erf_err))
-        lu.assertTrue(tanh_err < 1e-5, "the GELU epilogue is expected to be the tanh form")
+        -- the epilogue stands for activation = "gelu_tanh": it must be nearer the tanh form than the erf one
+        lu.assertTrue(tanh_err < erf_err and tanh_err < 1e-3,
+            string.format("the GELU epilogue is expected to be the tanh form (vs tanh %.2g, vs erf %.2g)", tanh_err,
+                erf_err))
         -- bf16 against a reference from the same bf16-rounded inputs
         local ab, wb16 = a:to{dtype = "bf16"}, w:to{dtype = "bf16"}
         close(wb.linear(ab:to{device = "cuda"}, wb16:to{device = "cuda"}),
