@@ -319,4 +319,43 @@ print("kernels linked to ops: " .. gemm, p:stats().device_note)
     lu.assertTrue(n and n >= 3, out) -- two fills and the GEMM
 end
 
+function TestGpu:test_awkward_shapes_and_strides()
+    gpu()
+    wb.manual_seed(31)
+    local function both(t) return t, t:to{device = "cuda"} end
+    -- 3-D input through linear and matmul (leading dims folded), a transposed weight view,
+    -- a strided bias, a narrowed input, empty and K = 0 products
+    local x, dx = both(wb.randn({2, 3, 17}))
+    local w, dw = both(wb.randn({5, 17}))
+    local b, db = both(wb.randn({10}))
+    close(wb.linear(dx, dw, db:narrow(1, 1, 5)), wb.linear(x, w, b:narrow(1, 1, 5)), 1e-5, "3-D linear, narrowed bias")
+    close(wb.matmul(dx, dw:t()), wb.matmul(x, w:t()), 1e-5, "3-D matmul with a transposed view")
+    local wt, dwt = both(wb.randn({17, 5}))
+    close(wb.linear(dx, dwt:t()), wb.linear(x, wt:t()), 1e-5, "weight given as a transposed view")
+    local big, dbig = both(wb.randn({9, 40}))
+    close(wb.matmul(dbig:narrow(2, 3, 17), dw:t()), wb.matmul(big:narrow(2, 3, 17), w:t()), 1e-5, "narrowed rows")
+    close(wb.matmul(dbig:t():narrow(1, 2, 17):t(), dw:t()), wb.matmul(big:t():narrow(1, 2, 17):t(), w:t()), 1e-5,
+        "column-major input")
+    local e = wb.matmul(wb.zeros({0, 4}, {device = "cuda"}), wb.zeros({4, 3}, {device = "cuda"}))
+    lu.assertEquals(e.shape, {0, 3})
+    local k0 = wb.addmm(db:narrow(1, 1, 3), wb.zeros({2, 0}, {device = "cuda"}), wb.zeros({0, 3}, {device = "cuda"}))
+    close(k0, b:narrow(1, 1, 3):view({1, 3}) + wb.zeros({2, 3}), 0 + 1e-7, "K = 0: the bias alone")
+    -- odd hidden sizes take the scalar GeGLU kernel, in both dtypes, with biases
+    for _, dt in ipairs({"f32", "bf16"}) do
+        local xx = wb.randn({3, 12}):to{dtype = dt}
+        local wg, wu = wb.randn({7, 12}):to{dtype = dt}, wb.randn({7, 12}):to{dtype = dt}
+        local bg, bu = wb.randn({7}):to{dtype = dt}, wb.randn({7}):to{dtype = dt}
+        local ref = wb.geglu_linear(xx:to{dtype = "f32"}, wg:to{dtype = "f32"}, wu:to{dtype = "f32"}, bg:to{dtype = "f32"},
+            bu:to{dtype = "f32"})
+        local got = wb.geglu_linear(xx:to{device = "cuda"}, wg:to{device = "cuda"}, wu:to{device = "cuda"},
+            bg:to{device = "cuda"}, bu:to{device = "cuda"})
+        close(got, ref, dt == "bf16" and 2e-2 or 1e-5, dt .. " geglu_linear, hidden 7, biases")
+    end
+    -- a broadcast add and a dtype conversion on the device
+    local m, dm = both(wb.randn({4, 1, 6}))
+    local v, dv = both(wb.randn({5, 1}))
+    close(dm + dv, m + v, 1e-6, "broadcast add to {4, 5, 6}")
+    close(dm:to{dtype = "bf16"}:to{dtype = "f32"}, m:to{dtype = "bf16"}:to{dtype = "f32"}, 0 + 1e-7, "bf16 round trip")
+end
+
 os.exit(lu.LuaUnit.run())
