@@ -159,7 +159,7 @@ function TestGpu:test_pointwise_match_cpu()
         close(dx + dy, x + y, tol, dt .. " add (vector)")
         close(dx * dy, x * y, tol, dt .. " mul (vector)")
         close(wb.gelu(dx, {approximate = "tanh"}), wb.gelu(x, {approximate = "tanh"}), tol, dt .. " gelu (vector)")
-        close(dx:clone(), x, 0 + 1e-7, dt .. " copy (vector)")
+        close(dx:clone(), x, 1e-7, dt .. " copy (vector)")
         close(wb.full({64, 128}, 0.5, {device = "cuda", dtype = dt}), wb.full({64, 128}, 0.5, {dtype = dt}), 1e-7,
             dt .. " fill (vector)")
     end
@@ -339,7 +339,7 @@ function TestGpu:test_awkward_shapes_and_strides()
     local e = wb.matmul(wb.zeros({0, 4}, {device = "cuda"}), wb.zeros({4, 3}, {device = "cuda"}))
     lu.assertEquals(e.shape, {0, 3})
     local k0 = wb.addmm(db:narrow(1, 1, 3), wb.zeros({2, 0}, {device = "cuda"}), wb.zeros({0, 3}, {device = "cuda"}))
-    close(k0, b:narrow(1, 1, 3):view({1, 3}) + wb.zeros({2, 3}), 0 + 1e-7, "K = 0: the bias alone")
+    close(k0, b:narrow(1, 1, 3):view({1, 3}) + wb.zeros({2, 3}), 1e-7, "K = 0: the bias alone")
     -- odd hidden sizes take the scalar GeGLU kernel, in both dtypes, with biases
     for _, dt in ipairs({"f32", "bf16"}) do
         local xx = wb.randn({3, 12}):to{dtype = dt}
@@ -355,7 +355,7 @@ function TestGpu:test_awkward_shapes_and_strides()
     local m, dm = both(wb.randn({4, 1, 6}))
     local v, dv = both(wb.randn({5, 1}))
     close(dm + dv, m + v, 1e-6, "broadcast add to {4, 5, 6}")
-    close(dm:to{dtype = "bf16"}:to{dtype = "f32"}, m:to{dtype = "bf16"}:to{dtype = "f32"}, 0 + 1e-7, "bf16 round trip")
+    close(dm:to{dtype = "bf16"}:to{dtype = "f32"}, m:to{dtype = "bf16"}:to{dtype = "f32"}, 1e-7, "bf16 round trip")
 end
 
 os.exit(lu.LuaUnit.run())
