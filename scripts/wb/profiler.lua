@@ -201,17 +201,17 @@ function Profiler:key_averages(o)
             range_child[r] = inner
         end
     end
-    -- device time: a kernel counts as self for the op that launched it and as total for every
-    -- op above that one
+    -- device time: a kernel (or a device copy: cuda's memcpy/memset) counts as self for the op
+    -- that launched it and as total for every op above that one
     local dev_self, dev_total, nk = {}, {}, {}
     for _, e in ipairs(events) do
-        if e.cat == "kernel" then
+        if e.cat == "kernel" or e.cat == "memcpy" then
             own_kernels[#own_kernels + 1] = e
             local id = e.correlation
             dev_self[id] = (dev_self[id] or 0) + e.dur_ns
             while id and id ~= 0 do
                 dev_total[id] = (dev_total[id] or 0) + e.dur_ns
-                nk[id] = (nk[id] or 0) + 1
+                if e.cat == "kernel" then nk[id] = (nk[id] or 0) + 1 end
                 id = by_id[id] and by_id[id].parent
             end
         end
@@ -253,9 +253,9 @@ function Profiler:key_averages(o)
         end
     end
     for _, e in ipairs(own_kernels) do
-        local r = row("kernel:" .. e.name, e.name, "kernel")
+        local r = row(e.cat .. ":" .. e.name, e.name, e.cat)
         r.calls = r.calls + 1
-        r.kernels = r.kernels + 1
+        if e.cat == "kernel" then r.kernels = r.kernels + 1 end
         r.self_device_ns = r.self_device_ns + e.dur_ns
         r.device_total_ns = r.device_total_ns + e.dur_ns
         r.flops = r.flops + e.flops
@@ -308,9 +308,10 @@ function Profiler:table(o)
     end
     local info = wb.device_info(on_cuda and "cuda" or nil)
     local self_total, dev_total = 0, 0
+    local function on_device(r) return r.kind == "kernel" or r.kind == "memcpy" end
     for _, r in ipairs(rows) do
-        if r.kind ~= "kernel" then self_total = self_total + r.self_cpu_ns end
-        if r.kind == "kernel" then dev_total = dev_total + r.device_total_ns end
+        if not on_device(r) then self_total = self_total + r.self_cpu_ns end
+        if on_device(r) then dev_total = dev_total + r.device_total_ns end
     end
     local name_w = 4
     for i, r in ipairs(rows) do
@@ -337,11 +338,11 @@ function Profiler:table(o)
     out[#out + 1] = rule
     for i, r in ipairs(rows) do
         if i > limit then break end
-        local time = r.kind == "kernel" and r.device_total_ns or r.cpu_total_ns
+        local time = on_device(r) and r.device_total_ns or r.cpu_total_ns
         local gflops = (r.flops > 0 and time > 0) and r.flops / time or nil
         local gbs = (r.bytes > 0 and time > 0) and r.bytes / time or nil
         local pct
-        if r.kind == "kernel" and (gflops or gbs) then -- against the roofline at this intensity
+        if on_device(r) and (gflops or gbs) then -- against the roofline at this intensity
             local attainable = info.peak_gflops
             if r.bytes > 0 then attainable = math.min(info.peak_gflops, r.flops / r.bytes * info.bandwidth_gbs) end
             if r.flops == 0 then
@@ -351,9 +352,9 @@ function Profiler:table(o)
             end
         end
         local line = string.format("%-" .. name_w .. "s  %8.2f%% %10s %10s %10s %11s %12s %10s %7d %9d %8s %7s %7s",
-            r.name, self_total > 0 and 100 * (r.kind == "kernel" and 0 or r.self_cpu_ns) / self_total or 0,
-            r.kind == "kernel" and "-" or fmt_time(r.self_cpu_ns), r.kind == "kernel" and "-" or fmt_time(r.cpu_total_ns),
-            r.kind == "kernel" and "-" or fmt_time(r.cpu_total_ns / r.calls), fmt_time(r.self_device_ns),
+            r.name, self_total > 0 and 100 * (on_device(r) and 0 or r.self_cpu_ns) / self_total or 0,
+            on_device(r) and "-" or fmt_time(r.self_cpu_ns), on_device(r) and "-" or fmt_time(r.cpu_total_ns),
+            on_device(r) and "-" or fmt_time(r.cpu_total_ns / r.calls), fmt_time(r.self_device_ns),
             fmt_time(r.device_total_ns), fmt_time(r.device_total_ns / r.calls), r.calls, r.kernels,
             gflops and string.format("%.1f", gflops) or "-", gbs and string.format("%.1f", gbs) or "-",
             pct and string.format("%.0f%%", pct) or "-")
