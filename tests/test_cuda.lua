@@ -287,6 +287,10 @@ function TestGpu:test_recapture_compile_and_trace_kinds()
         if e.cat == "runtime" and e.args.cbid then lu.assertTrue(e.args.cbid > 0) end
     end
     lu.assertTrue((kinds.memcpy or 0) >= 1, "a device-to-host copy shows as a memcpy event")
+    local tbl = p:table{}
+    lu.assertStrContains(tbl, "Memcpy DtoH") -- its own device-time row
+    local to_row = tbl:match("\nto +[^\n]*")
+    lu.assertNotNil(to_row, tbl)
     lu.assertTrue((kinds.kernel or 0) >= 1)
     local m = wb.cuda.memory()
     lu.assertTrue(m.allocated > 0 and m.peak >= m.allocated)
