@@ -301,7 +301,7 @@ wb_status wb_cuda_geglu_impl(wb_op_call *c) {
         tu = NULL;
     if (!st && api->geglu(&k)) st = plugin_error("geglu");
     if (!st) {
-        device_launch(k.dtype == WB_BF16 ? "wb_geglu_bf16x8" : "wb_geglu_f32x4", c->def->flops(c), c->def->bytes(c));
+        device_launch(wb_cuda_geglu_kernel(&k), c->def->flops(c), c->def->bytes(c));
         wb_storage_bump_version(c->out->storage);
     }
     wb_tensor_free(tg);
@@ -512,7 +512,7 @@ wb_status wb_cuda_geglu_linear_impl(wb_op_call *c) {
         st = plugin_error("geglu");
         goto done;
     }
-    device_launch(x->dtype == WB_BF16 ? "wb_geglu_bf16x8" : "wb_geglu_f32x4", 0, 0);
+    device_launch(wb_cuda_geglu_kernel(&k2), 0, 0);
     wb_storage_bump_version(c->out->storage);
 done:
     wb_tensor_free(x2);

@@ -106,6 +106,17 @@ typedef struct wb_cuda_geglu {
     void *out;
 } wb_cuda_geglu;
 
+/* Which GeGLU kernel a launch runs: the 16-byte one (wb_geglu_bf16x8 / wb_geglu_f32x4) when every
+ * row start is 16-byte aligned and the width divides, else wb_geglu_scalar. One rule for the
+ * launcher and for the names the core records. */
+static inline const char *wb_cuda_geglu_kernel(const wb_cuda_geglu *g) {
+    int64_t es = g->dtype == WB_CU_BF16 ? 2 : 4, vec = 16 / es;
+    int aligned = ((uintptr_t)g->gate & 15u) == 0 && ((uintptr_t)g->up & 15u) == 0 && ((uintptr_t)g->out & 15u) == 0;
+    if (g->cols % vec == 0 && aligned && (g->ld_gate * es) % 16 == 0 && (g->ld_up * es) % 16 == 0)
+        return g->dtype == WB_CU_BF16 ? "wb_geglu_bf16x8" : "wb_geglu_f32x4";
+    return "wb_geglu_scalar";
+}
+
 /* CUPTI activity records, flattened. Times are CUPTI timestamps (ns, CLOCK_REALTIME on Linux). */
 enum {
     WB_CU_REC_KERNEL = 0,
