@@ -33,15 +33,13 @@ wb_status wb_dtype_parse(const char *name, wb_dtype *out) {
     return wb_error(WB_ERR_DTYPE, "unknown dtype '%s' (expected \"f32\" or \"bf16\")", name);
 }
 
+/* Every device computes every dtype (bf16 on the cpu: f32 math, one rounding), so this is the one
+ * dtype check ops make. */
 wb_status wb_dtype_check_supported(wb_dtype dtype, const char *context) {
     if (dtype == WB_F32 || dtype == WB_BF16) return WB_OK;
     return wb_error(WB_ERR_DTYPE, "%s: invalid dtype id %d", context, (int)dtype);
 }
 
-wb_status wb_dtype_check_kernels(wb_dtype dtype, wb_device device, const char *context) {
-    (void)device; /* every device computes f32 and bf16 (bf16 on the cpu: f32 math, one rounding) */
-    return wb_dtype_check_supported(dtype, context);
-}
 
 static const char *const device_names[WB_DEVICE_COUNT] = {
     [WB_DEVICE_CPU] = "cpu",

@@ -35,7 +35,7 @@ static wb_status check_dtype(const wb_op_call *c, const wb_tensor *t, const char
     if (t->dtype != first->dtype)
         return wb_error(WB_ERR_DTYPE, "%s: mixed dtypes %s and %s (convert one with :to{dtype=...})", what,
                         wb_dtype_name(first->dtype), wb_dtype_name(t->dtype));
-    return wb_dtype_check_kernels(t->dtype, c->device, what);
+    return wb_dtype_check_supported(t->dtype, what);
 }
 
 /* ---- mm / addmm ------------------------------------------------------------------------------ */
@@ -203,7 +203,7 @@ wb_status wb_cpu_mm_impl(wb_op_call *c) {
         bias = tmp;
     }
     int bf16 = a->dtype == WB_BF16;
-    const wb_cpu_isa *isa = bf16 && wb_cpu_isa_bf16(m) ? wb_cpu_isa_bf16(m) : wb_cpu_isa_active();
+    const wb_cpu_isa *pairs = bf16 ? wb_cpu_isa_bf16(m) : NULL, *isa = pairs ? pairs : wb_cpu_isa_active();
     int64_t rsb = b->stride[0], csb = b->stride[1];
     int prepack = c->p.gemm.prepack && k > 0 && n > 0;
     const float *packed = prepack ? wb_prepack_get(isa, b->storage, b->offset, k, n, rsb, csb, NULL, 0, bf16) : NULL;
@@ -309,7 +309,7 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
     if (bgc) bg = bgc;
     if (buc) bu = buc;
     int bf16 = x->dtype == WB_BF16;
-    const wb_cpu_isa *isa = bf16 && wb_cpu_isa_bf16(m) ? wb_cpu_isa_bf16(m) : wb_cpu_isa_active();
+    const wb_cpu_isa *pairs = bf16 ? wb_cpu_isa_bf16(m) : NULL, *isa = pairs ? pairs : wb_cpu_isa_active();
     int64_t rsb = wg->stride[1], csb = wg->stride[0]; /* B = W^T */
     const float *packed =
         k > 0 && h > 0 ? wb_prepack_get(isa, wg->storage, wg->offset, k, h, rsb, csb, wu->storage, wu->offset, bf16)

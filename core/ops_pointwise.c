@@ -40,7 +40,7 @@ wb_status wb_shape_binary(wb_op_call *c) {
     wb_tensor *a = c->in[0], *b = c->in[1];
     if (a->dtype != b->dtype)
         return wb_error(WB_ERR_DTYPE, "dtypes %s and %s differ", wb_dtype_name(a->dtype), wb_dtype_name(b->dtype));
-    wb_status st = wb_dtype_check_kernels(a->dtype, c->device, c->def->name);
+    wb_status st = wb_dtype_check_supported(a->dtype, c->def->name);
     if (st) return st;
     c->out_dtype = a->dtype;
     return wb_shape_broadcast(a->ndim, a->shape, b->ndim, b->shape, &c->out_ndim, c->out_shape, c->def->name);
@@ -131,7 +131,7 @@ wb_status wb_cpu_binary_impl(wb_op_call *c) {
 /* ---- neg, copy_, fill_ ---------------------------------------------------------------------- */
 
 wb_status wb_shape_unary(wb_op_call *c) {
-    wb_status st = wb_dtype_check_kernels(c->in[0]->dtype, c->device, c->def->name);
+    wb_status st = wb_dtype_check_supported(c->in[0]->dtype, c->def->name);
     if (st) return st;
     c->out_dtype = c->in[0]->dtype;
     c->out_ndim = c->in[0]->ndim;

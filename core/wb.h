@@ -60,9 +60,6 @@ wb_status wb_device_check_available(wb_device device);
 int wb_device_is_available(wb_device device);
 /* True once device cuda has been initialised in this process (a tensor was put there). */
 int wb_cuda_in_use(void);
-/* Fails unless `device` has compute kernels for the dtype (today every device computes f32 and
- * bf16; the op shape rules ask here so a dtype without kernels somewhere fails in one place). */
-wb_status wb_dtype_check_kernels(wb_dtype dtype, wb_device device, const char *context);
 
 /* Default device and dtype used by creation functions when the caller gives none. */
 wb_device wb_default_device(void);

@@ -213,6 +213,7 @@ extern "C" int wbcu_launch_elementwise(const wb_cuda_ew *w, cudaStream_t stream,
     memset(&e, 0, sizeof e);
     e.ndim = w->ndim;
     e.n = 1;
+    bool binary = w->op >= WB_CU_EW_ADD && w->op <= WB_CU_EW_DIV, reads = w->op != WB_CU_EW_FILL;
     bool contiguous = true;
     int64_t expect = 1;
     for (int d = w->ndim - 1; d >= 0; d--) {
@@ -221,15 +222,12 @@ extern "C" int wbcu_launch_elementwise(const wb_cuda_ew *w, cudaStream_t stream,
         e.sa[d] = w->a_stride[d];
         e.sb[d] = w->b_stride[d];
         e.n *= w->shape[d];
-        bool binary = w->op >= WB_CU_EW_ADD && w->op <= WB_CU_EW_DIV;
-        bool reads = w->op != WB_CU_EW_FILL;
         if (w->shape[d] != 1 && (e.so[d] != expect || (reads && e.sa[d] != expect) || (binary && e.sb[d] != expect)))
             contiguous = false;
         expect *= w->shape[d];
     }
     if (e.n == 0) return cudaSuccess;
     e.contiguous = contiguous;
-    bool binary = w->op >= WB_CU_EW_ADD && w->op <= WB_CU_EW_DIV, reads = w->op != WB_CU_EW_FILL;
     bool one_dtype = (!reads || w->a_dtype == w->out_dtype) && (!binary || w->b_dtype == w->out_dtype);
     bool aligned = aligned16(w->out) && (!reads || aligned16(w->a)) && (!binary || aligned16(w->b));
     int width = w->out_dtype == WB_CU_BF16 ? 8 : 4;
