@@ -12,6 +12,7 @@
 #include "convert.h"
 #include "linear_ops.h"
 #include "op.h"
+#include "pointwise_ops.h"
 
 #define CHUNK 1024
 
@@ -98,11 +99,6 @@ static void run_bf16(void *v) {
     }
 }
 
-static int contiguous_as(const wb_tensor *t, const wb_tensor *out) {
-    return t->ndim == out->ndim && !memcmp(t->shape, out->shape, sizeof(int64_t) * (size_t)t->ndim) &&
-           wb_tensor_is_contiguous(t);
-}
-
 wb_status wb_cpu_bf16_pointwise(wb_op_call *c) {
     static const char *const names[] = {"add", "sub", "mul", "div", "neg", "gelu_tanh", "gelu_erf", "geglu"};
     bf_op op;
@@ -131,7 +127,7 @@ wb_status wb_cpu_bf16_pointwise(wb_op_call *c) {
     memcpy(k.shape, out->shape, sizeof k.shape);
     wb_broadcast_strides(a, out->ndim, out->shape, k.as);
     if (b) wb_broadcast_strides(b, out->ndim, out->shape, k.bs);
-    k.contiguous = contiguous_as(a, out) && (!b || contiguous_as(b, out));
+    k.contiguous = wb_same_geometry_contiguous(a, out) && (!b || wb_same_geometry_contiguous(b, out));
     char name[64];
     snprintf(name, sizeof name, "wb_%s_bf16_%s%s", names[op], k.isa->name, k.contiguous ? "" : "_strided");
     wb_kernel_desc d = {wb_intern(name), c->def->flops ? c->def->flops(c) : 0, c->def->bytes ? c->def->bytes(c) : 0,

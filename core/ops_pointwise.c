@@ -18,9 +18,7 @@ static const char *const binary_kernel_names[4][2] = {
     {"wb_div_generic_contig", "wb_div_generic_strided"},
 };
 
-/* Strides of `x` seen with the (broadcast) shape `ndim, shape`: size-1 and missing leading
- * dims get stride 0. */
-static int same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b) {
+int wb_same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b) {
     return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) &&
            wb_tensor_is_contiguous(a) && wb_tensor_is_contiguous(b);
 }
@@ -106,7 +104,7 @@ wb_status wb_cpu_binary_impl(wb_op_call *c) {
                           : c->def->id == WB_OP_MUL ? WB_CPU_MUL
                                                     : WB_CPU_DIV;
     wb_tensor *out = c->out;
-    int contig = same_geometry_contiguous(c->in[0], out) && same_geometry_contiguous(c->in[1], out);
+    int contig = wb_same_geometry_contiguous(c->in[0], out) && wb_same_geometry_contiguous(c->in[1], out);
     int64_t n = wb_tensor_numel(out);
     if (contig && n < WB_CPU_PARALLEL_MIN) {
         binary_flat k = {op, n, wb_tensor_data(out), wb_tensor_data(c->in[0]), wb_tensor_data(c->in[1])};
@@ -270,7 +268,7 @@ wb_status wb_cpu_copy_impl(wb_op_call *c) {
     memcpy(k.shape, dst->shape, sizeof k.shape);
     memcpy(k.os, dst->stride, sizeof k.os);
     wb_broadcast_strides(src, dst->ndim, dst->shape, k.as);
-    int contig = same_geometry_contiguous(dst, src);
+    int contig = wb_same_geometry_contiguous(dst, src);
     wb_kernel_desc d = {contig ? "wb_copy_generic_contig" : "wb_copy_generic_strided", 0, wb_bytes_copy_(c),
                         wb_tensor_numel(dst) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
     wb_kernel_launch(&d, run_unary, &k, sizeof k, NULL);

@@ -21,6 +21,8 @@ wb_status wb_cpu_neg_impl(wb_op_call *c);
 wb_status wb_cpu_copy_impl(wb_op_call *c);
 wb_status wb_cpu_fill_impl(wb_op_call *c);
 wb_status wb_cpu_creation_impl(wb_op_call *c);
+/* Both contiguous and of one shape (elementwise kernels then index every operand alike). */
+int wb_same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b);
 /* bf16 on the cpu: f32 math, one rounding (core/ops_bf16.c). */
 wb_status wb_cpu_bf16_pointwise(wb_op_call *c);
 
