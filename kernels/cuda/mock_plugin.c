@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../core/convert.h"
 #include "wb_cuda_api.h"
 
 static char last_error[512];
@@ -83,27 +84,14 @@ static void mock_memory_stats(size_t *a, size_t *r, size_t *p) {
 /* ---- values ------------------------------------------------------------------------------------ */
 
 static float ld(const void *p, int dtype, int64_t i) {
-    if (dtype == WB_CU_BF16) {
-        uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
-        float f;
-        memcpy(&f, &u, sizeof f);
-        return f;
-    }
-    return ((const float *)p)[i];
+    return dtype == WB_CU_BF16 ? wb_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
 static void st(void *p, int dtype, int64_t i, float v) {
-    if (dtype == WB_CU_BF16) {
-        uint32_t u;
-        memcpy(&u, &v, sizeof u);
-        if ((u & 0x7fffffffu) > 0x7f800000u)
-            u = (u >> 16) | 0x40u;
-        else
-            u = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        ((uint16_t *)p)[i] = (uint16_t)u;
-    } else {
+    if (dtype == WB_CU_BF16)
+        ((uint16_t *)p)[i] = wb_f32_to_bf16(v);
+    else
         ((float *)p)[i] = v;
-    }
 }
 
 static float gelu_tanh(float x) {
