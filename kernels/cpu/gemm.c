@@ -111,12 +111,24 @@ size_t wb_gemm_packed_b_floats(const wb_cpu_isa *isa, int64_t k, int64_t n, int 
     return (size_t)(tiles * (k > 0 ? k : 1) * isa->nr);
 }
 
+/* The depth of one K block: the ISA's kc, or all of K for a dual GEMM up to DUAL_FULL_K. */
+static int64_t block_k(const wb_cpu_isa *isa, int64_t k, int dual) {
+    return dual && k <= DUAL_FULL_K ? (k > 0 ? k : 1) : isa->kc;
+}
+
+/* Packed B is block-major, as the driver walks it: K block by K block, and within a block tile
+ * after tile (kc x NR each), so the slivers one block's pass reads are one sequential stream
+ * (what the microkernel's prefetch runs ahead on). */
 void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b, int64_t rsb, int64_t csb,
                     const float *b_up, float *packed) {
     int64_t width = tile_width(isa, b_up != NULL), tiles = (n + width - 1) / width;
+    const int64_t kcb = block_k(isa, k, b_up != NULL);
 #pragma omp parallel for schedule(static) if (tiles * k > 65536)
     for (int64_t jt = 0; jt < tiles; jt++)
-        pack_b_tile(isa, n, b, rsb, csb, b_up, jt, 0, k, packed + jt * k * isa->nr);
+        for (int64_t pc = 0; pc < k; pc += kcb) {
+            int64_t kc = k - pc < kcb ? k - pc : kcb;
+            pack_b_tile(isa, n, b, rsb, csb, b_up, jt, pc, kc, packed + pc * tiles * isa->nr + jt * kc * isa->nr);
+        }
 }
 
 /* A tile whose output columns run past N: compute into padded buffers, copy the valid part. */
@@ -150,7 +162,7 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                      int64_t it1, buffers *buf) {
     const int mr = isa->mr, nr = isa->nr, dual = p->b_up != NULL;
     const int64_t width = tile_width(isa, dual), k = p->k;
-    const int64_t kcb = dual && k <= DUAL_FULL_K ? (k > 0 ? k : 1) : isa->kc;
+    const int64_t kcb = block_k(isa, k, dual), tiles_n = (p->n + width - 1) / width;
     const int64_t nc_tiles = isa->nc / nr > 0 ? isa->nc / nr : 1, mc_tiles = isa->mc / mr > 0 ? isa->mc / mr : 1;
     if (jt0 >= jt1 || it0 >= it1) return 0;
     if (!reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * kcb))) return -1;
@@ -167,8 +179,8 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
             const float *bp;
             int64_t tile_stride;
             if (p->packed_b) {
-                bp = p->packed_b + jc * k * nr + pc * nr;
-                tile_stride = k * nr;
+                bp = p->packed_b + pc * tiles_n * nr + jc * kc * nr;
+                tile_stride = kc * nr;
             } else {
                 for (int64_t jt = jc; jt < jc_end; jt++)
                     pack_b_tile(isa, p->n, p->b, p->rsb, p->csb, p->b_up, jt, pc, kc, buf->b + (jt - jc) * kc * nr);
@@ -192,7 +204,8 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                                           NULL,
                                           NULL,
                                           0,
-                                          WB_STORE_PLAIN};
+                                          WB_STORE_PLAIN,
+                                          it == ic};
                         float *c = p->c + row0 * p->ldc + col0;
                         int c_in_is_c = 0, out_is_c = 1;
                         if (!dual) {

@@ -26,6 +26,10 @@ typedef struct wb_gemm_tile {
     float *c_out;      /* NR columns (NR/2 for WB_STORE_GEGLU) of m rows */
     int64_t ldc_out;
     wb_gemm_store store;
+    /* Set on the first pass over a B sliver in its block, which pulls it from memory (the
+     * passes over the next row tiles find it in cache): the microkernel then prefetches B a
+     * few KiB ahead, into the next tile's sliver at the end, since packed B is one stream. */
+    int prefetch_b;
 } wb_gemm_tile;
 
 /* Everything the driver needs from one ISA. */
