@@ -14,11 +14,12 @@
 -- Expectation: all modes compute the same function (rel. error vs eager well under 1e-5);
 -- fewer kernels and less dispatch help most where the GEMMs are small (few tokens); at 512
 -- tokens the GEMMs dominate and the modes converge.
--- Method: check each mode against eager, then time them alternately (A B C ..., rounds, medians
--- with p10-p90); kernels and host time per forward come from the profiler. Results (JSON, CSV),
+-- Method: check each mode against eager, then time them alternately (A B C ..., rounds over every
+-- mode at every token count, medians with p10-p90); kernels and host time per forward come from
+-- the profiler. Results (JSON, CSV),
 -- an HTML report with charts and a Perfetto trace per mode (at --trace-tokens) go under --out.
 -- When python3 with torch is installed, PyTorch's eager CPU forward is timed on the same shapes
--- (experiments/peers/torch_mlp.py) and shown beside ours.
+-- (experiments/peers/torch_mlp.py) after each round of ours, and shown beside ours.
 
 local argparse = require("argparse")
 local report = require("wb.report")
@@ -35,6 +36,7 @@ parser:option("--rounds", "Rounds of alternating the modes.", "3")
 parser:option("--trace-tokens", "Token count at which a Perfetto trace per mode is written.", "16")
 parser:option("--out", "Output folder (default: out/mlp_sweep/<timestamp>).")
 parser:flag("--no-peer", "Do not time PyTorch even when it is installed.")
+parser:option("--peer", "Command of the peer to time instead of experiments/peers/torch_mlp.py (same options, same JSON).")
 local ok, args = parser:pparse(arg)
 if not ok then error("mlp_sweep: " .. args .. "\n" .. parser:get_usage(), 0) end
 
@@ -147,6 +149,42 @@ local results = wb.results("mlp_sweep", {keys = {"tokens", "mode"}, columns = {"
 local rows, roof_points = {}, {}
 local flops_of = function(t) return 6.0 * t * dim * hidden end
 
+-- The PyTorch peer (when installed): one run of experiments/peers/torch_mlp.py per round, after
+-- our modes' round, so that ours and the peer's samples come from the same stretches of time
+-- (PERF.md: alternate the contenders; this machine's speed drifts between minutes).
+local torch = {samples = {}}
+local peer_cmd
+local script = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/peers/torch_mlp.py"
+if args.peer then
+    peer_cmd = args.peer
+elseif not args.no_peer and not cuda and io.open(script) then
+    -- Debian's python3-torch lives with Debian's interpreter, which a pyenv python3 would hide
+    local python = io.open("/usr/bin/python3") and "/usr/bin/python3" or "python3"
+    peer_cmd = string.format("%s '%s'", python, script)
+end
+local function peer_round()
+    if not peer_cmd or torch.failed then return end
+    local cmd = string.format("%s --tokens %s --dim %d --hidden %d --threads %d --dtype %s --rounds %d 2>/dev/null",
+        peer_cmd, table.concat(tokens_list, ","), dim, hidden, wb.get_num_threads(), args.dtype, 7)
+    local pipe = io.popen(cmd)
+    local text = pipe and pipe:read("a") or ""
+    if pipe then pipe:close() end
+    local okj, data = pcall(require("cjson").decode, text)
+    if not (okj and type(data) == "table" and type(data.results) == "table") then
+        torch.failed = true -- not installed (or broken): no peer column, said at the end
+        return
+    end
+    torch.version = tostring(data.torch)
+    for _, r in ipairs(data.results) do
+        local s = torch.samples[r.tokens] or {}
+        for _, v in ipairs(type(r.samples_ms) == "table" and r.samples_ms or {r.median_ms}) do s[#s + 1] = v end
+        torch.samples[r.tokens] = s
+    end
+end
+
+-- First every point is checked against eager; then the rounds alternate the modes at every
+-- token count, each round followed by the peer's.
+local points = {}
 for _, tokens in ipairs(tokens_list) do
     local x = wb.randn({tokens, dim}, opts)
     local run = runners(x)
@@ -156,7 +194,7 @@ for _, tokens in ipairs(tokens_list) do
         print(string.format("  tokens %-5d bf16 eager vs the f32 MLP with the same weights: rel. error %.2e", tokens,
             wb.rel_error(ref, mlp32(x:to{dtype = "f32"}))))
     end
-    local point = {}
+    local point = {run = run}
     for _, m in ipairs(modes) do
         local y = run[m]()
         local err = wb.rel_error(y, ref)
@@ -165,19 +203,32 @@ for _, tokens in ipairs(tokens_list) do
         end
         point[m] = {err = err, samples = {}}
     end
-    for _ = 1, rounds do -- alternate the modes
+    points[tokens] = point
+end
+print(string.format("  all modes agree with eager (rel. error < %.0e)", tolerance))
+for round = 1, rounds do
+    for _, tokens in ipairs(tokens_list) do
+        local point = points[tokens]
         for _, m in ipairs(modes) do
-            local b = wb.bench(run[m], {warmup = 2, iters = iters, min_time_ms = 50, device = device})
+            local b = wb.bench(point.run[m], {warmup = 2, iters = iters, min_time_ms = 50, device = device})
             for _, s in ipairs(b.samples_us) do table.insert(point[m].samples, s) end
         end
     end
+    peer_round()
+    print(string.format("  round %d/%d done%s", round, rounds, torch.version and " (and PyTorch's)" or ""))
+end
+
+local function percentiles(s)
+    table.sort(s)
+    return function(q) return s[math.max(1, math.min(#s, math.floor(q * (#s - 1) + 1.5)))] end
+end
+for _, tokens in ipairs(tokens_list) do
+    local point = points[tokens]
     for _, m in ipairs(modes) do
-        local s = point[m].samples
-        table.sort(s)
-        local function pct(q) return s[math.max(1, math.min(#s, math.floor(q * (#s - 1) + 1.5)))] / 1e3 end
-        local kernels, host_us, kernel_events, p = anatomy(run[m])
-        local row = {tokens = tokens, mode = m, median_ms = pct(0.5), p10_ms = pct(0.1), p90_ms = pct(0.9),
-            kernels = kernels, host_us = host_us, rel_error = point[m].err}
+        local pct = percentiles(point[m].samples)
+        local kernels, host_us, kernel_events, p = anatomy(point.run[m])
+        local row = {tokens = tokens, mode = m, median_ms = pct(0.5) / 1e3, p10_ms = pct(0.1) / 1e3,
+            p90_ms = pct(0.9) / 1e3, kernels = kernels, host_us = host_us, rel_error = point[m].err}
         row.gflops = flops_of(tokens) / (row.median_ms * 1e6)
         row.pct_peak = 100 * row.gflops / info.peak_gflops
         rows[#rows + 1] = row
@@ -190,6 +241,12 @@ for _, tokens in ipairs(tokens_list) do
         print(string.format("  tokens %-5d %-8s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s  %d kernels  host %.1f us",
             tokens, m, row.median_ms, row.p10_ms, row.p90_ms, row.gflops, kernels, host_us))
     end
+    if torch.samples[tokens] then
+        local pct = percentiles(torch.samples[tokens])
+        torch[tokens] = pct(0.5)
+        print(string.format("  tokens %-5d %-8s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s", tokens, "PyTorch",
+            pct(0.5), pct(0.1), pct(0.9), flops_of(tokens) / (pct(0.5) * 1e6)))
+    end
 end
 
 -- speedups against eager at the same tokens
@@ -197,23 +254,6 @@ local eager_ms = {}
 for _, r in ipairs(rows) do if r.mode == "eager" then eager_ms[r.tokens] = r.median_ms end end
 for _, r in ipairs(rows) do r.speedup_vs_eager = eager_ms[r.tokens] and eager_ms[r.tokens] / r.median_ms or nil end
 
--- the PyTorch peer, when installed
-local torch = {}
-local script = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/peers/torch_mlp.py"
-if not args.no_peer and not cuda and io.open(script) then
-    -- Debian's python3-torch lives with Debian's interpreter, which a pyenv python3 would hide
-    local python = io.open("/usr/bin/python3") and "/usr/bin/python3" or "python3"
-    local cmd = string.format("%s '%s' --tokens %s --dim %d --hidden %d --threads %d --dtype %s 2>/dev/null", python,
-        script, table.concat(tokens_list, ","), dim, hidden, wb.get_num_threads(), args.dtype)
-    local pipe = io.popen(cmd)
-    local text = pipe and pipe:read("a") or ""
-    if pipe then pipe:close() end
-    local okj, data = pcall(require("cjson").decode, text)
-    if okj and type(data) == "table" and data.results then
-        for _, r in ipairs(data.results) do torch[r.tokens] = r.median_ms end
-        torch.version = data.torch
-    end
-end
 for _, r in ipairs(rows) do
     if torch[r.tokens] then
         r.torch_ms = torch[r.tokens]
@@ -252,8 +292,9 @@ if torch.version then
 end
 local html = table.concat({
     string.format("<p>GeGLU MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). Medians of %d rounds of " ..
-        "alternating modes; every mode checked against eager first.</p>", dim, hidden, args.dtype, device, info.name,
-        info.isa, cuda and "" or string.format(", %d threads", wb.get_num_threads()), rounds),
+        "alternating modes%s; every mode checked against eager first.</p>", dim, hidden, args.dtype, device, info.name,
+        info.isa, cuda and "" or string.format(", %d threads", wb.get_num_threads()), rounds,
+        torch.version and " (PyTorch timed after each round)" or ""),
     report.line_chart{title = "Latency per forward", x_label = "tokens", y_label = "median ms", log_x = true,
         log_y = true, series = series,
         caption = "Median time of one forward per mode (lower is better), against the number of tokens." ..
@@ -273,8 +314,13 @@ local html = table.concat({
             info.bandwidth_gbs)},
 })
 local paths = results:save{dir = out_dir, html_extra = html}
-print(string.format("\nresults: %s, %s\nreport: %s\ntraces: %s/mlp_<mode>_tokens%d.trace.json", paths.json, paths.csv,
-    paths.html, out_dir, trace_tokens))
-if not torch.version and not args.no_peer then
+local traced = false
+for _, t in ipairs(tokens_list) do traced = traced or t == trace_tokens end
+print(string.format("\nresults: %s, %s\nreport: %s\ntraces: %s", paths.json, paths.csv, paths.html, traced and
+    string.format("%s/mlp_<mode>_tokens%d.trace.json", out_dir, trace_tokens) or
+    string.format("none (--trace-tokens %d is not among the token counts)", trace_tokens)))
+if args.peer and not torch.version then
+    print("(the --peer command printed no results: " .. args.peer .. ")")
+elseif not torch.version and not args.no_peer and not cuda then
     print("(PyTorch not found: install python3-torch to time its eager CPU forward beside these figures)")
 end

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """torch_mlp.py: PyTorch's eager CPU GeGLU MLP forward on the shapes mlp_sweep.lua uses, so the
 comparison can be reproduced (PERF.md, "Peers"). Prints JSON: {"torch": version, "blas": ...,
-"threads": n, "results": [{"tokens": t, "median_ms": ...}, ...]}.
+"threads": n, "results": [{"tokens": t, "median_ms": ..., "samples_ms": [...]}, ...]}.
+mlp_sweep.lua runs it once per round with --rounds 7, between rounds of its own modes.
 
     python3 experiments/peers/torch_mlp.py --tokens 1,16,128,512 --threads 1
 
@@ -57,7 +58,7 @@ def main():
                 t0 = time.perf_counter()
                 mlp(x)
                 samples.append((time.perf_counter() - t0) * 1e3)
-            out.append({"tokens": t, "median_ms": statistics.median(samples)})
+            out.append({"tokens": t, "median_ms": statistics.median(samples), "samples_ms": samples})
     blas = [line.strip() for line in torch.__config__.show().splitlines() if "BLAS" in line]
     print(json.dumps({"torch": torch.__version__, "dtype": a.dtype, "blas": "; ".join(b[:120] for b in blas), "threads": a.threads,
                       "coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "results": out}))

@@ -1,0 +1,13 @@
+-- fake_peer.lua: stands in for experiments/peers/torch_mlp.py in test_sweep.lua (mlp_sweep.lua's
+-- --peer option): takes the same options, appends them to $WB_FAKE_PEER_LOG, and prints the same
+-- JSON with the samples 1, 2, 3 ms for every token count.
+local tokens
+for i = 1, #arg do if arg[i] == "--tokens" then tokens = arg[i + 1] end end
+local log = assert(io.open(assert(os.getenv("WB_FAKE_PEER_LOG"), "WB_FAKE_PEER_LOG is not set"), "a"))
+log:write(table.concat(arg, " "), "\n")
+log:close()
+local results = {}
+for t in tokens:gmatch("[^,]+") do
+    results[#results + 1] = string.format('{"tokens": %s, "median_ms": 2.0, "samples_ms": [1.0, 2.0, 3.0]}', t)
+end
+print(string.format('{"torch": "fake-1.0", "threads": 1, "results": [%s]}', table.concat(results, ", ")))

@@ -1,0 +1,95 @@
+-- test_sweep.lua: experiments/mlp_sweep.lua run as a user runs it: bad options get clear
+-- errors, and the peer (PyTorch, here a stand-in with known samples) is timed once per round
+-- and compared against the same medians the table prints.
+local lu = require("luaunit")
+local cjson = require("cjson")
+
+local EXE = os.getenv("WB_EXE") or "build/workbench"
+local SRC = os.getenv("WB_SOURCE_DIR") or "."
+local SWEEP = SRC .. "/experiments/mlp_sweep.lua"
+local SMALL = "--tokens 1,4 --dim 32 --hidden 64 --iters 2 --modes eager,dual"
+
+local function sweep(args, env)
+    local p = io.popen(string.format("%s %s %s %s 2>&1", env or "", EXE, SWEEP, args))
+    local out = p:read("a")
+    local _, _, code = p:close()
+    return out, code
+end
+
+local function tmpdir()
+    local d = os.tmpname()
+    os.remove(d)
+    assert(os.execute("mkdir -p '" .. d .. "'"))
+    return d
+end
+
+TestSweep = {}
+
+function TestSweep:test_bad_options_are_named()
+    local cases = {
+        {"--modes eager,warp", "unknown mode 'warp' (expected eager, fused, dual, compiled, graph)"},
+        {"--tokens 1,0", "--tokens takes integers from 1 to 65536, got '0'"},
+        {"--tokens 1,x", "--tokens takes integers from 1 to 65536, got 'x'"},
+        {"--dim 0", "--dim takes integers from 1 to 65536, got '0'"},
+        {"--iters 0", "--iters takes integers from 1 to 100000, got '0'"},
+        {"--dtype f64", "unknown --dtype 'f64' (expected f32 or bf16)"},
+        {"--device tpu", "unknown --device 'tpu' (expected cpu or cuda)"},
+        {"--bogus 1", "unknown option '--bogus'"},
+    }
+    for _, c in ipairs(cases) do
+        local out, code = sweep(c[1] .. " --no-peer --out " .. tmpdir())
+        lu.assertNotEquals(code, 0, c[1])
+        lu.assertStrContains(out:match("^[^\n]*"), c[2]) -- the first line names the problem
+    end
+end
+
+function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
+    local dir, log = tmpdir(), os.tmpname()
+    local peer = string.format("'%s' '%s/tests/fake_peer.lua'", EXE, SRC)
+    local out, code = sweep(SMALL .. " --rounds 2 --trace-tokens 4 --peer \"" .. peer .. "\" --out " .. dir,
+        "WB_FAKE_PEER_LOG=" .. log)
+    lu.assertEquals(code, 0, out)
+    local f = assert(io.open(log))
+    local calls = {}
+    for line in f:lines() do calls[#calls + 1] = line end
+    f:close()
+    os.remove(log)
+    lu.assertEquals(#calls, 2, "one peer run per round")
+    lu.assertStrContains(calls[1], "--tokens 1,4 --dim 32 --hidden 64 --threads ")
+    lu.assertStrContains(calls[1], "--dtype f32 --rounds 7")
+    lu.assertStrContains(out, "round 2/2 done (and PyTorch's)")
+    lu.assertStrMatches(out, ".*tokens 4%s+PyTorch%s+2%.000 ms %(p10 1%.000, p90 3%.000%).*")
+    f = assert(io.open(dir .. "/mlp_sweep.json"))
+    local data = cjson.decode(f:read("a"))
+    f:close()
+    lu.assertEquals(#data.rows, 4)
+    for _, r in ipairs(data.rows) do
+        lu.assertEquals(r.torch_ms, 2.0) -- the median of 1,2,3 twice
+        lu.assertAlmostEquals(r.vs_torch, 2.0 / r.median_ms, 1e-9)
+    end
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
+function TestSweep:test_a_failing_peer_leaves_the_results_intact()
+    local dir = tmpdir()
+    local out, code = sweep(SMALL .. " --rounds 1 --trace-tokens 4 --peer false --out " .. dir)
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "(the --peer command printed no results: false)")
+    lu.assertStrContains(out, "report: ")
+    local f = assert(io.open(dir .. "/mlp_sweep.json"))
+    local data = cjson.decode(f:read("a"))
+    f:close()
+    lu.assertEquals(#data.rows, 4)
+    lu.assertNil(data.rows[1].vs_torch)
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
+function TestSweep:test_trace_tokens_outside_the_sweep_is_said()
+    local dir = tmpdir()
+    local out, code = sweep(SMALL .. " --rounds 1 --no-peer --out " .. dir)
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "traces: none (--trace-tokens 16 is not among the token counts)")
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
+os.exit(lu.LuaUnit.run())
