@@ -151,6 +151,33 @@ function TestLifetime:test_dead_tensors_do_not_pile_up()
     lu.assertTrue(grown < limit, string.format("peak memory grew by %d MiB over 400 dead 4 MiB tensors", grown // 1024))
 end
 
+function TestLifetime:test_intermediates_that_grow_old_are_recycled()
+    -- An MLP-shaped chain: each intermediate lives across several ops, long enough for the
+    -- generational collector to make it old. Their blocks must still come back to the storage
+    -- cache, or every step takes fresh pages (4 MiB = 1024 page faults per intermediate).
+    local f = io.open("/proc/self/stat")
+    if not f or wb.build.sanitizers then return end -- the cache is off under sanitizers
+    f:close()
+    local function minor_faults()
+        local stat = io.open("/proc/self/stat"):read("a")
+        local fields = {}
+        for v in stat:match("%) (.*)"):gmatch("%S+") do fields[#fields + 1] = v end
+        return tonumber(fields[8]) -- minflt, the 10th field of stat(5)
+    end
+    local x = wb.ones({1 << 20})
+    local function step()
+        local g = x * 2
+        local u = x + 1
+        local h = wb.gelu(g) * u
+        return h - g + u
+    end
+    for _ = 1, 30 do step() end
+    local before = minor_faults()
+    for _ = 1, 30 do step() end
+    local faults = minor_faults() - before
+    lu.assertTrue(faults < 2048, string.format("%d page faults over 30 steps of 5 warm 4 MiB intermediates", faults))
+end
+
 function TestLifetime:test_garbage_collection()
     for _ = 1, 200 do
         local _ = wb.zeros({256, 256}) -- 256 KiB each; collected as we go
