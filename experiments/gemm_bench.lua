@@ -206,7 +206,7 @@ local has_bf16 = cpuinfo and cpuinfo:read("a"):find("avx512_bf16", 1, true)
 if cpuinfo then cpuinfo:close() end
 local describe = {avx512bf16 = "vdpbf16ps on k-pairs", avx2bf16 = "k-pairs widened in registers",
     widen = "bf16 widened to f32 once, the f32 kernels", emulated = "k-pairs in portable C",
-    auto = "k-pairs widened in AVX2 registers up to 8 rows, widened once above"}
+    auto = "k-pairs widened in AVX2 registers up to 6 rows, widened once above"}
 print(string.format("  path: %s (%s); this CPU %s AVX512_BF16", wb.cpu_bf16(), describe[wb.cpu_bf16()] or "?",
     has_bf16 and "has" or "lacks"))
 for _, r in ipairs(bf16_rows) do

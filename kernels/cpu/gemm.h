@@ -65,7 +65,7 @@ int wb_cpu_isa_set(const char *name);
 const char *wb_cpu_isa_refused(void);
 /* The k-pair path a bf16 GEMM with `rows` rows of A uses, or NULL: widen bf16 to f32 and run the
  * f32 path. By default "avx512bf16" (vdpbf16ps) on CPUs with AVX512_BF16; else on AVX2 CPUs
- * "avx2bf16" (k-pairs widened in registers: half the weight bytes) for up to 8 rows, where
+ * "avx2bf16" (k-pairs widened in registers: half the weight bytes) for up to 6 rows, where
  * reading the weights dominates, and widening above. WB_CPU_BF16 (or wb_cpu_isa_bf16_set)
  * forces one: "avx512bf16", "avx2bf16", "emulated" (portable, for tests), "widen", or "auto". */
 const wb_cpu_isa *wb_cpu_isa_bf16(int64_t rows);

@@ -73,9 +73,10 @@ static void bf16_init(void) {
 
 /* Measured on an AVX2 core (GeGLU MLP, dim 768, hidden 3072, bf16 vs f32 weights): widening
  * the k-pairs in registers costs compute, halving the weight bytes saves memory time; the
- * second wins up to about 8 rows (2.1x at 1 token, 1.9x at 4, 1.2x at 8, even at 16) and the
- * first from there on (0.74x at 128), where widening once while packing is better. */
-#define AVX2_PAIRS_MAX_ROWS 8
+ * second wins while one row tile covers A (2.0-2.1x at 1 token, 1.2-1.7x at 4) and no longer
+ * once the f32 kernels prefetch their weights (0.95-1.06x at 8, 0.85-0.98x at 16, 0.76-0.79x
+ * at 128), where widening once while packing is better. */
+#define AVX2_PAIRS_MAX_ROWS 6
 
 const wb_cpu_isa *wb_cpu_isa_bf16(int64_t rows) {
     bf16_init();
