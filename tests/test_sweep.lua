@@ -23,6 +23,15 @@ local function tmpdir()
     return d
 end
 
+-- The rows mlp_sweep.lua saved under dir, after checking how many there are.
+local function saved_rows(dir, count)
+    local f = assert(io.open(dir .. "/mlp_sweep.json"))
+    local data = cjson.decode(f:read("a"))
+    f:close()
+    lu.assertEquals(#data.rows, count)
+    return data.rows
+end
+
 TestSweep = {}
 
 function TestSweep:test_bad_options_are_named()
@@ -59,11 +68,7 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     lu.assertStrContains(calls[1], "--dtype f32 --rounds 7")
     lu.assertStrContains(out, "round 2/2 done (and PyTorch's)")
     lu.assertStrMatches(out, ".*tokens 4%s+PyTorch%s+2%.000 ms %(p10 1%.000, p90 3%.000%).*")
-    f = assert(io.open(dir .. "/mlp_sweep.json"))
-    local data = cjson.decode(f:read("a"))
-    f:close()
-    lu.assertEquals(#data.rows, 4)
-    for _, r in ipairs(data.rows) do
+    for _, r in ipairs(saved_rows(dir, 4)) do
         lu.assertEquals(r.torch_ms, 2.0) -- the median of 1,2,3 twice
         lu.assertAlmostEquals(r.vs_torch, 2.0 / r.median_ms, 1e-9)
     end
@@ -76,11 +81,7 @@ function TestSweep:test_a_failing_peer_leaves_the_results_intact()
     lu.assertEquals(code, 0, out)
     lu.assertStrContains(out, "(the --peer command printed no results: false)")
     lu.assertStrContains(out, "report: ")
-    local f = assert(io.open(dir .. "/mlp_sweep.json"))
-    local data = cjson.decode(f:read("a"))
-    f:close()
-    lu.assertEquals(#data.rows, 4)
-    lu.assertNil(data.rows[1].vs_torch)
+    lu.assertNil(saved_rows(dir, 4)[1].vs_torch)
     os.execute("rm -rf '" .. dir .. "'")
 end
 
