@@ -35,6 +35,10 @@ static float *reserve(float **p, size_t *cap, size_t floats) {
 }
 
 static int64_t tile_width(const wb_cpu_isa *isa, int dual) { return dual ? isa->nr / 2 : isa->nr; }
+/* How many tiles cover N columns (the packed-B tiles, the N split of the threads). */
+static int64_t tile_count(const wb_cpu_isa *isa, int64_t n, int dual) {
+    return (n + tile_width(isa, dual) - 1) / tile_width(isa, dual);
+}
 
 /* Packs B tile `jt` (NR lanes) for depths [pc, pc + kc) into dst[kk * NR + lane]. Lanes past N
  * are zero. Dual tiles hold NR/2 gate columns then the same NR/2 up columns. */
@@ -107,7 +111,7 @@ static void pack_a_tile(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t
 }
 
 size_t wb_gemm_packed_b_floats(const wb_cpu_isa *isa, int64_t k, int64_t n, int dual) {
-    int64_t width = tile_width(isa, dual), tiles = (n + width - 1) / width;
+    int64_t tiles = tile_count(isa, n, dual);
     return (size_t)(tiles * (k > 0 ? k : 1) * isa->nr);
 }
 
@@ -121,7 +125,7 @@ static int64_t block_k(const wb_cpu_isa *isa, int64_t k, int dual) {
  * (what the microkernel's prefetch runs ahead on). */
 void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b, int64_t rsb, int64_t csb,
                     const float *b_up, float *packed) {
-    int64_t width = tile_width(isa, b_up != NULL), tiles = (n + width - 1) / width;
+    int64_t tiles = tile_count(isa, n, b_up != NULL);
     const int64_t kcb = block_k(isa, k, b_up != NULL);
 #pragma omp parallel for schedule(static) if (tiles * k > 65536)
     for (int64_t jt = 0; jt < tiles; jt++)
@@ -162,7 +166,7 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                      int64_t it1, buffers *buf) {
     const int mr = isa->mr, nr = isa->nr, dual = p->b_up != NULL;
     const int64_t width = tile_width(isa, dual), k = p->k;
-    const int64_t kcb = block_k(isa, k, dual), tiles_n = (p->n + width - 1) / width;
+    const int64_t kcb = block_k(isa, k, dual), tiles_n = tile_count(isa, p->n, dual);
     const int64_t nc_tiles = isa->nc / nr > 0 ? isa->nc / nr : 1, mc_tiles = isa->mc / mr > 0 ? isa->mc / mr : 1;
     if (jt0 >= jt1 || it0 >= it1) return 0;
     if (!reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * kcb))) return -1;
@@ -238,7 +242,7 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
     const int dual = problem->b_up != NULL;
     if (problem->m <= 0 || problem->n <= 0) return 0;
     const int64_t width = tile_width(isa, dual);
-    const int64_t tn = (problem->n + width - 1) / width, tm = (problem->m + isa->mr - 1) / isa->mr;
+    const int64_t tn = tile_count(isa, problem->n, dual), tm = (problem->m + isa->mr - 1) / isa->mr;
     wb_gemm_problem local = *problem;
     const wb_gemm_problem *p = &local;
     float *interleaved = NULL;
