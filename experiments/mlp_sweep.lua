@@ -152,20 +152,26 @@ local flops_of = function(t) return 6.0 * t * dim * hidden end
 -- The PyTorch peer (when installed): one run of experiments/peers/torch_mlp.py per round, after
 -- our modes' round, so that ours and the peer's samples come from the same stretches of time
 -- (PERF.md: alternate the contenders; this machine's speed drifts between minutes).
+local PEER_SAMPLES = 7 -- per token count and round
 local torch = {samples = {}}
 local peer_cmd
 local script = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/peers/torch_mlp.py"
+local function exists(path)
+    local f = io.open(path)
+    if f then f:close() end
+    return f ~= nil
+end
 if args.peer then
     peer_cmd = args.peer
-elseif not args.no_peer and not cuda and io.open(script) then
+elseif not args.no_peer and not cuda and exists(script) then
     -- Debian's python3-torch lives with Debian's interpreter, which a pyenv python3 would hide
-    local python = io.open("/usr/bin/python3") and "/usr/bin/python3" or "python3"
+    local python = exists("/usr/bin/python3") and "/usr/bin/python3" or "python3"
     peer_cmd = string.format("%s '%s'", python, script)
 end
 local function peer_round()
     if not peer_cmd or torch.failed then return end
     local cmd = string.format("%s --tokens %s --dim %d --hidden %d --threads %d --dtype %s --rounds %d 2>/dev/null",
-        peer_cmd, table.concat(tokens_list, ","), dim, hidden, wb.get_num_threads(), args.dtype, 7)
+        peer_cmd, table.concat(tokens_list, ","), dim, hidden, wb.get_num_threads(), args.dtype, PEER_SAMPLES)
     local pipe = io.popen(cmd)
     local text = pipe and pipe:read("a") or ""
     if pipe then pipe:close() end
