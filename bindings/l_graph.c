@@ -39,7 +39,7 @@ static int g_nodes(lua_State *L) {
     for (size_t i = 0; i < n; i++) {
         const wb_kernel_desc *d = wb_graph_node(g, i);
         lua_createtable(L, 0, 4);
-        lua_pushstring(L, d->name);
+        lua_pushstring(L, wb_kernel_kind_name(d->kind));
         lua_setfield(L, -2, "name");
         lua_pushnumber(L, d->flops);
         lua_setfield(L, -2, "flops");
@@ -92,7 +92,7 @@ static int g_index(lua_State *L) {
  * index 1 (new, or re-captured), and stores its results as g.outputs. */
 static int capture_into(lua_State *L, graph_handle *h, int recapture) {
     int nargs = lua_gettop(L) - 2;
-    if (wb_cuda_in_use()) {
+    if (wb_device_in_use(WB_DEVICE_CUDA) && wb_device_graphs_on_device(WB_DEVICE_CUDA)) {
         /* CUDA graphs need a warm-up run first: cuBLASLt plans and kernel modules are made
          * and the caching allocator holds the blocks, so nothing allocates or syncs inside
          * the capture. */

@@ -82,9 +82,9 @@ static int l_linear(lua_State *L) {
     int opts = 0;
     if (lua_istable(L, 3))
         opts = 3;
-    else if (!lua_isnoneornil(L, 3)) {
-        bias = wb_lua_checktensor(L, 3);
-        if (lua_istable(L, 4))
+    else {
+        if (!lua_isnoneornil(L, 3)) bias = wb_lua_checktensor(L, 3);
+        if (lua_istable(L, 4)) /* wb.linear(x, w, nil, {activation=...}) too */
             opts = 4;
         else if (!lua_isnoneornil(L, 4))
             luaL_error(L, "linear: argument 4 must be an options table, got %s", luaL_typename(L, 4));

@@ -144,7 +144,7 @@ static int s_events(lua_State *L) {
         if (e->kind == WB_EV_STEP)
             lua_pushfstring(L, "ProfileStep#%d", (int)e->id);
         else
-            lua_pushstring(L, e->name);
+            lua_pushstring(L, wb_event_name(e));
         lua_setfield(L, -2, "name");
         lua_pushstring(L, wb_event_kind_name(e->kind));
         lua_setfield(L, -2, "cat");
@@ -197,25 +197,24 @@ static int s_events(lua_State *L) {
         if (e->kind == WB_EV_KERNEL) {
             lua_pushinteger(L, e->threads);
             lua_setfield(L, -2, "threads");
-            wb_kernel_launch_info k;
-            wb_kernel_name_decode(e->name, &k);
-            if (k.tile[0]) {
+            wb_kernel_fields k;
+            if (wb_kernel_kind_fields(e->kernel, &k)) {
                 lua_pushstring(L, k.isa);
                 lua_setfield(L, -2, "isa");
                 lua_pushstring(L, k.tile);
                 lua_setfield(L, -2, "tile");
                 lua_pushstring(L, k.layout);
                 lua_setfield(L, -2, "layout");
-                lua_pushstring(L, k.epilogue[0] ? k.epilogue : "none");
+                lua_pushstring(L, k.epilogue);
                 lua_setfield(L, -2, "epilogue");
             }
         }
         if (e->kind == WB_EV_MEMORY) {
-            lua_pushinteger(L, (lua_Integer)e->flops);
+            lua_pushinteger(L, (lua_Integer)e->live_bytes);
             lua_setfield(L, -2, "allocated_bytes");
         }
-        if (e->kind == WB_EV_RUNTIME && e->threads) { /* a CUDA API record */
-            lua_pushinteger(L, e->threads);
+        if (e->kind == WB_EV_RUNTIME && e->cbid) { /* a device API record */
+            lua_pushinteger(L, e->cbid);
             lua_setfield(L, -2, "cbid");
         }
         if (e->failed) {

@@ -10,7 +10,7 @@
 #include "peer.h"
 #include "profiler.h"
 #include "wb_lua.h"
-#include "cuda.h"
+#include "roofline.h"
 #include "wb_version.h"
 
 /* ---- wb.tensor(nested_table, opts) ---------------------------------------------------------- */
@@ -180,11 +180,10 @@ static int l_devices(lua_State *L) {
     return 1;
 }
 
-/* device_info("cuda"): what the driver reports; peaks from the per-SM rates of the architecture
- * times SM count and clock (a datasheet figure, not a measurement: `calibrated` says so). */
-static int push_cuda_info(lua_State *L) {
-    const wb_cuda_info *ci = wb_cuda_info_get();
-    double ghz = ci->clock_khz / 1e6;
+/* device_info("cuda"): what the driver reports, and the roofline's ceilings from it. */
+static int push_cuda_info(lua_State *L, const wb_cuda_info *ci) {
+    wb_roofline r;
+    wb_roofline_from_info(ci, &r);
     lua_newtable(L);
     lua_pushstring(L, "cuda");
     lua_setfield(L, -2, "device");
@@ -196,11 +195,11 @@ static int push_cuda_info(lua_State *L) {
     lua_setfield(L, -2, "sm_count");
     lua_pushinteger(L, (lua_Integer)ci->total_mem);
     lua_setfield(L, -2, "memory_bytes");
-    lua_pushnumber(L, ci->sm_count * 128.0 * 2.0 * ghz); /* fp32 FMA lanes per SM: 128 */
+    lua_pushnumber(L, r.gflops);
     lua_setfield(L, -2, "peak_gflops");
-    lua_pushnumber(L, ci->sm_count * (ci->cc_major >= 9 ? 4096.0 : 2048.0) * ghz); /* dense bf16 tensor cores */
+    lua_pushnumber(L, r.gflops_bf16);
     lua_setfield(L, -2, "peak_gflops_bf16");
-    lua_pushnumber(L, 2.0 * ci->mem_clock_khz * 1e3 * ci->bus_width_bits / 8.0 / 1e9);
+    lua_pushnumber(L, r.gbs);
     lua_setfield(L, -2, "bandwidth_gbs");
     lua_pushfstring(L, "%d.%d", ci->runtime_version / 1000, (ci->runtime_version % 1000) / 10);
     lua_setfield(L, -2, "cuda_runtime");
@@ -210,31 +209,20 @@ static int push_cuda_info(lua_State *L) {
     lua_setfield(L, -2, "cublaslt");
     lua_pushinteger(L, ci->cupti_version);
     lua_setfield(L, -2, "cupti_api");
-    lua_pushstring(L, "not measured: peaks are SM count x clock x the architecture's rate per SM; bandwidth from "
-                      "the memory clock and bus width");
+    lua_pushstring(L, r.how);
     lua_setfield(L, -2, "calibrated");
     return 1;
 }
 
-/* wb.device_info([device]): name, threads, and the roofline's two limits measured by a short
- * calibration the first time for each thread count (cached; `calibrated` says so). */
+/* wb.device_info([device]): name, threads, and the roofline's two ceilings (roofline.h). */
 static int l_device_info(lua_State *L) {
-    static struct {
-        int threads;
-        double gflops, gbs;
-    } cache[16];
     wb_device d = opt_device(L, 1, "device_info");
     if (wb_device_check_available(d)) luaL_error(L, "device_info: %s", wb_error_message());
-    if (d == WB_DEVICE_CUDA) return push_cuda_info(L);
-    int threads = wb_get_num_threads(), slot = -1;
-    for (int i = 0; i < 16 && slot < 0; i++)
-        if (cache[i].threads == threads || cache[i].threads == 0) slot = i;
-    if (slot < 0) slot = 0;
-    if (cache[slot].threads != threads) {
-        cache[slot].threads = threads;
-        cache[slot].gflops = wb_cpu_measure_peak_gflops(threads, 50);
-        cache[slot].gbs = wb_cpu_measure_bandwidth_gbs(threads);
-    }
+    const wb_backend *b = wb_backend_get(d);
+    if (b->info && b->info()) return push_cuda_info(L, b->info());
+    int threads = wb_get_num_threads();
+    wb_roofline r;
+    wb_roofline_cpu(threads, &r);
     lua_newtable(L);
     lua_pushstring(L, wb_device_name(d));
     lua_setfield(L, -2, "device");
@@ -244,11 +232,11 @@ static int l_device_info(lua_State *L) {
     lua_setfield(L, -2, "isa");
     lua_pushinteger(L, threads);
     lua_setfield(L, -2, "threads");
-    lua_pushnumber(L, cache[slot].gflops);
+    lua_pushnumber(L, r.gflops);
     lua_setfield(L, -2, "peak_gflops");
-    lua_pushnumber(L, cache[slot].gbs);
+    lua_pushnumber(L, r.gbs);
     lua_setfield(L, -2, "bandwidth_gbs");
-    lua_pushstring(L, "measured at first use by a short calibration (FMA chains; a 64 MiB read) and cached");
+    lua_pushstring(L, r.how);
     lua_setfield(L, -2, "calibrated");
     return 1;
 }
@@ -280,10 +268,9 @@ static int l_cuda_why_not(lua_State *L) {
 
 /* wb.cuda.memory() -> {allocated, reserved, peak} bytes of the caching allocator. */
 static int l_cuda_memory(lua_State *L) {
-    const wb_cuda_api *api = wb_cuda_api_get();
-    if (!api) return luaL_error(L, "cuda.memory: %s", wb_error_message());
+    if (wb_device_check_available(WB_DEVICE_CUDA)) return luaL_error(L, "cuda.memory: %s", wb_error_message());
     size_t a, r, p;
-    api->memory_stats(&a, &r, &p);
+    wb_backend_get(WB_DEVICE_CUDA)->memory_stats(&a, &r, &p);
     lua_createtable(L, 0, 3);
     lua_pushinteger(L, (lua_Integer)a);
     lua_setfield(L, -2, "allocated");

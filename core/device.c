@@ -1,6 +1,7 @@
 /* device.c: dtype and device names, availability, defaults and the thread count.
- * The CUDA device is a plugin loaded at first use (core/cuda.c); when it cannot run, every cuda
- * request fails here with a message that says why, and the executable still starts anywhere. */
+ * Availability comes from each device's backend table (backend.h): the CUDA device is a plugin
+ * loaded at first use (cuda_backend.c); when it cannot run, every cuda request fails here with a
+ * message that says why, and the executable still starts anywhere. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,8 +10,8 @@
 #include <omp.h>
 #endif
 
+#include "backend.h"
 #include "wb.h"
-#include "cuda.h"
 
 static const char *const dtype_names[WB_DTYPE_COUNT] = {
     [WB_F32] = "f32",
@@ -65,21 +66,25 @@ wb_status wb_device_parse(const char *name, wb_device *out) {
 }
 
 wb_status wb_device_check_available(wb_device device) {
-    switch (device) {
-    case WB_DEVICE_CPU: return WB_OK;
-    case WB_DEVICE_CUDA: return wb_cuda_check();
-    default: return wb_error(WB_ERR_DEVICE, "invalid device id %d", (int)device);
-    }
+    if ((unsigned)device >= WB_DEVICE_COUNT) return wb_error(WB_ERR_DEVICE, "invalid device id %d", (int)device);
+    return wb_backend_get(device)->check();
 }
 
 int wb_device_is_available(wb_device device) {
-    if (device == WB_DEVICE_CPU) return 1;
-    if (device != WB_DEVICE_CUDA) return 0;
+    if ((unsigned)device >= WB_DEVICE_COUNT) return 0;
     char saved[512]; /* asking must not overwrite the caller's pending error message */
     snprintf(saved, sizeof saved, "%s", wb_error_message());
-    int ok = wb_cuda_check() == WB_OK;
+    int ok = wb_backend_get(device)->check() == WB_OK;
     if (!ok) wb_error(WB_OK, "%s", saved);
     return ok;
+}
+
+int wb_device_in_use(wb_device device) {
+    return (unsigned)device < WB_DEVICE_COUNT && wb_backend_in_use(device) != NULL;
+}
+
+int wb_device_graphs_on_device(wb_device device) {
+    return (unsigned)device < WB_DEVICE_COUNT && wb_backend_get(device)->graph_begin != NULL;
 }
 
 static wb_device default_device = WB_DEVICE_CPU;

@@ -66,3 +66,17 @@ void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *c
     fn(ctx);
     if (h && h->kernel_end) h->kernel_end(h->user, desc);
 }
+
+wb_kernel_desc wb_kernel_desc_for(const wb_op_call *c, const wb_kernel_kind *key, int threads) {
+    return (wb_kernel_desc){.kind = wb_kernel_kind_intern(key),
+                            .flops = c && c->def->flops ? c->def->flops(c) : 0,
+                            .bytes = c && c->def->bytes ? c->def->bytes(c) : 0,
+                            .threads = threads};
+}
+
+wb_status wb_dispatch_out(wb_op_id id, wb_op_call *call, wb_tensor **out) {
+    *out = NULL;
+    wb_status st = wb_dispatch(id, call);
+    if (!st) *out = call->out;
+    return st;
+}

@@ -1,13 +1,14 @@
 /* graph.c: graphs (see graph.h). On the cpu a node is a kernel descriptor, its function and a
  * private copy of its context; replay refreshes what a context caches (a GEMM's packed weights,
- * so a write to the weight is seen) and launches the nodes in order. On cuda the plugin's stream
- * is captured into a CUDA graph while the function runs; the nodes only describe what was
- * queued, and replay is one cudaGraphLaunch. A graph holds kernels of one device only. */
+ * so a write to the weight is seen) and launches the nodes in order. A device whose backend
+ * captures its own queue (cuda: the plugin's stream into a CUDA graph) is captured while the
+ * function runs; the nodes only describe what was queued, and replay is one graph launch
+ * through the backend table. A graph holds kernels of one device only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda.h"
+#include "backend.h"
 #include "graph.h"
 #include "profiler.h"
 #include "storage.h"
@@ -28,9 +29,10 @@ struct wb_graph {
     size_t nwritten, cap_written;
     int capturing, failed;
     wb_capture_hooks hooks;
-    int stream_capture; /* the cuda stream is being captured */
-    size_t cpu_nodes, cuda_nodes;
-    void *exec; /* the instantiated CUDA graph */
+    const wb_backend *queue; /* the device whose queue is captured (cuda), or NULL */
+    int stream_capture;      /* that queue is being captured now */
+    size_t cpu_nodes, device_nodes;
+    void *exec; /* the device's instantiated graph (a CUDA graph) */
     char why[512];
 };
 
@@ -73,7 +75,7 @@ static void on_launch(void *user, const wb_kernel_desc *desc, void (*fn)(void *)
             return;
         }
         g->nodes[g->n++] = (node){*desc, NULL, NULL, NULL};
-        g->cuda_nodes++;
+        g->device_nodes++;
         return;
     }
     g->cpu_nodes++;
@@ -114,9 +116,18 @@ static void on_storage_written(void *user, wb_storage *s) {
 static wb_status start(wb_graph *g, const char *what) {
     if (capturing) return wb_error(WB_ERR_UNSUPPORTED, "%s: a capture is already running (captures do not nest)", what);
     g->hooks = (wb_capture_hooks){g, on_launch, on_op_inputs, on_storage_new, on_storage_written};
-    const wb_cuda_api *api = wb_cuda_info_get() ? wb_cuda_api_get() : NULL;
-    if (api) { /* cuda is in use: capture its stream too (left empty by a cpu-only function) */
-        if (api->graph_begin()) return wb_error(WB_ERR_DEVICE, "%s: %s", what, api->last_error());
+    /* a device in use that captures its own queue (cuda): capture it too (left empty by a
+     * cpu-only function) */
+    const wb_backend *queue = NULL;
+    for (int d = 0; d < WB_DEVICE_COUNT && !queue; d++) {
+        const wb_backend *b = wb_backend_in_use((wb_device)d);
+        if (b && b->graph_begin) queue = b;
+    }
+    if (queue) {
+        wb_status st = queue->graph_begin();
+        if (st) return wb_error_prefix(st, what);
+        if (g->exec && g->queue != queue) return wb_error(WB_ERR_DEVICE, "%s: the graph belongs to another device", what);
+        g->queue = queue;
         g->stream_capture = 1;
     }
     g->capturing = 1;
@@ -147,7 +158,7 @@ wb_status wb_graph_recapture_begin(wb_graph *g) {
         free(g->nodes[i].ctx);
     for (size_t i = 0; i < g->nheld; i++)
         wb_storage_release(g->held[i]);
-    g->n = g->nheld = g->nwritten = g->cpu_nodes = g->cuda_nodes = 0;
+    g->n = g->nheld = g->nwritten = g->cpu_nodes = g->device_nodes = 0;
     g->failed = 0;
     g->why[0] = '\0';
     return start(g, "graph.recapture");
@@ -159,25 +170,26 @@ static void end_capture(wb_graph *g, int run_once) {
     capturing = NULL;
     wb_capture_set_hooks(NULL);
     if (g->stream_capture) {
-        const wb_cuda_api *api = wb_cuda_api_get();
         g->stream_capture = 0;
-        if (api->graph_end(&g->exec)) {
+        if (g->queue->graph_end(&g->exec)) {
             g->failed = 2;
-            snprintf(g->why, sizeof g->why, "%s", api->last_error());
+            snprintf(g->why, sizeof g->why, "%s", wb_error_message());
         }
     }
-    if (g->cpu_nodes && g->cuda_nodes) {
+    if (g->device_nodes && !g->queue) {
         g->failed = 2;
-        snprintf(g->why, sizeof g->why, "the function launched kernels on both cpu and cuda; a graph holds one device");
+        snprintf(g->why, sizeof g->why,
+                 "the device was first used inside the capture; run the function once before capturing it");
+    } else if (g->cpu_nodes && g->device_nodes) {
+        g->failed = 2;
+        snprintf(g->why, sizeof g->why, "the function launched kernels on both cpu and %s; a graph holds one device",
+                 g->queue->name);
     }
     /* A stream capture records without running: run the graph once, so that (as on the cpu)
      * capturing runs the function and g.outputs hold its results. */
-    if (run_once && g->cuda_nodes && !g->failed) {
-        const wb_cuda_api *api = wb_cuda_api_get();
-        if (api->graph_launch(g->exec)) {
-            g->failed = 2;
-            snprintf(g->why, sizeof g->why, "%s", api->last_error());
-        }
+    if (run_once && g->device_nodes && !g->failed && g->queue->graph_launch(g->exec)) {
+        g->failed = 2;
+        snprintf(g->why, sizeof g->why, "%s", wb_error_message());
     }
 }
 
@@ -196,15 +208,15 @@ wb_status wb_graph_replay(wb_graph *g) {
     if (g->failed == 2) return wb_error(WB_ERR_DEVICE, "graph.replay: the capture failed: %s", g->why);
     if (g->failed) return wb_error(WB_ERR_MEMORY, "graph.replay: the capture was incomplete (out of memory)");
     wb_prof_scope_begin();
-    if (g->cuda_nodes) {
-        const wb_cuda_api *api = wb_cuda_api_get();
-        if (api->graph_launch(g->exec)) {
-            wb_status st = wb_error(WB_ERR_DEVICE, "graph.replay: %s", api->last_error());
+    if (g->device_nodes) {
+        wb_status st = g->queue->graph_launch(g->exec);
+        if (st) {
+            wb_error_prefix(st, "graph.replay");
             wb_prof_scope_end("graph_launch");
             return st;
         }
     }
-    for (size_t i = 0; i < g->n && !g->cuda_nodes; i++) {
+    for (size_t i = 0; i < g->n && !g->device_nodes; i++) {
         node *nd = &g->nodes[i];
         if (nd->refresh) nd->refresh(nd->ctx);
         wb_kernel_launch(&nd->desc, nd->fn, nd->ctx, 0, NULL);
@@ -218,10 +230,7 @@ wb_status wb_graph_replay(wb_graph *g) {
 void wb_graph_free(wb_graph *g) {
     if (!g) return;
     if (g->capturing) end_capture(g, 0);
-    if (g->exec) {
-        const wb_cuda_api *api = wb_cuda_api_get();
-        if (api) api->graph_destroy(g->exec);
-    }
+    if (g->exec && g->queue) g->queue->graph_destroy(g->exec);
     for (size_t i = 0; i < g->n; i++)
         free(g->nodes[i].ctx);
     for (size_t i = 0; i < g->nheld; i++)

@@ -1,10 +1,11 @@
 /* op.h: the op table and the dispatcher every op goes through (internal to libwb).
  * An op is declared once in core/op_table.c: its name, kind, arity, shape rule, flops and bytes
  * formulas and one implementation per device. The dispatcher is the single place where the
- * profiler and graph capture will hook in (wb_dispatch_hooks). */
+ * profiler and graph capture hook in (wb_dispatch_hooks, wb_capture_hooks). */
 #ifndef WB_OP_H
 #define WB_OP_H
 
+#include "kernel.h"
 #include "wb.h"
 
 typedef enum wb_op_id {
@@ -148,9 +149,12 @@ int wb_op_table_check(void);
  * device implementation, and reports to the hooks. On failure nothing is leaked. */
 wb_status wb_dispatch(wb_op_id id, wb_op_call *call);
 
+/* wb_dispatch, then *out = the call's output (NULL on failure): the public wrappers' pattern. */
+wb_status wb_dispatch_out(wb_op_id id, wb_op_call *call, wb_tensor **out);
+
 /* What a kernel launch carries: the profiler records it on the device lane. */
 typedef struct wb_kernel_desc {
-    const char *name; /* wb_<op>_<isa>_<tile>_<layout>[_<epilogue>] or wb_<op>_<isa> for pointwise */
+    const wb_kernel_kind *kind; /* interned (kernel.h): op, isa, tile, layout, epilogue */
     double flops;
     double bytes; /* the fewest bytes that must move */
     int threads;
@@ -160,6 +164,10 @@ typedef struct wb_kernel_desc {
  * must be self-contained (ctx_size bytes, no pointers into memory that dies with the op except
  * storage buffers) so graph capture can keep a copy and re-issue it. `refresh` (optional)
  * re-resolves cached state in a copied ctx before a replay (a GEMM's packed weights). */
+/* The description of a launch by call c (NULL: none): the kind interned from *key, the work
+ * counts from the op table's formulas. */
+wb_kernel_desc wb_kernel_desc_for(const wb_op_call *c, const wb_kernel_kind *key, int threads);
+
 void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx, size_t ctx_size,
                       void (*refresh)(void *ctx));
 

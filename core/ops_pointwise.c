@@ -1,22 +1,26 @@
 /* ops_pointwise.c: the elementwise and creation ops (copy_, fill_, arange, rand, randn,
- * add, sub, mul, div, neg): shape rules, work counts, CPU implementations and the public
- * entry points. Each CPU implementation launches one kernel through wb_kernel_launch. */
+ * add, sub, mul, div, neg): shape rules, work counts, CPU launchers and the public entry
+ * points. Each CPU launcher poses a pointer-and-stride problem for the kernels
+ * (wb_kernels/pointwise.h, wb_kernels/bf16.h) and launches one kernel through wb_kernel_launch. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/cpu/pointwise.h"
+#include <wb_kernels/bf16.h>
+#include <wb_kernels/pointwise.h>
+
 #include "convert.h"
 #include "op.h"
 #include "pointwise_ops.h"
 #include "storage.h"
 
-static const char *const binary_kernel_names[4][2] = {
-    {"wb_add_generic_contig", "wb_add_generic_strided"},
-    {"wb_sub_generic_contig", "wb_sub_generic_strided"},
-    {"wb_mul_generic_contig", "wb_mul_generic_strided"},
-    {"wb_div_generic_contig", "wb_div_generic_strided"},
-};
+/* The portable kernels are named wb_<op>_generic[_contig|_strided]. */
+static wb_kernel_desc generic_desc(const wb_op_call *c, const char *op, const char *variant, int64_t n) {
+    return wb_kernel_desc_for(c, &(wb_kernel_kind){.op = op, .isa = "generic", .variant = variant},
+                              n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1);
+}
+
+static const char *const binary_ops[4] = {"add", "sub", "mul", "div"};
 
 int wb_same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b) {
     return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) &&
@@ -75,26 +79,7 @@ typedef struct binary_flat {
 
 static void run_binary_flat(void *v) {
     const binary_flat *k = v;
-    float *o = k->out;
-    const float *a = k->a, *b = k->b;
-    switch (k->op) {
-    case WB_CPU_ADD:
-        for (int64_t i = 0; i < k->n; i++)
-            o[i] = a[i] + b[i];
-        break;
-    case WB_CPU_SUB:
-        for (int64_t i = 0; i < k->n; i++)
-            o[i] = a[i] - b[i];
-        break;
-    case WB_CPU_MUL:
-        for (int64_t i = 0; i < k->n; i++)
-            o[i] = a[i] * b[i];
-        break;
-    default:
-        for (int64_t i = 0; i < k->n; i++)
-            o[i] = a[i] / b[i];
-        break;
-    }
+    wb_cpu_binary_flat_f32(k->op, k->n, k->out, k->a, k->b);
 }
 
 wb_status wb_cpu_binary_impl(wb_op_call *c) {
@@ -108,7 +93,10 @@ wb_status wb_cpu_binary_impl(wb_op_call *c) {
     int64_t n = wb_tensor_numel(out);
     if (contig && n < WB_CPU_PARALLEL_MIN) {
         binary_flat k = {op, n, wb_tensor_data(out), wb_tensor_data(c->in[0]), wb_tensor_data(c->in[1])};
-        wb_kernel_desc d = {binary_kernel_names[op][0], (double)n, c->def->bytes(c), 1};
+        /* the kind is looked up once per op: this is the path of the 1-element dispatch benchmark */
+        static const wb_kernel_kind *flat[4];
+        if (!flat[op]) flat[op] = wb_kernel_kind_intern(&(wb_kernel_kind){.op = binary_ops[op], .isa = "generic", .variant = "contig"});
+        wb_kernel_desc d = {.kind = flat[op], .flops = (double)n, .bytes = c->def->bytes(c), .threads = 1};
         wb_kernel_launch(&d, run_binary_flat, &k, sizeof k, NULL);
         wb_storage_bump_version(out->storage);
         return WB_OK;
@@ -119,8 +107,7 @@ wb_status wb_cpu_binary_impl(wb_op_call *c) {
     memcpy(k.os, out->stride, sizeof k.os);
     wb_broadcast_strides(c->in[0], out->ndim, out->shape, k.as);
     wb_broadcast_strides(c->in[1], out->ndim, out->shape, k.bs);
-    wb_kernel_desc d = {binary_kernel_names[op][!contig], c->def->flops(c), c->def->bytes(c),
-                        n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+    wb_kernel_desc d = generic_desc(c, binary_ops[op], contig ? "contig" : "strided", n);
     wb_kernel_launch(&d, run_binary, &k, sizeof k, NULL);
     wb_storage_bump_version(out->storage);
     return WB_OK;
@@ -166,9 +153,7 @@ wb_status wb_cpu_neg_impl(wb_op_call *c) {
     memcpy(k.shape, out->shape, sizeof k.shape);
     memcpy(k.os, out->stride, sizeof k.os);
     memcpy(k.as, a->stride, sizeof k.as);
-    wb_kernel_desc d = {wb_tensor_is_contiguous(a) ? "wb_neg_generic_contig" : "wb_neg_generic_strided",
-                        c->def->flops(c), c->def->bytes(c),
-                        wb_tensor_numel(out) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+    wb_kernel_desc d = generic_desc(c, "neg", wb_tensor_is_contiguous(a) ? "contig" : "strided", wb_tensor_numel(out));
     wb_kernel_launch(&d, run_unary, &k, sizeof k, NULL);
     wb_storage_bump_version(out->storage);
     return WB_OK;
@@ -222,12 +207,13 @@ static void run_convert(void *v) {
     convert_launch *k = v;
     int64_t zero[WB_MAX_DIMS] = {0};
     if (k->src)
-        wb_host_convert(k->dst, k->dst_dtype, k->ds, k->src, k->src_dtype, k->ss, k->ndim, k->shape);
+        wb_cpu_convert(k->dst, (wb_cpu_dtype)k->dst_dtype, k->ds, k->src, (wb_cpu_dtype)k->src_dtype, k->ss, k->ndim,
+                       k->shape);
     else
-        wb_host_convert(k->dst, k->dst_dtype, k->ds, &k->value, WB_F32, zero, k->ndim, k->shape);
+        wb_cpu_convert(k->dst, (wb_cpu_dtype)k->dst_dtype, k->ds, &k->value, WB_CPU_F32, zero, k->ndim, k->shape);
 }
 
-static void launch_convert(const char *name, double bytes, wb_tensor *dst, wb_tensor *src, float value) {
+static void launch_convert(const wb_op_call *c, const char *op, wb_tensor *dst, wb_tensor *src, float value) {
     convert_launch k = {wb_tensor_data(dst),
                         src ? wb_tensor_data(src) : NULL,
                         dst->dtype,
@@ -240,7 +226,7 @@ static void launch_convert(const char *name, double bytes, wb_tensor *dst, wb_te
     memcpy(k.shape, dst->shape, sizeof k.shape);
     memcpy(k.ds, dst->stride, sizeof k.ds);
     if (src) wb_broadcast_strides(src, dst->ndim, dst->shape, k.ss);
-    wb_kernel_desc d = {name, 0, bytes, 1};
+    wb_kernel_desc d = generic_desc(c, op, NULL, 1);
     wb_kernel_launch(&d, run_convert, &k, sizeof k, NULL);
 }
 
@@ -259,7 +245,7 @@ wb_status wb_cpu_copy_impl(wb_op_call *c) {
         src = tmp;
     }
     if (dst->dtype != WB_F32 || src->dtype != WB_F32) {
-        launch_convert("wb_copy_convert_generic", wb_bytes_copy_(c), dst, src, 0);
+        launch_convert(c, "copy_convert", dst, src, 0);
         wb_storage_bump_version(dst->storage);
         wb_tensor_free(tmp);
         return WB_OK;
@@ -269,8 +255,7 @@ wb_status wb_cpu_copy_impl(wb_op_call *c) {
     memcpy(k.os, dst->stride, sizeof k.os);
     wb_broadcast_strides(src, dst->ndim, dst->shape, k.as);
     int contig = wb_same_geometry_contiguous(dst, src);
-    wb_kernel_desc d = {contig ? "wb_copy_generic_contig" : "wb_copy_generic_strided", 0, wb_bytes_copy_(c),
-                        wb_tensor_numel(dst) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+    wb_kernel_desc d = generic_desc(c, "copy", contig ? "contig" : "strided", wb_tensor_numel(dst));
     wb_kernel_launch(&d, run_unary, &k, sizeof k, NULL);
     wb_storage_bump_version(dst->storage);
     wb_tensor_free(tmp);
@@ -284,15 +269,14 @@ double wb_bytes_fill_(const wb_op_call *c) { return tensor_bytes(c->in[0]); }
 wb_status wb_cpu_fill_impl(wb_op_call *c) {
     wb_tensor *dst = c->in[0];
     if (dst->dtype != WB_F32) {
-        launch_convert("wb_fill_convert_generic", wb_bytes_fill_(c), dst, NULL, (float)c->p.fill.value);
+        launch_convert(c, "fill_convert", dst, NULL, (float)c->p.fill.value);
         wb_storage_bump_version(dst->storage);
         return WB_OK;
     }
     unary_launch k = {WB_CPU_COPY, dst->ndim, {0}, wb_tensor_data(dst), NULL, {0}, {0}, (float)c->p.fill.value};
     memcpy(k.shape, dst->shape, sizeof k.shape);
     memcpy(k.os, dst->stride, sizeof k.os);
-    wb_kernel_desc d = {"wb_fill_generic", 0, wb_bytes_fill_(c),
-                        wb_tensor_numel(dst) >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+    wb_kernel_desc d = generic_desc(c, "fill", NULL, wb_tensor_numel(dst));
     wb_kernel_launch(&d, run_fill, &k, sizeof k, NULL);
     wb_storage_bump_version(dst->storage);
     return WB_OK;
@@ -336,21 +320,16 @@ static void run_creation(void *v) {
     float *tmp = malloc((size_t)(k->n ? k->n : 1) * sizeof(float));
     if (!tmp) return; /* checked by the impl before launching: cannot happen for a sane n */
     wb_cpu_creation_f32(k->op, tmp, k->n, k->seed, k->offset);
-    uint16_t *o = k->out;
-    for (int64_t i = 0; i < k->n; i++)
-        o[i] = wb_f32_to_bf16(tmp[i]);
+    wb_bf16_round_rows(k->out, k->n, tmp, 1, k->n);
     free(tmp);
 }
 
 wb_status wb_cpu_creation_impl(wb_op_call *c) {
-    static const char *const names[] = {"wb_arange_generic", "wb_rand_philox_generic", "wb_randn_philox_generic"};
+    static const char *const ops[] = {"arange", "rand_philox", "randn_philox"};
     wb_op_id id = c->def->id;
     creation_launch k = {
         id, wb_tensor_data(c->out), wb_tensor_numel(c->out), c->p.random.seed, c->p.random.offset, c->out->dtype};
-    wb_kernel_desc d = {names[id == WB_OP_ARANGE ? 0
-                              : id == WB_OP_RAND ? 1
-                                                 : 2],
-                        0, wb_bytes_creation(c), k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1};
+    wb_kernel_desc d = generic_desc(c, ops[id == WB_OP_ARANGE ? 0 : id == WB_OP_RAND ? 1 : 2], NULL, k.n);
     wb_kernel_launch(&d, run_creation, &k, sizeof k, NULL);
     wb_storage_bump_version(c->out->storage);
     return WB_OK;
@@ -369,12 +348,8 @@ void wb_manual_seed(uint64_t seed) {
 uint64_t wb_initial_seed(void) { return generator_seed; }
 
 static wb_status binary(wb_op_id id, wb_tensor *a, wb_tensor *b, wb_tensor **out) {
-    wb_op_call c = {0};
-    *out = NULL;
-    c.in[0] = a, c.in[1] = b, c.nin = 2;
-    wb_status st = wb_dispatch(id, &c);
-    if (!st) *out = c.out;
-    return st;
+    wb_op_call c = {.in = {a, b}, .nin = 2};
+    return wb_dispatch_out(id, &c, out);
 }
 
 wb_status wb_add(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB_OP_ADD, a, b, out); }
@@ -383,12 +358,8 @@ wb_status wb_mul(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB
 wb_status wb_div(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB_OP_DIV, a, b, out); }
 
 wb_status wb_neg(wb_tensor *a, wb_tensor **out) {
-    wb_op_call c = {0};
-    *out = NULL;
-    c.in[0] = a, c.nin = 1;
-    wb_status st = wb_dispatch(WB_OP_NEG, &c);
-    if (!st) *out = c.out;
-    return st;
+    wb_op_call c = {.in = {a}, .nin = 1};
+    return wb_dispatch_out(WB_OP_NEG, &c, out);
 }
 
 wb_status wb_copy_(wb_tensor *dst, wb_tensor *src) {

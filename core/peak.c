@@ -6,7 +6,7 @@
 #include <omp.h>
 #endif
 
-#include "../kernels/cpu/gemm.h"
+#include <wb_kernels/gemm.h>
 #include "peer.h"
 
 int64_t wb_time_ns(void) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/cpu/gemm.h"
+#include <wb_kernels/gemm.h>
 #include "peer.h"
 #include "storage.h"
 

@@ -26,4 +26,8 @@ int wb_same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b);
 /* bf16 on the cpu: f32 math, one rounding (core/ops_bf16.c). */
 wb_status wb_cpu_bf16_pointwise(wb_op_call *c);
 
+/* `to` between any two devices and dtypes (to.c). */
+wb_status wb_shape_to(wb_op_call *c);
+wb_status wb_to_impl(wb_op_call *c);
+
 #endif

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/cpu/gemm.h"
+#include <wb_kernels/gemm.h>
 #include "convert.h"
 #include "linear_ops.h"
 #include "storage.h"
@@ -107,10 +107,11 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
             free(data);
             return NULL;
         }
-        wb_host_convert(wide, WB_F32, dst_stride, (const uint16_t *)b->data + b_offset, WB_BF16, src_stride, 2, shape);
+        wb_cpu_convert(wide, WB_CPU_F32, dst_stride, (const uint16_t *)b->data + b_offset, WB_CPU_BF16, src_stride, 2,
+                       shape);
         if (b_up)
-            wb_host_convert(wide + k * n, WB_F32, dst_stride, (const uint16_t *)b_up->data + up_offset, WB_BF16,
-                            src_stride, 2, shape);
+            wb_cpu_convert(wide + k * n, WB_CPU_F32, dst_stride, (const uint16_t *)b_up->data + up_offset, WB_CPU_BF16,
+                           src_stride, 2, shape);
         wb_gemm_pack_b(isa, k, n, wide, n, 1, b_up ? wide + k * n : NULL, data);
         free(wide);
     } else {

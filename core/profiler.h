@@ -5,6 +5,7 @@
 #ifndef WB_PROFILER_H
 #define WB_PROFILER_H
 
+#include "kernel.h"
 #include "wb.h"
 
 typedef enum wb_event_kind {
@@ -29,23 +30,37 @@ const char *wb_event_kind_name(int kind);
 /* One event is one 64-byte cache line: recording writes into memory that is not in cache, so
  * the line count is what recording costs. */
 typedef struct wb_event {
-    const char *name;   /* static, interned, or in the session's string arena */
-    int64_t ts_ns;      /* start, on the session clock (CLOCK_MONOTONIC - session start) */
-    int64_t dur_ns;     /* 0 for instants (memory) */
-    double flops;       /* with_flops (ops), kernels; memory events: bytes alive after the event */
+    union {
+        const char *name;             /* not kernels: static, interned, or in the session's string arena */
+        const wb_kernel_kind *kernel; /* kernels: the interned kind (kernel.h) */
+    };
+    int64_t ts_ns;  /* start, on the session clock (CLOCK_MONOTONIC - session start) */
+    int64_t dur_ns; /* 0 for instants (memory) */
+    union {
+        double flops;      /* with_flops (ops), kernels */
+        double live_bytes; /* memory events: bytes alive after the event */
+    };
     float bytes;        /* the fewest bytes moved (ops, kernels); memory: +allocated / -freed */
     uint32_t id;        /* ops: their correlation id; kernels: the flow id; steps: the step number */
     uint32_t link;      /* ops: the enclosing op; kernels: the op that launched them (0: none) */
     uint32_t src;       /* with_stack: offset of "file:line" in the string arena, or WB_EVENT_NONE */
     uint32_t shape_off; /* record_shapes: first dim in the shape arena */
-    uint16_t threads;   /* cpu kernels: threads used; cuda runtime events: the CUPTI callback id */
-    uint8_t kind;       /* wb_event_kind */
+    union {
+        uint16_t threads; /* cpu kernels: threads used */
+        uint16_t cbid;    /* runtime events from a device tracer: the API's callback id */
+    };
+    uint8_t kind; /* wb_event_kind */
     uint8_t lane;
     uint8_t ninputs;                      /* shapes recorded */
     uint8_t failed;                       /* an op that returned an error */
     uint8_t in_meta[WB_EVENT_MAX_INPUTS]; /* per input: low nibble ndim + 1 (0: absent), high nibble dtype */
     uint8_t reserved[3];
 } wb_event;
+
+/* What the event is called: a kernel's formatted name, or the name recorded. */
+static inline const char *wb_event_name(const wb_event *e) {
+    return e->kind == WB_EV_KERNEL ? wb_kernel_kind_name(e->kernel) : e->name;
+}
 
 /* ndim of input i (-1 when the optional input was absent) and its dtype. */
 static inline int wb_event_ndim(const wb_event *e, int i) { return (int)(e->in_meta[i] & 15) - 1; }
@@ -90,21 +105,15 @@ void wb_prof_scope_end(const char *name);
  * attached to the kernel record that arrives later. */
 struct wb_kernel_desc;
 void wb_prof_device_launch(const struct wb_kernel_desc *desc);
-/* cuda has just become usable (or a session starts while it is): a session that records
- * device activity turns CUPTI on. */
-void wb_prof_cuda_ready(void);
+/* A device with a tracer has just become usable (or a session starts while it is): a session
+ * that records device activity turns its tracer on. */
+void wb_prof_device_ready(wb_device device);
 /* The running session (NULL when none). */
 wb_prof *wb_prof_current(void);
 
 size_t wb_prof_count(const wb_prof *p);
 const wb_event *wb_prof_event(const wb_prof *p, size_t i);
 const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input);
-/* A kernel name decoded by the naming convention wb_<op>_<isa>_<tile>_<layout>[_<epilogue>]
- * (DESIGN, "Kernel names"); fields are empty strings when the name does not carry them. */
-typedef struct wb_kernel_launch_info {
-    char op[32], isa[16], tile[16], layout[8], epilogue[48];
-} wb_kernel_launch_info;
-void wb_kernel_name_decode(const char *name, wb_kernel_launch_info *out);
 /* with_stack: the event's call site, or NULL. */
 const char *wb_prof_src(const wb_prof *p, const wb_event *e);
 uint64_t wb_prof_dropped(const wb_prof *p);

@@ -19,6 +19,9 @@ uint64_t wb_storage_id(const wb_storage *s);
 wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out);
 void wb_storage_retain(wb_storage *s);
 void wb_storage_release(wb_storage *s);
+/* Whether freed cpu blocks and headers are kept for reuse (off under ASan or with
+ * WB_NO_ALLOC_CACHE=1; backend_cpu.c). */
+int wb_alloc_cache_on(void);
 /* "1.5 MiB" */
 void wb_format_bytes(double bytes, char *buf, size_t len);
 

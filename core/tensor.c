@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
 #include "storage.h"
 #include "wb.h"
 
@@ -125,30 +126,11 @@ static wb_status check_bounds(const wb_storage *s, wb_dtype dtype, int ndim, con
     return WB_OK;
 }
 
-/* Tensor headers come from a free list (see storage.c: small mallocs dominate eager ops). */
-#define HEADER_POOL 16384
-static wb_tensor *header_pool[HEADER_POOL];
-static int header_pool_n;
+static wb_pool headers; /* see pool.h */
 
-static wb_tensor *header_new(void) {
-    if (header_pool_n > 0) {
-        wb_tensor *t = header_pool[--header_pool_n];
-        memset(t, 0, sizeof *t);
-        return t;
-    }
-    return calloc(1, sizeof(wb_tensor));
-}
-
-#if defined(__SANITIZE_ADDRESS__)
-static void header_free(wb_tensor *t) { free(t); } /* keep use-after-free visible to ASan */
-#else
-static void header_free(wb_tensor *t) {
-    if (header_pool_n < HEADER_POOL)
-        header_pool[header_pool_n++] = t;
-    else
-        free(t);
-}
-#endif
+static wb_tensor *header_new(void) { return wb_pool_take(&headers, sizeof(wb_tensor)); }
+/* Under ASan every header is freed, so a use after free stays visible. */
+static void header_free(wb_tensor *t) { wb_pool_give(&headers, t, wb_alloc_cache_on()); }
 
 wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, wb_tensor **out) {
     *out = NULL;

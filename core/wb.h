@@ -58,8 +58,12 @@ wb_status wb_device_parse(const char *name, wb_device *out);
 /* WB_OK when the device can run ops; otherwise the message says why not. */
 wb_status wb_device_check_available(wb_device device);
 int wb_device_is_available(wb_device device);
-/* True once device cuda has been initialised in this process (a tensor was put there). */
-int wb_cuda_in_use(void);
+/* True once the device has been initialised in this process (cpu: always; cuda: a tensor was
+ * put there), without trying to initialise it. */
+int wb_device_in_use(wb_device device);
+/* True when the device records its kernels into graphs itself (cuda: CUDA graphs), which need a
+ * warm-up run before the capture so that nothing allocates or loads inside it. */
+int wb_device_graphs_on_device(wb_device device);
 
 /* Default device and dtype used by creation functions when the caller gives none. */
 wb_device wb_default_device(void);
@@ -176,18 +180,29 @@ wb_status wb_neg(wb_tensor *a, wb_tensor **out);
 
 /* GEMM family (CPU: kernels/cpu/gemm.c). Layout letters in kernel names follow BLAS's
  * column-major convention, so a linear (x times a transposed row-major weight) shows "tn". */
+/* Activations: one vocabulary for Lua, this API, kernel names and the CUDA plugin. Users write
+ * "none", "gelu" (the erf form, PyTorch's default) or "gelu_tanh"; kernel names spell the form
+ * out ("gelu_erf", "gelu_tanh"); "geglu" is the dual GEMM's epilogue, gelu_tanh(gate) * up. */
 typedef enum wb_activation {
     WB_ACT_NONE = 0,
     WB_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     WB_ACT_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default GELU */
+    WB_ACT_GEGLU,     /* epilogue of the dual GEMM only */
+    WB_ACT_COUNT
 } wb_activation;
+/* "none", "gelu_tanh", "gelu", "geglu". */
+const char *wb_activation_name(wb_activation act);
+/* "none", "gelu" (or "gelu_erf") and "gelu_tanh"; anything else is an error naming the word. */
+wb_status wb_activation_parse(const char *word, wb_activation *out);
 
 wb_status wb_mm(wb_tensor *a, wb_tensor *b, wb_tensor **out);                     /* [M,K] x [K,N] */
 wb_status wb_addmm(wb_tensor *bias, wb_tensor *a, wb_tensor *b, wb_tensor **out); /* bias [N] in the epilogue */
 /* 2-D x 2-D, or 3-D x 2-D (leading dims folded into M). */
 wb_status wb_matmul(wb_tensor *a, wb_tensor *b, wb_tensor **out);
 /* y = act(x W^T + b): x [..., K], W [N, K], b [N] or NULL. Goes through t(W) then addmm or mm,
- * as PyTorch's does; W is packed once and reused while its storage is unchanged. One kernel. */
+ * as PyTorch's does; W is packed once and reused while its storage is unchanged. One kernel, the
+ * bias and activation in its epilogue (on cuda the erf GELU is a second kernel: cuBLASLt's GELU
+ * epilogue is the tanh form). */
 wb_status wb_linear(wb_tensor *x, wb_tensor *w, wb_tensor *bias, wb_activation act, wb_tensor **out);
 /* gelu_tanh(x W_gate^T + b_gate) * (x W_up^T + b_up) in one kernel: the two products never
  * reach memory. The biases may be NULL. */

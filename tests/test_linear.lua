@@ -149,6 +149,10 @@ function TestLinear:test_linear_matches_reference()
     assert_close(wb.linear(x, w, b, {activation = "gelu_tanh"}), wt, 1e-5, "linear gelu_tanh")
     assert_close(wb.linear(x, w, b, {activation = "gelu"}), we, 1e-5, "linear gelu (erf)")
     assert_close(wb.linear(x, w, {activation = "none"}), ref_matmul(x, w:t()), 1e-5, "linear no bias")
+    -- an explicit nil bias with options after it: the options still count
+    local ng = ref_matmul(x, w:t())
+    for i = 1, 5 do for j = 1, 17 do ng[i][j] = gelu_erf(ng[i][j]) end end
+    assert_close(wb.linear(x, w, nil, {activation = "gelu"}), ng, 1e-5, "linear nil bias, gelu")
     local x3 = wb.randn({2, 3, 33})
     local y3 = wb.linear(x3, w, b)
     lu.assertEquals(y3.shape, {2, 3, 17})

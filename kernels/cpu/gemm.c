@@ -8,7 +8,7 @@
 #include <omp.h>
 #endif
 
-#include "gemm.h"
+#include "wb_kernels/gemm.h"
 
 #define MAX_THREADS 256
 #define MAX_MR      12

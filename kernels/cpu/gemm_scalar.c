@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "gemm.h"
+#include "wb_kernels/gemm.h"
 
 typedef float vf;
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemm.h"
+#include "wb_kernels/gemm.h"
 
 extern const wb_cpu_isa wb_cpu_isa_scalar, wb_cpu_isa_avx2, wb_cpu_isa_avx512, wb_cpu_isa_avx512bf16,
     wb_cpu_isa_avx2bf16, wb_cpu_isa_bf16emu;

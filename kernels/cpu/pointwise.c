@@ -6,7 +6,7 @@
 #include <omp.h>
 #endif
 
-#include "pointwise.h"
+#include "wb_kernels/pointwise.h"
 
 #define MAX_DIMS 8
 #define MAX_OPS  3
@@ -214,6 +214,27 @@ static void unary_row(const void *vctx, int64_t n, const int64_t *off, const int
         else
             for (int64_t i = 0; i < n; i++)
                 o[i * os] = -a[i * as];
+    }
+}
+
+void wb_cpu_binary_flat_f32(wb_cpu_binary_op op, int64_t n, float *out, const float *a, const float *b) {
+    switch (op) {
+    case WB_CPU_ADD:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = a[i] + b[i];
+        break;
+    case WB_CPU_SUB:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = a[i] - b[i];
+        break;
+    case WB_CPU_MUL:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = a[i] * b[i];
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = a[i] / b[i];
+        break;
     }
 }
 

@@ -4,7 +4,7 @@
  * the numbers. */
 #include <math.h>
 
-#include "pointwise.h"
+#include "wb_kernels/pointwise.h"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u

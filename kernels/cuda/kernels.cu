@@ -11,7 +11,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "wb_cuda_api.h"
+#include "wb_cuda_abi.h"
 
 namespace {
 
@@ -257,7 +257,7 @@ extern "C" int wbcu_launch_elementwise(const wb_cuda_ew *w, cudaStream_t stream,
 extern "C" int wbcu_launch_geglu(const wb_cuda_geglu *g, cudaStream_t stream, int sm_count) {
     if (g->rows == 0 || g->cols == 0) return cudaSuccess;
     int64_t vec = g->dtype == WB_CU_BF16 ? 8 : 4;
-    bool vectorised = strcmp(wb_cuda_geglu_kernel(g), "wb_geglu_scalar") != 0;
+    bool vectorised = strcmp(wb_cuda_geglu_variant(g), "scalar") != 0;
     if (vectorised && g->dtype == WB_CU_BF16) {
         wb_geglu_bf16x8<<<grid_for(g->rows * g->cols / vec, sm_count), kThreads, 0, stream>>>(
             static_cast<const __nv_bfloat16 *>(g->gate), g->ld_gate, static_cast<const __nv_bfloat16 *>(g->up),

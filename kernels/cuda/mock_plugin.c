@@ -14,8 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../core/convert.h"
-#include "wb_cuda_api.h"
+#include <wb_kernels/bf16.h>
+#include "wb_cuda_abi.h"
 
 static char last_error[512];
 static const char *mock_last_error(void) { return last_error; }
@@ -176,7 +176,7 @@ static const char *op_name(const op *o) {
     if (o->kind == OP_GEMM) {
         static const char *const epi[] = {"", "_bias", "_gelu", "_gelu_bias"};
         snprintf(buf, sizeof buf, "mock_gemm_%c%c%s", o->u.g.transa ? 't' : 'n', o->u.g.transb ? 't' : 'n',
-                 epi[o->u.g.epilogue & 3]);
+                 epi[(o->u.g.activation == WB_CU_ACT_GELU_TANH) * 2 + (o->u.g.bias != NULL)]);
     } else if (o->kind == OP_GEGLU) {
         snprintf(buf, sizeof buf, "mock_geglu");
     } else {
@@ -197,7 +197,7 @@ static void run_gemm(const wb_cuda_gemm *g) {
             }
             float v = (float)acc;
             if (g->bias) v += ld(g->bias, g->dtype, i);
-            if (g->epilogue == WB_CU_EPI_GELU || g->epilogue == WB_CU_EPI_GELU_BIAS) v = gelu_tanh(v);
+            if (g->activation == WB_CU_ACT_GELU_TANH) v = gelu_tanh(v);
             st(g->d, g->dtype, i + j * g->ldd, v);
         }
 }
@@ -285,8 +285,8 @@ static int mock_gemm(const wb_cuda_gemm *g) {
         return fail("mock: invalid leading dimension (lda %lld < %lld, ldb %lld < %lld or ldd %lld < %lld)",
                     (long long)g->lda, (long long)ar, (long long)g->ldb, (long long)br, (long long)g->ldd,
                     (long long)g->m);
-    if ((g->epilogue == WB_CU_EPI_BIAS || g->epilogue == WB_CU_EPI_GELU_BIAS) != (g->bias != NULL))
-        return fail("mock: a bias epilogue needs a bias pointer and only then");
+    if (g->activation != WB_CU_ACT_NONE && g->activation != WB_CU_ACT_GELU_TANH)
+        return fail("mock: cuBLASLt has no epilogue for activation %d (only the tanh GELU)", g->activation);
     op o = {.kind = OP_GEMM, .u.g = *g};
     return submit(&o);
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wb_cuda_api.h"
+#include "wb_cuda_abi.h"
 
 /* In kernels.cu. */
 int wbcu_launch_elementwise(const wb_cuda_ew *w, cudaStream_t stream, int sm_count);
@@ -235,7 +235,7 @@ static int plugin_synchronize(void) {
  * dimensions, epilogue, 16-byte alignment of the operands): a graph capture must find everything
  * ready, and descriptor creation plus a heuristic query cost more host time than the launch. */
 typedef struct gemm_key {
-    int dtype, transa, transb, epilogue, aligned;
+    int dtype, transa, transb, activation, bias, aligned;
     int64_t m, n, k, lda, ldb, ldd;
 } gemm_key;
 
@@ -261,16 +261,17 @@ static uint64_t key_hash(const gemm_key *k) {
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 static int plan_build(gemm_plan *pl, const gemm_key *k) {
+    if (k->activation != WB_CU_ACT_NONE && k->activation != WB_CU_ACT_GELU_TANH)
+        return fail("cuBLASLt has no epilogue for activation %d (only the tanh GELU)", k->activation);
     cudaDataType_t t = k->dtype == WB_CU_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     cublasStatus_t s = cublasLtMatmulDescCreate(&pl->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (s) return lt_fail(s, "cublasLtMatmulDescCreate");
     cublasOperation_t ta = k->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = k->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    cublasLtEpilogue_t epi = k->epilogue == WB_CU_EPI_BIAS        ? CUBLASLT_EPILOGUE_BIAS
-                             : k->epilogue == WB_CU_EPI_GELU      ? CUBLASLT_EPILOGUE_GELU
-                             : k->epilogue == WB_CU_EPI_GELU_BIAS ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                                                  : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasLtEpilogue_t epi = k->activation == WB_CU_ACT_GELU_TANH
+                                 ? (k->bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
+                                 : (k->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
     s = cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
     if (s) return lt_fail(s, "setting the cuBLASLt epilogue");
     /* Stored as op(A) before the transpose: rows x cols of the matrix in memory. */
@@ -308,9 +309,9 @@ static int plan_build(gemm_plan *pl, const gemm_key *k) {
         pl->algo = res[first].algo;
         return 0;
     }
-    return fail("cuBLASLt has no algorithm for %s GEMM m=%lld n=%lld k=%lld (%s%s, epilogue %d)",
+    return fail("cuBLASLt has no algorithm for %s GEMM m=%lld n=%lld k=%lld (%s%s, activation %d)",
                 k->dtype == WB_CU_BF16 ? "bf16" : "f32", (long long)k->m, (long long)k->n, (long long)k->k,
-                k->transa ? "t" : "n", k->transb ? "t" : "n", k->epilogue);
+                k->transa ? "t" : "n", k->transb ? "t" : "n", k->activation);
 }
 
 static void plan_destroy(gemm_plan *pl) {
@@ -328,7 +329,8 @@ static int plugin_gemm(const wb_cuda_gemm *g) {
     k.dtype = g->dtype;
     k.transa = g->transa;
     k.transb = g->transb;
-    k.epilogue = g->epilogue;
+    k.activation = g->activation;
+    k.bias = g->bias != NULL;
     k.aligned = aligned16(g->a) && aligned16(g->b) && aligned16(g->d) && (!g->bias || aligned16(g->bias));
     k.m = g->m;
     k.n = g->n;

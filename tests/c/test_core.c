@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/linear_ops.h"
-#include "../../core/op.h"
-#include "../../kernels/cpu/pointwise.h"
+#include "linear_ops.h"
+#include "op.h"
+#include <wb_kernels/pointwise.h>
 #include "wb.h"
 
 static int failures, checks;
@@ -265,7 +265,7 @@ static void count_kernel(void *user, const wb_kernel_desc *desc) {
     (void)user;
     hook_kernels++;
     size_t n = strlen(hook_trace);
-    snprintf(hook_trace + n, sizeof hook_trace - n, "kernel:%s ", desc->name);
+    snprintf(hook_trace + n, sizeof hook_trace - n, "kernel:%s ", wb_kernel_kind_name(desc->kind));
 }
 
 /* The linear lesson at the dispatcher: linear -> t (no kernel) -> addmm, one kernel named

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kernels/cpu/gemm.h"
+#include <wb_kernels/gemm.h>
 
 static int failures, checks;
 

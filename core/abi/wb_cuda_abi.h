@@ -1,4 +1,5 @@
-/* wb_cuda_api.h: the C interface between libwb (core/cuda.c) and the CUDA plugin libwb_cuda.so.
+/* wb_cuda_abi.h: the C interface between libwb (core/cuda_backend.c) and the CUDA plugin
+ * libwb_cuda.so. The core owns it; the plugin (kernels/cuda/) includes it.
  *
  * The plugin is a CMake MODULE that libwb dlopens at the first use of device "cuda", so the
  * workbench executable links no CUDA library and starts on machines without a driver or GPU.
@@ -8,8 +9,8 @@
  * owns shapes, views, op semantics, error prefixes and the trace.
  *
  * Every function returning int returns 0 on success; on failure, last_error() says why. */
-#ifndef WB_CUDA_API_H
-#define WB_CUDA_API_H
+#ifndef WB_CUDA_ABI_H
+#define WB_CUDA_ABI_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -18,7 +19,7 @@
 extern "C" {
 #endif
 
-#define WB_CUDA_ABI_VERSION 1
+#define WB_CUDA_ABI_VERSION 2
 #define WB_CUDA_MAX_DIMS    8 /* = WB_MAX_DIMS */
 
 /* Element types: the values equal wb_dtype's. */
@@ -29,8 +30,9 @@ enum { WB_CU_INIT_OK = 0, WB_CU_INIT_NO_DRIVER, WB_CU_INIT_NO_DEVICE, WB_CU_INIT
 
 enum { WB_CU_COPY_H2D = 0, WB_CU_COPY_D2H, WB_CU_COPY_D2D };
 
-/* cuBLASLt epilogues. */
-enum { WB_CU_EPI_NONE = 0, WB_CU_EPI_BIAS, WB_CU_EPI_GELU, WB_CU_EPI_GELU_BIAS };
+/* Activations in a GEMM's epilogue: the values equal the core's wb_activation (one vocabulary:
+ * "gelu_tanh" is cuBLASLt's GELU epilogue; the erf form has no cuBLASLt epilogue). */
+enum { WB_CU_ACT_NONE = 0, WB_CU_ACT_GELU_TANH = 1, WB_CU_ACT_GELU_ERF = 2 };
 
 /* Elementwise ops of the generic strided kernel. */
 enum {
@@ -72,8 +74,8 @@ typedef struct wb_cuda_gemm {
     int64_t ldb;
     void *d;
     int64_t ldd;
-    const void *bias; /* m elements, or NULL */
-    int epilogue;     /* WB_CU_EPI_* */
+    const void *bias; /* m elements added in the epilogue, or NULL */
+    int activation;   /* WB_CU_ACT_NONE or WB_CU_ACT_GELU_TANH, applied after the bias */
 } wb_cuda_gemm;
 
 /* A strided elementwise launch: out (ndim, shape, strides) = op(a, b) with each input read
@@ -106,15 +108,15 @@ typedef struct wb_cuda_geglu {
     void *out;
 } wb_cuda_geglu;
 
-/* Which GeGLU kernel a launch runs: the 16-byte one (wb_geglu_bf16x8 / wb_geglu_f32x4) when every
- * row start is 16-byte aligned and the width divides, else wb_geglu_scalar. One rule for the
- * launcher and for the names the core records. */
-static inline const char *wb_cuda_geglu_kernel(const wb_cuda_geglu *g) {
+/* Which GeGLU kernel a launch runs: the 16-byte one ("bf16x8" / "f32x4": wb_geglu_bf16x8,
+ * wb_geglu_f32x4) when every row start is 16-byte aligned and the width divides, else "scalar".
+ * One rule for the launcher and for the kernel kinds the core records. */
+static inline const char *wb_cuda_geglu_variant(const wb_cuda_geglu *g) {
     int64_t es = g->dtype == WB_CU_BF16 ? 2 : 4, vec = 16 / es;
     int aligned = ((uintptr_t)g->gate & 15u) == 0 && ((uintptr_t)g->up & 15u) == 0 && ((uintptr_t)g->out & 15u) == 0;
     if (g->cols % vec == 0 && aligned && (g->ld_gate * es) % 16 == 0 && (g->ld_up * es) % 16 == 0)
-        return g->dtype == WB_CU_BF16 ? "wb_geglu_bf16x8" : "wb_geglu_f32x4";
-    return "wb_geglu_scalar";
+        return g->dtype == WB_CU_BF16 ? "bf16x8" : "f32x4";
+    return "scalar";
 }
 
 /* CUPTI activity records, flattened. Times are CUPTI timestamps (ns, CLOCK_REALTIME on Linux). */

@@ -99,6 +99,11 @@ void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b,
 /* Returns 0, or -1 when a packing buffer could not be allocated (C is then incomplete). */
 int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *p);
 
+/* y = gelu(x) (erf_form: the erf GELU, else the tanh form), or y = gelu_tanh(x) * u when u is
+ * given, over n contiguous floats with the ISA's vectorised routines, in chunks split across
+ * threads when n is large. */
+void wb_cpu_activation_run(const wb_cpu_isa *isa, const float *x, const float *u, float *y, int64_t n, int erf_form);
+
 /* The scalar reference activations in double precision (the tests' ground truth). */
 double wb_gelu_tanh_ref(double x);
 double wb_gelu_erf_ref(double x);

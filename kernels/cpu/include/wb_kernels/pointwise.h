@@ -14,6 +14,8 @@ typedef enum wb_cpu_unary_op { WB_CPU_COPY, WB_CPU_NEG } wb_cpu_unary_op;
 
 void wb_cpu_binary_f32(wb_cpu_binary_op op, int ndim, const int64_t *shape, float *out, const int64_t *out_stride,
                        const float *a, const int64_t *a_stride, const float *b, const int64_t *b_stride);
+/* Same-shape contiguous operands: one flat loop on the calling thread (small problems). */
+void wb_cpu_binary_flat_f32(wb_cpu_binary_op op, int64_t n, float *out, const float *a, const float *b);
 void wb_cpu_unary_f32(wb_cpu_unary_op op, int ndim, const int64_t *shape, float *out, const int64_t *out_stride,
                       const float *a, const int64_t *a_stride);
 void wb_cpu_fill_f32(int ndim, const int64_t *shape, float *out, const int64_t *out_stride, float value);

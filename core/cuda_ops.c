@@ -1,14 +1,12 @@
-/* cuda.c: device "cuda" in the core: loading the plugin, device memory for storages, `to`
- * between devices and dtypes, and the op implementations, each a thin translation from tensors
- * (shapes, strides, views) into the plugin's raw calls. Kernel events come from CUPTI, not from
- * here: a launch only tells graph capture which kernel it queued (wb_device_launch). */
-#include <dlfcn.h>
-#include <limits.h>
-#include <stdio.h>
+/* cuda_ops.c: the ops on device "cuda", each a thin translation from tensors (shapes, strides,
+ * views) into the plugin's raw calls: elementwise kernels, the fused GeGLU kernel, cuBLASLt GEMMs
+ * with their epilogues, and the dual GEMM as one GEMM against concatenated weights. Kernel events
+ * come from CUPTI, not from here: a launch only tells graph capture and the profiler which kernel
+ * it queued (device_launch). */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
+
+#include <wb_kernels/bf16.h>
 
 #include "convert.h"
 #include "cuda.h"
@@ -16,89 +14,11 @@
 #include "profiler.h"
 #include "storage.h"
 
-static int64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* ---- loading ------------------------------------------------------------------------------- */
-
-static const wb_cuda_api *api;
-static int tried;
-static char why_not[PATH_MAX + 512];
-static wb_cuda_info info;
-
-/* The plugin sits next to the executable (the build tree), or where WB_CUDA_PLUGIN points. */
-static void plugin_path(char *buf, size_t len) {
-    const char *env = getenv("WB_CUDA_PLUGIN");
-    if (env && *env) {
-        snprintf(buf, len, "%s", env);
-        return;
-    }
-    char exe[PATH_MAX];
-    if (wb_executable_dir(exe, sizeof exe))
-        snprintf(buf, len, "%s/libwb_cuda.so", exe);
-    else
-        snprintf(buf, len, "libwb_cuda.so");
-}
-
-wb_status wb_cuda_check(void) {
-    if (api) return WB_OK;
-    if (!tried) {
-        tried = 1;
-        char path[PATH_MAX + 32];
-        plugin_path(path, sizeof path);
-        if (access(path, F_OK) != 0) {
-            snprintf(why_not, sizeof why_not,
-                     "the CUDA plugin was not built (no %s; configure on a machine with the CUDA 13 toolkit)", path);
-        } else {
-            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            wb_cuda_plugin_fn entry = h ? (wb_cuda_plugin_fn)dlsym(h, WB_CUDA_PLUGIN_SYMBOL) : NULL;
-            const wb_cuda_api *a = entry ? entry(WB_CUDA_ABI_VERSION) : NULL;
-            int why = 0;
-            if (!h)
-                snprintf(why_not, sizeof why_not, "the CUDA plugin cannot be loaded: %s", dlerror());
-            else if (!a)
-                snprintf(why_not, sizeof why_not, "the CUDA plugin %s is from another build (ABI mismatch)", path);
-            else if (a->init(&why) != 0)
-                snprintf(why_not, sizeof why_not, "%s", a->last_error());
-            else if (a->info(&info) != 0)
-                snprintf(why_not, sizeof why_not, "%s", a->last_error());
-            else
-                api = a;
-            /* A plugin that cannot run stays loaded: the CUDA libraries do not unload cleanly. */
-            if (api) wb_prof_cuda_ready(); /* a session already recording device activity traces it too */
-        }
-    }
-    if (api) return WB_OK;
-    return wb_error(WB_ERR_DEVICE, "device 'cuda' is not available: %s", why_not);
-}
-
-const wb_cuda_api *wb_cuda_api_get(void) { return wb_cuda_check() ? NULL : api; }
-const wb_cuda_info *wb_cuda_info_get(void) { return api ? &info : NULL; }
-int wb_cuda_in_use(void) { return api != NULL; }
-
-static wb_status plugin_error(const char *what) {
-    return wb_error(WB_ERR_DEVICE, "%s: %s", what, api ? api->last_error() : why_not);
-}
-
-wb_status wb_cuda_alloc(size_t nbytes, void **ptr) {
-    wb_status st = wb_cuda_check();
-    if (st) return st;
-    if (api->alloc(ptr, nbytes)) return wb_error(WB_ERR_MEMORY, "cuda: %s", api->last_error());
-    return WB_OK;
-}
-
-void wb_cuda_free(void *ptr, size_t nbytes) {
-    if (api) api->free(ptr, nbytes);
-}
-
 /* ---- launches -------------------------------------------------------------------------------- */
 
-/* Tells graph capture what was queued (the profiler learns it from CUPTI). */
-static void device_launch(const char *name, double flops, double bytes) {
-    wb_kernel_desc d = {name, flops, bytes, 0};
+/* Tells graph capture and the profiler what was queued (CUPTI's record brings the times). */
+static void device_launch(const wb_op_call *c, const wb_kernel_kind *key) {
+    wb_kernel_desc d = wb_kernel_desc_for(c, key, 0);
     const wb_capture_hooks *cap = wb_capture_hooks_active();
     if (cap && cap->launch) cap->launch(cap->user, &d, NULL, NULL, 0, NULL);
     wb_prof_device_launch(&d);
@@ -109,6 +29,8 @@ static void fill_strides(int64_t *dst, const wb_tensor *t) {
     memcpy(dst, t->stride, sizeof(int64_t) * (size_t)t->ndim);
 }
 
+/* Our strided elementwise kernel, wb_<op>_kernel. c: the op that asked (NULL: a helper launch
+ * whose work is counted by the GEMM it finishes). */
 static wb_status run_ew(int op, wb_tensor *out, wb_tensor *a, wb_tensor *b, double value, const char *name,
                         const wb_op_call *c) {
     wb_cuda_ew e;
@@ -130,8 +52,8 @@ static wb_status run_ew(int op, wb_tensor *out, wb_tensor *a, wb_tensor *b, doub
         wb_broadcast_strides(b, out->ndim, out->shape, e.b_stride);
     }
     e.value = value;
-    if (api->elementwise(&e)) return plugin_error(name);
-    device_launch(name, c && c->def->flops ? c->def->flops(c) : 0, c && c->def->bytes ? c->def->bytes(c) : 0);
+    if (wb_cuda_api_get()->elementwise(&e)) return wb_cuda_plugin_error(name);
+    device_launch(c, &(wb_kernel_kind){.op = name, .variant = "kernel"});
     wb_storage_bump_version(out->storage);
     return WB_OK;
 }
@@ -146,13 +68,13 @@ wb_status wb_cuda_copy_impl(wb_op_call *c) {
         if (st) return st;
         src = tmp;
     }
-    wb_status st = run_ew(WB_CU_EW_COPY, dst, src, NULL, 0, "wb_copy_kernel", c);
+    wb_status st = run_ew(WB_CU_EW_COPY, dst, src, NULL, 0, "copy", c);
     wb_tensor_free(tmp);
     return st;
 }
 
 wb_status wb_cuda_fill_impl(wb_op_call *c) {
-    return run_ew(WB_CU_EW_FILL, c->in[0], NULL, NULL, c->p.fill.value, "wb_fill_kernel", c);
+    return run_ew(WB_CU_EW_FILL, c->in[0], NULL, NULL, c->p.fill.value, "fill", c);
 }
 
 /* Random numbers and arange are drawn on the host (the same Philox stream as the cpu, so a seed
@@ -165,103 +87,31 @@ wb_status wb_cuda_creation_impl(wb_op_call *c) {
     float *host = malloc((size_t)(n ? n : 1) * sizeof(float));
     if (!host) return wb_error(WB_ERR_MEMORY, "out of host memory staging %lld values", (long long)n);
     wb_cpu_creation_f32(c->def->id, host, n, c->p.random.seed, c->p.random.offset);
-    if (c->out->dtype == WB_BF16) {
-        uint16_t *h = (uint16_t *)host; /* in place: element i is written after it is read */
-        for (int64_t i = 0; i < n; i++)
-            h[i] = wb_f32_to_bf16(host[i]);
-    }
-    int r = api->copy(wb_tensor_data(c->out), host, (size_t)n * es, WB_CU_COPY_H2D);
+    if (c->out->dtype == WB_BF16) /* in place: element i is written after it is read */
+        wb_bf16_round_rows((uint16_t *)host, n, host, 1, n);
+    int r = wb_cuda_api_get()->copy(wb_tensor_data(c->out), host, (size_t)n * es, WB_CU_COPY_H2D);
     free(host);
-    if (r) return plugin_error("copying to the device");
+    if (r) return wb_cuda_plugin_error("copying to the device");
     wb_storage_bump_version(c->out->storage);
-    return WB_OK;
-}
-
-/* ---- to -------------------------------------------------------------------------------------- */
-
-wb_status wb_shape_to(wb_op_call *c) {
-    wb_tensor *x = c->in[0];
-    wb_device target = c->p.to.device;
-    wb_status st = wb_dtype_check_supported(c->p.to.dtype, "to");
-    if (st) return st;
-    if ((st = wb_device_check_available(target))) return st;
-    c->device = target; /* the output is allocated there */
-    c->out_dtype = c->p.to.dtype;
-    c->out_ndim = x->ndim;
-    memcpy(c->out_shape, x->shape, sizeof c->out_shape);
-    return WB_OK;
-}
-
-wb_status wb_to_impl(wb_op_call *c) {
-    wb_tensor *x = c->in[0], *out = c->out, *stage = NULL;
-    wb_status st = WB_OK;
-    if (x->device == out->device) return wb_copy_(out, x); /* a dtype change on one device */
-    size_t nbytes = (size_t)wb_tensor_numel(out) * wb_dtype_size(out->dtype);
-    if (x->device == WB_DEVICE_CPU) { /* to cuda: make a contiguous host copy in the target dtype */
-        if (!wb_tensor_is_contiguous(x) || x->dtype != out->dtype) {
-            if ((st = wb_tensor_empty(out->dtype, WB_DEVICE_CPU, x->ndim, x->shape, &stage)) ||
-                (st = wb_copy_(stage, x))) {
-                wb_tensor_free(stage);
-                return st;
-            }
-        }
-        const wb_tensor *src = stage ? stage : x;
-        if (api->copy(wb_tensor_data(out), wb_tensor_data(src), nbytes, WB_CU_COPY_H2D))
-            st = plugin_error("copying to the device");
-    } else { /* to cpu: make a contiguous device copy in the target dtype, then bring it over */
-        if (!wb_tensor_is_contiguous(x) || x->dtype != out->dtype) {
-            if ((st = wb_tensor_empty(out->dtype, x->device, x->ndim, x->shape, &stage)) || (st = wb_copy_(stage, x))) {
-                wb_tensor_free(stage);
-                return st;
-            }
-        }
-        const wb_tensor *src = stage ? stage : x;
-        if (api->copy(wb_tensor_data(out), wb_tensor_data(src), nbytes, WB_CU_COPY_D2H))
-            st = plugin_error("copying from the device");
-    }
-    wb_tensor_free(stage);
-    if (!st) wb_storage_bump_version(out->storage);
-    return st;
-}
-
-wb_status wb_to(wb_tensor *x, wb_dtype dtype, wb_device device, wb_tensor **out) {
-    *out = NULL;
-    if (x->dtype == dtype && x->device == device) return wb_alias(x, out);
-    wb_op_call c = {0};
-    c.in[0] = x, c.nin = 1;
-    c.p.to.dtype = dtype;
-    c.p.to.device = device;
-    wb_status st = wb_dispatch(WB_OP_TO, &c);
-    if (!st) *out = c.out;
-    return st;
-}
-
-wb_status wb_synchronize(wb_device device) {
-    if (device != WB_DEVICE_CUDA) return WB_OK;
-    wb_status st = wb_cuda_check();
-    if (st) return st;
-    int64_t t0 = monotonic_ns();
-    if (api->synchronize()) return plugin_error("synchronize");
-    if (!wb_cuda_tracing()) wb_prof_runtime("cudaStreamSynchronize", t0); /* else CUPTI's record shows it */
     return WB_OK;
 }
 
 /* ---- pointwise ------------------------------------------------------------------------------ */
 
 wb_status wb_cuda_binary_impl(wb_op_call *c) {
-    static const char *const names[] = {"wb_add_kernel", "wb_sub_kernel", "wb_mul_kernel", "wb_div_kernel"};
+    static const char *const names[] = {"add", "sub", "mul", "div"};
     int k = c->def->id - WB_OP_ADD;
     return run_ew(WB_CU_EW_ADD + k, c->out, c->in[0], c->in[1], 0, names[k], c);
 }
 
 wb_status wb_cuda_neg_impl(wb_op_call *c) {
-    return run_ew(WB_CU_EW_NEG, c->out, c->in[0], NULL, 0, "wb_neg_kernel", c);
+    return run_ew(WB_CU_EW_NEG, c->out, c->in[0], NULL, 0, "neg", c);
 }
 
 wb_status wb_cuda_gelu_impl(wb_op_call *c) {
     int erf = c->p.gemm.activation == WB_ACT_GELU_ERF;
     return run_ew(erf ? WB_CU_EW_GELU_ERF : WB_CU_EW_GELU_TANH, c->out, c->in[0], NULL, 0,
-                  erf ? "wb_gelu_erf_kernel" : "wb_gelu_tanh_kernel", c);
+                  erf ? "gelu_erf" : "gelu_tanh", c);
 }
 
 /* gate/up as rows with a leading dimension: the last dim must be unit-stride and the leading
@@ -299,9 +149,9 @@ wb_status wb_cuda_geglu_impl(wb_op_call *c) {
         st = as_rows(u, &tu, &k.up, &rows_u, &k.ld_up);
     else
         tu = NULL;
-    if (!st && api->geglu(&k)) st = plugin_error("geglu");
+    if (!st && wb_cuda_api_get()->geglu(&k)) st = wb_cuda_plugin_error("geglu");
     if (!st) {
-        device_launch(wb_cuda_geglu_kernel(&k), c->def->flops(c), c->def->bytes(c));
+        device_launch(c, &(wb_kernel_kind){.op = "geglu", .variant = wb_cuda_geglu_variant(&k)});
         wb_storage_bump_version(c->out->storage);
     }
     wb_tensor_free(tg);
@@ -360,8 +210,7 @@ static wb_status lt_gemm(wb_tensor *a, wb_tensor *b, wb_tensor *bias, wb_activat
     g.ldd = g.m > 0 ? g.m : 1;
     g.bias = bias ? wb_tensor_data(bias) : NULL;
     /* cuBLASLt's GELU epilogue is the tanh form; erf runs as a second kernel. */
-    int tanh_epi = act == WB_ACT_GELU_TANH;
-    g.epilogue = tanh_epi ? (bias ? WB_CU_EPI_GELU_BIAS : WB_CU_EPI_GELU) : (bias ? WB_CU_EPI_BIAS : WB_CU_EPI_NONE);
+    g.activation = act == WB_ACT_GELU_TANH ? WB_CU_ACT_GELU_TANH : WB_CU_ACT_NONE;
     if (g.m == 0 || g.n == 0) goto done;
     if (g.k == 0) { /* cuBLASLt rejects k = 0: the product is zeros (+ bias) */
         st = bias ? wb_copy_(out, bias) : wb_fill_(out, 0.0);
@@ -375,33 +224,30 @@ static wb_status lt_gemm(wb_tensor *a, wb_tensor *b, wb_tensor *bias, wb_activat
         goto done;
     }
     int fallback = 0;
-    if (api->gemm(&g)) {
-        if (g.epilogue == WB_CU_EPI_NONE) {
-            st = plugin_error("cublasLt");
+    if (wb_cuda_api_get()->gemm(&g)) {
+        if (g.activation == WB_CU_ACT_NONE && !g.bias) {
+            st = wb_cuda_plugin_error("cublasLt");
             goto done;
         }
         /* cuBLASLt has no algorithm with this epilogue here: plain GEMM, then our kernels */
-        g.epilogue = WB_CU_EPI_NONE;
+        g.activation = WB_CU_ACT_NONE;
         g.bias = NULL;
-        if (api->gemm(&g)) {
-            st = plugin_error("cublasLt");
+        if (wb_cuda_api_get()->gemm(&g)) {
+            st = wb_cuda_plugin_error("cublasLt");
             goto done;
         }
         fallback = 1;
     }
-    char name[96];
-    snprintf(name, sizeof name, "cublasLt_%sgemm_%c%c%s", out->dtype == WB_BF16 ? "bf16" : "s", g.transa ? 't' : 'n',
-             g.transb ? 't' : 'n',
-             g.epilogue == WB_CU_EPI_GELU_BIAS ? "_gelu_bias"
-             : g.epilogue == WB_CU_EPI_GELU    ? "_gelu"
-             : g.epilogue == WB_CU_EPI_BIAS    ? "_bias"
-                                               : "");
-    device_launch(wb_intern(name), c->def->flops(c), c->def->bytes(c));
+    device_launch(c, &(wb_kernel_kind){.prefix = "cublasLt",
+                                       .op = out->dtype == WB_BF16 ? "bf16gemm" : "sgemm",
+                                       .layout = {g.transa ? 't' : 'n', g.transb ? 't' : 'n'},
+                                       .bias = g.bias != NULL,
+                                       .act = g.activation == WB_CU_ACT_GELU_TANH ? WB_ACT_GELU_TANH : WB_ACT_NONE});
     wb_storage_bump_version(out->storage);
-    if (fallback && bias) st = run_ew(WB_CU_EW_ADD, out, out, bias, 0, "wb_add_kernel", NULL);
+    if (fallback && bias) st = run_ew(WB_CU_EW_ADD, out, out, bias, 0, "add", NULL);
     if (!st && fallback && act == WB_ACT_GELU_TANH)
-        st = run_ew(WB_CU_EW_GELU_TANH, out, out, NULL, 0, "wb_gelu_tanh_kernel", NULL);
-    if (!st && act == WB_ACT_GELU_ERF) st = run_ew(WB_CU_EW_GELU_ERF, out, out, NULL, 0, "wb_gelu_erf_kernel", NULL);
+        st = run_ew(WB_CU_EW_GELU_TANH, out, out, NULL, 0, "gelu_tanh", NULL);
+    if (!st && act == WB_ACT_GELU_ERF) st = run_ew(WB_CU_EW_GELU_ERF, out, out, NULL, 0, "gelu_erf", NULL);
 done:
     wb_tensor_free(ta);
     wb_tensor_free(tb);
@@ -508,11 +354,11 @@ wb_status wb_cuda_geglu_linear_impl(wb_op_call *c) {
                         h,        wb_tensor_data(prod),
                         2 * h,    (const char *)wb_tensor_data(prod) + (size_t)h * wb_dtype_size(x->dtype),
                         2 * h,    wb_tensor_data(c->out)};
-    if (api->geglu(&k2)) {
-        st = plugin_error("geglu");
+    if (wb_cuda_api_get()->geglu(&k2)) {
+        st = wb_cuda_plugin_error("geglu");
         goto done;
     }
-    device_launch(wb_cuda_geglu_kernel(&k2), 0, 0);
+    device_launch(NULL, &(wb_kernel_kind){.op = "geglu", .variant = wb_cuda_geglu_variant(&k2)});
     wb_storage_bump_version(c->out->storage);
 done:
     wb_tensor_free(x2);
@@ -521,46 +367,3 @@ done:
     return st;
 }
 
-/* ---- tracing ------------------------------------------------------------------------------------ */
-
-static int tracing;
-static int64_t clock_offset;
-/* Pushes and pops stay paired even when tracing starts inside an op (its pop has no push). */
-static int pushed;
-
-int wb_cuda_trace_start(void) {
-    if (!api || tracing) return tracing;
-    if (api->trace_start()) {
-        wb_error(WB_ERR_DEVICE, "cuda tracing is off: %s", api->last_error());
-        return 0;
-    }
-    /* CUPTI stamps CLOCK_REALTIME; the profiler, CLOCK_MONOTONIC. Bracket one CUPTI read with
-     * two monotonic reads and take the midpoint. */
-    uint64_t cupti = 0;
-    int64_t t0 = monotonic_ns();
-    api->timestamp(&cupti);
-    int64_t t1 = monotonic_ns();
-    clock_offset = (int64_t)cupti - (t0 + (t1 - t0) / 2);
-    tracing = 1;
-    return 1;
-}
-
-void wb_cuda_trace_stop(void) {
-    while (pushed > 0)
-        wb_cuda_trace_pop();
-    if (api && tracing) api->trace_stop();
-    tracing = 0;
-}
-
-int wb_cuda_tracing(void) { return tracing; }
-int64_t wb_cuda_clock_offset(void) { return clock_offset; }
-void wb_cuda_trace_push(uint32_t op_id) {
-    if (!tracing) return;
-    api->trace_push_correlation(op_id);
-    pushed++;
-}
-void wb_cuda_trace_pop(void) {
-    if (!tracing || pushed == 0) return;
-    api->trace_pop_correlation();
-    pushed--;
-}

@@ -1,0 +1,73 @@
+/* backend.h: one table of functions per device (internal to libwb; the model is ggml's
+ * ggml_backend_i). Storage, devices, graphs, the profiler and the bindings reach a device only
+ * through its table: no `if cuda` outside the backends' own files (backend_cpu.c, cuda_*.c).
+ * Members marked (optional) may be NULL; callers ask before they call. Ops reach devices
+ * through the op table's per-device column (op.h), not through this table.
+ *
+ * The CUDA plugin's ABI (abi/wb_cuda_abi.h) is owned by the core too: the plugin includes it. */
+#ifndef WB_BACKEND_H
+#define WB_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/wb_cuda_abi.h"
+#include "wb.h"
+
+/* A record of device activity as the device's tracer hands it over (CUPTI's, flattened). */
+typedef wb_cuda_record wb_trace_record;
+typedef void (*wb_trace_record_fn)(void *user, const wb_trace_record *rec);
+
+typedef struct wb_backend {
+    wb_device device;
+    const char *name;
+
+    /* WB_OK when the device can run now; else an error saying why (tried once, then cached). */
+    wb_status (*check)(void);
+    /* 1 when the device has been loaded and is usable, without trying to load it. */
+    int (*in_use)(void);
+    /* (optional) what the device is (accelerators; NULL until in use). */
+    const wb_cuda_info *(*info)(void);
+
+    /* Memory for storages: 64-byte aligned (or the device's own alignment, which is larger). */
+    wb_status (*alloc)(size_t nbytes, void **ptr);
+    void (*free)(void *ptr, size_t nbytes);
+    /* (optional) bytes held by the device's caching allocator. */
+    void (*memory_stats)(size_t *allocated, size_t *reserved, size_t *peak);
+    /* Contiguous bytes between host memory and this device's memory; return when done. */
+    wb_status (*copy_from_host)(void *dst, const void *src, size_t nbytes);
+    wb_status (*copy_to_host)(void *dst, const void *src, size_t nbytes);
+    /* Waits until the device's queued work is done. */
+    wb_status (*synchronize)(void);
+
+    /* (optional, all or none) Tracing of device activity. start: 1 when tracing, 0 when not (the
+     * error message says why); flush: every buffered record through fn, after a synchronize;
+     * push/pop: the op whose launches follow (correlation); clock_offset: the tracer's clock
+     * minus CLOCK_MONOTONIC, in ns. */
+    int (*trace_start)(void);
+    void (*trace_stop)(void);
+    int (*tracing)(void);
+    wb_status (*trace_flush)(wb_trace_record_fn fn, void *user, uint64_t *dropped);
+    void (*trace_push)(uint32_t op_id);
+    void (*trace_pop)(void);
+    int64_t (*clock_offset)(void);
+
+    /* (optional, all or none) Graphs captured from the device's queue: begin, then end (*exec
+     * NULL: instantiate; else update in place), launch and destroy. Without them, graph.c keeps
+     * the launches itself and re-issues them (the cpu). */
+    wb_status (*graph_begin)(void);
+    wb_status (*graph_end)(void **exec);
+    wb_status (*graph_launch)(void *exec);
+    void (*graph_destroy)(void *exec);
+} wb_backend;
+
+/* The table of a device (never NULL for a valid device id; its calls fail with the reason when
+ * the device cannot run). */
+const wb_backend *wb_backend_get(wb_device device);
+/* The table when the device is loaded and usable now, else NULL; never tries to load it. */
+const wb_backend *wb_backend_in_use(wb_device device);
+
+extern const wb_backend wb_backend_cpu;
+extern const wb_backend wb_backend_cuda;
+
+#endif

@@ -1,0 +1,202 @@
+/* bf16.c: the loops that move bf16 data on the CPU (see wb_kernels/bf16.h): strided
+ * conversion, widening, rounding, k-pair packing, the bf16 GEMM driver around the f32 and
+ * k-pair engines, and the chunked bf16 pointwise kernels. */
+#include <stdlib.h>
+
+#include "wb_kernels/bf16.h"
+#include "wb_kernels/pointwise.h"
+
+void wb_cpu_convert(void *dst, wb_cpu_dtype dst_dtype, const int64_t *dst_stride, const void *src,
+                    wb_cpu_dtype src_dtype, const int64_t *src_stride, int ndim, const int64_t *shape) {
+    int64_t index[WB_CPU_MAX_DIMS] = {0}, od = 0, os = 0;
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0) return;
+    for (;;) {
+        if (dst_dtype == WB_CPU_BF16 && src_dtype == WB_CPU_BF16)
+            ((uint16_t *)dst)[od] = ((const uint16_t *)src)[os]; /* bit copy: NaN payloads kept */
+        else if (dst_dtype == WB_CPU_BF16)
+            ((uint16_t *)dst)[od] = wb_f32_to_bf16(((const float *)src)[os]);
+        else if (src_dtype == WB_CPU_BF16)
+            ((float *)dst)[od] = wb_bf16_to_f32(((const uint16_t *)src)[os]);
+        else
+            ((float *)dst)[od] = ((const float *)src)[os];
+        int d = ndim - 1;
+        for (; d >= 0; d--) {
+            od += dst_stride[d];
+            os += src_stride[d];
+            if (++index[d] < shape[d]) break;
+            od -= shape[d] * dst_stride[d];
+            os -= shape[d] * src_stride[d];
+            index[d] = 0;
+        }
+        if (d < 0) return;
+    }
+}
+
+void wb_bf16_round_rows(uint16_t *out, int64_t ldo, const float *src, int64_t m, int64_t n) {
+#pragma omp parallel for schedule(static) if (m * n >= WB_CPU_PARALLEL_MIN)
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            out[i * ldo + j] = wb_f32_to_bf16(src[i * n + j]);
+}
+
+float *wb_bf16_widen(const uint16_t *src, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+    float *dst = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof(float));
+    if (!dst) return NULL;
+#pragma omp parallel for schedule(static) if (rows * cols >= WB_CPU_PARALLEL_MIN)
+    for (int64_t i = 0; i < rows; i++) {
+        uint32_t *d = (uint32_t *)(dst + i * cols);
+        const uint16_t *r = src + i * rs;
+        if (cs == 1)
+            for (int64_t j = 0; j < cols; j++)
+                d[j] = (uint32_t)r[j] << 16;
+        else
+            for (int64_t j = 0; j < cols; j++)
+                d[j] = (uint32_t)r[j * cs] << 16;
+    }
+    return dst;
+}
+
+const uint32_t *wb_bf16_pair_words(const uint16_t *src, int64_t rows, int64_t k, int64_t rs, int64_t cs, int force_copy,
+                                   int64_t *ld_words, uint16_t **copy) {
+    *copy = NULL;
+    int64_t k2 = (k + 1) / 2;
+    if (!force_copy && (cs == 1 || k <= 1) && k % 2 == 0 && (rs % 2 == 0 || rows <= 1) && ((uintptr_t)src & 3u) == 0) {
+        *ld_words = rows <= 1 ? k2 : rs / 2;
+        return (const uint32_t *)src;
+    }
+    uint16_t *buf = calloc((size_t)(rows > 0 ? rows : 1) * (size_t)(k2 > 0 ? k2 : 1) * 2, sizeof(uint16_t));
+    if (!buf) return NULL;
+#pragma omp parallel for schedule(static) if (rows * k >= WB_CPU_PARALLEL_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t p = 0; p < k; p++)
+            buf[r * 2 * k2 + p] = src[r * rs + p * cs];
+    *copy = buf;
+    *ld_words = k2;
+    return (const uint32_t *)buf;
+}
+
+/* The B operand(s) as k-pair words: B[p][j] = b[p*rsb + j*csb] is row j of a [n, k] matrix
+ * read along k. Gate and up must end up with one layout (the packer walks both alike). */
+static int pair_b(const wb_gemm_problem *p, const uint32_t **b, const uint32_t **bu, int64_t *ld, uint16_t **cb,
+                  uint16_t **cu) {
+    int64_t ld_up = 0;
+    *b = wb_bf16_pair_words((const uint16_t *)p->b, p->n, p->k, p->csb, p->rsb, 0, ld, cb);
+    *bu = p->b_up ? wb_bf16_pair_words((const uint16_t *)p->b_up, p->n, p->k, p->csb, p->rsb, 0, &ld_up, cu) : NULL;
+    if (p->b_up && *b && *bu && (ld_up != *ld || (*cb == NULL) != (*cu == NULL))) {
+        free(*cb), free(*cu);
+        *b = wb_bf16_pair_words((const uint16_t *)p->b, p->n, p->k, p->csb, p->rsb, 1, ld, cb);
+        *bu = wb_bf16_pair_words((const uint16_t *)p->b_up, p->n, p->k, p->csb, p->rsb, 1, &ld_up, cu);
+    }
+    return *b && (!p->b_up || *bu) ? 0 : -1;
+}
+
+int wb_gemm_run_bf16(const wb_cpu_isa *isa, const wb_gemm_problem *p) {
+    wb_gemm_problem q = *p;
+    int64_t m = q.m, n = q.n, k = q.k;
+    float *a = NULL, *b = NULL, *bu = NULL, *bias = NULL, *bias_up = NULL, *c = NULL;
+    uint16_t *ca = NULL, *cb = NULL, *cu = NULL;
+    int rc = -1;
+    if (isa->bf16_pairs) { /* k-pair path: operands stay bf16, posed in pair space */
+        int64_t la, lb = 0;
+        const uint32_t *aw = wb_bf16_pair_words((const uint16_t *)p->a, m, k, q.rsa, q.csa, 0, &la, &ca), *bw = NULL,
+                       *buw = NULL;
+        if (!aw) goto done;
+        q.a = (const float *)aw, q.rsa = la, q.csa = 1;
+        if (!q.packed_b) {
+            if (pair_b(p, &bw, &buw, &lb, &cb, &cu)) goto done;
+            q.b = (const float *)bw, q.b_up = (const float *)buw, q.rsb = 1, q.csb = lb;
+        }
+        q.k = (k + 1) / 2;
+    } else { /* widening path: f32 copies of the activations (weights come packed) */
+        if (!(a = wb_bf16_widen((const uint16_t *)p->a, m, k, q.rsa, q.csa))) goto done;
+        q.a = a, q.rsa = k, q.csa = 1;
+        if (!q.packed_b) {
+            if (!(b = wb_bf16_widen((const uint16_t *)p->b, k, n, q.rsb, q.csb))) goto done;
+            if (q.b_up && !(bu = wb_bf16_widen((const uint16_t *)p->b_up, k, n, q.rsb, q.csb))) goto done;
+            q.b = b, q.b_up = bu, q.rsb = n, q.csb = 1;
+        }
+    }
+    if (q.bias && !(bias = wb_bf16_widen((const uint16_t *)p->bias, 1, n, n, 1))) goto done;
+    if (q.bias_up && !(bias_up = wb_bf16_widen((const uint16_t *)p->bias_up, 1, n, n, 1))) goto done;
+    q.bias = bias, q.bias_up = bias_up;
+    if (!(c = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof(float)))) goto done;
+    q.c = c, q.ldc = n;
+    if (wb_gemm_run(isa, &q)) goto done;
+    wb_bf16_round_rows((uint16_t *)p->c, p->ldc, c, m, n);
+    rc = 0;
+done:
+    free(a), free(b), free(bu), free(bias), free(bias_up), free(c), free(ca), free(cb), free(cu);
+    return rc;
+}
+
+#define CHUNK 1024
+
+static void compute(const wb_cpu_bf16_launch *k, const float *a, const float *b, float *y, int64_t len) {
+    switch (k->op) {
+    case WB_BF16_ADD:
+        for (int64_t i = 0; i < len; i++)
+            y[i] = a[i] + b[i];
+        break;
+    case WB_BF16_SUB:
+        for (int64_t i = 0; i < len; i++)
+            y[i] = a[i] - b[i];
+        break;
+    case WB_BF16_MUL:
+        for (int64_t i = 0; i < len; i++)
+            y[i] = a[i] * b[i];
+        break;
+    case WB_BF16_DIV:
+        for (int64_t i = 0; i < len; i++)
+            y[i] = a[i] / b[i];
+        break;
+    case WB_BF16_NEG:
+        for (int64_t i = 0; i < len; i++)
+            y[i] = -a[i];
+        break;
+    case WB_BF16_GELU_TANH:
+    case WB_BF16_GELU_ERF: k->isa->gelu(a, y, len, k->op == WB_BF16_GELU_ERF); break;
+    case WB_BF16_GEGLU: k->isa->geglu(a, b, y, len); break;
+    }
+}
+
+void wb_cpu_bf16_pointwise_run(const wb_cpu_bf16_launch *k) {
+    int64_t chunks = (k->n + CHUNK - 1) / CHUNK;
+    int binary = wb_cpu_bf16_op_binary(k->op);
+    if (k->contiguous) {
+#pragma omp parallel for schedule(static) if (k->n >= WB_CPU_PARALLEL_MIN)
+        for (int64_t c = 0; c < chunks; c++) {
+            float a[CHUNK], b[CHUNK], y[CHUNK];
+            int64_t s = c * CHUNK, len = k->n - s < CHUNK ? k->n - s : CHUNK;
+            for (int64_t i = 0; i < len; i++)
+                a[i] = wb_bf16_to_f32(k->a[s + i]);
+            if (binary)
+                for (int64_t i = 0; i < len; i++)
+                    b[i] = wb_bf16_to_f32(k->b[s + i]);
+            compute(k, a, b, y, len);
+            for (int64_t i = 0; i < len; i++)
+                k->out[s + i] = wb_f32_to_bf16(y[i]);
+        }
+        return;
+    }
+    /* Broadcast or strided inputs: gather a chunk through the strides (the output is contiguous
+     * in row-major order, so its index is the running count). */
+    int64_t index[WB_CPU_MAX_DIMS] = {0}, oa = 0, ob = 0;
+    for (int64_t c = 0; c < chunks; c++) {
+        float a[CHUNK], b[CHUNK], y[CHUNK];
+        int64_t s = c * CHUNK, len = k->n - s < CHUNK ? k->n - s : CHUNK;
+        for (int64_t i = 0; i < len; i++) {
+            a[i] = wb_bf16_to_f32(k->a[oa]);
+            if (binary) b[i] = wb_bf16_to_f32(k->b[ob]);
+            for (int d = k->ndim - 1; d >= 0; d--) {
+                oa += k->as[d], ob += k->bs[d];
+                if (++index[d] < k->shape[d]) break;
+                oa -= k->shape[d] * k->as[d], ob -= k->shape[d] * k->bs[d];
+                index[d] = 0;
+            }
+        }
+        compute(k, a, b, y, len);
+        for (int64_t i = 0; i < len; i++)
+            k->out[s + i] = wb_f32_to_bf16(y[i]);
+    }
+}
