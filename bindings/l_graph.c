@@ -71,8 +71,8 @@ static int g_tostring(lua_State *L) {
 static int g_recapture(lua_State *L);
 
 static const luaL_Reg graph_methods[] = {
-    {"replay", g_replay},   {"recapture", g_recapture}, {"nodes", g_nodes}, {"held_bytes", g_held_bytes},
-    {"release", g_release}, {NULL, NULL},
+    {"replay", g_replay},         {"recapture", g_recapture}, {"nodes", g_nodes},
+    {"held_bytes", g_held_bytes}, {"release", g_release},     {NULL, NULL},
 };
 
 static int g_index(lua_State *L) {
@@ -143,7 +143,7 @@ static int l_capture(lua_State *L) {
     luaL_setmetatable(L, GRAPH_TYPE);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 2); /* the function, for recapture */
-    lua_insert(L, 1); /* graph, fn, args... */
+    lua_insert(L, 1);            /* graph, fn, args... */
     return capture_into(L, h, 0);
 }
 

@@ -7,16 +7,6 @@
 #include "peer.h"
 #include "wb_lua.h"
 
-static int l_add(lua_State *L) { return wb_lua_binary(L, wb_add, "add"); }
-static int l_sub(lua_State *L) { return wb_lua_binary(L, wb_sub, "sub"); }
-static int l_mul(lua_State *L) { return wb_lua_binary(L, wb_mul, "mul"); }
-static int l_div(lua_State *L) { return wb_lua_binary(L, wb_div, "div"); }
-
-static int l_neg(lua_State *L) {
-    wb_tensor *out;
-    return wb_lua_pushresult(L, wb_neg(wb_lua_checktensor(L, 1), &out), &out);
-}
-
 static int l_max_abs_diff(lua_State *L) {
     double d;
     WB_LUA_CHECK(L, wb_max_abs_diff(wb_lua_checktensor(L, 1), wb_lua_checktensor(L, 2), &d));
@@ -218,11 +208,11 @@ static const luaL_Reg ops[] = {
     {"geglu_linear", l_geglu_linear},
     {"cpu_isa", l_cpu_isa},
     {"cpu_bf16", l_cpu_bf16},
-    {"add", l_add},
-    {"sub", l_sub},
-    {"mul", l_mul},
-    {"div", l_div},
-    {"neg", l_neg},
+    {"add", wb_lua_add},
+    {"sub", wb_lua_sub},
+    {"mul", wb_lua_mul},
+    {"div", wb_lua_div},
+    {"neg", wb_lua_neg},
     {"max_abs_diff", l_max_abs_diff},
     {"rel_error", l_rel_error},
     {"allclose", l_allclose},

@@ -133,7 +133,7 @@ static int s_stats(lua_State *L) {
     return 1;
 }
 
-/* s:events() -> array of event tables (DESIGN's p:events() shape). */
+/* s:events() -> array of event tables (the shape README's profiler section documents). */
 static int s_events(lua_State *L) {
     wb_prof *p = check_session(L);
     size_t n = wb_prof_count(p);

@@ -1,11 +1,7 @@
 /* l_wb.c: the `wb` module table: creation functions, the generator, threads, devices, and
  * lazy loading of the Lua-side submodules (wb.nn, wb.bench, ... from scripts/wb/). */
-#include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "peer.h"
 #include "profiler.h"
@@ -305,69 +301,6 @@ static int l_module_index(lua_State *L) {
     return 1;
 }
 
-/* wb._realpath(path) -> the canonical absolute path (symlinks and .. resolved); for a path that
- * does not exist yet, the canonical parent folder plus the last name. nil, message otherwise. */
-static int l_realpath(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
-    char buf[PATH_MAX];
-    if (realpath(path, buf)) {
-        lua_pushstring(L, buf);
-        return 1;
-    }
-    if (errno != ENOENT) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "%s: %s", path, strerror(errno));
-        return 2;
-    }
-    const char *slash = strrchr(path, '/');
-    const char *name = slash ? slash + 1 : path;
-    char parent[PATH_MAX];
-    if (!slash)
-        snprintf(parent, sizeof parent, ".");
-    else if (slash == path)
-        snprintf(parent, sizeof parent, "/");
-    else
-        snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path);
-    if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || !realpath(parent, buf)) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "%s: %s", path, strerror(errno ? errno : ENOENT));
-        return 2;
-    }
-    lua_pushfstring(L, "%s/%s", strcmp(buf, "/") ? buf : "", name);
-    return 1;
-}
-
-/* wb._hostname() -> this machine's name (for results fingerprints; no file read needed). */
-static int l_hostname(lua_State *L) {
-    char buf[256];
-    if (gethostname(buf, sizeof buf) != 0) snprintf(buf, sizeof buf, "?");
-    buf[sizeof buf - 1] = '\0';
-    lua_pushstring(L, buf);
-    return 1;
-}
-
-/* wb._mkdir_p(path) -> true, or nil, message: creates the folder and its parents. */
-static int l_mkdir_p(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return luaL_error(L, "mkdir: path too long");
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
-                lua_pushnil(L);
-                lua_pushfstring(L, "cannot create %s: %s", buf, strerror(errno));
-                return 2;
-            }
-            *p = c;
-            if (!c) break;
-        }
-    }
-    lua_pushboolean(L, 1);
-    return 1;
-}
-
 static const luaL_Reg creation[] = {
     {"tensor", l_tensor}, {"empty", l_empty}, {"zeros", l_zeros},   {"ones", l_ones}, {"full", l_full},
     {"rand", l_rand},     {"randn", l_randn}, {"arange", l_arange}, {NULL, NULL},
@@ -382,9 +315,6 @@ static const luaL_Reg misc[] = {
     {"device_info", l_device_info},
     {"synchronize", l_synchronize},
     {"default_device", l_default_device},
-    {"_realpath", l_realpath},
-    {"_mkdir_p", l_mkdir_p},
-    {"_hostname", l_hostname},
     {NULL, NULL},
 };
 
@@ -397,6 +327,7 @@ int luaopen_wb(lua_State *L) {
     wb_lua_register_ops(L);
     wb_lua_register_profiler(L);
     wb_lua_register_graph(L);
+    wb_lua_register_host(L);
     lua_newtable(L); /* wb.cuda */
     lua_pushcfunction(L, l_cuda_is_available);
     lua_setfield(L, -2, "is_available");

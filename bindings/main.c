@@ -1,4 +1,4 @@
-/* main.c: the workbench executable. Parses the command line (DESIGN, "The command line"),
+/* main.c: the workbench executable. Parses the command line (README, "Using it"),
  * opens Lua with `wb` as a global, sets `arg` as the standalone lua does, then runs -e
  * statements, the script (or stdin) and the REPL. A script error prints a traceback and the
  * process exits non-zero. */
@@ -16,6 +16,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "guard.h"
 #include "repl.h"
 #include "wb_lua.h"
 #include "wb_version.h"
@@ -228,67 +229,6 @@ static int run_options(lua_State *L, const options *o) {
     return 0;
 }
 
-/* --timeout: the first alarm makes every Lua instruction raise (a script cannot pcall its way
- * out); if the script is still running 2 s later, the process exits with status 124. */
-static lua_State *timed_state;
-static const char *timeout_text;
-static volatile sig_atomic_t timeout_fired;
-
-static void timeout_hook(lua_State *L, lua_Debug *ar) {
-    (void)ar;
-    luaL_error(L, "timeout: the script ran past --timeout %s s", timeout_text);
-}
-
-static void on_alarm(int sig) {
-    (void)sig;
-    if (!timeout_fired) {
-        timeout_fired = 1;
-        lua_sethook(timed_state, timeout_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
-        struct itimerval grace = {{0, 0}, {2, 0}};
-        setitimer(ITIMER_REAL, &grace, NULL);
-        return;
-    }
-    static const char msg[] = "workbench: timeout: the script did not stop; exiting\n";
-    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)ignored;
-    _exit(124);
-}
-
-static int start_timeout(lua_State *L, const char *text) {
-    char *end;
-    double secs = strtod(text, &end);
-    if (end == text || *end || !(secs > 0) || secs > 1e7) {
-        fprintf(stderr, "workbench: --timeout %s: expected a number of seconds > 0\n", text);
-        return 2;
-    }
-    timed_state = L;
-    timeout_text = text;
-    signal(SIGALRM, on_alarm);
-    struct itimerval t = {{0, 0}, {(time_t)secs, (suseconds_t)((secs - (double)(time_t)secs) * 1e6)}};
-    setitimer(ITIMER_REAL, &t, NULL);
-    return 0;
-}
-
-/* --sandbox: scripts/wb/sandbox.lua narrows the globals before the script's first line. */
-static int install_sandbox(lua_State *L, const char *script, const char *out) {
-    lua_getglobal(L, "require");
-    lua_pushstring(L, "cjson"); /* the library's own C module, loaded before C modules are closed */
-    if (wb_lua_docall(L, 1, 0) != LUA_OK) return 1;
-    lua_getglobal(L, "require");
-    lua_pushstring(L, "wb.sandbox");
-    if (wb_lua_docall(L, 1, 1) != LUA_OK) return 1;
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, script);
-    lua_setfield(L, -2, "script");
-    lua_pushstring(L, out);
-    lua_setfield(L, -2, "out");
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "wb_scripts_dir");
-    lua_setfield(L, -3, "library");
-    lua_pop(L, 1);
-    return wb_lua_docall(L, 1, 0) == LUA_OK ? 0 : 1;
-}
-
 static int run_chunk(lua_State *L, int status, int nargs_from, int argc, char **argv) {
     if (status != LUA_OK) {
         fprintf(stderr, "workbench: %s\n", lua_tostring(L, -1));
@@ -299,61 +239,6 @@ static int run_chunk(lua_State *L, int status, int nargs_from, int argc, char **
     for (int i = nargs_from; i > 0 && i < argc; i++, nargs++)
         lua_pushstring(L, argv[i]);
     return wb_lua_docall(L, nargs, 0) == LUA_OK ? 0 : 1;
-}
-
-/* The interpreter's allocator: small blocks (userdata headers, closures, short strings: what
- * an eager op allocates and the collector frees) come from per-size free lists instead of
- * malloc/free, which were a tenth of a 1-element op's instructions. Off under AddressSanitizer,
- * where it would hide use-after-free. */
-#if !defined(__SANITIZE_ADDRESS__)
-#define SMALL_STEP    16
-#define SMALL_CLASSES 8 /* up to 128 bytes */
-#define SMALL_KEEP    8192 /* per class: at most 8 MiB kept in all */
-static void *small_free[SMALL_CLASSES];
-static int small_count[SMALL_CLASSES];
-#endif
-
-static void *wb_lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-    (void)ud;
-#if !defined(__SANITIZE_ADDRESS__)
-    /* osize is the block's size only when ptr is set (else it encodes the object's type) */
-    size_t oc = ptr && osize && osize <= SMALL_STEP * SMALL_CLASSES ? (osize - 1) / SMALL_STEP : (size_t)-1;
-    size_t nc = nsize && nsize <= SMALL_STEP * SMALL_CLASSES ? (nsize - 1) / SMALL_STEP : (size_t)-1;
-    if (ptr && oc == nc && nc != (size_t)-1) return ptr; /* same class: nothing to do */
-    void *out = NULL;
-    if (nsize) {
-        if (nc != (size_t)-1 && small_free[nc]) {
-            out = small_free[nc];
-            memcpy(&small_free[nc], out, sizeof(void *));
-            small_count[nc]--;
-        } else if (nc != (size_t)-1) {
-            out = malloc((nc + 1) * SMALL_STEP);
-        } else if (ptr && oc == (size_t)-1) {
-            return realloc(ptr, nsize); /* large to large */
-        } else {
-            out = malloc(nsize);
-        }
-        if (!out) return ptr && nsize <= osize ? ptr : NULL; /* Lua counts on shrinking never failing */
-        if (ptr) memcpy(out, ptr, osize < nsize ? osize : nsize);
-    }
-    if (ptr) {
-        if (oc != (size_t)-1 && small_count[oc] < SMALL_KEEP) {
-            memcpy(ptr, &small_free[oc], sizeof(void *));
-            small_free[oc] = ptr;
-            small_count[oc]++;
-        } else {
-            free(ptr);
-        }
-    }
-    return out;
-#else
-    (void)osize;
-    if (nsize == 0) {
-        free(ptr);
-        return NULL;
-    }
-    return realloc(ptr, nsize);
-#endif
 }
 
 int main(int argc, char **argv) {
@@ -413,8 +298,8 @@ int main(int argc, char **argv) {
         }
     }
     rc = run_options(L, &o);
-    if (rc == 0 && o.timeout) rc = start_timeout(L, o.timeout);
-    if (rc == 0 && o.sandbox) rc = install_sandbox(L, argv[o.script_index], o.out);
+    if (rc == 0 && o.timeout) rc = wb_guard_timeout(L, o.timeout);
+    if (rc == 0 && o.sandbox) rc = wb_guard_sandbox(L, argv[o.script_index], o.out);
     for (int i = 0; rc == 0 && i < o.nexpr; i++)
         rc = run_chunk(L, luaL_loadbuffer(L, o.exprs[i], strlen(o.exprs[i]), "=(command line)"), 0, argc, argv);
     if (rc == 0) {

@@ -1,5 +1,5 @@
-/* wb_lua.h: what the binding files share: the tensor userdata, argument checks that raise
- * clear Lua errors, and turning a failed core status into a Lua error. No arithmetic here. */
+/* wb_lua.h: what the binding files share (l_aux.c): the tensor userdata, argument checks that
+ * raise clear Lua errors, and turning a failed core status into a Lua error. */
 #ifndef WB_LUA_H
 #define WB_LUA_H
 
@@ -25,6 +25,10 @@ int wb_lua_error(lua_State *L);
 
 /* The handle at idx when it is a tensor (possibly released), else NULL. */
 wb_lua_tensor *wb_lua_testtensor(lua_State *L, int idx);
+/* The handle at idx (possibly released); raises for another type. */
+wb_lua_tensor *wb_lua_checkhandle(lua_State *L, int idx);
+/* Records the tensor metatable at idx (wb_lua_open_tensor, once). */
+void wb_lua_set_tensor_metatable(lua_State *L, int idx);
 /* The tensor at idx; raises for another type and for a released tensor. */
 wb_tensor *wb_lua_checktensor(lua_State *L, int idx);
 /* The tensor at idx, or a new 0-d tensor (pushed on the stack, owned by Lua) for a number,
@@ -40,6 +44,12 @@ int wb_lua_pushresult(lua_State *L, wb_status st, wb_tensor **out);
  * body of the arithmetic metamethods and of wb.add/sub/mul/div. */
 typedef wb_status (*wb_lua_binary_fn)(wb_tensor *, wb_tensor *, wb_tensor **);
 int wb_lua_binary(lua_State *L, wb_lua_binary_fn fn, const char *name);
+/* wb.add/sub/mul/div/neg and the tensor's __add/__sub/__mul/__div/__unm (one function each). */
+int wb_lua_add(lua_State *L);
+int wb_lua_sub(lua_State *L);
+int wb_lua_mul(lua_State *L);
+int wb_lua_div(lua_State *L);
+int wb_lua_neg(lua_State *L);
 
 /* Shapes: a table {2, 3} (or a single integer for 1-D). Returns ndim. */
 int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, const char *what);
@@ -57,6 +67,7 @@ void wb_lua_register_ops(lua_State *L);      /* adds op functions to the table o
 void wb_lua_register_creation(lua_State *L); /* adds creation functions to the table on top */
 void wb_lua_register_profiler(lua_State *L); /* the session type; functions on the table on top */
 void wb_lua_register_graph(lua_State *L);    /* the graph type; wb.graph on the table on top */
+void wb_lua_register_host(lua_State *L);     /* wb._realpath, _mkdir_p, _hostname on the table on top */
 
 int luaopen_wb(lua_State *L);
 

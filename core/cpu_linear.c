@@ -45,7 +45,7 @@ static void refresh_gemm(void *v) {
 }
 
 static wb_gemm_store store_for(wb_activation act) {
-    return act == WB_ACT_GELU_TANH ? WB_STORE_GELU_TANH
+    return act == WB_ACT_GELU_TANH  ? WB_STORE_GELU_TANH
            : act == WB_ACT_GELU_ERF ? WB_STORE_GELU_ERF
            : act == WB_ACT_GEGLU    ? WB_STORE_GEGLU
                                     : WB_STORE_PLAIN;
@@ -87,10 +87,17 @@ wb_status wb_cpu_mm_impl(wb_op_call *c) {
     int64_t rsb = b->stride[0], csb = b->stride[1];
     int prepack = c->p.gemm.prepack && k > 0 && n > 0;
     wb_gemm_problem p = {
-        .m = m, .n = n, .k = k,
-        .a = wb_tensor_data(a), .rsa = a->stride[0], .csa = a->stride[1],
-        .b = wb_tensor_data(b), .rsb = rsb, .csb = csb,
-        .c = wb_tensor_data(c->out), .ldc = n,
+        .m = m,
+        .n = n,
+        .k = k,
+        .a = wb_tensor_data(a),
+        .rsa = a->stride[0],
+        .csa = a->stride[1],
+        .b = wb_tensor_data(b),
+        .rsb = rsb,
+        .csb = csb,
+        .c = wb_tensor_data(c->out),
+        .ldc = n,
         .bias = bias ? wb_tensor_data(bias) : NULL,
         .store = store_for(act),
         .packed_b = prepack ? wb_prepack_get(isa, b->storage, b->offset, k, n, rsb, csb, NULL, 0, bf16) : NULL,
@@ -134,17 +141,24 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
     const wb_cpu_isa *pairs = bf16 ? wb_cpu_isa_bf16(m) : NULL, *isa = pairs ? pairs : wb_cpu_isa_active();
     int64_t rsb = wg->stride[1], csb = wg->stride[0]; /* B = W^T */
     wb_gemm_problem p = {
-        .m = m, .n = h, .k = k,
-        .a = wb_tensor_data(x), .rsa = stride2[0], .csa = stride2[1],
-        .b = wb_tensor_data(wg), .rsb = rsb, .csb = csb,
+        .m = m,
+        .n = h,
+        .k = k,
+        .a = wb_tensor_data(x),
+        .rsa = stride2[0],
+        .csa = stride2[1],
+        .b = wb_tensor_data(wg),
+        .rsb = rsb,
+        .csb = csb,
         .b_up = wb_tensor_data(wu),
-        .c = wb_tensor_data(c->out), .ldc = h,
+        .c = wb_tensor_data(c->out),
+        .ldc = h,
         .bias = bg ? wb_tensor_data(bg) : NULL,
         .bias_up = bu ? wb_tensor_data(bu) : NULL,
         .store = WB_STORE_GEGLU,
-        .packed_b = k > 0 && h > 0 ? wb_prepack_get(isa, wg->storage, wg->offset, k, h, rsb, csb, wu->storage,
-                                                    wu->offset, bf16)
-                                   : NULL,
+        .packed_b = k > 0 && h > 0
+                        ? wb_prepack_get(isa, wg->storage, wg->offset, k, h, rsb, csb, wu->storage, wu->offset, bf16)
+                        : NULL,
     };
     wb_kernel_kind key = {.layout = {layout_letter(rsb, csb, k, h), layout_letter(stride2[0], stride2[1], m, k)},
                           .bias = bg || bu,
@@ -188,8 +202,11 @@ wb_status wb_cpu_gelu_impl(wb_op_call *c) {
     }
     int erf_form = c->p.gemm.activation == WB_ACT_GELU_ERF;
     launch_activation(c, erf_form ? "gelu_erf" : "gelu_tanh",
-                      (act_launch){.isa = wb_cpu_isa_active(), .x = src, .y = wb_tensor_data(out),
-                                   .n = wb_tensor_numel(out), .erf_form = erf_form});
+                      (act_launch){.isa = wb_cpu_isa_active(),
+                                   .x = src,
+                                   .y = wb_tensor_data(out),
+                                   .n = wb_tensor_numel(out),
+                                   .erf_form = erf_form});
     return WB_OK;
 }
 
@@ -203,8 +220,10 @@ wb_status wb_cpu_geglu_impl(wb_op_call *c) {
         return st;
     }
     launch_activation(c, "geglu",
-                      (act_launch){.isa = wb_cpu_isa_active(), .x = wb_tensor_data(gc ? gc : g),
-                                   .u = wb_tensor_data(uc ? uc : u), .y = wb_tensor_data(c->out),
+                      (act_launch){.isa = wb_cpu_isa_active(),
+                                   .x = wb_tensor_data(gc ? gc : g),
+                                   .u = wb_tensor_data(uc ? uc : u),
+                                   .y = wb_tensor_data(c->out),
                                    .n = wb_tensor_numel(c->out)});
     wb_tensor_free(gc), wb_tensor_free(uc);
     return WB_OK;

@@ -64,7 +64,8 @@ wb_status wb_cuda_check(void) {
             else
                 api = a;
             /* A plugin that cannot run stays loaded: the CUDA libraries do not unload cleanly. */
-            if (api) wb_prof_device_ready(WB_DEVICE_CUDA); /* a session already recording device activity traces it too */
+            if (api)
+                wb_prof_device_ready(WB_DEVICE_CUDA); /* a session already recording device activity traces it too */
         }
     }
     if (api) return WB_OK;

@@ -104,9 +104,7 @@ wb_status wb_cuda_binary_impl(wb_op_call *c) {
     return run_ew(WB_CU_EW_ADD + k, c->out, c->in[0], c->in[1], 0, names[k], c);
 }
 
-wb_status wb_cuda_neg_impl(wb_op_call *c) {
-    return run_ew(WB_CU_EW_NEG, c->out, c->in[0], NULL, 0, "neg", c);
-}
+wb_status wb_cuda_neg_impl(wb_op_call *c) { return run_ew(WB_CU_EW_NEG, c->out, c->in[0], NULL, 0, "neg", c); }
 
 wb_status wb_cuda_gelu_impl(wb_op_call *c) {
     int erf = c->p.gemm.activation == WB_ACT_GELU_ERF;
@@ -366,4 +364,3 @@ done:
     wb_tensor_free(prod);
     return st;
 }
-

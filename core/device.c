@@ -41,7 +41,6 @@ wb_status wb_dtype_check_supported(wb_dtype dtype, const char *context) {
     return wb_error(WB_ERR_DTYPE, "%s: invalid dtype id %d", context, (int)dtype);
 }
 
-
 static const char *const device_names[WB_DEVICE_COUNT] = {
     [WB_DEVICE_CPU] = "cpu",
     [WB_DEVICE_CUDA] = "cuda",

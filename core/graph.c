@@ -126,7 +126,8 @@ static wb_status start(wb_graph *g, const char *what) {
     if (queue) {
         wb_status st = queue->graph_begin();
         if (st) return wb_error_prefix(st, what);
-        if (g->exec && g->queue != queue) return wb_error(WB_ERR_DEVICE, "%s: the graph belongs to another device", what);
+        if (g->exec && g->queue != queue)
+            return wb_error(WB_ERR_DEVICE, "%s: the graph belongs to another device", what);
         g->queue = queue;
         g->stream_capture = 1;
     }

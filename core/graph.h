@@ -1,7 +1,8 @@
-/* graph.h: capture and replay of kernel launches on the CPU device. Capturing runs the work once
- * and records every kernel launch with a copy of its context; replay re-issues them with no
- * interpreter and no dispatcher in between. Every storage allocated during capture, or read or
- * written by a captured op, is held by the graph, so its buffers stay valid for replays. */
+/* graph.h: capture and replay of kernel launches. Capturing runs the work once and records every
+ * kernel launch (on the cpu with a copy of its context; on a device that captures its own queue,
+ * cuda, as a CUDA graph); replay re-issues them with no interpreter and no dispatcher in between. Every storage
+ * allocated during capture, or read or written by a captured op, is held by the graph, so its buffers stay valid for
+ * replays. */
 #ifndef WB_GRAPH_H
 #define WB_GRAPH_H
 

@@ -20,9 +20,7 @@ static const struct {
 };
 _Static_assert(sizeof activations / sizeof activations[0] == WB_ACT_COUNT, "one word per activation");
 
-const char *wb_activation_name(wb_activation act) {
-    return (unsigned)act < WB_ACT_COUNT ? activations[act].word : "?";
-}
+const char *wb_activation_name(wb_activation act) { return (unsigned)act < WB_ACT_COUNT ? activations[act].word : "?"; }
 
 wb_status wb_activation_parse(const char *word, wb_activation *out) {
     if (word && !strcmp(word, "gelu_erf")) word = "gelu"; /* the kernel names' spelling of the same function */
@@ -48,8 +46,8 @@ static size_t capacity, count;
 
 static uint64_t mix_str(uint64_t h, const char *s) {
     for (const unsigned char *u = (const unsigned char *)(s ? s : ""); *u; u++)
-        h = (h ^ *u) * 0x100000001b3ull; /* FNV-1a */
-    return (h ^ 0xff) * 0x100000001b3ull;  /* a separator, so fields do not run together */
+        h = (h ^ *u) * 0x100000001b3ull;  /* FNV-1a */
+    return (h ^ 0xff) * 0x100000001b3ull; /* a separator, so fields do not run together */
 }
 
 static uint64_t mix_int(uint64_t h, int v) {

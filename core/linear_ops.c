@@ -279,4 +279,3 @@ wb_status wb_geglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out) {
     c.in[0] = gate, c.in[1] = up, c.nin = 2;
     return wb_dispatch_out(WB_OP_GEGLU, &c, out);
 }
-

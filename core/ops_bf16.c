@@ -16,9 +16,9 @@ static void run_bf16(void *v) { wb_cpu_bf16_pointwise_run(v); }
 
 wb_status wb_cpu_bf16_pointwise(wb_op_call *c) {
     static const char *const ops[] = {
-        [WB_BF16_ADD] = "add",   [WB_BF16_SUB] = "sub",       [WB_BF16_MUL] = "mul",      [WB_BF16_DIV] = "div",
-        [WB_BF16_NEG] = "neg",   [WB_BF16_GELU_TANH] = "gelu_tanh", [WB_BF16_GELU_ERF] = "gelu_erf",
-        [WB_BF16_GEGLU] = "geglu"};
+        [WB_BF16_ADD] = "add",           [WB_BF16_SUB] = "sub",    [WB_BF16_MUL] = "mul",
+        [WB_BF16_DIV] = "div",           [WB_BF16_NEG] = "neg",    [WB_BF16_GELU_TANH] = "gelu_tanh",
+        [WB_BF16_GELU_ERF] = "gelu_erf", [WB_BF16_GEGLU] = "geglu"};
     wb_cpu_bf16_op op;
     switch (c->def->id) {
     case WB_OP_ADD: op = WB_BF16_ADD; break;
@@ -32,18 +32,20 @@ wb_status wb_cpu_bf16_pointwise(wb_op_call *c) {
     }
     wb_tensor *out = c->out, *a = c->in[0], *b = wb_cpu_bf16_op_binary(op) ? c->in[1] : NULL;
     wb_cpu_bf16_launch k = {.op = op,
-                               .isa = wb_cpu_isa_active(),
-                               .ndim = out->ndim,
-                               .n = wb_tensor_numel(out),
-                               .out = wb_tensor_data(out),
-                               .a = wb_tensor_data(a),
-                               .b = b ? wb_tensor_data(b) : NULL};
+                            .isa = wb_cpu_isa_active(),
+                            .ndim = out->ndim,
+                            .n = wb_tensor_numel(out),
+                            .out = wb_tensor_data(out),
+                            .a = wb_tensor_data(a),
+                            .b = b ? wb_tensor_data(b) : NULL};
     memcpy(k.shape, out->shape, sizeof k.shape);
     wb_broadcast_strides(a, out->ndim, out->shape, k.as);
     if (b) wb_broadcast_strides(b, out->ndim, out->shape, k.bs);
     k.contiguous = wb_same_geometry_contiguous(a, out) && (!b || wb_same_geometry_contiguous(b, out));
-    wb_kernel_kind key = {.op = ops[op], .dtype = "bf16", .isa = k.isa->name, .variant = k.contiguous ? NULL : "strided"};
-    wb_kernel_desc d = wb_kernel_desc_for(c, &key, k.contiguous && k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1);
+    wb_kernel_kind key = {
+        .op = ops[op], .dtype = "bf16", .isa = k.isa->name, .variant = k.contiguous ? NULL : "strided"};
+    wb_kernel_desc d =
+        wb_kernel_desc_for(c, &key, k.contiguous && k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1);
     wb_kernel_launch(&d, run_bf16, &k, sizeof k, NULL);
     wb_storage_bump_version(out->storage);
     return WB_OK;

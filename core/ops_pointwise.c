@@ -95,7 +95,9 @@ wb_status wb_cpu_binary_impl(wb_op_call *c) {
         binary_flat k = {op, n, wb_tensor_data(out), wb_tensor_data(c->in[0]), wb_tensor_data(c->in[1])};
         /* the kind is looked up once per op: this is the path of the 1-element dispatch benchmark */
         static const wb_kernel_kind *flat[4];
-        if (!flat[op]) flat[op] = wb_kernel_kind_intern(&(wb_kernel_kind){.op = binary_ops[op], .isa = "generic", .variant = "contig"});
+        if (!flat[op])
+            flat[op] =
+                wb_kernel_kind_intern(&(wb_kernel_kind){.op = binary_ops[op], .isa = "generic", .variant = "contig"});
         wb_kernel_desc d = {.kind = flat[op], .flops = (double)n, .bytes = c->def->bytes(c), .threads = 1};
         wb_kernel_launch(&d, run_binary_flat, &k, sizeof k, NULL);
         wb_storage_bump_version(out->storage);

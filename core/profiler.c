@@ -364,4 +364,3 @@ void wb_prof_clear(wb_prof *p) {
     /* strings of open ranges must survive: keep the arena when ranges are open */
     if (p->nranges == 0) p->str_n = 0;
 }
-

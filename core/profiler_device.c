@@ -156,4 +156,3 @@ void wb_prof_device_ready(wb_device device) {
     if (!p->device_on) snprintf(p->device_note, sizeof p->device_note, "%s", wb_error_message());
     wb_error(WB_OK, "%s", saved);
 }
-

@@ -24,7 +24,7 @@ void wb_roofline_cpu(int threads, wb_roofline *out) {
 void wb_roofline_from_info(const wb_cuda_info *ci, wb_roofline *out) {
     double ghz = ci->clock_khz / 1e6;
     *out = (wb_roofline){
-        .gflops = ci->sm_count * 128.0 * 2.0 * ghz,                                 /* fp32 FMA lanes per SM: 128 */
+        .gflops = ci->sm_count * 128.0 * 2.0 * ghz,                                /* fp32 FMA lanes per SM: 128 */
         .gflops_bf16 = ci->sm_count * (ci->cc_major >= 9 ? 4096.0 : 2048.0) * ghz, /* dense bf16 tensor cores */
         .gbs = 2.0 * ci->mem_clock_khz * 1e3 * ci->bus_width_bits / 8.0 / 1e9,
         .how = "not measured: peaks are SM count x clock x the architecture's rate per SM; bandwidth from the memory "

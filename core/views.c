@@ -330,13 +330,11 @@ wb_status wb_clone_impl(wb_op_call *c) {
 
 /* ---- public wrappers -------------------------------------------------------------------- */
 
+/* A view op on x with the parameters already in c. */
 static wb_status run1(wb_op_id id, wb_op_call *c, wb_tensor *x, wb_tensor **out) {
-    *out = NULL;
     c->in[0] = x;
     c->nin = 1;
-    wb_status st = wb_dispatch(id, c);
-    if (!st) *out = c->out;
-    return st;
+    return wb_dispatch_out(id, c, out);
 }
 
 wb_status wb_t(wb_tensor *x, wb_tensor **out) {

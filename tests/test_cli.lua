@@ -1,4 +1,4 @@
--- test_cli.lua: the command line of DESIGN ("The command line"), run as a user would run it.
+-- test_cli.lua: the command line as the README documents it, run as a user would run it.
 local lu = require("luaunit")
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"

@@ -1,5 +1,5 @@
 -- test_views.lua: every view shares storage, launches nothing and is bounds-checked; the view
--- lesson holds exactly as DESIGN and PyTorch describe it.
+-- lesson holds exactly as the README and PyTorch describe it.
 local lu = require("luaunit")
 
 local function M32() return wb.arange(6):view({3, 2}) end

@@ -78,9 +78,10 @@ typedef struct wb_cpu_bf16_launch {
     const wb_cpu_isa *isa;
     int ndim, contiguous; /* contiguous: a, b and out share one contiguous geometry */
     int64_t n;
-    int64_t shape[WB_CPU_MAX_DIMS], as[WB_CPU_MAX_DIMS], bs[WB_CPU_MAX_DIMS]; /* the output's shape; the inputs' broadcast strides */
-    uint16_t *out;                  /* contiguous, n elements */
-    const uint16_t *a, *b;          /* b: binary ops and geglu only */
+    int64_t shape[WB_CPU_MAX_DIMS], as[WB_CPU_MAX_DIMS],
+        bs[WB_CPU_MAX_DIMS]; /* the output's shape; the inputs' broadcast strides */
+    uint16_t *out;           /* contiguous, n elements */
+    const uint16_t *a, *b;   /* b: binary ops and geglu only */
 } wb_cpu_bf16_launch;
 
 /* 1 for the ops that read b. */

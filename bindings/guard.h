@@ -1,0 +1,19 @@
+/* guard.h: what the executable puts around the interpreter and a script (main.c): the
+ * allocator, --timeout and --sandbox. */
+#ifndef WB_GUARD_H
+#define WB_GUARD_H
+
+#include <stddef.h>
+
+#include <lua.h>
+
+/* The interpreter's allocator: small blocks from per-size free lists (lua_alloc.c). */
+void *wb_lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+/* Arms --timeout SECS for the script running in L: returns 0, or 2 after printing why the
+ * value is not a number of seconds > 0. */
+int wb_guard_timeout(lua_State *L, const char *seconds_text);
+/* Installs the --sandbox policy for `script` writing under `out`: 0, or 1 with the error printed
+ * by the caller's traceback handler. */
+int wb_guard_sandbox(lua_State *L, const char *script, const char *out);
+
+#endif

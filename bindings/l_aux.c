@@ -1,0 +1,216 @@
+/* l_aux.c: what the binding files share, in the manner of lauxlib: the tensor userdata (test,
+ * check, push with GC pacing), argument checks that raise clear Lua errors naming the function,
+ * turning a failed core status into a Lua error, and the arithmetic functions that serve both
+ * wb.add/sub/mul/div/neg and the tensor metamethods. No arithmetic of its own. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "wb_lua.h"
+
+int wb_lua_error(lua_State *L) { return luaL_error(L, "%s", wb_error_message()); }
+
+/* The tensor metatable: a registry reference (an integer key: the registry's array part, no
+ * hashing) to push it, and its address to recognise it. One interpreter per process. */
+static int metatable_ref = LUA_NOREF;
+static const void *metatable_ptr;
+
+/* The handle at idx if it is a tensor (released or not), else NULL. Compares metatables by
+ * identity: luaL_testudata looks the type name up as a string on every call, which cost more
+ * than a small op's arithmetic. */
+void wb_lua_set_tensor_metatable(lua_State *L, int idx) {
+    metatable_ptr = lua_topointer(L, idx);
+    lua_pushvalue(L, idx);
+    metatable_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+wb_lua_tensor *wb_lua_testtensor(lua_State *L, int idx) {
+    void *p = lua_touserdata(L, idx);
+    if (!p || !lua_getmetatable(L, idx)) return NULL;
+    int same = lua_topointer(L, -1) == metatable_ptr;
+    lua_pop(L, 1);
+    return same ? p : NULL;
+}
+
+wb_lua_tensor *wb_lua_checkhandle(lua_State *L, int idx) {
+    wb_lua_tensor *h = wb_lua_testtensor(L, idx);
+    if (!h) luaL_typeerror(L, idx, WB_TENSOR_TYPE);
+    return h;
+}
+
+wb_tensor *wb_lua_checktensor(lua_State *L, int idx) {
+    wb_lua_tensor *h = wb_lua_testtensor(L, idx);
+    if (!h) {
+        const char *got = luaL_typename(L, idx);
+        if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
+        luaL_error(L, "bad argument #%d: expected a tensor, got %s", idx, got);
+    }
+    if (!h->t) luaL_error(L, "attempt to use a released tensor");
+    return h->t;
+}
+
+/* Lua sees an 8-byte userdata, not the megabytes of storage behind it, so left alone its
+ * collector would let dead tensors pile up. Storage allocations are reported to it as
+ * allocation debt (LUA_GCSTEP of that many KiB), the way Lua paces its own allocations.
+ * In generational mode a step is a young collection, and a tensor that lives across a few ops
+ * (an MLP's intermediates) gets old: only a major collection frees it, and Lua's own trigger for
+ * one counts the 8-byte userdata. Until then the storage cache had nothing to hand back and every
+ * big intermediate came from fresh pages (an eager 512-token MLP forward: 3074 page faults,
+ * gelu and mul 3-10x slower than on warm buffers). So a major collection also runs once the
+ * storage allocated since the last one exceeds what was live after it (at least 32 MiB): as
+ * Lua's generational rule, in storage bytes. A collection with a small Lua heap costs ~50 us. */
+#define MAJOR_MIN ((uint64_t)32 << 20)
+static void pace_gc(lua_State *L) {
+    static uint64_t reported, major_at, major_every = MAJOR_MIN;
+    uint64_t total = wb_storage_bytes_allocated();
+    if (total - major_at >= major_every) {
+        lua_gc(L, LUA_GCCOLLECT);
+        reported = major_at = wb_storage_bytes_allocated();
+        uint64_t live = wb_storage_bytes_live();
+        major_every = live > MAJOR_MIN ? live : MAJOR_MIN;
+    } else if (total - reported >= 256 * 1024) {
+        uint64_t kib = (total - reported) / 1024;
+        reported = total;
+        lua_gc(L, LUA_GCSTEP, (int)(kib > 1 << 30 ? 1 << 30 : kib));
+    }
+}
+
+void wb_lua_pushtensor(lua_State *L, wb_tensor *t) {
+    pace_gc(L);
+    wb_lua_tensor *h = lua_newuserdatauv(L, sizeof *h, 0);
+    h->t = t;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, metatable_ref);
+    lua_setmetatable(L, -2);
+}
+
+int wb_lua_pushresult(lua_State *L, wb_status st, wb_tensor **out) {
+    if (st) return wb_lua_error(L);
+    wb_lua_pushtensor(L, *out);
+    return 1;
+}
+
+wb_tensor *wb_lua_checkoperand(lua_State *L, int idx, const wb_tensor *like, const char *fname) {
+    if (lua_type(L, idx) == LUA_TNUMBER) {
+        wb_tensor *s;
+        WB_LUA_CHECK(L, wb_full(like ? like->dtype : WB_F32, like ? like->device : wb_default_device(), 0, NULL,
+                                lua_tonumber(L, idx), &s));
+        wb_lua_pushtensor(L, s); /* owned by Lua: collected even if the op raises */
+        return s;
+    }
+    wb_lua_tensor *h = wb_lua_testtensor(L, idx);
+    if (!h) luaL_error(L, "%s: operand %d must be a tensor or a number, got %s", fname, idx, luaL_typename(L, idx));
+    if (!h->t) luaL_error(L, "attempt to use a released tensor");
+    return h->t;
+}
+
+int64_t wb_lua_checkint(lua_State *L, int idx, const char *fname, const char *what) {
+    int ok;
+    lua_Integer v = lua_tointegerx(L, idx, &ok);
+    if (!ok) {
+        if (lua_type(L, idx) == LUA_TNUMBER)
+            luaL_error(L, "%s: %s must be an integer, got %s", fname, what, lua_tostring(L, idx));
+        luaL_error(L, "%s: %s must be an integer, got %s", fname, what, luaL_typename(L, idx));
+    }
+    return (int64_t)v;
+}
+
+int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, const char *what) {
+    if (lua_type(L, idx) == LUA_TNUMBER) {
+        shape[0] = wb_lua_checkint(L, idx, fname, what);
+        return 1;
+    }
+    if (!lua_istable(L, idx))
+        luaL_error(L, "%s: %s must be a table of sizes like {2, 3}, got %s", fname, what, luaL_typename(L, idx));
+    lua_Integer n = luaL_len(L, idx);
+    if (n > WB_MAX_DIMS)
+        luaL_error(L, "%s: %s has %d dimensions, at most %d are supported", fname, what, (int)n, WB_MAX_DIMS);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_geti(L, idx, i);
+        int ok;
+        lua_Integer v = lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            luaL_error(L, "%s: %s element %d must be an integer, got %s", fname, what, (int)i,
+                       lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        shape[i - 1] = (int64_t)v;
+        lua_pop(L, 1);
+    }
+    return (int)n;
+}
+
+int wb_lua_checkdim(lua_State *L, int idx, const wb_tensor *t, const char *fname) {
+    if (lua_isnoneornil(L, idx)) luaL_error(L, "%s: missing dimension argument", fname);
+    int64_t d = wb_lua_checkint(L, idx, fname, "dimension");
+    if (d >= 1 && d <= t->ndim) return (int)d - 1;
+    if (d <= -1 && d >= -t->ndim) return (int)(t->ndim + d);
+    if (t->ndim == 0) luaL_error(L, "%s: dimension %d is out of range: the tensor has 0 dimensions", fname, (int)d);
+    return luaL_error(L, "%s: dimension %d is out of range for a tensor with %d dimensions (expected 1..%d or -%d..-1)",
+                      fname, (int)d, t->ndim, t->ndim, t->ndim);
+}
+
+void wb_lua_checkkeys(lua_State *L, int idx, const char *fname, const char *const *allowed) {
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        int ok = 0;
+        if (lua_type(L, -1) == LUA_TSTRING)
+            for (const char *const *a = allowed; *a; a++)
+                if (!strcmp(*a, lua_tostring(L, -1))) ok = 1;
+        if (!ok) {
+            luaL_Buffer b;
+            luaL_buffinit(L, &b);
+            for (const char *const *a = allowed; *a; a++) {
+                if (a != allowed) luaL_addstring(&b, ", ");
+                luaL_addstring(&b, *a);
+            }
+            luaL_pushresult(&b);
+            const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2);
+            luaL_error(L, "%s: unknown option '%s' (expected one of: %s)", fname, key, lua_tostring(L, -1));
+        }
+    }
+}
+
+void wb_lua_checkopts(lua_State *L, int idx, const char *fname, wb_dtype *dtype, wb_device *device) {
+    static const char *const keys[] = {"dtype", "device", NULL};
+    *dtype = WB_F32;
+    *device = wb_default_device();
+    if (lua_isnoneornil(L, idx)) return;
+    if (!lua_istable(L, idx))
+        luaL_error(L, "%s: options must be a table like {dtype=\"f32\"}, got %s", fname, luaL_typename(L, idx));
+    wb_lua_checkkeys(L, idx, fname, keys);
+    if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: dtype must be a string, got %s", fname, luaL_typename(L, -1));
+        if (wb_dtype_parse(lua_tostring(L, -1), dtype)) luaL_error(L, "%s: %s", fname, wb_error_message());
+        if (wb_dtype_check_supported(*dtype, fname)) wb_lua_error(L);
+    }
+    if (lua_getfield(L, idx, "device") != LUA_TNIL) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: device must be a string, got %s", fname, luaL_typename(L, -1));
+        if (wb_device_parse(lua_tostring(L, -1), device)) luaL_error(L, "%s: %s", fname, wb_error_message());
+        if (wb_device_check_available(*device)) luaL_error(L, "%s: %s", fname, wb_error_message());
+    }
+    lua_pop(L, 2);
+}
+
+/* ---- arithmetic --------------------------------------------------------------------------------- */
+
+int wb_lua_binary(lua_State *L, wb_lua_binary_fn fn, const char *name) {
+    if (lua_gettop(L) != 2) lua_settop(L, 2); /* settop is not free in 5.4; the common call has 2 */
+    wb_lua_tensor *h1 = wb_lua_testtensor(L, 1), *h2 = wb_lua_testtensor(L, 2);
+    wb_tensor *out;
+    if (h1 && h2 && h1->t && h2->t) return wb_lua_pushresult(L, fn(h1->t, h2->t, &out), &out); /* the common case */
+    /* numbers take the dtype and device of the tensor operand (wb.add(1, 2) has none: defaults) */
+    wb_tensor *like = h1 ? wb_lua_checktensor(L, 1) : h2 ? wb_lua_checktensor(L, 2) : NULL;
+    wb_tensor *a = wb_lua_checkoperand(L, 1, like, name), *b = wb_lua_checkoperand(L, 2, like, name);
+    return wb_lua_pushresult(L, fn(a, b, &out), &out);
+}
+
+int wb_lua_add(lua_State *L) { return wb_lua_binary(L, wb_add, "add"); }
+int wb_lua_sub(lua_State *L) { return wb_lua_binary(L, wb_sub, "sub"); }
+int wb_lua_mul(lua_State *L) { return wb_lua_binary(L, wb_mul, "mul"); }
+int wb_lua_div(lua_State *L) { return wb_lua_binary(L, wb_div, "div"); }
+
+int wb_lua_neg(lua_State *L) {
+    wb_tensor *out;
+    return wb_lua_pushresult(L, wb_neg(wb_lua_checktensor(L, 1), &out), &out);
+}

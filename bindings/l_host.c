@@ -1,0 +1,83 @@
+/* l_host.c: what the library's Lua code needs from the host that plain Lua lacks: canonical
+ * paths (the sandbox's checks), creating folders (results), the host name (fingerprints). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "wb_lua.h"
+
+/* wb._realpath(path) -> the canonical absolute path (symlinks and .. resolved); for a path that
+ * does not exist yet, the canonical parent folder plus the last name. nil, message otherwise. */
+static int l_realpath(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    char buf[PATH_MAX];
+    if (realpath(path, buf)) {
+        lua_pushstring(L, buf);
+        return 1;
+    }
+    if (errno != ENOENT) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(errno));
+        return 2;
+    }
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    char parent[PATH_MAX];
+    if (!slash)
+        snprintf(parent, sizeof parent, ".");
+    else if (slash == path)
+        snprintf(parent, sizeof parent, "/");
+    else
+        snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path);
+    if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || !realpath(parent, buf)) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(errno ? errno : ENOENT));
+        return 2;
+    }
+    lua_pushfstring(L, "%s/%s", strcmp(buf, "/") ? buf : "", name);
+    return 1;
+}
+
+/* wb._hostname() -> this machine's name (for results fingerprints; no file read needed). */
+static int l_hostname(lua_State *L) {
+    char buf[256];
+    if (gethostname(buf, sizeof buf) != 0) snprintf(buf, sizeof buf, "?");
+    buf[sizeof buf - 1] = '\0';
+    lua_pushstring(L, buf);
+    return 1;
+}
+
+/* wb._mkdir_p(path) -> true, or nil, message: creates the folder and its parents. */
+static int l_mkdir_p(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return luaL_error(L, "mkdir: path too long");
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+                lua_pushnil(L);
+                lua_pushfstring(L, "cannot create %s: %s", buf, strerror(errno));
+                return 2;
+            }
+            *p = c;
+            if (!c) break;
+        }
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static const luaL_Reg functions[] = {
+    {"_realpath", l_realpath},
+    {"_mkdir_p", l_mkdir_p},
+    {"_hostname", l_hostname},
+    {NULL, NULL},
+};
+
+void wb_lua_register_host(lua_State *L) { luaL_setfuncs(L, functions, 0); }
