@@ -37,6 +37,7 @@ parser:option("--trace-tokens", "Token count at which a Perfetto trace per mode 
 parser:option("--out", "Output folder (default: out/mlp_sweep/<timestamp>).")
 parser:flag("--no-peer", "Do not time PyTorch even when it is installed.")
 parser:option("--peer", "Command of the peer to time instead of experiments/peers/torch_mlp.py (same options, same JSON).")
+wb.sweep.add_options(parser)
 local ok, args = parser:pparse(arg)
 if not ok then error("mlp_sweep: " .. args .. "\n" .. parser:get_usage(), 0) end
 
@@ -144,8 +145,6 @@ local function anatomy(fn)
     return #runs[#runs].kernels, hosts[(#hosts + 1) // 2] / 1e3, runs[1].kernels, p
 end
 
-local results = wb.results("mlp_sweep", {keys = {"tokens", "mode"}, columns = {"tokens", "mode", "median_ms", "p10_ms", "p90_ms", "gflops",
-    "pct_peak", "kernels", "host_us", "speedup_vs_eager", "rel_error", "torch_ms", "vs_torch"}})
 local rows, roof_points = {}, {}
 local flops_of = function(t) return 6.0 * t * dim * hidden end
 
@@ -168,10 +167,10 @@ elseif not args.no_peer and not cuda and exists(script) then
     local python = exists("/usr/bin/python3") and "/usr/bin/python3" or "python3"
     peer_cmd = string.format("%s '%s'", python, script)
 end
-local function peer_round()
+local function peer_round(peer_tokens)
     if not peer_cmd or torch.failed then return end
     local cmd = string.format("%s --tokens %s --dim %d --hidden %d --threads %d --dtype %s --rounds %d 2>/dev/null",
-        peer_cmd, table.concat(tokens_list, ","), dim, hidden, wb.get_num_threads(), args.dtype, PEER_SAMPLES)
+        peer_cmd, table.concat(peer_tokens, ","), dim, hidden, wb.get_num_threads(), args.dtype, PEER_SAMPLES)
     local pipe = io.popen(cmd)
     local text = pipe and pipe:read("a") or ""
     if pipe then pipe:close() end
@@ -188,84 +187,109 @@ local function peer_round()
     end
 end
 
--- First every point is checked against eager; then the rounds alternate the modes at every
--- token count, each round followed by the peer's.
-local points = {}
-for _, tokens in ipairs(tokens_list) do
-    local x = wb.randn({tokens, dim}, opts)
-    local run = runners(x)
-    mlp.impl = "eager"
-    local ref = mlp(x):clone()
-    if mlp32 then
-        print(string.format("  tokens %-5d bf16 eager vs the f32 MLP with the same weights: rel. error %.2e", tokens,
-            wb.rel_error(ref, mlp32(x:to{dtype = "f32"}))))
-    end
-    local point = {run = run}
-    for _, m in ipairs(modes) do
-        local y = run[m]()
-        local err = wb.rel_error(y, ref)
-        if err >= tolerance then
-            error(string.format("mlp_sweep: mode %s disagrees with eager at tokens %d (rel. error %.2e)", m, tokens, err), 0)
-        end
-        point[m] = {err = err, samples = {}}
-    end
-    points[tokens] = point
-end
-print(string.format("  all modes agree with eager (rel. error < %.0e)", tolerance))
-for round = 1, rounds do
-    for _, tokens in ipairs(tokens_list) do
-        local point = points[tokens]
-        for _, m in ipairs(modes) do
-            local b = wb.bench(point.run[m], {warmup = 2, iters = iters, min_time_ms = 50, device = device})
-            for _, s in ipairs(b.samples_us) do table.insert(point[m].samples, s) end
-        end
-    end
-    peer_round()
-    print(string.format("  round %d/%d done%s", round, rounds, torch.version and " (and PyTorch's)" or ""))
-end
-
-local function percentiles(s)
-    table.sort(s)
-    return function(q) return s[math.max(1, math.min(#s, math.floor(q * (#s - 1) + 1.5)))] end
-end
-for _, tokens in ipairs(tokens_list) do
-    local point = points[tokens]
-    for _, m in ipairs(modes) do
-        local pct = percentiles(point[m].samples)
-        local kernels, host_us, kernel_events, p = anatomy(point.run[m])
-        local row = {tokens = tokens, mode = m, median_ms = pct(0.5) / 1e3, p10_ms = pct(0.1) / 1e3,
-            p90_ms = pct(0.9) / 1e3, kernels = kernels, host_us = host_us, rel_error = point[m].err}
-        row.gflops = flops_of(tokens) / (row.median_ms * 1e6)
-        row.pct_peak = 100 * row.gflops / info.peak_gflops
-        rows[#rows + 1] = row
-        for _, e in ipairs(kernel_events) do
-            if e.bytes > 0 and e.flops > 0 then
-                roof_points[#roof_points + 1] = {name = m, intensity = e.flops / e.bytes, gflops = e.flops / e.dur_ns}
+-- The sweep: tokens x modes. wb.sweep runs the rounds (every mode at every token count, in
+-- order, then the peer's round) and, with --shard I/N, only this shard's points; the rows keep
+-- the raw samples, from which the statistics and the columns derived from them are computed
+-- (the same way `workbench merge` recomputes them for a sharded run).
+local inputs = {} -- per token count: {run = runners, checked = true}
+local sweep = wb.sweep{
+    name = "mlp_sweep",
+    axes = {{"tokens", tokens_list}, {"mode", modes}},
+    config = {dim = dim, hidden = hidden, dtype = args.dtype, device = device, iters = iters,
+        peer = args.peer or ((args.no_peer or cuda) and "none" or "torch_mlp.py")},
+    rounds = rounds,
+    shard = args.shard,
+    -- a point's share of the work: its roofline time (weights read, or flops), at least a bench's minimum
+    cost = function(p)
+        local bytes = (args.dtype == "bf16" and 2 or 4) * (3 * dim * hidden + 2 * p.tokens * (dim + hidden))
+        return math.max(0.05, iters * math.max(flops_of(p.tokens) / (info.peak_gflops * 1e9),
+            bytes / (info.bandwidth_gbs * 1e9)))
+    end,
+    -- First every point is checked against eager. Inputs are drawn for every token count, in
+    -- order, so each shard sees the data the whole sweep would.
+    prepare = function(points)
+        local want = {}
+        for _, p in ipairs(points) do want[p.tokens] = true end
+        for _, tokens in ipairs(tokens_list) do
+            local x = wb.randn({tokens, dim}, opts)
+            if want[tokens] then
+                local run = runners(x)
+                mlp.impl = "eager"
+                local ref = mlp(x):clone()
+                if mlp32 then
+                    print(string.format("  tokens %-5d bf16 eager vs the f32 MLP with the same weights: rel. error %.2e",
+                        tokens, wb.rel_error(ref, mlp32(x:to{dtype = "f32"}))))
+                end
+                inputs[tokens] = {run = run, ref = ref, err = {}}
             end
         end
-        if tokens == trace_tokens then p:export_chrome_trace(string.format("%s/mlp_%s_tokens%d.trace.json", out_dir, m, tokens)) end
-        print(string.format("  tokens %-5d %-8s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s  %d kernels  host %.1f us",
-            tokens, m, row.median_ms, row.p10_ms, row.p90_ms, row.gflops, kernels, host_us))
+        for _, p in ipairs(points) do
+            local input = inputs[p.tokens]
+            local err = wb.rel_error(input.run[p.mode](), input.ref)
+            if err >= tolerance then
+                error(string.format("mlp_sweep: mode %s disagrees with eager at tokens %d (rel. error %.2e)", p.mode,
+                    p.tokens, err), 0)
+            end
+            input.err[p.mode] = err
+        end
+        print(string.format("  all modes agree with eager (rel. error < %.0e)", tolerance))
+    end,
+    measure = function(p)
+        local b = wb.bench(inputs[p.tokens].run[p.mode], {warmup = 2, iters = iters, min_time_ms = 50, device = device})
+        local ms = {}
+        for i, s in ipairs(b.samples_us) do ms[i] = s / 1e3 end
+        return ms
+    end,
+    after_round = function(_, points)
+        local peer_tokens, seen = {}, {}
+        for _, p in ipairs(points) do
+            if not seen[p.tokens] then peer_tokens[#peer_tokens + 1] = p.tokens end
+            seen[p.tokens] = true
+        end
+        peer_round(peer_tokens)
+        return torch.version and " (and PyTorch's)" or ""
+    end,
+    -- kernels and host time from the profiler, the trace, the check's error and the peer's samples
+    finish = function(p, row)
+        local kernels, host_us, kernel_events, prof = anatomy(inputs[p.tokens].run[p.mode])
+        row.kernels, row.host_us, row.rel_error, row.flops = kernels, host_us, inputs[p.tokens].err[p.mode], flops_of(p.tokens)
+        row.torch_samples_ms = torch.samples[p.tokens]
+        for _, e in ipairs(kernel_events) do
+            if e.bytes > 0 and e.flops > 0 then
+                roof_points[#roof_points + 1] = {name = p.mode, intensity = e.flops / e.bytes, gflops = e.flops / e.dur_ns}
+            end
+        end
+        if p.tokens == trace_tokens then
+            prof:export_chrome_trace(string.format("%s/mlp_%s_tokens%d.trace.json", out_dir, p.mode, p.tokens))
+        end
+    end,
+    stats = {{from = "samples_ms", median = "median_ms", p10 = "p10_ms", p90 = "p90_ms"},
+        {from = "torch_samples_ms", median = "torch_ms"}},
+    derived = {
+        {column = "gflops", num = "flops", den = "median_ms", scale = 1e-6},
+        {column = "pct_peak", num = "gflops", den = "@peak_gflops", scale = 100},
+        {column = "speedup_vs_eager", num = "median_ms", den = "median_ms", base = {mode = "eager"}},
+        {column = "vs_torch", num = "torch_ms", den = "median_ms"},
+    },
+    constants = {peak_gflops = info.peak_gflops},
+    columns = {"tokens", "mode", "median_ms", "p10_ms", "p90_ms", "gflops", "pct_peak", "kernels", "host_us",
+        "speedup_vs_eager", "rel_error", "torch_ms", "vs_torch"},
+}
+rows = sweep:run()
+local summarize = require("wb.stats").summarize
+local run_tokens = {} -- the token counts this run measured, in order
+for i, r in ipairs(rows) do
+    print(string.format("  tokens %-5d %-8s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s  %d kernels  host %.1f us",
+        r.tokens, r.mode, r.median_ms, r.p10_ms, r.p90_ms, r.gflops, r.kernels, r.host_us))
+    local nxt = rows[i + 1]
+    if not nxt or nxt.tokens ~= r.tokens then
+        run_tokens[#run_tokens + 1] = r.tokens
+        if r.torch_samples_ms then
+            local s = summarize(r.torch_samples_ms)
+            print(string.format("  tokens %-5d %-8s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s", r.tokens, "PyTorch",
+                s.median, s.p10, s.p90, flops_of(r.tokens) / (s.median * 1e6)))
+        end
     end
-    if torch.samples[tokens] then
-        local pct = percentiles(torch.samples[tokens])
-        torch[tokens] = pct(0.5)
-        print(string.format("  tokens %-5d %-8s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s", tokens, "PyTorch",
-            pct(0.5), pct(0.1), pct(0.9), flops_of(tokens) / (pct(0.5) * 1e6)))
-    end
-end
-
--- speedups against eager at the same tokens
-local eager_ms = {}
-for _, r in ipairs(rows) do if r.mode == "eager" then eager_ms[r.tokens] = r.median_ms end end
-for _, r in ipairs(rows) do r.speedup_vs_eager = eager_ms[r.tokens] and eager_ms[r.tokens] / r.median_ms or nil end
-
-for _, r in ipairs(rows) do
-    if torch[r.tokens] then
-        r.torch_ms = torch[r.tokens]
-        r.vs_torch = torch[r.tokens] / r.median_ms
-    end
-    results:add(r)
 end
 
 print(string.format("\n%-6s %-8s %10s %17s %9s %6s %8s %9s %9s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
@@ -278,14 +302,14 @@ end
 
 -- the report
 local series, speed = {}, {}
-local groups = {}
-for _, t in ipairs(tokens_list) do groups[#groups + 1] = tostring(t) end
+local groups, group_of = {}, {}
+for i, t in ipairs(run_tokens) do groups[i], group_of[t] = tostring(t), i end
 for _, m in ipairs(modes) do
     local pts, sp = {}, {}
     for _, r in ipairs(rows) do
         if r.mode == m then
             pts[#pts + 1] = {r.tokens, r.median_ms}
-            sp[#sp + 1] = r.speedup_vs_eager
+            sp[group_of[r.tokens]] = r.speedup_vs_eager
         end
     end
     series[#series + 1] = {name = m, points = pts}
@@ -293,7 +317,9 @@ for _, m in ipairs(modes) do
 end
 if torch.version then
     local pts = {}
-    for _, t in ipairs(tokens_list) do if torch[t] then pts[#pts + 1] = {t, torch[t]} end end
+    for _, r in ipairs(rows) do
+        if r.torch_ms and (#pts == 0 or pts[#pts][1] ~= r.tokens) then pts[#pts + 1] = {r.tokens, r.torch_ms} end
+    end
     series[#series + 1] = {name = "PyTorch " .. torch.version, points = pts}
 end
 local html = table.concat({
@@ -319,9 +345,9 @@ local html = table.concat({
             "above the sloped line.", cuda and "datasheet rates, not measured" or "measured at start", info.peak_gflops,
             info.bandwidth_gbs)},
 })
-local paths = results:save{dir = out_dir, html_extra = html}
+local paths = sweep:save{dir = out_dir, html_extra = html}
 local traced = false
-for _, t in ipairs(tokens_list) do traced = traced or t == trace_tokens end
+for _, t in ipairs(run_tokens) do traced = traced or t == trace_tokens end
 print(string.format("\nresults: %s, %s\nreport: %s\ntraces: %s", paths.json, paths.csv, paths.html, traced and
     string.format("%s/mlp_<mode>_tokens%d.trace.json", out_dir, trace_tokens) or
     string.format("none (--trace-tokens %d is not among the token counts)", trace_tokens)))

@@ -58,8 +58,15 @@ function Results:add(row)
     for k, v in pairs(row) do
         if type(k) ~= "string" then error("results: column names must be strings", 2) end
         local t = type(v)
-        if t ~= "number" and t ~= "string" and t ~= "boolean" then
-            error(string.format("results: column '%s' holds a %s; rows hold numbers, strings and booleans", k, t), 2)
+        if t == "table" then -- raw samples: an array of numbers
+            for i, x in pairs(v) do
+                if math.type(i) ~= "integer" or i < 1 or i > #v or type(x) ~= "number" then
+                    error(string.format("results: column '%s' holds a table that is not an array of numbers", k), 2)
+                end
+            end
+        elseif t ~= "number" and t ~= "string" and t ~= "boolean" then
+            error(string.format("results: column '%s' holds a %s; rows hold numbers, strings, booleans and arrays " ..
+                "of numbers (raw samples)", k, t), 2)
         end
         if not self.seen[k] then new[#new + 1] = k end
     end
@@ -74,6 +81,11 @@ end
 
 local function csv_cell(v)
     if v == nil then return "" end
+    if type(v) == "table" then -- raw samples: space-separated in one cell
+        local parts = {}
+        for i, x in ipairs(v) do parts[i] = string.format("%.10g", x) end
+        return table.concat(parts, " ")
+    end
     local s = math.type(v) == "float" and string.format("%.10g", v) or tostring(v)
     if s:find('[,"\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
     return s
@@ -90,21 +102,34 @@ local function write(path, text)
     f:close()
 end
 
--- r:save{dir=, html_extra=}: writes <dir>/<name>.json, .csv, .html; returns their paths.
+local SAVE_OPTIONS = {dir = true, html_extra = true, file = true, fingerprint = true, extra = true}
+
+-- r:save{dir=, html_extra=, file=, fingerprint=, extra=}: writes <dir>/<file>.json, .csv, .html
+-- (file defaults to the name; a sweep's shard is named after the shard); returns their paths.
+-- fingerprint replaces this machine's (a merge of shards keeps what the shards measured on);
+-- extra holds more top-level fields of the JSON (a sweep's description).
 function Results:save(o)
     o = o or {}
     for k in pairs(o) do
-        if k ~= "dir" and k ~= "html_extra" then
-            error(string.format("results: unknown save option '%s' (expected dir, html_extra)", tostring(k)), 2)
+        if not SAVE_OPTIONS[k] then
+            error(string.format("results: unknown save option '%s' (expected dir, html_extra, file, fingerprint, extra)",
+                tostring(k)), 2)
         end
+    end
+    if o.file ~= nil and (type(o.file) ~= "string" or not o.file:match("^[%w_%-%.]+$")) then
+        error("results: file must be a plain file name (letters, digits, _ - .), got " .. tostring(o.file), 2)
     end
     local dir = o.dir or wb.options.out or ("out/" .. self.name .. "/" .. os.date("%Y%m%d-%H%M%S"))
     local ok, err = wb._mkdir_p(dir)
     if not ok then error("results: cannot create the directory " .. dir .. ": " .. tostring(err), 2) end
-    local fp = with_cuda(fingerprint())
-    local base = dir .. "/" .. self.name
-    write(base .. ".json", cjson.encode({name = self.name, fingerprint = fp, columns = self.columns, rows = self.rows,
-        keys = self.keys}))
+    local fp = o.fingerprint or with_cuda(fingerprint())
+    local base = dir .. "/" .. (o.file or self.name)
+    local doc = {name = self.name, fingerprint = fp, columns = self.columns, rows = self.rows, keys = self.keys}
+    for k, v in pairs(o.extra or {}) do
+        if doc[k] ~= nil then error("results: extra field '" .. tostring(k) .. "' would replace the file's own", 2) end
+        doc[k] = v
+    end
+    write(base .. ".json", cjson.encode(doc))
     local lines = {table.concat(self.columns, ",")}
     for _, r in ipairs(self.rows) do
         local cells = {}
@@ -129,6 +154,7 @@ function Results:save(o)
         h[#h + 1] = "<tr>"
         for _, c in ipairs(self.columns) do
             local v = r[c]
+            if type(v) == "table" then v = #v .. " samples" end
             h[#h + 1] = "<td>" .. html_escape(type(v) == "number" and string.format("%.4g", v) or (v == nil and "" or v)) .. "</td>"
         end
         h[#h + 1] = "</tr>"

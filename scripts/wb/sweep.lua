@@ -1,0 +1,338 @@
+-- wb.sweep: a grid of points (named axes and their values) and the function that measures one
+-- point. Any experiment built on it gets --shard I/N (a deterministic, cost-balanced share of the
+-- points), progress, and results with the raw samples of every point, saved as JSON, CSV and HTML
+-- with the run's fingerprint; `workbench merge` (wb.merge) joins the shards' files.
+--
+--   local s = wb.sweep{name = "my_sweep", axes = {{"tokens", {1, 16}}, {"mode", {"eager", "dual"}}},
+--                      config = {dim = 768}, measure = function(p, round) return {1.2, 1.1} end}
+--   local rows = s:run()        -- rounds over the shard's points; rows carry samples_ms and stats
+--   s:save{dir = "out/x"}       -- my_sweep.json (or my_sweep.shard-2-of-4.json), .csv, .html
+--
+-- Statistics and derived columns are declared as data (stats, derived, constants), not code, so
+-- that a merge recomputes them from the raw samples exactly as a run does (M.compute).
+
+local stats = require("wb.stats")
+local results = require("wb.results")
+
+local M = {}
+local Sweep = {}
+Sweep.__index = Sweep
+
+-- JSON gives numbers back as floats: whole ones are named as integers, so a point's name is the
+-- same in the run that measured it and in the merge that reads it.
+local function show(v)
+    if type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%d", v) end
+    return tostring(v)
+end
+
+-- "tokens=16 mode=dual": a point's name, also how `workbench compare` names a row.
+function M.point_name(axes, row)
+    local parts = {}
+    for i, a in ipairs(axes) do parts[i] = a.name .. "=" .. show(row[a.name]) end
+    return table.concat(parts, " ")
+end
+
+-- "I/N" -> I, N; or nil and a message naming the problem.
+function M.parse_shard(text)
+    local i, n = tostring(text):match("^%s*(%d+)%s*/%s*(%d+)%s*$")
+    i, n = math.tointeger(tonumber(i)), math.tointeger(tonumber(n))
+    if not i or not n then
+        return nil, string.format("--shard '%s': expected I/N, two whole numbers with 1 <= I <= N (e.g. --shard 2/4)",
+            tostring(text))
+    end
+    if n < 1 then return nil, string.format("--shard %s: the number of shards N must be at least 1", text) end
+    if i < 1 then return nil, string.format("--shard %s: shards are numbered from 1 (1/%d .. %d/%d)", text, n, n, n) end
+    if i > n then return nil, string.format("--shard %s: there are only %d shards (1/%d .. %d/%d)", text, n, n, n, n) end
+    return i, n
+end
+
+-- Which shard (1..count) runs each point. Without costs: round robin over the points in order,
+-- so every shard gets every part of the grid (interleaved, not contiguous blocks). With costs:
+-- the costliest point first, each to the shard with the least cost so far (ties: the lowest
+-- shard). Deterministic: the same points, costs and count give the same assignment everywhere.
+function M.assign(npoints, count, cost)
+    local shard_of = {}
+    if not cost then
+        for i = 1, npoints do shard_of[i] = (i - 1) % count + 1 end
+        return shard_of
+    end
+    local order = {}
+    for i = 1, npoints do order[i] = i end
+    table.sort(order, function(a, b)
+        if cost[a] ~= cost[b] then return cost[a] > cost[b] end
+        return a < b
+    end)
+    local load = {}
+    for s = 1, count do load[s] = 0 end
+    for _, i in ipairs(order) do
+        local best = 1
+        for s = 2, count do if load[s] < load[best] then best = s end end
+        shard_of[i] = best
+        load[best] = load[best] + cost[i]
+    end
+    return shard_of
+end
+
+local STAT_NAMES = {n = true, median = true, p10 = true, p25 = true, p75 = true, p90 = true, iqr = true, noise = true}
+
+-- Fills in the statistics and derived columns of rows from their raw samples (desc: a sweep's
+-- description as saved; constants_of(row): the constants of the run that measured the row).
+-- Every derived column is computed over all rows before the next, so a column may use an
+-- earlier one, also from another row (base: the row with the same point but these axis values).
+function M.compute(rows, desc, constants_of)
+    for _, spec in ipairs(desc.stats) do
+        for _, r in ipairs(rows) do
+            local s = r[spec.from]
+            if type(s) == "table" and #s > 0 then
+                local sum = stats.summarize(s)
+                for stat, column in pairs(spec) do
+                    if STAT_NAMES[stat] then r[column] = sum[stat] end
+                end
+            end
+        end
+    end
+    local by_name = {}
+    for _, r in ipairs(rows) do by_name[M.point_name(desc.axes, r)] = r end
+    for _, d in ipairs(desc.derived) do
+        local values = {}
+        for i, r in ipairs(rows) do
+            local function get(src, name)
+                if name:sub(1, 1) == "@" then return constants_of(src)[name:sub(2)] end
+                return src[name]
+            end
+            local from = r
+            if d.base then
+                local other = {}
+                for _, a in ipairs(desc.axes) do other[a.name] = r[a.name] end
+                for k, v in pairs(d.base) do other[k] = v end
+                from = by_name[M.point_name(desc.axes, other)]
+            end
+            local num, den = from and get(from, d.num), get(r, d.den)
+            if type(num) == "number" and type(den) == "number" and den ~= 0 then
+                values[i] = num / den * (d.scale or 1)
+            end
+        end
+        for i, r in ipairs(rows) do r[d.column] = values[i] end
+    end
+    return rows
+end
+
+local function check_name(what, v)
+    if type(v) ~= "string" or not v:match("^[%a_][%w_]*$") then
+        error(string.format("sweep: %s must be a name (letters, digits, _), got %s", what, tostring(v)), 3)
+    end
+end
+
+local function scalar(v) return type(v) == "number" or type(v) == "string" or type(v) == "boolean" end
+
+-- The --shard value of a script that did not parse its arguments into spec.shard.
+local function shard_from_arg()
+    if type(arg) ~= "table" then return nil end
+    for i = 1, #arg do
+        if arg[i] == "--shard" then return arg[i + 1] or "" end
+        local v = arg[i]:match("^%-%-shard=(.*)$")
+        if v then return v end
+    end
+end
+
+local KNOWN = {name = true, axes = true, measure = true, config = true, rounds = true, shard = true, cost = true,
+    prepare = true, after_round = true, finish = true, samples = true, stats = true, derived = true,
+    constants = true, columns = true, quiet = true}
+
+-- wb.sweep{name=, axes=, measure=, ...}: see the top of this file and help(wb.sweep).
+local function new(spec)
+    if type(spec) ~= "table" then error("sweep: expected a table {name=, axes=, measure=, ...}", 2) end
+    for k in pairs(spec) do
+        if not KNOWN[k] then error(string.format("sweep: unknown field '%s'", tostring(k)), 2) end
+    end
+    if type(spec.name) ~= "string" or not spec.name:match("^[%w_%-]+$") then
+        error("sweep: name must be a plain name (letters, digits, _ -), got " .. tostring(spec.name), 2)
+    end
+    if type(spec.measure) ~= "function" then error("sweep: measure must be a function(point, round) -> samples", 2) end
+    if type(spec.axes) ~= "table" or #spec.axes == 0 then
+        error("sweep: axes must be a non-empty array of {name, values}", 2)
+    end
+    local axes, seen = {}, {}
+    for i, a in ipairs(spec.axes) do
+        if type(a) ~= "table" or type(a[2]) ~= "table" or #a[2] == 0 then
+            error(string.format("sweep: axis %d must be {name, {value, ...}} with at least one value", i), 2)
+        end
+        check_name("an axis name", a[1])
+        if a[1] == "name" or a[1] == "index" or a[1] == "shard" or seen[a[1]] then
+            error(string.format("sweep: axis name '%s' is reserved or used twice", a[1]), 2)
+        end
+        seen[a[1]] = true
+        local values, vseen = {}, {}
+        for j, v in ipairs(a[2]) do
+            if type(v) ~= "number" and type(v) ~= "string" then
+                error(string.format("sweep: axis '%s' value %d is a %s (numbers and strings only)", a[1], j, type(v)), 2)
+            end
+            if vseen[show(v)] then error(string.format("sweep: axis '%s' has the value %s twice", a[1], show(v)), 2) end
+            vseen[show(v)] = true
+            values[j] = v
+        end
+        axes[i] = {name = a[1], values = values}
+    end
+    local config = {}
+    for k, v in pairs(spec.config or {}) do
+        if type(k) ~= "string" or not scalar(v) then error("sweep: config holds name = number, string or boolean", 2) end
+        config[k] = v
+    end
+    -- what else makes two runs different measurements of the same thing
+    if config.threads == nil then config.threads = wb.get_num_threads() end
+    if config.seed == nil then config.seed = tostring(wb.initial_seed()) end
+    local samples = spec.samples or "samples_ms"
+    local self = setmetatable({spec = spec, axes = axes, config = config, rounds = spec.rounds or 1,
+        samples = samples, constants = spec.constants or {}, quiet = spec.quiet}, Sweep)
+    if math.type(self.rounds) ~= "integer" or self.rounds < 1 then error("sweep: rounds must be a whole number >= 1", 2) end
+    for k, v in pairs(self.constants) do
+        if type(k) ~= "string" or not scalar(v) then error("sweep: constants hold name = number, string or boolean", 2) end
+    end
+    self.stats = spec.stats or {{from = samples, median = "median_ms", p10 = "p10_ms", p90 = "p90_ms"}}
+    self.derived = spec.derived or {}
+    for i, d in ipairs(self.derived) do
+        if type(d) ~= "table" or type(d.column) ~= "string" or type(d.num) ~= "string" or type(d.den) ~= "string" then
+            error(string.format("sweep: derived %d must be {column=, num=, den=[, scale=][, base={axis=value}]}", i), 2)
+        end
+    end
+
+    -- the points: the product of the axes, the first axis outermost
+    local points = {}
+    local function product(k, values)
+        if k > #axes then
+            local p = {}
+            for i, a in ipairs(axes) do p[a.name] = values[i] end
+            p.index = #points + 1
+            p.name = M.point_name(axes, p)
+            points[#points + 1] = p
+            return
+        end
+        for _, v in ipairs(axes[k].values) do
+            values[k] = v
+            product(k + 1, values)
+        end
+    end
+    product(1, {})
+    self.points = points
+
+    local shard_text = spec.shard
+    if shard_text == nil then shard_text = shard_from_arg() end
+    if shard_text ~= nil then
+        local i, n = M.parse_shard(shard_text)
+        if not i then error("sweep: " .. n, 2) end
+        if n > #points then
+            error(string.format("sweep: --shard %s: the sweep has %d points, so at most %d shards", shard_text, #points,
+                #points), 2)
+        end
+        local cost
+        if spec.cost then
+            cost = {}
+            for j, p in ipairs(points) do
+                cost[j] = spec.cost(p)
+                if type(cost[j]) ~= "number" or cost[j] < 0 then error("sweep: cost(point) must return a number >= 0", 2) end
+            end
+        end
+        self.shard = {index = i, count = n}
+        self.assignment = M.assign(#points, n, cost)
+        self.mine = {}
+        for j, p in ipairs(points) do
+            if self.assignment[j] == i then self.mine[#self.mine + 1] = p end
+        end
+    else
+        self.mine = points
+    end
+    return self
+end
+
+-- The description saved with the results: all a merge needs to check that shards belong to one
+-- sweep and to recompute their statistics.
+function Sweep:description()
+    local names = {}
+    for i, p in ipairs(self.points) do names[i] = p.name end
+    local mine
+    if self.shard then
+        mine = {}
+        for i, p in ipairs(self.mine) do mine[i] = p.name end
+    end
+    local keys = {}
+    for i, a in ipairs(self.axes) do keys[i] = a.name end
+    return {name = self.spec.name, axes = self.axes, keys = keys, config = self.config, points = names,
+        samples = self.samples, stats = self.stats, derived = self.derived, constants = self.constants,
+        shard = self.shard and {index = self.shard.index, count = self.shard.count, points = mine,
+            assignment = self.assignment} or nil}
+end
+
+-- Measures this run's points: prepare(points) once, then `rounds` rounds over the points in
+-- order, measure(point, round) returning raw samples each time (so modes and points alternate
+-- in time), after_round(round, points) after each; then finish(point, row) adds each row's
+-- other fields. Returns the rows with their statistics and derived columns.
+function Sweep:run()
+    local spec = self.spec
+    local say = self.quiet and function() end or print
+    if self.shard then
+        local names = {}
+        for i, p in ipairs(self.mine) do names[i] = p.name end
+        say(string.format("shard %d/%d: %d of %d points (%s)", self.shard.index, self.shard.count, #self.mine,
+            #self.points, table.concat(names, ", ")))
+    end
+    if spec.prepare then spec.prepare(self.mine) end
+    local samples = {}
+    for _, p in ipairs(self.mine) do samples[p.index] = {} end
+    for round = 1, self.rounds do
+        for _, p in ipairs(self.mine) do
+            local s = spec.measure(p, round)
+            if type(s) ~= "table" or #s == 0 then
+                error(string.format("sweep: measure(%s) returned no samples (expected an array of numbers)", p.name), 0)
+            end
+            local into = samples[p.index]
+            for _, v in ipairs(s) do
+                if type(v) ~= "number" then error(string.format("sweep: measure(%s) returned a non-number sample", p.name), 0) end
+                into[#into + 1] = v
+            end
+        end
+        local note = spec.after_round and spec.after_round(round, self.mine)
+        say(string.format("  round %d/%d done%s", round, self.rounds, note or ""))
+    end
+    local rows = {}
+    for _, p in ipairs(self.mine) do
+        local row = {}
+        for _, a in ipairs(self.axes) do row[a.name] = p[a.name] end
+        row[self.samples] = samples[p.index]
+        if spec.finish then spec.finish(p, row) end
+        rows[#rows + 1] = row
+    end
+    local constants = self.constants
+    M.compute(rows, self:description(), function() return constants end)
+    self.rows = rows
+    return rows
+end
+
+-- The file name of this run's results: the sweep's name, or name.shard-I-of-N for a shard.
+function Sweep:file_name()
+    if not self.shard then return self.spec.name end
+    return string.format("%s.shard-%d-of-%d", self.spec.name, self.shard.index, self.shard.count)
+end
+
+-- s:save{dir=, html_extra=}: the rows (after s:run()) as <dir>/<file_name>.json, .csv, .html.
+function Sweep:save(o)
+    o = o or {}
+    if not self.rows then error("sweep: save before run", 2) end
+    local keys = {}
+    for i, a in ipairs(self.axes) do keys[i] = a.name end
+    local r = results(self.spec.name, {keys = keys, columns = self.spec.columns})
+    for _, row in ipairs(self.rows) do r:add(row) end
+    return r:save{dir = o.dir, html_extra = o.html_extra, file = self:file_name(), extra = {sweep = self:description()}}
+end
+
+-- For scripts that parse their arguments with argparse: adds --shard, checked as it is parsed.
+function M.add_options(parser)
+    parser:option("--shard", "Run only shard I of N of the sweep's points (e.g. 2/4); its results are named " ..
+        "<name>.shard-I-of-N; `workbench merge` joins the shards."):convert(function(v)
+        local i, err = M.parse_shard(v)
+        if not i then return nil, err end
+        return v
+    end)
+    return parser
+end
+
+return setmetatable(M, {__call = function(_, spec) return new(spec) end})
