@@ -24,6 +24,7 @@
 static const char usage[] =
     "usage: workbench [options] [script.lua | -] [script args...]\n"
     "       workbench compare A.json B.json\n"
+    "       workbench merge OUT FILES|DIRS...   (join the shards of one wb.sweep run)\n"
     "\n"
     "Runs a Lua experiment script with the `wb` library loaded (`-` reads the script from stdin).\n"
     "With no script: the REPL on a terminal, otherwise the script read from stdin.\n"
@@ -58,7 +59,7 @@ typedef struct options {
     const char *timeout;
     int sandbox;
     int script_index; /* argv index of the script (or "-"); 0 when none */
-    int compare;      /* `workbench compare A.json B.json` */
+    const char *subcommand; /* "compare" or "merge": a Lua module's main() does the work */
 } options;
 
 static int fail_usage(const char *fmt, const char *what) {
@@ -79,8 +80,8 @@ static int parse_args(int argc, char **argv, options *o) {
             return -1;
         }
         if (!strcmp(a, "-") || a[0] != '-') {
-            if (i == 1 && !strcmp(a, "compare")) {
-                o->compare = 1;
+            if (i == 1 && (!strcmp(a, "compare") || !strcmp(a, "merge"))) {
+                o->subcommand = a;
                 return -1;
             }
             o->script_index = i;
@@ -262,9 +263,9 @@ int main(int argc, char **argv) {
     luaL_requiref(L, "wb", luaopen_wb, 1);
     lua_pop(L, 1);
     set_arg(L, argc, argv, o.script_index);
-    if (o.compare) { /* scripts/wb/compare.lua does the work; its return value is the exit status */
+    if (o.subcommand) { /* scripts/wb/<subcommand>.lua does the work; its main() returns the exit status */
         lua_getglobal(L, "require");
-        lua_pushstring(L, "wb.compare");
+        lua_pushfstring(L, "wb.%s", o.subcommand);
         rc = wb_lua_docall(L, 1, 1) == LUA_OK ? 0 : 2;
         if (rc == 0) {
             lua_getfield(L, -1, "main");

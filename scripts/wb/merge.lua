@@ -1,0 +1,294 @@
+-- wb.merge: `workbench merge OUT FILES|DIRS...` -- joins the shards of one wb.sweep run (files
+-- <name>.shard-I-of-N.json, or folders holding them) into one results file and HTML report under
+-- OUT, as an unsharded run would have written them, so `workbench compare` reads it the same way.
+-- It checks that the shards come from one sweep (name, axes, config, points), that every point is
+-- there exactly once, recomputes every statistic and derived column from the raw samples (wb.sweep's
+-- compute), keeps each shard's fingerprint and flags shards measured on different hardware.
+-- On any problem it names it and writes nothing (exit status 2).
+
+local cjson = require("cjson")
+local sweep = require("wb.sweep")
+local results = require("wb.results")
+
+local M = {}
+
+local function fail(msg) error({merge_error = msg}, 0) end
+
+-- A canonical text of a JSON value (sorted keys), to compare two shards' descriptions.
+local function canon(v)
+    if type(v) ~= "table" then
+        if type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%d", v) end
+        return type(v) == "string" and string.format("%q", v) or tostring(v)
+    end
+    if #v > 0 or next(v) == nil then
+        local parts = {}
+        for i, x in ipairs(v) do parts[i] = canon(x) end
+        return "[" .. table.concat(parts, ",") .. "]"
+    end
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = tostring(k) end
+    table.sort(keys)
+    local parts = {}
+    for i, k in ipairs(keys) do parts[i] = k .. ":" .. canon(v[k]) end
+    return "{" .. table.concat(parts, ",") .. "}"
+end
+
+local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- A folder opens for reading but its first read fails with EISDIR.
+local function is_dir(path)
+    local f = io.open(path)
+    if not f then return false end
+    local _, _, code = f:read(1)
+    f:close()
+    return code == 21
+end
+
+-- The shard files in a folder: <name>.shard-I-of-N.json, sorted.
+local function shard_files(dir)
+    local p = io.popen("find " .. shell_quote(dir) .. " -maxdepth 1 -type f -name '*.shard-*-of-*.json' | LC_ALL=C sort")
+    local files = {}
+    for line in p:lines() do files[#files + 1] = line end
+    p:close()
+    return files
+end
+
+local function load(path)
+    local f, err = io.open(path)
+    if not f then fail(string.format("cannot read %s: %s", path, tostring(err))) end
+    local text = f:read("a")
+    f:close()
+    if text == "" then fail(string.format("%s is empty (truncated shard file?)", path)) end
+    local ok, doc = pcall(cjson.decode, text)
+    if not ok then fail(string.format("%s is truncated or not valid JSON (%s)", path, tostring(doc))) end
+    if type(doc) ~= "table" or type(doc.rows) ~= "table" or type(doc.columns) ~= "table" then
+        fail(string.format("%s is not a workbench results file (expected name, columns, rows, fingerprint)", path))
+    end
+    local s = doc.sweep
+    if type(s) ~= "table" or type(s.axes) ~= "table" or type(s.points) ~= "table" or type(s.config) ~= "table" or
+        type(s.stats) ~= "table" or type(s.derived) ~= "table" or type(s.samples) ~= "string" then
+        fail(string.format("%s was not written by a wb.sweep run (no complete 'sweep' section)", path))
+    end
+    return doc
+end
+
+-- What two shards must share to be parts of one sweep, and where they differ.
+local function differences(a, b)
+    local out = {}
+    if a.name ~= b.name then out[#out + 1] = string.format("name %s vs %s", tostring(a.name), tostring(b.name)) end
+    local names = {}
+    for k in pairs(a.config) do names[k] = true end
+    for k in pairs(b.config) do names[k] = true end
+    local sorted = {}
+    for k in pairs(names) do sorted[#sorted + 1] = k end
+    table.sort(sorted)
+    for _, k in ipairs(sorted) do
+        if canon(a.config[k]) ~= canon(b.config[k]) then
+            out[#out + 1] = string.format("config %s: %s vs %s", k, canon(a.config[k]), canon(b.config[k]))
+        end
+    end
+    if canon(a.axes) ~= canon(b.axes) then out[#out + 1] = "axes: " .. canon(a.axes) .. " vs " .. canon(b.axes) end
+    if canon(a.points) ~= canon(b.points) then out[#out + 1] = "points differ" end
+    for _, k in ipairs({"samples", "stats", "derived"}) do
+        if canon(a[k]) ~= canon(b[k]) then out[#out + 1] = k .. " differ" end
+    end
+    return out
+end
+
+-- The hardware a shard measured on: what makes two shards' timings incomparable.
+local function hardware(fp)
+    fp = fp or {}
+    local parts = {"CPU " .. tostring(fp.cpu or "?")}
+    if fp.gpu then parts[#parts + 1] = "GPU " .. tostring(fp.gpu) end
+    if fp.cuda_driver then parts[#parts + 1] = "driver " .. tostring(fp.cuda_driver) end
+    return table.concat(parts, ", ")
+end
+
+local function esc(s)
+    return (tostring(s):gsub("[&<>\"]", {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;"}))
+end
+
+-- Merges the shard files (or folders) in inputs into out; returns the paths written.
+function M.merge(out_dir, inputs, say)
+    say = say or print
+    local files = {}
+    for _, path in ipairs(inputs) do
+        if is_dir(path) then
+            local found = shard_files(path)
+            if #found == 0 then fail(string.format("%s holds no shard files (<name>.shard-I-of-N.json)", path)) end
+            for _, x in ipairs(found) do files[#files + 1] = x end
+        else
+            files[#files + 1] = path
+        end
+    end
+    local docs = {}
+    for i, path in ipairs(files) do docs[i] = load(path) end
+    local ref = docs[1].sweep
+    for i = 2, #docs do
+        local d = differences(ref, docs[i].sweep)
+        if #d > 0 then
+            fail(string.format("%s and %s are shards of different sweeps: %s", files[1], files[i], table.concat(d, "; ")))
+        end
+    end
+
+    -- every point exactly once
+    local where, rows = {}, {}
+    local known = {}
+    for _, name in ipairs(ref.points) do known[name] = true end
+    for i, doc in ipairs(docs) do
+        for j, r in ipairs(doc.rows) do
+            if type(r) ~= "table" then fail(string.format("%s: row %d is not an object", files[i], j)) end
+            for _, a in ipairs(ref.axes) do
+                if r[a.name] == nil then fail(string.format("%s: row %d has no '%s'", files[i], j, a.name)) end
+            end
+            local name = sweep.point_name(ref.axes, r)
+            if not known[name] then fail(string.format("%s: row %d (%s) is not a point of the sweep", files[i], j, name)) end
+            local s = r[ref.samples]
+            if type(s) ~= "table" or #s == 0 then
+                fail(string.format("%s: point %s has no raw samples ('%s'): cannot recompute its statistics", files[i],
+                    name, ref.samples))
+            end
+            for _, v in ipairs(s) do
+                if type(v) ~= "number" then fail(string.format("%s: point %s has a sample that is not a number", files[i], name)) end
+            end
+            where[name] = where[name] or {}
+            table.insert(where[name], files[i])
+            r._doc = i
+            rows[name] = r
+        end
+    end
+    local missing, duplicated = {}, {}
+    for _, name in ipairs(ref.points) do
+        local w = where[name]
+        if not w then
+            missing[#missing + 1] = name
+        elseif #w > 1 then
+            duplicated[#duplicated + 1] = string.format("%s (in %s)", name, table.concat(w, ", "))
+        end
+    end
+    if #missing > 0 or #duplicated > 0 then
+        local msg = {}
+        if #missing > 0 then
+            -- which shard should have measured them, when the shards say
+            local hint = ""
+            local sh = ref.shard
+            if sh and type(sh.assignment) == "table" then
+                local need = {}
+                for k, name in ipairs(ref.points) do
+                    if not where[name] then need[sh.assignment[k]] = true end
+                end
+                local list = {}
+                for s = 1, sh.count do if need[s] then list[#list + 1] = string.format("%d/%d", s, sh.count) end end
+                hint = " (shard " .. table.concat(list, ", ") .. ")"
+            end
+            msg[#msg + 1] = string.format("%d missing point%s%s: %s", #missing, #missing > 1 and "s" or "", hint,
+                table.concat(missing, "; "))
+        end
+        if #duplicated > 0 then
+            msg[#msg + 1] = string.format("%d duplicated point%s: %s", #duplicated, #duplicated > 1 and "s" or "",
+                table.concat(duplicated, "; "))
+        end
+        fail(table.concat(msg, "\n") .. "\nnothing written")
+    end
+
+    -- recompute from the raw samples: the statistics and derived columns are dropped first
+    local computed = {}
+    for _, spec in ipairs(ref.stats) do
+        for k, column in pairs(spec) do if k ~= "from" then computed[column] = true end end
+    end
+    for _, d in ipairs(ref.derived) do computed[d.column] = true end
+    local shard_label, hw = {}, {}
+    for i, doc in ipairs(docs) do
+        local sh = doc.sweep.shard
+        shard_label[i] = sh and string.format("%d/%d", sh.index, sh.count) or "whole"
+        hw[i] = hardware(doc.fingerprint)
+    end
+    local distinct = {}
+    for i = 1, #docs do distinct[hw[i]] = true end
+    local mixed = next(distinct, next(distinct)) ~= nil
+    local merged = {}
+    for _, name in ipairs(ref.points) do
+        local r = rows[name]
+        local row = {}
+        for k, v in pairs(r) do
+            if not computed[k] and k ~= "_doc" then row[k] = v end
+        end
+        row.shard = shard_label[r._doc]
+        if mixed then row.hardware = hw[r._doc] end
+        row._doc = r._doc
+        merged[#merged + 1] = row
+    end
+    sweep.compute(merged, ref, function(row) return docs[row._doc].sweep.constants or {} end)
+
+    -- the fingerprint: the shards' values, joined where they differ; each shard's kept whole
+    local fp, shards = {}, {}
+    for i, doc in ipairs(docs) do
+        shards[i] = {file = files[i], shard = shard_label[i], fingerprint = doc.fingerprint, points = #doc.rows}
+        for k, v in pairs(doc.fingerprint or {}) do
+            local text = tostring(v)
+            if fp[k] == nil then
+                fp[k] = v
+            elseif tostring(fp[k]) ~= text and not (" | " .. tostring(fp[k]) .. " | "):find(" | " .. text .. " | ", 1, true) then
+                fp[k] = tostring(fp[k]) .. " | " .. text
+            end
+        end
+    end
+    fp.merged_shards = #docs
+
+    local keys = {}
+    for i, a in ipairs(ref.axes) do keys[i] = a.name end
+    local columns = {}
+    for i, c in ipairs(docs[1].columns) do columns[i] = c end
+    columns[#columns + 1] = "shard"
+    if mixed then columns[#columns + 1] = "hardware" end
+    local res = results(ref.name, {keys = keys, columns = columns})
+    for _, row in ipairs(merged) do
+        row._doc = nil
+        res:add(row)
+    end
+    local html = {string.format("<p>Merged from %d shard files of the sweep <b>%s</b> (%d points); every statistic " ..
+        "recomputed from the raw samples.</p>", #docs, esc(ref.name), #ref.points)}
+    if mixed then
+        html[#html + 1] = "<p style='color:#b00'><b>Warning: the shards ran on different hardware</b>; timings of " ..
+            "rows from different shards are not comparable (column <i>hardware</i>).</p>"
+    end
+    html[#html + 1] = "<h2>Shards</h2><table class='fp'><tr><th>shard</th><th>points</th><th>hardware</th><th>host</th>" ..
+        "<th>date</th><th>commit</th><th>file</th></tr>"
+    for i, s in ipairs(shards) do
+        local f = s.fingerprint or {}
+        html[#html + 1] = string.format("<tr><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
+            esc(s.shard), s.points, esc(hw[i]), esc(f.host or "?"), esc(f.date or "?"), esc(f.commit or "?"), esc(s.file))
+    end
+    html[#html + 1] = "</table>"
+    local desc = {}
+    for k, v in pairs(ref) do desc[k] = v end
+    desc.shard = nil
+    local paths = res:save{dir = out_dir, file = ref.name, fingerprint = fp, html_extra = table.concat(html),
+        extra = {sweep = desc, shards = shards}}
+    say(string.format("merged %d shard file%s of %s: %d points", #docs, #docs > 1 and "s" or "", ref.name, #merged))
+    if mixed then
+        say("WARNING: the shards ran on different hardware (column 'hardware'):")
+        for i = 1, #docs do say(string.format("  shard %s: %s", shard_label[i], hw[i])) end
+    end
+    return paths, merged
+end
+
+-- Entry point for `workbench merge OUT FILES|DIRS...`: returns the exit status.
+function M.main(args)
+    if #args < 2 then
+        io.stderr:write("usage: workbench merge OUT FILES|DIRS...\n" ..
+            "  joins the shards (<name>.shard-I-of-N.json) of one wb.sweep run into OUT/<name>.json, .csv, .html\n")
+        return 2
+    end
+    local inputs = {}
+    for i = 2, #args do inputs[#inputs + 1] = args[i] end
+    local ok, paths = pcall(M.merge, args[1], inputs)
+    if not ok then
+        io.stderr:write("workbench merge: " .. (type(paths) == "table" and paths.merge_error or tostring(paths)) .. "\n")
+        return 2
+    end
+    print(string.format("results: %s, %s\nreport: %s", paths.json, paths.csv, paths.html))
+    return 0
+end
+
+return M
