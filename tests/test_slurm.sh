@@ -1,0 +1,212 @@
+#!/bin/bash
+# test_slurm.sh: a real single-node Slurm on this machine (munged, slurmctld, slurmd, with a
+# configuration generated into a temporary folder), a small mlp_sweep submitted through
+# scripts/slurm/submit.sh as a 4-task job array plus its merge job, and the merged result checked
+# against the same sweep run unsharded: the same points and columns, identical kernel counts,
+# FLOPs and errors. Then a sweep whose tasks fail: the merge must not run and submit.sh must name
+# the tasks' logs. Nothing is left running: every daemon is stopped by its pid on exit.
+# Needs root (the daemons run as root) and slurm-wlm + munge (scripts/bootstrap.sh installs them);
+# when they cannot start, it says why and fails.
+#   tests/test_slurm.sh WORKBENCH_EXE SOURCE_DIR
+set -u
+exe=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+src=$(cd "$2" && pwd)
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || fail "the Slurm test starts munged, slurmctld and slurmd as root: run it as root"
+for tool in munged munge unmunge slurmctld slurmd sbatch squeue sinfo scontrol scancel; do
+    command -v "$tool" >/dev/null 2>&1 || fail "'$tool' not found: install slurm-wlm and munge (scripts/bootstrap.sh does)"
+done
+
+tmp=$(mktemp -d /tmp/wb-slurm.XXXXXX) || fail "cannot create a temporary folder"
+chmod 700 "$tmp"
+pids_to_stop=""
+
+cleanup() {
+    if [ -f "$tmp/slurm.conf" ] && [ -f "$tmp/slurmctld.pid" ]; then
+        SLURM_CONF="$tmp/slurm.conf" scancel --quiet --partition=wbtest 2>/dev/null
+    fi
+    for f in slurmd slurmctld munged; do
+        [ -f "$tmp/$f.pid" ] && kill "$(cat "$tmp/$f.pid")" 2>/dev/null
+    done
+    for pid in $pids_to_stop; do kill "$pid" 2>/dev/null; done
+    # wait (bounded) until they are gone, then make sure
+    for _ in $(seq 1 50); do
+        alive=""
+        for f in slurmd slurmctld munged; do
+            [ -f "$tmp/$f.pid" ] && kill -0 "$(cat "$tmp/$f.pid")" 2>/dev/null && alive=1
+        done
+        [ -z "$alive" ] && break
+        sleep 0.2
+    done
+    for f in slurmd slurmctld munged; do
+        [ -f "$tmp/$f.pid" ] && kill -9 "$(cat "$tmp/$f.pid")" 2>/dev/null
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+show_logs() {
+    for f in munged.log slurmctld.log slurmd.log; do
+        [ -f "$tmp/$f" ] && { echo "--- $tmp/$f (last lines)"; tail -n 15 "$tmp/$f"; }
+    done
+}
+
+# a free TCP port (nothing answers on it), from a range that depends on this process
+free_port() {
+    local p=$1
+    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
+    echo "$p"
+}
+
+# --- munged, with its own key and socket in the temporary folder
+dd if=/dev/urandom of="$tmp/munge.key" bs=1024 count=1 2>/dev/null
+chmod 400 "$tmp/munge.key"
+munged --force --key-file="$tmp/munge.key" --socket="$tmp/munge.socket" --pid-file="$tmp/munged.pid" \
+    --log-file="$tmp/munged.log" --seed-file="$tmp/munged.seed" >"$tmp/munged.out" 2>&1 ||
+    { cat "$tmp/munged.out"; show_logs; fail "munged did not start (output above)"; }
+munge -n -S "$tmp/munge.socket" | unmunge -S "$tmp/munge.socket" >/dev/null 2>&1 ||
+    { show_logs; fail "munged started but a credential does not round-trip through $tmp/munge.socket"; }
+
+# --- slurm.conf for one node: this machine
+host=$(hostname -s)
+cpus=$(nproc)
+mem=$(awk '/MemTotal/ { print int($2 / 1024 / 2) }' /proc/meminfo)
+base=$((20000 + $$ % 20000))
+ctld_port=$(free_port "$base")
+slurmd_port=$(free_port $((ctld_port + 1)))
+mkdir -p "$tmp/state" "$tmp/spool"
+cat >"$tmp/slurm.conf" <<CONF
+ClusterName=wbtest
+SlurmctldHost=$host
+SlurmctldAddr=127.0.0.1
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$tmp/munge.socket
+CredType=cred/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+SchedulerType=sched/backfill
+MpiDefault=none
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+MailProg=/bin/true
+StateSaveLocation=$tmp/state
+SlurmdSpoolDir=$tmp/spool
+SlurmctldPidFile=$tmp/slurmctld.pid
+SlurmdPidFile=$tmp/slurmd.pid
+SlurmctldLogFile=$tmp/slurmctld.log
+SlurmdLogFile=$tmp/slurmd.log
+SlurmctldTimeout=30
+SlurmdTimeout=60
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+PartitionName=wbtest Nodes=$host Default=YES MaxTime=INFINITE State=UP
+CONF
+export SLURM_CONF="$tmp/slurm.conf"
+slurmctld -i >"$tmp/slurmctld.out" 2>&1 || { cat "$tmp/slurmctld.out"; show_logs; fail "slurmctld did not start"; }
+slurmd >"$tmp/slurmd.out" 2>&1 || { cat "$tmp/slurmd.out"; show_logs; fail "slurmd did not start"; }
+state=""
+for _ in $(seq 1 60); do
+    state=$(sinfo -h -n "$host" -o %T 2>/dev/null)
+    [ "$state" = idle ] && break
+    sleep 1
+done
+[ "$state" = idle ] || { show_logs; fail "the node did not become idle within 60 s (state: '${state:-none}')"; }
+echo "slurm up: node $host ($cpus CPUs), ports $ctld_port/$slurmd_port, config $SLURM_CONF"
+
+# --- the same small sweep, unsharded and as a 4-task array
+sweep_args=(--tokens 1,3,5 --modes eager,fused,dual --dim 32 --hidden 64 --iters 2 --rounds 2 --trace-tokens 3 --no-peer)
+"$exe" --threads 1 --device cpu --out "$tmp/whole" "$src/experiments/mlp_sweep.lua" "${sweep_args[@]}" >"$tmp/whole.log" 2>&1 ||
+    { cat "$tmp/whole.log"; fail "the unsharded sweep failed"; }
+start=$(date +%s)
+WB_EXE="$exe" timeout 300 "$src/scripts/slurm/submit.sh" --shards 4 --cpus 1 --partition wbtest --out "$tmp/run" --wait \
+    "$src/experiments/mlp_sweep.lua" "${sweep_args[@]}" >"$tmp/submit.log" 2>&1
+rc=$?
+cat "$tmp/submit.log"
+if [ "$rc" -ne 0 ]; then
+    for f in "$tmp"/run/logs/*.log; do echo "--- $f"; tail -n 20 "$f"; done
+    show_logs
+    fail "submit.sh --wait exited with status $rc"
+fi
+echo "array + merge took $(($(date +%s) - start)) s"
+grep -q "^array job [0-9]* *: 4 tasks\|^array job [0-9]*: 4 tasks" "$tmp/submit.log" || fail "submit.sh did not print the array's job id"
+grep -q "^merge job [0-9]*: runs after every task succeeded (afterok)" "$tmp/submit.log" || fail "submit.sh did not print the merge job's id"
+grep -q "merged report: $tmp/run/merged/mlp_sweep.html" "$tmp/submit.log" || fail "submit.sh did not say where the report will be"
+for i in 1 2 3 4; do
+    [ -f "$tmp/run/shards/mlp_sweep.shard-$i-of-4.json" ] || fail "shard $i/4 wrote no results file"
+    grep -q -- "--threads 1 --device cpu" "$tmp/run/logs/shard-$i.log" || fail "task $i did not run with --threads from SLURM_CPUS_PER_TASK"
+done
+[ -f "$tmp/run/merged/mlp_sweep.html" ] || fail "no merged report"
+
+# the merged result against the unsharded one: every point, every structural field
+WB_A="$tmp/whole/mlp_sweep.json" WB_B="$tmp/run/merged/mlp_sweep.json" "$exe" - <<'LUA' || fail "the merged result differs from the unsharded one (above)"
+local cjson = require("cjson")
+local function read(path)
+    local f = assert(io.open(path))
+    local d = cjson.decode(f:read("a"))
+    f:close()
+    return d
+end
+local a, b = read(os.getenv("WB_A")), read(os.getenv("WB_B"))
+local problems = {}
+local function check(ok, msg) if not ok then problems[#problems + 1] = msg end end
+check(#a.rows == 9 and #b.rows == 9, string.format("rows: %d unsharded, %d merged (expected 9)", #a.rows, #b.rows))
+check(b.fingerprint.merged_shards == 4, "the merged file does not say it joined 4 shards")
+check(#b.shards == 4, "the merged file keeps " .. #(b.shards or {}) .. " shard fingerprints, not 4")
+local cols = {}
+for _, c in ipairs(a.columns) do cols[#cols + 1] = c end
+cols[#cols + 1] = "shard"
+check(table.concat(cols, ",") == table.concat(b.columns, ","), "columns: " .. table.concat(a.columns, ",") ..
+    " (+shard) vs " .. table.concat(b.columns, ","))
+local structural = {"tokens", "mode", "kernels", "flops", "rel_error"}
+for i, ra in ipairs(a.rows) do
+    local rb = b.rows[i] or {}
+    for _, k in ipairs(structural) do
+        check(ra[k] == rb[k], string.format("row %d %s: %s unsharded, %s merged", i, k, tostring(ra[k]), tostring(rb[k])))
+    end
+    -- wb.bench runs until a minimum time too, so the counts differ; at least iters x rounds each
+    check(type(rb.samples_ms) == "table" and #rb.samples_ms >= 4,
+        string.format("row %d: %s raw samples merged (expected at least 2 iters x 2 rounds)", i,
+            tostring(rb.samples_ms and #rb.samples_ms)))
+    for _, k in ipairs({"median_ms", "p10_ms", "p90_ms", "gflops", "pct_peak", "speedup_vs_eager", "host_us"}) do
+        check(type(rb[k]) == "number", string.format("row %d: merged %s is missing", i, k))
+    end
+    local s = require("wb.stats").summarize(rb.samples_ms or {0})
+    -- (to JSON's 14 digits: the samples and the median were each written that precisely)
+    check(math.abs((rb.median_ms or 0) - s.median) <= 1e-12 * s.median,
+        string.format("row %d: merged median %s is not the samples' %s", i, tostring(rb.median_ms), s.median))
+end
+if #problems > 0 then
+    io.stderr:write(table.concat(problems, "\n") .. "\n")
+    os.exit(1)
+end
+print("merged = unsharded: 9 points, kernels, flops and errors identical; statistics from the raw samples")
+LUA
+"$exe" compare "$tmp/whole/mlp_sweep.json" "$tmp/run/merged/mlp_sweep.json" >"$tmp/compare.log" 2>&1 ||
+    { cat "$tmp/compare.log"; fail "workbench compare refused the merged file"; }
+grep -q "^structural differences: none" "$tmp/compare.log" || { cat "$tmp/compare.log"; fail "compare found structural differences"; }
+grep -q "^only in" "$tmp/compare.log" && { cat "$tmp/compare.log"; fail "compare found rows in only one file"; }
+
+# --- a failing array: every task rejects its arguments; the merge must not run
+WB_EXE="$exe" timeout 180 "$src/scripts/slurm/submit.sh" --shards 2 --partition wbtest --out "$tmp/bad" --wait \
+    "$src/experiments/mlp_sweep.lua" --modes eager,warp --no-peer >"$tmp/bad.log" 2>&1
+rc=$?
+cat "$tmp/bad.log"
+[ "$rc" -ne 0 ] || fail "submit.sh --wait exited 0 although every task failed"
+[ "$rc" -ne 124 ] || fail "the merge job of a failed array was still queued after 180 s (not cancelled)"
+[ ! -e "$tmp/bad/merged" ] || fail "the merge ran although the array failed"
+grep -q "shard 1/2 (exit status 1): $tmp/bad/logs/shard-1.log" "$tmp/bad.log" || fail "submit.sh did not name the failed task's log"
+grep -q "unknown mode 'warp'" "$tmp/bad/logs/shard-1.log" || fail "the failed task's log does not say why it failed"
+echo "PASS: Slurm array of 4 shards + afterok merge = the unsharded sweep; a failing array skips the merge and names its logs"
