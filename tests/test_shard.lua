@@ -1,0 +1,298 @@
+-- test_shard.lua: wb.sweep's --shard (parsing, a deterministic and balanced assignment) and
+-- `workbench merge` (shards joined into the unsharded run's rows, statistics recomputed from the
+-- raw samples, and every bad input named with nothing written).
+local lu = require("luaunit")
+local cjson = require("cjson")
+local sweep = require("wb.sweep")
+local stats = require("wb.stats")
+
+local EXE = os.getenv("WB_EXE") or "build/workbench"
+local SRC = os.getenv("WB_SOURCE_DIR") or "."
+
+local function tmpdir()
+    local d = os.tmpname()
+    os.remove(d)
+    assert(os.execute("mkdir -p '" .. d .. "'"))
+    return d
+end
+
+local function run(cmd)
+    local p = io.popen(cmd .. " 2>&1")
+    local out = p:read("a")
+    local _, _, code = p:close()
+    return out, code
+end
+
+local function read_json(path)
+    local f = assert(io.open(path))
+    local d = cjson.decode(f:read("a"))
+    f:close()
+    return d
+end
+
+local function exists(path)
+    local f = io.open(path)
+    if f then f:close() end
+    return f ~= nil
+end
+
+-- A small sweep with known samples: point k's samples are k, k+1, k+2 (per round), so every
+-- statistic is known wherever the point ran.
+local function toy(o)
+    o = o or {}
+    return wb.sweep{
+        name = "toy", quiet = true, shard = o.shard, rounds = 2,
+        axes = {{"size", o.sizes or {1, 2, 4}}, {"kind", {"a", "b"}}},
+        config = {scale = o.scale or 1},
+        measure = function(p) return {p.index, p.index + 1, p.index + 2} end,
+        finish = function(p, row) row.work = p.size * 10 end,
+        derived = {{column = "rate", num = "work", den = "median_ms"},
+            {column = "vs_a", num = "median_ms", den = "median_ms", base = {kind = "a"}}},
+        constants = {peak = 5},
+    }
+end
+
+local function save_shards(n, dir, o)
+    for i = 1, n do
+        o = o or {}
+        o.shard = i .. "/" .. n
+        local s = toy(o)
+        s:run()
+        s:save{dir = dir}
+    end
+end
+
+TestShard = {}
+
+function TestShard:test_bad_shards_are_named()
+    local cases = {
+        {"0/4", "--shard 0/4: shards are numbered from 1 (1/4 .. 4/4)"},
+        {"5/4", "--shard 5/4: there are only 4 shards (1/4 .. 4/4)"},
+        {"1/0", "--shard 1/0: the number of shards N must be at least 1"},
+        {"a/b", "--shard 'a/b': expected I/N, two whole numbers with 1 <= I <= N (e.g. --shard 2/4)"},
+        {"2", "--shard '2': expected I/N"},
+        {"1/2/3", "--shard '1/2/3': expected I/N"},
+        {"-1/4", "--shard '-1/4': expected I/N"},
+    }
+    for _, c in ipairs(cases) do
+        local i, err = sweep.parse_shard(c[1])
+        lu.assertNil(i, c[1])
+        lu.assertStrContains(err, c[2])
+    end
+    lu.assertEquals({sweep.parse_shard("2/4")}, {2, 4})
+    lu.assertEquals({sweep.parse_shard("1/1")}, {1, 1})
+    -- more shards than points
+    lu.assertErrorMsgContains("--shard 7/7: the sweep has 6 points, so at most 6 shards", toy, {shard = "7/7"})
+end
+
+function TestShard:test_the_experiment_refuses_bad_shards_before_measuring()
+    for _, c in ipairs({{"0/4", "shards are numbered from 1"}, {"5/4", "there are only 4 shards"},
+        {"1/0", "must be at least 1"}, {"a/b", "expected I/N"}}) do
+        local out, code = run(string.format("%s %s/experiments/mlp_sweep.lua --no-peer --shard %s", EXE, SRC, c[1]))
+        lu.assertNotEquals(code, 0, c[1])
+        lu.assertStrContains(out:match("^[^\n]*"), "mlp_sweep: --shard " .. (c[1] == "a/b" and "'a/b'" or c[1]))
+        lu.assertStrContains(out:match("^[^\n]*"), c[2])
+        lu.assertNil(out:find("roofline:"), "refused before calibrating: " .. c[1])
+    end
+end
+
+function TestShard:test_assignment_is_deterministic_interleaved_and_complete()
+    -- without costs: round robin, so every shard gets points from all over the grid
+    lu.assertEquals(sweep.assign(7, 3), {1, 2, 3, 1, 2, 3, 1})
+    -- with costs: the same answer every time, each point once, loads within one point's cost
+    local cost = {}
+    for i = 1, 20 do cost[i] = (i * 37 % 11) + 1 end
+    local a, b = sweep.assign(20, 4, cost), sweep.assign(20, 4, cost)
+    lu.assertEquals(a, b)
+    local load, biggest = {0, 0, 0, 0}, 0
+    for i = 1, 20 do
+        lu.assertTrue(a[i] >= 1 and a[i] <= 4)
+        load[a[i]] = load[a[i]] + cost[i]
+        biggest = math.max(biggest, cost[i])
+    end
+    table.sort(load)
+    lu.assertTrue(load[4] - load[1] <= biggest, "loads " .. table.concat(load, ","))
+    -- costliest points go to different shards (not one contiguous block)
+    local heavy = {}
+    for i = 1, 20 do if cost[i] == 11 then heavy[#heavy + 1] = a[i] end end
+    lu.assertNotEquals(heavy[1], heavy[2])
+end
+
+function TestShard:test_shards_partition_the_points_the_same_way_each_run()
+    local seen = {}
+    for i = 1, 3 do
+        local first, again = toy({shard = i .. "/3"}), toy({shard = i .. "/3"})
+        lu.assertEquals(#first.mine, 2)
+        for k, p in ipairs(first.mine) do
+            lu.assertEquals(p.name, again.mine[k].name)
+            lu.assertNil(seen[p.name], "point in two shards: " .. p.name)
+            seen[p.name] = i
+        end
+    end
+    local n = 0
+    for _ in pairs(seen) do n = n + 1 end
+    lu.assertEquals(n, 6)
+    lu.assertEquals(seen["size=1 kind=a"], 1)
+    lu.assertEquals(seen["size=1 kind=b"], 2)
+end
+
+function TestShard:test_merge_equals_the_unsharded_run_and_recomputes_statistics()
+    local whole_dir, shard_dir, out = tmpdir(), tmpdir(), tmpdir() .. "/merged"
+    local whole = toy()
+    whole:run()
+    whole:save{dir = whole_dir}
+    save_shards(3, shard_dir)
+    local sh = read_json(shard_dir .. "/toy.shard-2-of-3.json")
+    lu.assertEquals(#sh.rows, 2)
+    lu.assertNil(sh.rows[1].vs_a) -- its base (kind a) ran in another shard
+    local text, code = run(string.format("%s merge %s %s", EXE, out, shard_dir))
+    lu.assertEquals(code, 0, text)
+    lu.assertStrContains(text, "merged 3 shard files of toy: 6 points")
+    lu.assertStrContains(text, "report: " .. out .. "/toy.html")
+    local a, m = read_json(whole_dir .. "/toy.json"), read_json(out .. "/toy.json")
+    lu.assertEquals(#m.rows, #a.rows)
+    for i, ra in ipairs(a.rows) do
+        local rm = m.rows[i]
+        for _, k in ipairs({"size", "kind", "work", "median_ms", "p10_ms", "p90_ms", "rate", "vs_a"}) do
+            lu.assertEquals(rm[k], ra[k], string.format("row %d %s", i, k))
+        end
+        lu.assertEquals(rm.samples_ms, ra.samples_ms)
+        lu.assertEquals(rm.median_ms, stats.summarize(rm.samples_ms).median)
+        lu.assertEquals(rm.shard, (i - 1) % 3 + 1 .. "/3")
+    end
+    lu.assertNil(m.rows[1].hardware) -- all shards on this machine
+    lu.assertEquals(m.fingerprint.merged_shards, 3)
+    lu.assertEquals(#m.shards, 3)
+    lu.assertEquals(m.shards[2].fingerprint.cpu, sh.fingerprint.cpu)
+    lu.assertEquals(m.keys, {"size", "kind"})
+    -- compare reads it as it reads an unsharded run
+    local cmp, ccode = run(string.format("%s compare %s/toy.json %s/toy.json", EXE, whole_dir, out))
+    lu.assertEquals(ccode, 0, cmp)
+    lu.assertStrContains(cmp, "structural differences: none")
+    lu.assertNil(cmp:find("only in"))
+end
+
+-- a bad merge names its problem, exits 2 and writes nothing
+local function refused(inputs, expect)
+    local out = tmpdir() .. "/merged"
+    local text, code = run(string.format("%s merge %s %s", EXE, out, table.concat(inputs, " ")))
+    lu.assertEquals(code, 2, text)
+    for _, e in ipairs(expect) do lu.assertStrContains(text, e) end
+    lu.assertFalse(exists(out), "merge wrote " .. out)
+end
+
+function TestShard:test_merge_refuses_shards_of_different_sweeps()
+    local d1, d2 = tmpdir(), tmpdir()
+    save_shards(2, d1)
+    save_shards(2, d2, {scale = 2})
+    refused({d1 .. "/toy.shard-1-of-2.json", d2 .. "/toy.shard-2-of-2.json"},
+        {"are shards of different sweeps", "config scale: 1 vs 2"})
+    local d3 = tmpdir()
+    save_shards(2, d3, {sizes = {1, 2, 8}})
+    refused({d1 .. "/toy.shard-1-of-2.json", d3 .. "/toy.shard-2-of-2.json"}, {"are shards of different sweeps", "axes"})
+end
+
+function TestShard:test_merge_names_missing_and_duplicated_points()
+    local d = tmpdir()
+    save_shards(3, d)
+    refused({d .. "/toy.shard-1-of-3.json", d .. "/toy.shard-3-of-3.json"},
+        {"2 missing points (shard 2/3): size=1 kind=b; size=4 kind=a", "nothing written"})
+    refused({d .. "/toy.shard-1-of-3.json", d .. "/toy.shard-2-of-3.json", d .. "/toy.shard-3-of-3.json",
+        d .. "/toy.shard-1-of-3.json"},
+        {"2 duplicated points: size=1 kind=a (in " .. d .. "/toy.shard-1-of-3.json, " .. d .. "/toy.shard-1-of-3.json)",
+            "size=2 kind=b"})
+end
+
+function TestShard:test_merge_refuses_truncated_and_foreign_files()
+    local d = tmpdir()
+    save_shards(2, d)
+    local path = d .. "/toy.shard-2-of-2.json"
+    local f = assert(io.open(path))
+    local text = f:read("a")
+    f:close()
+    f = assert(io.open(path, "w"))
+    f:write(text:sub(1, #text // 2))
+    f:close()
+    refused({d}, {path .. " is truncated or not valid JSON"})
+    f = assert(io.open(path, "w"))
+    f:close()
+    refused({d}, {path .. " is empty (truncated shard file?)"})
+    refused({tmpdir()}, {"holds no shard files"})
+    refused({d .. "/nonexistent.json"}, {"cannot read " .. d .. "/nonexistent.json"})
+    -- an ordinary results file has no sweep description to check against
+    local r = wb.results("plain")
+    r:add{x = 1}
+    local p = r:save{dir = d}
+    refused({p.json}, {p.json .. " was not written by a wb.sweep run"})
+    -- raw samples are what a merge recomputes from
+    local d2 = tmpdir()
+    save_shards(2, d2)
+    local doc = read_json(d2 .. "/toy.shard-1-of-2.json")
+    doc.rows[1].samples_ms = nil
+    f = assert(io.open(d2 .. "/toy.shard-1-of-2.json", "w"))
+    f:write(cjson.encode(doc))
+    f:close()
+    refused({d2}, {"point size=1 kind=a has no raw samples ('samples_ms')"})
+    local usage, code = run(EXE .. " merge only_out")
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(usage, "usage: workbench merge OUT FILES|DIRS...")
+end
+
+function TestShard:test_merge_flags_shards_on_different_hardware()
+    local d, out = tmpdir(), tmpdir() .. "/merged"
+    save_shards(2, d)
+    local path = d .. "/toy.shard-2-of-2.json"
+    local doc = read_json(path)
+    doc.fingerprint.cpu = "Other CPU 9000"
+    doc.fingerprint.gpu, doc.fingerprint.cuda_driver = "Some GPU", "13.0"
+    doc.rows[1].median_ms, doc.rows[1].rate = 1e6, 1e6 -- stale statistics: the merge recomputes them
+    local f = assert(io.open(path, "w"))
+    f:write(cjson.encode(doc))
+    f:close()
+    local text, code = run(string.format("%s merge %s %s", EXE, out, d))
+    lu.assertEquals(code, 0, text)
+    lu.assertStrContains(text, "WARNING: the shards ran on different hardware")
+    lu.assertStrContains(text, "shard 2/2: CPU Other CPU 9000, GPU Some GPU, driver 13.0")
+    local m = read_json(out .. "/toy.json")
+    lu.assertEquals(m.rows[2].hardware, "CPU Other CPU 9000, GPU Some GPU, driver 13.0")
+    lu.assertStrContains(m.rows[1].hardware, "CPU ")
+    lu.assertNotEquals(m.rows[1].hardware, m.rows[2].hardware)
+    lu.assertStrContains(m.fingerprint.cpu, " | Other CPU 9000")
+    lu.assertEquals(m.rows[2].median_ms, stats.summarize(m.rows[2].samples_ms).median)
+    lu.assertAlmostEquals(m.rows[2].rate, m.rows[2].work / m.rows[2].median_ms, 1e-12) -- JSON keeps 14 digits
+    local h = assert(io.open(out .. "/toy.html"))
+    local html = h:read("a")
+    h:close()
+    lu.assertStrContains(html, "the shards ran on different hardware")
+    lu.assertStrContains(html, "<th>hardware</th>")
+end
+
+-- The done-when of sharding: mlp_sweep --shard 1/3, 2/3, 3/3, merged, gives the unsharded rows.
+function TestShard:test_mlp_sweep_shards_merge_to_the_unsharded_rows()
+    local whole, shards, out = tmpdir(), tmpdir(), tmpdir() .. "/merged"
+    local small = "--tokens 1,3 --modes eager,dual,graph --dim 32 --hidden 64 --iters 2 --rounds 1 --no-peer --trace-tokens 3"
+    local text, code = run(string.format("%s --threads 1 %s/experiments/mlp_sweep.lua %s --out %s", EXE, SRC, small, whole))
+    lu.assertEquals(code, 0, text)
+    for i = 1, 3 do
+        text, code = run(string.format("%s --threads 1 %s/experiments/mlp_sweep.lua %s --out %s --shard %d/3", EXE, SRC,
+            small, shards, i))
+        lu.assertEquals(code, 0, text)
+        lu.assertStrContains(text, string.format("shard %d/3: 2 of 6 points", i))
+        lu.assertTrue(exists(string.format("%s/mlp_sweep.shard-%d-of-3.json", shards, i)))
+    end
+    text, code = run(string.format("%s merge %s %s", EXE, out, shards))
+    lu.assertEquals(code, 0, text)
+    local a, m = read_json(whole .. "/mlp_sweep.json"), read_json(out .. "/mlp_sweep.json")
+    local function set(rows)
+        local s = {}
+        for _, r in ipairs(rows) do s[#s + 1] = string.format("%d %s %d %.17g", r.tokens, r.mode, r.kernels, r.rel_error) end
+        return s
+    end
+    lu.assertEquals(set(m.rows), set(a.rows))
+    for _, r in ipairs(m.rows) do
+        lu.assertNotNil(r.speedup_vs_eager) -- recomputed across shards
+        lu.assertAlmostEquals(r.gflops, r.flops / (r.median_ms * 1e6), 1e-9 * r.gflops)
+    end
+end
+
+os.exit(lu.LuaUnit.run())
