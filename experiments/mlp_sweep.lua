@@ -3,7 +3,7 @@
 --
 --   workbench experiments/mlp_sweep.lua [--tokens 1,16,128,512] [--modes eager,fused,dual,compiled,graph]
 --                                       [--dim 768] [--hidden 3072] [--iters 10] [--out DIR]
---                                       [--device cpu|cuda] [--dtype f32|bf16]
+--                                       [--device cpu|cuda] [--dtype f32|bf16] [--shard I/N]
 --
 -- Modes (one set of weights for all):
 --   eager     linear, linear, gelu, mul, linear: 5 kernels, each dispatched from Lua
@@ -20,6 +20,8 @@
 -- an HTML report with charts and a Perfetto trace per mode (at --trace-tokens) go under --out.
 -- When python3 with torch is installed, PyTorch's eager CPU forward is timed on the same shapes
 -- (experiments/peers/torch_mlp.py) after each round of ours, and shown beside ours.
+-- It is a wb.sweep (tokens x modes): --shard I/N measures one shard of the points, and
+-- `workbench merge` joins the shards into the rows of the whole sweep.
 
 local argparse = require("argparse")
 local report = require("wb.report")

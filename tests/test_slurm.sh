@@ -127,7 +127,7 @@ done
 echo "slurm up: node $host ($cpus CPUs), ports $ctld_port/$slurmd_port, config $SLURM_CONF"
 
 # --- the same small sweep, unsharded and as a 4-task array
-sweep_args=(--tokens 1,3,5 --modes eager,fused,dual --dim 32 --hidden 64 --iters 2 --rounds 2 --trace-tokens 3 --no-peer)
+sweep_args=(--tokens "1,3,5" --modes "eager,fused,dual" --dim 32 --hidden 64 --iters 2 --rounds 2 --trace-tokens 3 --no-peer)
 "$exe" --threads 1 --device cpu --out "$tmp/whole" "$src/experiments/mlp_sweep.lua" "${sweep_args[@]}" >"$tmp/whole.log" 2>&1 ||
     { cat "$tmp/whole.log"; fail "the unsharded sweep failed"; }
 start=$(date +%s)

@@ -42,6 +42,12 @@ local DOCS = {
     ["wb.sleep_ms"] = "wb.sleep_ms(ms): sleep (benchmarks let other libraries' threads go idle)",
     ["wb.bench"] = "wb.bench(fn[, {warmup=3, iters=10, min_time_ms=100, flush_cache=false}]) -> {median_us, p10_us, p90_us, mean_us, min_us, max_us, iters, samples_us}",
     ["wb.results"] = "wb.results(name[, {columns=, keys=}]) -> r; r:add{...}; r:save{dir=} writes JSON, CSV and HTML with the environment fingerprint",
+    ["wb.sweep"] = "wb.sweep{name=, axes={{\"tokens\", {1, 16}}, ...}, measure=function(point, round) -> samples_ms, rounds=, config=, shard=\"I/N\", cost=, prepare=, after_round=, finish=, stats=, derived=, constants=, columns=} -> s; s:run() -> rows with raw samples and statistics; s:save{dir=} writes <name>[.shard-I-of-N].json/.csv/.html; `workbench merge OUT DIRS` joins shards",
+    ["wb.sweep.parse_shard"] = "wb.sweep.parse_shard(\"I/N\") -> I, N; or nil and what is wrong",
+    ["wb.sweep.assign"] = "wb.sweep.assign(npoints, count[, costs]) -> the shard of each point: round robin, or the costliest first to the least loaded shard",
+    ["wb.sweep.point_name"] = "wb.sweep.point_name(axes, row) -> \"tokens=16 mode=dual\"",
+    ["wb.sweep.compute"] = "wb.sweep.compute(rows, description, constants_of) -> rows with the statistics and derived columns recomputed from their raw samples",
+    ["wb.sweep.add_options"] = "wb.sweep.add_options(parser): adds --shard I/N to an argparse parser",
     ["wb.compile"] = "wb.compile(fn[, {max_signatures=8, fuse=true}]) -> a callable that traces fn per input signature, fuses (gelu+mul, dual GEMM, epilogues), captures and replays; f:explain() shows what it did",
     ["wb.cuda.is_available"] = "wb.cuda.is_available() -> true when the CUDA plugin loads and a GPU is present",
     ["wb.cuda.why_not"] = "wb.cuda.why_not() -> nil, or why device cuda cannot run (plugin not built, no driver, no device)",
@@ -96,11 +102,11 @@ workbench help: help(function) or help("name") for one entry; help(x) for a tens
   checks    wb.allclose wb.max_abs_diff wb.rel_error
   views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
   modules   wb.nn.Linear wb.nn.GeGLUMLP
-  speed     wb.graph.capture wb.compile wb.bench wb.profiler.profile wb.results wb.device_info
+  speed     wb.graph.capture wb.compile wb.bench wb.profiler.profile wb.results wb.sweep wb.device_info
   machine   wb.set_num_threads wb.cpu_isa wb.cpu_bf16 wb.devices wb.synchronize
 Tab completes names (x:tr<Tab>); a trailing ; silences a value; Ctrl-C stops a statement; Ctrl-D leaves.]]
 
-local MODULES = {"nn", "graph", "profiler", "openblas", "cuda"}
+local MODULES = {"nn", "graph", "profiler", "openblas", "cuda", "sweep"}
 
 -- The documented name of a function value, by searching wb, its modules and tensor methods.
 local function name_of(f)
