@@ -11,7 +11,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "wb_cuda_abi.h"
+#include "plugin_internal.h"
 
 namespace {
 
