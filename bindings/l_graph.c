@@ -92,8 +92,8 @@ static int g_index(lua_State *L) {
  * index 1 (new, or re-captured), and stores its results as g.outputs. */
 static int capture_into(lua_State *L, graph_handle *h, int recapture) {
     int nargs = lua_gettop(L) - 2;
-    if (wb_device_in_use(WB_DEVICE_CUDA) && wb_device_graphs_on_device(WB_DEVICE_CUDA)) {
-        /* CUDA graphs need a warm-up run first: cuBLASLt plans and kernel modules are made
+    if (wb_graph_needs_warmup()) {
+        /* Device graphs (CUDA's) need a warm-up run first: cuBLASLt plans and kernel modules are made
          * and the caching allocator holds the blocks, so nothing allocates or syncs inside
          * the capture. */
         lua_pushvalue(L, 2);

@@ -238,15 +238,8 @@ static int l_device_info(lua_State *L) {
 }
 
 static int l_synchronize(lua_State *L) {
-    int64_t t0 = wb_time_ns();
     wb_device d = opt_device(L, 1, "synchronize");
-    if (wb_device_check_available(d)) luaL_error(L, "synchronize: %s", wb_error_message());
-    if (d == WB_DEVICE_CUDA) {
-        WB_LUA_CHECK(L, wb_synchronize(d));
-        return 0;
-    }
-    /* The CPU device runs kernels synchronously: nothing to wait for, but the call shows. */
-    wb_prof_runtime("synchronize", t0);
+    if (wb_synchronize(d)) luaL_error(L, "synchronize: %s", wb_error_message());
     return 0;
 }
 

@@ -58,7 +58,7 @@ typedef struct options {
     const char *seed;
     const char *timeout;
     int sandbox;
-    int script_index; /* argv index of the script (or "-"); 0 when none */
+    int script_index;       /* argv index of the script (or "-"); 0 when none */
     const char *subcommand; /* "compare" or "merge": a Lua module's main() does the work */
 } options;
 

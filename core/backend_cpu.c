@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "peer.h"
+#include "profiler.h"
 #include "storage.h"
 
 #define WB_ALIGN 64
@@ -118,6 +120,12 @@ static wb_status cpu_alloc(size_t nbytes, void **ptr) {
 }
 
 static wb_status cpu_ok(void) { return WB_OK; }
+
+/* The cpu runs kernels synchronously: nothing to wait for, but the call shows in a trace. */
+static wb_status cpu_synchronize(void) {
+    wb_prof_runtime("synchronize", wb_time_ns());
+    return WB_OK;
+}
 static int cpu_in_use(void) { return 1; }
 
 static wb_status cpu_copy(void *dst, const void *src, size_t nbytes) {
@@ -134,7 +142,7 @@ const wb_backend wb_backend_cpu = {
     .free = block_give,
     .copy_from_host = cpu_copy,
     .copy_to_host = cpu_copy,
-    .synchronize = cpu_ok,
+    .synchronize = cpu_synchronize,
 };
 
 const wb_backend *wb_backend_get(wb_device device) {

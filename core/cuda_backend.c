@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "cuda.h"
+#include "cuda_plugin.h"
 #include "profiler.h"
 
 static int64_t monotonic_ns(void) {

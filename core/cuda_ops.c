@@ -9,7 +9,7 @@
 #include <wb_kernels/bf16.h>
 
 #include "convert.h"
-#include "cuda.h"
+#include "cuda_plugin.h"
 #include "linear_ops.h"
 #include "profiler.h"
 #include "storage.h"

@@ -82,10 +82,6 @@ int wb_device_in_use(wb_device device) {
     return (unsigned)device < WB_DEVICE_COUNT && wb_backend_in_use(device) != NULL;
 }
 
-int wb_device_graphs_on_device(wb_device device) {
-    return (unsigned)device < WB_DEVICE_COUNT && wb_backend_get(device)->graph_begin != NULL;
-}
-
 static wb_device default_device = WB_DEVICE_CPU;
 
 wb_device wb_default_device(void) { return default_device; }

@@ -112,6 +112,14 @@ static void on_storage_written(void *user, wb_storage *s) {
     g->written[g->nwritten++] = s;
 }
 
+int wb_graph_needs_warmup(void) {
+    for (int d = 0; d < WB_DEVICE_COUNT; d++) {
+        const wb_backend *b = wb_backend_in_use((wb_device)d);
+        if (b && b->graph_begin) return 1;
+    }
+    return 0;
+}
+
 /* Starts recording into g (fresh, or emptied for a re-capture that keeps its CUDA graph). */
 static wb_status start(wb_graph *g, const char *what) {
     if (capturing) return wb_error(WB_ERR_UNSUPPORTED, "%s: a capture is already running (captures do not nest)", what);

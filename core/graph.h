@@ -10,6 +10,9 @@
 
 typedef struct wb_graph wb_graph;
 
+/* True when a device in use captures its own queue (cuda: CUDA graphs): such a capture needs a
+ * warm-up run of the function first, so that nothing allocates or loads inside it. */
+int wb_graph_needs_warmup(void);
 /* Starts recording (fails while another capture is running). */
 wb_status wb_graph_begin(wb_graph **out);
 /* Records g again (after its function or its tensors changed); on cuda the executable graph is

@@ -61,9 +61,6 @@ int wb_device_is_available(wb_device device);
 /* True once the device has been initialised in this process (cpu: always; cuda: a tensor was
  * put there), without trying to initialise it. */
 int wb_device_in_use(wb_device device);
-/* True when the device records its kernels into graphs itself (cuda: CUDA graphs), which need a
- * warm-up run before the capture so that nothing allocates or loads inside it. */
-int wb_device_graphs_on_device(wb_device device);
 
 /* Default device and dtype used by creation functions when the caller gives none. */
 wb_device wb_default_device(void);

@@ -28,10 +28,14 @@ fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
 
+echo "== the house's lines (scripts/check_layers.sh)"
+scripts/check_layers.sh
+
 echo "== configure and build (build/, Release)"
 # The CUDA plugin is built when the CUDA 13 toolkit is installed (/usr/local/cuda); say which.
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWB_WERROR=ON | grep "CUDA plugin" || true
 cmake --build build -j "$jobs"
+scripts/check_layers.sh build >/dev/null # the executable links no CUDA library
 
 [ "$mode" = test ] || exit 0
 

@@ -1,8 +1,8 @@
-/* cuda.h: what the cuda backend's own files share (internal to libwb): the loaded plugin and
+/* cuda_plugin.h: what the cuda backend's own files share (internal to libwb): the loaded plugin and
  * the op implementations on device "cuda" for op_table.c. Everything else reaches the device
  * through its backend table (backend.h). */
-#ifndef WB_CUDA_H
-#define WB_CUDA_H
+#ifndef WB_CUDA_PLUGIN_H
+#define WB_CUDA_PLUGIN_H
 
 #include "abi/wb_cuda_abi.h"
 #include "op.h"

@@ -1,0 +1,81 @@
+#!/bin/sh
+# check_layers.sh: fails when an include or a link crosses a line the house keeps:
+#   core/          never includes Lua, the bindings, CUDA headers, or kernels by relative path;
+#                  it reaches the CPU kernels only through their public folder (<wb_kernels/...>)
+#   kernels/cpu/   never includes the core (nor Lua, nor CUDA): pointers and strides only
+#   kernels/cuda/  includes the core's plugin ABI (wb_cuda_abi.h) and nothing else of the core
+#   bindings/      never includes CUDA headers or the plugin's files
+#   the executable links no CUDA library (the plugin is dlopen'ed at first use)
+#   no `if cuda` outside the backend's own files: WB_DEVICE_CUDA appears only in the device
+#                  registry, the op table's device column and the wb.cuda bindings
+# Usage: scripts/check_layers.sh [BUILD_DIR]   (with BUILD_DIR, also checks the executable's links)
+set -u
+cd "$(dirname "$0")/.."
+build=${1:-}
+bad=0
+
+# includes(FILES...): "file:line:header" for every #include, quotes or angle brackets
+includes() {
+    grep -HnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]' "$@" 2>/dev/null |
+        sed -E 's/^([^:]*):([0-9]+):[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^>"]*)[>"].*/\1:\2:\3/'
+}
+
+# forbid LABEL PATTERN FILES...: every include whose header matches PATTERN is a violation
+forbid() {
+    label=$1 pattern=$2
+    shift 2
+    hits=$(includes "$@" | awk -F: -v p="$pattern" '$3 ~ p')
+    if [ -n "$hits" ]; then
+        echo "check_layers: $label:" >&2
+        echo "$hits" | sed 's/^/  /' >&2
+        bad=1
+    fi
+}
+
+core=$(ls core/*.c core/*.h core/abi/*.h)
+kcpu=$(find kernels/cpu -name '*.c' -o -name '*.h' -o -name '*.inc')
+kcuda=$(ls kernels/cuda/*.c kernels/cuda/*.h kernels/cuda/*.cu)
+bind=$(ls bindings/*.c bindings/*.h)
+
+core_headers=$(ls core/*.h | xargs -n1 basename | sed 's/\./\\./g' | paste -sd'|' -)
+forbid "core includes Lua" '^(lua|lauxlib|lualib)\.h$' $core
+forbid "core includes the bindings" '^(wb_lua|repl|guard)\.h$' $core
+forbid "core includes CUDA headers" '^(cuda\\.h|cuda_runtime|cublas|cupti|nvrtc)' $core
+forbid "core includes by relative path" '^\.\./' $core
+forbid "core includes the CUDA plugin's files" '^plugin_internal\.h$' $core
+forbid "a CPU kernel includes the core" "^(\\.\\./|($core_headers)\$|abi/)" $kcpu
+forbid "a CPU kernel includes Lua or CUDA" '^(lua|lauxlib|lualib|cuda\\.h|cuda_runtime|cublas|cupti)' $kcpu
+forbid "the CUDA plugin includes the core (beyond wb_cuda_abi.h)" "^(\\.\\./|($core_headers)\$)" $kcuda
+forbid "the bindings include CUDA headers or the plugin's files" '^(cuda\\.h|cuda_runtime|cublas|cupti|nvrtc|cuda_plugin\\.h|plugin_internal\\.h)' $bind
+
+# `if cuda` outside the backend's own files
+hits=$(grep -HnE 'WB_DEVICE_CUDA|wb_cuda_api_get|wb_cuda_check' $core $bind |
+    grep -vE '^core/(cuda_[a-z_]+\.[ch]|backend_cpu\.c|backend\.h|abi/)' |
+    grep -vE '^core/wb\.h:.*typedef enum wb_device' |
+    grep -vE '^core/device\.c:.*(\[WB_DEVICE_CUDA\] = "cuda"|cuda:0|WB_DEVICE_CUDA :|\*out = WB_DEVICE_CUDA)' |
+    grep -vE '^core/op_table\.c:.*\[WB_DEVICE_CUDA\] =' |
+    grep -vE '^bindings/l_wb\.c:.*(WB_DEVICE_CUDA\)|cuda\.)' )
+if [ -n "$hits" ]; then
+    echo "check_layers: device-specific code outside the backend's files:" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
+
+# the executable links no CUDA library
+if [ -n "$build" ]; then
+    exe="$build/workbench"
+    if [ ! -x "$exe" ]; then
+        echo "check_layers: $exe not found (build first)" >&2
+        bad=1
+    else
+        needed=$(readelf -d "$exe" | awk '/NEEDED/ {print $NF}' | tr -d '[]')
+        cudalibs=$(echo "$needed" | grep -E '^lib(cuda|cudart|cublas|cublasLt|cupti|nvrtc|nvidia)')
+        if [ -n "$cudalibs" ]; then
+            echo "check_layers: $exe links CUDA libraries: $cudalibs" >&2
+            bad=1
+        fi
+    fi
+fi
+
+[ "$bad" -eq 0 ] && echo "check_layers: ok (core, kernels, bindings and the executable keep their lines)"
+exit "$bad"
