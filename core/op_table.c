@@ -12,85 +12,59 @@
 #define CPU_CUDA(cpu, cuda)                                                                                            \
     { [WB_DEVICE_CPU] = cpu, [WB_DEVICE_CUDA] = cuda }
 
+/* Rows of one family differ only in id, name and shape rule; each macro spells its fields out. */
+#define VIEW_ROW(ID, NAME, SHAPE)                                                                                      \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_VIEW,                                                                                   \
+            .arity = 1,                                                                                                \
+            .shape = SHAPE,                                                                                            \
+            .impl = ALL_DEVICES(wb_view_impl)}
+#define COMPOSITE_ROW(ID, NAME, ARITY, OPTIONAL, SHAPE, IMPL)                                                          \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_COMPOSITE,                                                                              \
+            .arity = ARITY,                                                                                            \
+            .optional = OPTIONAL,                                                                                      \
+            .shape = SHAPE,                                                                                            \
+            .impl = ALL_DEVICES(IMPL)}
+#define CREATION_ROW(ID, NAME)                                                                                         \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_KERNEL,                                                                                 \
+            .arity = 0,                                                                                                \
+            .allocates_output = 1,                                                                                     \
+            .shape = wb_shape_creation,                                                                                \
+            .bytes = wb_bytes_creation,                                                                                \
+            .impl = CPU_CUDA(wb_cpu_creation_impl, wb_cuda_creation_impl)}
+#define BINARY_ROW(ID, NAME)                                                                                           \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_KERNEL,                                                                                 \
+            .arity = 2,                                                                                                \
+            .allocates_output = 1,                                                                                     \
+            .shape = wb_shape_binary,                                                                                  \
+            .flops = wb_flops_elementwise,                                                                             \
+            .bytes = wb_bytes_binary,                                                                                  \
+            .impl = CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)}
+
+/* clang-format off: one op per row reads better than one field per line */
 static const wb_op_def op_table[] = {
-    [WB_OP_T] = {.id = WB_OP_T,
-                 .name = "t",
-                 .kind = WB_OP_KIND_VIEW,
-                 .arity = 1,
-                 .shape = wb_shape_t,
-                 .impl = ALL_DEVICES(wb_view_impl)},
-    [WB_OP_TRANSPOSE] = {.id = WB_OP_TRANSPOSE,
-                         .name = "transpose",
-                         .kind = WB_OP_KIND_VIEW,
-                         .arity = 1,
-                         .shape = wb_shape_transpose,
-                         .impl = ALL_DEVICES(wb_view_impl)},
-    [WB_OP_PERMUTE] = {.id = WB_OP_PERMUTE,
-                       .name = "permute",
-                       .kind = WB_OP_KIND_VIEW,
-                       .arity = 1,
-                       .shape = wb_shape_permute,
-                       .impl = ALL_DEVICES(wb_view_impl)},
-    [WB_OP_VIEW] = {.id = WB_OP_VIEW,
-                    .name = "view",
-                    .kind = WB_OP_KIND_VIEW,
-                    .arity = 1,
-                    .shape = wb_shape_view,
-                    .impl = ALL_DEVICES(wb_view_impl)},
-    [WB_OP_NARROW] = {.id = WB_OP_NARROW,
-                      .name = "narrow",
-                      .kind = WB_OP_KIND_VIEW,
-                      .arity = 1,
-                      .shape = wb_shape_narrow,
-                      .impl = ALL_DEVICES(wb_view_impl)},
-    [WB_OP_SELECT] = {.id = WB_OP_SELECT,
-                      .name = "select",
-                      .kind = WB_OP_KIND_VIEW,
-                      .arity = 1,
-                      .shape = wb_shape_select,
-                      .impl = ALL_DEVICES(wb_view_impl)},
-    [WB_OP_AS_STRIDED] = {.id = WB_OP_AS_STRIDED,
-                          .name = "as_strided",
-                          .kind = WB_OP_KIND_VIEW,
-                          .arity = 1,
-                          .shape = wb_shape_as_strided,
-                          .impl = ALL_DEVICES(wb_view_impl)},
-    [WB_OP_EXPAND] = {.id = WB_OP_EXPAND,
-                      .name = "expand",
-                      .kind = WB_OP_KIND_VIEW,
-                      .arity = 1,
-                      .shape = wb_shape_expand,
-                      .impl = ALL_DEVICES(wb_view_impl)},
-    [WB_OP_ALIAS] = {.id = WB_OP_ALIAS,
-                     .name = "alias",
-                     .kind = WB_OP_KIND_VIEW,
-                     .arity = 1,
-                     .shape = wb_shape_alias,
-                     .impl = ALL_DEVICES(wb_view_impl)},
-    [WB_OP_RESHAPE] = {.id = WB_OP_RESHAPE,
-                       .name = "reshape",
-                       .kind = WB_OP_KIND_COMPOSITE,
-                       .arity = 1,
-                       .shape = wb_shape_reshape,
-                       .impl = ALL_DEVICES(wb_reshape_impl)},
-    [WB_OP_FLATTEN] = {.id = WB_OP_FLATTEN,
-                       .name = "flatten",
-                       .kind = WB_OP_KIND_COMPOSITE,
-                       .arity = 1,
-                       .shape = wb_shape_flatten,
-                       .impl = ALL_DEVICES(wb_flatten_impl)},
-    [WB_OP_CONTIGUOUS] = {.id = WB_OP_CONTIGUOUS,
-                          .name = "contiguous",
-                          .kind = WB_OP_KIND_COMPOSITE,
-                          .arity = 1,
-                          .shape = wb_shape_same,
-                          .impl = ALL_DEVICES(wb_contiguous_impl)},
-    [WB_OP_CLONE] = {.id = WB_OP_CLONE,
-                     .name = "clone",
-                     .kind = WB_OP_KIND_COMPOSITE,
-                     .arity = 1,
-                     .shape = wb_shape_same,
-                     .impl = ALL_DEVICES(wb_clone_impl)},
+    VIEW_ROW(WB_OP_T, "t", wb_shape_t),
+    VIEW_ROW(WB_OP_TRANSPOSE, "transpose", wb_shape_transpose),
+    VIEW_ROW(WB_OP_PERMUTE, "permute", wb_shape_permute),
+    VIEW_ROW(WB_OP_VIEW, "view", wb_shape_view),
+    VIEW_ROW(WB_OP_NARROW, "narrow", wb_shape_narrow),
+    VIEW_ROW(WB_OP_SELECT, "select", wb_shape_select),
+    VIEW_ROW(WB_OP_AS_STRIDED, "as_strided", wb_shape_as_strided),
+    VIEW_ROW(WB_OP_EXPAND, "expand", wb_shape_expand),
+    VIEW_ROW(WB_OP_ALIAS, "alias", wb_shape_alias),
+
+    COMPOSITE_ROW(WB_OP_RESHAPE, "reshape", 1, 0, wb_shape_reshape, wb_reshape_impl),
+    COMPOSITE_ROW(WB_OP_FLATTEN, "flatten", 1, 0, wb_shape_flatten, wb_flatten_impl),
+    COMPOSITE_ROW(WB_OP_CONTIGUOUS, "contiguous", 1, 0, wb_shape_same, wb_contiguous_impl),
+    COMPOSITE_ROW(WB_OP_CLONE, "clone", 1, 0, wb_shape_same, wb_clone_impl),
+
     [WB_OP_COPY_] = {.id = WB_OP_COPY_,
                      .name = "copy_",
                      .kind = WB_OP_KIND_KERNEL,
@@ -105,66 +79,13 @@ static const wb_op_def op_table[] = {
                      .shape = wb_shape_fill_,
                      .bytes = wb_bytes_fill_,
                      .impl = CPU_CUDA(wb_cpu_fill_impl, wb_cuda_fill_impl)},
-    [WB_OP_ARANGE] = {.id = WB_OP_ARANGE,
-                      .name = "arange",
-                      .kind = WB_OP_KIND_KERNEL,
-                      .arity = 0,
-                      .allocates_output = 1,
-                      .shape = wb_shape_creation,
-                      .bytes = wb_bytes_creation,
-                      .impl = CPU_CUDA(wb_cpu_creation_impl, wb_cuda_creation_impl)},
-    [WB_OP_RAND] = {.id = WB_OP_RAND,
-                    .name = "rand",
-                    .kind = WB_OP_KIND_KERNEL,
-                    .arity = 0,
-                    .allocates_output = 1,
-                    .shape = wb_shape_creation,
-                    .bytes = wb_bytes_creation,
-                    .impl = CPU_CUDA(wb_cpu_creation_impl, wb_cuda_creation_impl)},
-    [WB_OP_RANDN] = {.id = WB_OP_RANDN,
-                     .name = "randn",
-                     .kind = WB_OP_KIND_KERNEL,
-                     .arity = 0,
-                     .allocates_output = 1,
-                     .shape = wb_shape_creation,
-                     .bytes = wb_bytes_creation,
-                     .impl = CPU_CUDA(wb_cpu_creation_impl, wb_cuda_creation_impl)},
-    [WB_OP_ADD] = {.id = WB_OP_ADD,
-                   .name = "add",
-                   .kind = WB_OP_KIND_KERNEL,
-                   .arity = 2,
-                   .allocates_output = 1,
-                   .shape = wb_shape_binary,
-                   .flops = wb_flops_elementwise,
-                   .bytes = wb_bytes_binary,
-                   .impl = CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)},
-    [WB_OP_SUB] = {.id = WB_OP_SUB,
-                   .name = "sub",
-                   .kind = WB_OP_KIND_KERNEL,
-                   .arity = 2,
-                   .allocates_output = 1,
-                   .shape = wb_shape_binary,
-                   .flops = wb_flops_elementwise,
-                   .bytes = wb_bytes_binary,
-                   .impl = CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)},
-    [WB_OP_MUL] = {.id = WB_OP_MUL,
-                   .name = "mul",
-                   .kind = WB_OP_KIND_KERNEL,
-                   .arity = 2,
-                   .allocates_output = 1,
-                   .shape = wb_shape_binary,
-                   .flops = wb_flops_elementwise,
-                   .bytes = wb_bytes_binary,
-                   .impl = CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)},
-    [WB_OP_DIV] = {.id = WB_OP_DIV,
-                   .name = "div",
-                   .kind = WB_OP_KIND_KERNEL,
-                   .arity = 2,
-                   .allocates_output = 1,
-                   .shape = wb_shape_binary,
-                   .flops = wb_flops_elementwise,
-                   .bytes = wb_bytes_binary,
-                   .impl = CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)},
+    CREATION_ROW(WB_OP_ARANGE, "arange"),
+    CREATION_ROW(WB_OP_RAND, "rand"),
+    CREATION_ROW(WB_OP_RANDN, "randn"),
+    BINARY_ROW(WB_OP_ADD, "add"),
+    BINARY_ROW(WB_OP_SUB, "sub"),
+    BINARY_ROW(WB_OP_MUL, "mul"),
+    BINARY_ROW(WB_OP_DIV, "div"),
     [WB_OP_NEG] = {.id = WB_OP_NEG,
                    .name = "neg",
                    .kind = WB_OP_KIND_KERNEL,
@@ -228,20 +149,11 @@ static const wb_op_def op_table[] = {
                   .shape = wb_shape_to,
                   .bytes = wb_bytes_unary,
                   .impl = ALL_DEVICES(wb_to_impl)},
-    [WB_OP_MATMUL] = {.id = WB_OP_MATMUL,
-                      .name = "matmul",
-                      .kind = WB_OP_KIND_COMPOSITE,
-                      .arity = 2,
-                      .shape = wb_shape_matmul,
-                      .impl = ALL_DEVICES(wb_matmul_impl)},
-    [WB_OP_LINEAR] = {.id = WB_OP_LINEAR,
-                      .name = "linear",
-                      .kind = WB_OP_KIND_COMPOSITE,
-                      .arity = 3,
-                      .optional = 1,
-                      .shape = wb_shape_linear,
-                      .impl = ALL_DEVICES(wb_linear_impl)},
+
+    COMPOSITE_ROW(WB_OP_MATMUL, "matmul", 2, 0, wb_shape_matmul, wb_matmul_impl),
+    COMPOSITE_ROW(WB_OP_LINEAR, "linear", 3, 1, wb_shape_linear, wb_linear_impl),
 };
+/* clang-format on */
 _Static_assert(sizeof op_table / sizeof op_table[0] == WB_OP_COUNT, "every wb_op_id needs an op_table entry");
 
 const wb_op_def *wb_op_get(wb_op_id id) { return (unsigned)id < WB_OP_COUNT ? &op_table[id] : NULL; }

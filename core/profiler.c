@@ -71,13 +71,23 @@ static void on_op_begin(void *user, const wb_op_call *c) {
     f->ts = clock_ns(); /* last, so the bookkeeping above is not billed to the op */
 }
 
+/* Closes the innermost frame (its correlation comes off the device tracer's stack); returns it
+ * when its event is to be recorded, else NULL. */
+static frame *pop_frame(wb_prof *p) {
+    int d = --p->depth;
+    if (d < MAX_DEPTH && p->stack[d].device_pushed && p->device_on) p->device->trace_pop();
+    if (d >= MAX_DEPTH || !p->recording || !p->o.record_host) return NULL;
+    return &p->stack[d];
+}
+
+/* The op enclosing frame f (0 at the top level). */
+static uint32_t parent_of(const wb_prof *p, const frame *f) { return f > p->stack ? f[-1].id : 0; }
+
 static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
     int64_t now = clock_ns();
     wb_prof *p = user;
-    int d = --p->depth;
-    if (d < MAX_DEPTH && p->stack[d].device_pushed && p->device_on) p->device->trace_pop();
-    if (d >= MAX_DEPTH || !p->recording || !p->o.record_host) return;
-    frame *f = &p->stack[d];
+    frame *f = pop_frame(p);
+    if (!f) return;
     wb_event *e = slot(p);
     if (!e) return;
     double flops = 0, bytes = 0;
@@ -91,7 +101,7 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
                     .flops = flops,
                     .bytes = (float)bytes,
                     .id = f->id,
-                    .link = d > 0 ? p->stack[d - 1].id : 0,
+                    .link = parent_of(p, f),
                     .src = f->src,
                     .shape_off = f->shape_off,
                     .kind = WB_EV_OP,
@@ -173,17 +183,15 @@ void wb_prof_scope_end(const char *name) {
     wb_prof *p = current;
     if (!p || p->depth == 0) return;
     int64_t now = clock_ns();
-    int d = --p->depth;
-    if (d < MAX_DEPTH && p->stack[d].device_pushed && p->device_on) p->device->trace_pop();
-    if (d >= MAX_DEPTH || !p->recording || !p->o.record_host) return;
-    frame *f = &p->stack[d];
+    frame *f = pop_frame(p);
+    if (!f) return;
     wb_event *e = slot(p);
     if (!e) return;
     *e = (wb_event){.name = name,
                     .ts_ns = f->ts - p->t0,
                     .dur_ns = now - f->ts,
                     .id = f->id,
-                    .link = d > 0 ? p->stack[d - 1].id : 0,
+                    .link = parent_of(p, f),
                     .src = WB_EVENT_NONE,
                     .kind = WB_EV_RUNTIME,
                     .lane = WB_LANE_HOST};

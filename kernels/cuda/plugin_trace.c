@@ -121,6 +121,11 @@ static const char *copy_kind_name(int k) {
     }
 }
 
+/* The fields copy and memset records share (CUPTI's structs differ, the names agree). */
+#define TRANSFER_FIELDS(r, m)                                                                                          \
+    ((r).start_ns = (m)->start, (r).end_ns = (m)->end, (r).correlation = (m)->correlationId,                           \
+     (r).device = (m)->deviceId, (r).stream = (m)->streamId, (r).bytes = (m)->bytes)
+
 static void deliver(CUpti_Activity *a, wb_cuda_record_fn fn, void *user) {
     wb_cuda_record r;
     memset(&r, 0, sizeof r);
@@ -161,12 +166,7 @@ static void deliver(CUpti_Activity *a, wb_cuda_record_fn fn, void *user) {
         const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)a;
         r.kind = WB_CU_REC_MEMCPY;
         r.name = copy_kind_name(m->copyKind);
-        r.start_ns = m->start;
-        r.end_ns = m->end;
-        r.correlation = m->correlationId;
-        r.device = m->deviceId;
-        r.stream = m->streamId;
-        r.bytes = m->bytes;
+        TRANSFER_FIELDS(r, m);
         r.graph_id = m->graphId;
         break;
     }
@@ -174,12 +174,7 @@ static void deliver(CUpti_Activity *a, wb_cuda_record_fn fn, void *user) {
         const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)a;
         r.kind = WB_CU_REC_MEMSET;
         r.name = "Memset";
-        r.start_ns = m->start;
-        r.end_ns = m->end;
-        r.correlation = m->correlationId;
-        r.device = m->deviceId;
-        r.stream = m->streamId;
-        r.bytes = m->bytes;
+        TRANSFER_FIELDS(r, m);
         break;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {

@@ -121,20 +121,28 @@ local function transposed(w) return setmetatable({of = w}, Transposed) end
 -- GeGLU before it would go into a GEMM epilogue). Each returns true when it rewrote something.
 local rules = {}
 
-rules[1] = function(nodes, uses, prod, applied) -- mul(gelu_tanh(a), b) -> geglu(a, b)
+-- Tries fn(nd, producer, other) on every live `op` node with two tensor operands, once with each
+-- operand as the one a producer made (other: the remaining operand); true when fn rewrote.
+local function each_binary(nodes, prod, op, fn)
     for _, nd in ipairs(nodes) do
-        if not nd.dead and nd.op == "mul" and is_tensor(nd.args[1]) and is_tensor(nd.args[2]) then
+        if not nd.dead and nd.op == op and is_tensor(nd.args[1]) and is_tensor(nd.args[2]) then
             for k = 1, 2 do
-                local g, other = prod[nd.args[k]], nd.args[3 - k]
-                if g and g.op == "gelu" and gelu_form(g) == "tanh" and uses[g.out] == 1 and
-                    table.concat(g.args[1].shape, ",") == table.concat(other.shape, ",") then
-                    nd.op, nd.args, g.dead = "geglu", table.pack(g.args[1], other), true
-                    applied[#applied + 1] = "gelu+mul -> geglu"
-                    return true
-                end
+                local made = prod[nd.args[k]]
+                if made and fn(nd, made, nd.args[3 - k]) then return true end
             end
         end
     end
+end
+
+rules[1] = function(nodes, uses, prod, applied) -- mul(gelu_tanh(a), b) -> geglu(a, b)
+    return each_binary(nodes, prod, "mul", function(nd, g, other)
+        if g.op == "gelu" and gelu_form(g) == "tanh" and uses[g.out] == 1 and
+            table.concat(g.args[1].shape, ",") == table.concat(other.shape, ",") then
+            nd.op, nd.args, g.dead = "geglu", table.pack(g.args[1], other), true
+            applied[#applied + 1] = "gelu+mul -> geglu"
+            return true
+        end
+    end)
 end
 
 rules[2] = function(nodes, uses, prod, applied) -- geglu(linear(x, Wg), linear(x, Wu)) -> dual GEMM
@@ -157,25 +165,18 @@ rules[2] = function(nodes, uses, prod, applied) -- geglu(linear(x, Wg), linear(x
 end
 
 rules[3] = function(nodes, uses, prod, applied) -- bias add after a GEMM -> epilogue
-    for _, nd in ipairs(nodes) do
-        if not nd.dead and nd.op == "add" and is_tensor(nd.args[1]) and is_tensor(nd.args[2]) then
-            for k = 1, 2 do
-                local m, b = prod[nd.args[k]], nd.args[3 - k]
-                if m and uses[m.out] == 1 and b:dim() == 1 then
-                    if m.op == "matmul" and m.args[1]:dim() == 2 and m.args[2]:dim() == 2 and
-                        b.shape[1] == m.args[2].shape[2] then
-                        nd.op, nd.args, m.dead = "addmm", table.pack(b, m.args[1], m.args[2]), true
-                        applied[#applied + 1] = "matmul+add -> addmm (bias in the epilogue)"
-                        return true
-                    elseif plain_linear(m) and select(3, linear_parts(m)) == nil and b.shape[1] == m.args[2].shape[1] then
-                        nd.op, nd.args, m.dead = "linear", table.pack(m.args[1], m.args[2], b), true
-                        applied[#applied + 1] = "linear+add -> linear with bias"
-                        return true
-                    end
-                end
-            end
+    return each_binary(nodes, prod, "add", function(nd, m, b)
+        if uses[m.out] ~= 1 or b:dim() ~= 1 then return false end
+        if m.op == "matmul" and m.args[1]:dim() == 2 and m.args[2]:dim() == 2 and b.shape[1] == m.args[2].shape[2] then
+            nd.op, nd.args, m.dead = "addmm", table.pack(b, m.args[1], m.args[2]), true
+            applied[#applied + 1] = "matmul+add -> addmm (bias in the epilogue)"
+            return true
+        elseif plain_linear(m) and select(3, linear_parts(m)) == nil and b.shape[1] == m.args[2].shape[1] then
+            nd.op, nd.args, m.dead = "linear", table.pack(m.args[1], m.args[2], b), true
+            applied[#applied + 1] = "linear+add -> linear with bias"
+            return true
         end
-    end
+    end)
 end
 
 rules[4] = function(nodes, uses, prod, applied) -- gelu(GEMM) -> activation in the epilogue
