@@ -12,6 +12,7 @@
 
 #include "guard.h"
 #include "repl.h"
+#include "wb_lua.h"
 
 /* --timeout: the first alarm makes every Lua instruction raise (a script cannot pcall its way
  * out); if the script is still running 2 s later, the process exits with status 124. */
@@ -63,10 +64,8 @@ int wb_guard_sandbox(lua_State *L, const char *script, const char *out) {
     lua_pushstring(L, "wb.sandbox");
     if (wb_lua_docall(L, 1, 1) != LUA_OK) return 1;
     lua_createtable(L, 0, 3);
-    lua_pushstring(L, script);
-    lua_setfield(L, -2, "script");
-    lua_pushstring(L, out);
-    lua_setfield(L, -2, "out");
+    wb_lua_setstring(L, "script", script);
+    wb_lua_setstring(L, "out", out);
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "wb_scripts_dir");
     lua_setfield(L, -3, "library");

@@ -214,3 +214,18 @@ int wb_lua_neg(lua_State *L) {
     wb_tensor *out;
     return wb_lua_pushresult(L, wb_neg(wb_lua_checktensor(L, 1), &out), &out);
 }
+
+void wb_lua_setstring(lua_State *L, const char *key, const char *v) {
+    lua_pushstring(L, v);
+    lua_setfield(L, -2, key);
+}
+
+void wb_lua_setnumber(lua_State *L, const char *key, lua_Number v) {
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, key);
+}
+
+void wb_lua_setinteger(lua_State *L, const char *key, lua_Integer v) {
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, key);
+}

@@ -39,14 +39,10 @@ static int g_nodes(lua_State *L) {
     for (size_t i = 0; i < n; i++) {
         const wb_kernel_desc *d = wb_graph_node(g, i);
         lua_createtable(L, 0, 4);
-        lua_pushstring(L, wb_kernel_kind_name(d->kind));
-        lua_setfield(L, -2, "name");
-        lua_pushnumber(L, d->flops);
-        lua_setfield(L, -2, "flops");
-        lua_pushnumber(L, d->bytes);
-        lua_setfield(L, -2, "bytes");
-        lua_pushinteger(L, d->threads);
-        lua_setfield(L, -2, "threads");
+        wb_lua_setstring(L, "name", wb_kernel_kind_name(d->kind));
+        wb_lua_setnumber(L, "flops", d->flops);
+        wb_lua_setnumber(L, "bytes", d->bytes);
+        wb_lua_setinteger(L, "threads", d->threads);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     return 1;

@@ -171,10 +171,8 @@ static int l_openblas_info(lua_State *L) {
     const char *core, *note;
     WB_LUA_CHECK(L, wb_openblas_info(&core, &note));
     lua_createtable(L, 0, 2);
-    lua_pushstring(L, core);
-    lua_setfield(L, -2, "corename");
-    lua_pushstring(L, note);
-    lua_setfield(L, -2, "coretype");
+    wb_lua_setstring(L, "corename", core);
+    wb_lua_setstring(L, "coretype", note);
     return 1;
 }
 

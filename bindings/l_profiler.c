@@ -120,16 +120,11 @@ static int s_export(lua_State *L) {
 static int s_stats(lua_State *L) {
     wb_prof *p = check_session(L);
     lua_createtable(L, 0, 4);
-    lua_pushinteger(L, (lua_Integer)wb_prof_count(p));
-    lua_setfield(L, -2, "events");
-    lua_pushinteger(L, (lua_Integer)wb_prof_dropped(p));
-    lua_setfield(L, -2, "dropped");
-    lua_pushinteger(L, (lua_Integer)wb_prof_peak_memory(p));
-    lua_setfield(L, -2, "peak_memory");
-    lua_pushnumber(L, wb_prof_event_cost_ns(p));
-    lua_setfield(L, -2, "event_cost_ns");
-    lua_pushstring(L, wb_prof_device_note(p));
-    lua_setfield(L, -2, "device_note");
+    wb_lua_setinteger(L, "events", (lua_Integer)wb_prof_count(p));
+    wb_lua_setinteger(L, "dropped", (lua_Integer)wb_prof_dropped(p));
+    wb_lua_setinteger(L, "peak_memory", (lua_Integer)wb_prof_peak_memory(p));
+    wb_lua_setnumber(L, "event_cost_ns", wb_prof_event_cost_ns(p));
+    wb_lua_setstring(L, "device_note", wb_prof_device_note(p));
     return 1;
 }
 
@@ -146,28 +141,18 @@ static int s_events(lua_State *L) {
         else
             lua_pushstring(L, wb_event_name(e));
         lua_setfield(L, -2, "name");
-        lua_pushstring(L, wb_event_kind_name(e->kind));
-        lua_setfield(L, -2, "cat");
-        lua_pushinteger(L, e->ts_ns);
-        lua_setfield(L, -2, "ts_ns");
-        lua_pushinteger(L, e->dur_ns);
-        lua_setfield(L, -2, "dur_ns");
-        lua_pushstring(L, wb_prof_lane_name(p, e->lane));
-        lua_setfield(L, -2, "lane");
-        lua_pushinteger(L, (lua_Integer)e->id);
-        lua_setfield(L, -2, "id");
+        wb_lua_setstring(L, "cat", wb_event_kind_name(e->kind));
+        wb_lua_setinteger(L, "ts_ns", e->ts_ns);
+        wb_lua_setinteger(L, "dur_ns", e->dur_ns);
+        wb_lua_setstring(L, "lane", wb_prof_lane_name(p, e->lane));
+        wb_lua_setinteger(L, "id", (lua_Integer)e->id);
         /* correlation: an op's own id, a kernel's launching op; parent: the enclosing op */
-        lua_pushinteger(L, (lua_Integer)(e->kind == WB_EV_OP ? e->id : e->link));
-        lua_setfield(L, -2, "correlation");
-        lua_pushinteger(L, (lua_Integer)e->link);
-        lua_setfield(L, -2, "parent");
-        lua_pushnumber(L, e->kind == WB_EV_MEMORY ? 0 : e->flops);
-        lua_setfield(L, -2, "flops");
-        lua_pushnumber(L, (double)e->bytes);
-        lua_setfield(L, -2, "bytes");
+        wb_lua_setinteger(L, "correlation", (lua_Integer)(e->kind == WB_EV_OP ? e->id : e->link));
+        wb_lua_setinteger(L, "parent", (lua_Integer)e->link);
+        wb_lua_setnumber(L, "flops", e->kind == WB_EV_MEMORY ? 0 : e->flops);
+        wb_lua_setnumber(L, "bytes", (double)e->bytes);
         if (wb_prof_src(p, e)) {
-            lua_pushstring(L, wb_prof_src(p, e));
-            lua_setfield(L, -2, "src");
+            wb_lua_setstring(L, "src", wb_prof_src(p, e));
         }
         if (e->ninputs) {
             lua_createtable(L, e->ninputs, 0); /* shapes */
@@ -195,27 +180,20 @@ static int s_events(lua_State *L) {
         }
         lua_createtable(L, 0, 3); /* args */
         if (e->kind == WB_EV_KERNEL) {
-            lua_pushinteger(L, e->threads);
-            lua_setfield(L, -2, "threads");
+            wb_lua_setinteger(L, "threads", e->threads);
             wb_kernel_fields k;
             if (wb_kernel_kind_fields(e->kernel, &k)) {
-                lua_pushstring(L, k.isa);
-                lua_setfield(L, -2, "isa");
-                lua_pushstring(L, k.tile);
-                lua_setfield(L, -2, "tile");
-                lua_pushstring(L, k.layout);
-                lua_setfield(L, -2, "layout");
-                lua_pushstring(L, k.epilogue);
-                lua_setfield(L, -2, "epilogue");
+                wb_lua_setstring(L, "isa", k.isa);
+                wb_lua_setstring(L, "tile", k.tile);
+                wb_lua_setstring(L, "layout", k.layout);
+                wb_lua_setstring(L, "epilogue", k.epilogue);
             }
         }
         if (e->kind == WB_EV_MEMORY) {
-            lua_pushinteger(L, (lua_Integer)e->live_bytes);
-            lua_setfield(L, -2, "allocated_bytes");
+            wb_lua_setinteger(L, "allocated_bytes", (lua_Integer)e->live_bytes);
         }
         if (e->kind == WB_EV_RUNTIME && e->cbid) { /* a device API record */
-            lua_pushinteger(L, e->cbid);
-            lua_setfield(L, -2, "cbid");
+            wb_lua_setinteger(L, "cbid", e->cbid);
         }
         if (e->failed) {
             lua_pushboolean(L, 1);

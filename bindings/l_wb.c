@@ -181,32 +181,22 @@ static int push_cuda_info(lua_State *L, const wb_cuda_info *ci) {
     wb_roofline r;
     wb_roofline_from_info(ci, &r);
     lua_newtable(L);
-    lua_pushstring(L, "cuda");
-    lua_setfield(L, -2, "device");
-    lua_pushstring(L, ci->name);
-    lua_setfield(L, -2, "name");
+    wb_lua_setstring(L, "device", "cuda");
+    wb_lua_setstring(L, "name", ci->name);
     lua_pushfstring(L, "sm_%d%d", ci->cc_major, ci->cc_minor);
     lua_setfield(L, -2, "isa");
-    lua_pushinteger(L, ci->sm_count);
-    lua_setfield(L, -2, "sm_count");
-    lua_pushinteger(L, (lua_Integer)ci->total_mem);
-    lua_setfield(L, -2, "memory_bytes");
-    lua_pushnumber(L, r.gflops);
-    lua_setfield(L, -2, "peak_gflops");
-    lua_pushnumber(L, r.gflops_bf16);
-    lua_setfield(L, -2, "peak_gflops_bf16");
-    lua_pushnumber(L, r.gbs);
-    lua_setfield(L, -2, "bandwidth_gbs");
+    wb_lua_setinteger(L, "sm_count", ci->sm_count);
+    wb_lua_setinteger(L, "memory_bytes", (lua_Integer)ci->total_mem);
+    wb_lua_setnumber(L, "peak_gflops", r.gflops);
+    wb_lua_setnumber(L, "peak_gflops_bf16", r.gflops_bf16);
+    wb_lua_setnumber(L, "bandwidth_gbs", r.gbs);
     lua_pushfstring(L, "%d.%d", ci->runtime_version / 1000, (ci->runtime_version % 1000) / 10);
     lua_setfield(L, -2, "cuda_runtime");
     lua_pushfstring(L, "%d.%d", ci->driver_version / 1000, (ci->driver_version % 1000) / 10);
     lua_setfield(L, -2, "cuda_driver");
-    lua_pushinteger(L, (lua_Integer)ci->cublaslt_version);
-    lua_setfield(L, -2, "cublaslt");
-    lua_pushinteger(L, ci->cupti_version);
-    lua_setfield(L, -2, "cupti_api");
-    lua_pushstring(L, r.how);
-    lua_setfield(L, -2, "calibrated");
+    wb_lua_setinteger(L, "cublaslt", (lua_Integer)ci->cublaslt_version);
+    wb_lua_setinteger(L, "cupti_api", ci->cupti_version);
+    wb_lua_setstring(L, "calibrated", r.how);
     return 1;
 }
 
@@ -220,20 +210,13 @@ static int l_device_info(lua_State *L) {
     wb_roofline r;
     wb_roofline_cpu(threads, &r);
     lua_newtable(L);
-    lua_pushstring(L, wb_device_name(d));
-    lua_setfield(L, -2, "device");
-    lua_pushstring(L, wb_cpu_model());
-    lua_setfield(L, -2, "name");
-    lua_pushstring(L, wb_cpu_isa_name());
-    lua_setfield(L, -2, "isa");
-    lua_pushinteger(L, threads);
-    lua_setfield(L, -2, "threads");
-    lua_pushnumber(L, r.gflops);
-    lua_setfield(L, -2, "peak_gflops");
-    lua_pushnumber(L, r.gbs);
-    lua_setfield(L, -2, "bandwidth_gbs");
-    lua_pushstring(L, r.how);
-    lua_setfield(L, -2, "calibrated");
+    wb_lua_setstring(L, "device", wb_device_name(d));
+    wb_lua_setstring(L, "name", wb_cpu_model());
+    wb_lua_setstring(L, "isa", wb_cpu_isa_name());
+    wb_lua_setinteger(L, "threads", threads);
+    wb_lua_setnumber(L, "peak_gflops", r.gflops);
+    wb_lua_setnumber(L, "bandwidth_gbs", r.gbs);
+    wb_lua_setstring(L, "calibrated", r.how);
     return 1;
 }
 
@@ -261,12 +244,9 @@ static int l_cuda_memory(lua_State *L) {
     size_t a, r, p;
     wb_backend_get(WB_DEVICE_CUDA)->memory_stats(&a, &r, &p);
     lua_createtable(L, 0, 3);
-    lua_pushinteger(L, (lua_Integer)a);
-    lua_setfield(L, -2, "allocated");
-    lua_pushinteger(L, (lua_Integer)r);
-    lua_setfield(L, -2, "reserved");
-    lua_pushinteger(L, (lua_Integer)p);
-    lua_setfield(L, -2, "peak");
+    wb_lua_setinteger(L, "allocated", (lua_Integer)a);
+    wb_lua_setinteger(L, "reserved", (lua_Integer)r);
+    wb_lua_setinteger(L, "peak", (lua_Integer)p);
     return 1;
 }
 
@@ -329,13 +309,10 @@ int luaopen_wb(lua_State *L) {
     lua_pushcfunction(L, l_cuda_memory);
     lua_setfield(L, -2, "memory");
     lua_setfield(L, -2, "cuda");
-    lua_pushstring(L, WB_VERSION);
-    lua_setfield(L, -2, "version");
-    lua_pushstring(L, WB_GIT_COMMIT);
-    lua_setfield(L, -2, "commit");
+    wb_lua_setstring(L, "version", WB_VERSION);
+    wb_lua_setstring(L, "commit", WB_GIT_COMMIT);
     lua_createtable(L, 0, 2); /* wb.build: how this executable was built */
-    lua_pushstring(L, WB_BUILD_TYPE);
-    lua_setfield(L, -2, "type");
+    wb_lua_setstring(L, "type", WB_BUILD_TYPE);
 #ifdef WB_SANITIZE_BUILD
     lua_pushboolean(L, 1);
 #else

@@ -173,8 +173,7 @@ static void set_package_path(lua_State *L) {
     lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
     lua_setfield(L, -3, "path");
     lua_pop(L, 1);
-    lua_pushstring(L, dir);
-    lua_setfield(L, -2, "wb_scripts_dir");
+    wb_lua_setstring(L, "wb_scripts_dir", dir);
     lua_pop(L, 1);
 }
 
@@ -199,8 +198,7 @@ static int run_options(lua_State *L, const options *o) {
             return 1;
         }
     }
-    lua_pushstring(L, wb_device_name(wb_default_device()));
-    lua_setfield(L, -2, "device");
+    wb_lua_setstring(L, "device", wb_device_name(wb_default_device()));
     if (o->threads) {
         long long n;
         if (!parse_int(o->threads, 1, 1024, &n)) {
@@ -209,8 +207,7 @@ static int run_options(lua_State *L, const options *o) {
         }
         wb_set_num_threads((int)n);
     }
-    lua_pushinteger(L, wb_get_num_threads());
-    lua_setfield(L, -2, "threads");
+    wb_lua_setinteger(L, "threads", wb_get_num_threads());
     if (o->seed) {
         long long seed;
         if (!parse_int(o->seed, 0, LLONG_MAX, &seed)) {
@@ -218,12 +215,10 @@ static int run_options(lua_State *L, const options *o) {
             return 2;
         }
         wb_manual_seed((uint64_t)seed);
-        lua_pushinteger(L, seed);
-        lua_setfield(L, -2, "seed");
+        wb_lua_setinteger(L, "seed", seed);
     }
     if (o->out) {
-        lua_pushstring(L, o->out);
-        lua_setfield(L, -2, "out");
+        wb_lua_setstring(L, "out", o->out);
     }
     lua_setfield(L, -2, "options");
     lua_pop(L, 1);

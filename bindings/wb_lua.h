@@ -62,6 +62,11 @@ void wb_lua_checkopts(lua_State *L, int idx, const char *fname, wb_dtype *dtype,
 /* Raises unless every key of the table at idx is listed in `allowed` (NULL-terminated). */
 void wb_lua_checkkeys(lua_State *L, int idx, const char *fname, const char *const *allowed);
 
+/* t[key] = v for the table on top of the stack. */
+void wb_lua_setstring(lua_State *L, const char *key, const char *v);
+void wb_lua_setnumber(lua_State *L, const char *key, lua_Number v);
+void wb_lua_setinteger(lua_State *L, const char *key, lua_Integer v);
+
 int wb_lua_open_tensor(lua_State *L);        /* registers the metatable; leaves nothing on the stack */
 void wb_lua_register_ops(lua_State *L);      /* adds op functions to the table on top */
 void wb_lua_register_creation(lua_State *L); /* adds creation functions to the table on top */

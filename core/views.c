@@ -337,15 +337,9 @@ static wb_status run1(wb_op_id id, wb_op_call *c, wb_tensor *x, wb_tensor **out)
     return wb_dispatch_out(id, c, out);
 }
 
-wb_status wb_t(wb_tensor *x, wb_tensor **out) {
-    wb_op_call c = {0};
-    return run1(WB_OP_T, &c, x, out);
-}
+wb_status wb_t(wb_tensor *x, wb_tensor **out) { return run1(WB_OP_T, &(wb_op_call){0}, x, out); }
 
-wb_status wb_alias(wb_tensor *x, wb_tensor **out) {
-    wb_op_call c = {0};
-    return run1(WB_OP_ALIAS, &c, x, out);
-}
+wb_status wb_alias(wb_tensor *x, wb_tensor **out) { return run1(WB_OP_ALIAS, &(wb_op_call){0}, x, out); }
 
 wb_status wb_transpose(wb_tensor *x, int d1, int d2, wb_tensor **out) {
     wb_op_call c = {0};
@@ -418,12 +412,6 @@ wb_status wb_flatten(wb_tensor *x, int start_dim, int end_dim, wb_tensor **out) 
     return run1(WB_OP_FLATTEN, &c, x, out);
 }
 
-wb_status wb_contiguous(wb_tensor *x, wb_tensor **out) {
-    wb_op_call c = {0};
-    return run1(WB_OP_CONTIGUOUS, &c, x, out);
-}
+wb_status wb_contiguous(wb_tensor *x, wb_tensor **out) { return run1(WB_OP_CONTIGUOUS, &(wb_op_call){0}, x, out); }
 
-wb_status wb_clone(wb_tensor *x, wb_tensor **out) {
-    wb_op_call c = {0};
-    return run1(WB_OP_CLONE, &c, x, out);
-}
+wb_status wb_clone(wb_tensor *x, wb_tensor **out) { return run1(WB_OP_CLONE, &(wb_op_call){0}, x, out); }

@@ -123,20 +123,13 @@ static double fma_loop(int64_t iters) {
     return s;
 }
 
-const wb_cpu_isa wb_cpu_isa_scalar = {
-    .name = "scalar",
-    .mr = MR,
-    .nr = NR,
-    .kc = 256,
-    .mc = 128,
-    .nc = 1024,
-    .ukernel = ukernel,
-    .gelu = gelu_contig,
-    .geglu = geglu_contig,
-    .fma_loop = fma_loop,
-    .lanes = 1,
-};
+/* The portable path and its k-pair twin (bf16 pairs, for tests) share everything but the
+ * microkernel; the pair path's kc counts pairs. */
+#define PORTABLE_ISA(NAME, UKERNEL, PAIRS)                                                                             \
+    {.name = NAME, .mr = MR, .nr = NR, .kc = 256, .mc = 128, .nc = 1024, .ukernel = UKERNEL, .gelu = gelu_contig,     \
+     .geglu = geglu_contig, .fma_loop = fma_loop, .lanes = 1, .bf16_pairs = PAIRS}
 
+const wb_cpu_isa wb_cpu_isa_scalar = PORTABLE_ISA("scalar", ukernel, 0);
 double wb_gelu_tanh_ref(double x) {
     double y = sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
     return x / (1.0 + exp(-2.0 * y));
@@ -144,17 +137,4 @@ double wb_gelu_tanh_ref(double x) {
 
 double wb_gelu_erf_ref(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
-const wb_cpu_isa wb_cpu_isa_bf16emu = {
-    .name = "emulated",
-    .mr = MR,
-    .nr = NR,
-    .kc = 256, /* pairs */
-    .mc = 128,
-    .nc = 1024,
-    .ukernel = ukernel_pairs,
-    .gelu = gelu_contig,
-    .geglu = geglu_contig,
-    .fma_loop = fma_loop,
-    .lanes = 1,
-    .bf16_pairs = 1,
-};
+const wb_cpu_isa wb_cpu_isa_bf16emu = PORTABLE_ISA("emulated", ukernel_pairs, 1);
