@@ -212,7 +212,7 @@ const char *wb_cpu_isa_name(void);
 wb_status wb_cpu_isa_select(const char *name);
 /* The bf16 GEMM path: "avx512bf16" (vdpbf16ps on k-pairs), "avx2bf16" (k-pairs widened in
  * registers), "emulated" (the k-pair path in portable C, for tests), "widen" (bf16 widened to
- * f32, the f32 kernels) or "auto" (by rows: see kernels/cpu/gemm.h); and a switch. */
+ * f32, the f32 kernels) or "auto" (by rows: see wb_kernels/gemm.h); and a switch. */
 const char *wb_cpu_bf16_name(void);
 wb_status wb_cpu_bf16_select(const char *name);
 
