@@ -90,6 +90,80 @@ function TestRecording:test_schedule_and_trace_ready()
     lu.assertEquals(ready, {3, 3, 3}) -- linear, t, mm in each single-step cycle
 end
 
+-- torch.profiler keeps its last trace when stopped part-way through a later cycle
+function TestRecording:test_schedule_stopped_mid_cycle_keeps_the_previous_cycle()
+    wb.manual_seed(1)
+    local x, w = wb.randn({4, 8}), wb.randn({8, 8})
+    local function run(stop_after, sched)
+        local ready = {}
+        local p = wb.profiler.profile{schedule = sched,
+            on_trace_ready = function(prof) ready[#ready + 1] = #prof:events() end}
+        p:start()
+        for i = 1, stop_after do
+            -- cycle 1 does linears, later cycles adds: the table tells which cycle it shows
+            wb.profiler.range("body", function()
+                if i <= 3 then local _ = wb.linear(x, w) else local _ = x + x end
+            end)
+            p:step()
+        end
+        p:stop()
+        return p, ready
+    end
+    -- cycle = wait 1, warmup 1, active 1: steps 1-3 are cycle 1; stop in step 5 (cycle 2's warmup)
+    -- and in step 6 (inside cycle 2's active step, before its step() closed it)
+    for _, stop_after in ipairs({4, 5}) do
+        local p, ready = run(stop_after, {wait = 1, warmup = 1, active = 1})
+        lu.assertEquals(#ready, 1)
+        local t = p:table{sort_by = "count"}
+        lu.assertStrContains(t, "linear")
+        lu.assertNotStrContains(t, "\nadd ")
+        lu.assertEquals(count(p:events(), function(e) return e.cat == "op" and e.name == "linear" end), 1)
+        lu.assertEquals(count(p:events(), function(e) return e.cat == "op" and e.name == "add" end), 0)
+        lu.assertEquals(count(p:events(), function(e) return e.cat == "step" end), 1)
+        p:expect{range = "body", ops = {linear = 1, add = 0}, kernels = 1}
+        local path = tmp()
+        p:export_chrome_trace(path)
+        local f = assert(io.open(path))
+        local trace = cjson.decode(f:read("a"))
+        f:close()
+        os.remove(path)
+        local names = {}
+        for _, e in ipairs(trace.traceEvents) do names[e.name] = true end
+        lu.assertTrue(names.linear)
+        lu.assertNil(names.add)
+    end
+    -- with no wait, the next cycle starts recording right away: still the completed one
+    local p = run(5, {wait = 0, warmup = 0, active = 3})
+    lu.assertEquals(count(p:events(), function(e) return e.cat == "op" and e.name == "linear" end), 3)
+    lu.assertEquals(count(p:events(), function(e) return e.cat == "op" and e.name == "add" end), 0)
+    -- a second completed cycle replaces the first (and so on, in the two buffers)
+    p = run(9, {wait = 0, warmup = 0, active = 3})
+    lu.assertEquals(count(p:events(), function(e) return e.cat == "op" and e.name == "add" end), 3)
+    lu.assertEquals(count(p:events(), function(e) return e.cat == "op" and e.name == "linear" end), 0)
+    -- stopped inside the first cycle's active block: what it recorded so far, as before
+    p = run(2, {wait = 0, warmup = 0, active = 3})
+    lu.assertEquals(count(p:events(), function(e) return e.cat == "op" and e.name == "linear" end), 2)
+end
+
+function TestRecording:test_table_takes_torch_sort_keys()
+    local p = linear_session{}
+    local function first_row(key)
+        local t = p:table{sort_by = key}
+        local lines = {}
+        for l in t:gmatch("[^\n]+") do lines[#lines + 1] = l end
+        return lines[3]:match("^(%S+)")
+    end
+    for torch_key, own in pairs({self_cpu_time_total = "self_cpu", cpu_time_total = "cpu_total",
+        self_device_time_total = "self_device", device_time_total = "device_total", count = "calls",
+        self_cuda_time_total = "self_device", cuda_time_total = "device_total"}) do
+        lu.assertEquals(first_row(torch_key), first_row(own), torch_key)
+    end
+    -- device time: the GEMM kernel (or the op that launched it) comes first, never t
+    lu.assertNotEquals(first_row("device_time_total"), "t")
+    local err = select(2, pcall(p.table, p, {sort_by = "gpu_time"}))
+    lu.assertStrContains(err, "device_time_total")
+end
+
 function TestRecording:test_without_schedule_everything_is_recorded()
     local p = wb.profiler.profile({profile_memory = true}, function()
         local a = wb.ones({3})

@@ -70,12 +70,15 @@ function M.profile(opts, fn)
     end
     local max_events = opts.max_events or (1 << 20)
     if math.type(max_events) ~= "integer" or max_events < 16 then fail("max_events must be an integer >= 16", 2) end
-    local native = wb._profiler_session{record_host = host, record_device = device,
+    local native_opts = {record_host = host, record_device = device,
         record_shapes = opts.record_shapes and true or false, with_stack = opts.with_stack and true or false,
         with_flops = opts.with_flops and true or false, profile_memory = opts.profile_memory and true or false,
         max_events = max_events}
-    local p = setmetatable({native = native, schedule = sched, on_trace_ready = opts.on_trace_ready,
-        step_num = 0, cycles_done = 0, started = false, opts = opts}, Profiler)
+    -- native: the session recording now; done: the one holding the last completed active block
+    -- of a schedule while the next cycle records (two buffers, used in turn)
+    local p = setmetatable({native = wb._profiler_session(native_opts), native_opts = native_opts, done = nil,
+        schedule = sched, on_trace_ready = opts.on_trace_ready, step_num = 0, cycles_done = 0, cycles_kept = 0,
+        started = false, opts = opts}, Profiler)
     if fn then
         if type(fn) ~= "function" then fail("the second argument must be a function", 2) end
         p:start()
@@ -98,12 +101,34 @@ function Profiler:_phase(s)
     return "active"
 end
 
+-- Range names open on the running session, innermost last (a session switch reopens them).
+local open_ranges = {}
+
+-- A new cycle records into the other buffer, so the completed block stays readable until the
+-- next one completes (torch.profiler keeps its last trace the same way).
+function Profiler:_switch_buffers()
+    local old = self.native
+    old:stop()
+    local fresh = self.spare or wb._profiler_session(self.native_opts)
+    self.spare = nil
+    fresh:clear()
+    fresh:start()
+    for _, name in ipairs(open_ranges) do fresh:push(name) end
+    self.native, self.done = fresh, old
+end
+
 function Profiler:_enter_step()
     local phase, sc = self:_phase(self.step_num), self.schedule
     if sc and phase ~= "none" then
         -- a cycle records into an empty buffer; its warmup events are dropped when active begins
         local pos = self.step_num % (sc.wait + sc.warmup + sc.active)
-        if pos == sc.wait or (sc.warmup > 0 and pos == sc.wait + sc.warmup) then self.native:clear() end
+        if pos == sc.wait and self.cycles_done > self.cycles_kept then
+            if self.done then self.spare = self.done end
+            self:_switch_buffers()
+            self.cycles_kept = self.cycles_done
+        elseif pos == sc.wait or (sc.warmup > 0 and pos == sc.wait + sc.warmup) then
+            self.native:clear()
+        end
     end
     self.native:set_recording(phase ~= "none")
     self.native:step(self.step_num)
@@ -143,20 +168,28 @@ function Profiler:stop()
     local active = self:_phase(self.step_num) == "active"
     self.native:stop()
     self.started = false
-    -- a session without a schedule (or stopped mid-cycle) is ready when it stops
+    -- a session without a schedule (or stopped inside its first active block) is ready when it
+    -- stops; stopped part-way through a later cycle, it keeps the last completed block (_result)
     if self.on_trace_ready and active and (not self.schedule or self.cycles_done == 0) then
         self.on_trace_ready(self)
     end
     return self
 end
 
-function Profiler:events() return self.native:events() end
-function Profiler:stats() return self.native:stats() end
+-- What the views read: once a later cycle has begun recording, the last completed active block
+-- (in `done`); otherwise what the recording buffer holds.
+function Profiler:_result()
+    if self.done and self.cycles_done > 0 and self.cycles_done == self.cycles_kept then return self.done end
+    return self.native
+end
+
+function Profiler:events() return self:_result():events() end
+function Profiler:stats() return self:_result():stats() end
 
 function Profiler:export_chrome_trace(path)
     if type(path) ~= "string" then fail("export_chrome_trace needs a file path", 2) end
     if wb._sandbox_check_write then wb._sandbox_check_write(path) end
-    self.native:export_chrome_trace(path)
+    self:_result():export_chrome_trace(path)
     return path
 end
 
@@ -272,7 +305,11 @@ local function fmt_time(ns)
 end
 
 local SORT_KEYS = {self_cpu = "self_cpu_ns", cpu_total = "cpu_total_ns", self_device = "self_device_ns",
-    device_total = "device_total_ns", calls = "calls", kernels = "kernels", flops = "flops", name = "name"}
+    device_total = "device_total_ns", calls = "calls", kernels = "kernels", flops = "flops", name = "name",
+    -- torch.profiler's names for the same columns (cuda_* are its older spellings)
+    self_cpu_time_total = "self_cpu_ns", cpu_time_total = "cpu_total_ns", self_device_time_total = "self_device_ns",
+    device_time_total = "device_total_ns", self_cuda_time_total = "self_device_ns",
+    cuda_time_total = "device_total_ns", count = "calls"}
 
 -- The key_averages table, whole kernel names included (never cut).
 function Profiler:table(o)
@@ -524,17 +561,21 @@ end
 function M.push(name)
     if type(name) ~= "string" then fail("push needs a range name", 2) end
     wb._profiler_push(name)
+    open_ranges[#open_ranges + 1] = name
 end
 
-function M.pop() wb._profiler_pop() end
+function M.pop()
+    wb._profiler_pop()
+    open_ranges[#open_ranges] = nil
+end
 
 -- wb.profiler.range(name, fn, ...): fn(...) inside a named range; returns fn's results.
 function M.range(name, fn, ...)
     if type(name) ~= "string" then fail("range needs a name", 2) end
     if type(fn) ~= "function" then fail("range needs a function", 2) end
-    wb._profiler_push(name)
+    M.push(name)
     local results = table.pack(pcall(fn, ...))
-    wb._profiler_pop()
+    M.pop()
     if not results[1] then error(results[2], 0) end
     return table.unpack(results, 2, results.n)
 end
