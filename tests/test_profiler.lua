@@ -263,6 +263,115 @@ function TestTrace:test_json_is_valid_with_hostile_names()
     os.remove(path)
 end
 
+TestExports = {}
+
+function TestExports:test_stacks_of_a_profiled_mlp_line_by_line()
+    wb.manual_seed(3)
+    local mlp = wb.nn.GeGLUMLP(64, 128, {impl = "eager"})
+    local x = wb.randn({4, 64})
+    local p = wb.profiler.profile({with_stack = true}, function()
+        for _ = 1, 3 do local _ = mlp(x) end
+    end)
+    local path = tmp()
+    lu.assertEquals(p:export_stacks(path), path)
+    local kernels, ops, total, sites = 0, {}, 0, {}
+    local n = 0
+    for line in io.lines(path) do
+        n = n + 1
+        local stack, weight = line:match("^(.+) (%d+)$")
+        lu.assertNotNil(stack, "not 'frames weight': " .. line)
+        total = total + tonumber(weight)
+        lu.assertTrue(tonumber(weight) >= 1)
+        local frames = {}
+        for f in (stack .. ";"):gmatch("([^;]*);") do
+            lu.assertNotEquals(f, "", "an empty frame in " .. line)
+            frames[#frames + 1] = f
+        end
+        -- the call site first: this file, the line of mlp(x)
+        lu.assertStrMatches(frames[1], ".*test_profiler%.lua:%d+")
+        sites[frames[1]] = true
+        lu.assertTrue(#frames >= 2 and #frames <= 4, line)
+        local op = frames[2]
+        lu.assertTrue(({linear = true, gelu = true, mul = true})[op], "outermost op " .. op)
+        ops[op] = true
+        local last = frames[#frames]
+        if last:match("^wb_") then
+            kernels = kernels + 1
+            if op == "linear" then lu.assertEquals(frames[3], "mm") end -- linear -> mm -> the GEMM kernel
+            lu.assertStrContains(last, op == "linear" and "_tn" or "")
+        end
+    end
+    lu.assertTrue(n >= 5)
+    lu.assertEquals(ops, {linear = true, gelu = true, mul = true})
+    lu.assertEquals(kernels, 3) -- one stack per distinct kernel: the GEMM, gelu, mul
+    lu.assertEquals(next(sites, next(sites)), nil) -- one call site
+    -- the weights add up to the ops' time: kernels are inside their op on the CPU device
+    local op_ns = 0
+    for _, e in ipairs(p:events()) do
+        if e.cat == "op" and e.parent == 0 then op_ns = op_ns + e.dur_ns end
+    end
+    lu.assertTrue(math.abs(total - op_ns) <= n, string.format("stacks %d ns, top-level ops %d ns", total, op_ns))
+    os.remove(path)
+    -- without with_stack, stacks start at the op
+    local q = wb.profiler.profile({}, function() local _ = mlp(x) end)
+    for _, line in ipairs(require("wb.profiler_export").folded_stacks(q:events())) do
+        lu.assertStrMatches(line, "^[%w_]+[;%w_]* %d+$")
+    end
+end
+
+function TestExports:test_memory_timeline_json_and_chart()
+    collectgarbage() -- earlier tests' tensors are freed before, not during, the session
+    collectgarbage()
+    local p = wb.profiler.profile({profile_memory = true}, function()
+        local a = wb.ones({1024})
+        local b = a + a
+        a, b = nil, nil
+        collectgarbage()
+        collectgarbage()
+    end)
+    local path = tmp() .. ".json"
+    local json_path, html_path = p:export_memory_timeline(path)
+    lu.assertEquals(json_path, path)
+    lu.assertEquals(html_path, path:gsub("%.json$", ".html"))
+    local f = assert(io.open(path))
+    local doc = cjson.decode(f:read("a"))
+    f:close()
+    lu.assertEquals(doc.unit, "bytes")
+    lu.assertEquals(#doc.devices, 1)
+    local cpu = doc.devices[1]
+    lu.assertEquals(cpu.device, "cpu")
+    local base = cpu.points[1][2]
+    local levels = {}
+    for i, pt in ipairs(cpu.points) do
+        if i > 1 then lu.assertTrue(pt[1] >= cpu.points[i - 1][1]) end
+        levels[#levels + 1] = pt[2] - base
+    end
+    lu.assertEquals(levels[2], 4096) -- ones: 1024 floats
+    lu.assertEquals(levels[3], 8192) -- a + a
+    lu.assertEquals(cpu.peak_bytes - base, 8192)
+    lu.assertEquals(levels[#levels], 0) -- both freed
+    local h = assert(io.open(html_path))
+    local html = h:read("a")
+    h:close()
+    lu.assertStrContains(html, "<svg")
+    lu.assertStrContains(html, "Allocated memory over time")
+    os.remove(path)
+    os.remove(html_path)
+end
+
+function TestExports:test_bad_paths_and_options()
+    local p = wb.profiler.profile({}, function() local _ = wb.ones({2}) + 1 end)
+    lu.assertErrorMsgContains("export_stacks: cannot open '/nonexistent/dir/s.txt' for writing: No such file or directory",
+        function() p:export_stacks("/nonexistent/dir/s.txt") end)
+    lu.assertErrorMsgContains("export_stacks needs a file path", function() p:export_stacks() end)
+    lu.assertErrorMsgContains("export_memory_timeline needs a session recorded with profile_memory = true",
+        function() p:export_memory_timeline(tmp()) end)
+    local m = wb.profiler.profile({profile_memory = true}, function() local _ = wb.ones({2}) + 1 end)
+    lu.assertErrorMsgContains("export_memory_timeline: cannot open '/nonexistent/dir/m.json' for writing: " ..
+        "No such file or directory", function() m:export_memory_timeline("/nonexistent/dir/m.json") end)
+    lu.assertErrorMsgContains("export_memory_timeline needs a file path", function() m:export_memory_timeline(3) end)
+end
+
 TestBadInput = {}
 
 function TestBadInput:test_options()

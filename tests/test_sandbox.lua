@@ -41,6 +41,8 @@ function TestSandbox:test_every_escape_fails()
         'os.remove("/etc/hostname")', 'os.rename(wb.options.out, "MARKER")', 'os.tmpname()',
         'assert(os.getenv("HOME"))', 'wb._mkdir_p("MARKER")', 'io.output("MARKER")',
         'wb.profiler.profile({}, function() end):export_chrome_trace("MARKER")',
+        'wb.profiler.profile({}, function() end):export_stacks("MARKER")',
+        'wb.profiler.profile({profile_memory = true}, function() end):export_memory_timeline("MARKER")',
         'require("wb.sandbox")({script = "/x", out = "/", library = "/"})',
         'assert(io.open(arg[0]:gsub("[^/]*$", "") .. "link")):read("a")',
     }
@@ -71,6 +73,8 @@ r:add{v = helper.value(), n = (wb.ones({4}) * 2):tolist()[1]}
 local p = r:save{dir = wb.options.out}
 local prof = wb.profiler.profile({}, function() local _ = wb.ones({2}) + 1 end)
 prof:export_chrome_trace(wb.options.out .. "/trace.json")
+prof:export_stacks(wb.options.out .. "/stacks.txt")
+wb.profiler.profile({profile_memory = true}, function() end):export_memory_timeline(wb.options.out .. "/memory.json")
 local f = io.open(wb.options.out .. "/note.txt", "w"); f:write("written"); f:close()
 print("done " .. io.open(p.json):read("a"):sub(1, 1))
 ]])
@@ -78,7 +82,8 @@ print("done " .. io.open(p.json):read("a"):sub(1, 1))
     local out, code = sh(string.format("%s --sandbox --out '%s/results' '%s'", EXE, root, path))
     lu.assertEquals(code, 0, out)
     lu.assertStrContains(out, "done {")
-    for _, name in ipairs({"fine.json", "fine.csv", "fine.html", "trace.json", "note.txt"}) do
+    for _, name in ipairs({"fine.json", "fine.csv", "fine.html", "trace.json", "stacks.txt", "memory.json",
+        "memory.html", "note.txt"}) do
         lu.assertNotNil(io.open(root .. "/results/" .. name), name)
     end
 end

@@ -56,7 +56,7 @@ local DOCS = {
     ["wb.nn.Linear"] = "wb.nn.Linear(in, out[, {bias=true, dtype=, device=}]) -> a module: m(x), m.weight [out, in], m.bias, m:parameters(), m:to{}",
     ["wb.nn.GeGLUMLP"] = "wb.nn.GeGLUMLP(dim, hidden[, {impl=\"eager\"|\"fused\"|\"dual\", bias=false, dtype=, device=}]) -> down(gelu_tanh(gate(x)) * up(x)); 5 / 4 / 2 kernels per forward; m.impl can be switched",
     ["wb.graph.capture"] = "wb.graph.capture(fn, ...) -> g: runs fn once recording its kernel launches; g:replay() re-issues them, g.outputs are fn's results, g:nodes() the kernels, g:recapture(...) records fn again (cuda: cudaGraphExecUpdate), g:release()",
-    ["wb.profiler.profile"] = "wb.profiler.profile(opts[, fn]) -> p: p:start() p:step() p:stop() p:events() p:table{} p:key_averages{} p:expect{} p:export_chrome_trace(path); opts: activities, schedule, record_shapes, with_stack, with_flops, profile_memory, on_trace_ready, max_events",
+    ["wb.profiler.profile"] = "wb.profiler.profile(opts[, fn]) -> p: p:start() p:step() p:stop() p:events() p:table{} p:key_averages{} p:expect{} p:export_chrome_trace(path) p:export_stacks(path) (folded stacks for flamegraph.pl/speedscope) p:export_memory_timeline(path) (JSON + HTML chart; needs profile_memory); opts: activities, schedule, record_shapes, with_stack, with_flops, profile_memory, on_trace_ready, max_events",
     ["wb.profiler.range"] = "wb.profiler.range(name, fn, ...) -> fn(...) inside a named range of the running profiler session",
     ["wb.profiler.push"] = "wb.profiler.push(name): open a named range (close it with pop)",
     ["wb.profiler.pop"] = "wb.profiler.pop(): close the innermost range",

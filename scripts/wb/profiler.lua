@@ -193,6 +193,16 @@ function Profiler:export_chrome_trace(path)
     return path
 end
 
+-- Folded stacks (flamegraph.pl, speedscope): "call site;op;kernel <ns>" per line.
+function Profiler:export_stacks(path)
+    return require("wb.profiler_export").export_stacks(self:events(), path)
+end
+
+-- Allocated bytes over time per device: JSON at path, an HTML chart beside it.
+function Profiler:export_memory_timeline(path)
+    return require("wb.profiler_export").export_memory_timeline(self:events(), path, self.opts.profile_memory)
+end
+
 -- ---- key_averages and the table ------------------------------------------------------------
 
 local function shapes_string(e)

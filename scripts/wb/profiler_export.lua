@@ -1,0 +1,160 @@
+-- wb.profiler_export: the profiler's exports built from p:events() in Lua: folded stacks (for
+-- flamegraph.pl and speedscope) and the memory timeline (JSON plus an HTML chart). The Chrome
+-- trace is written natively (core/profiler.c); these follow its rules for paths and --sandbox.
+
+local cjson = require("cjson")
+local report = require("wb.report")
+
+local M = {}
+
+-- Opens `path` for writing with export_chrome_trace's checks and messages.
+local function open_for_writing(what, path)
+    if type(path) ~= "string" then error(string.format("profiler: %s needs a file path", what), 3) end
+    if wb._sandbox_check_write then wb._sandbox_check_write(path) end
+    local f, err = io.open(path, "w")
+    if not f then
+        -- io.open says "<path>: <reason>"; the reason is what export_chrome_trace quotes too
+        local reason = tostring(err):sub(1, #path + 2) == path .. ": " and tostring(err):sub(#path + 3) or tostring(err)
+        error(string.format("%s: cannot open '%s' for writing: %s", what, path, reason), 3)
+    end
+    return f
+end
+
+-- A frame may contain anything but the separator and line breaks (the weight follows the last space).
+local function frame(name) return (tostring(name):gsub(";", ":"):gsub("[\r\n]", " ")) end
+
+-- Folded stacks, one line per distinct stack: "call site;op;inner op;kernel <ns>". Weights are
+-- time where it was spent: an op's self time on the host (minus the CPU device's kernels, which
+-- run inside their op on the calling thread), a kernel's or a device copy's duration on its device.
+-- The call site (the script's file:line) is there when the session ran with with_stack.
+function M.folded_stacks(events)
+    local by_id = {}
+    for _, e in ipairs(events) do
+        if e.cat == "op" or e.cat == "runtime" then by_id[e.id] = e end
+    end
+    local self_ns = {}
+    for _, e in ipairs(events) do
+        if e.cat == "op" or e.cat == "runtime" then
+            self_ns[e] = (self_ns[e] or 0) + e.dur_ns
+            local parent = e.parent ~= 0 and by_id[e.parent]
+            if parent and parent ~= e then self_ns[parent] = (self_ns[parent] or 0) - e.dur_ns end
+        end
+    end
+    local function path_of(e) -- frames from the outermost op down to e
+        local frames, seen, site = {}, {}, nil
+        while e and not seen[e] do
+            seen[e] = true
+            table.insert(frames, 1, frame(e.name))
+            site = e.src or site
+            e = e.parent ~= 0 and by_id[e.parent] or nil
+        end
+        if site then table.insert(frames, 1, frame(site)) end
+        return frames
+    end
+    local weights = {}
+    local function add(frames, ns)
+        local key = table.concat(frames, ";")
+        weights[key] = (weights[key] or 0) + ns
+    end
+    for _, e in ipairs(events) do
+        if e.cat == "kernel" or e.cat == "memcpy" then
+            local launcher = by_id[e.correlation]
+            local frames = launcher and path_of(launcher) or {}
+            frames[#frames + 1] = frame(e.name)
+            add(frames, e.dur_ns)
+            -- the CPU device runs a kernel inside its op: that time is not the op's own
+            if launcher and e.lane:sub(1, 4) == "cpu:" then self_ns[launcher] = (self_ns[launcher] or 0) - e.dur_ns end
+        end
+    end
+    for e, ns in pairs(self_ns) do add(path_of(e), ns) end
+    local keys = {}
+    for k, ns in pairs(weights) do
+        if ns >= 1 then keys[#keys + 1] = k end
+    end
+    table.sort(keys)
+    local lines = {}
+    for i, k in ipairs(keys) do lines[i] = string.format("%s %d", k, math.floor(weights[k] + 0.5)) end
+    return lines
+end
+
+function M.export_stacks(events, path)
+    local f = open_for_writing("export_stacks", path)
+    local lines = M.folded_stacks(events)
+    if #lines > 0 then f:write(table.concat(lines, "\n"), "\n") end
+    f:close()
+    return path
+end
+
+-- Allocated bytes over time per device, from the session's memory events (profile_memory):
+-- {device = {{ts_ns, bytes}, ...}}, starting at the bytes live on that device when the first
+-- event of the session was recorded.
+function M.memory_timeline(events)
+    local devices, order = {}, {}
+    for _, e in ipairs(events) do
+        if e.cat == "memory" then
+            local dev = e.args.device or "cpu"
+            local d = devices[dev]
+            if not d then
+                d = {device = dev, points = {}, peak_bytes = 0}
+                devices[dev] = d
+                order[#order + 1] = dev
+                d.points[1] = {0, e.args.allocated_bytes - math.floor(e.bytes)}
+            end
+            local live = e.args.allocated_bytes
+            d.points[#d.points + 1] = {e.ts_ns, live}
+            if live > d.peak_bytes then d.peak_bytes = live end
+        end
+    end
+    local out = {}
+    for i, dev in ipairs(order) do out[i] = devices[dev] end
+    return out
+end
+
+local function html_page(timeline, json_name)
+    local series = {}
+    for _, d in ipairs(timeline) do
+        local pts, prev = {}, nil
+        for _, p in ipairs(d.points) do -- a step function: the level holds until the next event
+            if prev then pts[#pts + 1] = {p[1] / 1e6, prev / 1048576} end
+            pts[#pts + 1] = {p[1] / 1e6, p[2] / 1048576}
+            prev = p[2]
+        end
+        series[#series + 1] = {name = d.device, points = pts}
+    end
+    local chart = #series > 0 and report.line_chart{title = "Allocated memory over time",
+        caption = "Bytes of tensor storage allocated on each device after every allocation and free " ..
+            "the profiler recorded (profile_memory = true); the data is in " .. json_name .. ".",
+        x_label = "time since the session started (ms)", y_label = "allocated (MiB)", series = series}
+        or "<p>No memory events were recorded: profile with profile_memory = true.</p>"
+    local rows = {}
+    for _, d in ipairs(timeline) do
+        rows[#rows + 1] = string.format("<tr><td>%s</td><td>%.1f MiB</td><td>%d</td></tr>", d.device,
+            d.peak_bytes / 1048576, #d.points - 1)
+    end
+    return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>memory timeline</title></head><body>\n" ..
+        "<h1>Memory timeline</h1>\n" .. chart .. "\n<table><tr><th>device</th><th>peak allocated</th>" ..
+        "<th>events</th></tr>" .. table.concat(rows) .. "</table>\n</body></html>\n"
+end
+
+-- Writes the timeline as JSON at `path` and its chart beside it (`path` without .json, plus .html).
+function M.export_memory_timeline(events, path, profile_memory)
+    if type(path) ~= "string" then error("profiler: export_memory_timeline needs a file path", 2) end
+    if not profile_memory then
+        error("profiler: export_memory_timeline needs a session recorded with profile_memory = true", 2)
+    end
+    local html_path = path:gsub("%.json$", "") .. ".html"
+    local timeline = M.memory_timeline(events)
+    local f = open_for_writing("export_memory_timeline", path)
+    local h = open_for_writing("export_memory_timeline", html_path)
+    local devices = {} -- encoded one by one: cjson writes an empty table as an object
+    for i, d in ipairs(timeline) do
+        devices[i] = cjson.encode({device = d.device, peak_bytes = d.peak_bytes, points = d.points})
+    end
+    f:write('{"unit": "bytes", "time_unit": "ns", "devices": [', table.concat(devices, ", "), "]}\n")
+    f:close()
+    h:write(html_page(timeline, path:match("[^/]*$")))
+    h:close()
+    return path, html_path
+end
+
+return M
