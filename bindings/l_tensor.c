@@ -459,6 +459,13 @@ int wb_lua_open_tensor(lua_State *L) {
     luaL_newlib(L, methods);
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "__methods"); /* for completion and help */
+    static const char *const fields[] = {"shape", "dtype", "device"}; /* what t_index answers */
+    lua_createtable(L, 3, 0);
+    for (int i = 0; i < 3; i++) {
+        lua_pushstring(L, fields[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -3, "__fields"); /* for completion */
     lua_pushcclosure(L, t_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);

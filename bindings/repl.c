@@ -1,9 +1,13 @@
 /* repl.c: the read-eval-print loop. Tries `return <line>` first so an expression's value prints
- * (a trailing ';' silences it); keeps reading while the chunk is incomplete; an error prints and
- * the loop goes on; a long statement shows its wall time. With readline on a terminal: line
- * editing, a history file (~/.workbench_history), tab completion of globals, table fields and
- * methods found through metatables (x:transp<Tab> -> x:transpose), Ctrl-C that stops a running
- * statement (or clears the line being typed), Ctrl-D to leave. */
+ * (tables as values through scripts/wb/pretty.lua; a trailing ';' silences it); keeps reading
+ * while the chunk is incomplete; an error prints its message and the script position (the full
+ * traceback on request: traceback()) and the loop goes on; a long statement shows its wall time.
+ * With readline on a terminal: line editing, a history file (~/.workbench_history), tab
+ * completion of globals, table fields, methods and fields found through metatables
+ * (x:transp<Tab> -> x:transpose, x.sh<Tab> -> x.shape) and the library's lazily loaded modules
+ * (wb.prof<Tab>), Ctrl-C that stops a running statement (or drops the chunk being typed), Ctrl-D
+ * to leave. */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,9 +49,61 @@ static void on_sigint_running(int sig) {
     if (repl_state) lua_sethook(repl_state, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
-int wb_lua_docall(lua_State *L, int nargs, int nresults) {
+/* ---- errors in the REPL: the message and where in the user's code; the traceback is kept ---- */
+
+#define LAST_TRACEBACK "wb.repl.last_traceback"
+static int full_tracebacks; /* traceback(true): errors print the whole traceback */
+
+/* "file:line" of the innermost Lua frame outside the library's own scripts (scripts/wb/). */
+static int script_position(lua_State *L, char *buf, size_t len) {
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        lua_getinfo(L, "Sl", &ar);
+        if (ar.currentline <= 0 || strstr(ar.short_src, "/wb/")) continue;
+        snprintf(buf, len, "%s:%d:", ar.short_src, ar.currentline);
+        return 1;
+    }
+    return 0;
+}
+
+static int repl_message(lua_State *L) {
+    if (!lua_tostring(L, 1)) {
+        if (!luaL_callmeta(L, 1, "__tostring") || lua_type(L, -1) != LUA_TSTRING)
+            lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+        lua_replace(L, 1);
+    }
+    const char *msg = lua_tostring(L, 1);
+    luaL_traceback(L, L, msg, 1);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, LAST_TRACEBACK);
+    if (full_tracebacks) return 1;
+    char where[512];
+    if (script_position(L, where, sizeof where) && strncmp(msg, where, strlen(where)))
+        lua_pushfstring(L, "%s %s", where, msg);
+    else
+        lua_pushvalue(L, 1);
+    return 1;
+}
+
+/* traceback(): prints the last error's traceback; traceback(true|false): whether errors print it
+ * in full from now on. */
+static int l_traceback(lua_State *L) {
+    if (lua_gettop(L) > 0) {
+        if (!lua_isboolean(L, 1)) return luaL_error(L, "traceback: expected true, false or nothing");
+        full_tracebacks = lua_toboolean(L, 1);
+        printf("errors now print %s\n", full_tracebacks ? "the full traceback" : "their message and position");
+        return 0;
+    }
+    if (lua_getfield(L, LUA_REGISTRYINDEX, LAST_TRACEBACK) == LUA_TSTRING)
+        puts(lua_tostring(L, -1));
+    else
+        puts("no error yet");
+    return 0;
+}
+
+static int docall_with(lua_State *L, int nargs, int nresults, lua_CFunction handler) {
     int base = lua_gettop(L) - nargs;
-    lua_pushcfunction(L, traceback);
+    lua_pushcfunction(L, handler);
     lua_insert(L, base);
     repl_state = L;
     void (*previous)(int) = signal(SIGINT, on_sigint_running);
@@ -55,6 +111,11 @@ int wb_lua_docall(lua_State *L, int nargs, int nresults) {
     signal(SIGINT, previous);
     lua_sethook(L, NULL, 0, 0);
     lua_remove(L, base);
+    return status;
+}
+
+int wb_lua_docall(lua_State *L, int nargs, int nresults) {
+    int status = docall_with(L, nargs, nresults, traceback);
     if (status != LUA_OK) {
         fprintf(stderr, "workbench: %s\n", lua_tostring(L, -1));
         fflush(stderr);
@@ -69,6 +130,7 @@ static void on_sigint_prompt(int sig) {
     (void)sig;
     interrupted_at_prompt = 1;
     fputs("^C\n", stdout);
+    rl_set_prompt("> "); /* a continuation line's chunk is dropped: back to the first prompt */
     rl_on_new_line();
     rl_replace_line("", 0);
     rl_redisplay();
@@ -111,8 +173,56 @@ static void collect(lua_State *L, const char *prefix, const char *part, int meth
         lua_pop(L, 1);
         if (lua_getfield(L, -1, "__index") == LUA_TTABLE) collect(L, prefix, part, methods, depth + 1);
         lua_pop(L, 1);
+        /* fields an __index function answers (a tensor's shape, dtype, device), listed by name */
+        if (!methods && lua_getfield(L, -1, "__fields") == LUA_TTABLE) {
+            for (lua_Integer i = 1; lua_rawgeti(L, -1, i) == LUA_TSTRING; i++) {
+                if (!strncmp(lua_tostring(L, -1), part, plen)) add_match(prefix, lua_tostring(L, -1));
+                lua_pop(L, 1);
+            }
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
         lua_pop(L, 1);
     }
+}
+
+/* Is the value at `idx` the wb library table (whose missing fields load scripts/wb/<name>.lua)? */
+static int is_wb_library(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, "wb");
+    int same = lua_type(L, idx) == LUA_TTABLE && lua_rawequal(L, idx, -1);
+    lua_pop(L, 2);
+    return same;
+}
+
+/* The library's modules not loaded yet: scripts/wb/<name>.lua (wb.prof<Tab> -> wb.profiler). */
+static void collect_modules(lua_State *L, const char *prefix, const char *part) {
+    int top = lua_gettop(L);
+    lua_getglobal(L, "package");
+    if (lua_type(L, -1) == LUA_TTABLE && lua_getfield(L, -1, "wb_scripts_dir") == LUA_TSTRING) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/wb", lua_tostring(L, -1));
+        DIR *d = opendir(dir);
+        struct dirent *entry;
+        size_t plen = strlen(part);
+        while (d && (entry = readdir(d))) {
+            size_t n = strlen(entry->d_name);
+            if (n > 4 && !strcmp(entry->d_name + n - 4, ".lua") && !strncmp(entry->d_name, part, plen) &&
+                entry->d_name[0] != '_' && n - 4 < 64) {
+                char name[64];
+                snprintf(name, sizeof name, "%.*s", (int)(n - 4), entry->d_name);
+                add_match(prefix, name);
+            }
+        }
+        if (d) closedir(d);
+    }
+    lua_settop(L, top);
+}
+
+static int load_field(lua_State *L) {
+    lua_gettable(L, 1);
+    return 1;
 }
 
 /* Resolves "a.b.c" from the globals with raw lookups only (completion must not run code). */
@@ -125,7 +235,19 @@ static int resolve(lua_State *L, const char *path, size_t len) {
         lua_pushlstring(L, path + start, i - start);
         int t = lua_type(L, -2);
         if (t == LUA_TTABLE) {
-            lua_rawget(L, -2);
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, -3) == LUA_TNIL && is_wb_library(L, -3)) {
+                /* wb.nn.L<Tab>: load the module as wb.nn would (the library's own code only) */
+                lua_pop(L, 1);
+                lua_pushcfunction(L, load_field);
+                lua_pushvalue(L, -3);
+                lua_pushvalue(L, -3);
+                if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+                    lua_pop(L, 1);
+                    lua_pushnil(L);
+                }
+            }
+            lua_remove(L, -2); /* the key */
         } else {
             lua_pop(L, 1);
             return 0;
@@ -169,6 +291,7 @@ static char **complete(const char *text, int start, int end) {
         char prefix[256];
         snprintf(prefix, sizeof prefix, "%.*s", (int)(sep - text + 1), text);
         collect(L, prefix, sep + 1, *sep == ':', 0);
+        if (*sep == '.' && is_wb_library(L, -1)) collect_modules(L, prefix, sep + 1);
     }
     lua_settop(L, top);
     if (nmatches == 0) return NULL;
@@ -201,13 +324,26 @@ static int incomplete(lua_State *L, int status) {
     return len >= 5 && !strcmp(msg + len - 5, "<eof>");
 }
 
+#define PRETTY "wb.repl.pretty"
+
 static void print_results(lua_State *L, int base) {
     int n = lua_gettop(L) - base;
     if (n == 0) return;
     luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
     for (int i = 1; i <= n; i++) {
         size_t len;
-        const char *s = luaL_tolstring(L, base + i, &len);
+        const char *s = NULL;
+        /* tables print as values (wb.pretty), everything else as tostring does */
+        if (lua_type(L, base + i) == LUA_TTABLE && lua_getfield(L, LUA_REGISTRYINDEX, PRETTY) == LUA_TFUNCTION) {
+            lua_pushvalue(L, base + i);
+            if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
+                s = lua_tolstring(L, -1, &len);
+            else
+                lua_pop(L, 1);
+        } else if (lua_type(L, base + i) == LUA_TTABLE) {
+            lua_pop(L, 1);
+        }
+        if (!s) s = luaL_tolstring(L, base + i, &len);
         if (i > 1) fputc('\t', stdout);
         fwrite(s, 1, len, stdout);
         lua_pop(L, 1);
@@ -241,6 +377,14 @@ void wb_repl_run(lua_State *L) {
         lua_setglobal(L, "help");
     else
         lua_pop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "wb.pretty");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK)
+        lua_setfield(L, LUA_REGISTRYINDEX, PRETTY);
+    else
+        lua_pop(L, 1);
+    lua_pushcfunction(L, l_traceback);
+    lua_setglobal(L, "traceback");
 #ifdef WB_HAVE_READLINE
     if (tty) {
         rl_readline_name = "workbench";
@@ -255,7 +399,8 @@ void wb_repl_run(lua_State *L) {
     }
 #endif
     if (tty)
-        printf("workbench %s REPL: values print (a trailing ; silences), help() for help, Ctrl-D leaves.\n",
+        printf("workbench %s REPL: values print (a trailing ; silences), help() for help, traceback() after an "
+               "error, Ctrl-D leaves.\n",
                LUA_RELEASE);
     char *line;
     char *chunk = NULL;
@@ -319,7 +464,12 @@ void wb_repl_run(lua_State *L) {
             continue;
         }
         double t0 = now_s();
-        if (wb_lua_docall(L, 0, LUA_MULTRET) == LUA_OK && !quiet) print_results(L, base);
+        if (docall_with(L, 0, LUA_MULTRET, repl_message) == LUA_OK) {
+            if (!quiet) print_results(L, base);
+        } else {
+            fprintf(stderr, "%s\n", lua_tostring(L, -1));
+            fflush(stderr);
+        }
         double dt = now_s() - t0;
         if (dt >= 0.1) printf(dt >= 1 ? "(%.2f s)\n" : "(%.0f ms)\n", dt >= 1 ? dt : dt * 1e3);
         fflush(stdout);

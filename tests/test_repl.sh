@@ -1,8 +1,12 @@
 #!/bin/sh
 # test_repl.sh: the REPL in a real terminal (tmux): a tensor assigned and printed, an
-# expression's value, a bad view (error shown, REPL alive), a multi-line for loop, tab completion
-# of a method, Ctrl-C of a long loop, the history file, Ctrl-D. Every check waits for text that
-# only the output can contain (e.g. "ali" .. "ve1" -> alive1), never the echoed input.
+# expression's value, tables printed as values (shape, stride, device_info, nested past the depth
+# limit, self-referencing, a million items cut with a count), a bad view (message and position,
+# no traceback; traceback() and traceback(true) show it), a multi-line for loop, tab completion
+# of a method, a tensor field and lazily loaded modules, completion on nil and on a userdata
+# without a metatable, Ctrl-C on a continuation line (back to "> "), Ctrl-C of a long loop, the
+# history file, Ctrl-D. Every check waits for text that only the output can contain (e.g. "ali"
+# .. "ve1" -> alive1, or a whole line the input does not have), never the echoed input.
 set -eu
 EXE=$1
 command -v tmux >/dev/null 2>&1 || { echo "tmux is not installed: skipped"; exit 77; }
@@ -32,6 +36,19 @@ wait_for() {
     exit 1
 }
 
+# a whole line of the screen, as an extended regular expression
+wait_line() {
+    i=0
+    while [ $i -lt 150 ]; do
+        if screen | grep -qxE -- "$1"; then return 0; fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    echo "FAILED: no line '$1' on the screen:"
+    screen
+    exit 1
+}
+
 wait_for "REPL"
 send 'x = wb.arange(6):view{3,2}' Enter
 send 'x' Enter
@@ -39,7 +56,70 @@ wait_for "shape={3, 2}"
 send '40 + 2' Enter
 wait_for "42"
 send 'x:view{4}' Enter
-wait_for "view: shape {4} (4 elements) is invalid for a tensor of 6 elements"
+wait_line "stdin:1: view: shape \{4\} \(4 elements\) is invalid for a tensor of 6 elements"
+if screen | grep -qF "stack traceback"; then echo "FAILED: an error printed a full traceback"; screen; exit 1; fi
+send 'traceback()' Enter
+wait_line "stack traceback:"
+wait_line "[[:space:]]+\[C\]: in method 'view'"
+send 'f = function(v) return v.field end' Enter
+send 'f(nil)' Enter
+wait_line "stdin:1: attempt to index a nil value \(local 'v'\)"
+send 'traceback(true)' Enter
+wait_line "errors now print the full traceback"
+send 'y = wb.arange(24):view{2, 3, 4}' Enter
+send 'y:view{5}' Enter
+wait_line "stdin:1: view: shape \{5\} \(5 elements\) is invalid for a tensor of 24 elements"
+wait_line "[[:space:]]+stdin:1: in main chunk"
+send 'traceback(false)' Enter
+wait_line "errors now print their message and position"
+
+# tables print as values
+send 'y.shape' Enter
+wait_line "\{2, 3, 4\}"
+send 'y:stride()' Enter
+wait_line "\{12, 4, 1\}"
+send 'wb.device_info()' Enter
+wait_line '  device = "cpu",'
+send 'd = {1, {2, {3, {4, {5, {6}}}}}}' Enter
+send 'd' Enter
+wait_line "\{1, \{2, \{3, \{4, \{\.\.\.\} \(2 items\)\}\}\}\}"
+send 's = {n = 1}; s.me = s' Enter
+send 's' Enter
+wait_line "\{me = <cycle: table: 0x[0-9a-f]+>, n = 1\}"
+send 'big = {}; for i = 1, 1000000 do big[i] = i end' Enter
+send 'big' Enter
+wait_line "  \.\.\. \(999960 more items\)"
+
+# completion: a tensor field, modules loaded at first use, nothing to complete on nil or a bare userdata
+send 'print("S" .. #y.sh' Tab
+send ')' Enter
+wait_for "S3"
+send 'print(wb.nn.Lin' Tab
+send ' == nil and "no" or "lin" .. "ear")' Enter
+wait_for "linear"
+send 'print(wb.compi' Tab
+send ' == nil and "no" or "com" .. "pile")' Enter
+wait_for "compile"
+send 'print(wb.prof' Tab
+send '.profile == nil and "no" or "prof" .. "iler")' Enter
+wait_for "profiler"
+send 'n = nil; u = io.tmpfile(); debug.setmetatable(u, nil)' Enter
+send 'n.' Tab Tab
+send 'x' Enter
+send 'u.' Tab Tab
+send 'x' Enter
+send 'u:' Tab Tab
+send 'x()' Enter
+send 'print("ali" .. "ve0")' Enter
+wait_for "alive0"
+
+# Ctrl-C on a continuation line drops the chunk and the prompt is "> " again
+send 'for i = 1, 2 do' Enter
+wait_line ">> ?"
+key C-c
+send 'print("ctrl" .. "c")' Enter
+wait_for "ctrlc"
+wait_line '> print\("ctrl" \.\. "c"\)'
 send 'print("ali" .. "ve1")' Enter
 wait_for "alive1"
 send 'for i = 1, 2 do' Enter

@@ -84,6 +84,7 @@ local DOCS = {
     ["clone"] = "t:clone() -> a contiguous copy",
     ["to"] = "t:to{device=, dtype=} -> the same data (only cpu/f32 in this build)",
     ["item"] = "t:item() -> the value of a one-element tensor",
+    ["traceback"] = "traceback() (REPL) prints the full traceback of the last error (errors print their message and position); traceback(true|false): print it for every error, or not",
     ["tolist"] = "t:tolist() -> nested Lua tables of the values",
     ["fill_"] = "t:fill_(v) -> t, every element set to v",
     ["copy_"] = "t:copy_(src) -> t, with src's values (broadcast to t's shape)",
