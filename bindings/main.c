@@ -193,7 +193,11 @@ static int run_options(lua_State *L, const options *o) {
     lua_newtable(L); /* wb.options: what the command line asked for */
     if (o->device) {
         wb_device dev;
-        if (wb_device_parse(o->device, &dev) || wb_set_default_device(dev)) {
+        if (wb_device_parse(o->device, &dev)) { /* a bad option: status 2, as for the others */
+            fprintf(stderr, "workbench: --device %s: %s\n", o->device, wb_error_message());
+            return 2;
+        }
+        if (wb_set_default_device(dev)) { /* a device this machine cannot run: a failure, status 1 */
             fprintf(stderr, "workbench: --device %s: %s\n", o->device, wb_error_message());
             return 1;
         }

@@ -9,13 +9,11 @@
 -- Method: the dual-mode MLP (dim 768, hidden 3072) in f32 and in bf16 with the same weights,
 -- each bf16 path forced in turn, contenders alternated over 5 rounds, medians; the error of
 -- each bf16 path against the f32 MLP is checked first. Ratios (f32 time / bf16 time) last.
-local tokens = {1, 4, 8, 16, 128}
-if arg[1] == "--tokens" and arg[2] then
-    tokens = {}
-    for v in arg[2]:gmatch("[^,]+") do tokens[#tokens + 1] = math.tointeger(tonumber(v)) end
-elseif arg[1] then
-    error("bf16_paths: usage: bf16_paths.lua [--tokens 1,4,8]", 0)
-end
+local args = require("wb.args")
+local parser = args.parser("bf16_paths.lua", "Which bf16 GEMM path pays off at which size: the dual-mode GeGLU " ..
+    "MLP (768/3072) in f32 and in bf16 on each path this CPU has.")
+parser:option("--tokens", "Token counts, comma-separated.", "1,4,8,16,128"):convert(args.ints("--tokens", 1, 65536))
+local tokens = args.parse(parser).tokens
 local paths = {}
 for _, p in ipairs({"widen", "avx2bf16", "avx512bf16"}) do
     if pcall(wb.cpu_bf16, p) then paths[#paths + 1] = p end

@@ -1,4 +1,4 @@
--- gemm_bench.lua: our fp32 GEMM against OpenBLAS, measured in the same run (PERF.md).
+-- gemm_bench.lua: our fp32 GEMM against OpenBLAS, measured in the same run.
 --
 --   workbench experiments/gemm_bench.lua [--sizes 512,1024,2048] [--threads 1,2]
 --                                        [--layouts nn,nt,tn,tt] [--rounds 5] [--epilogue-size 1024]
@@ -15,34 +15,21 @@
 -- Ratios last.
 -- Layout letters follow BLAS (column-major) naming: "tn" is a linear layer (x times W^T).
 
-local function parse_list(s, conv)
-    local out = {}
-    for item in tostring(s):gmatch("[^,]+") do out[#out + 1] = conv and conv(item) or item end
-    return out
-end
-
-local opts = {sizes = "512,1024,2048", threads = "1,2", layouts = "nn,nt,tn,tt", rounds = "5",
-    ["epilogue-size"] = "1024", tokens = "1,16,128"}
-local i = 1
-while i <= #arg do
-    local key = arg[i]:match("^%-%-(.+)$")
-    if not key or opts[key] == nil or arg[i + 1] == nil then
-        error(string.format("gemm_bench: unknown or incomplete option '%s' (options: --sizes, --threads, " ..
-            "--layouts, --rounds, --epilogue-size, --tokens)", arg[i]), 0)
-    end
-    opts[key] = arg[i + 1]
-    i = i + 2
-end
-local sizes = parse_list(opts.sizes, math.tointeger)
-local thread_counts = parse_list(opts.threads, math.tointeger)
-local layouts = parse_list(opts.layouts)
-local rounds = math.tointeger(tonumber(opts.rounds))
-local epi_n = math.tointeger(tonumber(opts["epilogue-size"]))
-local token_counts = parse_list(opts.tokens, math.tointeger)
-for _, v in ipairs(sizes) do assert(v and v > 0, "gemm_bench: --sizes must be positive integers") end
-for _, v in ipairs(thread_counts) do assert(v and v > 0, "gemm_bench: --threads must be positive integers") end
-for _, l in ipairs(layouts) do assert(l:match("^[nt][nt]$"), "gemm_bench: layouts are nn, nt, tn or tt") end
-assert(rounds and rounds > 0 and epi_n and epi_n > 0, "gemm_bench: --rounds and --epilogue-size must be positive")
+local args = require("wb.args")
+local parser = args.parser("gemm_bench.lua", "Our fp32 GEMM against OpenBLAS, measured in the same run: every " ..
+    "size, layout and thread count, the MLP's decode-sized linears, the cost of each fused epilogue.")
+parser:option("--sizes", "Square GEMM sizes, comma-separated.", "512,1024,2048"):convert(args.ints("--sizes", 1, 65536))
+parser:option("--threads", "Thread counts, comma-separated.", "1,2"):convert(args.ints("--threads", 1, 1024))
+parser:option("--layouts", "Layouts (BLAS letters), comma-separated.", "nn,nt,tn,tt")
+    :convert(args.names("--layouts", {"nn", "nt", "tn", "tt"}))
+parser:option("--rounds", "Rounds of alternating the contenders.", "5"):convert(args.int("--rounds", 1, 1000))
+parser:option("--epilogue-size", "Size of the epilogue comparison's GEMM.", "1024")
+    :convert(args.int("--epilogue-size", 1, 65536))
+parser:option("--tokens", "Token counts of the decode-sized linears, comma-separated.", "1,16,128")
+    :convert(args.ints("--tokens", 1, 65536))
+local opts = args.parse(parser)
+local sizes, thread_counts, layouts = opts.sizes, opts.threads, opts.layouts
+local rounds, epi_n, token_counts = opts.rounds, opts.epilogue_size, opts.tokens
 
 local have_peer = wb.openblas.available()
 print("== gemm_bench ==")

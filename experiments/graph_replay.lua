@@ -10,21 +10,11 @@
 -- from wb.bench, kernel time from the profiler; then the extreme case of a chain of 1000 tiny
 -- adds, where dispatch is all there is.
 
-local token_list = {1, 16}
-local i = 1
-while i <= #arg do
-    if arg[i] == "--tokens" and arg[i + 1] then
-        token_list = {}
-        for v in arg[i + 1]:gmatch("[^,]+") do
-            local n = math.tointeger(tonumber(v))
-            if not n or n < 1 then error("graph_replay: --tokens takes positive integers like 1,16", 0) end
-            token_list[#token_list + 1] = n
-        end
-        i = i + 2
-    else
-        error("graph_replay: unknown argument '" .. tostring(arg[i]) .. "' (expected --tokens LIST)", 0)
-    end
-end
+local args = require("wb.args")
+local parser = args.parser("graph_replay.lua", "What replaying a captured graph removes (host dispatch) and what " ..
+    "it does not (device work): a GeGLU MLP eager vs replayed, then a chain of 1000 tiny adds.")
+parser:option("--tokens", "Token counts, comma-separated.", "1,16"):convert(args.ints("--tokens", 1, 65536))
+local token_list = args.parse(parser).tokens
 
 -- Wall, kernel and host time of one forward, measured in the same runs: each of 20 forwards in
 -- a profiler range; host = the range's duration minus the kernels inside it (so machine noise

@@ -9,16 +9,11 @@
 -- Method: Linear(32, 64, bias) on x[1024, 32]; profile 5 steps with wait=1, warmup=1, active=3;
 -- print the table; assert the expectation with p:expect; write a Perfetto trace.
 
-local out_dir = wb.options.out
-local i = 1
-while i <= #arg do
-    if arg[i] == "--out" and arg[i + 1] then
-        out_dir, i = arg[i + 1], i + 2
-    else
-        error("linear_anatomy: unknown argument '" .. tostring(arg[i]) .. "' (expected --out DIR)", 0)
-    end
-end
-out_dir = out_dir or ("out/linear_anatomy/" .. os.date("%Y%m%d-%H%M%S"))
+local args = require("wb.args")
+local parser = args.parser("linear_anatomy.lua", "The nn.Linear lesson: a linear is t() (a view) and addmm (one " ..
+    "'tn' GEMM with the bias in its epilogue); table, expectations, Perfetto trace.")
+parser:option("--out", "Output folder (default: workbench --out, else out/linear_anatomy/<timestamp>).")
+local out_dir = args.parse(parser).out or wb.options.out or ("out/linear_anatomy/" .. os.date("%Y%m%d-%H%M%S"))
 
 wb.manual_seed(wb.options.seed or 0)
 local lin = wb.nn.Linear(32, 64, {bias = true})

@@ -12,22 +12,15 @@
 -- forwards per mode inside a range, assert the kernel counts with p:expect, and read the
 -- bytes each mode must move from the profiler's per-kernel byte counts.
 
-local opts = {tokens = 16, dim = 768, hidden = 3072}
-local out_dir = wb.options.out
-local i = 1
-while i <= #arg do
-    local key = arg[i]:match("^%-%-(.+)$")
-    if key == "out" and arg[i + 1] then
-        out_dir = arg[i + 1]
-    elseif key and opts[key] and math.tointeger(tonumber(arg[i + 1])) and tonumber(arg[i + 1]) > 0 then
-        opts[key] = math.tointeger(tonumber(arg[i + 1]))
-    else
-        error("mlp_anatomy: bad argument '" .. tostring(arg[i]) .. "' (expected --tokens N, --dim N, --hidden N, " ..
-            "--out DIR; sizes are positive integers)", 0)
-    end
-    i = i + 2
-end
-out_dir = out_dir or ("out/mlp_anatomy/" .. os.date("%Y%m%d-%H%M%S"))
+local args = require("wb.args")
+local parser = args.parser("mlp_anatomy.lua", "The MLP lesson: 5 / 4 / 2 kernels per GeGLU MLP forward (eager, " ..
+    "fused, dual) and the bytes fusion keeps out of memory.")
+parser:option("--tokens", "Tokens per forward.", "16"):convert(args.int("--tokens", 1, 65536))
+parser:option("--dim", "Model dimension.", "768"):convert(args.int("--dim", 1, 65536))
+parser:option("--hidden", "Hidden dimension.", "3072"):convert(args.int("--hidden", 1, 262144))
+parser:option("--out", "Output folder (default: workbench --out, else out/mlp_anatomy/<timestamp>).")
+local opts = args.parse(parser)
+local out_dir = opts.out or wb.options.out or ("out/mlp_anatomy/" .. os.date("%Y%m%d-%H%M%S"))
 local T, D, H = opts.tokens, opts.dim, opts.hidden
 
 wb.manual_seed(wb.options.seed or 0)

@@ -152,7 +152,7 @@ local flops_of = function(t) return 6.0 * t * dim * hidden end
 
 -- The PyTorch peer (when installed): one run of experiments/peers/torch_mlp.py per round, after
 -- our modes' round, so that ours and the peer's samples come from the same stretches of time
--- (PERF.md: alternate the contenders; this machine's speed drifts between minutes).
+-- (alternate the contenders: this machine's speed drifts between minutes).
 local PEER_SAMPLES = 7 -- per token count and round
 local torch = {samples = {}}
 local peer_cmd

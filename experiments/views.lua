@@ -8,6 +8,10 @@
 -- gives 0,2,4,1,3,5 (the transposed order); contiguous() copies a non-contiguous tensor and
 -- returns a view (same pointer) of one that already is.
 
+local args = require("wb.args")
+args.parse(args.parser("views.lua", "The view lesson: t() swaps two sizes and two strides and shares the data; " ..
+    "materialising the view (flatten, contiguous) is what copies. No options."))
+
 local function list(t)
     local parts = {}
     for i, v in ipairs(t) do parts[i] = string.format("%g", v) end

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torch_mlp.py: PyTorch's eager CPU GeGLU MLP forward on the shapes mlp_sweep.lua uses, so the
-comparison can be reproduced (PERF.md, "Peers"). Prints JSON: {"torch": version, "blas": ...,
+comparison can be reproduced: the peer runs on the same machine, between rounds of ours. Prints JSON: {"torch": version, "blas": ...,
 "threads": n, "results": [{"tokens": t, "median_ms": ..., "samples_ms": [...]}, ...]}.
 mlp_sweep.lua runs it once per round with --rounds 7, between rounds of its own modes.
 

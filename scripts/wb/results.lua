@@ -4,7 +4,7 @@
 --   r:add{tokens = 16, mode = "dual", median_ms = 1.7}
 --   local paths = r:save{dir = "out/mlp_sweep/run1"}   -- .json, .csv and .html
 --
--- Every file carries the fingerprint of DESIGN ("Outputs"): workbench version and commit, build,
+-- Every file carries the environment fingerprint: workbench version and commit, build,
 -- device, CPU model and ISA, threads, seed, the command line and the date.
 
 local cjson = require("cjson")
@@ -27,7 +27,7 @@ local function fingerprint()
     }
 end
 
--- With a GPU, what it is and which CUDA pieces ran (DESIGN: versions when used).
+-- With a GPU, what it is and which CUDA pieces ran (their versions, when used).
 local function with_cuda(fp)
     if not wb.cuda.is_available() then return fp end
     local g = wb.device_info("cuda")
