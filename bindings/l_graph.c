@@ -59,8 +59,8 @@ static int g_tostring(lua_State *L) {
         lua_pushstring(L, "graph(released)");
         return 1;
     }
-    lua_pushfstring(L, "graph(%d kernels, %d bytes held)", (int)wb_graph_node_count(h->g),
-                    (int)wb_graph_held_bytes(h->g));
+    int n = (int)wb_graph_node_count(h->g);
+    lua_pushfstring(L, "graph(%d kernel%s, %d bytes held)", n, n == 1 ? "" : "s", (int)wb_graph_held_bytes(h->g));
     return 1;
 }
 

@@ -10,7 +10,8 @@
 
 static wb_status check_dim(const wb_tensor *x, int dim, const char *what) {
     if (dim < 0 || dim >= x->ndim)
-        return wb_error(WB_ERR_RANGE, "%s %d is out of range for a tensor with %d dimensions", what, dim + 1, x->ndim);
+        return wb_error(WB_ERR_RANGE, "%s %d is out of range for a tensor with %d dimension%s", what, dim + 1, x->ndim,
+                        x->ndim == 1 ? "" : "s");
     return WB_OK;
 }
 

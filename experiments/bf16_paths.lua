@@ -10,6 +10,7 @@
 -- each bf16 path forced in turn, contenders alternated over 5 rounds, medians; the error of
 -- each bf16 path against the f32 MLP is checked first. Ratios (f32 time / bf16 time) last.
 local args = require("wb.args")
+local plural = require("wb.words").plural
 local parser = args.parser("bf16_paths.lua", "Which bf16 GEMM path pays off at which size: the dual-mode GeGLU " ..
     "MLP (768/3072) in f32 and in bf16 on each path this CPU has.")
 parser:option("--tokens", "Token counts, comma-separated.", "1,4,8,16,128"):convert(args.ints("--tokens", 1, 65536))
@@ -19,8 +20,8 @@ for _, p in ipairs({"widen", "avx2bf16", "avx512bf16"}) do
     if pcall(wb.cpu_bf16, p) then paths[#paths + 1] = p end
 end
 wb.cpu_bf16("auto")
-print(string.format("bf16 paths on this CPU: %s (default: %s); %d thread(s)", table.concat(paths, ", "),
-    wb.cpu_bf16(), wb.get_num_threads()))
+print(string.format("bf16 paths on this CPU: %s (default: %s); %s", table.concat(paths, ", "),
+    wb.cpu_bf16(), plural(wb.get_num_threads(), "thread")))
 
 wb.manual_seed(0)
 local m32 = wb.nn.GeGLUMLP(768, 3072, {impl = "dual"})

@@ -16,6 +16,7 @@
 -- Layout letters follow BLAS (column-major) naming: "tn" is a linear layer (x times W^T).
 
 local args = require("wb.args")
+local plural = require("wb.words").plural
 local parser = args.parser("gemm_bench.lua", "Our fp32 GEMM against OpenBLAS, measured in the same run: every " ..
     "size, layout and thread count, the MLP's decode-sized linears, the cost of each fused epilogue.")
 parser:option("--sizes", "Square GEMM sizes, comma-separated.", "512,1024,2048"):convert(args.ints("--sizes", 1, 65536))
@@ -99,7 +100,7 @@ for _, threads in ipairs(thread_counts) do
     wb.set_num_threads(threads)
     if have_peer then wb.openblas.set_num_threads(threads) end
     local peak = wb.cpu_peak_gflops(threads)
-    print(string.format("\n-- %d thread(s): measured FMA peak %.1f GFLOP/s", threads, peak))
+    print(string.format("\n-- %s: measured FMA peak %.1f GFLOP/s", plural(threads, "thread"), peak))
     for _, n in ipairs(sizes) do
         for _, layout in ipairs(layouts) do
             local a, b = operands(n, layout)
@@ -197,7 +198,7 @@ local describe = {avx512bf16 = "vdpbf16ps on k-pairs", avx2bf16 = "k-pairs widen
 print(string.format("  path: %s (%s); this CPU %s AVX512_BF16", wb.cpu_bf16(), describe[wb.cpu_bf16()] or "?",
     has_bf16 and "has" or "lacks"))
 for _, r in ipairs(bf16_rows) do
-    print(string.format("  %d thread(s)  f32 %8.2f ms   bf16 %8.2f ms", r.threads, r.f32_ms, r.bf16_ms))
+    print(string.format("  %-10s  f32 %8.2f ms   bf16 %8.2f ms", plural(r.threads, "thread"), r.f32_ms, r.bf16_ms))
 end
 
 print("\n== ratios (the bars: >= 0.95x OpenBLAS; 2 threads >= 1.8x own 1 thread at n >= 1024; bias+gelu <= 1.05x; " ..
@@ -211,7 +212,7 @@ for _, threads in ipairs(thread_counts) do
         end
     end
     if worst then
-        print(string.format("  vs OpenBLAS, %d thread(s): worst %.2fx (n=%d %s), best %.2fx (n=%d %s)", threads,
+        print(string.format("  vs OpenBLAS, %s: worst %.2fx (n=%d %s), best %.2fx (n=%d %s)", plural(threads, "thread"),
             worst.ratio, worst.n, worst.layout, best.ratio, best.n, best.layout))
     end
 end
@@ -223,14 +224,15 @@ for _, r in ipairs(rows) do
 end
 for _, r in ipairs(small_rows) do
     if r.ratio then
-        print(string.format("  linear 768->3072 tokens %d, %d thread(s): %.2fx OpenBLAS", r.tokens, r.threads, r.ratio))
+        print(string.format("  linear 768->3072 tokens %d, %s: %.2fx OpenBLAS", r.tokens, plural(r.threads, "thread"),
+            r.ratio))
     end
 end
 for _, r in ipairs(epi_rows) do
     if r.name == "bias+gelu_tanh" or r.name == "bias+gelu_erf" then
-        print(string.format("  %s epilogue, %d thread(s): %.3fx plain GEMM", r.name, r.threads, r.ratio))
+        print(string.format("  %s epilogue, %s: %.3fx plain GEMM", r.name, plural(r.threads, "thread"), r.ratio))
     end
 end
 for _, r in ipairs(bf16_rows) do
-    print(string.format("  bf16 GEMM speed vs f32, n=%d, %d thread(s): %.2fx", r.n, r.threads, r.ratio))
+    print(string.format("  bf16 GEMM speed vs f32, n=%d, %s: %.2fx", r.n, plural(r.threads, "thread"), r.ratio))
 end

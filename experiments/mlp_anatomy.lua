@@ -13,6 +13,7 @@
 -- bytes each mode must move from the profiler's per-kernel byte counts.
 
 local args = require("wb.args")
+local plural = require("wb.words").plural
 local parser = args.parser("mlp_anatomy.lua", "The MLP lesson: 5 / 4 / 2 kernels per GeGLU MLP forward (eager, " ..
     "fused, dual) and the bytes fusion keeps out of memory.")
 parser:option("--tokens", "Tokens per forward.", "16"):convert(args.int("--tokens", 1, 65536))
@@ -28,7 +29,7 @@ local mlp = wb.nn.GeGLUMLP(D, H, {impl = "eager"})
 local x = wb.randn({T, D})
 local cuda = x.device == "cuda"
 print(string.format("%s on x[%d, %d]; %s", tostring(mlp), T, D, cuda and ("cuda: " .. wb.device_info("cuda").name)
-    or string.format("CPU path %s, %d threads", wb.cpu_isa(), wb.get_num_threads())))
+    or string.format("CPU path %s, %s", wb.cpu_isa(), plural(wb.get_num_threads(), "thread"))))
 
 -- On cuda the dual mode is one cuBLASLt GEMM on [W_gate; W_up] plus the fused GeGLU kernel (no
 -- dual-GEMM epilogue exists there), then down: 3 kernels, and the products do reach memory.

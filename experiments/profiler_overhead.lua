@@ -10,6 +10,7 @@
 -- experiments/mlp_sweep.lua exists this stands in for "profiling the MLP sweep at tokens 16".
 
 local args = require("wb.args")
+local plural = require("wb.words").plural
 local parser = args.parser("profiler_overhead.lua", "What recording costs: ns per recorded event on a loop of " ..
     "1-element adds, and the slowdown of an eager GeGLU MLP forward at 16 tokens.")
 parser:option("--rounds", "Rounds of alternating with and without a session.", "11"):convert(args.int("--rounds", 1, 1000))
@@ -74,8 +75,8 @@ local mlp_off, mlp_on = median(m_off), median(m_on)
 print("== profiler overhead ==")
 print(string.format("1-element add: %.0f ns without a session, %.0f ns with one; %.2f events recorded per add",
     add_off, add_on, per_add_events))
-print(string.format("GeGLU MLP forward (dim %d, hidden %d, tokens %d, eager, %d threads): %.1f us without, %.1f us " ..
-    "with record_shapes + with_flops; %.1f events per forward", dim, hidden, tokens, wb.get_num_threads(),
+print(string.format("GeGLU MLP forward (dim %d, hidden %d, tokens %d, eager, %s): %.1f us without, %.1f us " ..
+    "with record_shapes + with_flops; %.1f events per forward", dim, hidden, tokens, plural(wb.get_num_threads(), "thread"),
     mlp_off / 1e3, mlp_on / 1e3, mlp_events))
 print("\n== ratios (bars: <= 150 ns per event; <= 5% slower) ==")
 print(string.format("  cost per recorded event: %.0f ns", per_event))

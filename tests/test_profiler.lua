@@ -424,7 +424,9 @@ function TestBadInput:test_expect_fields_and_failures()
     local ok, err = pcall(p.expect, p, {kernels = 5, ops = {add = 1}})
     lu.assertFalse(ok)
     lu.assertStrContains(err, "expected 5 kernels per step, saw 1 in step 1 of 3: wb_sgemm_")
-    lu.assertStrContains(err, "expected 1 'add' ops per step, saw 0 in step 1 of 3")
+    lu.assertStrContains(err, "expected 1 'add' op per step, saw 0 in step 1 of 3")
+    ok, err = pcall(p.expect, p, {kernels = {count = 1, match = "_nn"}}) -- counted nouns agree with the count
+    lu.assertStrContains(err, "expected 1 kernel matching '_nn' per step, saw 0 in step 1 of 3")
     ok, err = pcall(p.expect, p, {no_kernel_for = {"addmm"}})
     lu.assertStrContains(err, "expected no kernel for 'addmm', but addmm launched wb_sgemm_")
 end

@@ -20,6 +20,7 @@
 -- Outputs are the graph's buffers, rewritten by the next call (clone() to keep one). The
 -- profiler shows each call as a "compiled region" range.
 
+local plural = require("wb.words").plural
 local M = {}
 
 local Compiled = {}
@@ -310,8 +311,8 @@ function Compiled:explain()
     local out = {}
     for _, sig in ipairs(self.order) do
         local e = self.entries[sig]
-        out[#out + 1] = string.format("[%s] %d traced ops -> %d kernels: %s%s", sig, e.traced_ops,
-            #e.graph:nodes(), table.concat(e.ops, ", "),
+        out[#out + 1] = string.format("[%s] %s traced -> %s: %s%s", sig, plural(e.traced_ops, "op"),
+            plural(#e.graph:nodes(), "kernel"), table.concat(e.ops, ", "),
             #e.fusions > 0 and ("; fused: " .. table.concat(e.fusions, "; ")) or "")
     end
     return table.concat(out, "\n")

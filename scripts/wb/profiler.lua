@@ -11,6 +11,8 @@
 --   p:expect{ops = {linear = 1, t = 1, addmm = 1}, kernels = 1, no_kernel_for = {"t"}}
 --   p:export_chrome_trace("trace.json")   -- open in https://ui.perfetto.dev or chrome://tracing
 
+local plural = require("wb.words").plural
+
 local M = {}
 
 local Profiler = {}
@@ -376,8 +378,8 @@ function Profiler:table(o)
     local out = {}
     local st = self:stats()
     if st.dropped > 0 then
-        out[#out + 1] = string.format("WARNING: %d events were dropped (the event buffer or CUPTI's buffers filled " ..
-            "up; raise max_events)", st.dropped)
+        out[#out + 1] = string.format("WARNING: %s dropped (the event buffer or CUPTI's buffers filled " ..
+            "up; raise max_events)", plural(st.dropped, "event was", "events were"))
     end
     if st.device_note and st.device_note ~= "" then out[#out + 1] = "WARNING: " .. st.device_note end
     out[#out + 1] = rule
@@ -426,8 +428,9 @@ function Profiler:table(o)
         out[#out + 1] = string.format("%% peak: kernels against %s (%s): %.1f GFLOP/s fp32, %.1f GB/s (%s)", info.name,
             info.isa, info.peak_gflops, info.bandwidth_gbs, info.calibrated)
     else
-        out[#out + 1] = string.format("%% peak: kernels against the roofline measured on %s (%s, %d threads): " ..
-            "%.1f GFLOP/s, %.1f GB/s", info.name, info.isa, info.threads, info.peak_gflops, info.bandwidth_gbs)
+        out[#out + 1] = string.format("%% peak: kernels against the roofline measured on %s (%s, %s): " ..
+            "%.1f GFLOP/s, %.1f GB/s", info.name, info.isa, plural(info.threads, "thread"), info.peak_gflops,
+            info.bandwidth_gbs)
     end
     return table.concat(out, "\n")
 end
@@ -534,8 +537,8 @@ function Profiler:expect(spec)
         end
         local label = string.format("%s %d of %d", what, idx, #instances)
         if kernel_count and #kernels ~= kernel_count then
-            problems[#problems + 1] = string.format("expected %d kernels%s per %s, saw %d in %s: %s", kernel_count,
-                kernel_match and (" matching '" .. kernel_match .. "'") or "", what, #kernels, label,
+            problems[#problems + 1] = string.format("expected %s%s per %s, saw %d in %s: %s",
+                plural(kernel_count, "kernel"), kernel_match and (" matching '" .. kernel_match .. "'") or "", what, #kernels, label,
                 #kernels > 0 and table.concat(kernels, ", ") or "none")
         end
         local names = {}
@@ -544,8 +547,8 @@ function Profiler:expect(spec)
         for _, name in ipairs(names) do
             local want, got = spec.ops[name], ops[name] or 0
             if got ~= want then
-                problems[#problems + 1] = string.format("expected %d '%s' ops per %s, saw %d in %s", want, name, what,
-                    got, label)
+                problems[#problems + 1] = string.format("expected %s per %s, saw %d in %s",
+                    plural(want, "'" .. name .. "' op"), what, got, label)
             end
         end
         for _, opname in ipairs(spec.no_kernel_for or {}) do
