@@ -182,6 +182,11 @@ local function peer_round(peer_tokens)
         return
     end
     torch.version = tostring(data.torch)
+    -- what the column and the report name: the version and the BLAS its GEMMs ran on
+    local blas = type(data.blas) == "string" and data.blas ~= "" and data.blas or "BLAS not reported"
+    torch.label = string.format("PyTorch %s (%s)", torch.version, blas:match("BLAS_INFO=([%w_]+)") and
+        ("BLAS " .. blas:match("BLAS_INFO=([%w_]+)")) or blas:sub(1, 40))
+    torch.blas = blas
     for _, r in ipairs(data.results) do
         local s = torch.samples[r.tokens] or {}
         for _, v in ipairs(type(r.samples_ms) == "table" and r.samples_ms or {r.median_ms}) do s[#s + 1] = v end
@@ -294,10 +299,12 @@ for i, r in ipairs(rows) do
     end
 end
 
+local vs_torch = torch.label and ("vs " .. torch.label) or "vs torch"
 print(string.format("\n%-6s %-8s %10s %17s %9s %6s %8s %9s %9s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
-    "GFLOP/s", "%peak", "kernels", "host us", "vs eager", "vs torch"))
+    "GFLOP/s", "%peak", "kernels", "host us", "vs eager", vs_torch))
 for _, r in ipairs(rows) do
-    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %5.0f%% %8d %9.1f %8.2fx %9s", r.tokens, r.mode,
+    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %5.0f%% %8d %9.1f %8.2fx %" .. math.max(9, #vs_torch) .. "s",
+        r.tokens, r.mode,
         r.median_ms, r.p10_ms, r.p90_ms, r.gflops, r.pct_peak, r.kernels, r.host_us, r.speedup_vs_eager or 0,
         r.vs_torch and string.format("%.2fx", r.vs_torch) or "-"))
 end
@@ -322,13 +329,14 @@ if torch.version then
     for _, r in ipairs(rows) do
         if r.torch_ms and (#pts == 0 or pts[#pts][1] ~= r.tokens) then pts[#pts + 1] = {r.tokens, r.torch_ms} end
     end
-    series[#series + 1] = {name = "PyTorch " .. torch.version, points = pts}
+    series[#series + 1] = {name = torch.label, points = pts}
 end
 local html = table.concat({
     string.format("<p>GeGLU MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). Medians of %d rounds of " ..
         "alternating modes%s; every mode checked against eager first.</p>", dim, hidden, args.dtype, device, info.name,
         info.isa, cuda and "" or string.format(", %d threads", wb.get_num_threads()), rounds,
-        torch.version and " (PyTorch timed after each round)" or ""),
+        torch.version and string.format(" (%s timed after each round; its BLAS: %s)", torch.label,
+            (torch.blas:gsub("[&<>]", ""))) or ""),
     report.line_chart{title = "Latency per forward", x_label = "tokens", y_label = "median ms", log_x = true,
         log_y = true, series = series,
         caption = "Median time of one forward per mode (lower is better), against the number of tokens." ..

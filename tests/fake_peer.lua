@@ -10,4 +10,5 @@ local results = {}
 for t in tokens:gmatch("[^,]+") do
     results[#results + 1] = string.format('{"tokens": %s, "median_ms": 2.0, "samples_ms": [1.0, 2.0, 3.0]}', t)
 end
-print(string.format('{"torch": "fake-1.0", "threads": 1, "results": [%s]}', table.concat(results, ", ")))
+print(string.format('{"torch": "fake-1.0", "blas": "- Build settings: BLAS_INFO=open, BUILD_TYPE=Release", ' ..
+    '"threads": 1, "results": [%s]}', table.concat(results, ", ")))

@@ -36,6 +36,36 @@ function TestResults:test_save_writes_three_files_with_fingerprint()
     os.execute("rm -rf '" .. dir .. "'")
 end
 
+-- The fingerprint names the device the measurements used, whichever option chose it: with the
+-- mock plugin, --device auto picks cuda, but a script that measures on the cpu is a cpu run.
+function TestResults:test_fingerprint_device_is_the_one_used()
+    local exe = os.getenv("WB_EXE") or "build/workbench"
+    local mock = exe:gsub("[^/]*$", "") .. "libwb_cuda_mock.so"
+    local f = io.open(mock)
+    if not f then
+        print("skipped: no " .. mock)
+        return
+    end
+    f:close()
+    local dir = os.tmpname() .. "_fp"
+    local function device_of(options, script)
+        local p = io.popen(string.format("WB_CUDA_PLUGIN=%s %s %s -e '%s; local r = wb.results(\"fp\"); " ..
+            "r:add{a = 1}; io.write(r:save{dir = \"%s\"}.json)'", mock, exe, options, script, dir))
+        local path = p:read("a")
+        p:close()
+        local fp = cjson.decode(read(path)).fingerprint
+        return fp.device, fp.cuda
+    end
+    -- auto chose cuda and the script used it
+    lu.assertEquals({device_of("--device auto", "local x = wb.ones({4}) + 1")}, {"cuda", "used"})
+    -- auto chose cuda, the script asked for the cpu (as mlp_sweep.lua --device cpu does)
+    lu.assertEquals({device_of("--device auto", "local x = wb.ones({4}, {device = \"cpu\"}) + 1")},
+        {"cpu", "available"})
+    -- --device cpu, the script moved its tensors to cuda
+    lu.assertEquals({device_of("--device cpu", "local x = wb.ones({4}):to{device = \"cuda\"} + 1")}, {"cuda", "used"})
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
 function TestResults:test_bad_input()
     lu.assertErrorMsgContains("name must be a plain file name", function() wb.results("../x") end)
     local r = wb.results("ok")

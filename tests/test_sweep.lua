@@ -67,6 +67,11 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     lu.assertStrContains(calls[1], "--tokens 1,4 --dim 32 --hidden 64 --threads ")
     lu.assertStrContains(calls[1], "--dtype f32 --rounds 7")
     lu.assertStrContains(out, "round 2/2 done (and PyTorch's)")
+    -- the column and the report name the peer's version and BLAS
+    lu.assertStrMatches(out, ".*\ntokens +mode .* vs eager vs PyTorch fake%-1%.0 %(BLAS open%)\n.*")
+    local html = assert(io.open(dir .. "/mlp_sweep.html")):read("a")
+    lu.assertStrContains(html, "PyTorch fake-1.0 (BLAS open) timed after each round; its BLAS: - Build settings: " ..
+        "BLAS_INFO=open, BUILD_TYPE=Release")
     lu.assertStrMatches(out, ".*tokens 4%s+PyTorch%s+2%.000 ms %(p10 1%.000, p90 3%.000%).*")
     for _, r in ipairs(saved_rows(dir, 4)) do
         lu.assertEquals(r.torch_ms, 2.0) -- the median of 1,2,3 twice

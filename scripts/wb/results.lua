@@ -12,14 +12,21 @@ local cjson = require("cjson")
 local Results = {}
 Results.__index = Results
 
-local function fingerprint()
+-- The device the measurements ran on, whichever option chose it: cuda once its allocator has
+-- held memory in this process, else the cpu (a default of cuda that nothing used is not it).
+local function device_used()
+    if wb.cuda.is_available() and wb.cuda.memory().peak > 0 then return "cuda" end
+    return "cpu"
+end
+
+local function fingerprint(device)
     local info = wb.device_info("cpu")
     local cmd = {}
     for i = -10, #arg do if arg[i] then cmd[#cmd + 1] = arg[i] end end
     local host = wb._hostname()
     return {
         workbench = wb.version, commit = wb.commit, build = wb.build.type, sanitizers = wb.build.sanitizers,
-        device = wb.default_device(), cpu = info.name, isa = info.isa, threads = wb.get_num_threads(),
+        device = device or device_used(), cpu = info.name, isa = info.isa, threads = wb.get_num_threads(),
         peak_gflops = info.peak_gflops, bandwidth_gbs = info.bandwidth_gbs,
         command = table.concat(cmd, " "), date = os.date("!%Y-%m-%dT%H:%M:%SZ"), host = host, lua = _VERSION,
         seed = tostring(wb.initial_seed()), -- as text: a 64-bit seed does not survive JSON's doubles
@@ -29,7 +36,7 @@ end
 
 -- With a GPU, what it is and which CUDA pieces ran (their versions, when used).
 local function with_cuda(fp)
-    if not wb.cuda.is_available() then return fp end
+    if fp.device ~= "cuda" then return fp end
     local g = wb.device_info("cuda")
     fp.cuda = "used"
     fp.gpu, fp.gpu_arch, fp.gpu_sms = g.name, g.isa, g.sm_count
