@@ -189,8 +189,9 @@ static int s_events(lua_State *L) {
                 wb_lua_setstring(L, "epilogue", k.epilogue);
             }
         }
-        if (e->kind == WB_EV_MEMORY) {
+        if (e->kind == WB_EV_MEMORY) { /* bytes live on that device after the event */
             wb_lua_setinteger(L, "allocated_bytes", (lua_Integer)e->live_bytes);
+            wb_lua_setstring(L, "device", wb_device_name((wb_device)e->device));
         }
         if (e->kind == WB_EV_RUNTIME && e->cbid) { /* a device API record */
             wb_lua_setinteger(L, "cbid", e->cbid);

@@ -135,7 +135,7 @@ static void on_kernel_end(void *user, const wb_kernel_desc *desc) {
                     .lane = WB_LANE_CPU_DEVICE};
 }
 
-static void on_memory(int64_t delta) {
+static void on_memory(wb_device device, int64_t delta, int64_t live_on_device) {
     wb_prof *p = current;
     if (!p) return;
     int64_t live = (int64_t)wb_storage_bytes_live();
@@ -145,10 +145,11 @@ static void on_memory(int64_t delta) {
     if (!e) return;
     *e = (wb_event){.name = delta >= 0 ? "alloc" : "free",
                     .ts_ns = clock_ns() - p->t0,
-                    .live_bytes = (double)live,
+                    .live_bytes = (double)live_on_device,
                     .bytes = (float)delta,
                     .link = enclosing_op(p),
                     .src = WB_EVENT_NONE,
+                    .device = (uint16_t)device,
                     .kind = WB_EV_MEMORY,
                     .lane = WB_LANE_HOST};
 }

@@ -38,7 +38,7 @@ typedef struct wb_event {
     int64_t dur_ns; /* 0 for instants (memory) */
     union {
         double flops;      /* with_flops (ops), kernels */
-        double live_bytes; /* memory events: bytes alive after the event */
+        double live_bytes; /* memory events: bytes alive on their device after the event */
     };
     float bytes;        /* the fewest bytes moved (ops, kernels); memory: +allocated / -freed */
     uint32_t id;        /* ops: their correlation id; kernels: the flow id; steps: the step number */
@@ -48,6 +48,7 @@ typedef struct wb_event {
     union {
         uint16_t threads; /* cpu kernels: threads used */
         uint16_t cbid;    /* runtime events from a device tracer: the API's callback id */
+        uint16_t device;  /* memory events: the wb_device allocated on */
     };
     uint8_t kind; /* wb_event_kind */
     uint8_t lane;

@@ -14,11 +14,12 @@
 
 static _Atomic uint64_t bytes_allocated; /* ever, for the Lua binding's GC pacing */
 static _Atomic int64_t bytes_live;
-static void (*observer)(int64_t delta);
+static _Atomic int64_t bytes_live_on[WB_DEVICE_COUNT];
+static void (*observer)(wb_device device, int64_t delta, int64_t live_on_device);
 
 uint64_t wb_storage_bytes_allocated(void) { return atomic_load_explicit(&bytes_allocated, memory_order_relaxed); }
 uint64_t wb_storage_bytes_live(void) { return (uint64_t)atomic_load_explicit(&bytes_live, memory_order_relaxed); }
-void wb_storage_set_observer(void (*fn)(int64_t delta)) { observer = fn; }
+void wb_storage_set_observer(void (*fn)(wb_device device, int64_t delta, int64_t live_on_device)) { observer = fn; }
 
 void wb_format_bytes(double bytes, char *buf, size_t len) {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -52,7 +53,8 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     s->nbytes = nbytes;
     atomic_fetch_add_explicit(&bytes_allocated, nbytes, memory_order_relaxed);
     atomic_fetch_add_explicit(&bytes_live, (int64_t)nbytes, memory_order_relaxed);
-    if (observer) observer((int64_t)nbytes);
+    int64_t on_device = atomic_fetch_add_explicit(&bytes_live_on[device], (int64_t)nbytes, memory_order_relaxed);
+    if (observer) observer(device, (int64_t)nbytes, on_device + (int64_t)nbytes);
     const wb_capture_hooks *cap = wb_capture_hooks_active();
     if (cap && cap->storage_new) cap->storage_new(cap->user, s);
     *out = s;
@@ -67,7 +69,9 @@ void wb_storage_release(wb_storage *s) {
         wb_prepack_forget(s->id);
         wb_backend_get(s->device)->free(s->data, s->nbytes);
         atomic_fetch_sub_explicit(&bytes_live, (int64_t)s->nbytes, memory_order_relaxed);
-        if (observer) observer(-(int64_t)s->nbytes);
+        int64_t on_device =
+            atomic_fetch_sub_explicit(&bytes_live_on[s->device], (int64_t)s->nbytes, memory_order_relaxed);
+        if (observer) observer(s->device, -(int64_t)s->nbytes, on_device - (int64_t)s->nbytes);
         wb_pool_give(&headers, s, wb_alloc_cache_on());
     }
 }

@@ -102,11 +102,11 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
         int pid = e->lane;
         double ts = (double)e->ts_ns / 1000.0, dur = (double)e->dur_ns / 1000.0;
         fputs(",\n", f);
-        if (e->kind == WB_EV_MEMORY) { /* a counter track of live bytes */
+        if (e->kind == WB_EV_MEMORY) { /* a counter track of live bytes per device */
             fprintf(f,
-                    "{\"ph\": \"C\", \"name\": \"memory\", \"pid\": 0, \"ts\": %.3f, \"args\": {\"allocated_bytes\": "
-                    "%lld}}",
-                    ts, (long long)e->live_bytes);
+                    "{\"ph\": \"C\", \"name\": \"memory %s\", \"pid\": 0, \"ts\": %.3f, \"args\": "
+                    "{\"allocated_bytes\": %lld}}",
+                    wb_device_name((wb_device)e->device), ts, (long long)e->live_bytes);
             continue;
         }
         fputs("{\"ph\": \"X\", \"cat\": ", f);

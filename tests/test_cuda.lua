@@ -323,6 +323,45 @@ print("kernels linked to ops: " .. gemm, p:stats().device_note)
     lu.assertTrue(n and n >= 3, out) -- two fills and the GEMM
 end
 
+-- the memory timeline keeps one line per device: a cuda tensor moves the cuda line only
+function TestGpu:test_memory_timeline_per_device()
+    gpu()
+    collectgarbage()
+    collectgarbage()
+    local p = wb.profiler.profile({profile_memory = true}, function()
+        local a = wb.ones({256})                      -- 1 KiB on the cpu
+        local b = a:to{device = "cuda"}               -- 1 KiB on cuda
+        local c = b + b                               -- 1 KiB more on cuda
+        wb.synchronize("cuda")
+        a, b, c = nil, nil, nil
+        collectgarbage()
+        collectgarbage()
+    end)
+    local by_device = {}
+    for _, d in ipairs(require("wb.profiler_export").memory_timeline(p:events())) do by_device[d.device] = d end
+    lu.assertNotNil(by_device.cpu)
+    lu.assertNotNil(by_device.cuda)
+    local function levels(d)
+        local out, base = {}, d.points[1][2]
+        for i = 2, #d.points do out[#out + 1] = d.points[i][2] - base end
+        return out, base
+    end
+    local cuda_levels, cuda_base = levels(by_device.cuda)
+    lu.assertEquals(cuda_levels, {1024, 2048, 1024, 0})
+    lu.assertEquals(by_device.cuda.peak_bytes - cuda_base, 2048)
+    local cpu_levels = levels(by_device.cpu)
+    lu.assertEquals(cpu_levels[1], 1024)
+    lu.assertEquals(cpu_levels[#cpu_levels], 0)
+    for _, l in ipairs(cpu_levels) do lu.assertTrue(l <= 1024, "the cuda tensors counted on the cpu line") end
+    -- the Chrome trace has a counter track per device
+    local path = os.tmpname()
+    p:export_chrome_trace(path)
+    local text = assert(io.open(path)):read("a")
+    os.remove(path)
+    lu.assertStrContains(text, '"name": "memory cpu"')
+    lu.assertStrContains(text, '"name": "memory cuda"')
+end
+
 function TestGpu:test_awkward_shapes_and_strides()
     gpu()
     wb.manual_seed(31)
