@@ -23,61 +23,33 @@
 -- It is a wb.sweep (tokens x modes): --shard I/N measures one shard of the points, and
 -- `workbench merge` joins the shards into the rows of the whole sweep.
 
-local argparse = require("argparse")
+local wbargs = require("wb.args")
 local report = require("wb.report")
+local plural = require("wb.words").plural
 
-local parser = argparse("mlp_sweep.lua", "GeGLU MLP forward: tokens x modes, against eager and PyTorch")
-parser:option("--tokens", "Token counts, comma-separated.", "1,16,128,512")
+local parser = wbargs.parser("mlp_sweep.lua", "GeGLU MLP forward: tokens x modes, against eager and PyTorch")
+parser:option("--tokens", "Token counts, comma-separated.", "1,16,128,512"):convert(wbargs.ints("--tokens", 1, 65536))
 parser:option("--modes", "Modes, comma-separated (eager, fused, dual, compiled, graph).", "eager,fused,dual,compiled,graph")
-parser:option("--dim", "Model dimension.", "768")
-parser:option("--hidden", "Hidden dimension.", "3072")
-parser:option("--dtype", "Data type.", "f32")
-parser:option("--device", "Device (cpu or cuda; default: the workbench's default device).")
-parser:option("--iters", "Timed forwards per mode per round (at least).", "10")
-parser:option("--rounds", "Rounds of alternating the modes.", "3")
+    :convert(wbargs.names("--modes", {"eager", "fused", "dual", "compiled", "graph"}))
+parser:option("--dim", "Model dimension.", "768"):convert(wbargs.int("--dim", 1, 65536))
+parser:option("--hidden", "Hidden dimension.", "3072"):convert(wbargs.int("--hidden", 1, 262144))
+parser:option("--dtype", "Data type (f32 or bf16).", "f32"):choices({"f32", "bf16"})
+parser:option("--device", "Device (cpu or cuda; default: the workbench's default device)."):choices({"cpu", "cuda"})
+parser:option("--iters", "Timed forwards per mode per round (at least).", "10"):convert(wbargs.int("--iters", 1, 100000))
+parser:option("--rounds", "Rounds of alternating the modes.", "3"):convert(wbargs.int("--rounds", 1, 1000))
 parser:option("--trace-tokens", "Token count at which a Perfetto trace per mode is written.", "16")
+    :convert(wbargs.int("--trace-tokens", 1, 65536))
 parser:option("--out", "Output folder (default: out/mlp_sweep/<timestamp>).")
 parser:flag("--no-peer", "Do not time PyTorch even when it is installed.")
 parser:option("--peer", "Command of the peer to time instead of experiments/peers/torch_mlp.py (same options, same JSON).")
 wb.sweep.add_options(parser)
-local ok, args = parser:pparse(arg)
-if not ok then error("mlp_sweep: " .. args .. "\n" .. parser:get_usage(), 0) end
+local args = wbargs.parse(parser)
 
-local function int_list(s, what, lo, hi)
-    local out = {}
-    for v in s:gmatch("[^,]+") do
-        local n = math.tointeger(tonumber(v))
-        if not n or n < lo or n > hi then
-            error(string.format("mlp_sweep: --%s takes integers from %d to %d, got '%s'", what, lo, hi, v), 0)
-        end
-        out[#out + 1] = n
-    end
-    if #out == 0 then error("mlp_sweep: --" .. what .. " is empty", 0) end
-    return out
-end
-
-local tokens_list = int_list(args.tokens, "tokens", 1, 65536)
-local dim = int_list(args.dim, "dim", 1, 65536)[1]
-local hidden = int_list(args.hidden, "hidden", 1, 262144)[1]
-local iters = int_list(args.iters, "iters", 1, 100000)[1]
-local rounds = int_list(args.rounds, "rounds", 1, 1000)[1]
-local trace_tokens = int_list(args.trace_tokens, "trace-tokens", 1, 65536)[1]
-local KNOWN = {eager = true, fused = true, dual = true, compiled = true, graph = true}
-local modes = {}
-for m in args.modes:gmatch("[^,]+") do
-    if not KNOWN[m] then
-        error(string.format("mlp_sweep: unknown mode '%s' (expected eager, fused, dual, compiled, graph)", m), 0)
-    end
-    modes[#modes + 1] = m
-end
+local tokens_list, modes = args.tokens, args.modes
+local dim, hidden, iters, rounds, trace_tokens = args.dim, args.hidden, args.iters, args.rounds, args.trace_tokens
 local device = args.device or wb.default_device()
-if device ~= "cpu" and device ~= "cuda" then
-    error(string.format("mlp_sweep: unknown --device '%s' (expected cpu or cuda)", device), 0)
-end
+-- a machine without a usable GPU is not a bad argument: a script error (status 1) with the reason
 if device == "cuda" and not wb.cuda.is_available() then error("mlp_sweep: --device cuda: " .. wb.cuda.why_not(), 0) end
-if args.dtype ~= "f32" and args.dtype ~= "bf16" then
-    error(string.format("mlp_sweep: unknown --dtype '%s' (expected f32 or bf16)", args.dtype), 0)
-end
 local cuda = device == "cuda"
 -- Modes must agree with eager to within the dtype's rounding: bf16 rounds the intermediates of
 -- eager (gelu output, product) but not those of the fused modes.
@@ -88,8 +60,8 @@ assert(wb._mkdir_p(out_dir))
 
 local info = wb.device_info(device)
 if args.dtype == "bf16" and info.peak_gflops_bf16 then info.peak_gflops = info.peak_gflops_bf16 end
-print(string.format("mlp_sweep: GeGLU MLP dim %d hidden %d, %s on %s (%s, %d threads); tokens %s; modes %s", dim,
-    hidden, args.dtype, device, info.name, wb.get_num_threads(), table.concat(tokens_list, ","),
+print(string.format("mlp_sweep: GeGLU MLP dim %d hidden %d, %s on %s (%s, %s); tokens %s; modes %s", dim,
+    hidden, args.dtype, device, info.name, plural(wb.get_num_threads(), "thread"), table.concat(tokens_list, ","),
     table.concat(modes, ",")))
 print(string.format("roofline: %.1f GFLOP/s, %.1f GB/s (%s)", info.peak_gflops, info.bandwidth_gbs, info.calibrated))
 
@@ -332,9 +304,9 @@ if torch.version then
     series[#series + 1] = {name = torch.label, points = pts}
 end
 local html = table.concat({
-    string.format("<p>GeGLU MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). Medians of %d rounds of " ..
+    string.format("<p>GeGLU MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). Medians of %s of " ..
         "alternating modes%s; every mode checked against eager first.</p>", dim, hidden, args.dtype, device, info.name,
-        info.isa, cuda and "" or string.format(", %d threads", wb.get_num_threads()), rounds,
+        info.isa, cuda and "" or ", " .. plural(wb.get_num_threads(), "thread"), plural(rounds, "round"),
         torch.version and string.format(" (%s timed after each round; its BLAS: %s)", torch.label,
             (torch.blas:gsub("[&<>]", ""))) or ""),
     report.line_chart{title = "Latency per forward", x_label = "tokens", y_label = "median ms", log_x = true,

@@ -144,7 +144,7 @@ function TestCli:test_device_auto_with_the_mock_plugin()
 end
 
 -- Scripts whose argument errors do not go through wb.args yet, and why.
-local NOT_YET_WB_ARGS = {["mlp_sweep.lua"] = "its parsing moves onto wb.sweep (another change in flight)"}
+local NOT_YET_WB_ARGS = {}
 
 -- Every experiment parses its arguments one way: --help lists its options, a bad argument is
 -- one line naming it and status 2.

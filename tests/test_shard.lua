@@ -89,8 +89,8 @@ function TestShard:test_the_experiment_refuses_bad_shards_before_measuring()
     for _, c in ipairs({{"0/4", "shards are numbered from 1"}, {"5/4", "there are only 4 shards"},
         {"1/0", "must be at least 1"}, {"a/b", "expected I/N"}}) do
         local out, code = run(string.format("%s %s/experiments/mlp_sweep.lua --no-peer --shard %s", EXE, SRC, c[1]))
-        lu.assertNotEquals(code, 0, c[1])
-        lu.assertStrContains(out:match("^[^\n]*"), "mlp_sweep: --shard " .. (c[1] == "a/b" and "'a/b'" or c[1]))
+        lu.assertEquals(code, 2, c[1] .. ": a bad argument exits 2")
+        lu.assertStrContains(out:match("^[^\n]*"), "mlp_sweep.lua: --shard " .. (c[1] == "a/b" and "'a/b'" or c[1]))
         lu.assertStrContains(out:match("^[^\n]*"), c[2])
         lu.assertNil(out:find("roofline:"), "refused before calibrating: " .. c[1])
     end

@@ -46,7 +46,7 @@ function M.ints(option, lo, hi)
         for v in (s .. ","):gmatch("([^,]*),") do
             local n = math.tointeger(tonumber(v))
             if not n or n < lo or n > hi then
-                return bad(option, s, string.format("whole numbers from %d to %d, comma-separated", lo, hi))
+                return bad(option, v, string.format("whole numbers from %d to %d, comma-separated", lo, hi))
             end
             out[#out + 1] = n
         end
@@ -61,7 +61,7 @@ function M.names(option, allowed)
     return function(s)
         local out = {}
         for v in (s .. ","):gmatch("([^,]*),") do
-            if not set[v] then return bad(option, s, "a comma-separated list of " .. table.concat(allowed, ", ")) end
+            if not set[v] then return bad(option, v, "a comma-separated list of " .. table.concat(allowed, ", ")) end
             out[#out + 1] = v
         end
         return out

@@ -38,7 +38,7 @@ local function key_less(a, b)
     return tostring(a) < tostring(b)
 end
 
-local function plural(n, word) return string.format("%d %s%s", n, word, n == 1 and "" or "s") end
+local plural = require("wb.words").plural
 
 local function has_tostring(v)
     local mt = getmetatable(v)
