@@ -149,7 +149,7 @@ static int s_events(lua_State *L) {
         /* correlation: an op's own id, a kernel's launching op; parent: the enclosing op */
         wb_lua_setinteger(L, "correlation", (lua_Integer)(e->kind == WB_EV_OP ? e->id : e->link));
         wb_lua_setinteger(L, "parent", (lua_Integer)e->link);
-        wb_lua_setnumber(L, "flops", e->kind == WB_EV_MEMORY ? 0 : e->flops);
+        wb_lua_setnumber(L, "flops", e->kind == WB_EV_MEMORY || e->kind == WB_EV_THREAD ? 0 : e->flops);
         wb_lua_setnumber(L, "bytes", (double)e->bytes);
         if (wb_prof_src(p, e)) {
             wb_lua_setstring(L, "src", wb_prof_src(p, e));
@@ -188,6 +188,13 @@ static int s_events(lua_State *L) {
                 wb_lua_setstring(L, "layout", k.layout);
                 wb_lua_setstring(L, "epilogue", k.epilogue);
             }
+        }
+        if (e->kind == WB_EV_THREAD) { /* a worker's share of the kernel whose id is `kernel` */
+            wb_kernel_fields k;
+            wb_lua_setinteger(L, "kernel", (lua_Integer)e->link);
+            wb_lua_setinteger(L, "thread", e->threads);
+            wb_lua_setnumber(L, "work", e->work);
+            wb_lua_setstring(L, "unit", wb_kernel_kind_fields(e->kernel, &k) ? "tiles" : "elements");
         }
         if (e->kind == WB_EV_MEMORY) { /* bytes live on that device after the event */
             wb_lua_setinteger(L, "allocated_bytes", (lua_Integer)e->live_bytes);

@@ -113,12 +113,37 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
 
 static void on_kernel_begin(void *user, const wb_kernel_desc *desc) {
     (void)desc;
-    ((wb_prof *)user)->kernel_ts = clock_ns();
+    wb_prof *p = user;
+    if (p->recording && p->o.record_device) { /* per-thread shares of a parallel kernel */
+        p->spans.count = 0;
+        wb_cpu_spans_set(&p->spans);
+    }
+    p->kernel_ts = clock_ns();
+}
+
+/* A parallel kernel's worker threads: one event each on its own lane, linked to the kernel. */
+static void record_shares(wb_prof *p, const wb_kernel_desc *desc, uint32_t kernel_id) {
+    for (int t = 0; t < p->spans.count && t < WB_LANE_CPU_THREADS; t++) {
+        const wb_cpu_span *sp = &p->spans.span[t];
+        wb_event *e = slot(p);
+        if (!e) return;
+        *e = (wb_event){.kernel = desc->kind,
+                        .ts_ns = sp->start_ns - p->t0,
+                        .dur_ns = sp->end_ns - sp->start_ns,
+                        .work = (double)sp->work,
+                        .id = ++p->next_id,
+                        .link = kernel_id,
+                        .src = WB_EVENT_NONE,
+                        .threads = (uint16_t)t,
+                        .kind = WB_EV_THREAD,
+                        .lane = (uint8_t)(WB_LANE_CPU_THREAD0 + t)};
+    }
 }
 
 static void on_kernel_end(void *user, const wb_kernel_desc *desc) {
     int64_t now = clock_ns();
     wb_prof *p = user;
+    if (wb_cpu_spans_get() == &p->spans) wb_cpu_spans_set(NULL);
     if (!p->recording || !p->o.record_device) return;
     wb_event *e = slot(p);
     if (!e) return;
@@ -133,6 +158,7 @@ static void on_kernel_end(void *user, const wb_kernel_desc *desc) {
                     .threads = (uint16_t)desc->threads,
                     .kind = WB_EV_KERNEL,
                     .lane = WB_LANE_CPU_DEVICE};
+    if (p->spans.count > 1) record_shares(p, desc, e->id);
 }
 
 static void on_memory(wb_device device, int64_t delta, int64_t live_on_device) {
@@ -279,6 +305,10 @@ const char *wb_prof_lane_name(const wb_prof *p, int lane) {
     static char buf[64];
     if (lane == WB_LANE_HOST) return "host";
     if (lane == WB_LANE_CPU_DEVICE) return "cpu:0 stream 0";
+    if (lane >= WB_LANE_CPU_THREAD0) {
+        snprintf(buf, sizeof buf, "cpu:0 thread %d", lane - WB_LANE_CPU_THREAD0);
+        return buf;
+    }
     snprintf(buf, sizeof buf, "%s:0 stream %u", p->device ? p->device->name : "device", p->device_stream);
     return buf;
 }

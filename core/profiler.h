@@ -16,11 +16,14 @@ typedef enum wb_event_kind {
     WB_EV_RANGE,
     WB_EV_STEP,
     WB_EV_MEMCPY, /* a copy or memset on a device stream (CUPTI) */
+    WB_EV_THREAD, /* one worker thread's share of a parallel cpu kernel, on its own lane */
 } wb_event_kind;
 
 /* Lanes: the host thread, and one lane per device stream (the CPU device has its own, so a
  * CPU trace reads like a GPU trace). */
-enum { WB_LANE_HOST = 0, WB_LANE_CPU_DEVICE = 1, WB_LANE_CUDA = 2 };
+enum { WB_LANE_HOST = 0, WB_LANE_CPU_DEVICE = 1, WB_LANE_CUDA = 2, WB_LANE_CPU_THREAD0 = 3 };
+/* Worker thread t of a parallel cpu kernel is drawn on lane WB_LANE_CPU_THREAD0 + t. */
+#define WB_LANE_CPU_THREADS 64
 /* Kinds as the Lua events and the trace name them ("op", "kernel", ...). */
 const char *wb_event_kind_name(int kind);
 
@@ -32,21 +35,23 @@ const char *wb_event_kind_name(int kind);
 typedef struct wb_event {
     union {
         const char *name;             /* not kernels: static, interned, or in the session's string arena */
-        const wb_kernel_kind *kernel; /* kernels: the interned kind (kernel.h) */
+        const wb_kernel_kind *kernel; /* kernels and thread shares: the interned kind (kernel.h) */
     };
     int64_t ts_ns;  /* start, on the session clock (CLOCK_MONOTONIC - session start) */
     int64_t dur_ns; /* 0 for instants (memory) */
     union {
         double flops;      /* with_flops (ops), kernels */
         double live_bytes; /* memory events: bytes alive on their device after the event */
+        double work;       /* thread shares: tiles or elements that thread did */
     };
     float bytes;        /* the fewest bytes moved (ops, kernels); memory: +allocated / -freed */
     uint32_t id;        /* ops: their correlation id; kernels: the flow id; steps: the step number */
-    uint32_t link;      /* ops: the enclosing op; kernels: the op that launched them (0: none) */
+    uint32_t link;      /* ops: the enclosing op; kernels: the op that launched them (0: none);
+                           thread shares: their kernel's id */
     uint32_t src;       /* with_stack: offset of "file:line" in the string arena, or WB_EVENT_NONE */
     uint32_t shape_off; /* record_shapes: first dim in the shape arena */
     union {
-        uint16_t threads; /* cpu kernels: threads used */
+        uint16_t threads; /* cpu kernels: threads used; thread shares: the thread's index */
         uint16_t cbid;    /* runtime events from a device tracer: the API's callback id */
         uint16_t device;  /* memory events: the wb_device allocated on */
     };
@@ -60,7 +65,7 @@ typedef struct wb_event {
 
 /* What the event is called: a kernel's formatted name, or the name recorded. */
 static inline const char *wb_event_name(const wb_event *e) {
-    return e->kind == WB_EV_KERNEL ? wb_kernel_kind_name(e->kernel) : e->name;
+    return e->kind == WB_EV_KERNEL || e->kind == WB_EV_THREAD ? wb_kernel_kind_name(e->kernel) : e->name;
 }
 
 /* ndim of input i (-1 when the optional input was absent) and its dtype. */

@@ -5,6 +5,8 @@
 
 #include <time.h>
 
+#include <wb_kernels/spans.h>
+
 #include "backend.h"
 #include "op.h"
 #include "profiler.h"
@@ -37,6 +39,7 @@ struct wb_prof {
     int depth;
     uint32_t next_id;
     int64_t kernel_ts;
+    wb_cpu_spans spans; /* the running cpu kernel's per-thread shares (record_device) */
     struct {
         uint32_t name; /* in the string arena */
         int64_t ts;

@@ -41,8 +41,8 @@ static void json_string(FILE *f, const char *s) {
 }
 
 const char *wb_event_kind_name(int kind) {
-    static const char *const names[] = {"op", "kernel", "runtime", "memory", "range", "step", "memcpy"};
-    return kind >= 0 && kind <= WB_EV_MEMCPY ? names[kind] : "?";
+    static const char *const names[] = {"op", "kernel", "runtime", "memory", "range", "step", "memcpy", "thread"};
+    return kind >= 0 && kind <= WB_EV_THREAD ? names[kind] : "?";
 }
 
 static void shapes_json(FILE *f, const wb_prof *p, const wb_event *e) {
@@ -97,9 +97,19 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
                 "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": 2, \"args\": {\"sort_index\": 2}}",
                 p->device->name, info ? info->name : "device", wb_prof_lane_name(p, WB_LANE_CUDA));
     }
+    uint64_t named_threads = 0; /* worker lanes whose thread_name is written */
     for (size_t i = 0; i < p->n; i++) {
         const wb_event *e = &p->ev[i];
-        int pid = e->lane;
+        /* worker threads are lanes (tids 1..) of the cpu device's process */
+        int worker = e->lane >= WB_LANE_CPU_THREAD0 ? e->lane - WB_LANE_CPU_THREAD0 : -1;
+        int pid = worker >= 0 ? WB_LANE_CPU_DEVICE : e->lane, tid = worker + 1;
+        if (worker >= 0 && !(named_threads >> worker & 1)) {
+            named_threads |= 1ull << worker;
+            fprintf(
+                f,
+                ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
+                pid, tid, wb_prof_lane_name(p, e->lane));
+        }
         double ts = (double)e->ts_ns / 1000.0, dur = (double)e->dur_ns / 1000.0;
         fputs(",\n", f);
         if (e->kind == WB_EV_MEMORY) { /* a counter track of live bytes per device */
@@ -117,11 +127,18 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
         } else {
             json_string(f, wb_event_name(e));
         }
-        fprintf(f, ", \"pid\": %d, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, \"args\": {", pid, ts, dur);
+        fprintf(f, ", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {", pid, tid, ts, dur);
         fprintf(f, "\"id\": %llu", (unsigned long long)e->id);
         if (e->kind == WB_EV_OP || e->kind == WB_EV_KERNEL)
             fprintf(f, ", \"correlation\": %llu", (unsigned long long)(e->kind == WB_EV_OP ? e->id : e->link));
-        if (e->flops > 0 || e->bytes > 0) fprintf(f, ", \"flops\": %.0f, \"bytes\": %.0f", e->flops, (double)e->bytes);
+        if (e->kind == WB_EV_THREAD) {
+            wb_kernel_fields k;
+            fprintf(f, ", \"kernel\": %llu, \"thread\": %d, \"work\": %.0f, \"unit\": \"%s\"",
+                    (unsigned long long)e->link, e->threads, e->work,
+                    wb_kernel_kind_fields(e->kernel, &k) ? "tiles" : "elements");
+        } else if (e->flops > 0 || e->bytes > 0) {
+            fprintf(f, ", \"flops\": %.0f, \"bytes\": %.0f", e->flops, (double)e->bytes);
+        }
         if (e->kind == WB_EV_RUNTIME && e->cbid) fprintf(f, ", \"cbid\": %d", e->cbid);
         if (e->kind == WB_EV_KERNEL) {
             wb_kernel_fields k;

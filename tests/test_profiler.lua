@@ -227,6 +227,66 @@ function TestRecording:test_dropped_events_are_counted_and_reported()
     lu.assertEquals(doc.otherData.dropped_events, st.dropped)
 end
 
+-- A parallel cpu kernel shows each worker thread's share on its own lane: the shares of a
+-- 2-thread GEMM lie inside the kernel's span and together cover it; the table shows the spread
+-- between the fastest and the slowest thread; the Chrome trace names the lanes.
+function TestRecording:test_per_thread_lanes_of_a_2_thread_gemm()
+    local before = wb.get_num_threads()
+    wb.set_num_threads(2)
+    local a, b = wb.randn({256, 512}), wb.randn({512, 512})
+    local p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    local c = wb.matmul(a, b)
+    p:stop()
+    wb.set_num_threads(before)
+    local kernel, shares = nil, {}
+    for _, e in ipairs(p:events()) do
+        if e.cat == "kernel" then kernel = e end
+        if e.cat == "thread" then shares[#shares + 1] = e end
+    end
+    lu.assertNotNil(kernel)
+    lu.assertEquals(#shares, 2, "one share per worker thread")
+    local t0, t1, covered, lo, hi, work = kernel.ts_ns, kernel.ts_ns + kernel.dur_ns, 0, math.huge, 0, 0
+    for i, e in ipairs(shares) do
+        lu.assertEquals(e.name, kernel.name)
+        lu.assertEquals(e.args.kernel, kernel.id)
+        lu.assertEquals(e.args.thread, i - 1)
+        lu.assertEquals(e.lane, "cpu:0 thread " .. (i - 1))
+        lu.assertEquals(e.args.unit, "tiles")
+        lu.assertTrue(e.ts_ns >= t0 and e.ts_ns + e.dur_ns <= t1, "a share lies inside its kernel's span")
+        lo, hi, work = math.min(lo, e.ts_ns), math.max(hi, e.ts_ns + e.dur_ns), work + e.args.work
+    end
+    lu.assertTrue(work > 0)
+    -- together they cover the kernel's span, up to the driver's setup before the fork
+    lu.assertTrue((hi - lo) >= 0.5 * kernel.dur_ns, string.format("shares span %d of %d ns", hi - lo, kernel.dur_ns))
+    lu.assertStrContains(p:table(), "Thread spread")
+    local path = os.tmpname()
+    p:export_chrome_trace(path)
+    local f = assert(io.open(path))
+    local doc = cjson.decode(f:read("a"))
+    f:close()
+    os.remove(path)
+    local lanes, slices = {}, 0
+    for _, ev in ipairs(doc.traceEvents) do
+        if ev.ph == "M" and ev.name == "thread_name" and ev.pid == 1 then lanes[ev.args.name] = ev.tid end
+        if ev.ph == "X" and ev.cat == "thread" then
+            slices = slices + 1
+            lu.assertEquals(ev.pid, 1, "worker lanes belong to the cpu device")
+        end
+    end
+    lu.assertEquals(slices, 2)
+    lu.assertEquals(lanes["cpu:0 thread 0"], 1)
+    lu.assertEquals(lanes["cpu:0 thread 1"], 2)
+    -- a 1-thread kernel has no shares to show
+    wb.set_num_threads(1)
+    p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    c = wb.matmul(a, b)
+    p:stop()
+    wb.set_num_threads(before)
+    for _, e in ipairs(p:events()) do lu.assertNotEquals(e.cat, "thread") end
+end
+
 TestTrace = {}
 
 function TestTrace:test_json_is_valid_with_hostile_names()

@@ -2,17 +2,25 @@
  * by the active ISA's vectorised routine (the same math as the GEMM epilogues). */
 #include "wb_kernels/gemm.h"
 #include "wb_kernels/pointwise.h"
+#include "wb_kernels/spans.h"
 
 #define CHUNK 16384
 
 void wb_cpu_activation_run(const wb_cpu_isa *isa, const float *x, const float *u, float *y, int64_t n, int erf_form) {
     int64_t chunks = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) if (n >= WB_CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < chunks; i++) {
-        int64_t s = i * CHUNK, len = n - s < CHUNK ? n - s : CHUNK;
-        if (u)
-            isa->geglu(x + s, u + s, y + s, len);
-        else
-            isa->gelu(x + s, y + s, len, erf_form);
+    wb_cpu_spans *spans = wb_cpu_spans_open("elements");
+#pragma omp parallel if (n >= WB_CPU_PARALLEL_MIN)
+    {
+        int64_t t0 = wb_cpu_span_start(spans), done = 0;
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < chunks; i++) {
+            int64_t s = i * CHUNK, len = n - s < CHUNK ? n - s : CHUNK;
+            if (u)
+                isa->geglu(x + s, u + s, y + s, len);
+            else
+                isa->gelu(x + s, y + s, len, erf_form);
+            done += len;
+        }
+        wb_cpu_span_done(spans, t0, done);
     }
 }

@@ -5,6 +5,7 @@
 
 #include "wb_kernels/bf16.h"
 #include "wb_kernels/pointwise.h"
+#include "wb_kernels/spans.h"
 
 void wb_cpu_convert(void *dst, wb_cpu_dtype dst_dtype, const int64_t *dst_stride, const void *src,
                     wb_cpu_dtype src_dtype, const int64_t *src_stride, int ndim, const int64_t *shape) {
@@ -164,18 +165,25 @@ void wb_cpu_bf16_pointwise_run(const wb_cpu_bf16_launch *k) {
     int64_t chunks = (k->n + CHUNK - 1) / CHUNK;
     int binary = wb_cpu_bf16_op_binary(k->op);
     if (k->contiguous) {
-#pragma omp parallel for schedule(static) if (k->n >= WB_CPU_PARALLEL_MIN)
-        for (int64_t c = 0; c < chunks; c++) {
-            float a[CHUNK], b[CHUNK], y[CHUNK];
-            int64_t s = c * CHUNK, len = k->n - s < CHUNK ? k->n - s : CHUNK;
-            for (int64_t i = 0; i < len; i++)
-                a[i] = wb_bf16_to_f32(k->a[s + i]);
-            if (binary)
+        wb_cpu_spans *spans = wb_cpu_spans_open("elements");
+#pragma omp parallel if (k->n >= WB_CPU_PARALLEL_MIN)
+        {
+            int64_t t0 = wb_cpu_span_start(spans), done = 0;
+#pragma omp for schedule(static)
+            for (int64_t c = 0; c < chunks; c++) {
+                float a[CHUNK], b[CHUNK], y[CHUNK];
+                int64_t s = c * CHUNK, len = k->n - s < CHUNK ? k->n - s : CHUNK;
                 for (int64_t i = 0; i < len; i++)
-                    b[i] = wb_bf16_to_f32(k->b[s + i]);
-            compute(k, a, b, y, len);
-            for (int64_t i = 0; i < len; i++)
-                k->out[s + i] = wb_f32_to_bf16(y[i]);
+                    a[i] = wb_bf16_to_f32(k->a[s + i]);
+                if (binary)
+                    for (int64_t i = 0; i < len; i++)
+                        b[i] = wb_bf16_to_f32(k->b[s + i]);
+                compute(k, a, b, y, len);
+                for (int64_t i = 0; i < len; i++)
+                    k->out[s + i] = wb_f32_to_bf16(y[i]);
+                done += len;
+            }
+            wb_cpu_span_done(spans, t0, done);
         }
         return;
     }

@@ -9,6 +9,7 @@
 #endif
 
 #include "wb_kernels/gemm.h"
+#include "wb_kernels/spans.h"
 
 #define MAX_THREADS 256
 #define MAX_MR      12
@@ -264,18 +265,17 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
     int64_t tiles = split_n ? tn : tm;
     if (nt > tiles) nt = (int)tiles;
     int failed = 0;
+    wb_cpu_spans *spans = wb_cpu_spans_open(split_n ? "column tiles" : "row tiles");
 #pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : failed)
     {
-#ifdef _OPENMP
-        int t = omp_get_thread_num(), count = omp_get_num_threads();
-#else
-        int t = 0, count = 1;
-#endif
+        int t = wb_cpu_thread(), count = wb_cpu_team();
+        int64_t t0 = wb_cpu_span_start(spans);
         int64_t lo = tiles * t / count, hi = tiles * (t + 1) / count;
         if (split_n)
             failed |= run_share(isa, p, lo, hi, 0, tm, &thread_buffers[t]);
         else
             failed |= run_share(isa, p, 0, tn, lo, hi, &thread_buffers[t]);
+        wb_cpu_span_done(spans, t0, hi - lo);
     }
     free(interleaved);
     return failed ? -1 : 0;

@@ -126,8 +126,10 @@ static double fma_loop(int64_t iters) {
 /* The portable path and its k-pair twin (bf16 pairs, for tests) share everything but the
  * microkernel; the pair path's kc counts pairs. */
 #define PORTABLE_ISA(NAME, UKERNEL, PAIRS)                                                                             \
-    {.name = NAME, .mr = MR, .nr = NR, .kc = 256, .mc = 128, .nc = 1024, .ukernel = UKERNEL, .gelu = gelu_contig,     \
-     .geglu = geglu_contig, .fma_loop = fma_loop, .lanes = 1, .bf16_pairs = PAIRS}
+    {                                                                                                                  \
+        .name = NAME, .mr = MR, .nr = NR, .kc = 256, .mc = 128, .nc = 1024, .ukernel = UKERNEL, .gelu = gelu_contig,   \
+        .geglu = geglu_contig, .fma_loop = fma_loop, .lanes = 1, .bf16_pairs = PAIRS                                   \
+    }
 
 const wb_cpu_isa wb_cpu_isa_scalar = PORTABLE_ISA("scalar", ukernel, 0);
 double wb_gelu_tanh_ref(double x) {

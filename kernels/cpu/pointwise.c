@@ -7,6 +7,7 @@
 #endif
 
 #include "wb_kernels/pointwise.h"
+#include "wb_kernels/spans.h"
 
 #define MAX_DIMS 8
 #define MAX_OPS  3
@@ -92,12 +93,19 @@ static void loop_run(const loop *l, row_fn fn, const void *ctx) {
         }
         return;
     }
+    wb_cpu_spans *spans = wb_cpu_spans_open("elements");
     if (rows >= 4 * threads) {
-#pragma omp parallel for schedule(static) num_threads(threads)
-        for (int64_t r = 0; r < rows; r++) {
-            int64_t off[MAX_OPS];
-            loop_row_offsets(l, r, off);
-            fn(ctx, inner, off, inner_stride, 0);
+#pragma omp parallel num_threads(threads)
+        {
+            int64_t t0 = wb_cpu_span_start(spans), done = 0;
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < rows; r++) {
+                int64_t off[MAX_OPS];
+                loop_row_offsets(l, r, off);
+                fn(ctx, inner, off, inner_stride, 0);
+                done += inner;
+            }
+            wb_cpu_span_done(spans, t0, done);
         }
         return;
     }
@@ -106,14 +114,20 @@ static void loop_run(const loop *l, row_fn fn, const void *ctx) {
         int64_t base[MAX_OPS];
         loop_row_offsets(l, r, base);
         int64_t chunk = ((inner + threads - 1) / threads + 63) / 64 * 64;
-#pragma omp parallel for schedule(static) num_threads(threads)
-        for (int t = 0; t < threads; t++) {
-            int64_t s = (int64_t)t * chunk, e = s + chunk < inner ? s + chunk : inner;
-            if (s >= e) continue;
-            int64_t off[MAX_OPS];
-            for (int k = 0; k < l->nops; k++)
-                off[k] = base[k] + s * inner_stride[k];
-            fn(ctx, e - s, off, inner_stride, s);
+#pragma omp parallel num_threads(threads)
+        {
+            int64_t t0 = wb_cpu_span_start(spans), done = 0;
+#pragma omp for schedule(static)
+            for (int t = 0; t < threads; t++) {
+                int64_t s = (int64_t)t * chunk, e = s + chunk < inner ? s + chunk : inner;
+                if (s >= e) continue;
+                int64_t off[MAX_OPS];
+                for (int k = 0; k < l->nops; k++)
+                    off[k] = base[k] + s * inner_stride[k];
+                fn(ctx, e - s, off, inner_stride, s);
+                done += e - s;
+            }
+            wb_cpu_span_done(spans, t0, done);
         }
     }
 }

@@ -297,10 +297,23 @@ function Profiler:key_averages(o)
             end
         end
     end
+    -- a parallel cpu kernel's worker threads: the spread between its fastest and slowest thread
+    local fastest, slowest = {}, {}
+    for _, e in ipairs(events) do
+        if e.cat == "thread" then
+            local k = e.args.kernel
+            fastest[k] = math.min(fastest[k] or math.huge, e.dur_ns)
+            slowest[k] = math.max(slowest[k] or 0, e.dur_ns)
+        end
+    end
     for _, e in ipairs(own_kernels) do
         local r = row(e.cat .. ":" .. e.name, e.name, e.cat)
         r.calls = r.calls + 1
         if e.cat == "kernel" then r.kernels = r.kernels + 1 end
+        if slowest[e.id] then
+            r.spread_ns = (r.spread_ns or 0) + slowest[e.id] - fastest[e.id]
+            r.spread_launches = (r.spread_launches or 0) + 1
+        end
         r.self_device_ns = r.self_device_ns + e.dur_ns
         r.device_total_ns = r.device_total_ns + e.dur_ns
         r.flops = r.flops + e.flops
@@ -369,9 +382,12 @@ function Profiler:table(o)
     end
     local show_shapes = o.group_by_input_shape
     local show_src = o.group_by_stack_n
+    local show_spread = false -- worker threads were recorded for some kernel
+    for _, r in ipairs(rows) do show_spread = show_spread or r.spread_launches ~= nil end
     local head = string.format("%-" .. name_w .. "s  %9s %10s %10s %10s %11s %12s %10s %7s %9s %8s %7s %7s",
         "Name", "Self CPU%", "Self CPU", "CPU total", "CPU avg", "Self Device", "Device total", "Device avg",
         "# Calls", "# Kernels", "GFLOP/s", "GB/s", "% peak")
+    if show_spread then head = head .. string.format(" %13s", "Thread spread") end
     if show_shapes then head = head .. "  Input Shapes" end
     if show_src then head = head .. "  Source" end
     local rule = string.rep("-", #head)
@@ -407,6 +423,9 @@ function Profiler:table(o)
             fmt_time(r.device_total_ns), fmt_time(r.device_total_ns / r.calls), r.calls, r.kernels,
             gflops and string.format("%.1f", gflops) or "-", gbs and string.format("%.1f", gbs) or "-",
             pct and string.format("%.0f%%", pct) or "-")
+        if show_spread then -- slowest minus fastest worker, averaged over the launches that had workers
+            line = line .. string.format(" %13s", r.spread_launches and fmt_time(r.spread_ns / r.spread_launches) or "-")
+        end
         if show_shapes then line = line .. "  " .. (r.input_shapes or "") end
         if show_src then line = line .. "  " .. (r.src or "") end
         out[#out + 1] = line

@@ -1,0 +1,72 @@
+/* spans.h: what each worker thread of a parallel CPU kernel did (start, end, work done), for the
+ * profiler's per-thread lanes. Off unless the launcher hands a recorder in (one test per thread
+ * per kernel); the kernels never know who reads it. Each worker writes only its own slot. */
+#ifndef WB_KERNELS_SPANS_H
+#define WB_KERNELS_SPANS_H
+
+#include <stdint.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define WB_CPU_MAX_SPANS 64
+
+typedef struct wb_cpu_span {
+    int64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
+    int64_t work;             /* what the thread did, in the kernel's unit (tiles or elements) */
+} wb_cpu_span;
+
+typedef struct wb_cpu_spans {
+    int count;        /* threads that ran the kernel (slots filled: 0 .. count-1) */
+    const char *unit; /* "tiles", "elements" */
+    wb_cpu_span span[WB_CPU_MAX_SPANS];
+} wb_cpu_spans;
+
+/* The recorder for the next kernels the calling thread launches (NULL: none). */
+void wb_cpu_spans_set(wb_cpu_spans *s);
+wb_cpu_spans *wb_cpu_spans_get(void);
+
+static inline int64_t wb_cpu_clock_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The calling worker's index in its team, and the team's size. */
+static inline int wb_cpu_thread(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static inline int wb_cpu_team(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+/* Opens a parallel kernel's record, counted in `unit` (before the parallel region). */
+static inline wb_cpu_spans *wb_cpu_spans_open(const char *unit) {
+    wb_cpu_spans *s = wb_cpu_spans_get();
+    if (s) s->count = 0, s->unit = unit;
+    return s;
+}
+
+/* Inside the region: the calling worker started at t0 and did `work` units, done now. Threads
+ * past the slots are not kept. */
+static inline void wb_cpu_span_done(wb_cpu_spans *s, int64_t t0, int64_t work) {
+    int t = wb_cpu_thread();
+    if (!s || t >= WB_CPU_MAX_SPANS) return;
+    s->span[t] = (wb_cpu_span){.start_ns = t0, .end_ns = wb_cpu_clock_ns(), .work = work};
+    if (t == 0) s->count = wb_cpu_team() < WB_CPU_MAX_SPANS ? wb_cpu_team() : WB_CPU_MAX_SPANS;
+}
+
+/* A worker's start time when recording, else 0 (no clock read). */
+static inline int64_t wb_cpu_span_start(const wb_cpu_spans *s) { return s ? wb_cpu_clock_ns() : 0; }
+
+#endif
