@@ -48,21 +48,13 @@ static int l_addmm(lua_State *L) {
     return wb_lua_pushresult(L, wb_addmm(bias, a, b, &out), &out);
 }
 
-static wb_activation check_activation(lua_State *L, int idx, const char *fname, const char *key, int allow_none) {
-    const char *v = lua_tostring(L, idx);
+/* An activation word, in the one vocabulary of wb_activation_parse ("none", "gelu", "gelu_tanh"). */
+static wb_activation check_activation(lua_State *L, int idx, const char *fname) {
     if (lua_type(L, idx) != LUA_TSTRING)
-        luaL_error(L, "%s: %s must be a string, got %s", fname, key, luaL_typename(L, idx));
-    if (!strcmp(v, "gelu") || !strcmp(v, "none") || !strcmp(v, "gelu_erf")) {
-        if (!strcmp(v, "none")) {
-            if (allow_none) return WB_ACT_NONE;
-            return WB_ACT_GELU_ERF; /* gelu's approximate="none": the exact (erf) form */
-        }
-        return WB_ACT_GELU_ERF;
-    }
-    if (!strcmp(v, "gelu_tanh") || !strcmp(v, "tanh")) return WB_ACT_GELU_TANH;
-    luaL_error(L, "%s: unknown %s '%s' (expected %s)", fname, key, v,
-               allow_none ? "\"gelu\", \"gelu_tanh\" or \"none\"" : "\"tanh\" or \"none\"");
-    return WB_ACT_NONE;
+        luaL_error(L, "%s: activation must be a string, got %s", fname, luaL_typename(L, idx));
+    wb_activation act;
+    if (wb_activation_parse(lua_tostring(L, idx), &act)) luaL_error(L, "%s: %s", fname, wb_error_message());
+    return act;
 }
 
 /* wb.linear(x, w[, b][, {activation="gelu"|"gelu_tanh"|"none"}]) */
@@ -82,7 +74,7 @@ static int l_linear(lua_State *L) {
     wb_activation act = WB_ACT_NONE;
     if (opts) {
         wb_lua_checkkeys(L, opts, "linear", keys);
-        if (lua_getfield(L, opts, "activation") != LUA_TNIL) act = check_activation(L, -1, "linear", "activation", 1);
+        if (lua_getfield(L, opts, "activation") != LUA_TNIL) act = check_activation(L, -1, "linear");
     }
     return wb_lua_pushresult(L, wb_linear(x, w, bias, act, &out), &out);
 }
