@@ -1,68 +1,143 @@
--- wb.bench(fn, opts): times a function the way PERF.md asks: warm up, repeat until both a
--- number of iterations and a minimum time are reached, optionally flush the caches between
--- runs (outside the timed region), and report the median with p10/p90, not the mean.
+-- wb.bench(fn, opts): times a function until the measurement converges, the way PERF.md asks:
+-- warm up, then sample until at least `iters` samples and `min_time_ms` of sampled time, and from
+-- there until the relative noise (IQR / median) is under `target_noise`, or it has stopped
+-- improving (plateau), or `max_time_ms` of wall time has passed (wb.stats.stopping_rule).
+-- Optionally flush the caches between runs (outside the timed region). Reports the median and
+-- percentiles, not the mean, and says whether it converged and why it stopped.
 --
---   local r = wb.bench(function() wb.linear(x, w) end, {warmup = 3, iters = 20, min_time_ms = 200})
---   print(r.median_us, r.p10_us, r.p90_us)
+--   local r = wb.bench(function() wb.linear(x, w) end, {target_noise = 0.02})
+--   print(r.median_us, r.p10_us, r.p90_us, r.noise, r.converged, r.stop_reason)
 --
--- opts: warmup (3), iters (10, at least), min_time_ms (100), max_iters (100000),
---       flush_cache (false: when true, a 64 MiB buffer is rewritten before every run),
---       device (nil: with "cuda", every run ends with wb.synchronize("cuda") inside the timed
---       region, so a sample is the device's time for the work, not the launch time).
--- Returns {median_us, p10_us, p90_us, mean_us, min_us, max_us, iters, samples_us}.
+-- Several contenders at once, interleaved (A B C A B C ...; a contender leaves the rotation when
+-- its own rule stops), so that a machine whose speed drifts treats them alike:
+--
+--   local rs = wb.bench({eager = f1, dual = f2}, {max_time_ms = 3000})   -- rs.eager, rs.dual
+--
+-- opts: warmup (3), iters (10: the minimum number of samples), min_time_ms (100),
+--       max_time_ms (2000: wall time; with several contenders, for all of them together),
+--       max_iters (100000), target_noise (0.05), plateau_checks (6: checks without a gain of 5%
+--       that count as a plateau; 0 turns plateau detection off), flush_cache (false: when true,
+--       a 64 MiB buffer is rewritten before every run), device (nil: with "cuda", every run ends
+--       with wb.synchronize("cuda") inside the timed region, so a sample is the device's time
+--       for the work, not the launch time).
+-- Returns {median_us, p10_us, p25_us, p75_us, p90_us, mean_us, min_us, max_us, iters,
+--          samples_us (in the order taken), noise, converged, stop_reason, target_noise, wall_ms}.
 
-local allowed = {warmup = true, iters = true, min_time_ms = true, max_iters = true, flush_cache = true, device = true}
+local stats = require("wb.stats")
+
+local NUMERIC = {
+    -- name = {lowest, highest, integer?}
+    warmup = {0, 1e6, true}, iters = {1, 1e7, true}, min_time_ms = {0, 3.6e6}, max_time_ms = {0, 3.6e6},
+    max_iters = {1, 1e8, true}, target_noise = {0, 10}, plateau_checks = {0, 1000, true},
+}
+local OTHER = {flush_cache = "boolean", device = "string"}
 
 local flush_buffer
 
-local function percentile(sorted, p)
-    local pos = 1 + (#sorted - 1) * p
-    local lo = math.floor(pos)
-    local hi = math.min(lo + 1, #sorted)
-    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo)
+local function check_options(opts)
+    if opts == nil then return {} end
+    if type(opts) ~= "table" then error("bench: options must be a table, got " .. type(opts), 3) end
+    for k, v in pairs(opts) do
+        local range = NUMERIC[k]
+        if range then
+            if type(v) ~= "number" or v ~= v then
+                error(string.format("bench: option '%s' must be a number, got %s", k, type(v) == "number" and "nan" or type(v)), 3)
+            end
+            if range[3] and math.type(v) ~= "integer" and v ~= math.floor(v) then
+                error(string.format("bench: option '%s' must be a whole number, got %s", k, tostring(v)), 3)
+            end
+            if v < range[1] or v > range[2] then
+                error(string.format("bench: option '%s' must be from %s to %s, got %s", k, tostring(range[1]),
+                    tostring(range[2]), tostring(v)), 3)
+            end
+        elseif OTHER[k] then
+            if type(v) ~= OTHER[k] then
+                error(string.format("bench: option '%s' must be a %s, got %s", k, OTHER[k], type(v)), 3)
+            end
+        else
+            error("bench: unknown option '" .. tostring(k) .. "' (expected warmup, iters, min_time_ms, max_time_ms, " ..
+                "max_iters, target_noise, plateau_checks, flush_cache, device)", 3)
+        end
+    end
+    if opts.max_iters and opts.max_iters < (opts.iters or 10) then
+        error(string.format("bench: max_iters (%d) is below iters (%d)", opts.max_iters, opts.iters or 10), 3)
+    end
+    if opts.max_time_ms and opts.max_time_ms < (opts.min_time_ms or 100) then
+        error(string.format("bench: max_time_ms (%s) is below min_time_ms (%s)", tostring(opts.max_time_ms),
+            tostring(opts.min_time_ms or 100)), 3)
+    end
+    if opts.device ~= nil and opts.device ~= "cuda" and opts.device ~= "cpu" then
+        error("bench: device must be \"cpu\" or \"cuda\", got " .. tostring(opts.device), 3)
+    end
+    return opts
 end
 
-local function bench(fn, opts)
-    if type(fn) ~= "function" then error("bench: expected a function, got " .. type(fn), 2) end
-    opts = opts or {}
-    if type(opts) ~= "table" then error("bench: options must be a table, got " .. type(opts), 2) end
-    for k in pairs(opts) do
-        if not allowed[k] then error("bench: unknown option '" .. tostring(k) .. "'", 2) end
-    end
-    local warmup = opts.warmup or 3
-    local iters = opts.iters or 10
-    local min_ns = (opts.min_time_ms or 100) * 1e6
-    local max_iters = opts.max_iters or 100000
-    if warmup < 0 or iters < 1 or min_ns < 0 or max_iters < iters then
-        error("bench: need warmup >= 0, iters >= 1, min_time_ms >= 0 and max_iters >= iters", 2)
-    end
+local function rule_of(opts)
+    return stats.stopping_rule{min_samples = opts.iters, min_time_ms = opts.min_time_ms,
+        max_time_ms = opts.max_time_ms, max_samples = opts.max_iters, target_noise = opts.target_noise,
+        plateau_checks = opts.plateau_checks}
+end
+
+local function result_of(rule, t_start)
+    local s = stats.summarize(rule.samples)
+    return {
+        median_us = s.median, p10_us = s.p10, p25_us = s.p25, p75_us = s.p75, p90_us = s.p90, mean_us = s.mean,
+        min_us = s.min, max_us = s.max, iters = s.n, samples_us = rule.samples, noise = s.noise,
+        converged = rule.converged, stop_reason = rule.reason, target_noise = rule.target_noise,
+        wall_ms = (wb.time_ns() - t_start) / 1e6,
+    }
+end
+
+-- contenders: array of {name, fn}; returns results by name, timed in rotation.
+local function run(contenders, opts)
     local flush = opts.flush_cache
     if flush and not flush_buffer then flush_buffer = wb.empty({16 * 1024 * 1024}) end
     local sync = opts.device == "cuda"
-    if opts.device ~= nil and opts.device ~= "cuda" and opts.device ~= "cpu" then
-        error("bench: device must be \"cpu\" or \"cuda\", got " .. tostring(opts.device), 2)
+    for _, c in ipairs(contenders) do
+        for _ = 1, opts.warmup or 3 do c.fn() end
+        c.rule = rule_of(opts)
     end
-
-    for _ = 1, warmup do fn() end
     if sync then wb.synchronize("cuda") end
-    local samples, total = {}, 0
-    while (#samples < iters or total < min_ns) and #samples < max_iters do
-        if flush then flush_buffer:fill_(#samples) end
-        local t0 = wb.time_ns()
-        fn()
-        if sync then wb.synchronize("cuda") end
-        local dt = wb.time_ns() - t0
-        samples[#samples + 1] = dt / 1000
-        total = total + dt
+    local t_start = wb.time_ns()
+    local active = #contenders
+    local count = 0
+    while active > 0 do
+        for _, c in ipairs(contenders) do
+            if not c.rule.reason then
+                if flush then
+                    count = count + 1
+                    flush_buffer:fill_(count)
+                end
+                local t0 = wb.time_ns()
+                c.fn()
+                if sync then wb.synchronize("cuda") end
+                local t1 = wb.time_ns()
+                if c.rule:add((t1 - t0) / 1000, t1 - t_start) then active = active - 1 end
+            end
+        end
     end
-    local sorted = {}
-    local sum = 0
-    for i, v in ipairs(samples) do sorted[i] = v; sum = sum + v end
-    table.sort(sorted)
-    return {
-        median_us = percentile(sorted, 0.5), p10_us = percentile(sorted, 0.1), p90_us = percentile(sorted, 0.9),
-        mean_us = sum / #sorted, min_us = sorted[1], max_us = sorted[#sorted], iters = #sorted, samples_us = samples,
-    }
+    local out = {}
+    for _, c in ipairs(contenders) do out[c.name] = result_of(c.rule, t_start) end
+    return out
+end
+
+local function bench(fn, opts)
+    opts = check_options(opts)
+    if type(fn) == "function" then return run({{name = 1, fn = fn}}, opts)[1] end
+    if type(fn) ~= "table" then error("bench: expected a function or a table of functions, got " .. type(fn), 2) end
+    local contenders = {}
+    for k, f in pairs(fn) do
+        if type(f) ~= "function" then
+            error(string.format("bench: contender '%s' is a %s, expected a function", tostring(k), type(f)), 2)
+        end
+        contenders[#contenders + 1] = {name = k, fn = f}
+    end
+    if #contenders == 0 then error("bench: the table of contenders is empty", 2) end
+    table.sort(contenders, function(a, b)
+        if type(a.name) == type(b.name) then return a.name < b.name end
+        return type(a.name) == "number"
+    end)
+    return run(contenders, opts)
 end
 
 return bench

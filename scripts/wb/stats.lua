@@ -1,32 +1,158 @@
--- wb.stats: statistics of raw timing samples, the one place they are computed, so a sweep's own
--- results and a merge of its shards (which recomputes them from the raw samples) agree.
+-- wb.stats: the statistics every measurement shares: percentiles and relative noise of a set of
+-- samples, the stopping rule wb.bench converges with, and the rank test workbench compare
+-- decides with. Pure Lua, no clock and no workbench state, so tests can feed it fixed numbers.
 --
---   local s = require("wb.stats").summarize({1.2, 1.0, 1.1})
---   -- {n, median, p10, p25, p75, p90, iqr, noise}; noise = iqr / median
+--   local s = require("wb.stats").summarize({1.02, 0.98, 1.0, 1.3})
+--   -- {n = 4, median = 1.01, p10 =, p25 =, p75 =, p90 =, iqr =, noise = iqr / median}
 
 local M = {}
 
--- Linear interpolation between the closest ranks of sorted values (p in 0..1).
-local function percentile(sorted, p)
-    local pos = 1 + (#sorted - 1) * p
+-- Percentile p (0..1) of an ascending array, interpolating linearly between ranks.
+function M.percentile(sorted, p)
+    local n = #sorted
+    if n == 0 then return nil end
+    local pos = 1 + (n - 1) * p
     local lo = math.floor(pos)
-    local hi = math.min(lo + 1, #sorted)
+    local hi = math.min(lo + 1, n)
     return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo)
 end
 
-function M.summarize(samples)
-    if type(samples) ~= "table" or #samples == 0 then error("stats: summarize needs a non-empty array of numbers", 2) end
-    local sorted = {}
+local function sorted_copy(samples)
+    local s = {}
     for i, v in ipairs(samples) do
-        if type(v) ~= "number" or v ~= v then error(string.format("stats: sample %d is not a number", i), 2) end
-        sorted[i] = v
+        if type(v) ~= "number" or v ~= v then
+            error(string.format("stats: sample %d is %s, expected a number", i, tostring(v)), 3)
+        end
+        s[i] = v
     end
-    table.sort(sorted)
-    local s = {n = #sorted, median = percentile(sorted, 0.5), p10 = percentile(sorted, 0.1),
-        p25 = percentile(sorted, 0.25), p75 = percentile(sorted, 0.75), p90 = percentile(sorted, 0.9)}
-    s.iqr = s.p75 - s.p25
-    s.noise = s.median ~= 0 and s.iqr / s.median or 0
+    table.sort(s)
     return s
+end
+
+-- summarize(samples) -> {n, median, p10, p25, p75, p90, iqr, noise, min, max, mean}; noise is
+-- the interquartile range over the median (0 when the median is 0). Needs at least one sample.
+function M.summarize(samples)
+    if type(samples) ~= "table" then error("stats.summarize: expected an array of numbers, got " .. type(samples), 2) end
+    local s = sorted_copy(samples)
+    local n = #s
+    if n == 0 then error("stats.summarize: no samples", 2) end
+    local sum = 0
+    for _, v in ipairs(s) do sum = sum + v end
+    local r = {n = n, median = M.percentile(s, 0.5), p10 = M.percentile(s, 0.1), p25 = M.percentile(s, 0.25),
+        p75 = M.percentile(s, 0.75), p90 = M.percentile(s, 0.9), min = s[1], max = s[n], mean = sum / n}
+    r.iqr = r.p75 - r.p25
+    r.noise = r.median ~= 0 and r.iqr / math.abs(r.median) or 0
+    return r
+end
+
+-- ---- the stopping rule ------------------------------------------------------------------------
+-- In the spirit of nvbench's stdrel criterion: take at least min_samples samples and at least
+-- min_time_ms of sampled time; from then on, stop as soon as the relative noise (IQR / median of
+-- every sample so far) is at most target_noise ("noise under target", converged), or when the
+-- noise has stopped improving over the last plateau_checks checks ("plateau": more samples would
+-- not make it trustworthy; not converged when still above target), or at max_time_ms of wall time
+-- ("time limit") or max_samples ("sample limit"). Checks come at geometrically spaced counts
+-- (every ~10% more samples), so the rule costs O(n log n) per check and little in total.
+
+M.RULE_DEFAULTS = {min_samples = 10, min_time_ms = 100, max_time_ms = 2000, max_samples = 100000,
+    target_noise = 0.05, plateau_checks = 6, plateau_gain = 0.05}
+
+local Rule = {}
+Rule.__index = Rule
+
+-- stopping_rule(opts) -> rule; rule:add(sample, wall_ns) -> nil (go on) or the stop reason.
+-- sample is one timing in microseconds (its sum is the "sampled time"); wall_ns is the wall time
+-- since sampling began (callers pass the clock; tests pass made-up numbers).
+function M.stopping_rule(o)
+    o = o or {}
+    local self = setmetatable({samples = {}, sampled_ns = 0, checks = {}, next_check = 0}, Rule)
+    for k, v in pairs(M.RULE_DEFAULTS) do self[k] = o[k] == nil and v or o[k] end
+    return self
+end
+
+function Rule:noise()
+    if #self.samples == 0 then return math.huge end
+    return M.summarize(self.samples).noise
+end
+
+function Rule:add(sample, wall_ns)
+    local n = #self.samples + 1
+    self.samples[n] = sample
+    self.sampled_ns = self.sampled_ns + sample * 1000
+    if n >= self.max_samples then return self:finish("sample limit") end
+    if wall_ns >= self.max_time_ms * 1e6 then return self:finish("time limit") end
+    if n < self.min_samples or self.sampled_ns < self.min_time_ms * 1e6 or n < self.next_check then return nil end
+    self.next_check = math.max(n + 1, math.floor(n * 1.1))
+    local noise = self:noise()
+    local checks = self.checks
+    checks[#checks + 1] = {n = n, noise = noise}
+    if noise <= self.target_noise then return self:finish("noise under target", noise) end
+    -- A plateau: the last half of the samples (and at least plateau_checks checks) did not lower
+    -- the noise by plateau_gain (relative). Measured in samples, so it means the same at 20
+    -- samples as at 20000.
+    local k = self.plateau_checks
+    if k > 0 then
+        local j = #checks - k -- the latest check at half the samples or fewer, k checks ago at least
+        while j >= 1 and checks[j].n * 2 > n do j = j - 1 end
+        if j >= 1 and noise > checks[j].noise * (1 - self.plateau_gain) then return self:finish("plateau", noise) end
+    end
+    return nil
+end
+
+function Rule:finish(reason, noise)
+    self.reason = reason
+    self.final_noise = noise or self:noise()
+    self.converged = self.final_noise <= self.target_noise
+    return reason
+end
+
+-- ---- comparing two sets of samples ------------------------------------------------------------
+
+-- Standard normal upper tail, P(Z > z), from the complementary error function (the Chebyshev
+-- fit known as erfcc in Numerical Recipes: fractional error under 1.2e-7 everywhere).
+local function normal_sf(z)
+    local x = z / math.sqrt(2)
+    local ax = math.abs(x)
+    local t = 1 / (1 + 0.5 * ax)
+    local r = t * math.exp(-ax * ax - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+        t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 +
+        t * 0.17087277)))))))))
+    local erfc = x >= 0 and r or 2 - r
+    return erfc / 2
+end
+M.normal_sf = normal_sf
+
+-- mann_whitney(a, b) -> {u_a, u_b, z, p}: the two-sided Mann-Whitney U test (normal
+-- approximation with tie correction and continuity correction). Symmetric: swapping a and b
+-- swaps u_a and u_b and keeps p. With fewer than 3 samples on a side p is 1 (no evidence).
+function M.mann_whitney(a, b)
+    local na, nb = #a, #b
+    if na < 3 or nb < 3 then return {u_a = 0, u_b = 0, z = 0, p = 1} end
+    local all = {}
+    for _, v in ipairs(a) do all[#all + 1] = {v, 1} end
+    for _, v in ipairs(b) do all[#all + 1] = {v, 2} end
+    table.sort(all, function(x, y) return x[1] < y[1] end)
+    local n = #all
+    local rank_a, ties = 0, 0
+    local i = 1
+    while i <= n do
+        local j = i
+        while j < n and all[j + 1][1] == all[i][1] do j = j + 1 end
+        local r = (i + j) / 2
+        local t = j - i + 1
+        if t > 1 then ties = ties + (t * t * t - t) end
+        for k = i, j do if all[k][2] == 1 then rank_a = rank_a + r end end
+        i = j + 1
+    end
+    local u_a = rank_a - na * (na + 1) / 2
+    local u_b = na * nb - u_a
+    local mu = na * nb / 2
+    local var = na * nb / 12 * ((n + 1) - ties / (n * (n - 1)))
+    if var <= 0 then return {u_a = u_a, u_b = u_b, z = 0, p = 1} end
+    local diff = math.abs(u_a - mu)
+    local z = math.max(0, diff - 0.5) / math.sqrt(var)
+    local p = math.min(1, 2 * normal_sf(z))
+    return {u_a = u_a, u_b = u_b, z = u_a >= mu and z or -z, p = p}
 end
 
 return M

@@ -1,0 +1,184 @@
+-- test_stats.lua: wb.stats (percentiles, noise, the stopping rule on injected sample streams,
+-- Mann-Whitney U) and wb.bench's options and result fields. The stopping rule is fed made-up
+-- samples and a made-up clock: no test here depends on how fast this machine is.
+local lu = require("luaunit")
+local stats = require("wb.stats")
+
+TestStats = {}
+
+function TestStats:test_summarize()
+    local s = stats.summarize({5, 1, 4, 2, 3})
+    lu.assertEquals(s.n, 5)
+    lu.assertEquals(s.median, 3)
+    lu.assertEquals(s.p25, 2)
+    lu.assertEquals(s.p75, 4)
+    lu.assertAlmostEquals(s.p10, 1.4, 1e-12)
+    lu.assertAlmostEquals(s.p90, 4.6, 1e-12)
+    lu.assertEquals(s.iqr, 2)
+    lu.assertAlmostEquals(s.noise, 2 / 3, 1e-12)
+    lu.assertEquals(stats.summarize({7}).noise, 0)
+    lu.assertErrorMsgContains("no samples", stats.summarize, {})
+    lu.assertErrorMsgContains("sample 2 is x", stats.summarize, {1, "x"})
+end
+
+-- Feeds `gen(i)` (microseconds) to a rule, the clock advancing by each sample plus `overhead_ns`.
+local function drive(opts, gen, overhead_ns)
+    local rule = stats.stopping_rule(opts)
+    local wall, i = 0, 0
+    repeat
+        i = i + 1
+        local v = gen(i)
+        wall = wall + v * 1000 + (overhead_ns or 0)
+        local reason = rule:add(v, wall)
+    until reason or i > 1e6
+    return rule
+end
+
+-- A deterministic stream with a given relative spread around 100 us (a sawtooth over 7 values).
+local function spread(rel)
+    return function(i) return 100 * (1 + rel * (((i * 3) % 7) - 3) / 3) end
+end
+
+function TestStats:test_quiet_stream_converges_after_the_minimums()
+    local r = drive({min_samples = 10, min_time_ms = 5, target_noise = 0.05}, spread(0.01))
+    lu.assertEquals(r.reason, "noise under target")
+    lu.assertTrue(r.converged)
+    -- 5 ms of 100 us samples: 50 samples before the first check may stop it
+    lu.assertEquals(#r.samples, 50)
+    lu.assertTrue(r.final_noise <= 0.05)
+end
+
+function TestStats:test_minimum_samples_hold_even_when_time_is_reached()
+    local r = drive({min_samples = 30, min_time_ms = 0, target_noise = 0.05}, function() return 1000 end)
+    lu.assertEquals(r.reason, "noise under target")
+    lu.assertEquals(#r.samples, 30)
+end
+
+function TestStats:test_noisy_stream_that_stops_improving_is_a_plateau()
+    -- +-60% spread that never shrinks: noise stays ~0.6, above target
+    local r = drive({min_samples = 10, min_time_ms = 1, target_noise = 0.05, max_time_ms = 1e6}, spread(0.6))
+    lu.assertEquals(r.reason, "plateau")
+    lu.assertFalse(r.converged)
+    lu.assertTrue(r.final_noise > 0.05)
+    lu.assertTrue(#r.samples < 1000, "a plateau stops early, got " .. #r.samples)
+end
+
+function TestStats:test_time_limit()
+    -- plateau detection off: only the time limit can stop a noisy stream
+    local r = drive({min_samples = 10, min_time_ms = 1, target_noise = 0.01, plateau_checks = 0, max_time_ms = 50},
+        spread(0.6))
+    lu.assertEquals(r.reason, "time limit")
+    lu.assertFalse(r.converged)
+    lu.assertEquals(#r.samples, 500) -- 50 ms of 100 us samples (the sawtooth averages 100 us per 7)
+end
+
+function TestStats:test_time_limit_counts_wall_time_not_only_samples()
+    -- 1 us samples with 99 us of overhead each (a cache flush, say): the wall clock decides
+    local r = drive({min_samples = 10, min_time_ms = 1, target_noise = 0.01, plateau_checks = 0, max_time_ms = 10},
+        function(i) return 1 + (i % 2) end, 99000)
+    lu.assertEquals(r.reason, "time limit")
+    lu.assertTrue(#r.samples <= 100)
+end
+
+function TestStats:test_sample_limit()
+    local r = drive({min_samples = 5, min_time_ms = 0, target_noise = 0.001, plateau_checks = 0, max_samples = 40},
+        spread(0.5))
+    lu.assertEquals(r.reason, "sample limit")
+    lu.assertEquals(#r.samples, 40)
+end
+
+function TestStats:test_outliers_under_a_quarter_do_not_stop_convergence()
+    -- every fifth sample three times slower (a neighbour's burst): the IQR ignores them
+    local quiet = spread(0.01)
+    local r = drive({min_samples = 10, min_time_ms = 1, target_noise = 0.05, max_time_ms = 1e6},
+        function(i) return i % 5 == 0 and 300 or quiet(i) end)
+    lu.assertEquals(r.reason, "noise under target")
+    lu.assertTrue(r.converged)
+end
+
+function TestStats:test_plateau_needs_half_the_samples_without_gain()
+    -- a noisy stream checked after every sample at first: a plateau is declared only once the
+    -- last half of the samples brought nothing, never after a few checks in a row
+    local r = drive({min_samples = 10, min_time_ms = 0, target_noise = 0.05, max_time_ms = 1e6}, spread(0.6))
+    lu.assertEquals(r.reason, "plateau")
+    lu.assertTrue(#r.samples >= 20, "stopped at " .. #r.samples)
+end
+
+function TestStats:test_mann_whitney()
+    local a, b, c = {}, {}, {}
+    for i = 1, 20 do
+        a[i] = 100 + (i * 7) % 11
+        b[i] = 120 + (i * 5) % 11 -- clearly larger
+        c[i] = 100 + (i * 3) % 11 -- same distribution as a, other order
+    end
+    local ab, ba = stats.mann_whitney(a, b), stats.mann_whitney(b, a)
+    lu.assertTrue(ab.p < 1e-6, "p = " .. ab.p)
+    lu.assertAlmostEquals(ab.p, ba.p, 1e-12) -- symmetric
+    lu.assertEquals(ab.u_a, ba.u_b)
+    lu.assertTrue(ab.z < 0 and ba.z > 0)
+    lu.assertTrue(stats.mann_whitney(a, c).p > 0.5)
+    lu.assertEquals(stats.mann_whitney(a, a).p, 1)
+    lu.assertEquals(stats.mann_whitney({1, 2}, {3, 4}).p, 1) -- too few samples: no evidence
+    -- a textbook case: U = 3 for these, two-sided exact p = 0.0556; normal approximation ~0.06
+    local t = stats.mann_whitney({1, 2, 3, 8, 9}, {4, 5, 6, 7, 10, 11, 12})
+    lu.assertEquals(math.min(t.u_a, t.u_b), 8)
+    lu.assertTrue(t.p > 0.05 and t.p < 0.2, "p = " .. t.p)
+end
+
+function TestStats:test_normal_tail()
+    lu.assertAlmostEquals(stats.normal_sf(0), 0.5, 1e-7)
+    lu.assertAlmostEquals(stats.normal_sf(1.959964), 0.025, 1e-6)
+    lu.assertAlmostEquals(stats.normal_sf(-1.959964), 0.975, 1e-6)
+end
+
+TestBench = {}
+
+function TestBench:test_result_fields()
+    local n = 0
+    local r = wb.bench(function() n = n + 1 end, {warmup = 2, iters = 12, min_time_ms = 0, max_time_ms = 200})
+    lu.assertEquals(#r.samples_us, r.iters)
+    lu.assertEquals(n, r.iters + 2)
+    lu.assertTrue(r.iters >= 12)
+    for _, k in ipairs({"median_us", "p10_us", "p25_us", "p75_us", "p90_us", "mean_us", "min_us", "max_us", "noise",
+        "wall_ms", "target_noise"}) do
+        lu.assertEquals(type(r[k]), "number", k)
+    end
+    lu.assertTrue(r.p10_us <= r.p25_us and r.p25_us <= r.median_us and r.median_us <= r.p75_us and r.p75_us <= r.p90_us)
+    lu.assertEquals(type(r.converged), "boolean")
+    lu.assertStrMatches(r.stop_reason, "^[%a ]+$")
+    lu.assertEquals(r.converged, r.noise <= r.target_noise)
+end
+
+function TestBench:test_fixed_count_with_max_iters()
+    local r = wb.bench(function() end, {warmup = 0, iters = 7, max_iters = 7, min_time_ms = 0})
+    lu.assertEquals(r.iters, 7)
+    lu.assertEquals(r.stop_reason, "sample limit")
+end
+
+function TestBench:test_contenders_are_interleaved()
+    local order = {}
+    local rs = wb.bench({a = function() order[#order + 1] = "a" end, b = function() order[#order + 1] = "b" end},
+        {warmup = 0, iters = 5, max_iters = 5, min_time_ms = 0})
+    lu.assertEquals(table.concat(order), "ababababab")
+    lu.assertEquals(rs.a.iters, 5)
+    lu.assertEquals(rs.b.iters, 5)
+end
+
+function TestBench:test_bad_options()
+    local f = function() end
+    lu.assertErrorMsgContains("option 'iters' must be a number, got string", wb.bench, f, {iters = "10"})
+    lu.assertErrorMsgContains("option 'iters' must be from 1 to", wb.bench, f, {iters = 0})
+    lu.assertErrorMsgContains("option 'warmup' must be a whole number, got 1.5", wb.bench, f, {warmup = 1.5})
+    lu.assertErrorMsgContains("option 'target_noise' must be from 0 to", wb.bench, f, {target_noise = -0.1})
+    lu.assertErrorMsgContains("option 'max_time_ms' must be a number, got nan", wb.bench, f, {max_time_ms = 0 / 0})
+    lu.assertErrorMsgContains("option 'flush_cache' must be a boolean, got number", wb.bench, f, {flush_cache = 1})
+    lu.assertErrorMsgContains("max_time_ms (10) is below min_time_ms (100)", wb.bench, f, {max_time_ms = 10})
+    lu.assertErrorMsgContains("max_iters (5) is below iters (10)", wb.bench, f, {max_iters = 5})
+    lu.assertErrorMsgContains("unknown option 'itres'", wb.bench, f, {itres = 3})
+    lu.assertErrorMsgContains("options must be a table, got number", wb.bench, f, 3)
+    lu.assertErrorMsgContains("expected a function or a table of functions, got nil", wb.bench, nil)
+    lu.assertErrorMsgContains("contender 'x' is a number", wb.bench, {x = 1})
+    lu.assertErrorMsgContains("device must be", wb.bench, f, {device = "tpu"})
+end
+
+os.exit(lu.LuaUnit.run())
