@@ -154,7 +154,7 @@ static int l_set_num_threads(lua_State *L) {
 }
 
 static int l_get_num_threads(lua_State *L) {
-    lua_pushinteger(L, wb_get_num_threads());
+    lua_pushinteger(L, wb_threads_requested());
     return 1;
 }
 

@@ -61,6 +61,7 @@ wb_status wb_dispatch(wb_op_id id, wb_op_call *call) {
 void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx, size_t ctx_size,
                       void (*refresh)(void *ctx)) {
     if (capture && capture->launch) capture->launch(capture->user, desc, fn, ctx, ctx_size, refresh);
+    wb_threads_adapt();
     const wb_dispatch_hooks *h = hooks;
     if (h && h->kernel_begin) h->kernel_begin(h->user, desc);
     fn(ctx);

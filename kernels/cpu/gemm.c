@@ -261,6 +261,9 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
     }
     int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
     if (2.0 * (double)p->m * (double)p->n * (double)p->k < 4e6) nt = 1; /* not worth a fork */
+#ifdef _OPENMP
+    if (nt > omp_get_max_threads()) nt = omp_get_max_threads(); /* the core lowers it while the cores are busy */
+#endif
     int split_n = tn >= 2 * nt || tn >= tm;
     int64_t tiles = split_n ? tn : tm;
     if (nt > tiles) nt = (int)tiles;
