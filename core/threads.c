@@ -75,7 +75,8 @@ void wb_threads_set_requested(int n) {
 
 int wb_threads_requested(void) {
 #ifdef _OPENMP
-    return requested ? requested : omp_get_max_threads();
+    if (!requested) requested = omp_get_max_threads(); /* before the first change: OpenMP's default */
+    return requested;
 #else
     return 1;
 #endif
@@ -90,6 +91,7 @@ void wb_threads_adapt(void) {
         if (enabled && own_wait_ns() < 0) enabled = 0; /* no schedstat here: always N */
     }
     if (!enabled) return;
+    wb_threads_requested(); /* remember the default before the first change */
     int64_t now = wb_time_ns();
     if (now - window_start < WINDOW_NS) return;
     int64_t wait = own_wait_ns();

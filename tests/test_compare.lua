@@ -1,6 +1,6 @@
--- test_compare.lua: `workbench compare A.json B.json`: alignment by key columns, verdicts with a
--- noise threshold from the recorded spread, structural and fingerprint differences, and
--- malformed input (non-zero exit, clear message).
+-- test_compare.lua: `workbench compare A.json B.json`: alignment on the config columns, verdicts
+-- from raw samples (rank test plus minimum effect; symmetric), the fallback to the recorded spread
+-- for older files, files that are not comparable, CI gating, and malformed input (exit 2).
 local lu = require("luaunit")
 local cjson = require("cjson")
 
@@ -14,9 +14,11 @@ local function write(doc)
     return path
 end
 
+-- a may start with options: "--fail-on-slower 20 /tmp/a.json"
 local function run(a, b)
     local err = os.tmpname()
-    local p = io.popen(string.format("%s compare '%s' '%s' 2>%s", EXE, a, b, err))
+    local opts, file = a:match("^(.* )(/[^ ]+)$")
+    local p = io.popen(string.format("%s compare %s'%s' '%s' 2>%s", EXE, opts or "", file or a, b, err))
     local out = p:read("a")
     local _, _, code = p:close()
     local f = io.open(err)
@@ -30,42 +32,112 @@ local function doc(rows, fp)
         "gflops", "kernels"}, rows = rows, fingerprint = fp or {cpu = "X", threads = 2, commit = "abc"}}
 end
 
-TestCompare = {}
-
-function TestCompare:test_verdicts_structure_and_fingerprint()
-    local a = write(doc({
-        {tokens = 1, mode = "eager", median_ms = 10, p10_ms = 9.9, p90_ms = 10.1, gflops = 5, kernels = 5},
-        {tokens = 1, mode = "dual", median_ms = 8, p10_ms = 7.9, p90_ms = 8.1, gflops = 6, kernels = 2},
-        {tokens = 16, mode = "eager", median_ms = 20, p10_ms = 10, p90_ms = 30, gflops = 9, kernels = 5},
-    }))
-    local b = write(doc({
-        {tokens = 1, mode = "eager", median_ms = 10.1, p10_ms = 10, p90_ms = 10.2, gflops = 4.95, kernels = 5},
-        {tokens = 1, mode = "dual", median_ms = 6, p10_ms = 5.9, p90_ms = 6.1, gflops = 8, kernels = 3},
-        {tokens = 16, mode = "eager", median_ms = 26, p10_ms = 16, p90_ms = 36, gflops = 7, kernels = 5},
-        {tokens = 16, mode = "graph", median_ms = 19, p10_ms = 18, p90_ms = 20, gflops = 9.5, kernels = 5},
-    }, {cpu = "Y", threads = 2, commit = "def"}))
-    local out, err, code = run(a, b)
-    lu.assertEquals(code, 0, err)
-    lu.assertStrContains(out, "rows aligned on: tokens, mode")
-    lu.assertStrMatches(out, ".*tokens=1 mode=eager%s+median_ms.-same.*")
-    lu.assertStrMatches(out, ".*tokens=1 mode=dual%s+median_ms.-0%.750x faster.*")
-    lu.assertStrMatches(out, ".*tokens=1 mode=dual%s+gflops.-faster.*")
-    -- 30% slower but inside the recorded +-50% spread: the same
-    lu.assertStrMatches(out, ".*tokens=16 mode=eager%s+median_ms.-1%.300x same %(noise 50%%%).*")
-    lu.assertStrContains(out, "only in B: tokens=16 mode=graph")
-    lu.assertStrContains(out, "tokens=1 mode=dual: 2 kernels -> 3")
-    lu.assertStrContains(out, "cpu: X -> Y")
-    lu.assertStrContains(out, "commit: abc -> def")
-    lu.assertNotStrContains(out, "threads:")
+-- n deterministic samples around `median` with a relative spread `rel` (a sawtooth)
+local function samples(median, rel, n)
+    local s = {}
+    for i = 1, n or 40 do s[i] = median * (1 + rel * (((i * 7) % 11) - 5) / 5) end
+    return s
 end
 
-function TestCompare:test_same_file_is_all_same()
-    local a = write(doc({{tokens = 1, mode = "eager", median_ms = 3, p10_ms = 2.9, p90_ms = 3.1, gflops = 1, kernels = 5}}))
-    local out, _, code = run(a, a)
-    lu.assertEquals(code, 0)
-    lu.assertStrContains(out, "verdicts: 2 same, 0 faster, 0 slower, 0 changed")
+local function row(tokens, mode, median, rel, extra)
+    local s = samples(median, rel or 0.02)
+    local r = {tokens = tokens, mode = mode, median_ms = median, p10_ms = median * (1 - (rel or 0.02)),
+        p90_ms = median * (1 + (rel or 0.02)), gflops = 100 / median, kernels = 5, samples_ms = s}
+    for k, v in pairs(extra or {}) do r[k] = v end
+    return r
+end
+
+TestCompare = {}
+
+function TestCompare:test_run_against_itself_is_all_same()
+    local a = write(doc({row(1, "eager", 3), row(1, "dual", 2), row(16, "eager", 9, 0.3)}))
+    local out, err, code = run(a, a)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "verdicts: 3 SAME, 0 FASTER, 0 SLOWER, 0 UNSURE")
     lu.assertStrContains(out, "structural differences: none")
     lu.assertStrContains(out, "fingerprint differences: none")
+end
+
+function TestCompare:test_slower_run_is_slower_and_the_mirror_is_faster()
+    local a = write(doc({row(1, "eager", 3), row(1, "dual", 2), row(16, "eager", 9)}))
+    local b = write(doc({row(1, "eager", 3.9), row(1, "dual", 2.02), row(16, "eager", 11.7)},
+        {cpu = "X", threads = 2, commit = "def", command = "workbench slow.lua"}))
+    local out, err, code = run(a, b)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrMatches(out, ".*tokens=1 mode=eager[^\n]-1%.300x[^\n]- SLOWER.*")
+    lu.assertStrMatches(out, ".*tokens=1 mode=dual[^\n]-1%.010x[^\n]- SAME.*")
+    lu.assertStrContains(out, "verdicts: 1 SAME, 0 FASTER, 2 SLOWER, 0 UNSURE")
+    lu.assertStrContains(out, "commit: abc -> def")
+    lu.assertStrContains(out, "command: nil -> workbench slow.lua")
+    local back = run(b, a)
+    lu.assertStrMatches(back, ".*tokens=1 mode=eager[^\n]-0%.769x[^\n]- FASTER.*")
+    lu.assertStrContains(back, "verdicts: 1 SAME, 2 FASTER, 0 SLOWER, 0 UNSURE")
+    -- one line per row by default; every metric with --verbose
+    lu.assertNotStrContains(out, "gflops")
+    local p = io.popen(string.format("%s compare --verbose '%s' '%s' 2>&1", EXE, a, b))
+    local verbose = p:read("a")
+    p:close()
+    lu.assertStrMatches(verbose, ".*gflops%s+33%.33%s+25%.64%s+0%.769x.*")
+    -- CI gating
+    local _, gate_err, gate = run("--fail-on-slower 20 " .. a, b)
+    lu.assertEquals(gate, 1)
+    lu.assertStrContains(gate_err, "30.0% slower (more than --fail-on-slower 20)")
+    local _, _, lenient = run("--fail-on-slower 40 " .. a, b)
+    lu.assertEquals(lenient, 0)
+end
+
+function TestCompare:test_a_large_change_without_evidence_is_unsure()
+    local a = write(doc({row(1, "eager", 3, 0.02, {samples_ms = {3, 2.9}})}))
+    local b = write(doc({row(1, "eager", 4, 0.02, {samples_ms = {4, 4.1}})}))
+    local out, err, code = run(a, b)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "UNSURE")
+end
+
+function TestCompare:test_older_files_fall_back_to_the_recorded_spread()
+    local old = doc({{tokens = 1, mode = "eager", median_ms = 10, p10_ms = 9.9, p90_ms = 10.1},
+        {tokens = 16, mode = "eager", median_ms = 20, p10_ms = 10, p90_ms = 30}})
+    local new = doc({{tokens = 1, mode = "eager", median_ms = 13, p10_ms = 12.9, p90_ms = 13.1},
+        {tokens = 16, mode = "eager", median_ms = 26, p10_ms = 16, p90_ms = 36}})
+    local out, err, code = run(write(old), write(new))
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "A and B has no raw samples")
+    lu.assertStrMatches(out, ".*tokens=1 mode=eager[^\n]-SLOWER.*")
+    lu.assertStrMatches(out, ".*tokens=16 mode=eager[^\n]-UNSURE.*") -- the spreads overlap
+end
+
+function TestCompare:test_mismatched_configs_are_not_comparable()
+    local base = doc({row(1, "eager", 3)})
+    base.config = {dim = 768, hidden = 3072, dtype = "f32"}
+    local bf16 = doc({row(1, "eager", 3)})
+    bf16.config = {dim = 768, hidden = 3072, dtype = "bf16"}
+    local _, err, code = run(write(base), write(bf16))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "not comparable: dtype differs (A f32, B bf16)")
+    -- threads in the fingerprint: a config too, unless ignored on purpose
+    local one = doc({row(1, "eager", 3)}, {cpu = "X", threads = 1, commit = "abc"})
+    one.config = base.config
+    _, err, code = run(write(base), write(one))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "not comparable: threads differs (A 2, B 1); pass --ignore threads")
+    local out
+    out, err, code = run("--ignore threads " .. write(base), write(one))
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "SAME")
+    -- a config column in the rows whose values never meet
+    local small = doc({row(1, "eager", 3, 0.02, {dim = 64})})
+    small.columns[#small.columns + 1] = "dim"
+    local big = doc({row(1, "eager", 3, 0.02, {dim = 768})})
+    big.columns[#big.columns + 1] = "dim"
+    _, err, code = run(write(small), write(big))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "not comparable: no row of A matches a row of B; the config columns differ: dim (A 64, B 768)")
+    -- results of two different experiments
+    local other = doc({row(1, "eager", 3)})
+    other.name = "gemm_bench"
+    _, err, code = run(write(doc({row(1, "eager", 3)})), write(other))
+    lu.assertEquals(code, 2)
+    lu.assertStrMatches(err, ".*not comparable: .- holds results of sweep, .- of gemm_bench.*")
 end
 
 function TestCompare:test_malformed_input()
@@ -75,18 +147,24 @@ function TestCompare:test_malformed_input()
     lu.assertStrContains(err, "workbench compare: cannot read /nonexistent/a.json")
     _, err, code = run(write("{\"rows\": [1, "), good)
     lu.assertEquals(code, 2)
-    lu.assertStrContains(err, "is not valid JSON")
+    lu.assertStrContains(err, "is not valid JSON, it looks truncated")
     _, err, code = run(write({hello = "world"}), good)
     lu.assertEquals(code, 2)
     lu.assertStrContains(err, "is not a workbench results file")
     _, err, code = run(write({columns = {}, rows = {1}}), good)
     lu.assertEquals(code, 2)
     lu.assertStrContains(err, "row 1 is not an object")
+    _, err, code = run("--fail-on-slower lots " .. good, good)
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "--fail-on-slower takes a percentage from 0 to 1000, got lots")
+    _, err, code = run("--frobnicate " .. good, good)
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "unknown option --frobnicate")
     local p = io.popen(EXE .. " compare only_one.json 2>&1")
     local out = p:read("a")
     local _, _, c = p:close()
     lu.assertEquals(c, 2)
-    lu.assertStrContains(out, "usage: workbench compare A.json B.json")
+    lu.assertStrContains(out, "usage: workbench compare [--verbose]")
 end
 
 function TestCompare:test_two_runs_of_the_same_script()
@@ -100,12 +178,17 @@ function TestCompare:test_two_runs_of_the_same_script()
         lu.assertEquals(code, 0, out)
     end
     local out, err, code = run(dir .. "/a/mlp_sweep.json", dir .. "/b/mlp_sweep.json")
-    os.execute("rm -rf '" .. dir .. "'")
     lu.assertEquals(code, 0, err)
     lu.assertStrContains(out, "rows aligned on: tokens, mode")
-    lu.assertStrMatches(out, ".*tokens=4 mode=dual%s+median_ms.-x (%a+) %(noise.*")
+    lu.assertStrMatches(out, ".*tokens=4 mode=dual[^\n]-x[^\n]- ([A-Z]+).*")
     lu.assertStrContains(out, "verdicts: ")
     lu.assertStrContains(out, "structural differences: none")
+    lu.assertNotStrContains(out, "no raw samples")
+    -- a real run against itself: every row SAME
+    local self_out, self_err, self_code = run(dir .. "/a/mlp_sweep.json", dir .. "/a/mlp_sweep.json")
+    lu.assertEquals(self_code, 0, self_err)
+    os.execute("rm -rf '" .. dir .. "'")
+    lu.assertStrContains(self_out, "verdicts: 4 SAME, 0 FASTER, 0 SLOWER, 0 UNSURE")
 end
 
 os.exit(lu.LuaUnit.run())

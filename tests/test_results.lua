@@ -88,4 +88,38 @@ function TestResults:test_charts_are_svg()
         points = {{name = "k", intensity = 1, gflops = 5}}}, "<circle")
 end
 
+function TestResults:test_unstable_rows_samples_and_machine_state()
+    local dir = os.tmpname() .. "_unstable"
+    local r = wb.results("noisy", {keys = {"n"}, config = {dim = 8}, target_noise = 0.1, quiet = true})
+    r:add{n = 1, median_ms = 1, noise = 0.05, samples_ms = {0.9, 1, 1.1}}
+    r:add{n = 2, median_ms = 2, noise = 0.4, samples_ms = {1, 2, 3}}
+    r:add{n = 3, median_ms = 3} -- no noise column: not judged
+    local paths = r:save{dir = dir}
+    local doc = cjson.decode(read(paths.json))
+    lu.assertEquals(doc.rows[1].unstable, false)
+    lu.assertEquals(doc.rows[2].unstable, true)
+    lu.assertNil(doc.rows[3].unstable)
+    lu.assertEquals(doc.rows[2].samples_ms, {1, 2, 3})
+    lu.assertEquals(doc.config, {dim = 8})
+    lu.assertEquals(doc.fingerprint.target_noise, 0.1)
+    local fp = doc.fingerprint
+    if fp.machine_start_state ~= "unreadable" then
+        for _, k in ipairs({"load1", "cpus", "other_runnable", "steal_pct", "governor", "busy"}) do
+            lu.assertNotNil(fp["machine_start_" .. k], k)
+            lu.assertNotNil(fp["machine_end_" .. k], k)
+        end
+    end
+    local csv = read(paths.csv)
+    lu.assertStrContains(csv, "unstable")
+    lu.assertNotStrContains(csv, "samples_ms") -- raw samples stay in the JSON
+    lu.assertStrMatches(csv, ".*\n2,2,0%.4,1 2 3,true\n.*")
+    local html = read(paths.html)
+    lu.assertStrContains(html, "1 of 3 rows are unstable (noise, IQR / median, above 10%)")
+    lu.assertStrContains(html, "<tr class='unstable'")
+    os.execute("rm -rf '" .. dir .. "'")
+    lu.assertErrorMsgContains("column 'samples_ms' holds a table that is not an array of numbers", r.add, r,
+        {samples_ms = {1, "x"}})
+    lu.assertErrorMsgContains("target_noise must be a number", wb.results, "x", {target_noise = "high"})
+end
+
 os.exit(lu.LuaUnit.run())

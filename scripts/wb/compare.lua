@@ -1,13 +1,24 @@
--- wb.compare: `workbench compare A.json B.json` -- two results files (wb.results) side by side.
--- Rows are aligned by their key columns (the file's "keys", else its string columns); for each
--- numeric metric it prints B/A and a verdict: same, faster or slower (or higher/lower when the
--- direction is unknown), with a noise threshold taken from the spread the files recorded
--- (p10-p90 around the median, at least 3%). Then the fingerprints' differences and structural
--- differences (kernel counts). Exit status 0, or 2 with a message for unreadable input.
+-- wb.compare: `workbench compare [--verbose] [--fail-on-slower PCT] [--ignore COL] A.json B.json`:
+-- two results files (wb.results) of the same sweep, row by row.
+--
+-- Rows are aligned on every config column: the file's keys, every column holding strings or
+-- booleans, and the usual configuration names (tokens, dim, hidden, threads, ...); the run-wide
+-- config the file recorded and the fingerprint's device and threads must match too, else the
+-- files are "not comparable" and the difference is named (--ignore COL drops a column from
+-- that check, e.g. to compare --threads 1 with --threads 2 on purpose).
+-- Each row gets one verdict from its time metric: SAME, FASTER, SLOWER or UNSURE. With raw
+-- samples in both files: a two-sided Mann-Whitney U test (p < ALPHA) plus a minimum effect
+-- (the medians differ by at least MIN_EFFECT); SAME when the effect is below the minimum,
+-- UNSURE when it is larger but the test does not back it. Effects are measured on the log of the
+-- ratio, so A vs B mirrors B vs A. Files without raw samples (older results) fall back to the
+-- recorded p10-p90 spread, and the output says so.
+-- Exit status: 0; 1 when --fail-on-slower PCT and a row is SLOWER by more than PCT percent;
+-- 2 with a message for unreadable input or files that are not comparable.
 
 local cjson = require("cjson")
+local stats = require("wb.stats")
 
-local M = {}
+local M = {ALPHA = 0.01, MIN_EFFECT = 0.05}
 
 local function fail(msg) error({compare_error = msg}, 0) end
 
@@ -17,109 +28,220 @@ local function load(path)
     local text = f:read("a")
     f:close()
     local ok, doc = pcall(cjson.decode, text)
-    if not ok then fail(string.format("%s is not valid JSON (%s)", path, tostring(doc))) end
+    if not ok then
+        local truncated = text:match("^%s*$") or not text:match("[}%]]%s*$")
+        fail(string.format("%s is not valid JSON%s (%s)", path, truncated and ", it looks truncated" or "", tostring(doc)))
+    end
     if type(doc) ~= "table" or type(doc.rows) ~= "table" or type(doc.columns) ~= "table" then
         fail(string.format("%s is not a workbench results file (expected name, columns, rows, fingerprint)", path))
     end
     for i, r in ipairs(doc.rows) do
         if type(r) ~= "table" then fail(string.format("%s: row %d is not an object", path, i)) end
     end
+    doc.path = path
     return doc
-end
-
-local function key_columns(doc)
-    if type(doc.keys) == "table" and #doc.keys > 0 then return doc.keys end
-    local keys = {}
-    for _, c in ipairs(doc.columns) do
-        local all_strings = true
-        for _, r in ipairs(doc.rows) do if r[c] ~= nil and type(r[c]) ~= "string" then all_strings = false end end
-        if all_strings then keys[#keys + 1] = c end
-    end
-    return keys
 end
 
 -- JSON numbers come back as floats: show whole ones as integers
 local function show(v)
     if type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%d", v) end
+    if type(v) == "number" then return string.format("%.4g", v) end
     return tostring(v)
+end
+
+local CONFIG_NAMES = {tokens = true, mode = true, dtype = true, dim = true, hidden = true, threads = true, device = true,
+    m = true, n = true, k = true, batch = true, impl = true, isa = true, shape = true, layout = true, size = true,
+    path = true, op = true, kernel = true, layer = true}
+
+-- A config column: a key of the file, a usual configuration name, or a column of strings.
+-- (Booleans such as `unstable` and arrays of raw samples are outcomes, not configuration.)
+local function is_config(doc, c)
+    if CONFIG_NAMES[c] then return true end
+    if type(doc.keys) == "table" then for _, k in ipairs(doc.keys) do if k == c then return true end end end
+    local any = false
+    for _, r in ipairs(doc.rows) do
+        local v = r[c]
+        if v ~= nil and type(v) ~= "string" then return false end
+        any = any or v ~= nil
+    end
+    return any
+end
+
+local function is_metric(doc, c)
+    if is_config(doc, c) then return false end
+    for _, r in ipairs(doc.rows) do
+        local v = r[c]
+        if v ~= nil and type(v) ~= "number" then return false end
+    end
+    return true
+end
+
+local function config_columns(a, b, ignore)
+    local keys, seen = {}, {}
+    for _, doc in ipairs({a, b}) do
+        for _, c in ipairs(doc.columns) do
+            if not seen[c] and not ignore[c] and is_config(doc, c) then
+                seen[c] = true
+                keys[#keys + 1] = c
+            end
+        end
+    end
+    return keys
 end
 
 local function key_of(row, keys)
     local parts = {}
-    for i, k in ipairs(keys) do parts[i] = k .. "=" .. show(row[k]) end
+    for _, k in ipairs(keys) do if row[k] ~= nil then parts[#parts + 1] = k .. "=" .. show(row[k]) end end
     return table.concat(parts, " ")
 end
 
--- lower is better for times, higher for rates; nil when the name does not say
-local function direction(col)
-    if col:match("_ms$") or col:match("_us$") or col:match("_ns$") or col:match("time") then return "lower" end
-    if col:match("gflops") or col:match("gbs") or col:match("speedup") or col:match("^vs_") or col:match("pct_peak") then
-        return "higher"
-    end
-end
-
-local SPREAD_COLS = {median_ms = {"p10_ms", "p90_ms"}, median_us = {"p10_us", "p90_us"}}
-
--- The row's relative noise: half its p10-p90 spread around the median. Every metric of the row
--- (GFLOP/s, % of peak, host time, ...) is derived from the same runs, so it gets the same threshold.
-local function spread(row)
-    local worst = 0
-    for col, cols in pairs(SPREAD_COLS) do
-        local m, lo, hi = row[col], row[cols[1]], row[cols[2]]
-        if type(m) == "number" and type(lo) == "number" and type(hi) == "number" and m ~= 0 then
-            worst = math.max(worst, (hi - lo) / 2 / m)
+-- The row's time metric, its samples (raw or nil) and its recorded spread.
+local TIME_COLUMNS = {{"median_ms", "samples_ms", "p10_ms", "p90_ms"}, {"median_us", "samples_us", "p10_us", "p90_us"}}
+local function timing(row)
+    for _, t in ipairs(TIME_COLUMNS) do
+        if type(row[t[1]]) == "number" then
+            local s = row[t[2]]
+            if type(s) ~= "table" or #s == 0 then s = nil end
+            return {metric = t[1], median = row[t[1]], samples = s, p10 = row[t[3]], p90 = row[t[4]]}
         end
     end
-    return worst
 end
 
-function M.compare(path_a, path_b, out)
-    out = out or io.write
+-- verdict(ta, tb, min_effect) -> verdict, ratio (B/A), p (or nil), basis
+function M.verdict(ta, tb, min_effect)
+    min_effect = min_effect or M.MIN_EFFECT
+    local ma, mb = ta.median, tb.median
+    if ta.samples and tb.samples then
+        ma, mb = stats.summarize(ta.samples).median, stats.summarize(tb.samples).median
+    end
+    local ratio = ma > 0 and mb / ma or (mb == ma and 1 or math.huge)
+    local effect = math.abs(math.log(ratio))
+    local small = effect < math.log(1 + min_effect)
+    local direction = ratio < 1 and "FASTER" or "SLOWER"
+    if ta.samples and tb.samples then
+        local p = stats.mann_whitney(ta.samples, tb.samples).p
+        if small then return "SAME", ratio, p, "samples" end
+        return p < M.ALPHA and direction or "UNSURE", ratio, p, "samples"
+    end
+    -- no raw samples: the recorded p10-p90 ranges
+    if small then return "SAME", ratio, nil, "spread" end
+    if type(ta.p10) == "number" and type(ta.p90) == "number" and type(tb.p10) == "number" and type(tb.p90) == "number" then
+        local apart = ta.p90 < tb.p10 or tb.p90 < ta.p10
+        return apart and direction or "UNSURE", ratio, nil, "spread"
+    end
+    return "UNSURE", ratio, nil, "spread"
+end
+
+local function describe_values(doc, col)
+    local vals, seen = {}, {}
+    for _, r in ipairs(doc.rows) do
+        local v = show(r[col])
+        if r[col] ~= nil and not seen[v] then
+            seen[v] = true
+            vals[#vals + 1] = v
+        end
+    end
+    table.sort(vals)
+    return #vals > 0 and table.concat(vals, ",") or "(none)"
+end
+
+-- Run-wide configuration: the recorded config table plus the fingerprint's device and threads.
+local function run_config(doc)
+    local c = {}
+    for k, v in pairs(type(doc.config) == "table" and doc.config or {}) do c[k] = v end
+    local fp = doc.fingerprint or {}
+    if c.device == nil then c.device = fp.device end
+    if c.threads == nil then c.threads = fp.threads end
+    return c
+end
+
+local function check_comparable(a, b, ignore)
+    if a.name ~= b.name then
+        fail(string.format("not comparable: %s holds results of %s, %s of %s", a.path, tostring(a.name), b.path,
+            tostring(b.name)))
+    end
+    local ca, cb = run_config(a), run_config(b)
+    local names, seen = {}, {}
+    for _, t in ipairs({ca, cb}) do
+        for k in pairs(t) do if not seen[k] then seen[k] = true; names[#names + 1] = k end end
+    end
+    table.sort(names)
+    for _, k in ipairs(names) do
+        if not ignore[k] and show(ca[k]) ~= show(cb[k]) then
+            fail(string.format("not comparable: %s differs (A %s, B %s); pass --ignore %s to compare anyway", k,
+                show(ca[k]), show(cb[k]), k))
+        end
+    end
+end
+
+function M.compare(path_a, path_b, o)
+    o = o or {}
+    local out = o.out or io.write
+    local ignore = o.ignore or {}
     local a, b = load(path_a), load(path_b)
-    local keys = key_columns(a)
-    local ia, ib = {}, {}
-    for _, r in ipairs(a.rows) do ia[key_of(r, keys)] = r end
+    check_comparable(a, b, ignore)
+    local keys = config_columns(a, b, ignore)
+    local ib = {}
     for _, r in ipairs(b.rows) do ib[key_of(r, keys)] = r end
-    out(string.format("A: %s (%s, %s)\nB: %s (%s, %s)\nrows aligned on: %s\n\n", path_a, tostring(a.name),
-        a.fingerprint and a.fingerprint.date or "?", path_b, tostring(b.name), b.fingerprint and b.fingerprint.date or "?",
-        #keys > 0 and table.concat(keys, ", ") or "(row order)"))
-    local metrics = {}
-    for _, c in ipairs(a.columns) do
-        local is_key = false
-        for _, k in ipairs(keys) do if k == c then is_key = true end end
-        if not is_key and not c:match("^p%d+_") and c ~= "kernels" then
-            for _, r in ipairs(a.rows) do
-                if type(r[c]) == "number" then metrics[#metrics + 1] = c; break end
-            end
-        end
-    end
-    local counts = {same = 0, faster = 0, slower = 0, changed = 0}
-    out(string.format("%-32s %-16s %12s %12s %8s %s\n", "row", "metric", "A", "B", "B/A", "verdict"))
+    local pairs_ = {}
+    local ia = {}
     for _, r in ipairs(a.rows) do
         local k = key_of(r, keys)
-        local rb = ib[k]
-        if rb then
-            for _, c in ipairs(metrics) do
-                local va, vb = r[c], rb[c]
-                if type(va) == "number" and type(vb) == "number" then
-                    local ratio = va ~= 0 and vb / va or (vb == 0 and 1 or math.huge)
-                    local noise = math.max(0.03, spread(r), spread(rb))
-                    local dir = direction(c)
-                    local verdict
-                    if math.abs(ratio - 1) <= noise then
-                        verdict = "same"
-                    elseif dir == "lower" then
-                        verdict = ratio < 1 and "faster" or "slower"
-                    elseif dir == "higher" then
-                        verdict = ratio > 1 and "faster" or "slower"
-                    else
-                        verdict = ratio > 1 and "higher" or "lower"
+        ia[k] = r
+        if ib[k] then pairs_[#pairs_ + 1] = {k, r, ib[k]} end
+    end
+    if #pairs_ == 0 and #a.rows > 0 and #b.rows > 0 then
+        local diffs = {}
+        for _, c in ipairs(keys) do
+            local va, vb = describe_values(a, c), describe_values(b, c)
+            if va ~= vb then diffs[#diffs + 1] = string.format("%s (A %s, B %s)", c, va, vb) end
+        end
+        fail("not comparable: no row of A matches a row of B; the config columns differ: " ..
+            (#diffs > 0 and table.concat(diffs, "; ") or table.concat(keys, ", ")))
+    end
+    out(string.format("A: %s (%s, %s)\nB: %s (%s, %s)\nrows aligned on: %s\n", path_a, tostring(a.name),
+        a.fingerprint and a.fingerprint.date or "?", path_b, tostring(b.name), b.fingerprint and b.fingerprint.date or "?",
+        #keys > 0 and table.concat(keys, ", ") or "(row order)"))
+    local missing = {}
+    for _, doc in ipairs({a, b}) do
+        local n = 0
+        for _, r in ipairs(doc.rows) do local t = timing(r); if t and not t.samples then n = n + 1 end end
+        if n > 0 then missing[#missing + 1] = doc == a and "A" or "B" end
+    end
+    if #missing > 0 then
+        out(string.format("note: %s has no raw samples (older results): verdicts from the recorded p10-p90 spread, " ..
+            "without a rank test\n", table.concat(missing, " and ")))
+    end
+    out("\n")
+    local counts = {SAME = 0, FASTER = 0, SLOWER = 0, UNSURE = 0}
+    local worst_slower = 0
+    local width = 8
+    for _, pr in ipairs(pairs_) do width = math.max(width, #pr[1]) end
+    out(string.format("%-" .. width .. "s %12s %12s %8s %8s  %s\n", "row", "A", "B", "B/A", "p", "verdict"))
+    for _, pr in ipairs(pairs_) do
+        local k, ra, rb = pr[1], pr[2], pr[3]
+        local ta, tb = timing(ra), timing(rb)
+        if ta and tb and ta.metric == tb.metric then
+            local v, ratio, p = M.verdict(ta, tb, o.min_effect)
+            counts[v] = counts[v] + 1
+            if v == "SLOWER" then worst_slower = math.max(worst_slower, (ratio - 1) * 100) end
+            local flags = {}
+            if ra.unstable == true then flags[#flags + 1] = "A unstable" end
+            if rb.unstable == true then flags[#flags + 1] = "B unstable" end
+            out(string.format("%-" .. width .. "s %12s %12s %7.3fx %8s  %s%s\n", k, show(ta.median) .. " " ..
+                ta.metric:match("_(%a+)$"), show(tb.median), ratio, p and string.format("%.2g", p) or "-", v,
+                #flags > 0 and " (" .. table.concat(flags, ", ") .. ")" or ""))
+            if o.verbose then
+                for _, c in ipairs(a.columns) do
+                    local va, vb = ra[c], rb[c]
+                    if c ~= ta.metric and type(va) == "number" and type(vb) == "number" and is_metric(a, c) then
+                        out(string.format("%-" .. width .. "s   %-16s %12s %12s %7.3fx\n", "", c, show(va), show(vb),
+                            va ~= 0 and vb / va or 0))
                     end
-                    counts[counts[verdict] and verdict or "changed"] = (counts[counts[verdict] and verdict or "changed"]) + 1
-                    out(string.format("%-32s %-16s %12.4g %12.4g %7.3fx %s (noise %.0f%%)\n", k, c, va, vb, ratio,
-                        verdict, noise * 100))
                 end
             end
+        else
+            out(string.format("%-" .. width .. "s (no time metric to compare)\n", k))
         end
     end
     local only_a, only_b = {}, {}
@@ -129,45 +251,77 @@ function M.compare(path_a, path_b, out)
     table.sort(only_b)
     if #only_a > 0 then out("\nonly in A: " .. table.concat(only_a, "; ") .. "\n") end
     if #only_b > 0 then out("only in B: " .. table.concat(only_b, "; ") .. "\n") end
-    out(string.format("\nverdicts: %d same, %d faster, %d slower, %d changed\n", counts.same, counts.faster,
-        counts.slower, counts.changed))
-    -- structure: kernel counts per row
+    out(string.format("\nverdicts: %d SAME, %d FASTER, %d SLOWER, %d UNSURE (rank test p < %g and a change of at least %g%%)\n",
+        counts.SAME, counts.FASTER, counts.SLOWER, counts.UNSURE, M.ALPHA, (o.min_effect or M.MIN_EFFECT) * 100))
     local structural = {}
-    for k, r in pairs(ia) do
-        local rb = ib[k]
-        if rb and r.kernels ~= nil and rb.kernels ~= nil and r.kernels ~= rb.kernels then
-            structural[#structural + 1] = string.format("%s: %s kernels -> %s", k, show(r.kernels), show(rb.kernels))
+    for _, pr in ipairs(pairs_) do
+        local ra, rb = pr[2], pr[3]
+        if ra.kernels ~= nil and rb.kernels ~= nil and ra.kernels ~= rb.kernels then
+            structural[#structural + 1] = string.format("%s: %s kernels -> %s", pr[1], show(ra.kernels), show(rb.kernels))
         end
     end
-    table.sort(structural)
-    out("\nstructural differences: " .. (#structural > 0 and ("\n  " .. table.concat(structural, "\n  ")) or "none") .. "\n")
-    -- environment
+    out("structural differences: " .. (#structural > 0 and ("\n  " .. table.concat(structural, "\n  ")) or "none") .. "\n")
     local fa, fb, diffs = a.fingerprint or {}, b.fingerprint or {}, {}
-    local seen = {}
-    for k in pairs(fa) do seen[k] = true end
-    for k in pairs(fb) do seen[k] = true end
-    local names = {}
-    for k in pairs(seen) do names[#names + 1] = k end
+    local names, seen = {}, {}
+    for _, t in ipairs({fa, fb}) do for k in pairs(t) do if not seen[k] then seen[k] = true; names[#names + 1] = k end end end
     table.sort(names)
     for _, k in ipairs(names) do
-        if k ~= "date" and k ~= "command" and tostring(fa[k]) ~= tostring(fb[k]) then
+        if k ~= "date" and not k:match("_date$") and show(fa[k]) ~= show(fb[k]) then
             diffs[#diffs + 1] = string.format("%s: %s -> %s", k, show(fa[k]), show(fb[k]))
         end
     end
     out("fingerprint differences: " .. (#diffs > 0 and ("\n  " .. table.concat(diffs, "\n  ")) or "none") .. "\n")
+    counts.worst_slower_pct = worst_slower
     return counts
 end
 
--- Entry point for `workbench compare A.json B.json`: returns the exit status.
+local USAGE = "usage: workbench compare [--verbose] [--fail-on-slower PCT] [--min-effect PCT] [--ignore COL] A.json B.json"
+
+-- Entry point for `workbench compare ...`: returns the exit status.
 function M.main(args)
-    if #args ~= 2 then
-        io.stderr:write("usage: workbench compare A.json B.json\n")
+    local o, files = {ignore = {}}, {}
+    local i = 1
+    while i <= #args do
+        local a = args[i]
+        if a == "--verbose" or a == "-v" then
+            o.verbose = true
+        elseif a == "--fail-on-slower" or a == "--min-effect" then
+            local v = tonumber(args[i + 1])
+            if not v or v < 0 or v > 1000 then
+                io.stderr:write(string.format("workbench compare: %s takes a percentage from 0 to 1000, got %s\n%s\n", a,
+                    tostring(args[i + 1]), USAGE))
+                return 2
+            end
+            if a == "--fail-on-slower" then o.fail_on_slower = v else o.min_effect = v / 100 end
+            i = i + 1
+        elseif a == "--ignore" then
+            if not args[i + 1] then
+                io.stderr:write("workbench compare: --ignore takes a column name\n" .. USAGE .. "\n")
+                return 2
+            end
+            o.ignore[args[i + 1]] = true
+            i = i + 1
+        elseif a:match("^%-%-?%a") then
+            io.stderr:write("workbench compare: unknown option " .. a .. "\n" .. USAGE .. "\n")
+            return 2
+        else
+            files[#files + 1] = a
+        end
+        i = i + 1
+    end
+    if #files ~= 2 then
+        io.stderr:write(USAGE .. "\n")
         return 2
     end
-    local ok, err = pcall(M.compare, args[1], args[2])
+    local ok, res = pcall(M.compare, files[1], files[2], o)
     if not ok then
-        io.stderr:write("workbench compare: " .. (type(err) == "table" and err.compare_error or tostring(err)) .. "\n")
+        io.stderr:write("workbench compare: " .. (type(res) == "table" and res.compare_error or tostring(res)) .. "\n")
         return 2
+    end
+    if o.fail_on_slower and res.SLOWER > 0 and res.worst_slower_pct > o.fail_on_slower then
+        io.stderr:write(string.format("workbench compare: a row is %.1f%% slower (more than --fail-on-slower %g)\n",
+            res.worst_slower_pct, o.fail_on_slower))
+        return 1
     end
     return 0
 end

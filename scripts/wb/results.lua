@@ -5,9 +5,14 @@
 --   local paths = r:save{dir = "out/mlp_sweep/run1"}   -- .json, .csv and .html
 --
 -- Every file carries the environment fingerprint: workbench version and commit, build,
--- device, CPU model and ISA, threads, seed, the command line and the date.
+-- device, CPU model and ISA, threads, seed, the command line and the date, and the machine's
+-- state (load, other runnable processes, steal, governor) when the results were created and when
+-- they were saved; a busy machine gets a one-line warning when the results are created.
+-- A row with a `noise` column (IQR / median) above its `target_noise` (or the results' target,
+-- 0.05) is marked unstable = true, in every format; rows with noise get unstable = false.
 
 local cjson = require("cjson")
+local machine = require("wb.machine")
 
 local Results = {}
 Results.__index = Results
@@ -47,11 +52,21 @@ end
 
 -- wb.results(name[, {columns = {...}, keys = {...}}]): columns fixes the column order (others
 -- follow, sorted); keys names the columns that identify a row (workbench compare aligns on them).
+-- config: run-wide settings (dim, dtype, ...) that workbench compare requires to match;
+-- target_noise: the noise above which a row is unstable; quiet = true skips the busy warning.
 local function results(name, o)
     if type(name) ~= "string" or not name:match("^[%w_%-%.]+$") then
         error("results: name must be a plain file name (letters, digits, _ - .), got " .. tostring(name), 2)
     end
-    local self = setmetatable({name = name, rows = {}, columns = {}, seen = {}, keys = o and o.keys}, Results)
+    if o ~= nil and type(o) ~= "table" then error("results: options must be a table, got " .. type(o), 2) end
+    local target = o and o.target_noise or 0.05
+    if type(target) ~= "number" or target < 0 then error("results: target_noise must be a number >= 0", 2) end
+    local self = setmetatable({name = name, rows = {}, columns = {}, seen = {}, keys = o and o.keys,
+        config = o and o.config, target_noise = target, machine_start = machine.state()}, Results)
+    if not (o and o.quiet) then
+        local w = machine.warning(self.machine_start)
+        if w then print(w) end
+    end
     for _, c in ipairs(o and o.columns or {}) do
         self.seen[c] = true
         self.columns[#self.columns + 1] = c
@@ -76,6 +91,10 @@ function Results:add(row)
                 "of numbers (raw samples)", k, t), 2)
         end
         if not self.seen[k] then new[#new + 1] = k end
+    end
+    if type(row.noise) == "number" then
+        row.unstable = row.noise > (type(row.target_noise) == "number" and row.target_noise or self.target_noise)
+        if not self.seen.unstable then new[#new + 1] = "unstable" end
     end
     table.sort(new)
     for _, k in ipairs(new) do
@@ -129,9 +148,16 @@ function Results:save(o)
     local dir = o.dir or wb.options.out or ("out/" .. self.name .. "/" .. os.date("%Y%m%d-%H%M%S"))
     local ok, err = wb._mkdir_p(dir)
     if not ok then error("results: cannot create the directory " .. dir .. ": " .. tostring(err), 2) end
-    local fp = o.fingerprint or with_cuda(fingerprint())
+    local fp = o.fingerprint
+    if not fp then
+        fp = with_cuda(fingerprint())
+        machine.flatten(self.machine_start, "machine_start_", fp)
+        machine.flatten(machine.state(), "machine_end_", fp)
+        fp.target_noise = self.target_noise
+    end
     local base = dir .. "/" .. (o.file or self.name)
-    local doc = {name = self.name, fingerprint = fp, columns = self.columns, rows = self.rows, keys = self.keys}
+    local doc = {name = self.name, fingerprint = fp, columns = self.columns, rows = self.rows, keys = self.keys,
+        config = self.config}
     for k, v in pairs(o.extra or {}) do
         if doc[k] ~= nil then error("results: extra field '" .. tostring(k) .. "' would replace the file's own", 2) end
         doc[k] = v
@@ -143,6 +169,7 @@ function Results:save(o)
         for i, c in ipairs(self.columns) do cells[i] = csv_cell(r[c]) end
         lines[#lines + 1] = table.concat(cells, ",")
     end
+    for k, v in pairs(self.config or {}) do fp["config_" .. k] = v end
     local fp_keys = {}
     for k in pairs(fp) do fp_keys[#fp_keys + 1] = k end
     table.sort(fp_keys)
@@ -152,13 +179,22 @@ function Results:save(o)
         "</title><style>body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}",
         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eee}",
         "td:first-child,th:first-child{text-align:left}.fp td{text-align:left}figure{margin:2em 0}",
-        "figcaption{color:#444;max-width:900px}</style></head><body><h1>", html_escape(self.name), "</h1>"}
+        "figcaption{color:#444;max-width:900px}.warn{color:#a40}tr.unstable td{background:#fde8d8}</style></head><body><h1>", html_escape(self.name), "</h1>"}
     if o.html_extra then h[#h + 1] = o.html_extra end
-    h[#h + 1] = "<h2>Results</h2><table><tr>"
+    local unstable = 0
+    for _, r in ipairs(self.rows) do if r.unstable == true then unstable = unstable + 1 end end
+    h[#h + 1] = "<h2>Results</h2>"
+    local w = machine.warning(self.machine_start)
+    if w then h[#h + 1] = "<p class='warn'>" .. html_escape(w) .. "</p>" end
+    if unstable > 0 then
+        h[#h + 1] = string.format("<p class='warn'>%d of %d rows are unstable (noise, IQR / median, above %g%%): " ..
+            "marked below; do not read small differences into them.</p>", unstable, #self.rows, self.target_noise * 100)
+    end
+    h[#h + 1] = "<table><tr>"
     for _, c in ipairs(self.columns) do h[#h + 1] = "<th>" .. html_escape(c) .. "</th>" end
     h[#h + 1] = "</tr>"
     for _, r in ipairs(self.rows) do
-        h[#h + 1] = "<tr>"
+        h[#h + 1] = r.unstable == true and "<tr class='unstable' title='unstable: noise above target'>" or "<tr>"
         for _, c in ipairs(self.columns) do
             local v = r[c]
             if type(v) == "table" then v = #v .. " samples" end
