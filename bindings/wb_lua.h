@@ -73,6 +73,7 @@ void wb_lua_register_creation(lua_State *L); /* adds creation functions to the t
 void wb_lua_register_profiler(lua_State *L); /* the session type; functions on the table on top */
 void wb_lua_register_graph(lua_State *L);    /* the graph type; wb.graph on the table on top */
 void wb_lua_register_host(lua_State *L);     /* wb._realpath, _mkdir_p, _hostname on the table on top */
+void wb_lua_register_calibrate(lua_State *L); /* wb._read_gbs ...; wb.device_info via wb.calibrate */
 
 int luaopen_wb(lua_State *L);
 

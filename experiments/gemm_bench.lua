@@ -85,7 +85,7 @@ local function race(contenders, iters_per_round)
     for _ = 1, rounds do
         for _, c in ipairs(contenders) do
             wb.sleep_ms(wb.get_num_threads() > 1 and 300 or 100) -- let spinning worker threads go idle
-            local r = wb.bench(c[2], {warmup = 1, iters = iters_per_round, min_time_ms = 0})
+            local r = wb.bench(c[2], {warmup = 1, iters = iters_per_round, max_iters = iters_per_round, min_time_ms = 0})
             for _, v in ipairs(r.samples_us) do table.insert(samples[c[1]], v) end
         end
     end

@@ -24,6 +24,7 @@
 -- `workbench merge` joins the shards into the rows of the whole sweep.
 
 local wbargs = require("wb.args")
+local calibrate = require("wb.calibrate")
 local report = require("wb.report")
 local plural = require("wb.words").plural
 
@@ -235,14 +236,17 @@ local sweep = wb.sweep{
         row.torch_samples_ms = torch.samples[p.tokens]
         for _, e in ipairs(kernel_events) do
             if e.bytes > 0 and e.flops > 0 then
-                roof_points[#roof_points + 1] = {name = p.mode, intensity = e.flops / e.bytes, gflops = e.flops / e.dur_ns}
+                local roof, roof_gbs = "DRAM", info.bandwidth_gbs
+                if not cuda then roof, roof_gbs = calibrate.roof_for(calibrate.cpu(wb.get_num_threads()), e.bytes) end
+                roof_points[#roof_points + 1] = {name = p.mode, kernel = e.name, intensity = e.flops / e.bytes,
+                    gflops = e.flops / e.dur_ns, roof = roof, roof_gbs = roof_gbs}
             end
         end
         if p.tokens == trace_tokens then
             prof:export_chrome_trace(string.format("%s/mlp_%s_tokens%d.trace.json", out_dir, p.mode, p.tokens))
         end
     end,
-    stats = {{from = "samples_ms", median = "median_ms", p10 = "p10_ms", p90 = "p90_ms"},
+    stats = {{from = "samples_ms", median = "median_ms", p10 = "p10_ms", p90 = "p90_ms", noise = "noise"},
         {from = "torch_samples_ms", median = "torch_ms"}},
     derived = {
         {column = "gflops", num = "flops", den = "median_ms", scale = 1e-6},
@@ -272,13 +276,22 @@ for i, r in ipairs(rows) do
 end
 
 local vs_torch = torch.label and ("vs " .. torch.label) or "vs torch"
-print(string.format("\n%-6s %-8s %10s %17s %9s %6s %8s %9s %9s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
+-- % of peak above 100 means the ceiling is wrong (calibrated low, or under load): never shown
+-- as an ordinary figure (marked "!"; wb.device_info's calibration says how it was measured)
+local above = 0
+for _, r in ipairs(rows) do if r.pct_peak > 100 then above = above + 1 end end
+if above > 0 then
+    print(string.format("note: %d point(s) above the calibrated peak (marked !): the ceiling is too low; %s", above,
+        info.calibrated))
+end
+print(string.format("\n%-6s %-8s %10s %17s %9s %7s %8s %9s %9s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
     "GFLOP/s", "%peak", "kernels", "host us", "vs eager", vs_torch))
 for _, r in ipairs(rows) do
-    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %5.0f%% %8d %9.1f %8.2fx %" .. math.max(9, #vs_torch) .. "s",
+    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %5.0f%%%s %8d %9.1f %8.2fx %" .. math.max(9, #vs_torch) .. "s%s",
         r.tokens, r.mode,
-        r.median_ms, r.p10_ms, r.p90_ms, r.gflops, r.pct_peak, r.kernels, r.host_us, r.speedup_vs_eager or 0,
-        r.vs_torch and string.format("%.2fx", r.vs_torch) or "-"))
+        r.median_ms, r.p10_ms, r.p90_ms, r.gflops, r.pct_peak, r.pct_peak > 100 and "!" or " ", r.kernels, r.host_us,
+        r.speedup_vs_eager or 0, r.vs_torch and string.format("%.2fx", r.vs_torch) or "-",
+        r.noise and r.noise > 0.05 and string.format("  unstable (noise %.0f%%)", r.noise * 100) or ""))
 end
 
 -- the report
@@ -289,7 +302,7 @@ for _, m in ipairs(modes) do
     local pts, sp = {}, {}
     for _, r in ipairs(rows) do
         if r.mode == m then
-            pts[#pts + 1] = {r.tokens, r.median_ms}
+            pts[#pts + 1] = {r.tokens, r.median_ms, r.p10_ms, r.p90_ms, r.noise and r.noise > 0.05}
             sp[group_of[r.tokens]] = r.speedup_vs_eager
         end
     end
@@ -320,12 +333,16 @@ local html = table.concat({
     report.roofline{title = "Kernels on the roofline", x_label = "arithmetic intensity (FLOP per byte)",
         y_label = "GFLOP/s", peak_gflops = info.peak_gflops,
         bandwidth_gbs = info.bandwidth_gbs, points = roof_points,
+        ceilings = (not cuda and info.l2_gbs) and {{name = "L2", gbs = info.l2_gbs}, {name = "L3", gbs = info.l3_gbs},
+            {name = "DRAM", gbs = info.dram_gbs}} or nil,
         caption = string.format("Each kernel of each mode (all token counts) at its arithmetic intensity (flops per " ..
             "byte that must move) and achieved GFLOP/s, under the roofline of this device (%s): %.1f GFLOP/s " ..
             "peak, %.1f GB/s memory bandwidth. Points near the sloped line are memory-bound (small token counts), " ..
-            "near the flat line compute-bound. The bandwidth is DRAM's: a kernel whose data stays in the caches can sit " ..
-            "above the sloped line.", cuda and "datasheet rates, not measured" or "measured at start", info.peak_gflops,
-            info.bandwidth_gbs)},
+            "near the flat line compute-bound. %s", cuda and "datasheet rates, not measured" or info.calibrated,
+            info.peak_gflops, info.bandwidth_gbs, cuda and "The bandwidth is DRAM's: a kernel whose data stays in the " ..
+            "caches can sit above the sloped line." or "On the cpu the roofline is cache-aware: L2, L3 and DRAM roofs " ..
+            "measured on working sets sized from the caches; each point's tooltip judges it against the level its bytes " ..
+            "fit in.")},
 })
 local paths = sweep:save{dir = out_dir, html_extra = html}
 local traced = false

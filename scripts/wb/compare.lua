@@ -148,7 +148,9 @@ end
 -- Run-wide configuration: the recorded config table plus the fingerprint's device and threads.
 local function run_config(doc)
     local c = {}
-    for k, v in pairs(type(doc.config) == "table" and doc.config or {}) do c[k] = v end
+    local recorded = type(doc.config) == "table" and doc.config or
+        (type(doc.sweep) == "table" and type(doc.sweep.config) == "table" and doc.sweep.config) or {}
+    for k, v in pairs(recorded) do if k ~= "seed" then c[k] = v end end -- the seed draws data, not timings
     local fp = doc.fingerprint or {}
     if c.device == nil then c.device = fp.device end
     if c.threads == nil then c.threads = fp.threads end

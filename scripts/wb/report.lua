@@ -1,8 +1,12 @@
 -- wb.report: small self-contained SVG charts for HTML reports (no scripts, no external files).
---   line_chart{title=, caption=, x_label=, y_label=, log_x=, log_y=, series={{name=, points={{x, y}, ...}}}}
+--   line_chart{title=, caption=, x_label=, y_label=, log_x=, log_y=,
+--              series={{name=, points={{x, y[, lo, hi[, unstable]]}, ...}}}}
+--       lo-hi (e.g. p10-p90) is drawn as an error bar; an unstable point is drawn hollow
 --   bar_chart{title=, caption=, y_label=, groups={"1", "16"}, series={{name=, values={...}}}, reference=1}
---   roofline{title=, caption=, peak_gflops=, bandwidth_gbs=, points={{name=, intensity=, gflops=}}}
--- Each returns an HTML <figure> with the chart and a caption saying what it shows.
+--   roofline{title=, caption=, peak_gflops=, bandwidth_gbs= | ceilings={{name="L2", gbs=}, ...},
+--            points={{name=, intensity=, gflops=[, kernel=, roof=, roof_gbs=]}}}
+-- Each returns an HTML <figure> with the chart, axis titles, tooltips (<title>) on every point,
+-- and a caption saying what it shows. Numbers are shown to 3 significant digits.
 
 local M = {}
 
@@ -87,7 +91,7 @@ function M.line_chart(o)
     for _, s in ipairs(o.series) do
         for _, p in ipairs(s.points) do
             xlo, xhi = math.min(xlo, p[1]), math.max(xhi, p[1])
-            ylo, yhi = math.min(ylo, p[2]), math.max(yhi, p[2])
+            ylo, yhi = math.min(ylo, p[3] or p[2]), math.max(yhi, p[4] or p[2])
         end
     end
     if o.log_y then ylo, yhi = ylo / 1.3, yhi * 1.3 else ylo, yhi = math.min(0, ylo), yhi * 1.1 end
@@ -104,8 +108,15 @@ function M.line_chart(o)
         out[#out + 1] = string.format("<polyline fill='none' stroke='%s' stroke-width='2' points='%s'/>", c,
             table.concat(pts, " "))
         for _, p in ipairs(s.points) do
-            out[#out + 1] = string.format("<circle cx='%.1f' cy='%.1f' r='3.5' fill='%s'><title>%s: %s, %s</title></circle>",
-                xs(p[1]), ys(p[2]), c, esc(s.name), fmt(p[1]), fmt(p[2]))
+            local range = ""
+            if p[3] and p[4] then
+                out[#out + 1] = string.format("<line x1='%.1f' x2='%.1f' y1='%.1f' y2='%.1f' stroke='%s' stroke-width='1.5'/>",
+                    xs(p[1]), xs(p[1]), ys(p[3]), ys(p[4]), c)
+                range = string.format(" (p10-p90 %s-%s)", fmt(p[3]), fmt(p[4]))
+            end
+            out[#out + 1] = string.format("<circle cx='%.1f' cy='%.1f' r='3.5' fill='%s' stroke='%s'><title>%s: %s, %s%s%s</title></circle>",
+                xs(p[1]), ys(p[2]), p[5] and "white" or c, c, esc(s.name), fmt(p[1]), fmt(p[2]), range,
+                p[5] and ", unstable (noise above target)" or "")
         end
     end
     legend(out, names)
@@ -146,28 +157,49 @@ function M.bar_chart(o)
     return figure(out, o.caption)
 end
 
+local CEILING_DASH = {"", "6,3", "2,3", "8,3,2,3"}
+
 function M.roofline(o)
+    local ceilings = o.ceilings or {{name = "DRAM", gbs = o.bandwidth_gbs}}
+    local top_bw = 0
+    for _, c in ipairs(ceilings) do top_bw = math.max(top_bw, c.gbs) end
     local ilo, ihi, glo, ghi = 0.1, 100, 1, o.peak_gflops * 2
     for _, p in ipairs(o.points) do
         ilo, ihi = math.min(ilo, p.intensity / 2), math.max(ihi, p.intensity * 2)
         glo = math.min(glo, p.gflops / 2)
+        ghi = math.max(ghi, p.gflops * 1.5)
     end
     local xs = scale(ilo, ihi, true, L + 10, W - R - 10)
     local ys = scale(glo, ghi, true, H - B, T)
     local out = {}
     frame(o, out, xs, ys, ticks(ilo, ihi, true), ticks(glo, ghi, true), true, true)
-    local ridge = o.peak_gflops / o.bandwidth_gbs
-    local pts = {}
-    for _, i in ipairs({ilo, math.max(ilo, math.min(ridge, ihi)), ihi}) do
-        pts[#pts + 1] = string.format("%.1f,%.1f", xs(i), ys(math.min(o.peak_gflops, i * o.bandwidth_gbs)))
+    for ci, c in ipairs(ceilings) do
+        local ridge = o.peak_gflops / c.gbs
+        local pts = {}
+        for _, i in ipairs({ilo, math.max(ilo, math.min(ridge, ihi)), ihi}) do
+            pts[#pts + 1] = string.format("%.1f,%.1f", xs(i), ys(math.min(o.peak_gflops, i * c.gbs)))
+        end
+        out[#out + 1] = string.format("<polyline fill='none' stroke='#000' stroke-width='%s' stroke-dasharray='%s' " ..
+            "points='%s'><title>%s roof: %s GB/s, %s GFLOP/s peak</title></polyline>", ci == #ceilings and "2" or "1.2",
+            CEILING_DASH[(ci - 1) % #CEILING_DASH + 1], table.concat(pts, " "), esc(c.name), fmt(c.gbs), fmt(o.peak_gflops))
+        local lx = math.max(ilo * 1.5, math.min(ridge / 3, ihi))
+        out[#out + 1] = string.format("<text x='%.1f' y='%.1f' font-size='11'>%s %s GB/s</text>", xs(lx) + 2,
+            ys(math.min(o.peak_gflops, lx * c.gbs)) - 4, esc(c.name), fmt(c.gbs))
     end
-    out[#out + 1] = string.format("<polyline fill='none' stroke='#000' stroke-width='2' points='%s'/>", table.concat(pts, " "))
+    out[#out + 1] = string.format("<text x='%d' y='%.1f' font-size='11' text-anchor='end'>peak %s GFLOP/s</text>",
+        W - R - 4, ys(o.peak_gflops) - 4, fmt(o.peak_gflops))
     local names, index = {}, {}
     for _, p in ipairs(o.points) do
         if not index[p.name] then names[#names + 1] = p.name; index[p.name] = #names end
-        out[#out + 1] = string.format("<circle cx='%.1f' cy='%.1f' r='4' fill='%s' fill-opacity='0.8'><title>%s: %s FLOP/B, " ..
-            "%s GFLOP/s</title></circle>", xs(p.intensity), ys(math.max(p.gflops, glo)),
-            COLORS[(index[p.name] - 1) % #COLORS + 1], esc(p.name), fmt(p.intensity), fmt(p.gflops))
+        local roof = ""
+        if p.roof and p.roof_gbs then
+            local bound = math.min(o.peak_gflops, p.intensity * p.roof_gbs)
+            roof = string.format(", %s%% of the %s roof there", fmt(100 * p.gflops / bound), p.roof)
+        end
+        out[#out + 1] = string.format("<circle cx='%.1f' cy='%.1f' r='4' fill='%s' fill-opacity='0.8'><title>%s%s: %s FLOP/B, " ..
+            "%s GFLOP/s%s</title></circle>", xs(p.intensity), ys(math.max(p.gflops, glo)),
+            COLORS[(index[p.name] - 1) % #COLORS + 1], p.kernel and (esc(p.kernel) .. " ") or "", esc(p.name),
+            fmt(p.intensity), fmt(p.gflops), roof)
     end
     legend(out, names)
     return figure(out, o.caption)

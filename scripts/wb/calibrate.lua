@@ -1,0 +1,173 @@
+-- wb.calibrate: the CPU's roofline ceilings, measured until stable and cached per machine.
+--
+-- Compute: the FMA loop of the active path (wb.cpu_peak_gflops), repeated until the best three
+-- runs agree within SPREAD (at most MAX_REPEATS runs); the best is the peak. Bandwidth: reads of
+-- working sets sized from the machine's caches (sysfs), so that the roofline is cache-aware:
+--   L2:   half of L2 per thread;  L3: half of L3 (at most 32 MiB, at least twice the L2s);
+--   DRAM: twice L3 (at least 64 MiB, at most 1 GiB)
+-- each repeated the same way. A calibration measured while the machine was busy (wb.machine) is
+-- flagged `under_load` and never written to the cache; a cached one measured on a quiet machine
+-- is preferred. Cache: $XDG_CACHE_HOME/workbench/calibration.json (else ~/.cache/workbench/),
+-- keyed by host, CPU model, ISA path and thread count, with the conditions of the measurement.
+-- wb.device_info("cpu") is calibrate.device_info: the measured ceilings beside the theoretical
+-- peak (FMA lanes x 2 FMA ports x 2 flops x clock x threads; the clock is the nominal one where
+-- the system reports no maximum, so turbo can put the measured figure above it).
+
+local cjson = require("cjson")
+local machine = require("wb.machine")
+
+local M = {SPREAD = 0.05, MAX_REPEATS = 8, FMA_PORTS = 2}
+
+local function until_stable(measure)
+    local vals = {}
+    for _ = 1, M.MAX_REPEATS do
+        vals[#vals + 1] = measure()
+        table.sort(vals, function(a, b) return a > b end)
+        if #vals >= 3 and vals[1] > 0 and (vals[1] - vals[3]) / vals[1] <= M.SPREAD then
+            return vals[1], (vals[1] - vals[3]) / vals[1], #vals, true
+        end
+    end
+    local spread = #vals >= 3 and vals[1] > 0 and (vals[1] - vals[3]) / vals[1] or 1
+    return vals[1], spread, #vals, false
+end
+
+function M.cache_path()
+    local base = os.getenv("XDG_CACHE_HOME")
+    if not base or base == "" then
+        local home = os.getenv("HOME")
+        if not home or home == "" then return nil end
+        base = home .. "/.cache"
+    end
+    return base .. "/workbench/calibration.json"
+end
+
+local function read_cache(path)
+    if not path then return {} end
+    local ok, f = pcall(io.open, path)
+    if not ok or not f then return {} end
+    local text = f:read("a")
+    f:close()
+    local okj, doc = pcall(cjson.decode, text)
+    return okj and type(doc) == "table" and doc or {}
+end
+
+local function write_cache(path, doc)
+    if not path then return false end
+    local dir = path:match("^(.*)/[^/]*$")
+    local ok = pcall(wb._mkdir_p, dir)
+    if not ok then return false end
+    local okf, f = pcall(io.open, path .. ".tmp", "w")
+    if not okf or not f then return false end
+    f:write(cjson.encode(doc))
+    f:close()
+    return pcall(os.rename, path .. ".tmp", path)
+end
+
+local function key(threads)
+    return table.concat({wb._hostname(), wb._cpu_model(), wb.cpu_isa(), tostring(threads)}, "|")
+end
+
+local function theoretical(threads)
+    local mhz = wb._cpu_clock_mhz()
+    if not mhz or mhz <= 0 then return nil, nil end
+    return wb._cpu_fma_lanes() * M.FMA_PORTS * 2 * mhz / 1e3 * threads, mhz
+end
+
+-- Measure now (no cache). Returns the calibration entry.
+function M.measure(threads)
+    local before = machine.state(3, 20)
+    local caches = wb._cpu_caches()
+    local l2 = caches.l2 or 1 << 20
+    local l3 = caches.l3 or 32 << 20
+    local sets = {
+        l2 = math.max(64 << 10, l2 // 2 * threads),
+        l3 = math.max(2 * l2 * threads, math.min(l3 // 2, 32 << 20)),
+        dram = math.min(math.max(2 * l3, 64 << 20), 1 << 30),
+    }
+    local e = {threads = threads, l2_bytes = caches.l2, l3_bytes = caches.l3, sets = sets}
+    e.peak_gflops, e.peak_spread, e.peak_runs, e.peak_stable = until_stable(function() return wb.cpu_peak_gflops(threads, 30) end)
+    for _, level in ipairs({"l2", "l3", "dram"}) do
+        local passes = level == "dram" and 2 or 3
+        local best, spread, _, stable = until_stable(function() return wb._read_gbs(threads, sets[level], passes) end)
+        e[level .. "_gbs"], e[level .. "_spread"], e[level .. "_stable"] = best, spread, stable
+    end
+    local after = machine.state(3, 20)
+    e.under_load = (before.busy or after.busy) and true or false
+    e.conditions = "start: " .. machine.describe(before) .. "; end: " .. machine.describe(after)
+    e.date = os.date("!%Y-%m-%dT%H:%M:%SZ")
+    e.workbench = wb.version
+    return e
+end
+
+local memo = {}
+
+-- calibrate.cpu(threads[, {force = true}]) -> entry (cached in memory and, when measured on a
+-- quiet machine, in the cache file). entry.source: "cache" or "measured".
+function M.cpu(threads, o)
+    threads = threads or wb.get_num_threads()
+    local k = key(threads)
+    if memo[k] and not (o and o.force) then return memo[k] end
+    local path = M.cache_path()
+    local doc = read_cache(path)
+    local cached = type(doc[k]) == "table" and doc[k] or nil
+    if cached and not (o and o.force) and not cached.under_load then
+        cached.source, cached.path = "cache", path
+        memo[k] = cached
+        return cached
+    end
+    local e = M.measure(threads)
+    e.source = "measured"
+    if e.under_load and cached and not cached.under_load then
+        -- a quiet calibration beats one taken under load: keep it, say so
+        cached.source, cached.path = "cache (a new calibration under load was not kept)", path
+        memo[k] = cached
+        return cached
+    end
+    if not e.under_load and write_cache(path, (function() doc[k] = e; return doc end)()) then e.path = path end
+    memo[k] = e
+    return e
+end
+
+-- The ceiling a kernel moving `bytes` is judged against: the smallest level its data fits in.
+function M.roof_for(entry, bytes)
+    if entry.l2_bytes and bytes <= entry.l2_bytes * entry.threads then return "L2", entry.l2_gbs end
+    if entry.l3_bytes and bytes <= entry.l3_bytes then return "L3", entry.l3_gbs end
+    return "DRAM", entry.dram_gbs
+end
+
+-- percent(value, ceiling, what): the percentage, and a note when it is above 100 (the ceiling is
+-- wrong: measured low, under load, or the kernel is judged against the wrong level).
+function M.percent(value, ceiling, what)
+    if not ceiling or ceiling <= 0 then return nil, "no " .. (what or "ceiling") end
+    local pct = 100 * value / ceiling
+    if pct > 100 then
+        return pct, string.format("above the measured %s (%.0f%%): the ceiling is too low", what or "ceiling", pct)
+    end
+    return pct
+end
+
+function M.device_info(device)
+    if device ~= nil and device ~= "cpu" and device ~= "cuda" then return wb._device_info_quick(device) end
+    if device == "cuda" or (device == nil and wb.default_device() == "cuda") then return wb._device_info_quick(device) end
+    local threads = wb.get_num_threads()
+    local e = M.cpu(threads)
+    local theo, mhz = theoretical(threads)
+    local desc
+    if e.source == "measured" or e.source == "cache" then
+        desc = string.format("%s %s: best of %d FMA runs (spread %.1f%%%s) and of cache-sized reads; %s%s", e.source ==
+            "cache" and "cached calibration of" or "calibrated", e.date, e.peak_runs or 0, 100 * (e.peak_spread or 0),
+            e.peak_stable and "" or ", not stable", e.under_load and "MEASURED UNDER LOAD, not cached" or "quiet machine",
+            e.path and (", " .. e.path) or "")
+    else
+        desc = e.source
+    end
+    return {
+        device = "cpu", name = wb._cpu_model(), isa = wb.cpu_isa(), threads = threads,
+        peak_gflops = e.peak_gflops, bandwidth_gbs = e.dram_gbs, l2_gbs = e.l2_gbs, l3_gbs = e.l3_gbs,
+        dram_gbs = e.dram_gbs, l2_bytes = e.l2_bytes, l3_bytes = e.l3_bytes,
+        theoretical_peak_gflops = theo, clock_mhz = mhz, fma_lanes = wb._cpu_fma_lanes(), fma_ports = M.FMA_PORTS,
+        under_load = e.under_load, calibrated = desc, conditions = e.conditions,
+    }
+end
+
+return M

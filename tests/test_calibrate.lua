@@ -1,0 +1,83 @@
+-- test_calibrate.lua: ceilings calibrated until stable, cached per machine/ISA/threads with their
+-- conditions, never cached when measured under load (the machine's state is injected here), the
+-- cache-aware roof a kernel is judged against, % of peak above 100 flagged, and device_info
+-- showing the theoretical peak beside the measured one.
+local lu = require("luaunit")
+local cjson = require("cjson")
+local machine = require("wb.machine")
+local calibrate = require("wb.calibrate")
+
+local real_state = machine.state
+local function pretend(busy)
+    machine.state = function()
+        return {readable = true, cpus = 2, other_runnable = busy and 2 or 0, steal_pct = 0, governor = "test",
+            load1 = 0, load5 = 0, load15 = 0, busy = busy}
+    end
+end
+
+local function read(path)
+    local f = io.open(path)
+    if not f then return nil end
+    local s = f:read("a")
+    f:close()
+    return s
+end
+
+TestCalibrate = {}
+
+function TestCalibrate:setUp()
+    self.dir = os.tmpname() .. "_cache"
+    calibrate.cache_path = function() return self.dir .. "/workbench/calibration.json" end
+    calibrate.MAX_REPEATS = 3
+end
+
+function TestCalibrate:tearDown()
+    machine.state = real_state
+    os.execute("rm -rf '" .. self.dir .. "'")
+end
+
+function TestCalibrate:test_busy_calibration_is_flagged_and_not_cached()
+    pretend(true)
+    local busy = calibrate.cpu(1, {force = true})
+    lu.assertTrue(busy.under_load)
+    lu.assertNil(read(calibrate.cache_path()))
+    pretend(false)
+    local quiet = calibrate.cpu(1, {force = true})
+    lu.assertFalse(quiet.under_load)
+    local doc = cjson.decode(read(calibrate.cache_path()))
+    local key, entry = next(doc)
+    lu.assertStrContains(key, wb.cpu_isa() .. "|1")
+    lu.assertStrContains(entry.conditions, "start: load")
+    for _, k in ipairs({"peak_gflops", "l2_gbs", "l3_gbs", "dram_gbs"}) do lu.assertTrue(entry[k] > 0, k) end
+    lu.assertTrue(entry.peak_runs >= 3)
+    -- a later calibration under load does not replace the quiet one
+    pretend(true)
+    local again = calibrate.cpu(1, {force = true})
+    lu.assertFalse(again.under_load)
+    lu.assertStrContains(again.source, "not kept")
+end
+
+function TestCalibrate:test_roof_for_and_percent()
+    local e = {threads = 1, l2_bytes = 2 << 20, l3_bytes = 32 << 20, l2_gbs = 100, l3_gbs = 40, dram_gbs = 15}
+    lu.assertEquals({calibrate.roof_for(e, 1 << 20)}, {"L2", 100})
+    lu.assertEquals({calibrate.roof_for(e, 28 << 20)}, {"L3", 40}) -- an MLP's 28 MiB of weights in a 32 MiB L3
+    lu.assertEquals({calibrate.roof_for(e, 64 << 20)}, {"DRAM", 15})
+    local pct, note = calibrate.percent(120, 100, "peak")
+    lu.assertEquals(pct, 120)
+    lu.assertStrContains(note, "above the measured peak (120%)")
+    lu.assertNil(select(2, calibrate.percent(50, 100, "peak")))
+end
+
+function TestCalibrate:test_device_info_shows_theoretical_beside_measured()
+    pretend(false)
+    local i = wb.device_info("cpu")
+    lu.assertTrue(i.peak_gflops > 0)
+    lu.assertTrue(i.l2_gbs > 0 and i.l3_gbs > 0 and i.dram_gbs > 0)
+    lu.assertEquals(i.bandwidth_gbs, i.dram_gbs)
+    if i.clock_mhz then
+        lu.assertAlmostEquals(i.theoretical_peak_gflops, i.fma_lanes * 2 * 2 * i.clock_mhz / 1e3 * i.threads, 1e-6)
+    end
+    lu.assertStrContains(i.calibrated, "FMA runs")
+end
+
+os.exit(lu.LuaUnit.run())
