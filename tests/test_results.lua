@@ -111,7 +111,6 @@ function TestResults:test_unstable_rows_samples_and_machine_state()
     end
     local csv = read(paths.csv)
     lu.assertStrContains(csv, "unstable")
-    lu.assertNotStrContains(csv, "samples_ms") -- raw samples stay in the JSON
     lu.assertStrMatches(csv, ".*\n2,2,0%.4,1 2 3,true\n.*")
     local html = read(paths.html)
     lu.assertStrContains(html, "1 of 3 rows are unstable (noise, IQR / median, above 10%)")
