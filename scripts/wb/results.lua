@@ -65,7 +65,7 @@ local function results(name, o)
         config = o and o.config, target_noise = target, machine_start = machine.state()}, Results)
     if not (o and o.quiet) then
         local w = machine.warning(self.machine_start)
-        if w then print(w) end
+        if w then io.stderr:write(w, "\n") end
     end
     for _, c in ipairs(o and o.columns or {}) do
         self.seen[c] = true
