@@ -281,8 +281,8 @@ local vs_torch = torch.label and ("vs " .. torch.label) or "vs torch"
 local above = 0
 for _, r in ipairs(rows) do if r.pct_peak > 100 then above = above + 1 end end
 if above > 0 then
-    print(string.format("note: %d point(s) above the calibrated peak (marked !): the ceiling is too low; %s", above,
-        info.calibrated))
+    print(string.format("note: %s above the calibrated peak (marked !): the ceiling is too low; %s",
+        plural(above, "point is", "points are"), info.calibrated))
 end
 print(string.format("\n%-6s %-8s %10s %17s %9s %7s %8s %9s %9s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
     "GFLOP/s", "%peak", "kernels", "host us", "vs eager", vs_torch))

@@ -287,6 +287,26 @@ function TestRecording:test_per_thread_lanes_of_a_2_thread_gemm()
     for _, e in ipairs(p:events()) do lu.assertNotEquals(e.cat, "thread") end
 end
 
+-- A kernel above 100% of its ceiling means the ceiling is wrong: the table marks it and says so.
+function TestRecording:test_table_flags_kernels_above_their_ceiling()
+    local x, w = wb.randn({64, 256}), wb.randn({256, 256})
+    local p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    local y = wb.linear(x, w)
+    p:stop()
+    local real = wb.device_info
+    wb.device_info = function()
+        return {name = "a test CPU", isa = "none", threads = 1, peak_gflops = 1e-3, bandwidth_gbs = 1e-3,
+            calibrated = "a ceiling the test set too low"}
+    end
+    local ok, out = pcall(p.table, p)
+    wb.device_info = real
+    assert(ok, out)
+    lu.assertStrContains(out, "%!")
+    lu.assertStrContains(out, "above 100% of its ceiling (marked !): the ceiling was measured too low " ..
+        "(a ceiling the test set too low)")
+end
+
 TestTrace = {}
 
 function TestTrace:test_json_is_valid_with_hostile_names()

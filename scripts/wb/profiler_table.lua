@@ -1,0 +1,265 @@
+-- wb.profiler_table: a session's events as torch.profiler's key_averages rows and table (one row
+-- per op name, and input shapes or call site when asked, and one per kernel), with the
+-- roofline's % of peak per kernel and the spread of a parallel kernel's worker threads.
+
+local plural = require("wb.words").plural
+
+local M = {}
+
+local function fail(msg, level) error("profiler: " .. msg, (level or 1) + 1) end
+
+local function shapes_string(e)
+    if not e.shapes then return "" end
+    local parts = {}
+    for i, s in ipairs(e.shapes) do
+        parts[i] = s and ("[" .. table.concat(s, ", ") .. "]") or "None"
+    end
+    return "[" .. table.concat(parts, ", ") .. "]"
+end
+
+-- Rows per op name (and input shapes / call site when asked) and per kernel name.
+function M.key_averages(self, o)
+    o = o or {}
+    for k in pairs(o) do
+        if k ~= "group_by_input_shape" and k ~= "group_by_stack_n" then
+            fail(string.format("key_averages: unknown option '%s' (expected group_by_input_shape, group_by_stack_n)",
+                tostring(k)), 2)
+        end
+    end
+    local events = self:events()
+    local by_id, child_cpu, own_kernels = {}, {}, {}
+    for _, e in ipairs(events) do
+        if e.cat == "op" then by_id[e.id] = e end
+    end
+    for _, e in ipairs(events) do
+        if e.cat == "op" and e.parent ~= 0 then child_cpu[e.parent] = (child_cpu[e.parent] or 0) + e.dur_ns end
+    end
+    -- a range's self time excludes the top-level ops (and runtime calls) inside it
+    local range_child = {}
+    for _, r in ipairs(events) do
+        if r.cat == "range" then
+            local t0, t1, inner = r.ts_ns, r.ts_ns + r.dur_ns, 0
+            for _, e in ipairs(events) do
+                if (e.cat == "op" or e.cat == "runtime") and e.parent == 0 and e.ts_ns >= t0 and e.ts_ns + e.dur_ns <= t1 then
+                    inner = inner + e.dur_ns
+                end
+            end
+            range_child[r] = inner
+        end
+    end
+    -- device time: a kernel (or a device copy: cuda's memcpy/memset) counts as self for the op
+    -- that launched it and as total for every op above that one
+    local dev_self, dev_total, nk = {}, {}, {}
+    for _, e in ipairs(events) do
+        if e.cat == "kernel" or e.cat == "memcpy" then
+            own_kernels[#own_kernels + 1] = e
+            local id = e.correlation
+            dev_self[id] = (dev_self[id] or 0) + e.dur_ns
+            while id and id ~= 0 do
+                dev_total[id] = (dev_total[id] or 0) + e.dur_ns
+                if e.cat == "kernel" then nk[id] = (nk[id] or 0) + 1 end
+                id = by_id[id] and by_id[id].parent
+            end
+        end
+    end
+    local rows, index = {}, {}
+    local function row(key, name, kind, extra)
+        local r = index[key]
+        if not r then
+            r = {name = name, kind = kind, calls = 0, self_cpu_ns = 0, cpu_total_ns = 0, self_device_ns = 0,
+                device_total_ns = 0, kernels = 0, flops = 0, bytes = 0, input_shapes = extra and extra.shapes,
+                src = extra and extra.src}
+            index[key] = r
+            rows[#rows + 1] = r
+        end
+        return r
+    end
+    for _, e in ipairs(events) do
+        if e.cat == "op" or e.cat == "range" or e.cat == "runtime" then
+            local key, shapes, src = e.cat .. ":" .. e.name, nil, nil
+            if o.group_by_input_shape and e.cat == "op" then
+                shapes = shapes_string(e)
+                key = key .. "|" .. shapes
+            end
+            if o.group_by_stack_n and e.src then
+                src = e.src
+                key = key .. "|" .. src
+            end
+            local r = row(key, e.name, e.cat, {shapes = shapes, src = src})
+            r.calls = r.calls + 1
+            r.cpu_total_ns = r.cpu_total_ns + e.dur_ns
+            r.self_cpu_ns = r.self_cpu_ns + e.dur_ns - (e.cat == "op" and (child_cpu[e.id] or 0) or range_child[e] or 0)
+            if e.cat == "op" then
+                r.self_device_ns = r.self_device_ns + (dev_self[e.id] or 0)
+                r.device_total_ns = r.device_total_ns + (dev_total[e.id] or 0)
+                r.kernels = r.kernels + (nk[e.id] or 0)
+                r.flops = r.flops + e.flops
+                r.bytes = r.bytes + e.bytes
+            end
+        end
+    end
+    -- a parallel cpu kernel's worker threads: the spread between its fastest and slowest thread
+    local fastest, slowest = {}, {}
+    for _, e in ipairs(events) do
+        if e.cat == "thread" then
+            local k = e.args.kernel
+            fastest[k] = math.min(fastest[k] or math.huge, e.dur_ns)
+            slowest[k] = math.max(slowest[k] or 0, e.dur_ns)
+        end
+    end
+    for _, e in ipairs(own_kernels) do
+        local r = row(e.cat .. ":" .. e.name, e.name, e.cat)
+        r.calls = r.calls + 1
+        if e.cat == "kernel" then r.kernels = r.kernels + 1 end
+        if slowest[e.id] then
+            r.spread_ns = (r.spread_ns or 0) + slowest[e.id] - fastest[e.id]
+            r.spread_launches = (r.spread_launches or 0) + 1
+        end
+        r.self_device_ns = r.self_device_ns + e.dur_ns
+        r.device_total_ns = r.device_total_ns + e.dur_ns
+        r.flops = r.flops + e.flops
+        r.bytes = r.bytes + e.bytes
+    end
+    return rows
+end
+
+local function fmt_time(ns)
+    if ns == 0 then return "0" end
+    if ns >= 1e9 then return string.format("%.3fs", ns / 1e9) end
+    if ns >= 1e6 then return string.format("%.3fms", ns / 1e6) end
+    return string.format("%.3fus", ns / 1e3)
+end
+
+local SORT_KEYS = {self_cpu = "self_cpu_ns", cpu_total = "cpu_total_ns", self_device = "self_device_ns",
+    device_total = "device_total_ns", calls = "calls", kernels = "kernels", flops = "flops", name = "name",
+    -- torch.profiler's names for the same columns (cuda_* are its older spellings)
+    self_cpu_time_total = "self_cpu_ns", cpu_time_total = "cpu_total_ns", self_device_time_total = "self_device_ns",
+    device_time_total = "device_total_ns", self_cuda_time_total = "self_device_ns",
+    cuda_time_total = "device_total_ns", count = "calls"}
+
+-- The key_averages table, whole kernel names included (never cut).
+function M.table(self, o)
+    o = o or {}
+    for k in pairs(o) do
+        if k ~= "sort_by" and k ~= "row_limit" and k ~= "group_by_input_shape" and k ~= "group_by_stack_n" then
+            fail(string.format("table: unknown option '%s' (expected sort_by, row_limit, group_by_input_shape, " ..
+                "group_by_stack_n)", tostring(k)), 2)
+        end
+    end
+    local sort_key = SORT_KEYS[o.sort_by or "cpu_total"]
+    if not sort_key then
+        local names = {}
+        for k in pairs(SORT_KEYS) do names[#names + 1] = k end
+        table.sort(names)
+        fail(string.format("table: unknown sort key '%s' (expected one of: %s)", tostring(o.sort_by),
+            table.concat(names, ", ")), 2)
+    end
+    local limit = o.row_limit or 100
+    if math.type(limit) ~= "integer" or limit < 1 then fail("table: row_limit must be a positive integer", 2) end
+    local rows = M.key_averages(self, {group_by_input_shape = o.group_by_input_shape, group_by_stack_n = o.group_by_stack_n})
+    table.sort(rows, function(a, b)
+        if sort_key == "name" then return a.name < b.name end
+        if a[sort_key] ~= b[sort_key] then return a[sort_key] > b[sort_key] end
+        return a.name < b.name
+    end)
+    local on_cuda = false
+    for _, e in ipairs(self:events()) do
+        if e.cat == "kernel" and e.lane:sub(1, 4) == "cuda" then
+            on_cuda = e.lane
+            break
+        end
+    end
+    local info = wb.device_info(on_cuda and "cuda" or nil)
+    local self_total, dev_total = 0, 0
+    local function on_device(r) return r.kind == "kernel" or r.kind == "memcpy" end
+    for _, r in ipairs(rows) do
+        if not on_device(r) then self_total = self_total + r.self_cpu_ns end
+        if on_device(r) then dev_total = dev_total + r.device_total_ns end
+    end
+    local name_w = 4
+    for i, r in ipairs(rows) do
+        if i > limit then break end
+        name_w = math.max(name_w, #r.name)
+    end
+    local show_shapes = o.group_by_input_shape
+    local show_src = o.group_by_stack_n
+    local show_spread = false -- worker threads were recorded for some kernel
+    for _, r in ipairs(rows) do show_spread = show_spread or r.spread_launches ~= nil end
+    local head = string.format("%-" .. name_w .. "s  %9s %10s %10s %10s %11s %12s %10s %7s %9s %8s %7s %7s",
+        "Name", "Self CPU%", "Self CPU", "CPU total", "CPU avg", "Self Device", "Device total", "Device avg",
+        "# Calls", "# Kernels", "GFLOP/s", "GB/s", "% peak")
+    if show_spread then head = head .. string.format(" %13s", "Thread spread") end
+    if show_shapes then head = head .. "  Input Shapes" end
+    if show_src then head = head .. "  Source" end
+    local rule = string.rep("-", #head)
+    local out = {}
+    local st = self:stats()
+    if st.dropped > 0 then
+        out[#out + 1] = string.format("WARNING: %s dropped (the event buffer or CUPTI's buffers filled " ..
+            "up; raise max_events)", plural(st.dropped, "event was", "events were"))
+    end
+    if st.device_note and st.device_note ~= "" then out[#out + 1] = "WARNING: " .. st.device_note end
+    out[#out + 1] = rule
+    out[#out + 1] = head
+    out[#out + 1] = rule
+    local above = 0 -- rows above 100% of their ceiling
+    for i, r in ipairs(rows) do
+        if i > limit then break end
+        local time = on_device(r) and r.device_total_ns or r.cpu_total_ns
+        local gflops = (r.flops > 0 and time > 0) and r.flops / time or nil
+        local gbs = (r.bytes > 0 and time > 0) and r.bytes / time or nil
+        local pct
+        if on_device(r) and (gflops or gbs) then -- against the roofline at this intensity
+            local attainable = info.peak_gflops
+            if r.bytes > 0 then attainable = math.min(info.peak_gflops, r.flops / r.bytes * info.bandwidth_gbs) end
+            if r.flops == 0 then
+                pct = 100 * gbs / info.bandwidth_gbs
+            else
+                pct = 100 * gflops / attainable
+            end
+        end
+        local line = string.format("%-" .. name_w .. "s  %8.2f%% %10s %10s %10s %11s %12s %10s %7d %9d %8s %7s %7s",
+            r.name, self_total > 0 and 100 * (on_device(r) and 0 or r.self_cpu_ns) / self_total or 0,
+            on_device(r) and "-" or fmt_time(r.self_cpu_ns), on_device(r) and "-" or fmt_time(r.cpu_total_ns),
+            on_device(r) and "-" or fmt_time(r.cpu_total_ns / r.calls), fmt_time(r.self_device_ns),
+            fmt_time(r.device_total_ns), fmt_time(r.device_total_ns / r.calls), r.calls, r.kernels,
+            gflops and string.format("%.1f", gflops) or "-", gbs and string.format("%.1f", gbs) or "-",
+            pct and string.format("%.0f%%%s", pct, pct > 100 and "!" or "") or "-")
+        if pct and pct > 100 then above = above + 1 end
+        if show_spread then -- slowest minus fastest worker, averaged over the launches that had workers
+            line = line .. string.format(" %13s", r.spread_launches and fmt_time(r.spread_ns / r.spread_launches) or "-")
+        end
+        if show_shapes then line = line .. "  " .. (r.input_shapes or "") end
+        if show_src then line = line .. "  " .. (r.src or "") end
+        out[#out + 1] = line
+    end
+    out[#out + 1] = rule
+    if above > 0 then -- a ceiling below a measured kernel is wrong: never shown as an ordinary figure
+        out[#out + 1] = string.format("WARNING: %s above 100%% of its ceiling (marked !): the ceiling was " ..
+            "measured too low (%s)", plural(above, "kernel row is", "kernel rows are"), info.calibrated or "?")
+    end
+    out[#out + 1] = string.format("Self CPU time total: %s", fmt_time(self_total))
+    if on_cuda then
+        out[#out + 1] = string.format("Self Device time total: %s (kernels on %s, timed by CUPTI; they run " ..
+            "asynchronously, after the op that launched them returned)", fmt_time(dev_total), on_cuda)
+    else
+        out[#out + 1] = string.format("Self Device time total: %s (kernels on cpu:0 stream 0; the CPU device runs " ..
+            "them on the calling thread, so they are inside their op's CPU time)", fmt_time(dev_total))
+    end
+    out[#out + 1] = string.format("Events: %d recorded, %d dropped; peak storage memory %.1f MiB", st.events,
+        st.dropped, st.peak_memory / 1048576)
+    out[#out + 1] = string.format("Profiler overhead: about %.0f ns per recorded op (measured at start), %s in all",
+        st.event_cost_ns, fmt_time(st.event_cost_ns * st.events))
+    if on_cuda then
+        out[#out + 1] = string.format("%% peak: kernels against %s (%s): %.1f GFLOP/s fp32, %.1f GB/s (%s)", info.name,
+            info.isa, info.peak_gflops, info.bandwidth_gbs, info.calibrated)
+    else
+        out[#out + 1] = string.format("%% peak: kernels against the roofline measured on %s (%s, %s): " ..
+            "%.1f GFLOP/s, %.1f GB/s", info.name, info.isa, plural(info.threads, "thread"), info.peak_gflops,
+            info.bandwidth_gbs)
+    end
+    return table.concat(out, "\n")
+end
+
+
+return M
