@@ -16,50 +16,32 @@
 -- timed interleaved by wb.bench (A B A B ...), first on the machine as it is, then with the
 -- competitors running (busy loops in child shells whose process ids are kept and killed).
 
-local argparse = require("argparse")
+local wbargs = require("wb.args")
 
-local parser = argparse("contention.lua", "MLP forward at 1 and N threads, with and without N busy competitors")
+local parser = wbargs.parser("contention.lua", "MLP forward at 1 and N threads, with and without N busy competitors")
 parser:option("--threads", "Threads for the parallel runs (default: the workbench's thread count).")
+    :convert(wbargs.int("--threads", 2, 1024))
 parser:option("--competitors", "Busy processes to start (default: as many as threads).")
-parser:option("--tokens", "Token counts, comma-separated.", "16,128")
+    :convert(wbargs.int("--competitors", 1, 1024))
+parser:option("--tokens", "Token counts, comma-separated.", "16,128"):convert(wbargs.ints("--tokens", 1, 65536))
 parser:option("--modes", "MLP modes, comma-separated (dual, eager, fused).", "dual,eager")
-parser:option("--dim", "Model dimension.", "768")
-parser:option("--hidden", "Hidden dimension.", "3072")
+    :convert(wbargs.names("--modes", {"dual", "eager", "fused"}))
+parser:option("--dim", "Model dimension.", "768"):convert(wbargs.int("--dim", 1, 65536))
+parser:option("--hidden", "Hidden dimension.", "3072"):convert(wbargs.int("--hidden", 1, 262144))
 parser:option("--max-time-ms", "Time limit of each 1-vs-N measurement.", "3000")
-local ok, args = parser:pparse(arg)
-if not ok then
-    io.stderr:write("contention: " .. args .. "\n")
-    os.exit(2)
-end
+    :convert(wbargs.int("--max-time-ms", 200, 600000))
+local args = wbargs.parse(parser)
 
+-- not a bad argument but a setting this run cannot compare with: one line, status 2 as well
 local function bad(msg)
-    io.stderr:write("contention: " .. msg .. "\n")
+    io.stderr:write("contention.lua: " .. msg .. "\n")
     os.exit(2)
 end
-local function int(s, what, lo, hi)
-    local n = math.tointeger(tonumber(s))
-    if not n or n < lo or n > hi then bad(string.format("--%s takes a whole number from %d to %d, got '%s'", what, lo, hi, s)) end
-    return n
-end
-local function int_list(s, what, lo, hi)
-    local out = {}
-    for v in s:gmatch("[^,]+") do out[#out + 1] = int(v, what, lo, hi) end
-    if #out == 0 then bad("--" .. what .. " is empty") end
-    return out
-end
 
-local threads = args.threads and int(args.threads, "threads", 2, 1024) or wb.get_num_threads()
+local threads = args.threads or wb.get_num_threads()
 if threads < 2 then bad("needs at least 2 threads to compare with 1 (this workbench runs " .. threads .. "; pass --threads)") end
-local competitors = args.competitors and int(args.competitors, "competitors", 1, 1024) or threads
-local tokens_list = int_list(args.tokens, "tokens", 1, 65536)
-local dim = int(args.dim, "dim", 1, 65536)
-local hidden = int(args.hidden, "hidden", 1, 262144)
-local max_time = int(args.max_time_ms, "max-time-ms", 200, 600000)
-local modes = {}
-for m in args.modes:gmatch("[^,]+") do
-    if m ~= "dual" and m ~= "eager" and m ~= "fused" then bad("unknown mode '" .. m .. "' (expected dual, eager, fused)") end
-    modes[#modes + 1] = m
-end
+local competitors = args.competitors or threads
+local tokens_list, modes, dim, hidden, max_time = args.tokens, args.modes, args.dim, args.hidden, args.max_time_ms
 if wb.default_device() ~= "cpu" then bad("runs on the cpu device (this run's default device is " .. wb.default_device() .. ")") end
 
 local machine = require("wb.machine")
