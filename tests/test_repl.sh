@@ -36,10 +36,11 @@ wait_for() {
     exit 1
 }
 
-# a whole line of the screen, as an extended regular expression
+# a whole line of the screen, as an extended regular expression (optional: tenths of a second to
+# wait, 150 by default)
 wait_line() {
     i=0
-    while [ $i -lt 150 ]; do
+    while [ $i -lt "${2:-150}" ]; do
         if screen | grep -qxE -- "$1"; then return 0; fi
         sleep 0.1
         i=$((i + 1))
@@ -79,7 +80,7 @@ wait_line "\{2, 3, 4\}"
 send 'y:stride()' Enter
 wait_line "\{12, 4, 1\}"
 send 'wb.device_info()' Enter
-wait_line '  device = "cpu",'
+wait_line '  device = "cpu",' 1200 # the first call calibrates the ceilings (slow in the sanitizer build)
 send 'd = {1, {2, {3, {4, {5, {6}}}}}}' Enter
 send 'd' Enter
 wait_line "\{1, \{2, \{3, \{4, \{\.\.\.\} \(2 items\)\}\}\}\}"

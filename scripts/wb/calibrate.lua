@@ -63,8 +63,11 @@ local function write_cache(path, doc)
     return pcall(os.rename, path .. ".tmp", path)
 end
 
+-- A build's own entries: a Debug or sanitizer build measures its instrumented loops (an ASan
+-- build's FMA peak is a fraction of the Release one), which must never stand for the machine.
 local function key(threads)
-    return table.concat({wb._hostname(), wb._cpu_model(), wb.cpu_isa(), tostring(threads)}, "|")
+    local build = wb.build.type .. (wb.build.sanitizers and "+sanitizers" or "")
+    return table.concat({wb._hostname(), wb._cpu_model(), wb.cpu_isa(), tostring(threads), build}, "|")
 end
 
 local function theoretical(threads)
