@@ -1,4 +1,4 @@
--- wb.bench(fn, opts): times a function until the measurement converges, the way PERF.md asks:
+-- wb.bench(fn, opts): times a function until the measurement converges, as nvbench does:
 -- warm up, then sample until at least `iters` samples and `min_time_ms` of sampled time, and from
 -- there until the relative noise (IQR / median) is under `target_noise`, or it has stopped
 -- improving (plateau), or `max_time_ms` of wall time has passed (wb.stats.stopping_rule).
