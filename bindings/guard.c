@@ -1,28 +1,35 @@
 /* guard.c: what surrounds a script that the command line asked for: --timeout (a soft stop
- * that raises inside the script, then a hard exit) and --sandbox (scripts/wb/sandbox.lua
- * narrows the globals before the script's first line). */
+ * that raises inside the script, a hard exit 1 s later, and the kernel's CPU limit behind
+ * both), --max-memory, and --sandbox (scripts/wb/sandbox.lua narrows the globals for clear
+ * messages; then the kernel enforces the policy: confine.c). */
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/time.h>
 #include <time.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
 
+#include "confine.h"
 #include "guard.h"
 #include "repl.h"
 #include "wb_lua.h"
 
 /* --timeout: the first alarm makes every Lua instruction raise (a script cannot pcall its way
- * out); if the script is still running 2 s later, the process exits with status 124. */
+ * out). Coroutines inherit the count hook armed at the start, so one running at the alarm
+ * raises within 1000 instructions too. What no hook reaches (a C loop, a finalizer that
+ * re-arms itself) meets the hard exit 1 s later (status 124), and the kernel's RLIMIT_CPU
+ * behind that even if the signal were lost. */
 static lua_State *timed_state;
 static const char *timeout_text;
 static volatile sig_atomic_t timeout_fired;
 
 static void timeout_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
-    luaL_error(L, "timeout: the script ran past --timeout %s s", timeout_text);
+    if (timeout_fired) luaL_error(L, "timeout: the script ran past --timeout %s s", timeout_text);
 }
 
 static void on_alarm(int sig) {
@@ -30,7 +37,7 @@ static void on_alarm(int sig) {
     if (!timeout_fired) {
         timeout_fired = 1;
         lua_sethook(timed_state, timeout_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
-        struct itimerval grace = {{0, 0}, {2, 0}};
+        struct itimerval grace = {{0, 0}, {1, 0}};
         setitimer(ITIMER_REAL, &grace, NULL);
         return;
     }
@@ -49,14 +56,79 @@ int wb_guard_timeout(lua_State *L, const char *text) {
     }
     timed_state = L;
     timeout_text = text;
+    lua_sethook(L, timeout_hook, LUA_MASKCOUNT, 1000);
+    char err[256];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (wb_confine_cpu_seconds((unsigned long long)((secs + 3) * (double)(cpus > 0 ? cpus : 1)), err, sizeof err)) {
+        fprintf(stderr, "workbench: --timeout: %s\n", err);
+        return 1;
+    }
     signal(SIGALRM, on_alarm);
     struct itimerval t = {{0, 0}, {(time_t)secs, (suseconds_t)((secs - (double)(time_t)secs) * 1e6)}};
     setitimer(ITIMER_REAL, &t, NULL);
     return 0;
 }
 
-/* --sandbox: scripts/wb/sandbox.lua narrows the globals before the script's first line. */
-int wb_guard_sandbox(lua_State *L, const char *script, const char *out) {
+/* --max-memory SIZE ("4G", "512M", bytes, or "none"): RLIMIT_AS. The sanitizer build cannot
+ * take one (AddressSanitizer reserves terabytes of address space for its shadow); it says so. */
+int wb_guard_memory(const char *text, int explicit_option) {
+    if (!strcmp(text, "none")) return 0;
+    char *end;
+    double v = strtod(text, &end);
+    double unit = 1;
+    if (*end == 'K' || *end == 'k') unit = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') unit = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') unit = 1024.0 * 1024 * 1024, end++;
+    if (end == text || *end || !(v * unit >= 16.0 * 1024 * 1024) || v * unit > 1e18) {
+        fprintf(stderr, "workbench: --max-memory %s: expected a size of at least 16M (like 512M or 4G) or 'none'\n",
+                text);
+        return 2;
+    }
+#ifdef WB_SANITIZE_BUILD
+    if (explicit_option)
+        fprintf(stderr, "workbench: --max-memory is not applied in the sanitizer build (AddressSanitizer reserves "
+                        "terabytes of address space)\n");
+    return 0;
+#else
+    (void)explicit_option;
+    char err[256];
+    if (wb_confine_memory((unsigned long long)(v * unit), err, sizeof err)) {
+        fprintf(stderr, "workbench: --max-memory %s: %s\n", text, err);
+        return 1;
+    }
+    return 0;
+#endif
+}
+
+/* Up to 15 strings of the list at idx of the table on top, NULL-terminated (they stay alive
+ * in the registry: the table is anchored there). */
+static void string_list(lua_State *L, const char *field, const char **out, int max) {
+    int n = 0;
+    if (lua_getfield(L, -1, field) == LUA_TTABLE) {
+        for (int i = 1; n < max - 1; i++) {
+            if (lua_rawgeti(L, -1, i) != LUA_TSTRING) {
+                lua_pop(L, 1);
+                break;
+            }
+            out[n++] = lua_tostring(L, -1);
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+    out[n] = NULL;
+}
+
+/* --sandbox: scripts/wb/sandbox.lua narrows the globals and turns on the C path check (clear
+ * messages), then the kernel enforces the same folders (Landlock) and refuses execve, ptrace
+ * and sockets (seccomp). Without Landlock, --sandbox is refused unless the user asked for the
+ * weaker Lua-only mode (--sandbox-weak). */
+int wb_guard_sandbox(lua_State *L, const char *script, const char *out, int weak) {
+    int abi = wb_landlock_abi();
+    if (abi < 1 && !weak) {
+        fprintf(stderr, "workbench: --sandbox: this kernel has no Landlock, so the sandbox cannot be enforced by the "
+                        "kernel; refusing (pass --sandbox-weak to run with the Lua-level checks and seccomp only)\n");
+        return 1;
+    }
     lua_getglobal(L, "require");
     lua_pushstring(L, "cjson"); /* the library's own C module, loaded before C modules are closed */
     if (wb_lua_docall(L, 1, 0) != LUA_OK) return 1;
@@ -70,5 +142,36 @@ int wb_guard_sandbox(lua_State *L, const char *script, const char *out) {
     lua_getfield(L, -1, "wb_scripts_dir");
     lua_setfield(L, -3, "library");
     lua_pop(L, 1);
-    return wb_lua_docall(L, 1, 0) == LUA_OK ? 0 : 1;
+    if (wb_lua_docall(L, 1, 1) != LUA_OK) return 1;
+    lua_pushvalue(L, -1);
+    luaL_ref(L, LUA_REGISTRYINDEX); /* keeps the folder names alive */
+    const char *read[20], *write[4];
+    string_list(L, "read", read, 16);
+    string_list(L, "write", write, 4);
+    lua_pop(L, 1);
+    /* the CUDA plugin, loaded at the first use of device cuda */
+    char exe[PATH_MAX], mock[PATH_MAX + 32], real[PATH_MAX + 32];
+    int n = 0;
+    while (read[n]) n++;
+    if (wb_executable_dir(exe, sizeof exe)) {
+        snprintf(real, sizeof real, "%s/libwb_cuda.so", exe);
+        snprintf(mock, sizeof mock, "%s/libwb_cuda_mock.so", exe);
+        read[n++] = real;
+        read[n++] = mock;
+    }
+    const char *plugin = getenv("WB_CUDA_PLUGIN");
+    if (plugin && *plugin) read[n++] = plugin;
+    read[n] = NULL;
+    char err[512];
+    if (abi >= 1 && wb_confine_landlock(read, write, err, sizeof err)) {
+        fprintf(stderr, "workbench: --sandbox: %s\n", err);
+        return 1;
+    }
+    if (abi < 1)
+        fprintf(stderr, "workbench: --sandbox-weak: no Landlock on this kernel: files are checked by the library only\n");
+    if (wb_confine_seccomp(err, sizeof err)) {
+        fprintf(stderr, "workbench: --sandbox: %s\n", err);
+        return 1;
+    }
+    return 0;
 }

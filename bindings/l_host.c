@@ -15,31 +15,13 @@
 static int l_realpath(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
     char buf[PATH_MAX];
-    if (realpath(path, buf)) {
+    if (wb_lua_canonical_path(path, buf, sizeof buf)) {
         lua_pushstring(L, buf);
         return 1;
     }
-    if (errno != ENOENT) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "%s: %s", path, strerror(errno));
-        return 2;
-    }
-    const char *slash = strrchr(path, '/');
-    const char *name = slash ? slash + 1 : path;
-    char parent[PATH_MAX];
-    if (!slash)
-        snprintf(parent, sizeof parent, ".");
-    else if (slash == path)
-        snprintf(parent, sizeof parent, "/");
-    else
-        snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path);
-    if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || !realpath(parent, buf)) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "%s: %s", path, strerror(errno ? errno : ENOENT));
-        return 2;
-    }
-    lua_pushfstring(L, "%s/%s", strcmp(buf, "/") ? buf : "", name);
-    return 1;
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(errno ? errno : ENOENT));
+    return 2;
 }
 
 /* wb._hostname() -> this machine's name (for results fingerprints; no file read needed). */
@@ -56,10 +38,13 @@ static int l_mkdir_p(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return luaL_error(L, "mkdir: path too long");
+    if (wb_lua_sandboxed() && strstr(path, "..")) return luaL_error(L, "mkdir: sandbox: '..' in '%s'", path);
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
+            struct stat st;
+            if (stat(buf, &st) != 0) wb_lua_check_path(L, buf, 1, "mkdir"); /* each folder it creates */
             if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
                 lua_pushnil(L);
                 lua_pushfstring(L, "cannot create %s: %s", buf, strerror(errno));
@@ -77,6 +62,7 @@ static const luaL_Reg functions[] = {
     {"_realpath", l_realpath},
     {"_mkdir_p", l_mkdir_p},
     {"_hostname", l_hostname},
+    {"mkdir_p", l_mkdir_p},
     {NULL, NULL},
 };
 

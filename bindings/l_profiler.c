@@ -113,7 +113,9 @@ static int s_clear(lua_State *L) {
 }
 
 static int s_export(lua_State *L) {
-    WB_LUA_CHECK(L, wb_prof_export_chrome(check_session(L), luaL_checkstring(L, 2)));
+    const char *path = luaL_checkstring(L, 2);
+    wb_lua_check_path(L, path, 1, "export_chrome_trace");
+    WB_LUA_CHECK(L, wb_prof_export_chrome(check_session(L), path));
     return 0;
 }
 

@@ -257,15 +257,17 @@ static int l_default_device(lua_State *L) {
 
 /* wb.<name> for a missing field loads scripts/wb/<name>.lua through require, so wb.nn works
  * without an explicit require; unknown names stay nil. */
+/* wb.<name> loads scripts/wb/<name>.lua on first use. package.searchpath, require and the
+ * library's folder are captured when wb opens (upvalues): a script that replaces them, or
+ * changes package.path, cannot turn this into a probe of other folders. */
 static int l_module_index(lua_State *L) {
     if (lua_type(L, 2) != LUA_TSTRING) return 0;
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "searchpath");
+    lua_pushvalue(L, lua_upvalueindex(1));
     lua_pushfstring(L, "wb.%s", lua_tostring(L, 2));
-    lua_getfield(L, -3, "path");
+    lua_pushvalue(L, lua_upvalueindex(3));
     lua_call(L, 2, 1);
     if (lua_isnil(L, -1)) return 1;
-    lua_getglobal(L, "require");
+    lua_pushvalue(L, lua_upvalueindex(2));
     lua_pushfstring(L, "wb.%s", lua_tostring(L, 2));
     lua_call(L, 1, 1);
     lua_pushvalue(L, 2);
@@ -302,6 +304,7 @@ int luaopen_wb(lua_State *L) {
     wb_lua_register_graph(L);
     wb_lua_register_host(L);
     wb_lua_register_calibrate(L);
+    wb_lua_register_files(L);
     lua_newtable(L); /* wb.cuda */
     lua_pushcfunction(L, l_cuda_is_available);
     lua_setfield(L, -2, "is_available");
@@ -324,7 +327,15 @@ int luaopen_wb(lua_State *L) {
     luaL_getmetatable(L, WB_TENSOR_TYPE);
     lua_setfield(L, -2, "Tensor");
     lua_newtable(L); /* metatable: lazy submodules */
-    lua_pushcfunction(L, l_module_index);
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchpath");
+    lua_getglobal(L, "require");
+    lua_getfield(L, -3, "wb_scripts_dir");
+    const char *dir = lua_tostring(L, -1);
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua", dir ? dir : ".", dir ? dir : ".");
+    lua_remove(L, -2);
+    lua_pushcclosure(L, l_module_index, 3);
+    lua_remove(L, -2); /* package */
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, -2);
     return 1;

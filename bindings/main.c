@@ -38,7 +38,10 @@ static const char usage[] =
     "  --seed N         seed of the random generator\n"
     "  --sandbox        run a script from someone else: no processes, no C modules, no binary chunks,\n"
     "                   reads under the script's folder and the library, writes under --out only\n"
-    "  --timeout SECS   stop the script after SECS seconds\n"
+    "                   (enforced by the kernel: Landlock, seccomp; refused on a kernel without Landlock)\n"
+    "  --sandbox-weak   --sandbox where the kernel lacks Landlock: the library's checks and seccomp only\n"
+    "  --max-memory SIZE  limit the address space (like 512M or 4G, or none; default under --sandbox: 8G)\n"
+    "  --timeout SECS   stop the script after SECS seconds (a hard exit 1 s later if it does not stop)\n"
     "  --version        print the version and exit\n"
     "  -h, --help       print this help and exit\n"
     "  --               stop reading options\n"
@@ -57,7 +60,9 @@ typedef struct options {
     const char *out;
     const char *seed;
     const char *timeout;
+    const char *max_memory;
     int sandbox;
+    int sandbox_weak;
     int script_index;       /* argv index of the script (or "-"); 0 when none */
     const char *subcommand; /* "compare" or "merge": a Lua module's main() does the work */
 } options;
@@ -99,8 +104,9 @@ static int parse_args(int argc, char **argv, options *o) {
             o->interactive = 1;
             continue;
         }
-        if (!strcmp(a, "--sandbox")) {
+        if (!strcmp(a, "--sandbox") || !strcmp(a, "--sandbox-weak")) {
             o->sandbox = 1;
+            o->sandbox_weak |= !strcmp(a, "--sandbox-weak");
             continue;
         }
         if (!strncmp(a, "-e", 2)) {
@@ -124,6 +130,8 @@ static int parse_args(int argc, char **argv, options *o) {
             value = &o->seed;
         else if (!strncmp(a, "--timeout", name_len) && name_len == 9)
             value = &o->timeout;
+        else if (!strncmp(a, "--max-memory", name_len) && name_len == 12)
+            value = &o->max_memory;
         else
             return fail_usage("unknown option '%s'", a);
         if (eq)
@@ -299,7 +307,8 @@ int main(int argc, char **argv) {
     }
     rc = run_options(L, &o);
     if (rc == 0 && o.timeout) rc = wb_guard_timeout(L, o.timeout);
-    if (rc == 0 && o.sandbox) rc = wb_guard_sandbox(L, argv[o.script_index], o.out);
+    if (rc == 0 && o.sandbox) rc = wb_guard_sandbox(L, argv[o.script_index], o.out, o.sandbox_weak);
+    if (rc == 0 && (o.max_memory || o.sandbox)) rc = wb_guard_memory(o.max_memory ? o.max_memory : "8G", o.max_memory != NULL);
     for (int i = 0; rc == 0 && i < o.nexpr; i++)
         rc = run_chunk(L, luaL_loadbuffer(L, o.exprs[i], strlen(o.exprs[i]), "=(command line)"), 0, argc, argv);
     if (rc == 0) {

@@ -74,6 +74,14 @@ void wb_lua_register_profiler(lua_State *L); /* the session type; functions on t
 void wb_lua_register_graph(lua_State *L);    /* the graph type; wb.graph on the table on top */
 void wb_lua_register_host(lua_State *L);     /* wb._realpath, _mkdir_p, _hostname on the table on top */
 void wb_lua_register_calibrate(lua_State *L); /* wb._read_gbs ...; wb.device_info via wb.calibrate */
+void wb_lua_register_files(lua_State *L);    /* wb._check_path, _sandbox_roots, _write_file (l_files.c) */
+
+/* --sandbox's one check (l_files.c): raises "<what>: sandbox: may not write '<path>' ..." unless
+ * the sandbox is off or allows it. Every writer calls it, native ones included. */
+void wb_lua_check_path(lua_State *L, const char *path, int write, const char *what);
+int wb_lua_sandboxed(void);
+/* path with symlinks and .. resolved (a missing last name is kept): 0 when it does not resolve */
+int wb_lua_canonical_path(const char *path, char *out, size_t len);
 
 int luaopen_wb(lua_State *L);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "atomic_file.h"
 #include "profiler_internal.h"
 
 /* JSON string body: quotes, backslashes and control bytes escaped; valid UTF-8 kept; any
@@ -63,10 +64,9 @@ static void shapes_json(FILE *f, const wb_prof *p, const wb_event *e) {
 }
 
 wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return wb_error(WB_ERR_ARGUMENT, "export_chrome_trace: cannot open '%s' for writing: %s", path,
-                        strerror(errno));
+    wb_atomic_file out;
+    if (wb_atomic_open(&out, path, "export_chrome_trace") != WB_OK) return WB_ERR_ARGUMENT;
+    FILE *f = out.f;
     static char buf[1 << 16];
     setvbuf(f, buf, _IOFBF, sizeof buf);
     /* Start times of ops and runtime scopes by id, for the flow arrows (NULL: arrows start at
@@ -175,8 +175,5 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
     }
     fputs("\n]}\n", f);
     free(op_ts);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return wb_error(WB_ERR_ARGUMENT, "export_chrome_trace: writing '%s' failed: %s", path, strerror(errno));
-    return WB_OK;
+    return wb_atomic_commit(&out, "export_chrome_trace");
 }

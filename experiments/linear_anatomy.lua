@@ -59,7 +59,7 @@ print(string.format("\nAll expectations held: per step, linear -> t (a view, no 
 
 -- graph replay and compiled linears arrive with the MLP issue; until then eager is all there is.
 
-assert(wb._mkdir_p(out_dir))
+assert(wb.mkdir_p(out_dir))
 local trace = p:export_chrome_trace(out_dir .. "/linear_anatomy.trace.json")
 print("\nTrace written to " .. trace)
 print("Open it at https://ui.perfetto.dev (Open trace file) or chrome://tracing: host ops on the 'host' process,")

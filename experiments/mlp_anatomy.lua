@@ -61,7 +61,7 @@ for _, mode in ipairs(modes) do
     end
     rows[#rows + 1] = {mode = mode, err = err, kernels = #names, names = names, bytes = bytes, flops = flops,
         us = device_ns / 1e3}
-    assert(wb._mkdir_p(out_dir))
+    assert(wb.mkdir_p(out_dir))
     p:export_chrome_trace(string.format("%s/mlp_%s.trace.json", out_dir, mode))
 end
 

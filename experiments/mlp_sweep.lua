@@ -57,7 +57,7 @@ local cuda = device == "cuda"
 local tolerance = args.dtype == "bf16" and 2e-2 or 1e-5
 local opts = {dtype = args.dtype, device = device}
 local out_dir = args.out or wb.options.out or ("out/mlp_sweep/" .. os.date("%Y%m%d-%H%M%S"))
-assert(wb._mkdir_p(out_dir))
+assert(wb.mkdir_p(out_dir))
 
 local info = wb.device_info(device)
 if args.dtype == "bf16" and info.peak_gflops_bf16 then info.peak_gflops = info.peak_gflops_bf16 end

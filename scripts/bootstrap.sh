@@ -13,7 +13,7 @@ case "${1:-}" in
     *) echo "usage: scripts/bootstrap.sh [--test]" >&2; exit 2 ;;
 esac
 
-packages="gcc g++ binutils make libc6-dev cmake pkg-config liblua5.4-dev lua-unit lua-cjson libreadline-dev libopenblas0-pthread lua-argparse tmux slurm-wlm munge"
+packages="gcc g++ binutils make libc6-dev cmake pkg-config liblua5.4-dev lua-unit lua-cjson libseccomp-dev libreadline-dev libopenblas0-pthread lua-argparse tmux slurm-wlm munge"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

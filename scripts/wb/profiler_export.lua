@@ -4,20 +4,14 @@
 
 local cjson = require("cjson")
 local report = require("wb.report")
+local atomic = require("wb.atomic")
 
 local M = {}
 
--- Opens `path` for writing with export_chrome_trace's checks and messages.
+-- A file written whole at close (wb.atomic), with export_chrome_trace's checks and messages.
 local function open_for_writing(what, path)
     if type(path) ~= "string" then error(string.format("profiler: %s needs a file path", what), 3) end
-    if wb._sandbox_check_write then wb._sandbox_check_write(path) end
-    local f, err = io.open(path, "w")
-    if not f then
-        -- io.open says "<path>: <reason>"; the reason is what export_chrome_trace quotes too
-        local reason = tostring(err):sub(1, #path + 2) == path .. ": " and tostring(err):sub(#path + 3) or tostring(err)
-        error(string.format("%s: cannot open '%s' for writing: %s", what, path, reason), 3)
-    end
-    return f
+    return atomic.open(what, path)
 end
 
 -- A frame may contain anything but the separator and line breaks (the weight follows the last space).

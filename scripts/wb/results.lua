@@ -13,6 +13,8 @@
 
 local cjson = require("cjson")
 local machine = require("wb.machine")
+local atomic = require("wb.atomic")
+local hostname, mkdir_p = wb._hostname, wb.mkdir_p -- captured at load: wb._* are gone under --sandbox
 
 local Results = {}
 Results.__index = Results
@@ -28,7 +30,7 @@ local function fingerprint(device)
     local info = wb.device_info("cpu")
     local cmd = {}
     for i = -10, #arg do if arg[i] then cmd[#cmd + 1] = arg[i] end end
-    local host = wb._hostname()
+    local host = hostname()
     return {
         workbench = wb.version, commit = wb.commit, build = wb.build.type, sanitizers = wb.build.sanitizers,
         device = device or device_used(), cpu = info.name, isa = info.isa, threads = wb.get_num_threads(),
@@ -121,12 +123,7 @@ local function html_escape(s)
     return (tostring(s):gsub("[&<>\"]", {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;"}))
 end
 
-local function write(path, text)
-    local f, err = io.open(path, "w")
-    if not f then error("results: cannot write " .. path .. ": " .. tostring(err), 3) end
-    f:write(text)
-    f:close()
-end
+local function write(path, text) atomic.write("results", path, text, 3) end
 
 local SAVE_OPTIONS = {dir = true, html_extra = true, file = true, fingerprint = true, extra = true}
 
@@ -146,7 +143,7 @@ function Results:save(o)
         error("results: file must be a plain file name (letters, digits, _ - .), got " .. tostring(o.file), 2)
     end
     local dir = o.dir or wb.options.out or ("out/" .. self.name .. "/" .. os.date("%Y%m%d-%H%M%S"))
-    local ok, err = wb._mkdir_p(dir)
+    local ok, err = mkdir_p(dir)
     if not ok then error("results: cannot create the directory " .. dir .. ": " .. tostring(err), 2) end
     local fp = o.fingerprint
     if not fp then

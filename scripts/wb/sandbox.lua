@@ -1,22 +1,30 @@
--- wb.sandbox: the policy `workbench --sandbox script.lua` runs someone else's script under.
+-- wb.sandbox: the Lua side of `workbench --sandbox script.lua` (guard.c then has the kernel
+-- enforce the same folders with Landlock, and refuse execve, ptrace and sockets with seccomp).
+-- What this side adds is clear messages and what the kernel cannot see:
 --   * no processes (os.execute, io.popen), no C modules (package.loadlib, cpath searchers),
 --     no binary chunks (load/loadfile/dofile/require take text only; string.dump is gone), no
---     debug library, no temporary files (os.tmpname), environment variables other than WB_*
---     read as nil;
---   * files are read only under the script's folder, the workbench's library (and the
---     system's Lua library folders) and --out; written, removed and renamed only under --out;
---     paths are resolved (symlinks, ..) before they are checked;
---   * the library's own writers (results, traces, folders) follow the same rule.
--- Installed by main.c before the script's first line; it changes the shared globals in place.
+--     debug library, no temporary files (os.tmpname, io.tmpfile), no package.searchpath,
+--     environment variables other than WB_* read as nil;
+--   * files are read only under the script's folder, the workbench's library and --out;
+--     written, removed and renamed only under --out: every such call goes through the one check
+--     in C (bindings/l_files.c), which the library's own writers use too;
+--   * the wb._* internals are gone from `wb`; the library's modules captured them at load.
+-- Everything this file uses is captured before the script runs, so a script that replaces
+-- `error`, `type` or string methods changes nothing here. Installed once, by main.c.
 
 return function(o)
-    local realpath, mkdir_p = wb._realpath, wb._mkdir_p
+    local type, error, select, pcall, tostring, ipairs, pairs = type, error, select, pcall, tostring, ipairs, pairs
+    local rawset, getmetatable = rawset, getmetatable
+    local sfind, smatch, sgsub, sformat, ssub = string.find, string.match, string.gsub, string.format, string.sub
+    local sgmatch = string.gmatch
+    local concat = table.concat
+    local realpath, mkdir_p, check_path, set_roots = wb._realpath, wb._mkdir_p, wb._check_path, wb._sandbox_roots
     local io_open, io_lines, io_input, io_output = io.open, io.lines, io.input, io.output
     local os_remove, os_rename, os_getenv = os.remove, os.rename, os.getenv
     local raw_load, raw_loadfile = load, loadfile
-    local concat, format = table.concat, string.format
+    local require = require
 
-    local function dir_of(path) return path:match("^(.*)/[^/]*$") or "." end
+    local function dir_of(path) return smatch(path, "^(.*)/[^/]*$") or "." end
     local ok, err = mkdir_p(o.out)
     if not ok then error("sandbox: " .. tostring(err), 0) end
     local script_dir = assert(realpath(dir_of(o.script)))
@@ -27,29 +35,19 @@ return function(o)
         local p = d and realpath(d)
         if p then read_roots[#read_roots + 1] = p end
     end
-
-    local function under(path, roots)
-        local p = realpath(path)
-        if not p then return false end
-        for _, r in ipairs(roots) do
-            if p == r or p:sub(1, #r + 1) == r .. "/" then return true end
-        end
-        return false
-    end
+    set_roots(read_roots, write_roots)
 
     local function check(path, write, what)
-        if type(path) ~= "string" then error(format("sandbox: %s needs a file name", what), 3) end
-        if not under(path, write and write_roots or read_roots) then
-            error(format("sandbox: %s may not %s '%s' (%s)", what, write and "write" or "read", path,
-                write and ("writing is allowed under " .. out_dir)
-                    or ("reading is allowed under " .. concat(read_roots, ", "))), 3)
-        end
+        if type(path) ~= "string" then error(sformat("sandbox: %s needs a file name", what), 3) end
+        local fine, msg = pcall(check_path, path, write, what)
+        if not fine then error(msg, 3) end
     end
+    local function allowed(path) return (pcall(check_path, path, false)) end
 
     -- files
     io.open = function(path, mode)
         mode = mode or "r"
-        check(path, type(mode) == "string" and mode:find("[wa+]") ~= nil, "io.open")
+        check(path, type(mode) ~= "string" or sfind(mode, "[wa+]") ~= nil, "io.open")
         return io_open(path, mode)
     end
     io.lines = function(path, ...)
@@ -64,7 +62,7 @@ return function(o)
         if type(f) == "string" then check(f, true, "io.output") end
         return io_output(f)
     end
-    io.popen = nil
+    io.popen, io.tmpfile = nil, nil
     os.remove = function(path)
         check(path, true, "os.remove")
         return os_remove(path)
@@ -76,7 +74,7 @@ return function(o)
     end
     os.execute, os.tmpname = nil, nil
     os.getenv = function(name)
-        if type(name) == "string" and name:match("^WB_") then return os_getenv(name) end
+        if type(name) == "string" and smatch(name, "^WB_") then return os_getenv(name) end
         return nil
     end
 
@@ -94,7 +92,8 @@ return function(o)
     dofile = function(path)
         if path == nil then error("sandbox: dofile from stdin is not allowed", 2) end
         check(path, false, "dofile")
-        local f = assert(raw_loadfile(path, "t"))
+        local f, msg = raw_loadfile(path, "t")
+        if not f then error(msg, 2) end
         return f()
     end
     string.dump = nil
@@ -102,16 +101,19 @@ return function(o)
     package.loaded.debug = nil
 
     -- modules: Lua files from the allowed folders only
-    package.loadlib = nil
+    package.loadlib, package.searchpath = nil, nil
     package.cpath = ""
-    package.path = concat({script_dir .. "/?.lua", (o.library or ".") .. "/?.lua", (o.library or ".") .. "/?/init.lua",
+    local library = o.library or "."
+    package.path = concat({script_dir .. "/?.lua", library .. "/?.lua", library .. "/?/init.lua",
         "/usr/share/lua/5.4/?.lua", "/usr/share/lua/5.4/?/init.lua"}, ";")
+    local search_path = package.path -- fixed: a script that changes package.path changes nothing
     local function lua_searcher(name)
+        if type(name) ~= "string" then error("require: needs a module name", 2) end
         local tried = {}
-        local file = name:gsub("%.", "/")
-        for template in package.path:gmatch("[^;]+") do
-            local path = template:gsub("%?", file)
-            local f = under(path, read_roots) and io_open(path)
+        local file = sgsub(name, "%.", "/")
+        for template in sgmatch(search_path, "[^;]+") do
+            local path = sgsub(template, "%?", file)
+            local f = allowed(path) and io_open(path)
             if f then
                 f:close()
                 local chunk, msg = raw_loadfile(path, "t")
@@ -124,17 +126,21 @@ return function(o)
     end
     package.searchers = {package.searchers[1], lua_searcher}
 
-    -- the library's own writers
-    wb._mkdir_p = function(path)
-        local probe = path
-        while probe ~= "" and not realpath(probe) do probe = dir_of(probe) end
-        if probe == "" or path:find("%.%.") or not under(probe, write_roots) then
-            error(format("sandbox: may not create the folder '%s' (writing is allowed under %s)", tostring(path),
-                out_dir), 2)
-        end
-        return mkdir_p(path)
+    -- string methods: a copy the script cannot change (`string.find = f` changes its own calls only)
+    local string_methods = {}
+    for k, v in pairs(string) do string_methods[k] = v end
+    local string_meta = getmetatable("")
+    string_meta.__index = string_methods
+    string_meta.__metatable = false
+
+    -- the library's modules that hold internals take them now; then the internals go
+    for _, m in ipairs({"wb.results", "wb.profiler", "wb.profiler_export", "wb.report"}) do require(m) end
+    local internals = {}
+    for k in pairs(wb) do
+        if type(k) == "string" and ssub(k, 1, 1) == "_" then internals[#internals + 1] = k end
     end
-    wb._sandbox_check_write = function(path) check(path, true, "export") end
+    for _, k in ipairs(internals) do rawset(wb, k, nil) end
     wb.sandboxed = true
     package.loaded["wb.sandbox"] = function() error("sandbox: already installed", 2) end
+    return {read = read_roots, write = write_roots}
 end

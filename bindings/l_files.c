@@ -1,0 +1,123 @@
+/* l_files.c: the one check every writer goes through under --sandbox (io.open's wrapper, the
+ * library's saves, the native Chrome trace, folders) and whole-or-nothing file writes. The
+ * allowed folders live here, in C, where a script cannot reach or replace them. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic_file.h"
+#include "wb_lua.h"
+
+#define MAX_ROOTS 16
+static char *read_roots[MAX_ROOTS + 1], *write_roots[MAX_ROOTS + 1];
+static int sandboxed;
+
+/* The canonical form of path (symlinks and .. resolved); for a path that does not exist yet,
+ * the canonical parent plus the last name. 0 when neither resolves. */
+int wb_lua_canonical_path(const char *path, char *out, size_t len) {
+    char buf[PATH_MAX];
+    if (realpath(path, buf)) return snprintf(out, len, "%s", buf) < (int)len;
+    if (errno != ENOENT) return 0;
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    char parent[PATH_MAX];
+    if (!slash)
+        snprintf(parent, sizeof parent, ".");
+    else if (slash == path)
+        snprintf(parent, sizeof parent, "/");
+    else
+        snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path);
+    if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || !realpath(parent, buf)) return 0;
+    return snprintf(out, len, "%s/%s", strcmp(buf, "/") ? buf : "", name) < (int)len;
+}
+
+static int under(const char *path, char *const *roots) {
+    char p[PATH_MAX];
+    if (!wb_lua_canonical_path(path, p, sizeof p)) return 0;
+    for (int i = 0; roots[i]; i++) {
+        size_t n = strlen(roots[i]);
+        if (!strncmp(p, roots[i], n) && (p[n] == '\0' || p[n] == '/' || !strcmp(roots[i], "/"))) return 1;
+    }
+    return 0;
+}
+
+int wb_lua_sandboxed(void) { return sandboxed; }
+
+void wb_lua_check_path(lua_State *L, const char *path, int write, const char *what) {
+    if (!sandboxed || under(path, write ? write_roots : read_roots)) return;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    char *const *roots = write ? write_roots : read_roots;
+    for (int i = 0; roots[i]; i++) {
+        if (i) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, roots[i]);
+    }
+    luaL_pushresult(&b);
+    luaL_error(L, "%s: sandbox: may not %s '%s' (%s is allowed under %s)", what, write ? "write" : "read", path,
+               write ? "writing" : "reading", lua_tostring(L, -1));
+}
+
+/* wb._check_path(path, write, what): raises unless the sandbox (if any) allows it. */
+static int l_check_path(lua_State *L) {
+    const char *what = luaL_optstring(L, 3, "sandbox");
+    if (lua_type(L, 1) != LUA_TSTRING) return luaL_error(L, "%s: needs a file path, got %s", what, luaL_typename(L, 1));
+    wb_lua_check_path(L, lua_tostring(L, 1), lua_toboolean(L, 2), what);
+    return 0;
+}
+
+static void set_roots(lua_State *L, int idx, char **roots) {
+    luaL_checktype(L, idx, LUA_TTABLE);
+    int n = (int)luaL_len(L, idx);
+    if (n > MAX_ROOTS) luaL_error(L, "sandbox: at most %d folders", MAX_ROOTS);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, idx, i);
+        char buf[PATH_MAX];
+        const char *p = lua_tostring(L, -1);
+        if (!p || !wb_lua_canonical_path(p, buf, sizeof buf)) luaL_error(L, "sandbox: cannot resolve '%s'", p ? p : "?");
+        roots[i - 1] = strdup(buf);
+        lua_pop(L, 1);
+    }
+    roots[n] = NULL;
+}
+
+/* wb._sandbox_roots({read...}, {write...}): turns the checks on, once per process. */
+static int l_sandbox_roots(lua_State *L) {
+    if (sandboxed) return luaL_error(L, "sandbox: already installed");
+    set_roots(L, 1, read_roots);
+    set_roots(L, 2, write_roots);
+    sandboxed = 1;
+    return 0;
+}
+
+/* wb._write_file(path, text, what) -> true, or nil, message: the whole text or nothing (a
+ * temporary file beside path, every write checked, fsync, rename). */
+static int l_write_file(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    size_t len;
+    const char *text = luaL_checklstring(L, 2, &len);
+    const char *what = luaL_optstring(L, 3, "write");
+    wb_lua_check_path(L, path, 1, what);
+    wb_atomic_file a;
+    wb_status st = wb_atomic_open(&a, path, what);
+    if (st == WB_OK) {
+        if (len && fwrite(text, 1, len, a.f) != len && !ferror(a.f)) errno = EIO;
+        st = wb_atomic_commit(&a, what);
+    }
+    if (st != WB_OK) {
+        lua_pushnil(L);
+        lua_pushstring(L, wb_error_message());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static const luaL_Reg functions[] = {
+    {"_check_path", l_check_path},
+    {"_sandbox_roots", l_sandbox_roots},
+    {"_write_file", l_write_file},
+    {NULL, NULL},
+};
+
+void wb_lua_register_files(lua_State *L) { luaL_setfuncs(L, functions, 0); }
