@@ -10,16 +10,19 @@
 
 typedef struct graph_handle {
     wb_graph *g;
+    int capturing; /* inside its own capture: release and replay must wait */
 } graph_handle;
 
 static wb_graph *check_graph(lua_State *L) {
     graph_handle *h = luaL_checkudata(L, 1, GRAPH_TYPE);
     if (!h->g) luaL_error(L, "attempt to use a released graph");
+    if (h->capturing) luaL_error(L, "graph: the graph is being captured (use it after the capture)");
     return h->g;
 }
 
 static int g_release(lua_State *L) {
     graph_handle *h = luaL_checkudata(L, 1, GRAPH_TYPE);
+    if (h->capturing) return luaL_error(L, "graph.release: the graph is being captured (release it after the capture)");
     wb_graph_free(h->g);
     h->g = NULL;
     return 0;
@@ -95,7 +98,10 @@ static int capture_into(lua_State *L, graph_handle *h, int recapture) {
         lua_pushvalue(L, 2);
         for (int i = 1; i <= nargs; i++)
             lua_pushvalue(L, 2 + i);
-        if (lua_pcall(L, nargs, 0, 0) != LUA_OK) {
+        h->capturing = 1;
+        int warm = lua_pcall(L, nargs, 0, 0);
+        h->capturing = 0;
+        if (warm != LUA_OK) {
             if (recapture) { /* as when the capture itself fails: the graph is gone */
                 wb_graph_free(h->g);
                 h->g = NULL;
@@ -108,7 +114,9 @@ static int capture_into(lua_State *L, graph_handle *h, int recapture) {
         WB_LUA_CHECK(L, wb_graph_recapture_begin(h->g));
     else
         WB_LUA_CHECK(L, wb_graph_begin(&h->g));
+    h->capturing = 1;
     int status = lua_pcall(L, nargs, LUA_MULTRET, 0);
+    h->capturing = 0;
     if (status != LUA_OK) {
         wb_graph_abort(h->g);
         h->g = NULL;
@@ -136,6 +144,7 @@ static int l_capture(lua_State *L) {
     luaL_checktype(L, 1, LUA_TFUNCTION);
     graph_handle *h = lua_newuserdatauv(L, sizeof *h, 2);
     h->g = NULL;
+    h->capturing = 0;
     luaL_setmetatable(L, GRAPH_TYPE);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 2); /* the function, for recapture */

@@ -66,7 +66,12 @@ static int s_gc(lua_State *L) {
 }
 
 static int s_start(lua_State *L) {
-    stack_state = L;
+    /* the main thread, never the caller's: a coroutine that starts the session may be collected
+     * while it records, and its lua_State with it. (Call sites inside coroutines show where the
+     * main thread resumed them.) */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    stack_state = lua_tothread(L, -1);
+    lua_pop(L, 1);
     wb_prof_set_stack_provider(lua_call_site);
     WB_LUA_CHECK(L, wb_prof_start(check_session(L)));
     return 0;

@@ -238,6 +238,15 @@ static void push_nested(lua_State *L, const wb_tensor *t, const double *v, int d
 static int t_tolist(lua_State *L) {
     wb_tensor *t = wb_lua_checktensor(L, 1);
     int64_t n = wb_tensor_numel(t);
+    /* an empty tensor still makes one table per index before its first 0 dimension: bounded */
+    double tables = 1;
+    for (int d = 0; d < t->ndim && t->shape[d]; d++)
+        tables *= (double)t->shape[d];
+    if (n == 0 && tables > (double)(1 << 24)) {
+        char count[64];
+        snprintf(count, sizeof count, "%.0f", tables);
+        return luaL_error(L, "tolist: the empty tensor would make %s empty tables; refused", count);
+    }
     double *v = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof(double), 0); /* freed by the GC */
     WB_LUA_CHECK(L, wb_to_doubles(t, v));
     int64_t pos = 0;
@@ -337,7 +346,14 @@ static int t_tostring(lua_State *L) {
     int64_t n = wb_tensor_numel(t);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof(double));
+    if (n == 0) { /* no values, however large the other dimensions: no loop over them */
+        lua_pushfstring(L, "tensor({}, shape=%s, dtype=%s, device=%s)", shape, wb_dtype_name(t->dtype),
+                        wb_device_name(t->device));
+        return 1;
+    }
+    /* statistics read every element: past 2^26 (an expanded view can be far larger than its
+     * memory) the summary skips them */
+    double *v = n <= ((int64_t)1 << 26) ? malloc((size_t)n * sizeof(double)) : NULL;
     if (n <= PRINT_MAX_ELEMENTS) {
         if (!v || wb_to_doubles(t, v)) {
             free(v);
@@ -373,11 +389,14 @@ static int t_tostring(lua_State *L) {
     }
     free(v);
     char stats[256];
-    snprintf(stats, sizeof stats, "min=%.4g, max=%.4g, mean=%.4g%s", lo, hi, n > nan ? sum / (double)(n - nan) : NAN,
-             nan ? ", has NaN" : "");
-    lua_pushfstring(L, "tensor(shape=%s, stride=%s, dtype=%s, device=%s, %d elements, %s%s)", shape,
+    if (n > ((int64_t)1 << 26))
+        snprintf(stats, sizeof stats, "no statistics past 2^26 elements");
+    else
+        snprintf(stats, sizeof stats, "min=%.4g, max=%.4g, mean=%.4g%s", lo, hi,
+                 n > nan ? sum / (double)(n - nan) : NAN, nan ? ", has NaN" : "");
+    lua_pushfstring(L, "tensor(shape=%s, stride=%s, dtype=%s, device=%s, %I elements, %s%s)", shape,
                     wb_shape_format(t->ndim, t->stride, stride, sizeof stride), wb_dtype_name(t->dtype),
-                    wb_device_name(t->device), (int)n, stats, wb_tensor_is_contiguous(t) ? "" : ", non-contiguous");
+                    wb_device_name(t->device), (lua_Integer)n, stats, wb_tensor_is_contiguous(t) ? "" : ", non-contiguous");
     return 1;
 }
 

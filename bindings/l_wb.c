@@ -41,7 +41,7 @@ static void nested_fill(lua_State *L, int idx, nested *n, int depth) {
     if (!lua_istable(L, idx))
         luaL_error(L, "tensor: ragged nested table: element %s is a %s, but its siblings are tables of %d",
                    path_string(L, n, depth), luaL_typename(L, idx), (int)n->shape[depth]);
-    lua_Integer len = luaL_len(L, idx);
+    lua_Integer len = (lua_Integer)lua_rawlen(L, idx); /* raw: __len and __index are not data */
     if (len != n->shape[depth])
         luaL_error(
             L, "tensor: ragged nested table: element %s has %d entries, expected %d like the first one at that depth",
@@ -49,7 +49,7 @@ static void nested_fill(lua_State *L, int idx, nested *n, int depth) {
     luaL_checkstack(L, 4, "tensor");
     for (lua_Integer i = 1; i <= len; i++) {
         n->path[depth] = i;
-        lua_geti(L, idx, i);
+        lua_rawgeti(L, idx, i);
         nested_fill(L, lua_gettop(L), n, depth + 1);
         lua_pop(L, 1);
     }
@@ -66,16 +66,17 @@ static int l_tensor(lua_State *L) {
     lua_pushvalue(L, 1);
     while (lua_istable(L, -1)) {
         if (n.ndim == WB_MAX_DIMS) return luaL_error(L, "tensor: nested deeper than %d levels", WB_MAX_DIMS);
-        lua_Integer len = luaL_len(L, -1);
+        lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
         n.shape[n.ndim++] = len;
         if (len == 0) break;
-        lua_geti(L, -1, 1);
+        lua_rawgeti(L, -1, 1);
         lua_remove(L, -2);
     }
     lua_pop(L, 1);
     int64_t numel = 1;
     for (int i = 0; i < n.ndim; i++)
-        numel *= n.shape[i];
+        if (__builtin_mul_overflow(numel, n.shape[i], &numel) || numel > ((int64_t)1 << 48))
+            return luaL_error(L, "tensor: the nested table's shape has more elements than can be addressed");
     n.values = lua_newuserdatauv(L, (size_t)(numel ? numel : 1) * sizeof(double), 0);
     nested_fill(L, 1, &n, 0);
     wb_tensor *out;

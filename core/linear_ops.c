@@ -130,7 +130,9 @@ double wb_flops_gelu(const wb_op_call *c) {
     return 0;
 }
 
-double wb_flops_geglu(const wb_op_call *c) { return rows_of(c) * (double)c->out_shape[c->out_ndim - 1]; }
+double wb_flops_geglu(const wb_op_call *c) { /* a 0-d geglu is one element */
+    return rows_of(c) * (c->out_ndim ? (double)c->out_shape[c->out_ndim - 1] : 1.0);
+}
 
 wb_status wb_shape_geglu(wb_op_call *c) {
     const wb_tensor *g = c->in[0], *u = c->in[1];

@@ -264,7 +264,12 @@ wb_status wb_cpu_copy_impl(wb_op_call *c) {
     return WB_OK;
 }
 
-wb_status wb_shape_fill_(wb_op_call *c) { return wb_dtype_check_supported(c->in[0]->dtype, "fill_"); }
+/* like copy_: an expanded destination would write one element many times (an extent of 2^40
+ * over one float ran for minutes) */
+wb_status wb_shape_fill_(wb_op_call *c) {
+    wb_status st = wb_dtype_check_supported(c->in[0]->dtype, "fill_");
+    return st ? st : check_writable(c->in[0]);
+}
 
 double wb_bytes_fill_(const wb_op_call *c) { return tensor_bytes(c->in[0]); }
 

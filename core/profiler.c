@@ -226,11 +226,31 @@ void wb_prof_scope_end(const char *name) {
 
 /* ---- sessions ---------------------------------------------------------------------------------- */
 
+/* MemAvailable from /proc/meminfo in bytes; 0 when unknown. */
+static double available_memory_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
 wb_status wb_prof_new(const wb_prof_options *opts, wb_prof **out) {
     *out = NULL;
     if (opts->max_events < 16 || opts->max_events > ((int64_t)1 << 28))
         return wb_error(WB_ERR_ARGUMENT, "profiler: max_events must be between 16 and 2^28, got %lld",
                         (long long)opts->max_events);
+    /* the buffers are touched at once (below): ask for no more than half the memory available */
+    double need = (double)opts->max_events * (double)(sizeof(wb_event) + 4 * sizeof(int64_t) + 16);
+    double avail = available_memory_bytes();
+    if (avail > 0 && need > avail / 2)
+        return wb_error(WB_ERR_MEMORY,
+                        "profiler: max_events %lld needs %.2f GiB of buffers, more than half of the %.2f GiB of memory "
+                        "available; lower max_events",
+                        (long long)opts->max_events, need / (1 << 30), avail / (1 << 30));
     wb_prof *p = calloc(1, sizeof *p);
     if (!p) return wb_error(WB_ERR_MEMORY, "profiler: out of memory");
     p->o = *opts;

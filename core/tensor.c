@@ -105,16 +105,21 @@ static wb_status check_bounds(const wb_storage *s, wb_dtype dtype, int ndim, con
                               const int64_t *stride, int64_t offset) {
     if (offset < 0) return wb_error(WB_ERR_RANGE, "storage offset %" PRId64 " is negative", offset);
     int64_t last = offset; /* index of the furthest element */
+    int64_t capacity = (int64_t)(s->nbytes / wb_dtype_size(dtype));
     for (int i = 0; i < ndim; i++) {
         if (stride[i] < 0)
             return wb_error(WB_ERR_RANGE, "negative stride %" PRId64 " in dimension %d is not supported", stride[i],
                             i + 1);
-        if (shape[i] == 0) return WB_OK; /* no elements, nothing to reach */
+        if (shape[i] == 0) { /* no elements, nothing to reach; the offset must still lie in the storage */
+            if (offset > capacity)
+                return wb_error(WB_ERR_RANGE, "storage offset %" PRId64 " is past the storage's %" PRId64 " elements",
+                                offset, capacity);
+            return WB_OK;
+        }
         int64_t reach;
         if (__builtin_mul_overflow(shape[i] - 1, stride[i], &reach) || __builtin_add_overflow(last, reach, &last))
             return wb_error(WB_ERR_RANGE, "strides reach past any storage");
     }
-    int64_t capacity = (int64_t)(s->nbytes / wb_dtype_size(dtype));
     if (last >= capacity) {
         char bs[256], bt[256];
         return wb_error(WB_ERR_RANGE,

@@ -178,7 +178,8 @@ wb_status wb_shape_narrow(wb_op_call *c) {
         return wb_error(WB_ERR_RANGE,
                         "elements %" PRId64 "..%" PRId64 " (start %" PRId64 ", length %" PRId64
                         ") are past the end of dimension %d of size %" PRId64,
-                        start + 1, start + len, start + 1, len, dim + 1, x->shape[dim]);
+                        start + 1, start > INT64_MAX - len ? INT64_MAX : start + len, start + 1, len, dim + 1,
+                        x->shape[dim]);
     copy_geometry(c, x);
     c->out_shape[dim] = len;
     c->out_offset = x->offset + start * x->stride[dim];

@@ -185,8 +185,10 @@ function M.table(self, o)
     local show_src = o.group_by_stack_n
     local show_spread = false -- worker threads were recorded for some kernel
     for _, r in ipairs(rows) do show_spread = show_spread or r.spread_launches ~= nil end
-    local head = string.format("%-" .. name_w .. "s  %9s %10s %10s %10s %11s %12s %10s %7s %9s %8s %7s %7s",
-        "Name", "Self CPU%", "Self CPU", "CPU total", "CPU avg", "Self Device", "Device total", "Device avg",
+    -- names padded by hand: string.format's widths stop at 99 (cuBLASLt's names are longer)
+    local function pad(name) return name .. string.rep(" ", name_w - #name) end
+    local head = pad("Name") .. string.format("  %9s %10s %10s %10s %11s %12s %10s %7s %9s %8s %7s %7s",
+        "Self CPU%", "Self CPU", "CPU total", "CPU avg", "Self Device", "Device total", "Device avg",
         "# Calls", "# Kernels", "GFLOP/s", "GB/s", "% peak")
     if show_spread then head = head .. string.format(" %13s", "Thread spread") end
     if show_shapes then head = head .. "  Input Shapes" end
@@ -218,8 +220,8 @@ function M.table(self, o)
                 pct = 100 * gflops / attainable
             end
         end
-        local line = string.format("%-" .. name_w .. "s  %8.2f%% %10s %10s %10s %11s %12s %10s %7d %9d %8s %7s %7s",
-            r.name, self_total > 0 and 100 * (on_device(r) and 0 or r.self_cpu_ns) / self_total or 0,
+        local line = pad(r.name) .. string.format("  %8.2f%% %10s %10s %10s %11s %12s %10s %7d %9d %8s %7s %7s",
+            self_total > 0 and 100 * (on_device(r) and 0 or r.self_cpu_ns) / self_total or 0,
             on_device(r) and "-" or fmt_time(r.self_cpu_ns), on_device(r) and "-" or fmt_time(r.cpu_total_ns),
             on_device(r) and "-" or fmt_time(r.cpu_total_ns / r.calls), fmt_time(r.self_device_ns),
             fmt_time(r.device_total_ns), fmt_time(r.device_total_ns / r.calls), r.calls, r.kernels,

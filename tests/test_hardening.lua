@@ -1,0 +1,94 @@
+-- test_hardening.lua: issue 20's memory-safety reproducers and bounded-work cases, each a
+-- regression test (ctest runs this file in the ASan+UBSan build too, where the old crashes,
+-- overflows and reads past the end were findings).
+local lu = require("luaunit")
+
+TestMemorySafety = {}
+
+function TestMemorySafety:test_tensor_ignores_len_and_index_metamethods()
+    local inner = setmetatable({}, {__len = function() return 100000 end, __index = function() return 1.0 end})
+    local hostile = setmetatable({}, {__len = function() return 1 << 62 end, __index = function() return inner end})
+    local t = wb.tensor(hostile) -- a table with no entries: raw length 0
+    lu.assertEquals(t.shape, {0})
+    lu.assertEquals(wb.tensor(setmetatable({1, 2}, {__len = function() return 1 << 40 end})):tolist(), {1, 2})
+end
+
+function TestMemorySafety:test_tensor_shape_overflow_is_an_error()
+    local row = {}
+    for i = 1, 1024 do row[i] = 1 end
+    local t = row
+    for _ = 1, 7 do -- 1024^8 elements through shared subtables
+        local up = {}
+        for i = 1, 1024 do up[i] = t end
+        t = up
+    end
+    lu.assertErrorMsgContains("tensor: the nested table's shape has more elements than can be addressed", wb.tensor, t)
+end
+
+function TestMemorySafety:test_graph_released_during_its_own_recapture()
+    local g, armed
+    g = wb.graph.capture(function()
+        if armed then g:release() end
+        return wb.ones({2}) + 1
+    end)
+    armed = true
+    lu.assertErrorMsgContains("graph.release: the graph is being captured", g.recapture, g)
+    lu.assertEquals(tostring(g), "graph(released)") -- a failed recapture frees the graph, as before
+end
+
+function TestMemorySafety:test_profiler_with_stack_outlives_the_coroutine_that_started_it()
+    local p = wb.profiler.profile({with_stack = true})
+    local co = coroutine.create(function() p:start() end)
+    assert(coroutine.resume(co))
+    co = nil
+    collectgarbage()
+    collectgarbage()
+    for _ = 1, 10 do local _ = wb.ones({2}) + 1 end
+    p:stop()
+    lu.assertTrue(#p:events() >= 10)
+end
+
+function TestMemorySafety:test_geglu_of_0d_tensors()
+    local y = wb.geglu(wb.full({}, 1), wb.full({}, 2))
+    lu.assertEquals(y.shape, {})
+    lu.assertAlmostEquals(y:item(), 2 * 0.8413, 1e-3)
+end
+
+function TestMemorySafety:test_signed_overflows_are_errors()
+    lu.assertErrorMsgContains("rand: shape {4294967296, 2147483648} has more elements than can be addressed",
+        wb.rand, {1 << 32, 1 << 31})
+    lu.assertErrorMsgContains("past the end of dimension 1 of size 4",
+        function() return wb.zeros({4}):narrow(1, 2, math.maxinteger) end)
+    lu.assertErrorMsgContains("storage offset 4611686018427387904 is past the storage's 4 elements",
+        function() return wb.zeros({4}):as_strided({0}, {1}, 1 << 62) end)
+    lu.assertEquals(wb.zeros({4}):as_strided({0}, {1}, 4).shape, {0}) -- the end itself is fine
+end
+
+TestBoundedWork = {}
+
+function TestBoundedWork:test_printing_empty_and_huge_tensors()
+    lu.assertEquals(tostring(wb.zeros({1 << 40, 0})), "tensor({}, shape={1099511627776, 0}, dtype=f32, device=cpu)")
+    local s = tostring(wb.zeros({1}):expand({1 << 40}))
+    lu.assertStrContains(s, "1099511627776 elements, no statistics past 2^26 elements")
+    lu.assertEquals(#wb.zeros({3, 0}):tolist(), 3)
+    lu.assertErrorMsgContains("tolist: the empty tensor would make 1099511627776 empty tables; refused",
+        function() return wb.zeros({1 << 40, 0}):tolist() end)
+end
+
+function TestBoundedWork:test_writes_into_expanded_views_are_refused()
+    lu.assertErrorMsgContains("fill_: the destination has several elements in one memory location",
+        function() return wb.zeros({1}):expand({1 << 40}):fill_(1) end)
+end
+
+function TestBoundedWork:test_max_events_is_capped_by_available_memory()
+    lu.assertErrorMsgContains("lower max_events", wb.profiler.profile, {max_events = 1 << 28})
+end
+
+function TestBoundedWork:test_table_with_long_names()
+    local name = string.rep("cublasLt_sm90_xmma_gemm_", 6) -- 144 characters
+    local p = wb.profiler.profile({}, function() wb.profiler.range(name, function() end) end)
+    local t = p:table({})
+    lu.assertStrContains(t, name)
+end
+
+os.exit(lu.LuaUnit.run())
