@@ -111,7 +111,7 @@ local function csv_cell(v)
     if v == nil then return "" end
     if type(v) == "table" then -- raw samples: space-separated in one cell
         local parts = {}
-        for i, x in ipairs(v) do parts[i] = string.format("%.10g", x) end
+        for i, x in ipairs(v) do parts[i] = type(x) == "number" and string.format("%.10g", x) or "" end
         return table.concat(parts, " ")
     end
     local s = math.type(v) == "float" and string.format("%.10g", v) or tostring(v)
@@ -124,6 +124,32 @@ local function html_escape(s)
 end
 
 local function write(path, text) atomic.write("results", path, text, 3) end
+
+-- Rows with NaN and infinities replaced by JSON's null (JSON has no such numbers), and how many.
+local function finite_rows(rows)
+    local out, count = {}, 0
+    local function fix(v)
+        if type(v) == "number" and v ~= v or v == math.huge or v == -math.huge then
+            count = count + 1
+            return cjson.null
+        end
+        return v
+    end
+    for i, r in ipairs(rows) do
+        local copy = {}
+        for k, v in pairs(r) do
+            if type(v) == "table" then
+                local samples = {}
+                for j, x in ipairs(v) do samples[j] = fix(x) end
+                copy[k] = samples
+            else
+                copy[k] = fix(v)
+            end
+        end
+        out[i] = copy
+    end
+    return out, count
+end
 
 local SAVE_OPTIONS = {dir = true, html_extra = true, file = true, fingerprint = true, extra = true}
 
@@ -153,7 +179,12 @@ function Results:save(o)
         fp.target_noise = self.target_noise
     end
     local base = dir .. "/" .. (o.file or self.name)
-    local doc = {name = self.name, fingerprint = fp, columns = self.columns, rows = self.rows, keys = self.keys,
+    local rows, nonfinite = finite_rows(self.rows)
+    if nonfinite > 0 then
+        io.stderr:write(string.format("results: %s: %d value%s NaN or infinite; written as null (empty in the CSV)\n",
+            self.name, nonfinite, nonfinite == 1 and " was" or "s were"))
+    end
+    local doc = {name = self.name, fingerprint = fp, columns = self.columns, rows = rows, keys = self.keys,
         config = self.config}
     for k, v in pairs(o.extra or {}) do
         if doc[k] ~= nil then error("results: extra field '" .. tostring(k) .. "' would replace the file's own", 2) end
@@ -161,9 +192,13 @@ function Results:save(o)
     end
     write(base .. ".json", cjson.encode(doc))
     local lines = {table.concat(self.columns, ",")}
-    for _, r in ipairs(self.rows) do
+    for _, r in ipairs(rows) do
         local cells = {}
-        for i, c in ipairs(self.columns) do cells[i] = csv_cell(r[c]) end
+        for i, c in ipairs(self.columns) do
+            local v = r[c]
+            if v == cjson.null then v = nil end
+            cells[i] = csv_cell(v)
+        end
         lines[#lines + 1] = table.concat(cells, ",")
     end
     for k, v in pairs(self.config or {}) do fp["config_" .. k] = v end

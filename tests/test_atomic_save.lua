@@ -1,0 +1,99 @@
+-- test_atomic_save.lua: saves are whole or absent (issue 20): a child process killed again and
+-- again in the middle of its saves never leaves a partial file where a good one stood; a save
+-- to a full device fails with a message; NaN and infinities are written as null, not fatal.
+local lu = require("luaunit")
+local cjson = require("cjson")
+
+local EXE = os.getenv("WB_EXE") or "build/workbench"
+
+local function sh(cmd)
+    local p = io.popen(cmd .. " 2>&1")
+    local out = p:read("a")
+    local _, _, code = p:close()
+    return out, code
+end
+
+local function read(path)
+    local f = io.open(path, "rb")
+    if not f then return nil end
+    local s = f:read("a")
+    f:close()
+    return s
+end
+
+local dir = os.tmpname() .. "_atomic"
+
+TestAtomicSave = {}
+
+function TestAtomicSave:setUp() os.execute("rm -rf '" .. dir .. "'; mkdir -p '" .. dir .. "'") end
+function TestAtomicSave:tearDown() os.execute("rm -rf '" .. dir .. "'") end
+
+-- Every file is the earlier save's or a later one's, complete: JSON that parses with all its
+-- rows, CSV with every line, HTML to its end.
+local function assert_whole(rows_min)
+    local text = read(dir .. "/big.json")
+    lu.assertNotNil(text, "big.json is gone")
+    local doc = cjson.decode(text)
+    lu.assertTrue(#doc.rows >= rows_min)
+    lu.assertEquals(#doc.rows % 2000, 0)
+    local csv = assert(read(dir .. "/big.csv")) -- its own save's: a kill may fall between the files
+    local data = select(2, csv:gsub("\n%d", ""))
+    lu.assertTrue(data >= rows_min and data % 2000 == 0, "big.csv has " .. data .. " rows")
+    lu.assertStrContains(csv, "\n# workbench=")
+    lu.assertEquals(read(dir .. "/big.html"):sub(-8), "</html>\n")
+end
+
+function TestAtomicSave:test_killed_saves_leave_earlier_results_intact()
+    local script = dir .. "/saver.lua"
+    local f = assert(io.open(script, "w"))
+    f:write([[
+local r = wb.results("big")
+for round = 1, 1000 do
+    for i = 1, 2000 do r:add{round = round, i = i, label = string.rep("x", 40), ms = i / 7} end
+    r:save{dir = arg[1]}
+end
+]])
+    f:close()
+    local r = wb.results("big")
+    for i = 1, 2000 do r:add{round = 0, i = i, label = "first", ms = i} end
+    r:save{dir = dir}
+    assert_whole(2000)
+    local mid_save = 0
+    for k = 1, 12 do
+        local pid = sh(string.format("%s '%s' '%s' >/dev/null 2>&1 & echo $!", EXE, script, dir)):match("%d+")
+        sh(string.format("sleep %.2f; kill -9 %s; sleep 0.05", 0.15 + 0.07 * k, pid))
+        assert_whole(2000)
+        if sh("ls -a '" .. dir .. "'"):find("%.big%.") then mid_save = mid_save + 1 end -- a temporary left
+        os.execute("rm -f '" .. dir .. "'/.big.*")
+    end
+    lu.assertTrue(mid_save > 0, "no kill landed inside a write: the test proved nothing")
+end
+
+function TestAtomicSave:test_full_device_fails_with_a_message()
+    local p = wb.profiler.profile({profile_memory = true}, function() local _ = wb.ones({2}) + 1 end)
+    lu.assertErrorMsgContains("export_chrome_trace: writing '/dev/full' failed: No space left on device",
+        p.export_chrome_trace, p, "/dev/full")
+    lu.assertErrorMsgContains("export_stacks: writing '/dev/full' failed: No space left on device",
+        p.export_stacks, p, "/dev/full")
+    local out, code = sh(EXE .. " -e 'wb.results(\"x\"):save{dir = \"/dev/full\"}'")
+    lu.assertEquals(code, 1)
+    lu.assertStrContains(out, "results: cannot open '/dev/full/x.json' for writing: Not a directory")
+end
+
+function TestAtomicSave:test_nan_and_infinity_are_written_as_null()
+    local r = wb.results("odd")
+    r:add{a = 0 / 0, b = math.huge, c = 1.5, s = {1, -math.huge, 3}}
+    local out, code = sh(string.format("%s -e 'local r = wb.results(\"odd\"); r:add{a = 0/0, b = math.huge, c = 1.5}; "
+        .. "r:save{dir = \"%s\"}'", EXE, dir))
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "results: odd: 2 values were NaN or infinite; written as null")
+    local doc = cjson.decode(read(dir .. "/odd.json"))
+    lu.assertEquals(doc.rows[1].a, cjson.null)
+    lu.assertEquals(doc.rows[1].b, cjson.null)
+    lu.assertEquals(doc.rows[1].c, 1.5)
+    lu.assertStrContains(read(dir .. "/odd.csv"), ",,1.5")
+    r:save{dir = dir} -- samples with an infinity: saved too
+    lu.assertEquals(cjson.decode(read(dir .. "/odd.json")).rows[1].s, {1, cjson.null, 3})
+end
+
+os.exit(lu.LuaUnit.run())
