@@ -393,9 +393,9 @@ static wb_status creation(wb_op_id id, wb_dtype dtype, wb_device device, int ndi
     c.out_dtype = dtype;
     c.out_ndim = ndim;
     memcpy(c.out_shape, shape, sizeof(int64_t) * (size_t)ndim);
-    int64_t numel = 1;
+    int64_t numel = 1; /* saturates: the shape check in dispatch names the overflow */
     for (int i = 0; i < ndim; i++)
-        numel *= shape[i] > 0 ? shape[i] : 0;
+        if (__builtin_mul_overflow(numel, shape[i] > 0 ? shape[i] : 0, &numel)) numel = INT64_MAX;
     if (id != WB_OP_ARANGE) {
         c.p.random.seed = generator_seed;
         c.p.random.offset = generator_offset;

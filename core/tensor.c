@@ -159,7 +159,8 @@ wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int6
     for (int i = ndim - 1; i >= 0; i--) {
         t->shape[i] = shape[i];
         t->stride[i] = stride;
-        stride *= shape[i] > 1 ? shape[i] : 1;
+        /* saturates: only an empty tensor gets this far with a product past int64 */
+        if (__builtin_mul_overflow(stride, shape[i] > 1 ? shape[i] : 1, &stride)) stride = INT64_MAX;
     }
     *out = t;
     return WB_OK;

@@ -113,7 +113,7 @@ local MODULES = {"nn", "graph", "profiler", "openblas", "cuda", "sweep"}
 -- The documented name of a function value, by searching wb, its modules and tensor methods.
 local function name_of(f)
     for k, v in pairs(wb) do
-        if v == f then return "wb." .. k end
+        if v == f and k:sub(1, 1) ~= "_" then return "wb." .. k end
     end
     for _, m in ipairs(MODULES) do
         local t = wb[m]
