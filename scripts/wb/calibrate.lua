@@ -13,6 +13,10 @@
 -- peak (FMA lanes x 2 FMA ports x 2 flops x clock x threads; the clock is the nominal one where
 -- the system reports no maximum, so turbo can put the measured figure above it).
 
+-- the wb._* internals this module uses, captured at load: they are gone from `wb` under --sandbox
+local I = {}
+for k, v in pairs(wb) do if type(k) == "string" and k:sub(1, 1) == "_" then I[k] = v end end
+
 local cjson = require("cjson")
 local machine = require("wb.machine")
 
@@ -54,7 +58,7 @@ end
 local function write_cache(path, doc)
     if not path then return false end
     local dir = path:match("^(.*)/[^/]*$")
-    local ok = pcall(wb._mkdir_p, dir)
+    local ok = pcall(I._mkdir_p, dir)
     if not ok then return false end
     local okf, f = pcall(io.open, path .. ".tmp", "w")
     if not okf or not f then return false end
@@ -67,19 +71,19 @@ end
 -- build's FMA peak is a fraction of the Release one), which must never stand for the machine.
 local function key(threads)
     local build = wb.build.type .. (wb.build.sanitizers and "+sanitizers" or "")
-    return table.concat({wb._hostname(), wb._cpu_model(), wb.cpu_isa(), tostring(threads), build}, "|")
+    return table.concat({I._hostname(), I._cpu_model(), wb.cpu_isa(), tostring(threads), build}, "|")
 end
 
 local function theoretical(threads)
-    local mhz = wb._cpu_clock_mhz()
+    local mhz = I._cpu_clock_mhz()
     if not mhz or mhz <= 0 then return nil, nil end
-    return wb._cpu_fma_lanes() * M.FMA_PORTS * 2 * mhz / 1e3 * threads, mhz
+    return I._cpu_fma_lanes() * M.FMA_PORTS * 2 * mhz / 1e3 * threads, mhz
 end
 
 -- Measure now (no cache). Returns the calibration entry.
 function M.measure(threads)
     local before = machine.state(3, 20)
-    local caches = wb._cpu_caches()
+    local caches = I._cpu_caches()
     local l2 = caches.l2 or 1 << 20
     local l3 = caches.l3 or 32 << 20
     local sets = {
@@ -91,7 +95,7 @@ function M.measure(threads)
     e.peak_gflops, e.peak_spread, e.peak_runs, e.peak_stable = until_stable(function() return wb.cpu_peak_gflops(threads, 30) end)
     for _, level in ipairs({"l2", "l3", "dram"}) do
         local passes = level == "dram" and 2 or 3
-        local best, spread, _, stable = until_stable(function() return wb._read_gbs(threads, sets[level], passes) end)
+        local best, spread, _, stable = until_stable(function() return I._read_gbs(threads, sets[level], passes) end)
         e[level .. "_gbs"], e[level .. "_spread"], e[level .. "_stable"] = best, spread, stable
     end
     local after = machine.state(3, 20)
@@ -150,8 +154,8 @@ function M.percent(value, ceiling, what)
 end
 
 function M.device_info(device)
-    if device ~= nil and device ~= "cpu" and device ~= "cuda" then return wb._device_info_quick(device) end
-    if device == "cuda" or (device == nil and wb.default_device() == "cuda") then return wb._device_info_quick(device) end
+    if device ~= nil and device ~= "cpu" and device ~= "cuda" then return I._device_info_quick(device) end
+    if device == "cuda" or (device == nil and wb.default_device() == "cuda") then return I._device_info_quick(device) end
     local threads = wb.get_num_threads()
     local e = M.cpu(threads)
     local theo, mhz = theoretical(threads)
@@ -165,10 +169,10 @@ function M.device_info(device)
         desc = e.source
     end
     return {
-        device = "cpu", name = wb._cpu_model(), isa = wb.cpu_isa(), threads = threads,
+        device = "cpu", name = I._cpu_model(), isa = wb.cpu_isa(), threads = threads,
         peak_gflops = e.peak_gflops, bandwidth_gbs = e.dram_gbs, l2_gbs = e.l2_gbs, l3_gbs = e.l3_gbs,
         dram_gbs = e.dram_gbs, l2_bytes = e.l2_bytes, l3_bytes = e.l3_bytes,
-        theoretical_peak_gflops = theo, clock_mhz = mhz, fma_lanes = wb._cpu_fma_lanes(), fma_ports = M.FMA_PORTS,
+        theoretical_peak_gflops = theo, clock_mhz = mhz, fma_lanes = I._cpu_fma_lanes(), fma_ports = M.FMA_PORTS,
         under_load = e.under_load, calibrated = desc, conditions = e.conditions,
     }
 end

@@ -134,7 +134,7 @@ return function(o)
     string_meta.__metatable = false
 
     -- the library's modules that hold internals take them now; then the internals go
-    for _, m in ipairs({"wb.results", "wb.profiler", "wb.profiler_export", "wb.report"}) do require(m) end
+    for _, m in ipairs({"wb.results", "wb.profiler", "wb.profiler_export", "wb.report", "wb.calibrate"}) do require(m) end
     local internals = {}
     for k in pairs(wb) do
         if type(k) == "string" and ssub(k, 1, 1) == "_" then internals[#internals + 1] = k end
