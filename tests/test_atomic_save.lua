@@ -51,6 +51,7 @@ local r = wb.results("big")
 for round = 1, 1000 do
     for i = 1, 2000 do r:add{round = round, i = i, label = string.rep("x", 40), ms = i / 7} end
     r:save{dir = arg[1]}
+    if round == 1 then io.open(arg[1] .. "/started", "w"):close() end -- the parent kills from now on
 end
 ]])
     f:close()
@@ -60,8 +61,12 @@ end
     assert_whole(2000)
     local mid_save = 0
     for k = 1, 12 do
+        os.remove(dir .. "/started")
         local pid = sh(string.format("%s '%s' '%s' >/dev/null 2>&1 & echo $!", EXE, script, dir)):match("%d+")
-        sh(string.format("sleep %.2f; kill -9 %s; sleep 0.05", 0.15 + 0.07 * k, pid))
+        -- kill once the child is saving (its start-up takes longer on a busy machine), at a
+        -- different point of its save loop each time
+        sh(string.format("for i in $(seq 600); do [ -e '%s/started' ] && break; sleep 0.05; done; " ..
+            "sleep %.2f; kill -9 %s; sleep 0.05", dir, 0.02 + 0.03 * k, pid))
         assert_whole(2000)
         if sh("ls -a '" .. dir .. "'"):find("%.big%.") then mid_save = mid_save + 1 end -- a temporary left
         os.execute("rm -f '" .. dir .. "'/.big.*")
