@@ -210,10 +210,17 @@ int wb_lua_sub(lua_State *L) { return wb_lua_binary(L, wb_sub, "sub"); }
 int wb_lua_mul(lua_State *L) { return wb_lua_binary(L, wb_mul, "mul"); }
 int wb_lua_div(lua_State *L) { return wb_lua_binary(L, wb_div, "div"); }
 
-int wb_lua_neg(lua_State *L) {
+static int unary(lua_State *L, wb_status (*fn)(wb_tensor *, wb_tensor **)) {
     wb_tensor *out;
-    return wb_lua_pushresult(L, wb_neg(wb_lua_checktensor(L, 1), &out), &out);
+    return wb_lua_pushresult(L, fn(wb_lua_checktensor(L, 1), &out), &out);
 }
+
+int wb_lua_neg(lua_State *L) { return unary(L, wb_neg); }
+int wb_lua_silu(lua_State *L) { return unary(L, wb_silu); }
+int wb_lua_sigmoid(lua_State *L) { return unary(L, wb_sigmoid); }
+int wb_lua_relu(lua_State *L) { return unary(L, wb_relu); }
+int wb_lua_tanh(lua_State *L) { return unary(L, wb_tanh); }
+int wb_lua_exp(lua_State *L) { return unary(L, wb_exp); }
 
 void wb_lua_setstring(lua_State *L, const char *key, const char *v) {
     lua_pushstring(L, v);

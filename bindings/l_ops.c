@@ -48,7 +48,7 @@ static int l_addmm(lua_State *L) {
     return wb_lua_pushresult(L, wb_addmm(bias, a, b, &out), &out);
 }
 
-/* An activation word, in the one vocabulary of wb_activation_parse ("none", "gelu", "gelu_tanh"). */
+/* An activation word, in the one vocabulary of wb_activation_parse ("none", "gelu", "gelu_tanh", "silu"). */
 static wb_activation check_activation(lua_State *L, int idx, const char *fname) {
     if (lua_type(L, idx) != LUA_TSTRING)
         luaL_error(L, "%s: activation must be a string, got %s", fname, luaL_typename(L, idx));
@@ -57,7 +57,7 @@ static wb_activation check_activation(lua_State *L, int idx, const char *fname) 
     return act;
 }
 
-/* wb.linear(x, w[, b][, {activation="gelu"|"gelu_tanh"|"none"}]) */
+/* wb.linear(x, w[, b][, {activation="gelu"|"gelu_tanh"|"silu"|"none"}]) */
 static int l_linear(lua_State *L) {
     static const char *const keys[] = {"activation", NULL};
     wb_tensor *x = wb_lua_checktensor(L, 1), *w = wb_lua_checktensor(L, 2), *bias = NULL, *out;
@@ -106,14 +106,24 @@ static int l_geglu(lua_State *L) {
     return wb_lua_pushresult(L, wb_geglu(wb_lua_checktensor(L, 1), wb_lua_checktensor(L, 2), &out), &out);
 }
 
-/* wb.geglu_linear(x, w_gate, w_up[, b_gate, b_up]) */
-static int l_geglu_linear(lua_State *L) {
+static int l_swiglu(lua_State *L) {
+    wb_tensor *out;
+    return wb_lua_pushresult(L, wb_swiglu(wb_lua_checktensor(L, 1), wb_lua_checktensor(L, 2), &out), &out);
+}
+
+typedef wb_status (*dual_fn)(wb_tensor *, wb_tensor *, wb_tensor *, wb_tensor *, wb_tensor *, wb_tensor **);
+
+/* wb.geglu_linear / wb.swiglu_linear(x, w_gate, w_up[, b_gate, b_up]) */
+static int dual_linear(lua_State *L, dual_fn fn) {
     wb_tensor *out;
     wb_tensor *x = wb_lua_checktensor(L, 1), *g = wb_lua_checktensor(L, 2), *u = wb_lua_checktensor(L, 3);
     wb_tensor *bg = lua_isnoneornil(L, 4) ? NULL : wb_lua_checktensor(L, 4);
     wb_tensor *bu = lua_isnoneornil(L, 5) ? NULL : wb_lua_checktensor(L, 5);
-    return wb_lua_pushresult(L, wb_geglu_linear(x, g, u, bg, bu, &out), &out);
+    return wb_lua_pushresult(L, fn(x, g, u, bg, bu, &out), &out);
 }
+
+static int l_geglu_linear(lua_State *L) { return dual_linear(L, wb_geglu_linear); }
+static int l_swiglu_linear(lua_State *L) { return dual_linear(L, wb_swiglu_linear); }
 
 /* wb.cpu_isa() -> "avx2"; wb.cpu_isa("scalar") switches the CPU kernels (tests, benchmarks). */
 static int l_cpu_isa(lua_State *L) {
@@ -196,6 +206,13 @@ static const luaL_Reg ops[] = {
     {"gelu", l_gelu},
     {"geglu", l_geglu},
     {"geglu_linear", l_geglu_linear},
+    {"swiglu", l_swiglu},
+    {"swiglu_linear", l_swiglu_linear},
+    {"silu", wb_lua_silu},
+    {"sigmoid", wb_lua_sigmoid},
+    {"relu", wb_lua_relu},
+    {"tanh", wb_lua_tanh},
+    {"exp", wb_lua_exp},
     {"cpu_isa", l_cpu_isa},
     {"cpu_bf16", l_cpu_bf16},
     {"add", wb_lua_add},

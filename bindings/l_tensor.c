@@ -462,6 +462,11 @@ static const luaL_Reg methods[] = {
     {"mul", wb_lua_mul},
     {"div", wb_lua_div},
     {"neg", wb_lua_neg},
+    {"silu", wb_lua_silu},
+    {"sigmoid", wb_lua_sigmoid},
+    {"relu", wb_lua_relu},
+    {"tanh", wb_lua_tanh},
+    {"exp", wb_lua_exp},
     {NULL, NULL},
 };
 

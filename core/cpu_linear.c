@@ -48,6 +48,8 @@ static wb_gemm_store store_for(wb_activation act) {
     return act == WB_ACT_GELU_TANH  ? WB_STORE_GELU_TANH
            : act == WB_ACT_GELU_ERF ? WB_STORE_GELU_ERF
            : act == WB_ACT_GEGLU    ? WB_STORE_GEGLU
+           : act == WB_ACT_SILU     ? WB_STORE_SILU
+           : act == WB_ACT_SWIGLU   ? WB_STORE_SWIGLU
                                     : WB_STORE_PLAIN;
 }
 
@@ -110,8 +112,8 @@ wb_status wb_cpu_mm_impl(wb_op_call *c) {
     return st;
 }
 
-/* The dual GEMM: gelu_tanh(x W_gate^T + b_gate) * (x W_up^T + b_up), the two products kept in
- * registers (one kernel). */
+/* The dual GEMM: gelu_tanh(x W_gate^T + b_gate) * (x W_up^T + b_up) (geglu_linear) or
+ * silu(...) * (...) (swiglu_linear), the two products kept in registers (one kernel). */
 wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
     wb_tensor *x = c->in[0], *wg = c->in[1], *wu = c->in[2], *bg = c->in[3], *bu = c->in[4];
     wb_tensor *xc = NULL, *wgc = NULL, *wuc = NULL, *bgc = NULL, *buc = NULL;
@@ -137,7 +139,7 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
     if (bu && h > 1 && bu->stride[0] != 1 && (st = wb_contiguous(bu, &buc))) goto done;
     if (bgc) bg = bgc;
     if (buc) bu = buc;
-    int bf16 = x->dtype == WB_BF16;
+    int bf16 = x->dtype == WB_BF16, swiglu = c->def->id == WB_OP_SWIGLU_LINEAR;
     const wb_cpu_isa *pairs = bf16 ? wb_cpu_isa_bf16(m) : NULL, *isa = pairs ? pairs : wb_cpu_isa_active();
     int64_t rsb = wg->stride[1], csb = wg->stride[0]; /* B = W^T */
     wb_gemm_problem p = {
@@ -155,14 +157,14 @@ wb_status wb_cpu_geglu_linear_impl(wb_op_call *c) {
         .ldc = h,
         .bias = bg ? wb_tensor_data(bg) : NULL,
         .bias_up = bu ? wb_tensor_data(bu) : NULL,
-        .store = WB_STORE_GEGLU,
+        .store = swiglu ? WB_STORE_SWIGLU : WB_STORE_GEGLU,
         .packed_b = k > 0 && h > 0
                         ? wb_prepack_get(isa, wg->storage, wg->offset, k, h, rsb, csb, wu->storage, wu->offset, bf16)
                         : NULL,
     };
     wb_kernel_kind key = {.layout = {layout_letter(rsb, csb, k, h), layout_letter(stride2[0], stride2[1], m, k)},
                           .bias = bg || bu,
-                          .act = WB_ACT_GEGLU};
+                          .act = swiglu ? WB_ACT_SWIGLU : WB_ACT_GEGLU};
     st = launch_gemm(c, isa, bf16, &p, key, wg, wu);
 done:
     wb_tensor_free(xc), wb_tensor_free(wgc), wb_tensor_free(wuc), wb_tensor_free(bgc), wb_tensor_free(buc);

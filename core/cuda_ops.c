@@ -255,6 +255,8 @@ done:
 
 wb_status wb_cuda_mm_impl(wb_op_call *c) {
     int addmm = c->def->id == WB_OP_ADDMM;
+    if (c->p.gemm.activation == WB_ACT_SILU)
+        return wb_error(WB_ERR_UNSUPPORTED, "the silu epilogue runs on the cpu only (no cuda kernel yet)");
     wb_tensor *bias = addmm ? c->in[0] : NULL;
     return lt_gemm(c->in[addmm], c->in[addmm + 1], bias, c->p.gemm.activation, c->out, c);
 }

@@ -17,6 +17,8 @@ static const struct {
     [WB_ACT_GELU_TANH] = {"gelu_tanh", "gelu_tanh"},
     [WB_ACT_GELU_ERF] = {"gelu", "gelu_erf"},
     [WB_ACT_GEGLU] = {"geglu", "geglu"},
+    [WB_ACT_SILU] = {"silu", "silu"},
+    [WB_ACT_SWIGLU] = {"swiglu", "swiglu"},
 };
 _Static_assert(sizeof activations / sizeof activations[0] == WB_ACT_COUNT, "one word per activation");
 
@@ -25,11 +27,11 @@ const char *wb_activation_name(wb_activation act) { return (unsigned)act < WB_AC
 wb_status wb_activation_parse(const char *word, wb_activation *out) {
     if (word && !strcmp(word, "gelu_erf")) word = "gelu"; /* the kernel names' spelling of the same function */
     for (int a = 0; word && a < WB_ACT_COUNT; a++)
-        if (a != WB_ACT_GEGLU && !strcmp(word, activations[a].word)) {
+        if (a != WB_ACT_GEGLU && a != WB_ACT_SWIGLU && !strcmp(word, activations[a].word)) { /* dual-only */
             *out = (wb_activation)a;
             return WB_OK;
         }
-    return wb_error(WB_ERR_ARGUMENT, "unknown activation '%s' (expected \"gelu\", \"gelu_tanh\" or \"none\")",
+    return wb_error(WB_ERR_ARGUMENT, "unknown activation '%s' (expected \"gelu\", \"gelu_tanh\", \"silu\" or \"none\")",
                     word ? word : "(null)");
 }
 

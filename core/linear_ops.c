@@ -76,8 +76,8 @@ wb_status wb_shape_geglu_linear(wb_op_call *c) {
     const wb_tensor *x = c->in[0], *wg = c->in[1], *wu = c->in[2];
     char b1[256], b2[256];
     wb_status st;
-    if ((st = check_dtype(c, x, "geglu_linear")) || (st = check_dtype(c, wg, "geglu_linear")) ||
-        (st = check_dtype(c, wu, "geglu_linear")))
+    if ((st = check_dtype(c, x, c->def->name)) || (st = check_dtype(c, wg, c->def->name)) ||
+        (st = check_dtype(c, wu, c->def->name)))
         return st;
     if (wg->ndim != 2)
         return wb_error(WB_ERR_SHAPE, "w_gate must be 2-D [hidden, in_features], got shape %s",
@@ -92,7 +92,7 @@ wb_status wb_shape_geglu_linear(wb_op_call *c) {
                         x->shape[x->ndim - 1], wg->shape[1]);
     for (int i = 3; i < 5; i++) {
         const wb_tensor *b = c->in[i];
-        if (b && ((st = check_dtype(c, b, "geglu_linear")) || b->ndim != 1 || b->shape[0] != wg->shape[0]))
+        if (b && ((st = check_dtype(c, b, c->def->name)) || b->ndim != 1 || b->shape[0] != wg->shape[0]))
             return st ? st
                       : wb_error(WB_ERR_SHAPE, "%s has shape %s but the weights have %" PRId64 " output features",
                                  i == 3 ? "b_gate" : "b_up", wb_shape_format(b->ndim, b->shape, b1, sizeof b1),
@@ -137,7 +137,7 @@ double wb_flops_geglu(const wb_op_call *c) { /* a 0-d geglu is one element */
 wb_status wb_shape_geglu(wb_op_call *c) {
     const wb_tensor *g = c->in[0], *u = c->in[1];
     wb_status st;
-    if ((st = check_dtype(c, g, "geglu")) || (st = check_dtype(c, u, "geglu"))) return st;
+    if ((st = check_dtype(c, g, c->def->name)) || (st = check_dtype(c, u, c->def->name))) return st;
     if (g->ndim != u->ndim || memcmp(g->shape, u->shape, sizeof(int64_t) * (size_t)g->ndim)) {
         char b1[256], b2[256];
         return wb_error(WB_ERR_SHAPE, "gate %s and up %s must have the same shape",
@@ -265,6 +265,13 @@ wb_status wb_geglu_linear(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_t
     wb_op_call c = {0};
     c.in[0] = x, c.in[1] = w_gate, c.in[2] = w_up, c.in[3] = b_gate, c.in[4] = b_up, c.nin = 5;
     return wb_dispatch_out(WB_OP_GEGLU_LINEAR, &c, out);
+}
+
+wb_status wb_swiglu_linear(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor *b_gate, wb_tensor *b_up,
+                           wb_tensor **out) {
+    wb_op_call c = {0};
+    c.in[0] = x, c.in[1] = w_gate, c.in[2] = w_up, c.in[3] = b_gate, c.in[4] = b_up, c.nin = 5;
+    return wb_dispatch_out(WB_OP_SWIGLU_LINEAR, &c, out);
 }
 
 wb_status wb_gelu(wb_tensor *x, wb_activation form, wb_tensor **out) {

@@ -40,6 +40,13 @@ typedef enum wb_op_id {
     WB_OP_MM,
     WB_OP_ADDMM,
     WB_OP_GEGLU_LINEAR,
+    WB_OP_SILU, /* the activations of core/ops_activation.c */
+    WB_OP_SIGMOID,
+    WB_OP_RELU,
+    WB_OP_TANH,
+    WB_OP_EXP,
+    WB_OP_SWIGLU,
+    WB_OP_SWIGLU_LINEAR,
     WB_OP_TO, /* between devices and dtypes */
     /* composites over the GEMM ops */
     WB_OP_MATMUL,

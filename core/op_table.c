@@ -37,6 +37,15 @@
             .shape = wb_shape_creation,                                                                                \
             .bytes = wb_bytes_creation,                                                                                \
             .impl = CPU_CUDA(wb_cpu_creation_impl, wb_cuda_creation_impl)}
+#define ACTIVATION_ROW(ID, NAME)                                                                                       \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_KERNEL,                                                                                 \
+            .arity = 1,                                                                                                \
+            .allocates_output = 1,                                                                                     \
+            .shape = wb_shape_unary,                                                                                   \
+            .bytes = wb_bytes_unary,                                                                                   \
+            .impl = {[WB_DEVICE_CPU] = wb_cpu_activation_impl}}
 #define BINARY_ROW(ID, NAME)                                                                                           \
     [ID] = {.id = ID,                                                                                                  \
             .name = NAME,                                                                                              \
@@ -141,6 +150,30 @@ static const wb_op_def op_table[] = {
                             .flops = wb_flops_geglu_linear,
                             .bytes = wb_bytes_geglu_linear,
                             .impl = CPU_CUDA(wb_cpu_geglu_linear_impl, wb_cuda_geglu_linear_impl)},
+    ACTIVATION_ROW(WB_OP_SILU, "silu"),
+    ACTIVATION_ROW(WB_OP_SIGMOID, "sigmoid"),
+    ACTIVATION_ROW(WB_OP_RELU, "relu"),
+    ACTIVATION_ROW(WB_OP_TANH, "tanh"),
+    ACTIVATION_ROW(WB_OP_EXP, "exp"),
+    [WB_OP_SWIGLU] = {.id = WB_OP_SWIGLU,
+                      .name = "swiglu",
+                      .kind = WB_OP_KIND_KERNEL,
+                      .arity = 2,
+                      .allocates_output = 1,
+                      .shape = wb_shape_geglu,
+                      .flops = wb_flops_geglu,
+                      .bytes = wb_bytes_binary,
+                      .impl = {[WB_DEVICE_CPU] = wb_cpu_activation_impl}},
+    [WB_OP_SWIGLU_LINEAR] = {.id = WB_OP_SWIGLU_LINEAR,
+                             .name = "swiglu_linear",
+                             .kind = WB_OP_KIND_KERNEL,
+                             .arity = 5,
+                             .optional = 2,
+                             .allocates_output = 1,
+                             .shape = wb_shape_geglu_linear,
+                             .flops = wb_flops_geglu_linear,
+                             .bytes = wb_bytes_geglu_linear,
+                             .impl = {[WB_DEVICE_CPU] = wb_cpu_geglu_linear_impl}},
     [WB_OP_TO] = {.id = WB_OP_TO,
                   .name = "to",
                   .kind = WB_OP_KIND_KERNEL,

@@ -1,5 +1,5 @@
 /* ops_bf16.c: the cpu launcher of the pointwise ops on bf16 tensors (add, sub, mul, div, neg,
- * gelu, geglu): storage is bf16, the math is f32, the result is rounded once (the kernel is
+ * gelu, geglu, and the activations of ops_activation.c): storage is bf16, the math is f32, the result is rounded once (the kernel is
  * wb_cpu_bf16_pointwise_run). One kernel per op, as in f32, so kernel counts and graphs read
  * the same in both dtypes. (The GEMMs are in cpu_linear.c.) */
 #include <string.h>
@@ -28,22 +28,30 @@ wb_status wb_cpu_bf16_pointwise(wb_op_call *c) {
     case WB_OP_NEG: op = WB_BF16_NEG; break;
     case WB_OP_GELU: op = c->p.gemm.activation == WB_ACT_GELU_ERF ? WB_BF16_GELU_ERF : WB_BF16_GELU_TANH; break;
     case WB_OP_GEGLU: op = WB_BF16_GEGLU; break;
+    case WB_OP_SILU:
+    case WB_OP_SIGMOID:
+    case WB_OP_RELU:
+    case WB_OP_TANH:
+    case WB_OP_EXP:
+    case WB_OP_SWIGLU: op = WB_BF16_ACT; break;
     default: return wb_error(WB_ERR_UNSUPPORTED, "no bf16 cpu kernel for this op");
     }
-    wb_tensor *out = c->out, *a = c->in[0], *b = wb_cpu_bf16_op_binary(op) ? c->in[1] : NULL;
+    wb_cpu_act act = op == WB_BF16_ACT ? (wb_cpu_act)wb_cpu_act_of(c->def->id) : WB_CPU_SILU;
+    wb_tensor *out = c->out, *a = c->in[0], *b = wb_cpu_bf16_op_binary(op, act) ? c->in[1] : NULL;
     wb_cpu_bf16_launch k = {.op = op,
                             .isa = wb_cpu_isa_active(),
                             .ndim = out->ndim,
                             .n = wb_tensor_numel(out),
                             .out = wb_tensor_data(out),
                             .a = wb_tensor_data(a),
-                            .b = b ? wb_tensor_data(b) : NULL};
+                            .b = b ? wb_tensor_data(b) : NULL,
+                            .act = act};
     memcpy(k.shape, out->shape, sizeof k.shape);
     wb_broadcast_strides(a, out->ndim, out->shape, k.as);
     if (b) wb_broadcast_strides(b, out->ndim, out->shape, k.bs);
     k.contiguous = wb_same_geometry_contiguous(a, out) && (!b || wb_same_geometry_contiguous(b, out));
     wb_kernel_kind key = {
-        .op = ops[op], .dtype = "bf16", .isa = k.isa->name, .variant = k.contiguous ? NULL : "strided"};
+        .op = op == WB_BF16_ACT ? wb_op_name(c->def->id) : ops[op], .dtype = "bf16", .isa = k.isa->name, .variant = k.contiguous ? NULL : "strided"};
     wb_kernel_desc d =
         wb_kernel_desc_for(c, &key, k.contiguous && k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1);
     wb_kernel_launch(&d, run_bf16, &k, sizeof k, NULL);

@@ -193,11 +193,13 @@ typedef enum wb_activation {
     WB_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     WB_ACT_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default GELU */
     WB_ACT_GEGLU,     /* epilogue of the dual GEMM only */
+    WB_ACT_SILU,      /* x * sigmoid(x) = x / (1 + exp(-x)) */
+    WB_ACT_SWIGLU,    /* epilogue of the dual GEMM only: silu(gate) * up */
     WB_ACT_COUNT
 } wb_activation;
-/* "none", "gelu_tanh", "gelu", "geglu". */
+/* "none", "gelu_tanh", "gelu", "geglu", "silu", "swiglu". */
 const char *wb_activation_name(wb_activation act);
-/* "none", "gelu" (or "gelu_erf") and "gelu_tanh"; anything else is an error naming the word. */
+/* "none", "gelu" (or "gelu_erf"), "gelu_tanh" and "silu"; anything else is an error naming the word. */
 wb_status wb_activation_parse(const char *word, wb_activation *out);
 
 wb_status wb_mm(wb_tensor *a, wb_tensor *b, wb_tensor **out);                     /* [M,K] x [K,N] */
@@ -215,6 +217,16 @@ wb_status wb_geglu_linear(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_t
                           wb_tensor **out);
 wb_status wb_gelu(wb_tensor *x, wb_activation form, wb_tensor **out);
 wb_status wb_geglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out); /* gelu_tanh(gate) * up, fused */
+/* silu(x W_gate^T + b_gate) * (x W_up^T + b_up) in one kernel (cpu), as wb_geglu_linear. */
+wb_status wb_swiglu_linear(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor *b_gate, wb_tensor *b_up,
+                           wb_tensor **out);
+/* Elementwise activations, one kernel each (core/ops_activation.c). */
+wb_status wb_silu(wb_tensor *x, wb_tensor **out);    /* x / (1 + exp(-x)) */
+wb_status wb_sigmoid(wb_tensor *x, wb_tensor **out); /* 1 / (1 + exp(-x)) */
+wb_status wb_relu(wb_tensor *x, wb_tensor **out);    /* max(x, 0); NaN stays NaN */
+wb_status wb_tanh(wb_tensor *x, wb_tensor **out);
+wb_status wb_exp(wb_tensor *x, wb_tensor **out);
+wb_status wb_swiglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out); /* silu(gate) * up, fused */
 /* The CPU kernel path in use ("avx512", "avx2" or "scalar"), and a switch for tests/benchmarks. */
 const char *wb_cpu_isa_name(void);
 wb_status wb_cpu_isa_select(const char *name);

@@ -1,9 +1,11 @@
 -- mlp_sweep.lua: the main job. A GeGLU MLP (dim 768, hidden 3072, no bias, fp32) swept over
--- token counts and execution modes, on the default device.
+-- token counts and execution modes, on the default device; --mlp swiglu sweeps Llama's SwiGLU MLP
+-- (silu in place of gelu_tanh; cpu only, and no PyTorch peer: torch_mlp.py times GeGLU).
 --
 --   workbench experiments/mlp_sweep.lua [--tokens 1,16,128,512] [--modes eager,fused,dual,compiled,graph]
 --                                       [--dim 768] [--hidden 3072] [--iters 10] [--out DIR]
 --                                       [--device cpu|cuda] [--dtype f32|bf16] [--shard I/N]
+--                                       [--mlp geglu|swiglu]
 --
 -- Modes (one set of weights for all):
 --   eager     linear, linear, gelu, mul, linear: 5 kernels, each dispatched from Lua
@@ -28,13 +30,14 @@ local calibrate = require("wb.calibrate")
 local report = require("wb.report")
 local plural = require("wb.words").plural
 
-local parser = wbargs.parser("mlp_sweep.lua", "GeGLU MLP forward: tokens x modes, against eager and PyTorch")
+local parser = wbargs.parser("mlp_sweep.lua", "GeGLU (or SwiGLU) MLP forward: tokens x modes, against eager and PyTorch")
 parser:option("--tokens", "Token counts, comma-separated.", "1,16,128,512"):convert(wbargs.ints("--tokens", 1, 65536))
 parser:option("--modes", "Modes, comma-separated (eager, fused, dual, compiled, graph).", "eager,fused,dual,compiled,graph")
     :convert(wbargs.names("--modes", {"eager", "fused", "dual", "compiled", "graph"}))
 parser:option("--dim", "Model dimension.", "768"):convert(wbargs.int("--dim", 1, 65536))
 parser:option("--hidden", "Hidden dimension.", "3072"):convert(wbargs.int("--hidden", 1, 262144))
 parser:option("--dtype", "Data type (f32 or bf16).", "f32"):choices({"f32", "bf16"})
+parser:option("--mlp", "The gated MLP: geglu (gelu_tanh) or swiglu (silu).", "geglu"):choices({"geglu", "swiglu"})
 parser:option("--device", "Device (cpu or cuda; default: the workbench's default device)."):choices({"cpu", "cuda"})
 parser:option("--iters", "Timed forwards per mode per round (at least).", "10"):convert(wbargs.int("--iters", 1, 100000))
 parser:option("--rounds", "Rounds of alternating the modes.", "3"):convert(wbargs.int("--rounds", 1, 1000))
@@ -61,17 +64,19 @@ assert(wb.mkdir_p(out_dir))
 
 local info = wb.device_info(device)
 if args.dtype == "bf16" and info.peak_gflops_bf16 then info.peak_gflops = info.peak_gflops_bf16 end
-print(string.format("mlp_sweep: GeGLU MLP dim %d hidden %d, %s on %s (%s, %s); tokens %s; modes %s", dim,
+local MLP = args.mlp == "swiglu" and "SwiGLU" or "GeGLU"
+if MLP == "SwiGLU" and device == "cuda" then error("mlp_sweep: --mlp swiglu runs on the cpu only (no cuda kernels for silu yet)", 0) end
+print(string.format("mlp_sweep: " .. MLP .. " MLP dim %d hidden %d, %s on %s (%s, %s); tokens %s; modes %s", dim,
     hidden, args.dtype, device, info.name, plural(wb.get_num_threads(), "thread"), table.concat(tokens_list, ","),
     table.concat(modes, ",")))
 print(string.format("roofline: %.1f GFLOP/s, %.1f GB/s (%s)", info.peak_gflops, info.bandwidth_gbs, info.calibrated))
 
 wb.manual_seed(wb.options.seed or 0)
-local mlp = wb.nn.GeGLUMLP(dim, hidden, {impl = "eager", dtype = args.dtype, device = device})
+local mlp = wb.nn[MLP .. "MLP"](dim, hidden, {impl = "eager", dtype = args.dtype, device = device})
 local mlp32 -- bf16: the same weights in f32, to show what bf16 costs in accuracy
 if args.dtype == "bf16" then
     wb.manual_seed(wb.options.seed or 0)
-    mlp32 = wb.nn.GeGLUMLP(dim, hidden, {impl = "eager", dtype = "f32", device = device})
+    mlp32 = wb.nn[MLP .. "MLP"](dim, hidden, {impl = "eager", dtype = "f32", device = device})
 end
 
 -- A runner per mode for input x: a function doing one forward, and how it produced its output.
@@ -137,7 +142,7 @@ local function exists(path)
 end
 if args.peer then
     peer_cmd = args.peer
-elseif not args.no_peer and not cuda and exists(script) then
+elseif not args.no_peer and not cuda and MLP == "GeGLU" and exists(script) then
     -- Debian's python3-torch lives with Debian's interpreter, which a pyenv python3 would hide
     local python = exists("/usr/bin/python3") and "/usr/bin/python3" or "python3"
     peer_cmd = string.format("%s '%s'", python, script)
@@ -176,7 +181,7 @@ local sweep = wb.sweep{
     name = "mlp_sweep",
     axes = {{"tokens", tokens_list}, {"mode", modes}},
     config = {dim = dim, hidden = hidden, dtype = args.dtype, device = device, iters = iters,
-        peer = args.peer or ((args.no_peer or cuda) and "none" or "torch_mlp.py")},
+        peer = args.peer or ((args.no_peer or cuda or MLP ~= "GeGLU") and "none" or "torch_mlp.py"), mlp = args.mlp},
     rounds = rounds,
     shard = args.shard,
     -- a point's share of the work: its roofline time (weights read, or flops), at least a bench's minimum
@@ -317,7 +322,7 @@ if torch.version then
     series[#series + 1] = {name = torch.label, points = pts}
 end
 local html = table.concat({
-    string.format("<p>GeGLU MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). Medians of %s of " ..
+    string.format("<p>" .. MLP .. " MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). Medians of %s of " ..
         "alternating modes%s; every mode checked against eager first.</p>", dim, hidden, args.dtype, device, info.name,
         info.isa, cuda and "" or ", " .. plural(wb.get_num_threads(), "thread"), plural(rounds, "round"),
         torch.version and string.format(" (%s timed after each round; its BLAS: %s)", torch.label,
@@ -352,6 +357,6 @@ print(string.format("\nresults: %s, %s\nreport: %s\ntraces: %s", paths.json, pat
     string.format("none (--trace-tokens %d is not among the token counts)", trace_tokens)))
 if args.peer and not torch.version then
     print("(the --peer command printed no results: " .. args.peer .. ")")
-elseif not torch.version and not args.no_peer and not cuda then
+elseif not torch.version and not args.no_peer and not cuda and MLP == "GeGLU" then
     print("(PyTorch not found: install python3-torch to time its eager CPU forward beside these figures)")
 end

@@ -1,4 +1,4 @@
--- test_nn.lua: wb.nn.Linear and wb.nn.GeGLUMLP: initialisation, the three MLP implementations
+-- test_nn.lua: wb.nn.Linear, wb.nn.GeGLUMLP and wb.nn.SwiGLUMLP: initialisation, the three MLP implementations
 -- computing one function with 5 / 4 / 2 kernels per forward, and bad input.
 local lu = require("luaunit")
 
@@ -93,6 +93,40 @@ function TestGeGLUMLP:test_bad_input()
     lu.assertErrorMsgContains("GeGLUMLP: unknown option 'hidden_size'", function() wb.nn.GeGLUMLP(8, 16, {hidden_size = 3}) end)
     lu.assertErrorMsgContains("geglu_linear: b_gate has shape {3} but the weights have 16 output features",
         function() return wb.geglu_linear(wb.zeros({1, 8}), wb.zeros({16, 8}), wb.zeros({16, 8}), wb.zeros({3})) end)
+end
+
+TestSwiGLUMLP = {}
+
+function TestSwiGLUMLP:test_three_impls_one_function_and_kernels()
+    wb.manual_seed(5)
+    for _, bias in ipairs({false, true}) do
+        local mlp = wb.nn.SwiGLUMLP(96, 384, {bias = bias})
+        local x = wb.randn({17, 96})
+        local out = {}
+        for _, impl in ipairs({"eager", "fused", "dual"}) do
+            mlp.impl = impl
+            out[impl] = mlp(x)
+        end
+        lu.assertTrue(wb.rel_error(out.fused, out.eager) < 1e-5)
+        lu.assertTrue(wb.rel_error(out.dual, out.eager) < 1e-5)
+        -- against silu composed from exp: x / (1 + exp(-x))
+        local g, u = mlp.gate_proj(x), mlp.up_proj(x)
+        local one = wb.ones({1})
+        local ref = mlp.down_proj(g / (one + wb.exp(-g)) * u)
+        lu.assertTrue(wb.rel_error(out.eager, ref) < 1e-5)
+    end
+    local mlp = wb.nn.SwiGLUMLP(64, 256)
+    local x = wb.randn({16, 64})
+    for impl, n in pairs({eager = 5, fused = 4, dual = 2}) do
+        mlp.impl = impl
+        local names, p = kernels_per_forward(mlp, x)
+        p:expect{range = "fwd", kernels = n}
+        if impl == "dual" then lu.assertStrMatches(names[1], "wb_dual_sgemm_.*_swiglu") end
+        if impl == "fused" then lu.assertStrMatches(names[3], "wb_swiglu_.*") end
+    end
+    mlp.impl = "dual"
+    lu.assertEquals(tostring(mlp), "SwiGLUMLP(dim=64, hidden=256, impl=dual, bias=false)")
+    lu.assertErrorMsgContains("SwiGLUMLP: unknown impl 'fast'", function() wb.nn.SwiGLUMLP(8, 16, {impl = "fast"}) end)
 end
 
 os.exit(lu.LuaUnit.run())

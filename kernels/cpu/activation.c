@@ -24,3 +24,12 @@ void wb_cpu_activation_run(const wb_cpu_isa *isa, const float *x, const float *u
         wb_cpu_span_done(spans, t0, done);
     }
 }
+
+void wb_cpu_act_run(const wb_cpu_isa *isa, wb_cpu_act act, const float *x, const float *u, float *y, int64_t n) {
+    int64_t chunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (n >= WB_CPU_PARALLEL_MIN)
+    for (int64_t i = 0; i < chunks; i++) {
+        int64_t s = i * CHUNK, len = n - s < CHUNK ? n - s : CHUNK;
+        isa->activation(act, x + s, u ? u + s : NULL, y + s, len);
+    }
+}

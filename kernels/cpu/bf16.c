@@ -158,12 +158,13 @@ static void compute(const wb_cpu_bf16_launch *k, const float *a, const float *b,
     case WB_BF16_GELU_TANH:
     case WB_BF16_GELU_ERF: k->isa->gelu(a, y, len, k->op == WB_BF16_GELU_ERF); break;
     case WB_BF16_GEGLU: k->isa->geglu(a, b, y, len); break;
+    case WB_BF16_ACT: k->isa->activation(k->act, a, k->act == WB_CPU_SWIGLU ? b : NULL, y, len); break;
     }
 }
 
 void wb_cpu_bf16_pointwise_run(const wb_cpu_bf16_launch *k) {
     int64_t chunks = (k->n + CHUNK - 1) / CHUNK;
-    int binary = wb_cpu_bf16_op_binary(k->op);
+    int binary = wb_cpu_bf16_op_binary(k->op, k->act);
     if (k->contiguous) {
         wb_cpu_spans *spans = wb_cpu_spans_open("elements");
 #pragma omp parallel if (k->n >= WB_CPU_PARALLEL_MIN)

@@ -223,7 +223,7 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                             t.c_in = first ? NULL : s, t.ldc_in = sld;
                             t.bias = first && p->dual_bias ? p->dual_bias + jt * nr : NULL; /* padded: all NR */
                             if (last)
-                                t.c_out = c, t.ldc_out = p->ldc, t.store = WB_STORE_GEGLU;
+                                t.c_out = c, t.ldc_out = p->ldc, t.store = p->store; /* GEGLU or SWIGLU */
                             else
                                 t.c_out = s, t.ldc_out = sld, out_is_c = 0;
                         }

@@ -97,6 +97,14 @@ static void store_tile(const wb_gemm_tile *t, int m, float c[MR][NR]) {
             for (int j = 0; j < NR / 2; j++)
                 out[j] = v_gelu_tanh(c[i][j]) * c[i][j + NR / 2];
             break;
+        case WB_STORE_SILU:
+            for (int j = 0; j < NR; j++)
+                out[j] = v_silu(c[i][j]);
+            break;
+        case WB_STORE_SWIGLU:
+            for (int j = 0; j < NR / 2; j++)
+                out[j] = v_silu(c[i][j]) * c[i][j + NR / 2];
+            break;
         }
     }
 }
@@ -109,6 +117,11 @@ static void gelu_contig(const float *x, float *y, int64_t n, int erf_form) {
 static void geglu_contig(const float *g, const float *u, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         y[i] = v_gelu_tanh(g[i]) * u[i];
+}
+
+static void act_contig(wb_cpu_act act, const float *x, const float *u, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = v_activation(act, x[i], u ? u[i] : 0.0f);
 }
 
 static double fma_loop(int64_t iters) {
@@ -128,7 +141,7 @@ static double fma_loop(int64_t iters) {
 #define PORTABLE_ISA(NAME, UKERNEL, PAIRS)                                                                             \
     {                                                                                                                  \
         .name = NAME, .mr = MR, .nr = NR, .kc = 256, .mc = 128, .nc = 1024, .ukernel = UKERNEL, .gelu = gelu_contig,   \
-        .geglu = geglu_contig, .fma_loop = fma_loop, .lanes = 1, .bf16_pairs = PAIRS                                   \
+        .geglu = geglu_contig, .activation = act_contig, .fma_loop = fma_loop, .lanes = 1, .bf16_pairs = PAIRS         \
     }
 
 const wb_cpu_isa wb_cpu_isa_scalar = PORTABLE_ISA("scalar", ukernel, 0);
@@ -138,5 +151,17 @@ double wb_gelu_tanh_ref(double x) {
 }
 
 double wb_gelu_erf_ref(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
+
+double wb_act_ref(wb_cpu_act act, double x, double u) {
+    switch (act) {
+    case WB_CPU_SILU: return x / (1.0 + exp(-x));
+    case WB_CPU_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case WB_CPU_RELU: return x != x ? x : x > 0 ? x : 0.0;
+    case WB_CPU_TANH: return tanh(x);
+    case WB_CPU_EXP: return exp(x);
+    case WB_CPU_SWIGLU: return x / (1.0 + exp(-x)) * u;
+    default: return x;
+    }
+}
 
 const wb_cpu_isa wb_cpu_isa_bf16emu = PORTABLE_ISA("emulated", ukernel_pairs, 1);

@@ -66,84 +66,96 @@ function Linear:__tostring()
         tostring(self.bias ~= nil))
 end
 
--- ---- GeGLUMLP -------------------------------------------------------------------------------
+-- ---- GeGLUMLP, SwiGLUMLP ---------------------------------------------------------------------
 
--- down_proj(gelu_tanh(gate_proj(x)) * up_proj(x)), as the SimpleGeGLUMLP of the profiling
--- post. Three implementations of the same function, to compare:
---   eager: linear, linear, gelu, mul, linear      (5 kernels; the [tokens, hidden] gelu output
+-- down_proj(act(gate_proj(x)) * up_proj(x)): GeGLU (act = gelu_tanh, the SimpleGeGLUMLP of the
+-- profiling post) or SwiGLU (act = silu, Llama's MLP). Three implementations of the same
+-- function, to compare:
+--   eager: linear, linear, act, mul, linear       (5 kernels; the [tokens, hidden] activation
 --                                                  and the gate/up products travel through memory)
---   fused: linear, linear, geglu, linear          (4 kernels: gelu and mul in one pass)
---   dual:  geglu_linear, linear                   (2 kernels: gate and up never reach memory)
-local GeGLUMLP = {}
-GeGLUMLP.__index = GeGLUMLP
-GeGLUMLP.__name = "wb.nn.GeGLUMLP"
-
+--   fused: linear, linear, geglu|swiglu, linear   (4 kernels: act and mul in one pass)
+--   dual:  geglu_linear|swiglu_linear, linear     (2 kernels: gate and up never reach memory)
 local IMPLS = {eager = true, fused = true, dual = true}
 local MLP_OPTS = {impl = true, bias = true, dtype = true, device = true}
 
-local function check_impl(impl, level)
-    if not IMPLS[impl] then
-        error(string.format("GeGLUMLP: unknown impl '%s' (expected eager, fused or dual)", tostring(impl)), level + 1)
-    end
-end
+-- What differs between the two gated MLPs: the activation, the fused kernel, the dual GEMM.
+local GATES = {
+    GeGLUMLP = {act = function(g) return wb.gelu(g, {approximate = "tanh"}) end, fused = "geglu", dual = "geglu_linear"},
+    SwiGLUMLP = {act = function(g) return wb.silu(g) end, fused = "swiglu", dual = "swiglu_linear"},
+}
 
-function M.GeGLUMLP(dim, hidden, opts)
-    if math.type(dim) ~= "integer" or dim < 1 then error("GeGLUMLP: dim must be a positive integer", 2) end
-    if math.type(hidden) ~= "integer" or hidden < 1 then error("GeGLUMLP: hidden must be a positive integer", 2) end
-    opts = opts or {}
-    if type(opts) ~= "table" then error("GeGLUMLP: options must be a table", 2) end
-    for k in pairs(opts) do
-        if not MLP_OPTS[k] then
-            error(string.format("GeGLUMLP: unknown option '%s' (expected impl, bias, dtype, device)", tostring(k)), 2)
+local function gated_mlp(name)
+    local gate = GATES[name]
+    local class = {__name = "wb.nn." .. name}
+    class.__index = class
+
+    local function check_impl(impl, level)
+        if not IMPLS[impl] then
+            error(string.format("%s: unknown impl '%s' (expected eager, fused or dual)", name, tostring(impl)), level + 1)
         end
     end
-    local impl = opts.impl or "eager"
-    check_impl(impl, 2)
-    local lin_opts = {bias = opts.bias == true, dtype = opts.dtype, device = opts.device}
-    return setmetatable({dim = dim, hidden = hidden, impl = impl, gate_proj = M.Linear(dim, hidden, lin_opts),
-        up_proj = M.Linear(dim, hidden, lin_opts), down_proj = M.Linear(hidden, dim, lin_opts)}, GeGLUMLP)
-end
 
-function GeGLUMLP:__call(x)
-    if type(x) ~= "userdata" then error("GeGLUMLP: input must be a tensor, got " .. type(x), 2) end
-    local shape = x.shape
-    if shape[#shape] ~= self.dim then
-        error(string.format("%s: input has %s features, expected %d", tostring(self), tostring(shape[#shape]), self.dim), 2)
+    M[name] = function(dim, hidden, opts)
+        if math.type(dim) ~= "integer" or dim < 1 then error(name .. ": dim must be a positive integer", 2) end
+        if math.type(hidden) ~= "integer" or hidden < 1 then error(name .. ": hidden must be a positive integer", 2) end
+        opts = opts or {}
+        if type(opts) ~= "table" then error(name .. ": options must be a table", 2) end
+        for k in pairs(opts) do
+            if not MLP_OPTS[k] then
+                error(string.format("%s: unknown option '%s' (expected impl, bias, dtype, device)", name, tostring(k)), 2)
+            end
+        end
+        local impl = opts.impl or "eager"
+        check_impl(impl, 2)
+        local lin_opts = {bias = opts.bias == true, dtype = opts.dtype, device = opts.device}
+        return setmetatable({dim = dim, hidden = hidden, impl = impl, gate_proj = M.Linear(dim, hidden, lin_opts),
+            up_proj = M.Linear(dim, hidden, lin_opts), down_proj = M.Linear(hidden, dim, lin_opts)}, class)
     end
-    check_impl(self.impl, 2)
-    local g, u = self.gate_proj, self.up_proj
-    local h
-    if self.impl == "dual" then
-        h = wb.geglu_linear(x, g.weight, u.weight, g.bias, u.bias)
-    else
-        local gx, ux = g(x), u(x) -- gate then up, as in the post
-        if self.impl == "fused" then
-            h = wb.geglu(gx, ux)
+
+    function class:__call(x)
+        if type(x) ~= "userdata" then error(name .. ": input must be a tensor, got " .. type(x), 2) end
+        local shape = x.shape
+        if shape[#shape] ~= self.dim then
+            error(string.format("%s: input has %s features, expected %d", tostring(self), tostring(shape[#shape]), self.dim), 2)
+        end
+        check_impl(self.impl, 2)
+        local g, u = self.gate_proj, self.up_proj
+        local h
+        if self.impl == "dual" then
+            h = wb[gate.dual](x, g.weight, u.weight, g.bias, u.bias)
         else
-            h = wb.gelu(gx, {approximate = "tanh"}) * ux
+            local gx, ux = g(x), u(x) -- gate then up, as in the post
+            if self.impl == "fused" then
+                h = wb[gate.fused](gx, ux)
+            else
+                h = gate.act(gx) * ux
+            end
         end
+        return self.down_proj(h)
     end
-    return self.down_proj(h)
-end
 
-function GeGLUMLP:parameters()
-    local out = {}
-    for _, m in ipairs({self.gate_proj, self.up_proj, self.down_proj}) do
-        for _, p in ipairs(m:parameters()) do out[#out + 1] = p end
+    function class:parameters()
+        local out = {}
+        for _, m in ipairs({self.gate_proj, self.up_proj, self.down_proj}) do
+            for _, p in ipairs(m:parameters()) do out[#out + 1] = p end
+        end
+        return out
     end
-    return out
+
+    function class:to(opts)
+        self.gate_proj:to(opts)
+        self.up_proj:to(opts)
+        self.down_proj:to(opts)
+        return self
+    end
+
+    function class:__tostring()
+        return string.format("%s(dim=%d, hidden=%d, impl=%s, bias=%s)", name, self.dim, self.hidden, self.impl,
+            tostring(self.gate_proj.bias ~= nil))
+    end
 end
 
-function GeGLUMLP:to(opts)
-    self.gate_proj:to(opts)
-    self.up_proj:to(opts)
-    self.down_proj:to(opts)
-    return self
-end
-
-function GeGLUMLP:__tostring()
-    return string.format("GeGLUMLP(dim=%d, hidden=%d, impl=%s, bias=%s)", self.dim, self.hidden, self.impl,
-        tostring(self.gate_proj.bias ~= nil))
-end
+gated_mlp("GeGLUMLP")
+gated_mlp("SwiGLUMLP")
 
 return M

@@ -71,6 +71,7 @@ typedef enum wb_cpu_bf16_op {
     WB_BF16_GELU_TANH,
     WB_BF16_GELU_ERF,
     WB_BF16_GEGLU,
+    WB_BF16_ACT, /* the activation in the launch's act (wb_cpu_act) */
 } wb_cpu_bf16_op;
 
 typedef struct wb_cpu_bf16_launch {
@@ -81,11 +82,14 @@ typedef struct wb_cpu_bf16_launch {
     int64_t shape[WB_CPU_MAX_DIMS], as[WB_CPU_MAX_DIMS],
         bs[WB_CPU_MAX_DIMS]; /* the output's shape; the inputs' broadcast strides */
     uint16_t *out;           /* contiguous, n elements */
-    const uint16_t *a, *b;   /* b: binary ops and geglu only */
+    const uint16_t *a, *b;   /* b: binary ops and the gated activations only */
+    wb_cpu_act act;          /* WB_BF16_ACT only */
 } wb_cpu_bf16_launch;
 
 /* 1 for the ops that read b. */
-static inline int wb_cpu_bf16_op_binary(wb_cpu_bf16_op op) { return op <= WB_BF16_DIV || op == WB_BF16_GEGLU; }
+static inline int wb_cpu_bf16_op_binary(wb_cpu_bf16_op op, wb_cpu_act act) {
+    return op <= WB_BF16_DIV || op == WB_BF16_GEGLU || (op == WB_BF16_ACT && act == WB_CPU_SWIGLU);
+}
 void wb_cpu_bf16_pointwise_run(const wb_cpu_bf16_launch *k);
 
 #endif

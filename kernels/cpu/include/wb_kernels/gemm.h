@@ -13,7 +13,21 @@ typedef enum wb_gemm_store {
     WB_STORE_GELU_TANH,
     WB_STORE_GELU_ERF,
     WB_STORE_GEGLU, /* dual only: out[j] = gelu_tanh(acc[j]) * acc[j + NR/2] */
+    WB_STORE_SILU,
+    WB_STORE_SWIGLU, /* dual only: out[j] = silu(acc[j]) * acc[j + NR/2] */
 } wb_gemm_store;
+
+/* The elementwise activations beyond GELU (contiguous routines of each ISA, the same math as
+ * the epilogues); SWIGLU is gated: y = silu(x) * u. */
+typedef enum wb_cpu_act {
+    WB_CPU_SILU,    /* x / (1 + exp(-x)) */
+    WB_CPU_SIGMOID, /* 1 / (1 + exp(-x)) */
+    WB_CPU_RELU,    /* max(x, 0), NaN stays NaN */
+    WB_CPU_TANH,
+    WB_CPU_EXP,
+    WB_CPU_SWIGLU,
+    WB_CPU_ACT_COUNT
+} wb_cpu_act;
 
 /* One microkernel call: an m x NR tile (m <= MR) over kc steps of K. */
 typedef struct wb_gemm_tile {
@@ -41,6 +55,8 @@ typedef struct wb_cpu_isa {
     /* Contiguous activations, bit-identical to the GEMM epilogues of the same ISA. */
     void (*gelu)(const float *x, float *y, int64_t n, int erf_form);
     void (*geglu)(const float *gate, const float *up, float *y, int64_t n);
+    /* y = act(x), or act(x, u) for the gated ones (u NULL otherwise), n contiguous floats. */
+    void (*activation)(wb_cpu_act act, const float *x, const float *u, float *y, int64_t n);
     /* (optional) Packs `width` rows that are each contiguous along k: dst[kk*width + j] =
      * rows[j][kk]. NULL: gemm.c's scalar loops. */
     void (*pack_rows)(float *dst, const float *const *rows, int width, int64_t kc);
@@ -104,8 +120,13 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *p);
  * threads when n is large. */
 void wb_cpu_activation_run(const wb_cpu_isa *isa, const float *x, const float *u, float *y, int64_t n, int erf_form);
 
+/* wb_cpu_activation_run for the activations of wb_cpu_act. */
+void wb_cpu_act_run(const wb_cpu_isa *isa, wb_cpu_act act, const float *x, const float *u, float *y, int64_t n);
+
 /* The scalar reference activations in double precision (the tests' ground truth). */
 double wb_gelu_tanh_ref(double x);
 double wb_gelu_erf_ref(double x);
+/* act(x[, u]) in double precision. */
+double wb_act_ref(wb_cpu_act act, double x, double u);
 
 #endif

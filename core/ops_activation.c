@@ -1,0 +1,75 @@
+/* ops_activation.c: the elementwise activations silu, sigmoid, relu, tanh, exp and the fused
+ * swiglu (silu(gate) * up) on the cpu: one kernel each, run by the active ISA's vectorised
+ * routine (wb_cpu_act_run, the same math as the GEMM's silu epilogue), and their public entry
+ * points. bf16 goes through ops_bf16.c (f32 math, one rounding). No cuda kernels yet. */
+#include <wb_kernels/gemm.h>
+#include <wb_kernels/pointwise.h>
+
+#include "op.h"
+#include "pointwise_ops.h"
+#include "storage.h"
+
+int wb_cpu_act_of(wb_op_id id) {
+    switch (id) {
+    case WB_OP_SIGMOID: return WB_CPU_SIGMOID;
+    case WB_OP_RELU: return WB_CPU_RELU;
+    case WB_OP_TANH: return WB_CPU_TANH;
+    case WB_OP_EXP: return WB_CPU_EXP;
+    case WB_OP_SWIGLU: return WB_CPU_SWIGLU;
+    default: return WB_CPU_SILU;
+    }
+}
+
+typedef struct act_launch {
+    const wb_cpu_isa *isa;
+    wb_cpu_act act;
+    const float *x, *u;
+    float *y;
+    int64_t n;
+} act_launch;
+
+static void run_act(void *v) {
+    const act_launch *k = v;
+    wb_cpu_act_run(k->isa, k->act, k->x, k->u, k->y, k->n);
+}
+
+wb_status wb_cpu_activation_impl(wb_op_call *c) {
+    if (c->out->dtype == WB_BF16) return wb_cpu_bf16_pointwise(c);
+    wb_cpu_act act = (wb_cpu_act)wb_cpu_act_of(c->def->id);
+    wb_tensor *x = c->in[0], *u = act == WB_CPU_SWIGLU ? c->in[1] : NULL, *xc = NULL, *uc = NULL;
+    wb_status st = WB_OK;
+    /* strided inputs are gathered first (the vector routines read contiguous runs) */
+    if (!wb_tensor_is_contiguous(x) && (st = wb_contiguous(x, &xc))) return st;
+    if (u && !wb_tensor_is_contiguous(u) && (st = wb_contiguous(u, &uc))) {
+        wb_tensor_free(xc);
+        return st;
+    }
+    act_launch k = {.isa = wb_cpu_isa_active(),
+                    .act = act,
+                    .x = wb_tensor_data(xc ? xc : x),
+                    .u = u ? wb_tensor_data(uc ? uc : u) : NULL,
+                    .y = wb_tensor_data(c->out),
+                    .n = wb_tensor_numel(c->out)};
+    wb_kernel_desc d = wb_kernel_desc_for(c, &(wb_kernel_kind){.op = c->def->name, .isa = k.isa->name},
+                                          k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1);
+    wb_kernel_launch(&d, run_act, &k, sizeof k, NULL);
+    wb_storage_bump_version(c->out->storage);
+    wb_tensor_free(xc), wb_tensor_free(uc);
+    return WB_OK;
+}
+
+static wb_status unary(wb_op_id id, wb_tensor *x, wb_tensor **out) {
+    wb_op_call c = {.in = {x}, .nin = 1};
+    return wb_dispatch_out(id, &c, out);
+}
+
+wb_status wb_silu(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_SILU, x, out); }
+wb_status wb_sigmoid(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_SIGMOID, x, out); }
+wb_status wb_relu(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_RELU, x, out); }
+wb_status wb_tanh(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_TANH, x, out); }
+wb_status wb_exp(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_EXP, x, out); }
+
+wb_status wb_swiglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out) {
+    wb_op_call c = {.in = {gate, up}, .nin = 2};
+    return wb_dispatch_out(WB_OP_SWIGLU, &c, out);
+}
