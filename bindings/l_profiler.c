@@ -188,6 +188,7 @@ static int s_events(lua_State *L) {
         lua_createtable(L, 0, 3); /* args */
         if (e->kind == WB_EV_KERNEL) {
             wb_lua_setinteger(L, "threads", e->threads);
+            if (e->kernel->ops) wb_lua_setstring(L, "ops", e->kernel->ops); /* a generated kernel's group */
             wb_kernel_fields k;
             if (wb_kernel_kind_fields(e->kernel, &k)) {
                 wb_lua_setstring(L, "isa", k.isa);

@@ -303,6 +303,7 @@ int luaopen_wb(lua_State *L) {
     wb_lua_register_ops(L);
     wb_lua_register_profiler(L);
     wb_lua_register_graph(L);
+    wb_lua_register_codegen(L);
     wb_lua_register_host(L);
     wb_lua_register_calibrate(L);
     wb_lua_register_files(L);

@@ -78,6 +78,7 @@ void wb_lua_register_ops(lua_State *L);      /* adds op functions to the table o
 void wb_lua_register_creation(lua_State *L); /* adds creation functions to the table on top */
 void wb_lua_register_profiler(lua_State *L); /* the session type; functions on the table on top */
 void wb_lua_register_graph(lua_State *L);    /* the graph type; wb.graph on the table on top */
+void wb_lua_register_codegen(lua_State *L); /* wb.codegen on the table on top */
 void wb_lua_register_host(lua_State *L);     /* wb._realpath, _mkdir_p, _hostname on the table on top */
 void wb_lua_register_calibrate(lua_State *L); /* wb._read_gbs ...; wb.device_info via wb.calibrate */
 void wb_lua_register_files(lua_State *L);    /* wb._check_path, _sandbox_roots, _write_file (l_files.c) */

@@ -70,6 +70,7 @@ static uint64_t hash_kind(const wb_kernel_kind *k) {
     h = mix_int(h, k->bias);
     h = mix_int(h, (int)k->act);
     h = mix_str(h, k->variant);
+    h = mix_str(h, k->ops);
     return mix_str(h, k->external);
 }
 
@@ -79,7 +80,7 @@ static int same_kind(const wb_kernel_kind *a, const wb_kernel_kind *b) {
     return same_str(a->prefix ? a->prefix : "wb", b->prefix ? b->prefix : "wb") && same_str(a->op, b->op) &&
            same_str(a->dtype, b->dtype) && same_str(a->isa, b->isa) && a->tile_m == b->tile_m &&
            a->tile_n == b->tile_n && !strcmp(a->layout, b->layout) && a->bias == b->bias && a->act == b->act &&
-           same_str(a->variant, b->variant) && same_str(a->external, b->external);
+           same_str(a->variant, b->variant) && same_str(a->external, b->external) && same_str(a->ops, b->ops);
 }
 
 static int grow(void) {

@@ -27,6 +27,7 @@ typedef struct wb_kernel_kind {
     wb_activation act;    /* the epilogue's activation (WB_ACT_NONE: none) */
     const char *variant;  /* trailing qualifier ("contig", "strided", "f32x4"), or NULL */
     const char *external; /* the device's own name for the kernel, or NULL */
+    const char *ops;      /* a generated kernel's fused ops ("gelu_tanh mul"), or NULL; not in the name */
 } wb_kernel_kind;
 
 /* The interned kind with the same fields as *key (strings compared by content). Never NULL:

@@ -47,6 +47,7 @@ typedef enum wb_op_id {
     WB_OP_EXP,
     WB_OP_SWIGLU,
     WB_OP_SWIGLU_LINEAR,
+    WB_OP_GENERATED, /* a generated pointwise kernel (core/codegen.c) */
     WB_OP_TO, /* between devices and dtypes */
     /* composites over the GEMM ops */
     WB_OP_MATMUL,
@@ -109,6 +110,9 @@ typedef union wb_op_params {
         wb_dtype dtype;
         wb_device device;
     } to;
+    struct {
+        const struct wb_codegen_kernel *kernel;
+    } generated;
 } wb_op_params;
 
 typedef struct wb_op_def wb_op_def;

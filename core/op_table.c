@@ -5,6 +5,7 @@
 #include "views.h"
 #include "linear_ops.h"
 #include "cuda_plugin.h"
+#include "codegen.h"
 
 /* Views are device-independent: the same implementation serves every device. */
 #define ALL_DEVICES(fn)                                                                                                \
@@ -174,6 +175,15 @@ static const wb_op_def op_table[] = {
                              .flops = wb_flops_geglu_linear,
                              .bytes = wb_bytes_geglu_linear,
                              .impl = {[WB_DEVICE_CPU] = wb_cpu_geglu_linear_impl}},
+    [WB_OP_GENERATED] = {.id = WB_OP_GENERATED,
+                         .name = "generated",
+                         .kind = WB_OP_KIND_KERNEL,
+                         .arity = WB_OP_MAX_INPUTS,
+                         .optional = WB_OP_MAX_INPUTS - 1,
+                         .allocates_output = 1,
+                         .shape = wb_shape_generated,
+                         .bytes = wb_bytes_generated,
+                         .impl = {[WB_DEVICE_CPU] = wb_cpu_generated_impl}},
     [WB_OP_TO] = {.id = WB_OP_TO,
                   .name = "to",
                   .kind = WB_OP_KIND_KERNEL,

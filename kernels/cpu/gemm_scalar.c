@@ -6,23 +6,7 @@
 
 #include "wb_kernels/gemm.h"
 
-typedef float vf;
-
-static inline vf v_set1(float x) { return x; }
-static inline vf v_add(vf a, vf b) { return a + b; }
-static inline vf v_sub(vf a, vf b) { return a - b; }
-static inline vf v_mul(vf a, vf b) { return a * b; }
-static inline vf v_div(vf a, vf b) { return a / b; }
-static inline vf v_fma(vf a, vf b, vf c) { return fmaf(a, b, c); }
-static inline vf v_abs(vf a) { return fabsf(a); }
-static inline vf v_round(vf a) { return nearbyintf(a); }
-static inline vf v_floor(vf a) { return floorf(a); }
-static inline vf v_min_nan(vf k, vf x) { return x != x ? x : (k < x ? k : x); }
-static inline vf v_max_nan(vf k, vf x) { return x != x ? x : (k > x ? k : x); }
-static inline vf v_pow2i(vf n) { return ldexpf(1.0f, (int)n); }
-static inline vf v_gt_select(vf a, vf b, vf x, vf y) { return a > b ? x : y; }
-static inline vf v_ge0_select(vf a, vf x, vf y) { return a >= 0 ? x : y; }
-
+#include "scalar_vf.inc"
 #include "vecmath.inc"
 
 #define MR 4

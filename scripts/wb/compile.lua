@@ -26,7 +26,11 @@ local M = {}
 local Compiled = {}
 Compiled.__index = Compiled
 
-local TRACED = {"linear", "matmul", "addmm", "gelu", "geglu", "geglu_linear", "add", "mul"}
+local codegen = require("wb.codegen")
+
+local TRACED = {"linear", "matmul", "addmm", "gelu", "geglu", "geglu_linear", "add", "mul", "sub", "div", "neg", "silu",
+    "sigmoid", "relu", "tanh", "exp", "swiglu", "swiglu_linear"}
+local METAMETHODS = {__add = "add", __sub = "sub", __mul = "mul", __div = "div", __unm = "neg"}
 
 local function is_tensor(v) return type(v) == "userdata" and getmetatable(v) == wb.Tensor end
 
@@ -49,8 +53,7 @@ end
 -- Each node: {op =, args = {...}, out = tensor}; args keep tensors (identity) and plain values.
 local function trace(fn, args, n)
     local nodes = {}
-    local saved, mt = {}, wb.Tensor
-    local saved_mul, saved_add = mt.__mul, mt.__add
+    local saved, mt, saved_mt = {}, wb.Tensor, {}
     local function recorder(name, orig)
         return function(...)
             local out = orig(...)
@@ -62,11 +65,13 @@ local function trace(fn, args, n)
         saved[name] = wb[name]
         wb[name] = recorder(name, saved[name])
     end
-    mt.__mul = recorder("mul", saved.mul)
-    mt.__add = recorder("add", saved.add)
+    for mm, name in pairs(METAMETHODS) do
+        saved_mt[mm] = mt[mm]
+        mt[mm] = recorder(name, saved[name])
+    end
     local results = table.pack(pcall(fn, table.unpack(args, 1, n)))
     for _, name in ipairs(TRACED) do wb[name] = saved[name] end
-    mt.__mul, mt.__add = saved_mul, saved_add
+    for mm in pairs(METAMETHODS) do mt[mm] = saved_mt[mm] end
     if not results[1] then error(results[2], 0) end
     return nodes, table.pack(table.unpack(results, 2, results.n)), saved
 end
@@ -135,29 +140,36 @@ local function each_binary(nodes, prod, op, fn)
     end
 end
 
-rules[1] = function(nodes, uses, prod, applied) -- mul(gelu_tanh(a), b) -> geglu(a, b)
+-- The gated activations: the activation's traced op (and form), the fused kernel, the dual GEMM.
+local GATED = {geglu = {act = "gelu", form = "tanh", dual = "geglu_linear"},
+    swiglu = {act = "silu", dual = "swiglu_linear"}}
+
+rules[1] = function(nodes, uses, prod, applied) -- mul(gelu_tanh(a), b) -> geglu(a, b); silu -> swiglu
     return each_binary(nodes, prod, "mul", function(nd, g, other)
-        if g.op == "gelu" and gelu_form(g) == "tanh" and uses[g.out] == 1 and
-            table.concat(g.args[1].shape, ",") == table.concat(other.shape, ",") then
-            nd.op, nd.args, g.dead = "geglu", table.pack(g.args[1], other), true
-            applied[#applied + 1] = "gelu+mul -> geglu"
-            return true
+        for fused, spec in pairs(GATED) do
+            if g.op == spec.act and (not spec.form or gelu_form(g) == spec.form) and uses[g.out] == 1 and
+                table.concat(g.args[1].shape, ",") == table.concat(other.shape, ",") then
+                nd.op, nd.args, g.dead = fused, table.pack(g.args[1], other), true
+                applied[#applied + 1] = spec.act .. "+mul -> " .. fused
+                return true
+            end
         end
     end)
 end
 
 rules[2] = function(nodes, uses, prod, applied) -- geglu(linear(x, Wg), linear(x, Wu)) -> dual GEMM
     for _, nd in ipairs(nodes) do
-        if not nd.dead and nd.op == "geglu" then
+        if not nd.dead and GATED[nd.op] then
             local lg, lu = prod[nd.args[1]], prod[nd.args[2]]
             if lg and lu and lg ~= lu and plain_linear(lg) and plain_linear(lu) and uses[lg.out] == 1 and
                 uses[lu.out] == 1 then
                 local xg, wg, bg = linear_parts(lg)
                 local xu, wu, bu = linear_parts(lu)
                 if xg == xu then
-                    nd.op, nd.args = "geglu_linear", table.pack(xg, wg, wu, bg, bu)
+                    local dual = GATED[nd.op].dual
+                    applied[#applied + 1] = "linear+linear+" .. nd.op .. " -> " .. dual
+                    nd.op, nd.args = dual, table.pack(xg, wg, wu, bg, bu)
                     lg.dead, lu.dead = true, true
-                    applied[#applied + 1] = "linear+linear+geglu -> geglu_linear"
                     return true
                 end
             end
@@ -180,12 +192,12 @@ rules[3] = function(nodes, uses, prod, applied) -- bias add after a GEMM -> epil
     end)
 end
 
-rules[4] = function(nodes, uses, prod, applied) -- gelu(GEMM) -> activation in the epilogue
+rules[4] = function(nodes, uses, prod, applied) -- gelu(GEMM) or silu(GEMM) -> activation in the epilogue
     for _, nd in ipairs(nodes) do
-        if not nd.dead and nd.op == "gelu" then
+        if not nd.dead and (nd.op == "gelu" or nd.op == "silu") then
             local l = prod[nd.args[1]]
             if l and uses[l.out] == 1 then
-                local act = gelu_form(nd) == "tanh" and "gelu_tanh" or "gelu"
+                local act = nd.op == "silu" and "silu" or gelu_form(nd) == "tanh" and "gelu_tanh" or "gelu"
                 local x, w, b
                 if plain_linear(l) then
                     x, w, b = linear_parts(l)
@@ -198,7 +210,7 @@ rules[4] = function(nodes, uses, prod, applied) -- gelu(GEMM) -> activation in t
                     nd.op = "linear"
                     nd.args = b and table.pack(x, w, b, {activation = act}) or table.pack(x, w, {activation = act})
                     l.dead = true
-                    applied[#applied + 1] = l.op .. "+gelu -> linear with gelu epilogue"
+                    applied[#applied + 1] = l.op .. "+" .. nd.op .. " -> linear with " .. nd.op .. " epilogue"
                     return true
                 end
             end
@@ -228,14 +240,14 @@ function M.compile(fn, opts)
     if type(fn) ~= "function" then error("compile: expected a function, got " .. type(fn), 2) end
     opts = opts or {}
     for k in pairs(opts) do
-        if k ~= "max_signatures" and k ~= "fuse" then
-            error(string.format("compile: unknown option '%s' (expected max_signatures, fuse)", tostring(k)), 2)
+        if k ~= "max_signatures" and k ~= "fuse" and k ~= "codegen" then
+            error(string.format("compile: unknown option '%s' (expected max_signatures, fuse, codegen)", tostring(k)), 2)
         end
     end
     local max_sig = opts.max_signatures or 8
     if math.type(max_sig) ~= "integer" or max_sig < 1 then error("compile: max_signatures must be a positive integer", 2) end
-    return setmetatable({fn = fn, entries = {}, order = {}, max_signatures = max_sig, fusion = opts.fuse ~= false},
-        Compiled)
+    return setmetatable({fn = fn, entries = {}, order = {}, max_signatures = max_sig, fusion = opts.fuse ~= false,
+        codegen = opts.codegen ~= false, kernels = {}, sources = {}}, Compiled)
 end
 
 -- Builds the entry for one signature: trace on the caller's arguments, fuse, then capture the
@@ -258,6 +270,8 @@ function Compiled:_build(args, n)
     end
     local live = {}
     for _, nd in ipairs(nodes) do if not nd.dead then live[#live + 1] = nd end end
+    local generated = {}
+    if self.codegen then live, generated = self:_generate(live, outputs) end
     local function run_plan()
         local env = {}
         local function value(v)
@@ -268,7 +282,7 @@ function Compiled:_build(args, n)
         for _, nd in ipairs(live) do
             local a = {}
             for i = 1, nd.args.n do a[i] = value(nd.args[i]) end
-            env[nd.out] = originals[nd.op](table.unpack(a, 1, nd.args.n))
+            env[nd.out] = (originals[nd.op] or wb.codegen[nd.op])(table.unpack(a, 1, nd.args.n))
         end
         local out = {}
         for i = 1, outputs.n do out[i] = value(outputs[i]) end
@@ -276,8 +290,9 @@ function Compiled:_build(args, n)
     end
     local graph = wb.graph.capture(run_plan)
     local names = {}
-    for _, nd in ipairs(live) do names[#names + 1] = nd.op end
-    return {graph = graph, statics = statics, n = n, ops = names, fusions = applied, traced_ops = #nodes}
+    for _, nd in ipairs(live) do names[#names + 1] = nd.symbol or nd.op end
+    return {graph = graph, statics = statics, n = n, ops = names, fusions = applied, traced_ops = #nodes,
+        generated = generated}
 end
 
 function Compiled:__call(...)
@@ -306,16 +321,115 @@ function Compiled:__call(...)
     return table.unpack(entry.graph.outputs, 1, #entry.graph.outputs)
 end
 
--- What was compiled: per signature, the ops of the fused plan and the rules applied.
+-- What was compiled: per signature, the ops of the fused plan, the rules applied, and the
+-- fusion groups (generated kernel names, or why a group runs eagerly).
 function Compiled:explain()
     local out = {}
+    if not self.codegen then
+        out[#out + 1] = "code generation: off (compile option codegen = false)"
+    elseif M.codegen_off then
+        out[#out + 1] = "code generation: off (" .. M.codegen_off .. "); the pattern rules still apply"
+    end
     for _, sig in ipairs(self.order) do
         local e = self.entries[sig]
         out[#out + 1] = string.format("[%s] %s traced -> %s: %s%s", sig, plural(e.traced_ops, "op"),
             plural(#e.graph:nodes(), "kernel"), table.concat(e.ops, ", "),
             #e.fusions > 0 and ("; fused: " .. table.concat(e.fusions, "; ")) or "")
+        for _, g in ipairs(e.generated) do
+            out[#out + 1] = g.symbol and string.format("  group %s: %s (%s)", g.symbol, g.ops, plural(#g.inputs, "input")) or
+                string.format("  group of %s: runs eagerly: %s", g.ops, g.why)
+        end
     end
     return table.concat(out, "\n")
+end
+
+-- The C source of a generated kernel, by name (as explain and the profiler show it).
+function Compiled:source(name)
+    local src = self.sources[name]
+    if not src then
+        local names = {}
+        for k in pairs(self.sources) do names[#names + 1] = k end
+        table.sort(names)
+        error(string.format("compile: no generated kernel named '%s' (generated: %s)", tostring(name),
+            #names > 0 and table.concat(names, ", ") or "none"), 2)
+    end
+    return src
+end
+
+-- Why code generation cannot run in this process, or nil (checked once).
+local function codegen_blocked()
+    if M.codegen_off ~= nil then return M.codegen_off or nil end
+    if os.execute == nil or package.loadlib == nil then
+        M.codegen_off = "--sandbox: no compiler runs and no shared objects load"
+    elseif not wb.codegen then
+        M.codegen_off = "this build has no code generator"
+    end
+    if M.codegen_off then io.stderr:write("wb.compile: code generation is off: ", M.codegen_off, "; the pattern rules still apply\n") end
+    M.codegen_off = M.codegen_off or false
+    return M.codegen_off or nil
+end
+
+-- Replaces each fusion group of 2 or more elementwise ops in `live` by one generated kernel.
+-- Returns the new plan and the groups (with symbol, or with why they run eagerly).
+function Compiled:_generate(live, outputs)
+    if codegen_blocked() then return live, {} end
+    local uses = uses_of(live, outputs)
+    local report, dead = {}, {}
+    for _, g in ipairs(codegen.groups(live, uses)) do
+        if #g.nodes >= 2 then
+            local words = {}
+            for _, nd in ipairs(g.nodes) do words[#words + 1] = codegen.word(nd) end
+            g.ops = table.concat(words, " ")
+            local out, why = g.root.out, nil
+            local dtype = out.dtype
+            for _, t in ipairs(g.inputs) do
+                if t.dtype ~= dtype then why = "mixed dtypes (" .. t.dtype .. " and " .. dtype .. ")" end
+            end
+            if out.device ~= "cpu" then why = "generated kernels run on the cpu only (cuda: NVRTC is not done)" end
+            if #g.inputs > 5 then why = plural(#g.inputs, "input") .. " (a generated kernel takes at most 5)" end
+            if #g.inputs == 0 then why = "no tensor inputs" end
+            if not why then
+                g.dtype = dtype
+                g.inner_broadcast = {}
+                local last = out.shape[#out.shape] or 1
+                for i, t in ipairs(g.inputs) do
+                    g.inner_broadcast[i] = last > 1 and (t:dim() == 0 or t.shape[t:dim()] == 1)
+                end
+                local short = {}
+                for i = 1, math.min(#words, 4) do short[i] = words[i] == "gelu_tanh" and "gelu" or words[i] end
+                local stem = "wb_poi_fused_" .. table.concat(short, "_")
+                g.symbol = stem .. "_" .. (self.kernel_count or 0)
+                local src = codegen.source(g)
+                local k, compiled, reason = self.kernels[src], nil, nil
+                if not k then
+                    k, compiled, reason = wb.codegen.build{symbol = g.symbol, source = src, ops = g.ops, dtype = dtype,
+                        inputs = #g.inputs, inner_broadcast = g.inner_broadcast}
+                end
+                if k then
+                    self.kernels[src] = k
+                    self.kernel_count = (self.kernel_count or 0) + 1
+                    g.symbol = wb.codegen.name(k)
+                    self.sources[g.symbol] = src
+                    for _, nd in ipairs(g.nodes) do dead[nd] = true end
+                    dead[g.root] = nil
+                    g.root.op, g.root.symbol = "run", g.symbol
+                    g.root.args = table.pack(k, out.shape, table.unpack(g.inputs))
+                elseif reason == "no_compiler" then
+                    M.codegen_off = compiled
+                    io.stderr:write("wb.compile: code generation is off: ", compiled, "; the pattern rules still apply\n")
+                    return live, {}
+                else
+                    g.symbol, why = nil, compiled
+                    io.stderr:write("wb.compile: ", compiled, "; the group runs eagerly\n")
+                end
+            end
+            g.why = why
+            report[#report + 1] = g
+        end
+    end
+    local plan = {}
+    for _, nd in ipairs(live) do if not dead[nd] then plan[#plan + 1] = nd end end
+    return plan, report
 end
 
 function Compiled:signatures() return #self.order end

@@ -1,0 +1,90 @@
+/* l_codegen.c: wb.codegen, the C side of wb.compile's code generation (core/codegen.h): build a
+ * generated kernel from its source (compiled or found in the disk cache) and launch it. */
+#include <string.h>
+
+#include "codegen.h"
+#include "wb_lua.h"
+
+#define KERNEL_T "wb.GeneratedKernel"
+
+/* wb.codegen.build{symbol=, source=, ops=, dtype=, inputs=, inner_broadcast={bool...}}
+ *   -> kernel, compiled (bool); or nil, message, reason ("no_compiler" | "failed") */
+static int l_build(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_getfield(L, 1, "symbol");
+    lua_getfield(L, 1, "source");
+    lua_getfield(L, 1, "ops");
+    lua_getfield(L, 1, "dtype");
+    const char *symbol = luaL_checkstring(L, -4), *source = luaL_checkstring(L, -3), *ops = luaL_checkstring(L, -2);
+    const char *dtype = luaL_checkstring(L, -1);
+    lua_getfield(L, 1, "inputs");
+    int nin = (int)luaL_checkinteger(L, -1);
+    if (nin < 1 || nin > WB_OP_MAX_INPUTS) luaL_error(L, "codegen.build: inputs must be 1 to %d", WB_OP_MAX_INPUTS);
+    if (strncmp(symbol, "wb_", 3)) luaL_error(L, "codegen.build: symbol '%s' must start with wb_", symbol);
+    wb_codegen_kernel *k = lua_newuserdatauv(L, sizeof *k, 0);
+    memset(k, 0, sizeof *k);
+    luaL_setmetatable(L, KERNEL_T);
+    k->nin = nin;
+    k->dtype = !strcmp(dtype, "bf16") ? WB_BF16 : WB_F32;
+    lua_getfield(L, 1, "inner_broadcast");
+    for (int i = 0; i < nin && lua_istable(L, -1); i++)
+        if (lua_rawgeti(L, -1, i + 1) && lua_toboolean(L, -1)) k->inner_broadcast |= 1u << i, lua_pop(L, 1);
+        else lua_pop(L, 1);
+    lua_pop(L, 1);
+    wb_status st = wb_codegen_build(symbol, ops, source, k);
+    if (st) {
+        lua_pushnil(L);
+        lua_pushstring(L, wb_error_message());
+        lua_pushstring(L, st == WB_ERR_UNSUPPORTED ? "no_compiler" : "failed");
+        return 3;
+    }
+    lua_pushboolean(L, k->compiled);
+    return 2;
+}
+
+/* wb.codegen.run(kernel, shape, inputs...) -> tensor */
+static int l_run(lua_State *L) {
+    wb_codegen_kernel *k = luaL_checkudata(L, 1, KERNEL_T);
+    int64_t shape[WB_MAX_DIMS];
+    int ndim = wb_lua_checkshape(L, 2, shape, "codegen.run", "shape");
+    int nin = lua_gettop(L) - 2;
+    if (nin > WB_OP_MAX_INPUTS) luaL_error(L, "codegen.run: %d inputs, at most %d", nin, WB_OP_MAX_INPUTS);
+    wb_tensor *in[WB_OP_MAX_INPUTS], *out;
+    for (int i = 0; i < nin; i++)
+        in[i] = wb_lua_checktensor(L, 3 + i);
+    return wb_lua_pushresult(L, wb_codegen_launch(k, nin, in, ndim, shape, &out), &out);
+}
+
+static int l_prelude(lua_State *L) {
+    lua_pushstring(L, wb_codegen_prelude());
+    return 1;
+}
+
+/* wb.codegen.info() -> {command=, cache_dir=, compiles=, hits=} */
+static int l_info(lua_State *L) {
+    long compiles, hits;
+    wb_codegen_counts(&compiles, &hits);
+    lua_createtable(L, 0, 4);
+    wb_lua_setstring(L, "command", wb_codegen_command());
+    wb_lua_setstring(L, "cache_dir", wb_codegen_cache_dir());
+    wb_lua_setinteger(L, "compiles", (lua_Integer)compiles);
+    wb_lua_setinteger(L, "hits", (lua_Integer)hits);
+    return 1;
+}
+
+static int l_kernel_name(lua_State *L) {
+    wb_codegen_kernel *k = luaL_checkudata(L, 1, KERNEL_T);
+    lua_pushstring(L, wb_kernel_kind_name(k->kind));
+    return 1;
+}
+
+static const luaL_Reg codegen[] = {
+    {"build", l_build}, {"run", l_run}, {"prelude", l_prelude}, {"info", l_info}, {"name", l_kernel_name}, {NULL, NULL},
+};
+
+void wb_lua_register_codegen(lua_State *L) {
+    luaL_newmetatable(L, KERNEL_T);
+    lua_pop(L, 1);
+    luaL_newlib(L, codegen);
+    lua_setfield(L, -2, "codegen");
+}

@@ -1,0 +1,46 @@
+/* codegen.h: generated pointwise kernels (wb.compile's code generation). The source is written
+ * by the compiler in Lua (scripts/wb/compile.lua); here it is compiled with the system C compiler
+ * (CC, else cc) into a shared object cached on disk by a hash of compiler, flags and source,
+ * loaded with dlopen, and launched as the op "generated" through the dispatcher, so the profiler
+ * and graph capture see it like any kernel. Loaded objects stay loaded for the process's life. */
+#ifndef WB_CODEGEN_H
+#define WB_CODEGEN_H
+
+#include <wb_kernels/generated.h>
+
+#include "op.h"
+
+typedef struct wb_codegen_kernel {
+    void (*fn)(const wb_poi_args *a);
+    const wb_kernel_kind *kind; /* wb_poi_fused_<ops>_<n>, its ops in kind->ops */
+    wb_dtype dtype;
+    int nin;
+    unsigned inner_broadcast; /* bit i: input i is read with stride 0 along the last dimension */
+    char source_path[640];    /* the cached source, for messages */
+    int compiled;             /* 1: the compiler ran; 0: the cache had it */
+} wb_codegen_kernel;
+
+/* The text every generated source starts with (wb_kernels/generated.h, the kernels' math). */
+const char *wb_codegen_prelude(void);
+/* The compiler command and flags used for the active ISA, as one line (for messages and the hash). */
+const char *wb_codegen_command(void);
+/* Compiles (or finds in the cache) `source`, which defines `void <symbol>(const wb_poi_args *)`,
+ * and fills *k's fn, kind (named by symbol, carrying ops), source_path and compiled. Errors: WB_ERR_UNSUPPORTED when no C compiler can be
+ * run (the message says why), WB_ERR_ARGUMENT when the compiler rejected the source (its first
+ * error line and the source's path), WB_ERR_DEVICE when the cache folder is unusable. */
+wb_status wb_codegen_build(const char *symbol, const char *ops, const char *source, wb_codegen_kernel *k);
+/* Compiler runs and cache hits in this process (for tests and explain). */
+void wb_codegen_counts(long *compiles, long *hits);
+/* The cache folder: $WB_CACHE_DIR, else $XDG_CACHE_HOME/workbench, else ~/.cache/workbench. */
+const char *wb_codegen_cache_dir(void);
+
+/* out = the kernel applied to inputs (broadcast to out_shape): one launch of op "generated". */
+wb_status wb_codegen_launch(const wb_codegen_kernel *k, int nin, wb_tensor **in, int ndim, const int64_t *shape,
+                            wb_tensor **out);
+
+/* For op_table.c */
+wb_status wb_shape_generated(wb_op_call *c);
+double wb_bytes_generated(const wb_op_call *c);
+wb_status wb_cpu_generated_impl(wb_op_call *c);
+
+#endif

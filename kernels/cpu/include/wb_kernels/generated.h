@@ -1,0 +1,34 @@
+/* generated.h: what a generated pointwise kernel (wb.compile's code generation, core/codegen.c)
+ * receives: the output as [rows, cols] with cols the innermost dimension, and per input the
+ * strides of the outer dimensions (row r's offset) and the stride along cols (0: broadcast, or
+ * 1). A generated kernel is `void wb_poi_<name>(const wb_poi_args *a)`; this text is compiled into
+ * each generated source, so the two sides cannot disagree. */
+#ifndef WB_KERNELS_GENERATED_H
+#define WB_KERNELS_GENERATED_H
+
+#include <stdint.h>
+
+#define WB_POI_MAX_INPUTS 5
+#define WB_POI_MAX_DIMS 8
+
+typedef struct wb_poi_args {
+    int64_t rows, cols;
+    int outer;                                      /* outer dimensions, rows = their product */
+    int64_t shape[WB_POI_MAX_DIMS];                 /* sizes of the outer dimensions */
+    int64_t stride[WB_POI_MAX_INPUTS][WB_POI_MAX_DIMS]; /* per input, along each outer dimension */
+    const void *in[WB_POI_MAX_INPUTS];              /* f32 or bf16 (uint16_t), the kernel knows which */
+    void *out;                                      /* contiguous [rows, cols] */
+    int64_t parallel_min;                           /* threads only from this many elements */
+} wb_poi_args;
+
+/* Element offset of input i at row r (the outer index unravelled, last dimension fastest). */
+static inline int64_t wb_poi_offset(const wb_poi_args *a, int i, int64_t r) {
+    int64_t off = 0;
+    for (int d = a->outer - 1; d >= 0; d--) {
+        off += (r % a->shape[d]) * a->stride[i][d];
+        r /= a->shape[d];
+    }
+    return off;
+}
+
+#endif

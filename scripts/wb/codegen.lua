@@ -1,0 +1,187 @@
+-- wb.codegen's Lua half: fusion groups of elementwise ops in a traced plan, and the C source of
+-- one kernel per group (compiled, cached and loaded by the C half, core/codegen*.c).
+--
+-- A group grows from an elementwise node through producers that are elementwise too and whose
+-- result nothing else uses (so it never needs to reach memory), up to 5 tensor inputs. Numbers
+-- in the trace (x * 2) become constants in the source. Each group of 2 or more ops becomes one
+-- kernel named in Inductor's style, wb_poi_fused_<ops>_<n>, that reads every input once and
+-- writes the output once; the math is the hand-written kernels' own (vecmath.inc over the
+-- active CPU path's vector type), so results match eager bit for bit in f32.
+
+local M = {}
+
+-- The elementwise ops the generator knows: C expression over the operands' vector values.
+local EXPR = {
+    add = function(a, b) return "v_add(" .. a .. ", " .. b .. ")" end,
+    sub = function(a, b) return "v_sub(" .. a .. ", " .. b .. ")" end,
+    mul = function(a, b) return "v_mul(" .. a .. ", " .. b .. ")" end,
+    div = function(a, b) return "v_div(" .. a .. ", " .. b .. ")" end,
+    neg = function(a) return "v_mul(" .. a .. ", v_set1(-1.0f))" end,
+    silu = function(a) return "v_silu(" .. a .. ")" end,
+    sigmoid = function(a) return "v_sigmoid(" .. a .. ")" end,
+    relu = function(a) return "v_max_nan(v_set1(0.0f), " .. a .. ")" end,
+    tanh = function(a) return "v_tanh(" .. a .. ")" end,
+    exp = function(a) return "v_exp(" .. a .. ")" end,
+    gelu = function(a) return "v_gelu_erf(" .. a .. ")" end,
+    gelu_tanh = function(a) return "v_gelu_tanh(" .. a .. ")" end,
+}
+M.OPS = EXPR
+
+local ARITY = {add = 2, sub = 2, mul = 2, div = 2}
+
+local function is_tensor(v) return type(v) == "userdata" and getmetatable(v) == wb.Tensor end
+
+-- The word of a traced node: gelu splits by form (the trace keeps gelu's options table).
+function M.word(nd)
+    if nd.op == "gelu" then
+        local o = nd.args[2]
+        return type(o) == "table" and o.approximate == "tanh" and "gelu_tanh" or "gelu"
+    end
+    return EXPR[nd.op] and nd.op or nil
+end
+
+-- A number as the dtype would hold it (bf16: rounded to nearest even), as a C float literal.
+local function constant(x, dtype)
+    local bits = string.unpack("<I4", string.pack("<f", x))
+    if dtype == "bf16" and (bits & 0x7fffffff) <= 0x7f800000 then
+        bits = ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) << 16
+        x = string.unpack("<f", string.pack("<I4", bits & 0xffffffff))
+    end
+    if x ~= x then return "NAN" end
+    if x == math.huge then return "INFINITY" end
+    if x == -math.huge then return "(-INFINITY)" end
+    return string.format("%af", x)
+end
+
+local BF16 = [[
+static inline float wb_bf16_f32(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline uint16_t wb_f32_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40u) : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+]]
+
+-- The source of one group's kernel. g: {symbol, nodes (in order), inputs (tensors), dtype,
+-- inner_broadcast[i]}; the body is a function of the inputs' vector values.
+function M.source(g)
+    local idx = {}
+    for i, t in ipairs(g.inputs) do idx[t] = i end
+    local lines, name_of = {}, {}
+    local function operand(v)
+        if is_tensor(v) then return name_of[v] or ("v" .. (idx[v] - 1)) end
+        return "v_set1(" .. constant(v, g.dtype) .. ")"
+    end
+    for k, nd in ipairs(g.nodes) do
+        local word = M.word(nd)
+        local a = operand(nd.args[1])
+        local e = ARITY[word] and EXPR[word](a, operand(nd.args[2])) or EXPR[word](a)
+        lines[#lines + 1] = string.format("    vf t%d = %s; /* %s */", k, e, word)
+        name_of[nd.out] = "t" .. k
+    end
+    local params = {}
+    for i = 1, #g.inputs do params[i] = "vf v" .. (i - 1) end
+    local T = g.dtype == "bf16" and "uint16_t" or "float"
+    local load = g.dtype == "bf16" and "wb_bf16_f32" or ""
+    local store = g.dtype == "bf16" and "wb_f32_bf16" or ""
+    local out = {wb.codegen.prelude(), g.dtype == "bf16" and BF16 or "",
+        string.format("/* %s: %s */", g.symbol, g.ops),
+        "static inline vf body(" .. table.concat(params, ", ") .. ") {", table.concat(lines, "\n"),
+        "    return t" .. #g.nodes .. ";", "}", "",
+        "void " .. g.symbol .. "(const wb_poi_args *a) {",
+        "    const int64_t CH = 16384, chunks = (a->cols + CH - 1) / CH, tasks = a->rows * chunks;",
+        "#pragma omp parallel for schedule(static) if (a->rows * a->cols >= a->parallel_min)",
+        "    for (int64_t t = 0; t < tasks; t++) {",
+        "        int64_t r = t / chunks, c0 = (t % chunks) * CH, c1 = c0 + CH < a->cols ? c0 + CH : a->cols, j = c0;",
+        string.format("        %s *o = (%s *)a->out + r * a->cols;", T, T)}
+    local args_main, args_tail, tail_fill = {}, {}, {}
+    for i = 1, #g.inputs do
+        local p, b = "p" .. (i - 1), "b" .. (i - 1)
+        out[#out + 1] = string.format("        const %s *%s = (const %s *)a->in[%d] + wb_poi_offset(a, %d, r);", T, p, T,
+            i - 1, i - 1)
+        local at = g.inner_broadcast[i] and "0" or "j"
+        if g.inner_broadcast[i] then
+            args_main[i] = string.format("v_set1(%s(%s[0]))", load, p)
+        elseif g.dtype == "bf16" then
+            args_main[i] = string.format("wb_load_bf16(%s + j)", p)
+        else
+            args_main[i] = string.format("v_load(%s + j)", p)
+        end
+        tail_fill[i] = string.format("%s[k - j] = %s(%s[%s]);", b, load, p, at == "j" and "k" or "0")
+        args_tail[i] = "v_load(" .. b .. ")"
+    end
+    if g.dtype == "bf16" then
+        table.insert(out, 2, [[
+static inline vf wb_load_bf16(const uint16_t *p) {
+    float b[VEC];
+    for (int i = 0; i < VEC; i++) b[i] = wb_bf16_f32(p[i]);
+    return v_load(b);
+}]])
+    end
+    local bufs = {}
+    for i = 1, #g.inputs do bufs[i] = "b" .. (i - 1) .. "[VEC] = {0}" end
+    local store_main = g.dtype == "bf16" and
+        "{ float y[VEC]; v_store(y, body(%s)); for (int i = 0; i < VEC; i++) o[j + i] = wb_f32_bf16(y[i]); }" or
+        "v_store(o + j, body(%s));"
+    table.insert(out, "        for (; j + VEC <= c1; j += VEC) " .. string.format(store_main, table.concat(args_main, ", ")))
+    table.insert(out, "        if (j < c1) { /* the tail through padded buffers: the same arithmetic */")
+    table.insert(out, "            float " .. table.concat(bufs, ", ") .. ", y[VEC];")
+    table.insert(out, "            for (int64_t k = j; k < c1; k++) { " .. table.concat(tail_fill, " ") .. " }")
+    table.insert(out, "            v_store(y, body(" .. table.concat(args_tail, ", ") .. "));")
+    table.insert(out, "            for (int64_t k = j; k < c1; k++) o[k] = " .. store .. "(y[k - j]);")
+    table.insert(out, "        }")
+    table.insert(out, "    }")
+    table.insert(out, "}")
+    return table.concat(out, "\n") .. "\n"
+end
+
+-- Fusion groups over the live nodes of a plan. uses: tensor -> number of uses (outputs count).
+-- Returns the groups, each {nodes = {...} in plan order, root = node, inputs = {...}}.
+function M.groups(live, uses)
+    local group_of, groups = {}, {}
+    local by_out = {}
+    for _, nd in ipairs(live) do by_out[nd.out] = nd end
+    for k = #live, 1, -1 do -- consumers first: a group grows from its last op backwards
+        local nd = live[k]
+        if M.word(nd) and not group_of[nd] then
+            local g = {nodes = {}, root = nd, set = {}}
+            -- absorb producers: elementwise, used only here, not yet in a group
+            local function absorb(n)
+                for i = 1, (ARITY[M.word(n)] or 1) do
+                    local v = n.args[i]
+                    local p = is_tensor(v) and by_out[v]
+                    if p and M.word(p) and not group_of[p] and uses[v] == 1 then
+                        g.set[p] = true
+                        group_of[p] = g
+                        absorb(p)
+                    end
+                end
+            end
+            g.set[nd] = true
+            group_of[nd] = g
+            absorb(nd)
+            groups[#groups + 1] = g
+        end
+    end
+    -- a group that consumes another's result keeps the root of the other as an input
+    local out = {}
+    for k = #groups, 1, -1 do -- in plan order
+        local g = groups[k]
+        for _, nd in ipairs(live) do if g.set[nd] then g.nodes[#g.nodes + 1] = nd end end
+        local seen, inputs = {}, {}
+        for _, nd in ipairs(g.nodes) do
+            for i = 1, (ARITY[M.word(nd)] or 1) do
+                local v = nd.args[i]
+                if is_tensor(v) and not (by_out[v] and g.set[by_out[v]]) and not seen[v] then
+                    seen[v] = true
+                    inputs[#inputs + 1] = v
+                end
+            end
+        end
+        g.inputs = inputs
+        out[#out + 1] = g
+    end
+    return out
+end
+
+return M
