@@ -22,10 +22,17 @@ local DOCS = {
     ["wb.neg"] = "wb.neg(a) -> -a",
     ["wb.matmul"] = "wb.matmul(a, b) -> a @ b for [M,K] x [K,N], or [B,M,K] x [K,N]; one GEMM kernel",
     ["wb.addmm"] = "wb.addmm(bias, a, b) -> a @ b + bias, the bias ([N]) added in the GEMM's epilogue",
-    ["wb.linear"] = "wb.linear(x, w[, b][, {activation=\"gelu\"|\"gelu_tanh\"|\"none\"}]) -> x @ w^T (+ b), via t(w) and addmm/mm: one kernel, bias and activation in its epilogue; w is packed once and reused",
+    ["wb.linear"] = "wb.linear(x, w[, b][, {activation=\"gelu\"|\"gelu_tanh\"|\"silu\"|\"none\"}]) -> x @ w^T (+ b), via t(w) and addmm/mm: one kernel, bias and activation in its epilogue; w is packed once and reused",
     ["wb.gelu"] = "wb.gelu(x[, {approximate=\"none\"|\"tanh\"}]) -> GELU (default: the exact erf form, as PyTorch)",
     ["wb.geglu"] = "wb.geglu(gate, up) -> gelu_tanh(gate) * up in one pointwise kernel",
     ["wb.geglu_linear"] = "wb.geglu_linear(x, w_gate, w_up[, b_gate, b_up]) -> gelu_tanh(x w_gate^T + b_gate) * (x w_up^T + b_up) in one dual-GEMM kernel",
+    ["wb.swiglu"] = "wb.swiglu(gate, up) -> silu(gate) * up in one pointwise kernel",
+    ["wb.swiglu_linear"] = "wb.swiglu_linear(x, w_gate, w_up[, b_gate, b_up]) -> silu(x w_gate^T + b_gate) * (x w_up^T + b_up) in one dual-GEMM kernel (cpu)",
+    ["wb.silu"] = "wb.silu(x) -> x * sigmoid(x) = x / (1 + exp(-x)); also x:silu()",
+    ["wb.sigmoid"] = "wb.sigmoid(x) -> 1 / (1 + exp(-x)); also x:sigmoid()",
+    ["wb.relu"] = "wb.relu(x) -> max(x, 0) (NaN stays NaN); also x:relu()",
+    ["wb.tanh"] = "wb.tanh(x) -> tanh(x); also x:tanh()",
+    ["wb.exp"] = "wb.exp(x) -> exp(x); also x:exp()",
     ["wb.allclose"] = "wb.allclose(a, b[, {rtol=1e-5, atol=1e-8}]) -> true when |a-b| <= atol + rtol |b| everywhere (NaN is never close)",
     ["wb.max_abs_diff"] = "wb.max_abs_diff(a, b) -> the largest |a - b|",
     ["wb.rel_error"] = "wb.rel_error(out, ref) -> ||out - ref|| / ||ref|| in double precision",
@@ -55,6 +62,7 @@ local DOCS = {
     ["wb.cuda.memory"] = "wb.cuda.memory() -> {allocated, reserved, peak} bytes of the caching allocator",
     -- modules
     ["wb.nn.Linear"] = "wb.nn.Linear(in, out[, {bias=true, dtype=, device=}]) -> a module: m(x), m.weight [out, in], m.bias, m:parameters(), m:to{}",
+    ["wb.nn.SwiGLUMLP"] = "wb.nn.SwiGLUMLP(dim, hidden[, {impl=\"eager\"|\"fused\"|\"dual\", bias=false, dtype=, device=}]) -> down(silu(gate(x)) * up(x)) (Llama's MLP); 5 / 4 / 2 kernels per forward (cpu)",
     ["wb.nn.GeGLUMLP"] = "wb.nn.GeGLUMLP(dim, hidden[, {impl=\"eager\"|\"fused\"|\"dual\", bias=false, dtype=, device=}]) -> down(gelu_tanh(gate(x)) * up(x)); 5 / 4 / 2 kernels per forward; m.impl can be switched",
     ["wb.graph.capture"] = "wb.graph.capture(fn, ...) -> g: runs fn once recording its kernel launches; g:replay() re-issues them, g.outputs are fn's results, g:nodes() the kernels, g:recapture(...) records fn again (cuda: cudaGraphExecUpdate), g:release()",
     ["wb.profiler.profile"] = "wb.profiler.profile(opts[, fn]) -> p: p:start() p:step() p:stop() p:events() p:table{} p:key_averages{} p:expect{} p:export_chrome_trace(path) p:export_stacks(path) (folded stacks for flamegraph.pl/speedscope) p:export_memory_timeline(path) (JSON + HTML chart; needs profile_memory); opts: activities, schedule, record_shapes, with_stack, with_flops, profile_memory, on_trace_ready, max_events",
@@ -95,15 +103,21 @@ local DOCS = {
     ["mul"] = "t:mul(b) -> t * b elementwise (broadcasting)",
     ["div"] = "t:div(b) -> t / b elementwise (broadcasting)",
     ["neg"] = "t:neg() -> -t",
+    ["silu"] = "t:silu() -> wb.silu(t)",
+    ["sigmoid"] = "t:sigmoid() -> wb.sigmoid(t)",
+    ["relu"] = "t:relu() -> wb.relu(t)",
+    ["tanh"] = "t:tanh() -> wb.tanh(t)",
+    ["exp"] = "t:exp() -> wb.exp(t)",
 }
 
 local TOPICS = [[
 workbench help: help(function) or help("name") for one entry; help(x) for a tensor.
   creation  wb.tensor wb.empty wb.zeros wb.ones wb.full wb.rand wb.randn wb.arange wb.manual_seed
   ops       a+b a-b a*b a/b -a  wb.matmul wb.addmm wb.linear wb.gelu wb.geglu wb.geglu_linear
+            wb.silu wb.sigmoid wb.relu wb.tanh wb.exp wb.swiglu wb.swiglu_linear
   checks    wb.allclose wb.max_abs_diff wb.rel_error
   views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
-  modules   wb.nn.Linear wb.nn.GeGLUMLP
+  modules   wb.nn.Linear wb.nn.GeGLUMLP wb.nn.SwiGLUMLP
   speed     wb.graph.capture wb.compile wb.bench wb.profiler.profile wb.results wb.sweep wb.device_info
   machine   wb.set_num_threads wb.cpu_isa wb.cpu_bf16 wb.devices wb.synchronize
 Tab completes names (x:tr<Tab>); a trailing ; silences a value; Ctrl-C stops a statement; Ctrl-D leaves.]]
