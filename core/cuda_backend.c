@@ -39,6 +39,25 @@ static void plugin_path(char *buf, size_t len) {
         snprintf(buf, len, "libwb_cuda.so");
 }
 
+/* The first member of the plugin's layout that differs from the core's, as words; NULL when none. */
+static const char *abi_difference(const wb_cuda_abi_layout *got, char *buf, size_t len) {
+    static const wb_cuda_abi_layout want = WB_CUDA_ABI_LAYOUT;
+    static const char *const names[] = {"wb_cuda_api", "wb_cuda_info", "wb_cuda_gemm", "wb_cuda_ew", "wb_cuda_geglu",
+                                        "wb_cuda_record"};
+    const uint32_t g[] = {got->api, got->info, got->gemm, got->ew, got->geglu, got->record};
+    const uint32_t w[] = {want.api, want.info, want.gemm, want.ew, want.geglu, want.record};
+    for (int i = 0; i < 6; i++)
+        if (g[i] != w[i]) {
+            snprintf(buf, len, "%s is %u bytes there, %u here", names[i], g[i], w[i]);
+            return buf;
+        }
+    if (got->enums != want.enums) {
+        snprintf(buf, len, "its enum values differ (fingerprint %08x there, %08x here)", got->enums, want.enums);
+        return buf;
+    }
+    return NULL;
+}
+
 wb_status wb_cuda_check(void) {
     if (api) return WB_OK;
     if (!tried) {
@@ -53,10 +72,19 @@ wb_status wb_cuda_check(void) {
             wb_cuda_plugin_fn entry = h ? (wb_cuda_plugin_fn)dlsym(h, WB_CUDA_PLUGIN_SYMBOL) : NULL;
             const wb_cuda_api *a = entry ? entry(WB_CUDA_ABI_VERSION) : NULL;
             int why = 0;
+            char diff[160];
+            const char *d = a ? abi_difference(&a->layout, diff, sizeof diff) : NULL;
             if (!h)
                 snprintf(why_not, sizeof why_not, "the CUDA plugin cannot be loaded: %s", dlerror());
+            else if (!entry)
+                snprintf(why_not, sizeof why_not, "the CUDA plugin %s exports no %s", path, WB_CUDA_PLUGIN_SYMBOL);
             else if (!a)
-                snprintf(why_not, sizeof why_not, "the CUDA plugin %s is from another build (ABI mismatch)", path);
+                snprintf(why_not, sizeof why_not,
+                         "the CUDA plugin %s is from another build (ABI mismatch: it does not speak version %d)", path,
+                         WB_CUDA_ABI_VERSION);
+            else if (d)
+                snprintf(why_not, sizeof why_not, "the CUDA plugin %s is from another build (ABI mismatch: %s)", path,
+                         d);
             else if (a->init(&why) != 0)
                 snprintf(why_not, sizeof why_not, "%s", a->last_error());
             else if (a->info(&info) != 0)
@@ -139,14 +167,17 @@ static int cuda_trace_start(void) {
         wb_error(WB_ERR_DEVICE, "cuda tracing is off: %s", api->last_error());
         return 0;
     }
-    /* CUPTI stamps CLOCK_REALTIME; the profiler, CLOCK_MONOTONIC. Bracket one CUPTI read with
-     * two monotonic reads and take the midpoint. */
+    /* The plugin hands CUPTI the profiler's CLOCK_MONOTONIC when it can (no offset, immune to
+     * clock steps); else CUPTI stamps CLOCK_REALTIME: bracket one of its reads with two monotonic
+     * reads and take the midpoint. */
+    tracing = 1;
+    clock_offset = 0;
+    if (api->trace_clock() == WB_CU_CLOCK_MONOTONIC) return 1;
     uint64_t cupti = 0;
     int64_t t0 = monotonic_ns();
     api->timestamp(&cupti);
     int64_t t1 = monotonic_ns();
     clock_offset = (int64_t)cupti - (t0 + (t1 - t0) / 2);
-    tracing = 1;
     return 1;
 }
 

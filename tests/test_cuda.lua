@@ -89,6 +89,32 @@ function TestNoGpu:test_plugin_missing_or_broken()
     lu.assertStrContains(out, "the CUDA plugin cannot be loaded: ")
 end
 
+-- the mock plugin beside the executable: the rules of the real one, on host memory
+local MOCK = (os.getenv("WB_EXE") or ""):gsub("workbench$", "libwb_cuda_mock.so")
+
+-- runs a script in a fresh process on the mock plugin, with extra environment settings
+local function on_mock(env, script)
+    local path = os.tmpname()
+    local f = io.open(path, "w")
+    f:write(script)
+    f:close()
+    local out, rc = sh(env .. " WB_CUDA_PLUGIN=" .. MOCK .. " " .. EXE .. " " .. path)
+    os.remove(path)
+    return out, rc
+end
+
+function TestNoGpu:test_abi_handshake_names_the_difference()
+    -- a plugin built from another ABI header is refused with what differs, never misread
+    for skew, says in pairs({version = "it does not speak version", gemm = "wb_cuda_gemm is 112 bytes there, 104 here",
+        record = "wb_cuda_record is 104 bytes there, 112 here", enums = "its enum values differ"}) do
+        local out = on_mock("WB_MOCK_ABI_SKEW=" .. skew, "print(wb.cuda.is_available(), wb.cuda.why_not())")
+        lu.assertStrContains(out, "false", false, skew .. ": " .. out)
+        lu.assertStrContains(out, "is from another build (ABI mismatch: " .. says, false, skew .. ": " .. out)
+    end
+    local out = on_mock("", "print(wb.cuda.is_available())")
+    lu.assertStrContains(out, "true")
+end
+
 function TestNoGpu:test_plugin_links_no_driver_and_references_the_libraries()
     local plugin = (os.getenv("WB_EXE") or ""):gsub("workbench$", "libwb_cuda.so")
     local f = io.open(plugin, "rb")

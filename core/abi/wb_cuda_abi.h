@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define WB_CUDA_ABI_VERSION 2
+#define WB_CUDA_ABI_VERSION 3
 #define WB_CUDA_MAX_DIMS    8 /* = WB_MAX_DIMS */
 
 /* Element types: the values equal wb_dtype's. */
@@ -119,7 +119,17 @@ static inline const char *wb_cuda_geglu_variant(const wb_cuda_geglu *g) {
     return "scalar";
 }
 
-/* CUPTI activity records, flattened. Times are CUPTI timestamps (ns, CLOCK_REALTIME on Linux). */
+/* cuBLASLt's BIAS epilogue reads the bias with vector loads: an under-aligned bias pointer has
+ * faulted (a sticky error that ends every later CUDA call), and no preference tells cuBLASLt about
+ * it. So the bias is fused only when 16-byte aligned; otherwise the caller passes no bias and adds
+ * it with a kernel of its own. One rule for the core (which decides) and the plugin (which refuses). */
+static inline int wb_cuda_bias_fusable(const void *bias) { return ((uintptr_t)bias & 15u) == 0; }
+
+/* The clock of the tracer's timestamps (trace_clock). */
+enum { WB_CU_CLOCK_REALTIME = 0, WB_CU_CLOCK_MONOTONIC = 1 };
+
+/* CUPTI activity records, flattened. Times are the tracer's timestamps (ns, on trace_clock());
+ * 0 means CUPTI could not collect the time. */
 enum {
     WB_CU_REC_KERNEL = 0,
     WB_CU_REC_MEMCPY,
@@ -150,8 +160,33 @@ typedef struct wb_cuda_record {
 
 typedef void (*wb_cuda_record_fn)(void *user, const wb_cuda_record *rec);
 
+/* The handshake: what the plugin was built with, compared member by member with the core's own
+ * (a plugin from another build says which struct or enum differs instead of misreading memory). */
+typedef struct wb_cuda_abi_layout {
+    uint32_t api, info, gemm, ew, geglu, record; /* sizeof each struct */
+    uint32_t enums;                              /* WB_CUDA_ENUM_FINGERPRINT */
+} wb_cuda_abi_layout;
+
+/* The enum values of this header folded into one number (each weighted by its own prime, so a
+ * renumbered or swapped value changes it); a constant expression, usable in static initialisers. */
+#define WB_CUDA_ENUM_FINGERPRINT                                                                                       \
+    ((uint32_t)(2u * WB_CUDA_MAX_DIMS + 3u * WB_CU_F32 + 5u * WB_CU_BF16 + 7u * WB_CU_INIT_NO_DRIVER +                \
+                11u * WB_CU_INIT_ERROR + 13u * WB_CU_COPY_D2H + 17u * WB_CU_COPY_D2D + 19u * WB_CU_ACT_GELU_TANH +    \
+                23u * WB_CU_ACT_GELU_ERF + 29u * WB_CU_EW_NEG + 31u * WB_CU_EW_GELU_ERF + 37u * WB_CU_EW_ADD +       \
+                41u * WB_CU_EW_DIV + 43u * WB_CU_EW_FILL + 47u * WB_CU_EW_COUNT + 53u * WB_CU_REC_MEMCPY +           \
+                59u * WB_CU_REC_RUNTIME + 61u * WB_CU_REC_DRIVER + 67u * WB_CU_REC_GRAPH + 71u * WB_CU_REC_EXTERNAL + \
+                73u * WB_CU_API_LAUNCH + 79u * WB_CU_API_SYNC + 83u * WB_CU_API_GRAPH_LAUNCH +                      \
+                89u * WB_CU_CLOCK_MONOTONIC))
+
+struct wb_cuda_api;
+#define WB_CUDA_ABI_LAYOUT                                                                                             \
+    {(uint32_t)sizeof(struct wb_cuda_api), (uint32_t)sizeof(wb_cuda_info),   (uint32_t)sizeof(wb_cuda_gemm),          \
+     (uint32_t)sizeof(wb_cuda_ew),         (uint32_t)sizeof(wb_cuda_geglu), (uint32_t)sizeof(wb_cuda_record),         \
+     WB_CUDA_ENUM_FINGERPRINT}
+
 typedef struct wb_cuda_api {
     int abi_version;
+    wb_cuda_abi_layout layout; /* WB_CUDA_ABI_LAYOUT as the plugin was built */
     const char *(*last_error)(void);
 
     /* Device discovery: call first; nothing else initialises unless it succeeds. */
@@ -187,10 +222,28 @@ typedef struct wb_cuda_api {
     void (*trace_stop)(void);
     void (*trace_push_correlation)(uint64_t id); /* our op's correlation id for the next launches */
     void (*trace_pop_correlation)(void);
-    int (*timestamp)(uint64_t *ns); /* CUPTI's clock now */
+    int (*timestamp)(uint64_t *ns); /* the tracer's clock now */
+    int (*trace_clock)(void);       /* WB_CU_CLOCK_*: MONOTONIC when CUPTI stamps with the profiler's clock */
 } wb_cuda_api;
 
-/* The one symbol the plugin exports. Returns NULL when the ABI version differs. */
+/* Sizes as this version lays them out on x86-64 Linux: changing a struct without bumping
+ * WB_CUDA_ABI_VERSION fails to compile here, on both sides of the ABI. */
+#ifdef __cplusplus
+#define WB_CUDA_STATIC_ASSERT static_assert
+#else
+#define WB_CUDA_STATIC_ASSERT _Static_assert
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
+WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_gemm) == 104, "wb_cuda_gemm changed: bump WB_CUDA_ABI_VERSION");
+WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_ew) == 320, "wb_cuda_ew changed: bump WB_CUDA_ABI_VERSION");
+WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_geglu) == 64, "wb_cuda_geglu changed: bump WB_CUDA_ABI_VERSION");
+WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_record) == 112, "wb_cuda_record changed: bump WB_CUDA_ABI_VERSION");
+WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_info) == 328, "wb_cuda_info changed: bump WB_CUDA_ABI_VERSION");
+WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_api) == 216, "wb_cuda_api changed: bump WB_CUDA_ABI_VERSION");
+#endif
+
+/* The one symbol the plugin exports. Returns NULL when the ABI version differs; the caller then
+ * compares `layout` with its own WB_CUDA_ABI_LAYOUT. */
 typedef const wb_cuda_api *(*wb_cuda_plugin_fn)(int abi_version);
 #define WB_CUDA_PLUGIN_SYMBOL "wb_cuda_plugin"
 

@@ -416,8 +416,11 @@ static int mock_timestamp(uint64_t *ns) {
     return 0;
 }
 
-static const wb_cuda_api api = {
+static int mock_trace_clock(void) { return WB_CU_CLOCK_REALTIME; }
+
+static wb_cuda_api api = {
     .abi_version = WB_CUDA_ABI_VERSION,
+    .layout = WB_CUDA_ABI_LAYOUT,
     .last_error = mock_last_error,
     .init = mock_init,
     .info = mock_info,
@@ -440,8 +443,16 @@ static const wb_cuda_api api = {
     .trace_push_correlation = mock_push,
     .trace_pop_correlation = mock_pop,
     .timestamp = mock_timestamp,
+    .trace_clock = mock_trace_clock,
 };
 
+/* WB_MOCK_ABI_SKEW=version|gemm|record|enums plays a plugin built from another version of the
+ * ABI header, so the core's handshake can be tested. */
 __attribute__((visibility("default"))) const wb_cuda_api *wb_cuda_plugin(int abi_version) {
+    const char *skew = getenv("WB_MOCK_ABI_SKEW");
+    if (skew && !strcmp(skew, "version")) abi_version++;
+    if (skew && !strcmp(skew, "gemm")) api.layout.gemm += 8;
+    if (skew && !strcmp(skew, "record")) api.layout.record -= 8;
+    if (skew && !strcmp(skew, "enums")) api.layout.enums ^= 1;
     return abi_version == WB_CUDA_ABI_VERSION ? &api : NULL;
 }

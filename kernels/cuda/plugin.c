@@ -430,6 +430,7 @@ static void plugin_graph_destroy(void *exec) {
 
 static const wb_cuda_api api = {
     .abi_version = WB_CUDA_ABI_VERSION,
+    .layout = WB_CUDA_ABI_LAYOUT,
     .last_error = plugin_last_error,
     .init = plugin_init,
     .info = plugin_info,
@@ -452,6 +453,7 @@ static const wb_cuda_api api = {
     .trace_push_correlation = wbcu_push_correlation,
     .trace_pop_correlation = wbcu_pop_correlation,
     .timestamp = wbcu_timestamp,
+    .trace_clock = wbcu_trace_clock,
 };
 
 __attribute__((visibility("default"))) const wb_cuda_api *wb_cuda_plugin(int abi_version) {

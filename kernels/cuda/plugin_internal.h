@@ -24,6 +24,7 @@ int wbcu_trace_flush(wb_cuda_record_fn fn, void *user, uint64_t *dropped);
 void wbcu_push_correlation(uint64_t id);
 void wbcu_pop_correlation(void);
 int wbcu_timestamp(uint64_t *ns);
+int wbcu_trace_clock(void);
 
 /* Our kernels (kernels.cu). */
 int wbcu_launch_elementwise(const wb_cuda_ew *w, cudaStream_t stream, int sm_count);
