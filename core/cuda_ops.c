@@ -221,7 +221,10 @@ static wb_status lt_gemm(wb_tensor *a, wb_tensor *b, wb_tensor *bias, wb_activat
         }
         goto done;
     }
-    int fallback = 0;
+    /* an under-aligned bias (a view into a larger vector) cannot go into the epilogue: plain
+     * GEMM, then our kernels, decided before the call (a fault there would be sticky) */
+    int fallback = g.bias && !wb_cuda_bias_fusable(g.bias);
+    if (fallback) g.activation = WB_CU_ACT_NONE, g.bias = NULL;
     if (wb_cuda_api_get()->gemm(&g)) {
         if (g.activation == WB_CU_ACT_NONE && !g.bias) {
             st = wb_cuda_plugin_error("cublasLt");

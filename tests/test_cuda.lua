@@ -115,6 +115,80 @@ function TestNoGpu:test_abi_handshake_names_the_difference()
     lu.assertStrContains(out, "true")
 end
 
+-- The mock keeps cuBLASLt's and CUDA's rules: these run everywhere and catch what would break on a GPU.
+function TestNoGpu:test_mock_rules_under_aligned_operands()
+    -- views that start off cuBLASLt's default 256-byte alignment (4 and 2 bytes in), and a bias
+    -- 4 bytes in: refused or, for the bias, a sticky fault unless the plugin says otherwise
+    local out, rc = on_mock("", [[
+for _, dt in ipairs({"f32", "bf16"}) do
+    local x, w, b = wb.randn({9, 33}, {dtype = dt}), wb.randn({6, 32}, {dtype = dt}), wb.randn({7}, {dtype = dt})
+    local dx, dw, db = x:to{device = "cuda"}, w:to{device = "cuda"}, b:to{device = "cuda"}
+    local xs, dxs = x:narrow(2, 2, 32), dx:narrow(2, 2, 32)
+    local got = wb.linear(dxs, dw, db:narrow(1, 2, 6)):to{device = "cpu", dtype = "f32"}
+    local ref = wb.linear(xs:to{dtype = "f32"}, w:to{dtype = "f32"}, b:narrow(1, 2, 6):to{dtype = "f32"})
+    print(dt, "error", wb.rel_error(got, ref))
+    local y = wb.matmul(dxs:narrow(1, 2, 8), dw:t()):to{device = "cpu", dtype = "f32"}
+    print(dt, "matmul error", wb.rel_error(y, wb.matmul(xs:narrow(1, 2, 8):to{dtype = "f32"}, w:t():to{dtype = "f32"})))
+end
+print("after", (wb.ones({4}, {device = "cuda"}) * 2):to{device = "cpu"}:tolist()[4])
+]])
+    lu.assertEquals(rc, 0, out)
+    for err in out:gmatch("error\t(%S+)") do lu.assertTrue(tonumber(err) < 1e-2, out) end
+    lu.assertStrContains(out, "after\t2")
+end
+
+function TestNoGpu:test_mock_rules_allocation_while_capturing()
+    -- matmul on an expanded input makes a temporary (a contiguous copy) that is freed at once;
+    -- in the warm-up the next op's output reuses its block, but a capture keeps the blocks it
+    -- used, so the capture misses the allocator's cache: cudaMalloc must then run in relaxed
+    -- capture mode, or CUDA refuses it and the capture breaks
+    local out, rc = on_mock("", [[
+local w = wb.randn({16, 8}, {device = "cuda"})
+local x = wb.randn({1, 16}, {device = "cuda"})
+local f = function() return wb.matmul(x:expand({4, 16}), w) * 2 end
+local g1 = wb.graph.capture(f)
+local g2 = wb.graph.capture(f)
+g1:replay() g2:replay()
+local ref = wb.matmul(x:to{device = "cpu"}:expand({4, 16}), w:to{device = "cpu"}) * 2
+print("replays", wb.rel_error(g2.outputs[1]:to{device = "cpu"}, ref), wb.rel_error(g1.outputs[1]:to{device = "cpu"}, ref))
+]])
+    lu.assertEquals(rc, 0, out)
+    local e1, e2 = out:match("replays\t(%S+)\t(%S+)")
+    lu.assertTrue(e1 and tonumber(e1) < 1e-5 and tonumber(e2) < 1e-5, out)
+end
+
+function TestNoGpu:test_mock_rules_failed_call_leaves_no_stale_error()
+    -- a copy to the host inside a captured function fails (CUDA refuses it while capturing); the
+    -- next kernel launch must not report that old error as its own
+    local out, rc = on_mock("", [[
+local x = wb.ones({4}, {device = "cuda"})
+local ok, err = pcall(wb.graph.capture, function() return (x * 3):to{device = "cpu"} end)
+print("capture", ok, err)
+print("next launch", (x + x):to{device = "cpu"}:tolist()[1])
+]])
+    lu.assertEquals(rc, 0, out)
+    lu.assertStrContains(out, "capture\tfalse")
+    lu.assertStrContains(out, "operation not permitted when stream is capturing")
+    lu.assertStrContains(out, "next launch\t2")
+end
+
+function TestNoGpu:test_mock_trace_start_failure_is_reported()
+    local out, rc = on_mock("WB_MOCK_TRACE_START_FAIL=1", [[
+local x = wb.ones({8, 8}, {device = "cuda"})
+local p = wb.profiler.profile({activities = {"cpu", "device"}})
+p:start()
+local y = wb.matmul(x, x)
+wb.synchronize("cuda")
+p:stop()
+local ops = 0
+for _, e in ipairs(p:events()) do if e.cat == "op" then ops = ops + 1 end end
+print("ops", ops, "note", p:stats().device_note)
+]])
+    lu.assertEquals(rc, 0, out)
+    lu.assertStrContains(out, "cuda tracing is off: mock: cuptiActivityEnable failed")
+    lu.assertNotNil(out:match("ops\t[1-9]"), out)
+end
+
 function TestNoGpu:test_plugin_links_no_driver_and_references_the_libraries()
     local plugin = (os.getenv("WB_EXE") or ""):gsub("workbench$", "libwb_cuda.so")
     local f = io.open(plugin, "rb")

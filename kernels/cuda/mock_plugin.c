@@ -6,7 +6,17 @@
  * and GeGLU launches, stream capture (recorded, not executed, until the graph is launched, as
  * CUDA does) and the trace (CUPTI-like records with correlation and external ids).
  * Its kernel records are named mock_<what>[_<layout>] so tests can check what was asked for.
- * Nothing here measures a GPU: timings are host timings of reference loops. */
+ * Nothing here measures a GPU: timings are host timings of reference loops.
+ *
+ * It keeps CUDA's rules where the real plugin could break them, under the same policy code
+ * (plugin_common.c): cuBLASLt refuses operands less aligned than the plan's MIN_ALIGNMENT
+ * preferences (default 256) and faults, stickily, on an under-aligned bias; cudaMalloc, cudaFree and
+ * heuristic queries are refused while capturing unless the thread's capture mode is relaxed, and
+ * a refused call invalidates the capture; a failed call leaves a pending error that the next
+ * launch's check reports unless it was consumed; cuBLASLt launches through the driver API (with
+ * internal driver calls around them). Environment: WB_MOCK_TRACE_START_FAIL=1 (trace start fails
+ * as CUPTI can), WB_MOCK_ZERO_TIMESTAMPS=1 (kernel records without times, CUPTI's "could not
+ * collect"), WB_MOCK_ABI_SKEW (see the end). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,21 +25,55 @@
 #include <time.h>
 
 #include <wb_kernels/bf16.h>
-#include "wb_cuda_abi.h"
+#include "plugin_common.h"
 
-static char last_error[512];
-static const char *mock_last_error(void) { return last_error; }
-static int fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return -1;
+/* CUDA's error numbers for the rules kept here. */
+enum {
+    ERR_MEMORY = 2,
+    ERR_MISALIGNED = 716,
+    ERR_CAPTURE_UNSUPPORTED = 900,
+    ERR_CAPTURE_INVALIDATED = 901,
+};
+static const char *err_name(int e) {
+    return e == ERR_MEMORY                ? "cudaErrorMemoryAllocation"
+           : e == ERR_MISALIGNED          ? "cudaErrorMisalignedAddress"
+           : e == ERR_CAPTURE_UNSUPPORTED ? "cudaErrorStreamCaptureUnsupported"
+           : e == ERR_CAPTURE_INVALIDATED ? "cudaErrorStreamCaptureInvalidated"
+                                          : "cudaErrorUnknown";
+}
+static const char *err_string(int e) {
+    return e == ERR_MISALIGNED            ? "misaligned address"
+           : e == ERR_CAPTURE_UNSUPPORTED ? "operation not permitted when stream is capturing"
+           : e == ERR_CAPTURE_INVALIDATED ? "operation failed due to a previous error during capture"
+                                          : err_name(e);
 }
 
-static uint64_t now_ns(void) { /* CUPTI stamps CLOCK_REALTIME */
+static int pending, sticky; /* cudaGetLastError's error; a fault that ends every later call */
+static int capturing, relaxed, invalidated;
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...) {
+    char buf[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return wbcu_fail("%s", buf);
+}
+
+/* A call CUDA refuses while capturing in thread-local mode: it fails and invalidates the capture. */
+static int refused_in_capture(const char *what) {
+    if (!capturing || relaxed) return 0;
+    invalidated = 1;
+    pending = ERR_CAPTURE_UNSUPPORTED;
+    wbcu_device_fail(ERR_CAPTURE_UNSUPPORTED, what);
+    return ERR_CAPTURE_UNSUPPORTED;
+}
+
+static int stuck(const char *what) { return sticky ? wbcu_device_fail(sticky, what) : 0; }
+
+static uint64_t now_ns(void) { /* CLOCK_MONOTONIC, as CUPTI stamps with the plugin's timestamp callback */
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -56,30 +100,33 @@ static int mock_info(wb_cuda_info *out) {
 
 /* ---- memory ---------------------------------------------------------------------------------- */
 
-static size_t allocated, peak;
-
-static int mock_alloc(void **ptr, size_t nbytes) {
-    size_t n = (nbytes + 255) / 256 * 256;
-    *ptr = aligned_alloc(256, n ? n : 256);
-    if (!*ptr) return fail("mock: out of memory for %zu bytes", nbytes);
-    memset(*ptr, 0xa5, n ? n : 256); /* poison: reads before writes show */
-    allocated += nbytes;
-    if (allocated > peak) peak = allocated;
+static int dev_malloc(void **ptr, size_t nbytes) {
+    *ptr = NULL;
+    if (refused_in_capture("cudaMalloc")) return ERR_CAPTURE_UNSUPPORTED;
+    *ptr = aligned_alloc(256, nbytes ? (nbytes + 255) / 256 * 256 : 256); /* cudaMalloc's alignment */
+    if (!*ptr) return pending = ERR_MEMORY;
+    memset(*ptr, 0xa5, nbytes); /* poison: reads before writes show */
     return 0;
 }
 
-static void mock_free(void *ptr, size_t nbytes) {
-    free(ptr);
-    allocated -= nbytes;
+static void dev_free(void *ptr) {
+    if (!refused_in_capture("cudaFree")) free(ptr);
 }
 
-static int mock_empty_cache(void) { return 0; }
-
-static void mock_memory_stats(size_t *a, size_t *r, size_t *p) {
-    *a = allocated;
-    *r = allocated;
-    *p = peak;
+static void dev_mem_info(size_t *f, size_t *t) { *f = *t = (size_t)1 << 30; }
+static int dev_capturing(void) { return capturing; }
+static int dev_capture_mode(int r) {
+    int was = relaxed;
+    relaxed = r;
+    return was;
 }
+static int dev_consume_error(void) {
+    int e = pending;
+    pending = 0;
+    return e ? e : sticky;
+}
+
+static int mock_alloc(void **ptr, size_t nbytes) { return stuck("cudaMalloc") ? -1 : wbcu_alloc(ptr, nbytes); }
 
 /* ---- values ------------------------------------------------------------------------------------ */
 
@@ -116,7 +163,6 @@ typedef struct graph {
     int n;
 } graph;
 
-static int capturing;
 static graph capture;
 
 /* tracing */
@@ -140,10 +186,10 @@ static void record(const wb_cuda_record *r) {
 }
 
 /* An API call: its runtime record, and the external id of the op that made it. */
-static uint32_t api_call(const char *name, int cbid, int api_kind, uint64_t t0) {
+static uint32_t api_call(int kind, const char *name, int cbid, int api_kind, uint64_t t0) {
     uint32_t corr = next_corr++;
     wb_cuda_record r = {0};
-    r.kind = WB_CU_REC_RUNTIME;
+    r.kind = kind;
     r.name = name;
     r.cbid = cbid;
     r.api_kind = api_kind;
@@ -256,6 +302,7 @@ static void execute(const op *o, uint32_t corr, uint32_t graph_id) {
     r.correlation = corr;
     r.stream = 13;
     r.graph_id = graph_id;
+    if (getenv("WB_MOCK_ZERO_TIMESTAMPS")) r.start_ns = r.end_ns = 0;
     r.grid[0] = r.grid[1] = r.grid[2] = r.block[1] = r.block[2] = 1;
     r.block[0] = 256;
     record(&r);
@@ -270,42 +317,82 @@ static int submit(const op *o) {
         return 0;
     }
     uint64_t t0 = now_ns();
-    uint32_t corr = api_call(o->kind == OP_GEMM ? "cuLaunchKernelEx" : "cudaLaunchKernel",
-                             o->kind == OP_GEMM ? 652 : 211, WB_CU_API_LAUNCH, t0);
+    uint32_t corr;
+    if (o->kind == OP_GEMM) { /* cuBLASLt: driver calls of its own, then a driver launch */
+        api_call(WB_CU_REC_DRIVER, "cuCtxGetCurrent", 9, WB_CU_API_OTHER, t0);
+        corr = api_call(WB_CU_REC_DRIVER, "cuLaunchKernelEx", 652, WB_CU_API_LAUNCH, now_ns());
+    } else {
+        corr = api_call(WB_CU_REC_RUNTIME, "cudaLaunchKernel", 211, WB_CU_API_LAUNCH, t0);
+    }
     execute(o, corr, 0);
     return 0;
 }
 
-static int mock_gemm(const wb_cuda_gemm *g) {
-    if (g->m <= 0 || g->n <= 0 || g->k <= 0)
-        return fail("mock: cuBLASLt rejects m=%lld n=%lld k=%lld", (long long)g->m, (long long)g->n, (long long)g->k);
+/* `kernel<<<...>>>; return cudaGetLastError();`: an error nobody consumed is reported here. */
+static int launch(const op *o, const char *what) {
+    if (stuck(what) || submit(o)) return -1;
+    int e = pending;
+    pending = 0;
+    return e ? wbcu_device_fail(e, what) : 0;
+}
+
+/* cuBLASLt's side of a plan: the heuristic is a host call CUDA refuses while capturing. */
+static char plan_marker;
+static int dev_plan_build(wbcu_plan *pl) {
+    if (refused_in_capture("cublasLtMatmulAlgoGetHeuristic")) return -1;
+    if (pl->key.activation != WB_CU_ACT_NONE && pl->key.activation != WB_CU_ACT_GELU_TANH)
+        return fail("mock: cuBLASLt has no epilogue for activation %d (only the tanh GELU)", pl->key.activation);
+    pl->impl = &plan_marker;
+    return 0;
+}
+static void dev_plan_destroy(wbcu_plan *pl) { pl->impl = NULL; }
+
+/* An operand below the plan's alignment preference (cuBLASLt's default: 256 bytes). */
+static int under_aligned(const void *p, uint32_t pref, char which) {
+    uint32_t need = pref ? pref : 256;
+    if (((uintptr_t)p & (need - 1)) == 0) return 0;
+    return fail("mock cuBLASLt: cublasLtMatmul failed: CUBLAS_STATUS_NOT_SUPPORTED (%c at %p is not %u-byte aligned, as "
+                "its plan's CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%c_BYTES assumes)",
+                which, p, need, which);
+}
+
+static int dev_matmul(const wbcu_plan *pl, const wb_cuda_gemm *g) {
+    if (stuck("cublasLtMatmul")) return -1;
     /* cuBLASLt's rules: ld >= rows of the stored matrix */
     int64_t ar = g->transa ? g->k : g->m, br = g->transb ? g->n : g->k;
+    if (g->m <= 0 || g->n <= 0 || g->k <= 0)
+        return fail("mock: cuBLASLt rejects m=%lld n=%lld k=%lld", (long long)g->m, (long long)g->n, (long long)g->k);
     if (g->lda < ar || g->ldb < br || g->ldd < g->m)
         return fail("mock: invalid leading dimension (lda %lld < %lld, ldb %lld < %lld or ldd %lld < %lld)",
                     (long long)g->lda, (long long)ar, (long long)g->ldb, (long long)br, (long long)g->ldd,
                     (long long)g->m);
-    if (g->activation != WB_CU_ACT_NONE && g->activation != WB_CU_ACT_GELU_TANH)
-        return fail("mock: cuBLASLt has no epilogue for activation %d (only the tanh GELU)", g->activation);
+    if (under_aligned(g->a, pl->min_align[0], 'A') || under_aligned(g->b, pl->min_align[1], 'B') ||
+        under_aligned(g->d, pl->min_align[2], 'D'))
+        return -1;
+    if (g->bias && ((uintptr_t)g->bias & 15u)) { /* the epilogue's vector loads fault: sticky */
+        sticky = ERR_MISALIGNED;
+        return wbcu_device_fail(sticky, "cublasLtMatmul (the bias epilogue)");
+    }
     op o = {.kind = OP_GEMM, .u.g = *g};
     return submit(&o);
 }
 
 static int mock_elementwise(const wb_cuda_ew *e) {
     op o = {.kind = OP_EW, .u.e = *e};
-    return submit(&o);
+    return launch(&o, "launching an elementwise kernel");
 }
 
 static int mock_geglu(const wb_cuda_geglu *q) {
     op o = {.kind = OP_GEGLU, .u.q = *q};
-    return submit(&o);
+    return launch(&o, "launching the GeGLU kernel");
 }
 
 static int mock_copy(void *dst, const void *src, size_t nbytes, int kind) {
-    if (capturing && kind != WB_CU_COPY_D2D) return fail("mock: a synchronous copy while capturing (CUDA refuses it)");
+    if (stuck("cudaMemcpyAsync")) return -1;
+    if (kind != WB_CU_COPY_D2D && refused_in_capture("cudaMemcpyAsync (a synchronous copy)")) return -1;
     uint64_t t0 = now_ns();
     memmove(dst, src, nbytes);
-    uint32_t corr = api_call("cudaMemcpyAsync", 41, WB_CU_API_OTHER, t0);
+    uint32_t corr = api_call(WB_CU_REC_RUNTIME, "cudaMemcpyAsync", 41, WB_CU_API_OTHER, t0);
     wb_cuda_record r = {0};
     r.kind = WB_CU_REC_MEMCPY;
     r.name = kind == WB_CU_COPY_H2D ? "Memcpy HtoD" : kind == WB_CU_COPY_D2H ? "Memcpy DtoH" : "Memcpy DtoD";
@@ -319,9 +406,9 @@ static int mock_copy(void *dst, const void *src, size_t nbytes, int kind) {
 }
 
 static int mock_synchronize(void) {
-    if (capturing) return fail("mock: synchronize while capturing (CUDA refuses it)");
+    if (stuck("cudaStreamSynchronize") || refused_in_capture("cudaStreamSynchronize")) return -1;
     uint64_t t0 = now_ns();
-    uint32_t corr = api_call("cudaStreamSynchronize", 131, WB_CU_API_SYNC, t0);
+    uint32_t corr = api_call(WB_CU_REC_RUNTIME, "cudaStreamSynchronize", 131, WB_CU_API_SYNC, t0);
     wb_cuda_record r = {0}; /* the wait itself, as CUPTI's synchronization records give it */
     r.kind = WB_CU_REC_SYNC;
     r.name = "sync wait: stream";
@@ -336,8 +423,10 @@ static int mock_synchronize(void) {
 /* ---- graphs ------------------------------------------------------------------------------------ */
 
 static int mock_graph_begin(void) {
+    if (stuck("cudaStreamBeginCapture")) return -1;
     if (capturing) return fail("mock: a capture is already running");
     capturing = 1;
+    invalidated = 0;
     capture.ops = NULL;
     capture.n = 0;
     return 0;
@@ -348,6 +437,11 @@ static int graph_ids;
 static int mock_graph_end(void **exec) {
     if (!capturing) return fail("mock: no capture to end");
     capturing = 0;
+    if (invalidated) {
+        free(capture.ops);
+        pending = ERR_CAPTURE_INVALIDATED;
+        return wbcu_device_fail(pending, "cudaStreamEndCapture (was an unsupported call made while capturing?)");
+    }
     graph *g = *exec;
     if (g) { /* update in place: the mock's topology check is the op count and kinds */
         int same = g->n == capture.n;
@@ -371,7 +465,8 @@ static int mock_graph_end(void **exec) {
 
 static int mock_graph_launch(void *exec) {
     graph *g = exec;
-    uint32_t corr = api_call("cudaGraphLaunch", 311, WB_CU_API_GRAPH_LAUNCH, now_ns());
+    if (stuck("cudaGraphLaunch")) return -1;
+    uint32_t corr = api_call(WB_CU_REC_RUNTIME, "cudaGraphLaunch", 311, WB_CU_API_GRAPH_LAUNCH, now_ns());
     for (int i = 0; i < g->n; i++)
         execute(&g->ops[i], corr, (uint32_t)graph_ids);
     return 0;
@@ -387,6 +482,8 @@ static void mock_graph_destroy(void *exec) {
 /* ---- trace ------------------------------------------------------------------------------------ */
 
 static int mock_trace_start(void) {
+    if (getenv("WB_MOCK_TRACE_START_FAIL"))
+        return fail("mock: cuptiActivityEnable failed: CUPTI error 999 (CUPTI_ERROR_UNKNOWN)");
     tracing = 1;
     return 0;
 }
@@ -416,21 +513,36 @@ static int mock_timestamp(uint64_t *ns) {
     return 0;
 }
 
-static int mock_trace_clock(void) { return WB_CU_CLOCK_REALTIME; }
+static int mock_trace_clock(void) { return WB_CU_CLOCK_MONOTONIC; }
+
+static const wbcu_device mock_device = {
+    .malloc = dev_malloc,
+    .free = dev_free,
+    .mem_info = dev_mem_info,
+    .synchronize = mock_synchronize,
+    .capturing = dev_capturing,
+    .capture_mode = dev_capture_mode,
+    .consume_error = dev_consume_error,
+    .error_name = err_name,
+    .error_string = err_string,
+    .plan_build = dev_plan_build,
+    .plan_destroy = dev_plan_destroy,
+    .matmul = dev_matmul,
+};
 
 static wb_cuda_api api = {
     .abi_version = WB_CUDA_ABI_VERSION,
     .layout = WB_CUDA_ABI_LAYOUT,
-    .last_error = mock_last_error,
+    .last_error = wbcu_last_error,
     .init = mock_init,
     .info = mock_info,
     .alloc = mock_alloc,
-    .free = mock_free,
-    .empty_cache = mock_empty_cache,
-    .memory_stats = mock_memory_stats,
+    .free = wbcu_free,
+    .empty_cache = wbcu_empty_cache,
+    .memory_stats = wbcu_memory_stats,
     .copy = mock_copy,
     .synchronize = mock_synchronize,
-    .gemm = mock_gemm,
+    .gemm = wbcu_gemm,
     .elementwise = mock_elementwise,
     .geglu = mock_geglu,
     .graph_begin = mock_graph_begin,
@@ -449,6 +561,7 @@ static wb_cuda_api api = {
 /* WB_MOCK_ABI_SKEW=version|gemm|record|enums plays a plugin built from another version of the
  * ABI header, so the core's handshake can be tested. */
 __attribute__((visibility("default"))) const wb_cuda_api *wb_cuda_plugin(int abi_version) {
+    wbcu_set_device(&mock_device);
     const char *skew = getenv("WB_MOCK_ABI_SKEW");
     if (skew && !strcmp(skew, "version")) abi_version++;
     if (skew && !strcmp(skew, "gemm")) api.layout.gemm += 8;

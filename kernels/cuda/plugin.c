@@ -7,7 +7,6 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <cupti.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,28 +15,17 @@
 
 #define WORKSPACE_BYTES ((size_t)32 << 20)
 
-static __thread char last_error[512];
 int wbcu_ready;
 cudaStream_t wbcu_stream;
 static cublasLtHandle_t lt;
 static void *workspace;
 static wb_cuda_info dev_info;
 
-static const char *plugin_last_error(void) { return last_error; }
-
-int wbcu_fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static int cuda_fail(cudaError_t e, const char *what) {
-    return wbcu_fail("%s failed: %s (%s, error %d)", what, cudaGetErrorString(e), cudaGetErrorName(e), (int)e);
-}
+/* Consumes the pending error (plugin_common.c), so the next launch's check is its own. */
+static int cuda_fail(cudaError_t e, const char *what) { return wbcu_device_fail((int)e, what); }
 
 static int lt_fail(cublasStatus_t s, const char *what) {
+    cudaGetLastError(); /* cuBLASLt may have left a runtime error behind */
     return wbcu_fail("%s failed: cuBLASLt status %d (%s)", what, (int)s, cublasLtGetStatusString(s));
 }
 
@@ -108,101 +96,35 @@ static int plugin_info(wb_cuda_info *out) {
     return 0;
 }
 
-/* ---- caching allocator ---------------------------------------------------------------- *
- * Blocks are kept by size class (8 per power of two, 512-byte granularity) on host-side free
- * lists; a miss calls cudaMalloc, and on out-of-memory the cache is emptied and the call retried.
- * Freed blocks are reused only by later work on the same stream, so no event is needed. */
-#define CLASS_STEPS 8
-#define CLASS_COUNT (64 * CLASS_STEPS)
-typedef struct block {
-    void *ptr;
-    size_t bytes;
-    struct block *next;
-} block;
-static block *free_lists[CLASS_COUNT];
-static size_t bytes_allocated, bytes_reserved, bytes_peak;
+/* ---- the device under the shared policy (plugin_common.c) ------------------------------ */
 
-static int size_class(size_t bytes, size_t *class_bytes) {
-    if (bytes <= 512) {
-        *class_bytes = 512;
-        return 0;
-    }
-    int e = 63 - __builtin_clzll((unsigned long long)(bytes - 1));
-    size_t base = (size_t)1 << e, step = base / CLASS_STEPS;
-    size_t k = (bytes - base + step - 1) / step;
-    *class_bytes = (base + k * step + 511) / 512 * 512;
-    return e * CLASS_STEPS + (int)k - 1;
+static int dev_malloc(void **ptr, size_t bytes) { return (int)cudaMalloc(ptr, bytes); }
+static void dev_free(void *ptr) { cudaFree(ptr); }
+static void dev_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) cudaGetLastError();
 }
-
-static int plugin_empty_cache(void) {
-    if (!wbcu_ready) return 0;
-    cudaStreamSynchronize(wbcu_stream);
-    for (int c = 0; c < CLASS_COUNT; c++) {
-        while (free_lists[c]) {
-            block *b = free_lists[c];
-            free_lists[c] = b->next;
-            cudaFree(b->ptr);
-            bytes_reserved -= b->bytes;
-            free(b);
-        }
-    }
-    return 0;
+static int dev_synchronize(void) { return (int)cudaStreamSynchronize(wbcu_stream); }
+static int dev_capturing(void) {
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (!wbcu_ready || cudaStreamIsCapturing(wbcu_stream, &st) != cudaSuccess) return 0;
+    return st == cudaStreamCaptureStatusActive;
 }
+static int dev_capture_mode(int relaxed) {
+    enum cudaStreamCaptureMode m = relaxed ? cudaStreamCaptureModeRelaxed : cudaStreamCaptureModeThreadLocal;
+    cudaThreadExchangeStreamCaptureMode(&m);
+    return m == cudaStreamCaptureModeRelaxed;
+}
+static int dev_consume_error(void) { return (int)cudaGetLastError(); }
+static const char *dev_error_name(int code) { return cudaGetErrorName((cudaError_t)code); }
+static const char *dev_error_string(int code) { return cudaGetErrorString((cudaError_t)code); }
 
 static int plugin_alloc(void **ptr, size_t nbytes) {
     *ptr = NULL;
     if (!wbcu_ready) return wbcu_fail("the CUDA plugin is not initialised");
-    size_t class_bytes;
-    int c = size_class(nbytes ? nbytes : 1, &class_bytes);
-    if (c < CLASS_COUNT && free_lists[c]) {
-        block *b = free_lists[c];
-        free_lists[c] = b->next;
-        *ptr = b->ptr;
-        free(b);
-    } else {
-        cudaError_t e = cudaMalloc(ptr, class_bytes);
-        if (e == cudaErrorMemoryAllocation) {
-            cudaGetLastError();
-            plugin_empty_cache();
-            e = cudaMalloc(ptr, class_bytes);
-        }
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            size_t free_b = 0, total_b = 0;
-            cudaMemGetInfo(&free_b, &total_b);
-            return wbcu_fail("cudaMalloc of %zu bytes failed: %s (device has %zu of %zu bytes free)", class_bytes,
-                             cudaGetErrorString(e), free_b, total_b);
-        }
-        bytes_reserved += class_bytes;
-    }
-    bytes_allocated += class_bytes;
-    if (bytes_allocated > bytes_peak) bytes_peak = bytes_allocated;
-    return 0;
+    return wbcu_alloc(ptr, nbytes);
 }
 
-static void plugin_free(void *ptr, size_t nbytes) {
-    if (!ptr) return;
-    size_t class_bytes;
-    int c = size_class(nbytes ? nbytes : 1, &class_bytes);
-    bytes_allocated -= class_bytes;
-    block *b = malloc(sizeof *b);
-    if (!b || c >= CLASS_COUNT) {
-        free(b);
-        cudaFree(ptr);
-        bytes_reserved -= class_bytes;
-        return;
-    }
-    b->ptr = ptr;
-    b->bytes = class_bytes;
-    b->next = free_lists[c];
-    free_lists[c] = b;
-}
-
-static void plugin_memory_stats(size_t *allocated, size_t *reserved, size_t *peak) {
-    *allocated = bytes_allocated;
-    *reserved = bytes_reserved;
-    *peak = bytes_peak;
-}
+static int plugin_empty_cache(void) { return wbcu_ready ? wbcu_empty_cache() : 0; }
 
 /* ---- copies ----------------------------------------------------------------------------- */
 
@@ -224,64 +146,71 @@ static int plugin_synchronize(void) {
     return 0;
 }
 
-/* ---- cuBLASLt ------------------------------------------------------------------------- *
- * Descriptors and the heuristic's first choice are cached per (dtype, shape, transposes, leading
- * dimensions, epilogue, 16-byte alignment of the operands): a graph capture must find everything
- * ready, and descriptor creation plus a heuristic query cost more host time than the launch. */
-typedef struct gemm_key {
-    int dtype, transa, transb, activation, bias, aligned;
-    int64_t m, n, k, lda, ldb, ldd;
-} gemm_key;
-
-typedef struct gemm_plan {
-    gemm_key key;
-    int used;
+/* ---- cuBLASLt: the device's half of a plan (the cache and its key are plugin_common.c) ---- */
+typedef struct lt_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
-} gemm_plan;
+} lt_plan;
 
-#define PLAN_SLOTS 512
-static gemm_plan plans[PLAN_SLOTS];
-
-static uint64_t key_hash(const gemm_key *k) {
-    const unsigned char *p = (const unsigned char *)k;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof *k; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    return h;
+static void dev_plan_destroy(wbcu_plan *pl) {
+    lt_plan *p = pl->impl;
+    if (!p) return;
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->ld) cublasLtMatrixLayoutDestroy(p->ld);
+    free(p);
+    pl->impl = NULL;
 }
 
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+/* The preference: workspace, and the operands' real alignment (uint32_t, default 256; C is D). */
+static cublasStatus_t set_preferences(cublasLtMatmulPreference_t pref, const wbcu_plan *pl) {
+    uint64_t ws = WORKSPACE_BYTES;
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    static const cublasLtMatmulPreferenceAttributes_t attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    static const int operand[4] = {0, 1, 2, 2};
+    for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++) {
+        uint32_t al = pl->min_align[operand[i]];
+        if (al) s = cublasLtMatmulPreferenceSetAttribute(pref, attr[i], &al, sizeof al);
+    }
+    return s;
+}
 
-static int plan_build(gemm_plan *pl, const gemm_key *k) {
+static int dev_plan_build(wbcu_plan *pl) {
+    const wbcu_gemm_key *k = &pl->key;
     if (k->activation != WB_CU_ACT_NONE && k->activation != WB_CU_ACT_GELU_TANH)
         return wbcu_fail("cuBLASLt has no epilogue for activation %d (only the tanh GELU)", k->activation);
+    lt_plan *p = calloc(1, sizeof *p);
+    if (!p) return wbcu_fail("out of host memory for a cuBLASLt plan");
+    pl->impl = p;
     cudaDataType_t t = k->dtype == WB_CU_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-    cublasStatus_t s = cublasLtMatmulDescCreate(&pl->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasStatus_t s = cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (s) return lt_fail(s, "cublasLtMatmulDescCreate");
     cublasOperation_t ta = k->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = k->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-    cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     cublasLtEpilogue_t epi = k->activation == WB_CU_ACT_GELU_TANH
                                  ? (k->bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
                                  : (k->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
-    s = cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
     if (s) return lt_fail(s, "setting the cuBLASLt epilogue");
     /* Stored as op(A) before the transpose: rows x cols of the matrix in memory. */
     uint64_t ar = k->transa ? (uint64_t)k->k : (uint64_t)k->m, ac = k->transa ? (uint64_t)k->m : (uint64_t)k->k;
     uint64_t br = k->transb ? (uint64_t)k->n : (uint64_t)k->k, bc = k->transb ? (uint64_t)k->k : (uint64_t)k->n;
-    if ((s = cublasLtMatrixLayoutCreate(&pl->la, t, ar, ac, k->lda)) ||
-        (s = cublasLtMatrixLayoutCreate(&pl->lb, t, br, bc, k->ldb)) ||
-        (s = cublasLtMatrixLayoutCreate(&pl->ld, t, (uint64_t)k->m, (uint64_t)k->n, k->ldd)))
+    if ((s = cublasLtMatrixLayoutCreate(&p->la, t, ar, ac, k->lda)) ||
+        (s = cublasLtMatrixLayoutCreate(&p->lb, t, br, bc, k->ldb)) ||
+        (s = cublasLtMatrixLayoutCreate(&p->ld, t, (uint64_t)k->m, (uint64_t)k->n, k->ldd)))
         return lt_fail(s, "cublasLtMatrixLayoutCreate");
     cublasLtMatmulPreference_t pref;
     if ((s = cublasLtMatmulPreferenceCreate(&pref))) return lt_fail(s, "cublasLtMatmulPreferenceCreate");
-    uint64_t ws = WORKSPACE_BYTES;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    s = set_preferences(pref, pl);
     cublasLtMatmulHeuristicResult_t res[8];
     int found = 0;
-    s = cublasLtMatmulAlgoGetHeuristic(lt, pl->desc, pl->la, pl->lb, pl->ld, pl->ld, pref, 8, res, &found);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 8, res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s) return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic");
     /* Fastest first; the first without split-K is preferred: a split-K algorithm may add a
@@ -295,77 +224,52 @@ static int plan_build(gemm_plan *pl, const gemm_key *k) {
         if (cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk,
                                                  &written) == CUBLAS_STATUS_SUCCESS &&
             splitk <= 1) {
-            pl->algo = res[i].algo;
+            p->algo = res[i].algo;
             return 0;
         }
     }
     if (first >= 0) {
-        pl->algo = res[first].algo;
+        p->algo = res[first].algo;
         return 0;
     }
-    return wbcu_fail("cuBLASLt has no algorithm for %s GEMM m=%lld n=%lld k=%lld (%s%s, activation %d)",
+    return wbcu_fail("cuBLASLt has no algorithm for %s GEMM m=%lld n=%lld k=%lld (%s%s, activation %d, operands "
+                     "aligned to %u/%u/%u bytes)",
                      k->dtype == WB_CU_BF16 ? "bf16" : "f32", (long long)k->m, (long long)k->n, (long long)k->k,
-                     k->transa ? "t" : "n", k->transb ? "t" : "n", k->activation);
+                     k->transa ? "t" : "n", k->transb ? "t" : "n", k->activation, k->align_a, k->align_b, k->align_d);
 }
 
-static void plan_destroy(gemm_plan *pl) {
-    if (pl->desc) cublasLtMatmulDescDestroy(pl->desc);
-    if (pl->la) cublasLtMatrixLayoutDestroy(pl->la);
-    if (pl->lb) cublasLtMatrixLayoutDestroy(pl->lb);
-    if (pl->ld) cublasLtMatrixLayoutDestroy(pl->ld);
-    memset(pl, 0, sizeof *pl);
+static int dev_matmul(const wbcu_plan *pl, const wb_cuda_gemm *g) {
+    const lt_plan *p = pl->impl;
+    if (g->bias) {
+        cublasStatus_t s =
+            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof(void *));
+        if (s) return lt_fail(s, "setting the cuBLASLt bias pointer");
+    }
+    float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t s = cublasLtMatmul(lt, p->desc, &alpha, g->a, p->la, g->b, p->lb, &beta, g->d, p->ld, g->d, p->ld,
+                                      &p->algo, workspace, WORKSPACE_BYTES, wbcu_stream);
+    if (s) return lt_fail(s, "cublasLtMatmul");
+    return 0;
 }
+
+static const wbcu_device cuda_device = {
+    .malloc = dev_malloc,
+    .free = dev_free,
+    .mem_info = dev_mem_info,
+    .synchronize = dev_synchronize,
+    .capturing = dev_capturing,
+    .capture_mode = dev_capture_mode,
+    .consume_error = dev_consume_error,
+    .error_name = dev_error_name,
+    .error_string = dev_error_string,
+    .plan_build = dev_plan_build,
+    .plan_destroy = dev_plan_destroy,
+    .matmul = dev_matmul,
+};
 
 static int plugin_gemm(const wb_cuda_gemm *g) {
     if (!wbcu_ready) return wbcu_fail("the CUDA plugin is not initialised");
-    gemm_key k;
-    memset(&k, 0, sizeof k); /* the hash reads the padding */
-    k.dtype = g->dtype;
-    k.transa = g->transa;
-    k.transb = g->transb;
-    k.activation = g->activation;
-    k.bias = g->bias != NULL;
-    k.aligned = aligned16(g->a) && aligned16(g->b) && aligned16(g->d) && (!g->bias || aligned16(g->bias));
-    k.m = g->m;
-    k.n = g->n;
-    k.k = g->k;
-    k.lda = g->lda;
-    k.ldb = g->ldb;
-    k.ldd = g->ldd;
-    uint64_t h = key_hash(&k);
-    gemm_plan *pl = NULL;
-    for (int probe = 0; probe < 8; probe++) {
-        gemm_plan *c = &plans[(h + (uint64_t)probe) % PLAN_SLOTS];
-        if (c->used && !memcmp(&c->key, &k, sizeof k)) {
-            pl = c;
-            break;
-        }
-        if (!c->used) {
-            pl = c;
-            break;
-        }
-    }
-    if (!pl) { /* every probed slot holds another plan: evict the home slot */
-        pl = &plans[h % PLAN_SLOTS];
-        plan_destroy(pl);
-    }
-    if (!pl->used) {
-        memset(pl, 0, sizeof *pl);
-        if (plan_build(pl, &k)) {
-            plan_destroy(pl);
-            return -1;
-        }
-        pl->key = k;
-        pl->used = 1;
-    }
-    if (g->bias) {
-        cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof(void *));
-    }
-    float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t s = cublasLtMatmul(lt, pl->desc, &alpha, g->a, pl->la, g->b, pl->lb, &beta, g->d, pl->ld, g->d,
-                                      pl->ld, &pl->algo, workspace, WORKSPACE_BYTES, wbcu_stream);
-    if (s) return lt_fail(s, "cublasLtMatmul");
-    return 0;
+    return wbcu_gemm(g);
 }
 
 static int plugin_elementwise(const wb_cuda_ew *e) {
@@ -431,13 +335,13 @@ static void plugin_graph_destroy(void *exec) {
 static const wb_cuda_api api = {
     .abi_version = WB_CUDA_ABI_VERSION,
     .layout = WB_CUDA_ABI_LAYOUT,
-    .last_error = plugin_last_error,
+    .last_error = wbcu_last_error,
     .init = plugin_init,
     .info = plugin_info,
     .alloc = plugin_alloc,
-    .free = plugin_free,
+    .free = wbcu_free,
     .empty_cache = plugin_empty_cache,
-    .memory_stats = plugin_memory_stats,
+    .memory_stats = wbcu_memory_stats,
     .copy = plugin_copy,
     .synchronize = plugin_synchronize,
     .gemm = plugin_gemm,
@@ -457,5 +361,6 @@ static const wb_cuda_api api = {
 };
 
 __attribute__((visibility("default"))) const wb_cuda_api *wb_cuda_plugin(int abi_version) {
+    wbcu_set_device(&cuda_device);
     return abi_version == WB_CUDA_ABI_VERSION ? &api : NULL;
 }

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include "plugin_common.h"
 #include "wb_cuda_abi.h"
 
 #ifdef __cplusplus
@@ -14,8 +15,6 @@ extern "C" {
 
 extern int wbcu_ready;           /* the device is initialised (plugin.c) */
 extern cudaStream_t wbcu_stream; /* the one stream every launch goes to */
-/* Sets the message last_error() returns; returns -1. */
-int wbcu_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* CUPTI tracing (plugin_trace.c): the ABI's trace_* members. */
 int wbcu_trace_start(void);
