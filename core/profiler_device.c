@@ -111,9 +111,19 @@ void wb_prof_device_flush(wb_prof *p) {
     if (pairs) qsort(pairs, npairs, sizeof *pairs, corr_cmp);
     if (p->nnotes) qsort(p->notes, p->nnotes, sizeof *p->notes, note_cmp);
     int64_t off = p->device->clock_offset();
+    size_t untimed = 0;
     for (size_t i = 0; i < b.n; i++) {
         const wb_trace_record *r = &b.r[i];
         if (r->kind == WB_CU_REC_EXTERNAL) continue;
+        /* the driver calls cuBLASLt makes for itself (context queries, attribute reads) would
+         * crowd the host lane: of the driver API, launches only */
+        if (r->kind == WB_CU_REC_DRIVER && r->api_kind != WB_CU_API_LAUNCH && r->api_kind != WB_CU_API_GRAPH_LAUNCH)
+            continue;
+        /* 0: CUPTI could not collect the time; such a record would land before the session */
+        if (r->start_ns == 0 || r->end_ns < r->start_ns) {
+            untimed++;
+            continue;
+        }
         corr_pair key = {r->correlation, 0}, *hit = pairs ? bsearch(&key, pairs, npairs, sizeof key, corr_cmp) : NULL;
         /* API calls and the host's waits for the device (synchronization records) are host-side */
         int host = r->kind == WB_CU_REC_RUNTIME || r->kind == WB_CU_REC_DRIVER || r->kind == WB_CU_REC_SYNC;
@@ -140,6 +150,10 @@ void wb_prof_device_flush(wb_prof *p) {
                         .lane = host ? WB_LANE_HOST : WB_LANE_CUDA};
         if (e->kind == WB_EV_KERNEL) e->kernel = record_kind(r, note);
     }
+    if (untimed)
+        snprintf(p->device_note, sizeof p->device_note,
+                 "%zu device record%s had no timestamps (the tracer could not collect them) and %s left out",
+                 untimed, untimed == 1 ? "" : "s", untimed == 1 ? "is" : "are");
     free(pairs);
     free(b.r);
     p->nnotes = 0;

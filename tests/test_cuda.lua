@@ -172,6 +172,26 @@ print("next launch", (x + x):to{device = "cpu"}:tolist()[1])
     lu.assertStrContains(out, "next launch\t2")
 end
 
+function TestNoGpu:test_mock_zero_timestamps_are_left_out()
+    -- CUPTI gives 0 when it could not collect a time: no event may land at a negative time
+    local out, rc = on_mock("WB_MOCK_ZERO_TIMESTAMPS=1", [[
+local x = wb.ones({8, 8}, {device = "cuda"})
+local p = wb.profiler.profile({activities = {"cpu", "device"}})
+p:start()
+wb.profiler.range("r", function() local y = wb.matmul(x, x) + x wb.synchronize("cuda") end)
+p:stop()
+local neg, kernels = 0, 0
+for _, e in ipairs(p:events()) do
+    if e.ts_ns < 0 then neg = neg + 1 end
+    if e.cat == "kernel" then kernels = kernels + 1 end
+end
+print("negative", neg, "kernels", kernels, "note", p:stats().device_note)
+]])
+    lu.assertEquals(rc, 0, out)
+    lu.assertStrContains(out, "negative\t0\tkernels\t0")
+    lu.assertStrContains(out, "2 device records had no timestamps")
+end
+
 function TestNoGpu:test_mock_trace_start_failure_is_reported()
     local out, rc = on_mock("WB_MOCK_TRACE_START_FAIL=1", [[
 local x = wb.ones({8, 8}, {device = "cuda"})
@@ -321,6 +341,13 @@ function TestGpu:test_trace_one_kernel_per_linear_with_tn()
         end
     end
     print("\n  linear kernel: " .. table.concat(names, ", ") .. "\n  launch records: " .. table.concat(launches, ", "))
+    -- of the driver API (cuBLASLt launches through it), launches only: no internal calls on the host lane
+    for _, e in ipairs(p:events()) do
+        if e.cat == "runtime" then
+            local expected = e.name:find("aunch") or e.name:find("ynchronize") or e.name:find("^sync wait")
+            lu.assertTrue(expected ~= nil, "on the host lane: " .. e.name)
+        end
+    end
     lu.assertStrContains(names[1]:lower(), "tn")
 end
 
