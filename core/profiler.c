@@ -45,7 +45,11 @@ static void on_op_begin(void *user, const wb_op_call *c) {
     wb_prof *p = user;
     frame *f = push_frame(p);
     if (!f) return;
-    if (p->device_on && c->device == p->device->device) { /* kernels -> this op (`to` may end elsewhere) */
+    /* kernels and copies -> this op; a `to` whose target is the traced device copies onto it
+     * (its call names the source's device until its shape rule runs) */
+    int on_device = p->device_on && (c->device == p->device->device ||
+                                     (c->def->id == WB_OP_TO && c->p.to.device == p->device->device));
+    if (on_device) {
         p->device->trace_push(f->id);
         f->device_pushed = 1;
     }

@@ -423,6 +423,25 @@ function TestGpu:test_recapture_compile_and_trace_kinds()
     lu.assertTrue(m.allocated > 0 and m.peak >= m.allocated)
 end
 
+function TestGpu:test_copies_linked_to_their_to_op()
+    gpu()
+    local h, d = wb.ones({4}), wb.ones({4}, {device = "cuda"})
+    wb.synchronize("cuda")
+    local p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    local x = h:to{device = "cuda"}
+    local y = d:to{device = "cpu"}
+    p:stop()
+    local to_ops, copies = {}, {}
+    for _, e in ipairs(p:events()) do
+        if e.cat == "op" and e.name == "to" then to_ops[#to_ops + 1] = e.id end
+        if e.cat == "memcpy" then copies[e.name] = e.correlation end
+    end
+    lu.assertEquals(#to_ops, 2)
+    lu.assertEquals(copies["Memcpy HtoD"], to_ops[1], "the host-to-device copy links to its `to`")
+    lu.assertEquals(copies["Memcpy DtoH"], to_ops[2], "the device-to-host copy links to its `to`")
+end
+
 function TestGpu:test_profiler_started_before_cuda_sees_its_kernels()
     gpu()
     -- a fresh process whose session starts before the first cuda tensor (CUPTI starts then)

@@ -1,10 +1,17 @@
 /* plugin_trace.c: the plugin's CUPTI activity tracer: buffers handed to CUPTI, completed ones
  * queued under a mutex and flattened into wb_cuda_record on the caller's thread, external
- * correlation ids pushed for the core's ops, and CUPTI's clock. */
+ * correlation ids pushed for the core's ops, and the clock (the profiler's CLOCK_MONOTONIC,
+ * handed to CUPTI).
+ *
+ * The activity kinds are enabled once per process and never disabled: disabling
+ * CONCURRENT_KERNEL could deadlock in CUPTI 13.0 (FlushAll could crash; fixed in an update), and
+ * sessions after the first got wrong correlation ids for graph kernels until 13.1. A session is a
+ * window instead: records that start before it, or arrive between sessions, are dropped. */
 #include <cupti.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "plugin_internal.h"
 
@@ -20,7 +27,25 @@ typedef struct done_buffer {
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
 static done_buffer *done_head, *done_tail;
 static uint64_t dropped_total;
-static int callbacks_registered, tracing;
+static int callbacks_registered, kinds_enabled, clock_monotonic;
+static volatile int tracing; /* read on CUPTI's thread */
+static uint64_t session_start;
+
+/* CUPTI's timestamps on the profiler's clock: no offset to measure, immune to clock steps. */
+static uint64_t CUPTIAPI monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void free_list(done_buffer *d) {
+    while (d) {
+        done_buffer *next = d->next;
+        free(d->data);
+        free(d);
+        d = next;
+    }
+}
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
     *buffer = aligned_alloc(8, TRACE_BUFFER);
@@ -36,7 +61,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
         dropped_total += dropped;
         pthread_mutex_unlock(&trace_mu);
     }
-    done_buffer *d = malloc(sizeof *d);
+    done_buffer *d = tracing ? malloc(sizeof *d) : NULL; /* between sessions: dropped */
     if (!d) {
         free(buffer);
         return;
@@ -79,29 +104,36 @@ int wbcu_trace_start(void) {
     if (tracing) return 0;
     CUptiResult r;
     if (!callbacks_registered) {
+        /* before any kind is enabled, so that every record uses it */
+        clock_monotonic = cuptiActivityRegisterTimestampCallback(monotonic_ns) == CUPTI_SUCCESS;
         r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
         if (r != CUPTI_SUCCESS) return cupti_fail(r, "cuptiActivityRegisterCallbacks");
         callbacks_registered = 1;
     }
-    for (int i = 0; i < NKINDS; i++) {
-        r = cuptiActivityEnable(trace_kinds[i]);
-        kind_on[i] = r == CUPTI_SUCCESS;
-        if (!kind_on[i] && i < NREQUIRED) {
-            for (int j = 0; j < i; j++)
-                if (kind_on[j]) cuptiActivityDisable(trace_kinds[j]), kind_on[j] = 0;
-            return cupti_fail(r, "cuptiActivityEnable");
+    if (!kinds_enabled) {
+        for (int i = 0; i < NKINDS; i++) {
+            r = cuptiActivityEnable(trace_kinds[i]);
+            kind_on[i] = r == CUPTI_SUCCESS;
+            if (!kind_on[i] && i < NREQUIRED) {
+                for (int j = 0; j < i; j++)
+                    if (kind_on[j]) cuptiActivityDisable(trace_kinds[j]), kind_on[j] = 0;
+                return cupti_fail(r, "cuptiActivityEnable");
+            }
         }
+        kinds_enabled = 1;
     }
+    pthread_mutex_lock(&trace_mu); /* what completed since the last session is not this one's */
+    done_buffer *old = done_head;
+    done_head = done_tail = NULL;
+    dropped_total = 0;
+    pthread_mutex_unlock(&trace_mu);
+    free_list(old);
+    wbcu_timestamp(&session_start);
     tracing = 1;
     return 0;
 }
 
-void wbcu_trace_stop(void) {
-    if (!tracing) return;
-    for (int i = 0; i < NKINDS; i++)
-        if (kind_on[i]) cuptiActivityDisable(trace_kinds[i]), kind_on[i] = 0;
-    tracing = 0;
-}
+void wbcu_trace_stop(void) { tracing = 0; }
 
 static int api_kind_of(const char *name) {
     if (!name) return WB_CU_API_OTHER;
@@ -127,6 +159,7 @@ static const char *copy_kind_name(int k) {
      (r).device = (m)->deviceId, (r).stream = (m)->streamId, (r).bytes = (m)->bytes)
 
 static void deliver(CUpti_Activity *a, wb_cuda_record_fn fn, void *user) {
+    if (!tracing) return;
     wb_cuda_record r;
     memset(&r, 0, sizeof r);
     switch (a->kind) {
@@ -200,6 +233,8 @@ static void deliver(CUpti_Activity *a, wb_cuda_record_fn fn, void *user) {
     }
     default: return;
     }
+    /* before the session (buffered between sessions); 0 is "not collected": the core counts it */
+    if (r.start_ns && r.start_ns < session_start) return;
     fn(user, &r);
 }
 
@@ -214,15 +249,12 @@ int wbcu_trace_flush(wb_cuda_record_fn fn, void *user, uint64_t *dropped) {
     *dropped = dropped_total;
     dropped_total = 0;
     pthread_mutex_unlock(&trace_mu);
-    while (list) {
+    for (done_buffer *d = list; d; d = d->next) {
         CUpti_Activity *rec = NULL;
-        while (cuptiActivityGetNextRecord(list->data, list->valid, &rec) == CUPTI_SUCCESS)
+        while (cuptiActivityGetNextRecord(d->data, d->valid, &rec) == CUPTI_SUCCESS)
             deliver(rec, fn, user);
-        done_buffer *next = list->next;
-        free(list->data);
-        free(list);
-        list = next;
     }
+    free_list(list);
     return 0;
 }
 
@@ -236,9 +268,13 @@ void wbcu_pop_correlation(void) {
 }
 
 int wbcu_timestamp(uint64_t *ns) {
+    if (clock_monotonic) {
+        *ns = monotonic_ns();
+        return 0;
+    }
     CUptiResult r = cuptiGetTimestamp(ns);
     if (r != CUPTI_SUCCESS) return cupti_fail(r, "cuptiGetTimestamp");
     return 0;
 }
 
-int wbcu_trace_clock(void) { return WB_CU_CLOCK_REALTIME; }
+int wbcu_trace_clock(void) { return clock_monotonic ? WB_CU_CLOCK_MONOTONIC : WB_CU_CLOCK_REALTIME; }
