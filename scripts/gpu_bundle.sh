@@ -2,7 +2,10 @@
 # gpu_bundle.sh: packs what scripts/gpu_check.sh needs into .gpu/ (git-ignored), so a GPU
 # machine whose image has the CUDA toolkit but no Lua (the device machines here: Ubuntu, no
 # package registry) can run the checks without building: the Release workbench and its CUDA
-# plugin built here, the Lua runtime and C modules they load, and the pure-Lua modules.
+# plugin built here (and the mock, for the tests that run on it), the CUDA runtime and CUPTI the
+# plugin was linked with (both redistributable under the CUDA EULA; cuBLASLt is too, but at
+# ~500 MB it is taken from the GPU machine, which gpu_check.sh searches), the Lua runtime and C
+# modules they load, and the pure-Lua modules.
 #
 #   scripts/bootstrap.sh && scripts/gpu_bundle.sh     # then carry .gpu to the GPU machine:
 #   device run: command "sh scripts/gpu_check.sh", carry [".gpu"]
@@ -12,7 +15,12 @@ cd "$(dirname "$0")/.."
 [ -f build/libwb_cuda.so ] || { echo "gpu_bundle: build/libwb_cuda.so is missing: the CUDA toolkit was not found" >&2; exit 1; }
 rm -rf .gpu
 mkdir -p .gpu/bin .gpu/lib .gpu/lua
-cp build/workbench build/libwb_cuda.so .gpu/bin/
+cp build/workbench build/libwb_cuda.so build/libwb_cuda_mock.so .gpu/bin/
+for lib in libcudart.so.13 libcupti.so.13; do
+    path=$(ldd build/libwb_cuda.so | awk -v l="$lib" '$1 == l { print $3 }')
+    [ -n "$path" ] || { echo "gpu_bundle: the plugin does not resolve $lib here" >&2; exit 1; }
+    cp -L "$path" .gpu/lib/
+done
 # the shared libraries workbench needs that a CUDA image may lack (CUDA's own stay there)
 for lib in liblua5.4.so.0 libreadline.so.8 libtinfo.so.6 libgomp.so.1; do
     path=$(ldd build/workbench | awk -v l="$lib" '$1 == l { print $3 }')

@@ -2,7 +2,7 @@
 -- the cpu fallback of --device auto, and nothing else broken. With one: every cuda op against
 -- the cpu result, views on device tensors, the trace's structure (one kernel per linear, `tn` in
 -- cuBLAS's name, GeGLU kernel counts) and graph replay equal to eager. GPU tests skip with the
--- reason when no GPU is present.
+-- reason when no GPU is present; with WB_REQUIRE_GPU=1 (scripts/gpu_check.sh) a skip is a failure.
 local lu = require("luaunit")
 
 local EXE = os.getenv("WB_EXE") or "workbench"
@@ -23,8 +23,22 @@ local function raises(pattern, fn)
     lu.assertStrContains(tostring(err), pattern)
 end
 
+local REQUIRE = os.getenv("WB_REQUIRE_GPU") == "1"
+
+-- a test that cannot run here: skipped, or failed where a GPU is required
+local function skip(reason)
+    if REQUIRE then lu.fail("skipped where WB_REQUIRE_GPU=1 asks for every test: " .. reason) end
+    lu.skip(reason)
+end
+
 local function gpu()
-    lu.skipIf(not HAVE, "no GPU here: " .. tostring(WHY))
+    if not HAVE then skip("no GPU here: " .. tostring(WHY)) end
+end
+
+-- the tests of a machine without a GPU have nothing to check on one (not a skip there)
+local function no_gpu()
+    if HAVE and not REQUIRE then lu.skip("a GPU is present") end
+    return not HAVE
 end
 
 -- ---- without a GPU ------------------------------------------------------------------------------
@@ -32,7 +46,7 @@ end
 TestNoGpu = {}
 
 function TestNoGpu:test_reason_is_named()
-    if HAVE then lu.skip("a GPU is present") end
+    if not no_gpu() then return end
     lu.assertFalse(wb.cuda.is_available())
     lu.assertStrContains(WHY, "device 'cuda' is not available: ")
     -- one of the three reasons, never a bare failure
@@ -43,7 +57,7 @@ function TestNoGpu:test_reason_is_named()
 end
 
 function TestNoGpu:test_every_cuda_request_fails_clearly()
-    if HAVE then lu.skip("a GPU is present") end
+    if not no_gpu() then return end
     raises("zeros: device 'cuda' is not available", function() return wb.zeros({2}, {device = "cuda"}) end)
     raises("randn: device 'cuda' is not available", function() return wb.randn({2}, {device = "cuda"}) end)
     raises("tensor: device 'cuda' is not available", function() return wb.tensor({1, 2}, {device = "cuda"}) end)
@@ -67,7 +81,7 @@ function TestNoGpu:test_every_cuda_request_fails_clearly()
 end
 
 function TestNoGpu:test_device_auto_falls_back_to_cpu()
-    if HAVE then lu.skip("a GPU is present") end
+    if not no_gpu() then return end
     local out, rc = sh(EXE .. " --device auto -e 'print(wb.default_device(), wb.zeros({1}).device)'")
     lu.assertEquals(rc, 0, out)
     lu.assertStrContains(out, "cpu\tcpu")
@@ -212,7 +226,7 @@ end
 function TestNoGpu:test_plugin_links_no_driver_and_references_the_libraries()
     local plugin = (os.getenv("WB_EXE") or ""):gsub("workbench$", "libwb_cuda.so")
     local f = io.open(plugin, "rb")
-    if not f then lu.skip("the CUDA plugin is not built in this build (" .. plugin .. ")") end
+    if not f then skip("the CUDA plugin is not built in this build (" .. plugin .. ")") end
     f:close()
     local needed = sh("objdump -p " .. plugin .. " | grep NEEDED")
     lu.assertStrContains(needed, "libcudart.so")
