@@ -115,11 +115,12 @@ static void dev_free(void *ptr) {
 
 static void dev_mem_info(size_t *f, size_t *t) { *f = *t = (size_t)1 << 30; }
 static int dev_capturing(void) { return capturing; }
-static int dev_capture_mode(int r) {
+static int dev_relax(void) {
     int was = relaxed;
-    relaxed = r;
+    relaxed = 1;
     return was;
 }
+static void dev_restore_mode(int previous) { relaxed = previous; }
 static int dev_consume_error(void) {
     int e = pending;
     pending = 0;
@@ -521,7 +522,8 @@ static const wbcu_device mock_device = {
     .mem_info = dev_mem_info,
     .synchronize = mock_synchronize,
     .capturing = dev_capturing,
-    .capture_mode = dev_capture_mode,
+    .relax = dev_relax,
+    .restore_mode = dev_restore_mode,
     .consume_error = dev_consume_error,
     .error_name = err_name,
     .error_string = err_string,

@@ -109,10 +109,15 @@ static int dev_capturing(void) {
     if (!wbcu_ready || cudaStreamIsCapturing(wbcu_stream, &st) != cudaSuccess) return 0;
     return st == cudaStreamCaptureStatusActive;
 }
-static int dev_capture_mode(int relaxed) {
-    enum cudaStreamCaptureMode m = relaxed ? cudaStreamCaptureModeRelaxed : cudaStreamCaptureModeThreadLocal;
+/* The thread's own mode comes back as it was (Global by default, not the capture's ThreadLocal). */
+static int dev_relax(void) {
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
     cudaThreadExchangeStreamCaptureMode(&m);
-    return m == cudaStreamCaptureModeRelaxed;
+    return (int)m;
+}
+static void dev_restore_mode(int previous) {
+    enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)previous;
+    cudaThreadExchangeStreamCaptureMode(&m);
 }
 static int dev_consume_error(void) { return (int)cudaGetLastError(); }
 static const char *dev_error_name(int code) { return cudaGetErrorName((cudaError_t)code); }
@@ -258,7 +263,8 @@ static const wbcu_device cuda_device = {
     .mem_info = dev_mem_info,
     .synchronize = dev_synchronize,
     .capturing = dev_capturing,
-    .capture_mode = dev_capture_mode,
+    .relax = dev_relax,
+    .restore_mode = dev_restore_mode,
     .consume_error = dev_consume_error,
     .error_name = dev_error_name,
     .error_string = dev_error_string,

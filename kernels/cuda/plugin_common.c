@@ -26,9 +26,9 @@ int wbcu_device_fail(int code, const char *what) {
     return wbcu_fail("%s failed: %s (%s, error %d)", what, dev->error_string(code), dev->error_name(code), code);
 }
 
-int wbcu_relax_begin(void) { return dev->capturing() ? dev->capture_mode(1) : -1; }
+int wbcu_relax_begin(void) { return dev->capturing() ? dev->relax() : -1; }
 void wbcu_relax_end(int previous) {
-    if (previous >= 0) dev->capture_mode(previous);
+    if (previous >= 0) dev->restore_mode(previous);
 }
 
 /* ---- caching allocator ---------------------------------------------------------------- *
@@ -119,11 +119,11 @@ void wbcu_free(void *ptr, size_t nbytes) {
     int c = size_class(nbytes ? nbytes : 1, &class_bytes);
     bytes_allocated -= class_bytes;
     block *b = malloc(sizeof *b);
-    if (!b || c >= CLASS_COUNT) {
+    if (!b || c >= CLASS_COUNT) { /* cannot be listed: given back, but never while capturing
+                                   * (cudaFree synchronises the device), where it is kept */
         free(b);
-        int relaxed = wbcu_relax_begin();
+        if (dev->capturing()) return;
         dev->free(ptr);
-        wbcu_relax_end(relaxed);
         bytes_reserved -= class_bytes;
         return;
     }

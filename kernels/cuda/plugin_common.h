@@ -38,7 +38,8 @@ typedef struct wbcu_device {
     void (*mem_info)(size_t *free_bytes, size_t *total_bytes);
     int (*synchronize)(void);
     int (*capturing)(void);           /* 1 while the stream is being captured */
-    int (*capture_mode)(int relaxed); /* sets this thread's capture mode (1 relaxed); returns the previous */
+    int (*relax)(void);               /* this thread's capture mode to relaxed; returns the previous (>= 0) */
+    void (*restore_mode)(int previous);
     int (*consume_error)(void);       /* the pending error, cleared (cudaGetLastError) */
     const char *(*error_name)(int code);
     const char *(*error_string)(int code);
