@@ -15,8 +15,9 @@ typedef enum wb_event_kind {
     WB_EV_MEMORY,
     WB_EV_RANGE,
     WB_EV_STEP,
-    WB_EV_MEMCPY, /* a copy or memset on a device stream (CUPTI) */
+    WB_EV_MEMCPY, /* a copy on a device stream (CUPTI) */
     WB_EV_THREAD, /* one worker thread's share of a parallel cpu kernel, on its own lane */
+    WB_EV_MEMSET, /* a memset on a device stream (CUPTI; cuBLASLt's split-K workspaces, ...) */
 } wb_event_kind;
 
 /* Lanes: the host thread, and one lane per device stream (the CPU device has its own, so a

@@ -146,6 +146,7 @@ void wb_prof_device_flush(wb_prof *p) {
                         .cbid = host ? (uint16_t)r->cbid : 0,
                         .kind = host                          ? WB_EV_RUNTIME
                                 : r->kind == WB_CU_REC_KERNEL ? WB_EV_KERNEL
+                                : r->kind == WB_CU_REC_MEMSET ? WB_EV_MEMSET
                                                               : WB_EV_MEMCPY,
                         .lane = host ? WB_LANE_HOST : WB_LANE_CUDA};
         if (e->kind == WB_EV_KERNEL) e->kernel = record_kind(r, note);

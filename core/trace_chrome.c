@@ -42,8 +42,8 @@ static void json_string(FILE *f, const char *s) {
 }
 
 const char *wb_event_kind_name(int kind) {
-    static const char *const names[] = {"op", "kernel", "runtime", "memory", "range", "step", "memcpy", "thread"};
-    return kind >= 0 && kind <= WB_EV_THREAD ? names[kind] : "?";
+    static const char *const names[] = {"op", "kernel", "runtime", "memory", "range", "step", "memcpy", "thread", "memset"};
+    return kind >= 0 && kind <= WB_EV_MEMSET ? names[kind] : "?";
 }
 
 static void shapes_json(FILE *f, const wb_prof *p, const wb_event *e) {

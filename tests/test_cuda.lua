@@ -206,6 +206,27 @@ print("negative", neg, "kernels", kernels, "note", p:stats().device_note)
     lu.assertStrContains(out, "2 device records had no timestamps")
 end
 
+function TestNoGpu:test_memsets_are_memsets_not_copies()
+    -- cuBLASLt's split-K algorithms zero a workspace before their kernel: a memset record is a
+    -- "memset" event (device time of the op that launched it), never a copy
+    local out, rc = on_mock("WB_MOCK_GEMM_MEMSET=1", [[
+local x = wb.ones({8, 8}, {device = "cuda"})
+local p = wb.profiler.profile({activities = {"cpu", "device"}})
+p:start()
+local y = wb.matmul(x, x)
+wb.synchronize("cuda")
+p:stop()
+for _, e in ipairs(p:events()) do
+    if e.name == "Memset" then print("memset event", e.cat, e.lane:sub(1, 4), e.bytes) end
+end
+print(p:table())
+]])
+    lu.assertEquals(rc, 0, out)
+    lu.assertStrContains(out, "memset event\tmemset\tcuda\t4096")
+    lu.assertNotStrContains(out, "memset event\tmemcpy")
+    lu.assertNotNil(out:match("\nMemset%s"), "a row of its own in the table: " .. out)
+end
+
 function TestNoGpu:test_mock_trace_start_failure_is_reported()
     local out, rc = on_mock("WB_MOCK_TRACE_START_FAIL=1", [[
 local x = wb.ones({8, 8}, {device = "cuda"})

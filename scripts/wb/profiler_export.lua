@@ -51,7 +51,7 @@ function M.folded_stacks(events)
         weights[key] = (weights[key] or 0) + ns
     end
     for _, e in ipairs(events) do
-        if e.cat == "kernel" or e.cat == "memcpy" then
+        if e.cat == "kernel" or e.cat == "memcpy" or e.cat == "memset" then
             local launcher = by_id[e.correlation]
             local frames = launcher and path_of(launcher) or {}
             frames[#frames + 1] = frame(e.name)

@@ -51,7 +51,7 @@ function M.key_averages(self, o)
     -- that launched it and as total for every op above that one
     local dev_self, dev_total, nk = {}, {}, {}
     for _, e in ipairs(events) do
-        if e.cat == "kernel" or e.cat == "memcpy" then
+        if e.cat == "kernel" or e.cat == "memcpy" or e.cat == "memset" then
             own_kernels[#own_kernels + 1] = e
             local id = e.correlation
             dev_self[id] = (dev_self[id] or 0) + e.dur_ns
@@ -171,7 +171,7 @@ function M.table(self, o)
     end
     local info = wb.device_info(on_cuda and "cuda" or nil)
     local self_total, dev_total = 0, 0
-    local function on_device(r) return r.kind == "kernel" or r.kind == "memcpy" end
+    local function on_device(r) return r.kind == "kernel" or r.kind == "memcpy" or r.kind == "memset" end
     for _, r in ipairs(rows) do
         if not on_device(r) then self_total = self_total + r.self_cpu_ns end
         if on_device(r) then dev_total = dev_total + r.device_total_ns end
