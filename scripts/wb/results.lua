@@ -55,7 +55,9 @@ end
 -- wb.results(name[, {columns = {...}, keys = {...}}]): columns fixes the column order (others
 -- follow, sorted); keys names the columns that identify a row (workbench compare aligns on them).
 -- config: run-wide settings (dim, dtype, ...) that workbench compare requires to match;
--- target_noise: the noise above which a row is unstable; quiet = true skips the busy warning.
+-- target_noise: the noise above which a row is unstable; quiet = true skips the busy warning;
+-- machine_start: the machine's state when the measurements began (wb.machine.state(); default:
+-- now), for a caller that creates its results after measuring (wb.sweep).
 local function results(name, o)
     if type(name) ~= "string" or not name:match("^[%w_%-%.]+$") then
         error("results: name must be a plain file name (letters, digits, _ - .), got " .. tostring(name), 2)
@@ -64,7 +66,8 @@ local function results(name, o)
     local target = o and o.target_noise or 0.05
     if type(target) ~= "number" or target < 0 then error("results: target_noise must be a number >= 0", 2) end
     local self = setmetatable({name = name, rows = {}, columns = {}, seen = {}, keys = o and o.keys,
-        config = o and o.config, target_noise = target, machine_start = machine.state()}, Results)
+        config = o and o.config, target_noise = target, machine_start = o and o.machine_start or machine.state()},
+        Results)
     if not (o and o.quiet) then
         local w = machine.warning(self.machine_start)
         if w then io.stderr:write(w, "\n") end

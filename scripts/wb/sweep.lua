@@ -269,6 +269,11 @@ end
 function Sweep:run()
     local spec = self.spec
     local say = self.quiet and function() end or print
+    -- the machine as the measurements begin: a busy one gets its warning before the figures
+    local machine = require("wb.machine")
+    self.machine_start = machine.state()
+    local busy = not self.quiet and machine.warning(self.machine_start)
+    if busy then io.stderr:write(busy, "\n") end
     if self.shard then
         local names = {}
         for i, p in ipairs(self.mine) do names[i] = p.name end
@@ -319,7 +324,8 @@ function Sweep:save(o)
     if not self.rows then error("sweep: save before run", 2) end
     local keys = {}
     for i, a in ipairs(self.axes) do keys[i] = a.name end
-    local r = results(self.spec.name, {keys = keys, columns = self.spec.columns})
+    local r = results(self.spec.name, {keys = keys, columns = self.spec.columns, machine_start = self.machine_start,
+        quiet = self.machine_start ~= nil})
     for _, row in ipairs(self.rows) do r:add(row) end
     return r:save{dir = o.dir, html_extra = o.html_extra, file = self:file_name(), extra = {sweep = self:description()}}
 end
