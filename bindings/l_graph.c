@@ -69,9 +69,38 @@ static int g_tostring(lua_State *L) {
 
 static int g_recapture(lua_State *L);
 
+/* g:input(t) -> index, why_not: declares t (a tensor the capture read) as an input that later
+ * replays may read from another tensor (g:bind); why_not (or nil) says why they cannot. */
+static int g_input(lua_State *L) {
+    wb_graph *g = check_graph(L);
+    int index;
+    const char *why_not;
+    WB_LUA_CHECK(L, wb_graph_input_declare(g, wb_lua_checktensor(L, 2), &index, &why_not));
+    lua_pushinteger(L, index + 1);
+    if (why_not)
+        lua_pushstring(L, why_not);
+    else
+        lua_pushnil(L);
+    return 2;
+}
+
+/* g:bind(i, t) -> true when the replays now read t for input i with no copy; false when t does
+ * not fit (another geometry, a buffer the graph writes): input i reads its captured tensor
+ * again, and the caller copies t into it. g:bind(i) goes back to the captured tensor. */
+static int g_bind(lua_State *L) {
+    wb_graph *g = check_graph(L);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    wb_tensor *t = lua_isnoneornil(L, 3) ? NULL : wb_lua_checktensor(L, 3);
+    if (i < 1 || i > wb_graph_input_count(g))
+        return luaL_error(L, "graph.bind: no input %I (the graph declares %d)", i, wb_graph_input_count(g));
+    lua_pushboolean(L, wb_graph_input_bind(g, (int)i - 1, t));
+    return 1;
+}
+
 static const luaL_Reg graph_methods[] = {
     {"replay", g_replay},         {"recapture", g_recapture}, {"nodes", g_nodes},
-    {"held_bytes", g_held_bytes}, {"release", g_release},     {NULL, NULL},
+    {"held_bytes", g_held_bytes}, {"release", g_release},     {"input", g_input},
+    {"bind", g_bind},             {NULL, NULL},
 };
 
 static int g_index(lua_State *L) {

@@ -45,11 +45,19 @@ double wb_bytes_generated(const wb_op_call *c) {
     return bytes + n * (double)wb_dtype_size(c->out_dtype);
 }
 
+typedef struct generated_launch {
+    void (*fn)(const wb_poi_args *);
+    wb_poi_args a;
+} generated_launch;
+#define IN(i) offsetof(generated_launch, a.in[i])
+static const wb_launch_layout generated_layout = {.size = sizeof(generated_launch),
+                                                  .npointers = 6,
+                                                  .pointers = {IN(0), IN(1), IN(2), IN(3), IN(4),
+                                                               offsetof(generated_launch, a.out)}};
+#undef IN
+
 static void run_generated(void *v) {
-    const struct {
-        void (*fn)(const wb_poi_args *);
-        wb_poi_args a;
-    } *k = v;
+    const generated_launch *k = v;
     k->fn(&k->a);
 }
 
@@ -57,10 +65,7 @@ wb_status wb_cpu_generated_impl(wb_op_call *c) {
     const wb_codegen_kernel *k = c->p.generated.kernel;
     wb_tensor *out = c->out, *tmp[WB_OP_MAX_INPUTS] = {0};
     int nd = out->ndim;
-    struct {
-        void (*fn)(const wb_poi_args *);
-        wb_poi_args a;
-    } launch = {.fn = k->fn};
+    generated_launch launch = {.fn = k->fn};
     wb_poi_args *a = &launch.a;
     a->cols = nd ? out->shape[nd - 1] : 1;
     a->outer = nd ? nd - 1 : 0;
@@ -87,7 +92,7 @@ wb_status wb_cpu_generated_impl(wb_op_call *c) {
     if (!st) {
         int64_t n = a->rows * a->cols;
         wb_kernel_desc d = wb_kernel_desc_for(c, k->kind, n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1);
-        wb_kernel_launch(&d, run_generated, &launch, sizeof launch, NULL);
+        wb_kernel_launch(&d, run_generated, &launch, &generated_layout);
         wb_storage_bump_version(out->storage);
     }
     for (int i = 0; i < WB_OP_MAX_INPUTS; i++)

@@ -44,6 +44,15 @@ static void refresh_gemm(void *v) {
                                        g->up_storage, g->up_offset, g->bf16);
 }
 
+/* packed_b is not listed: refresh re-resolves it from b_storage (a graph never rebinds a weight
+ * whose storage a context names: core/graph.c) */
+static const wb_launch_layout gemm_layout = {
+    .size = sizeof(gemm_launch),
+    .refresh = refresh_gemm,
+    .npointers = 6,
+    .pointers = {offsetof(gemm_launch, p.a), offsetof(gemm_launch, p.b), offsetof(gemm_launch, p.b_up),
+                 offsetof(gemm_launch, p.c), offsetof(gemm_launch, p.bias), offsetof(gemm_launch, p.bias_up)}};
+
 static wb_gemm_store store_for(wb_activation act) {
     return act == WB_ACT_GELU_TANH  ? WB_STORE_GELU_TANH
            : act == WB_ACT_GELU_ERF ? WB_STORE_GELU_ERF
@@ -68,7 +77,7 @@ static wb_status launch_gemm(const wb_op_call *c, const wb_cpu_isa *isa, int bf1
     key.isa = isa->name;
     key.tile_m = isa->mr, key.tile_n = isa->nr;
     wb_kernel_desc d = wb_kernel_desc_for(c, &key, g.p.threads);
-    wb_kernel_launch(&d, run_gemm, &g, sizeof g, refresh_gemm);
+    wb_kernel_launch(&d, run_gemm, &g, &gemm_layout);
     wb_storage_bump_version(c->out->storage);
     if (g.result) return wb_error(WB_ERR_MEMORY, "out of memory for the GEMM's packing buffers");
     return WB_OK;
@@ -180,6 +189,10 @@ typedef struct act_launch {
     int64_t n;
     int erf_form;
 } act_launch;
+static const wb_launch_layout act_layout = {
+    .size = sizeof(act_launch),
+    .npointers = 3,
+    .pointers = {offsetof(act_launch, x), offsetof(act_launch, u), offsetof(act_launch, y)}};
 
 static void run_activation(void *v) {
     const act_launch *k = v;
@@ -189,7 +202,7 @@ static void run_activation(void *v) {
 static void launch_activation(const wb_op_call *c, const char *op, act_launch k) {
     wb_kernel_desc d = wb_kernel_desc_for(c, &(wb_kernel_kind){.op = op, .isa = k.isa->name},
                                           k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1);
-    wb_kernel_launch(&d, run_activation, &k, sizeof k, NULL);
+    wb_kernel_launch(&d, run_activation, &k, &act_layout);
     wb_storage_bump_version(c->out->storage);
 }
 

@@ -20,7 +20,7 @@
 static void device_launch(const wb_op_call *c, const wb_kernel_kind *key) {
     wb_kernel_desc d = wb_kernel_desc_for(c, key, 0);
     const wb_capture_hooks *cap = wb_capture_hooks_active();
-    if (cap && cap->launch) cap->launch(cap->user, &d, NULL, NULL, 0, NULL);
+    if (cap && cap->launch) cap->launch(cap->user, &d, NULL, NULL, NULL);
     wb_prof_device_launch(&d);
 }
 

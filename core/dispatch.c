@@ -58,9 +58,8 @@ wb_status wb_dispatch(wb_op_id id, wb_op_call *call) {
     return st;
 }
 
-void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx, size_t ctx_size,
-                      void (*refresh)(void *ctx)) {
-    if (capture && capture->launch) capture->launch(capture->user, desc, fn, ctx, ctx_size, refresh);
+void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx, const wb_launch_layout *layout) {
+    if (capture && capture->launch) capture->launch(capture->user, desc, fn, ctx, layout);
     wb_threads_adapt();
     const wb_dispatch_hooks *h = hooks;
     if (h && h->kernel_begin) h->kernel_begin(h->user, desc);

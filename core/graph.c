@@ -1,6 +1,8 @@
 /* graph.c: graphs (see graph.h). On the cpu a node is a kernel descriptor, its function and a
  * private copy of its context; replay refreshes what a context caches (a GEMM's packed weights,
- * so a write to the weight is seen) and launches the nodes in order. A device whose backend
+ * so a write to the weight is seen) and launches the nodes in order. Held and written storages
+ * are kept in hash sets beside their lists, so capture stays linear in the number of ops (a scan
+ * per op made 40k ops take seconds). Rebinding inputs is in graph_inputs.c. A device whose backend
  * captures its own queue (cuda: the plugin's stream into a CUDA graph) is captured while the
  * function runs; the nodes only describe what was queued, and replay is one graph launch
  * through the backend table. A graph holds kernels of one device only. */
@@ -9,32 +11,9 @@
 #include <string.h>
 
 #include "backend.h"
-#include "graph.h"
+#include "graph_impl.h"
 #include "profiler.h"
 #include "storage.h"
-
-typedef struct node {
-    wb_kernel_desc desc;
-    void (*fn)(void *);
-    void (*refresh)(void *);
-    void *ctx;
-} node;
-
-struct wb_graph {
-    node *nodes;
-    size_t n, cap;
-    wb_storage **held; /* retained for the graph's life */
-    size_t nheld, cap_held;
-    wb_storage **written; /* bumped after each replay (caches keyed on versions must see it) */
-    size_t nwritten, cap_written;
-    int capturing, failed;
-    wb_capture_hooks hooks;
-    const wb_backend *queue; /* the device whose queue is captured (cuda), or NULL */
-    int stream_capture;      /* that queue is being captured now */
-    size_t cpu_nodes, device_nodes;
-    void *exec; /* the device's instantiated graph (a CUDA graph) */
-    char why[512];
-};
 
 static wb_graph *capturing;
 
@@ -50,15 +29,9 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
     return 1;
 }
 
-static int contains(wb_storage *const *list, size_t n, const wb_storage *s) {
-    for (size_t i = n; i > 0; i--) /* recent ones first: captures touch the same buffers in runs */
-        if (list[i - 1] == s) return 1;
-    return 0;
-}
-
 static void hold(wb_graph *g, wb_storage *s) {
-    if (!s || contains(g->held, g->nheld, s)) return;
-    if (!grow((void **)&g->held, &g->cap_held, g->nheld + 1, sizeof *g->held)) {
+    if (!s || wb_ptrset_has(&g->held_set, s)) return;
+    if (!grow((void **)&g->held, &g->cap_held, g->nheld + 1, sizeof *g->held) || wb_ptrset_add(&g->held_set, s) < 0) {
         g->failed = 1;
         return;
     }
@@ -66,8 +39,8 @@ static void hold(wb_graph *g, wb_storage *s) {
     g->held[g->nheld++] = s;
 }
 
-static void on_launch(void *user, const wb_kernel_desc *desc, void (*fn)(void *), const void *ctx, size_t size,
-                      void (*refresh)(void *)) {
+static void on_launch(void *user, const wb_kernel_desc *desc, void (*fn)(void *), const void *ctx,
+                      const wb_launch_layout *layout) {
     wb_graph *g = user;
     if (!fn) { /* queued on cuda: the stream capture holds it; keep the description */
         if (!grow((void **)&g->nodes, &g->cap, g->n + 1, sizeof *g->nodes)) {
@@ -79,18 +52,18 @@ static void on_launch(void *user, const wb_kernel_desc *desc, void (*fn)(void *)
         return;
     }
     g->cpu_nodes++;
-    if (!size) { /* a launch that cannot be copied cannot be replayed */
+    if (!layout || !layout->size) { /* a launch that cannot be copied cannot be replayed */
         g->failed = 1;
         return;
     }
-    void *copy = malloc(size);
+    void *copy = malloc(layout->size);
     if (!copy || !grow((void **)&g->nodes, &g->cap, g->n + 1, sizeof *g->nodes)) {
         free(copy);
         g->failed = 1;
         return;
     }
-    memcpy(copy, ctx, size);
-    g->nodes[g->n++] = (node){*desc, fn, refresh, copy};
+    memcpy(copy, ctx, layout->size);
+    g->nodes[g->n++] = (node){*desc, fn, layout, copy};
 }
 
 static void on_op_inputs(void *user, const wb_op_call *call) {
@@ -104,8 +77,9 @@ static void on_storage_new(void *user, wb_storage *s) { hold(user, s); }
 static void on_storage_written(void *user, wb_storage *s) {
     wb_graph *g = user;
     hold(g, s);
-    if (contains(g->written, g->nwritten, s)) return;
-    if (!grow((void **)&g->written, &g->cap_written, g->nwritten + 1, sizeof *g->written)) {
+    if (wb_ptrset_has(&g->written_set, s)) return;
+    if (!grow((void **)&g->written, &g->cap_written, g->nwritten + 1, sizeof *g->written) ||
+        wb_ptrset_add(&g->written_set, s) < 0) {
         g->failed = 1;
         return;
     }
@@ -123,7 +97,11 @@ int wb_graph_needs_warmup(void) {
 /* Starts recording into g (fresh, or emptied for a re-capture that keeps its CUDA graph). */
 static wb_status start(wb_graph *g, const char *what) {
     if (capturing) return wb_error(WB_ERR_UNSUPPORTED, "%s: a capture is already running (captures do not nest)", what);
-    g->hooks = (wb_capture_hooks){g, on_launch, on_op_inputs, on_storage_new, on_storage_written};
+    g->hooks = (wb_capture_hooks){.user = g,
+                                  .launch = on_launch,
+                                  .op_inputs = on_op_inputs,
+                                  .storage_new = on_storage_new,
+                                  .storage_written = on_storage_written};
     /* a device in use that captures its own queue (cuda): capture it too (left empty by a
      * cpu-only function) */
     const wb_backend *queue = NULL;
@@ -167,6 +145,8 @@ wb_status wb_graph_recapture_begin(wb_graph *g) {
         free(g->nodes[i].ctx);
     for (size_t i = 0; i < g->nheld; i++)
         wb_storage_release(g->held[i]);
+    wb_graph_inputs_clear(g); /* their slots pointed into the freed contexts: declare them again */
+    wb_ptrset_clear(&g->held_set), wb_ptrset_clear(&g->written_set);
     g->n = g->nheld = g->nwritten = g->cpu_nodes = g->device_nodes = 0;
     g->failed = 0;
     g->why[0] = '\0';
@@ -227,8 +207,8 @@ wb_status wb_graph_replay(wb_graph *g) {
     }
     for (size_t i = 0; i < g->n && !g->device_nodes; i++) {
         node *nd = &g->nodes[i];
-        if (nd->refresh) nd->refresh(nd->ctx);
-        wb_kernel_launch(&nd->desc, nd->fn, nd->ctx, 0, NULL);
+        if (nd->layout->refresh) nd->layout->refresh(nd->ctx);
+        wb_kernel_launch(&nd->desc, nd->fn, nd->ctx, nd->layout);
     }
     for (size_t i = 0; i < g->nwritten; i++)
         g->written[i]->version++;
@@ -244,7 +224,9 @@ void wb_graph_free(wb_graph *g) {
         free(g->nodes[i].ctx);
     for (size_t i = 0; i < g->nheld; i++)
         wb_storage_release(g->held[i]);
-    free(g->nodes), free(g->held), free(g->written), free(g);
+    wb_graph_inputs_clear(g);
+    wb_ptrset_free(&g->held_set), wb_ptrset_free(&g->written_set);
+    free(g->inputs), free(g->nodes), free(g->held), free(g->written), free(g);
 }
 
 size_t wb_graph_node_count(const wb_graph *g) { return g->n; }

@@ -30,4 +30,19 @@ size_t wb_graph_node_count(const wb_graph *g);
 const wb_kernel_desc *wb_graph_node(const wb_graph *g, size_t i);
 size_t wb_graph_held_bytes(const wb_graph *g);
 
+/* Inputs (graph_inputs.c). Replay normally reads the buffers it was captured on; a declared
+ * input can instead be pointed at another tensor of the same dtype, device, shape and strides,
+ * with no copy: the data pointers into the captured tensor are rewritten in the copied launch
+ * contexts. Declares t (a tensor the capture read) as input *index; *why_not (or NULL) says why
+ * replays of this graph cannot be pointed elsewhere for it (its storage is written by the graph,
+ * a kernel keys cached state on its storage such as a prepacked weight, a device graph). Inputs
+ * are forgotten by a recapture. */
+wb_status wb_graph_input_declare(wb_graph *g, const wb_tensor *t, int *index, const char **why_not);
+/* Points input `index` at t's data for the replays that follow (t's storage retained until the
+ * next bind). Returns 1 when bound; 0 when t cannot be bound (geometry differs, its storage is one
+ * the graph writes, the input is not rebindable): the input then reads its captured tensor again,
+ * and the caller copies t into it. t NULL: back to the captured tensor. */
+int wb_graph_input_bind(wb_graph *g, int index, const wb_tensor *t);
+int wb_graph_input_count(const wb_graph *g);
+
 #endif

@@ -5,6 +5,8 @@
 #ifndef WB_OP_H
 #define WB_OP_H
 
+#include <stddef.h>
+
 #include "kernel.h"
 #include "wb.h"
 
@@ -171,22 +173,34 @@ typedef struct wb_kernel_desc {
     int threads;
 } wb_kernel_desc;
 
-/* Launches `fn(ctx)` on the device described by `desc` (the CPU runs it synchronously). `ctx`
- * must be self-contained (ctx_size bytes, no pointers into memory that dies with the op except
- * storage buffers) so graph capture can keep a copy and re-issue it. `refresh` (optional)
- * re-resolves cached state in a copied ctx before a replay (a GEMM's packed weights). */
+/* How a launch context is laid out, for graph capture: its size (capture keeps a copy), an
+ * optional `refresh` that re-resolves cached state in a copied context before a replay (a GEMM's
+ * packed weights), and the byte offsets of its data pointers (replay points them at new input
+ * buffers: core/graph.c). One static const row per kernel family, declared beside its struct. */
+#define WB_LAUNCH_MAX_POINTERS 8
+typedef struct wb_launch_layout {
+    size_t size;
+    void (*refresh)(void *ctx); /* (optional) */
+    int npointers;
+    size_t pointers[WB_LAUNCH_MAX_POINTERS];
+} wb_launch_layout;
+
 /* The description of a launch by call c (NULL: none): the kind interned from *key, the work
  * counts from the op table's formulas. */
 wb_kernel_desc wb_kernel_desc_for(const wb_op_call *c, const wb_kernel_kind *key, int threads);
 
-void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx, size_t ctx_size,
-                      void (*refresh)(void *ctx));
+/* Launches `fn(ctx)` on the device described by `desc` (the CPU runs it synchronously). `ctx`
+ * must be self-contained (layout->size bytes, no pointers into memory that dies with the op except
+ * storage buffers, every data pointer listed in layout->pointers) so graph capture can keep a
+ * copy and re-issue it on the same or rebound inputs. */
+void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx, const wb_launch_layout *layout);
 
 /* Graph capture observes launches, op inputs, new storages and storage writes (core/graph.c). */
 typedef struct wb_capture_hooks {
     void *user;
-    void (*launch)(void *user, const wb_kernel_desc *desc, void (*fn)(void *), const void *ctx, size_t ctx_size,
-                   void (*refresh)(void *));
+    /* fn and ctx NULL: queued on a device that captures its own queue (cuda) */
+    void (*launch)(void *user, const wb_kernel_desc *desc, void (*fn)(void *), const void *ctx,
+                   const wb_launch_layout *layout);
     void (*op_inputs)(void *user, const wb_op_call *call);
     void (*storage_new)(void *user, wb_storage *s);     /* allocated during capture */
     void (*storage_written)(void *user, wb_storage *s); /* written by a captured kernel */

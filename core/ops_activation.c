@@ -27,6 +27,10 @@ typedef struct act_launch {
     float *y;
     int64_t n;
 } act_launch;
+static const wb_launch_layout act_layout = {
+    .size = sizeof(act_launch),
+    .npointers = 3,
+    .pointers = {offsetof(act_launch, x), offsetof(act_launch, u), offsetof(act_launch, y)}};
 
 static void run_act(void *v) {
     const act_launch *k = v;
@@ -52,7 +56,7 @@ wb_status wb_cpu_activation_impl(wb_op_call *c) {
                     .n = wb_tensor_numel(c->out)};
     wb_kernel_desc d = wb_kernel_desc_for(c, &(wb_kernel_kind){.op = c->def->name, .isa = k.isa->name},
                                           k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1);
-    wb_kernel_launch(&d, run_act, &k, sizeof k, NULL);
+    wb_kernel_launch(&d, run_act, &k, &act_layout);
     wb_storage_bump_version(c->out->storage);
     wb_tensor_free(xc), wb_tensor_free(uc);
     return WB_OK;

@@ -13,6 +13,11 @@
 #include "pointwise_ops.h"
 
 static void run_bf16(void *v) { wb_cpu_bf16_pointwise_run(v); }
+static const wb_launch_layout bf16_layout = {.size = sizeof(wb_cpu_bf16_launch),
+                                             .npointers = 3,
+                                             .pointers = {offsetof(wb_cpu_bf16_launch, out),
+                                                          offsetof(wb_cpu_bf16_launch, a),
+                                                          offsetof(wb_cpu_bf16_launch, b)}};
 
 wb_status wb_cpu_bf16_pointwise(wb_op_call *c) {
     static const char *const ops[] = {
@@ -54,7 +59,7 @@ wb_status wb_cpu_bf16_pointwise(wb_op_call *c) {
         .op = op == WB_BF16_ACT ? wb_op_name(c->def->id) : ops[op], .dtype = "bf16", .isa = k.isa->name, .variant = k.contiguous ? NULL : "strided"};
     wb_kernel_desc d =
         wb_kernel_desc_for(c, &key, k.contiguous && k.n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1);
-    wb_kernel_launch(&d, run_bf16, &k, sizeof k, NULL);
+    wb_kernel_launch(&d, run_bf16, &k, &bf16_layout);
     wb_storage_bump_version(out->storage);
     return WB_OK;
 }

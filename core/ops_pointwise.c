@@ -62,6 +62,10 @@ typedef struct binary_launch {
     const float *a, *b;
     int64_t os[WB_MAX_DIMS], as[WB_MAX_DIMS], bs[WB_MAX_DIMS];
 } binary_launch;
+static const wb_launch_layout binary_layout = {
+    .size = sizeof(binary_launch),
+    .npointers = 3,
+    .pointers = {offsetof(binary_launch, out), offsetof(binary_launch, a), offsetof(binary_launch, b)}};
 
 static void run_binary(void *v) {
     binary_launch *k = v;
@@ -76,6 +80,10 @@ typedef struct binary_flat {
     float *out;
     const float *a, *b;
 } binary_flat;
+static const wb_launch_layout binary_flat_layout = {
+    .size = sizeof(binary_flat),
+    .npointers = 3,
+    .pointers = {offsetof(binary_flat, out), offsetof(binary_flat, a), offsetof(binary_flat, b)}};
 
 static void run_binary_flat(void *v) {
     const binary_flat *k = v;
@@ -99,7 +107,7 @@ wb_status wb_cpu_binary_impl(wb_op_call *c) {
             flat[op] =
                 wb_kernel_kind_intern(&(wb_kernel_kind){.op = binary_ops[op], .isa = "generic", .variant = "contig"});
         wb_kernel_desc d = {.kind = flat[op], .flops = (double)n, .bytes = c->def->bytes(c), .threads = 1};
-        wb_kernel_launch(&d, run_binary_flat, &k, sizeof k, NULL);
+        wb_kernel_launch(&d, run_binary_flat, &k, &binary_flat_layout);
         wb_storage_bump_version(out->storage);
         return WB_OK;
     }
@@ -110,7 +118,7 @@ wb_status wb_cpu_binary_impl(wb_op_call *c) {
     wb_broadcast_strides(c->in[0], out->ndim, out->shape, k.as);
     wb_broadcast_strides(c->in[1], out->ndim, out->shape, k.bs);
     wb_kernel_desc d = generic_desc(c, binary_ops[op], contig ? "contig" : "strided", n);
-    wb_kernel_launch(&d, run_binary, &k, sizeof k, NULL);
+    wb_kernel_launch(&d, run_binary, &k, &binary_layout);
     wb_storage_bump_version(out->storage);
     return WB_OK;
 }
@@ -137,6 +145,8 @@ typedef struct unary_launch {
     int64_t os[WB_MAX_DIMS], as[WB_MAX_DIMS];
     float value;
 } unary_launch;
+static const wb_launch_layout unary_layout = {
+    .size = sizeof(unary_launch), .npointers = 2, .pointers = {offsetof(unary_launch, out), offsetof(unary_launch, a)}};
 
 static void run_unary(void *v) {
     unary_launch *k = v;
@@ -156,7 +166,7 @@ wb_status wb_cpu_neg_impl(wb_op_call *c) {
     memcpy(k.os, out->stride, sizeof k.os);
     memcpy(k.as, a->stride, sizeof k.as);
     wb_kernel_desc d = generic_desc(c, "neg", wb_tensor_is_contiguous(a) ? "contig" : "strided", wb_tensor_numel(out));
-    wb_kernel_launch(&d, run_unary, &k, sizeof k, NULL);
+    wb_kernel_launch(&d, run_unary, &k, &unary_layout);
     wb_storage_bump_version(out->storage);
     return WB_OK;
 }
@@ -204,6 +214,9 @@ typedef struct convert_launch {
     int64_t shape[WB_MAX_DIMS], ds[WB_MAX_DIMS], ss[WB_MAX_DIMS];
     float value;
 } convert_launch;
+static const wb_launch_layout convert_layout = {.size = sizeof(convert_launch),
+                                                .npointers = 2,
+                                                .pointers = {offsetof(convert_launch, dst), offsetof(convert_launch, src)}};
 
 static void run_convert(void *v) {
     convert_launch *k = v;
@@ -229,7 +242,7 @@ static void launch_convert(const wb_op_call *c, const char *op, wb_tensor *dst, 
     memcpy(k.ds, dst->stride, sizeof k.ds);
     if (src) wb_broadcast_strides(src, dst->ndim, dst->shape, k.ss);
     wb_kernel_desc d = generic_desc(c, op, NULL, 1);
-    wb_kernel_launch(&d, run_convert, &k, sizeof k, NULL);
+    wb_kernel_launch(&d, run_convert, &k, &convert_layout);
 }
 
 wb_status wb_cpu_copy_impl(wb_op_call *c) {
@@ -258,7 +271,7 @@ wb_status wb_cpu_copy_impl(wb_op_call *c) {
     wb_broadcast_strides(src, dst->ndim, dst->shape, k.as);
     int contig = wb_same_geometry_contiguous(dst, src);
     wb_kernel_desc d = generic_desc(c, "copy", contig ? "contig" : "strided", wb_tensor_numel(dst));
-    wb_kernel_launch(&d, run_unary, &k, sizeof k, NULL);
+    wb_kernel_launch(&d, run_unary, &k, &unary_layout);
     wb_storage_bump_version(dst->storage);
     wb_tensor_free(tmp);
     return WB_OK;
@@ -284,7 +297,7 @@ wb_status wb_cpu_fill_impl(wb_op_call *c) {
     memcpy(k.shape, dst->shape, sizeof k.shape);
     memcpy(k.os, dst->stride, sizeof k.os);
     wb_kernel_desc d = generic_desc(c, "fill", NULL, wb_tensor_numel(dst));
-    wb_kernel_launch(&d, run_fill, &k, sizeof k, NULL);
+    wb_kernel_launch(&d, run_fill, &k, &unary_layout);
     wb_storage_bump_version(dst->storage);
     return WB_OK;
 }
@@ -306,6 +319,8 @@ typedef struct creation_launch {
     uint64_t seed, offset;
     wb_dtype dtype;
 } creation_launch;
+static const wb_launch_layout creation_layout = {
+    .size = sizeof(creation_launch), .npointers = 1, .pointers = {offsetof(creation_launch, out)}};
 
 /* Values are drawn in f32 (so a seed gives the same numbers in every dtype and on every
  * device, up to the final rounding) and rounded once for bf16. */
@@ -337,7 +352,7 @@ wb_status wb_cpu_creation_impl(wb_op_call *c) {
     creation_launch k = {
         id, wb_tensor_data(c->out), wb_tensor_numel(c->out), c->p.random.seed, c->p.random.offset, c->out->dtype};
     wb_kernel_desc d = generic_desc(c, ops[id == WB_OP_ARANGE ? 0 : id == WB_OP_RAND ? 1 : 2], NULL, k.n);
-    wb_kernel_launch(&d, run_creation, &k, sizeof k, NULL);
+    wb_kernel_launch(&d, run_creation, &k, &creation_layout);
     wb_storage_bump_version(c->out->storage);
     return WB_OK;
 }

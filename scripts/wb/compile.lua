@@ -2,7 +2,7 @@
 --
 --   local fast = wb.compile(function(x) return mlp(x) end)
 --   local y = fast(x)          -- first call per input signature: trace, fuse, capture
---   local y2 = fast(x2)        -- same signature: copy x2 into the graph's input, replay
+--   local y2 = fast(x2)        -- same signature: the replay reads x2 where it read x, no copy
 --
 -- Tracing runs fn eagerly while recording the ops it calls (linear, matmul, addmm, gelu, geglu,
 -- geglu_linear, add, mul) and which tensors flow between them. Fusion rules rewrite that op
@@ -17,6 +17,10 @@
 -- captured with wb.graph.capture and replayed on later calls. Guards: the signature is the
 -- shapes, dtypes and devices of the tensor arguments and the values of the others; a new
 -- signature is traced again, up to opts.max_signatures (8), then the call fails with a message.
+-- A later call's tensor arguments are bound into the replayed launches (their data pointers
+-- rewritten, no copy kernel) when they have the traced strides and are not buffers the graph
+-- writes; otherwise (a transposed view, an output passed back in, a weight the GEMM prepacked,
+-- cuda) they are copied into the graph's private input buffers, and explain says why.
 -- Outputs are the graph's buffers, rewritten by the next call (clone() to keep one). The
 -- profiler shows each call as a "compiled region" range.
 
@@ -31,6 +35,11 @@ local codegen = require("wb.codegen")
 local TRACED = {"linear", "matmul", "addmm", "gelu", "geglu", "geglu_linear", "add", "mul", "sub", "div", "neg", "silu",
     "sigmoid", "relu", "tanh", "exp", "swiglu", "swiglu_linear"}
 local METAMETHODS = {__add = "add", __sub = "sub", __mul = "mul", __div = "div", __unm = "neg"}
+-- Tensor methods are traced too (x:silu() is wb.silu(x)); the views and copies among them are
+-- recorded as nodes of their own, so a view of an input is taken again from the input on each
+-- call instead of being frozen at trace time.
+local METHODS = {"add", "sub", "mul", "div", "neg", "silu", "sigmoid", "relu", "tanh", "exp", "t", "transpose",
+    "permute", "view", "reshape", "flatten", "narrow", "select", "expand", "as_strided", "contiguous", "clone"}
 
 local function is_tensor(v) return type(v) == "userdata" and getmetatable(v) == wb.Tensor end
 
@@ -49,11 +58,12 @@ end
 
 -- ---- tracing ----------------------------------------------------------------------------------
 
--- Runs fn(...) with the traced functions and tensor metamethods recording into `nodes`.
+-- Runs fn(...) with the traced functions, tensor methods and metamethods recording into `nodes`.
 -- Each node: {op =, args = {...}, out = tensor}; args keep tensors (identity) and plain values.
+-- Returns the nodes, fn's results and the original functions by op name.
 local function trace(fn, args, n)
     local nodes = {}
-    local saved, mt, saved_mt = {}, wb.Tensor, {}
+    local saved, mt, saved_mt, methods, saved_methods = {}, wb.Tensor, {}, wb.Tensor.__methods, {}
     local function recorder(name, orig)
         return function(...)
             local out = orig(...)
@@ -69,9 +79,17 @@ local function trace(fn, args, n)
         saved_mt[mm] = mt[mm]
         mt[mm] = recorder(name, saved[name])
     end
+    for _, name in ipairs(METHODS) do
+        saved_methods[name] = methods[name]
+        methods[name] = recorder(name, saved[name] or methods[name])
+    end
     local results = table.pack(pcall(fn, table.unpack(args, 1, n)))
     for _, name in ipairs(TRACED) do wb[name] = saved[name] end
     for mm in pairs(METAMETHODS) do mt[mm] = saved_mt[mm] end
+    for _, name in ipairs(METHODS) do
+        methods[name] = saved_methods[name]
+        saved[name] = saved[name] or saved_methods[name]
+    end
     if not results[1] then error(results[2], 0) end
     return nodes, table.pack(table.unpack(results, 2, results.n)), saved
 end
@@ -289,10 +307,16 @@ function Compiled:_build(args, n)
         return table.unpack(out, 1, outputs.n)
     end
     local graph = wb.graph.capture(run_plan)
+    -- the statics become the graph's inputs: later calls point the replay at the caller's tensors
+    -- (no copy) where the graph allows it, and copy into the statics where it does not
+    local inputs, copied = {}, {}
+    for i = 1, n do
+        if statics[i] then inputs[i], copied[i] = graph:input(statics[i]) end
+    end
     local names = {}
     for _, nd in ipairs(live) do names[#names + 1] = nd.symbol or nd.op end
-    return {graph = graph, statics = statics, n = n, ops = names, fusions = applied, traced_ops = #nodes,
-        generated = generated}
+    return {graph = graph, statics = statics, inputs = inputs, copied = copied, n = n, ops = names, fusions = applied,
+        traced_ops = #nodes, generated = generated}
 end
 
 function Compiled:__call(...)
@@ -309,9 +333,10 @@ function Compiled:__call(...)
         self.entries[sig] = entry
         self.order[#self.order + 1] = sig
     else
+        local graph = entry.graph
         for i = 1, n do
             local s = entry.statics[i]
-            if s and args[i]:data_ptr() ~= s:data_ptr() then s:copy_(args[i]) end
+            if s and not graph:bind(entry.inputs[i], args[i]) then s:copy_(args[i]) end
         end
     end
     wb.profiler.push("compiled region")
@@ -335,6 +360,9 @@ function Compiled:explain()
         out[#out + 1] = string.format("[%s] %s traced -> %s: %s%s", sig, plural(e.traced_ops, "op"),
             plural(#e.graph:nodes(), "kernel"), table.concat(e.ops, ", "),
             #e.fusions > 0 and ("; fused: " .. table.concat(e.fusions, "; ")) or "")
+        for i = 1, e.n do
+            if e.copied[i] then out[#out + 1] = string.format("  input %d is copied on each call: %s", i, e.copied[i]) end
+        end
         for _, g in ipairs(e.generated) do
             out[#out + 1] = g.symbol and string.format("  group %s: %s (%s)", g.symbol, g.ops, plural(#g.inputs, "input")) or
                 string.format("  group of %s: runs eagerly: %s", g.ops, g.why)
