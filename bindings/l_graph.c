@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "profiler.h"
 #include "wb_lua.h"
 
 #define GRAPH_TYPE "wb.Graph"
@@ -97,10 +98,36 @@ static int g_bind(lua_State *L) {
     return 1;
 }
 
+/* g:run(range, t1, ..., tn) -> true after replaying with input i reading t_i (bound, or copied
+ * into the captured tensor when it cannot be bound), inside a profiler range named `range` (nil:
+ * none); false, with nothing run, when the arguments are not one tensor per declared input with
+ * its dtype, device and shape. A compiled call in one call: guard, binding, range and replay. */
+static int g_run(lua_State *L) {
+    wb_graph *g = check_graph(L);
+    const char *range = luaL_optstring(L, 2, NULL);
+    int n = lua_gettop(L) - 2;
+    int fits = n == wb_graph_input_count(g);
+    for (int i = 0; i < n && fits; i++) {
+        wb_lua_tensor *h = wb_lua_testtensor(L, i + 3);
+        fits = h && h->t && wb_graph_input_fits(g, i, h->t);
+    }
+    if (fits) {
+        for (int i = 0; i < n; i++)
+            WB_LUA_CHECK(L, wb_graph_input_set(g, i, wb_lua_checktensor(L, i + 3)));
+        wb_prof *p = range ? wb_prof_current() : NULL;
+        if (p) WB_LUA_CHECK(L, wb_prof_range_push(p, range));
+        wb_status st = wb_graph_replay(g);
+        if (p) wb_prof_range_pop(p);
+        WB_LUA_CHECK(L, st);
+    }
+    lua_pushboolean(L, fits);
+    return 1;
+}
+
 static const luaL_Reg graph_methods[] = {
     {"replay", g_replay},         {"recapture", g_recapture}, {"nodes", g_nodes},
     {"held_bytes", g_held_bytes}, {"release", g_release},     {"input", g_input},
-    {"bind", g_bind},             {NULL, NULL},
+    {"bind", g_bind},             {"run", g_run},             {NULL, NULL},
 };
 
 static int g_index(lua_State *L) {

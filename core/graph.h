@@ -44,5 +44,10 @@ wb_status wb_graph_input_declare(wb_graph *g, const wb_tensor *t, int *index, co
  * and the caller copies t into it. t NULL: back to the captured tensor. */
 int wb_graph_input_bind(wb_graph *g, int index, const wb_tensor *t);
 int wb_graph_input_count(const wb_graph *g);
+/* 1 when t has input `index`'s dtype, device and shape (what a replay's guard checks). */
+int wb_graph_input_fits(const wb_graph *g, int index, const wb_tensor *t);
+/* Input `index` reads t in the replays that follow: bound when it can be, else t is copied into
+ * the captured tensor. Errors when t does not fit. */
+wb_status wb_graph_input_set(wb_graph *g, int index, wb_tensor *t);
 
 #endif

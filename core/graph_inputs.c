@@ -127,6 +127,21 @@ int wb_graph_input_bind(wb_graph *g, int index, const wb_tensor *t) {
 
 int wb_graph_input_count(const wb_graph *g) { return g->ninputs; }
 
+int wb_graph_input_fits(const wb_graph *g, int index, const wb_tensor *t) {
+    if (index < 0 || index >= g->ninputs) return 0;
+    const wb_tensor *c = &g->inputs[index].captured;
+    if (t->dtype != c->dtype || t->device != c->device || t->ndim != c->ndim) return 0;
+    return !memcmp(t->shape, c->shape, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+wb_status wb_graph_input_set(wb_graph *g, int index, wb_tensor *t) {
+    if (!wb_graph_input_fits(g, index, t))
+        return wb_error(WB_ERR_SHAPE, "graph.run: argument %d does not fit input %d (dtype, device or shape)", index + 1,
+                        index + 1);
+    if (wb_graph_input_bind(g, index, t)) return WB_OK;
+    return wb_copy_(&g->inputs[index].captured, t);
+}
+
 void wb_graph_inputs_clear(wb_graph *g) {
     for (int i = 0; i < g->ninputs; i++) {
         graph_input *in = &g->inputs[i];
