@@ -225,28 +225,31 @@ for _, pt in ipairs(points) do
 end
 local paths = results:save{dir = out_dir}
 
--- the ratios last
+-- the ratios last; a verdict only where the point is stable
 local have_gen = codegen_off == nil
 print(string.format("\n%-6s %6s %3s  %28s %9s  %s", "act", "tokens", "thr", "generated/hand-written", "eager/hand",
     "verdict (bar: generated <= " .. BAR .. "x)"))
-local met, total, unstable_pts = 0, 0, 0
-local by_threads = {}
+local function range_of() return {lo = math.huge, hi = -math.huge, n = 0} end
+local function widen(r, v) r.lo, r.hi, r.n = math.min(r.lo, v), math.max(r.hi, v), r.n + 1 end
+local stable, met, unstable, unstable_met = 0, 0, 0, 0
+local gen_by_threads, eager_stable, eager_all = {}, range_of(), range_of()
 for _, pt in ipairs(points) do
     local verdict, ratio = "generated column skipped", "-"
+    widen(eager_all, pt.eager_over_hand)
+    if not pt.unstable then widen(eager_stable, pt.eager_over_hand) end
     if pt.ratio then
-        total = total + 1
         local ok = pt.ratio.median <= BAR
-        if ok then met = met + 1 end
-        if pt.unstable then unstable_pts = unstable_pts + 1 end
-        verdict = (ok and "meets the bar" or "misses the bar") .. (pt.unstable and " (unstable)" or "")
         ratio = string.format("%.2fx [%.2f-%.2f]", pt.ratio.median, pt.ratio.p10, pt.ratio.p90)
-        local t = by_threads[pt.threads] or {lo = math.huge, hi = -math.huge, lo_e = math.huge, hi_e = -math.huge}
-        t.lo, t.hi = math.min(t.lo, pt.ratio.median), math.max(t.hi, pt.ratio.median)
-        by_threads[pt.threads] = t
+        if pt.unstable then
+            unstable, unstable_met = unstable + 1, unstable_met + (ok and 1 or 0)
+            verdict = "unstable, no verdict (the median is " .. (ok and "within" or "over") .. " the bar)"
+        else
+            stable, met = stable + 1, met + (ok and 1 or 0)
+            verdict = ok and "meets the bar" or "misses the bar"
+            gen_by_threads[pt.threads] = gen_by_threads[pt.threads] or range_of()
+            widen(gen_by_threads[pt.threads], pt.ratio.median)
+        end
     end
-    local t = by_threads[pt.threads] or {lo = math.huge, hi = -math.huge, lo_e = math.huge, hi_e = -math.huge}
-    t.lo_e, t.hi_e = math.min(t.lo_e, pt.eager_over_hand), math.max(t.hi_e, pt.eager_over_hand)
-    by_threads[pt.threads] = t
     print(string.format("%-6s %6d %3d  %28s %8.2fx  %s", pt.act, pt.tokens, pt.threads, ratio, pt.eager_over_hand, verdict))
 end
 
@@ -254,27 +257,34 @@ end
 print()
 local sentences = {}
 if have_gen then
-    sentences[#sentences + 1] = string.format("The generated kernel met the %.1fx bar at %d of %s%s.", BAR, met,
-        plural(total, "point"), unstable_pts > 0 and string.format(" (%d of them marked unstable)", unstable_pts) or "")
+    sentences[#sentences + 1] = string.format("The generated kernel met the %.1fx bar at %d of the %s.", BAR, met,
+        plural(stable, "stable point"))
+    if unstable > 0 then
+        sentences[#sentences + 1] = string.format("%s unstable (a contender's kernel times have IQR/median over %d%%): " ..
+            "no verdict there, though %d of their medians are within the bar.",
+            unstable == 1 and "One point was" or (unstable .. " points were"), math.floor(UNSTABLE * 100 + 0.5), unstable_met)
+    end
     for _, threads in ipairs(opts.threads) do
-        local t = by_threads[threads]
-        if t and t.lo <= t.hi then
+        local t = gen_by_threads[threads]
+        if t then
             local where = t.hi <= 1.0 and "never longer than it" or t.lo >= 1.0 and "longer than it at every point" or
                 "on both sides of it"
-            sentences[#sentences + 1] = string.format("On %s it took %.2fx-%.2fx the hand-written kernel's time " ..
-                "(%s).", plural(threads, "thread"), t.lo, t.hi, where)
+            sentences[#sentences + 1] = string.format("On %s, at the %s, it took %.2fx-%.2fx the hand-written " ..
+                "kernel's time (%s).", plural(threads, "thread"), plural(t.n, "stable point"), t.lo, t.hi, where)
+        else
+            sentences[#sentences + 1] = string.format("On %s no point was stable.", plural(threads, "thread"))
         end
     end
 else
     sentences[#sentences + 1] = "No generated kernel was measured (" .. tostring(codegen_off) .. ")."
 end
-local lo_e, hi_e = math.huge, -math.huge
-for _, t in pairs(by_threads) do lo_e, hi_e = math.min(lo_e, t.lo_e), math.max(hi_e, t.hi_e) end
-sentences[#sentences + 1] = string.format("Eager's two kernels took %.2fx-%.2fx the hand-written fused kernel's time, " ..
-    "against the %.2fx its bytes alone predict (5 passes over [tokens, hidden] against 3)%s.", lo_e, hi_e, 5 / 3,
-    hi_e < 5 / 3 and ": less, so at these sizes the kernels are not purely bandwidth bound" or
-    lo_e > 5 / 3 and ": more, so eager pays for more than its bytes (a second launch and pass, its threads' start)" or
-    "")
+local e = eager_stable.n > 0 and eager_stable or eager_all
+sentences[#sentences + 1] = string.format("Eager's two kernels took %.2fx-%.2fx the hand-written fused kernel's time " ..
+    "at the %s, against the %.2fx its bytes alone predict (5 passes over [tokens, hidden] against 3)%s.", e.lo, e.hi,
+    plural(e.n, eager_stable.n > 0 and "stable point" or "point"), 5 / 3,
+    e.hi < 5 / 3 and ": less everywhere, so at these sizes the kernels are not bound by memory traffic alone" or
+    e.lo > 5 / 3 and ": more everywhere, so eager pays for more than its bytes" or
+    ": less at some points, more at others")
 local width, line = 0, {}
 for word in table.concat(sentences, " "):gmatch("%S+") do -- wrapped at 100 columns
     if width > 0 and width + 1 + #word > 100 then
