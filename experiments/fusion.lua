@@ -261,16 +261,19 @@ if have_gen then
         plural(stable, "stable point"))
     if unstable > 0 then
         sentences[#sentences + 1] = string.format("%s unstable (a contender's kernel times have IQR/median over %d%%): " ..
-            "no verdict there, though %d of their medians are within the bar.",
-            unstable == 1 and "One point was" or (unstable .. " points were"), math.floor(UNSTABLE * 100 + 0.5), unstable_met)
+            "no verdict there, though %s.", unstable == 1 and "One point was" or (unstable .. " points were"),
+            math.floor(UNSTABLE * 100 + 0.5), unstable == 1 and ("its median is " .. (unstable_met == 1 and "within" or
+            "over") .. " the bar") or string.format("%d of their medians are within the bar", unstable_met))
     end
     for _, threads in ipairs(opts.threads) do
         local t = gen_by_threads[threads]
         if t then
-            local where = t.hi <= 1.0 and "never longer than it" or t.lo >= 1.0 and "longer than it at every point" or
-                "on both sides of it"
-            sentences[#sentences + 1] = string.format("On %s, at the %s, it took %.2fx-%.2fx the hand-written " ..
-                "kernel's time (%s).", plural(threads, "thread"), plural(t.n, "stable point"), t.lo, t.hi, where)
+            local where = t.hi <= 1.0 and "never longer than it" or
+                string.format("at most %.0f%% longer than it", math.max(1, (t.hi - 1) * 100))
+            local took = t.n == 1 and string.format("%.2fx", t.lo) or string.format("%.2fx-%.2fx", t.lo, t.hi)
+            sentences[#sentences + 1] = string.format("On %s, at %s, it took %s the hand-written kernel's time (%s).",
+                plural(threads, "thread"), t.n == 1 and "the one stable point" or ("the " .. t.n .. " stable points"),
+                took, where)
         else
             sentences[#sentences + 1] = string.format("On %s no point was stable.", plural(threads, "thread"))
         end
