@@ -158,7 +158,7 @@ static int t_narrow(lua_State *L) {
         luaL_error(L, "narrow: start %d is out of range for dimension %d of size %d (expected 1..%d or -%d..-1)",
                    (int)start, dim + 1, (int)size, (int)size + 1, (int)size);
     if (len < 0) luaL_error(L, "narrow: length must be >= 0, got %d", (int)len);
-    if (s0 + len > size)
+    if (len > size - s0) /* s0 <= size: no overflow, whatever len is */
         luaL_error(L, "narrow: start %d with length %d runs past the end of dimension %d of size %d", (int)start,
                    (int)len, dim + 1, (int)size);
     return wb_lua_pushresult(L, wb_narrow(t, dim, s0, len, &out), &out);

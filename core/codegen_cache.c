@@ -165,6 +165,7 @@ wb_status wb_codegen_build(const char *symbol, const char *ops, const char *sour
         return wb_error(WB_ERR_MEMORY, "codegen: out of memory");
     }
     k->kind = wb_kernel_kind_intern(&(wb_kernel_kind){.op = op, .ops = ops_copy});
+    if (k->kind->op != op) free(op), free(ops_copy); /* the kind existed: it keeps its own copies */
     const char *dir = wb_codegen_cache_dir();
     uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, wb_codegen_command()), source);
     char so[600], src[600], tmp[640], err[640];

@@ -59,7 +59,7 @@ function test_random_dags_compiled_equal_eager()
     local seed = tonumber(os.getenv("WB_CODEGEN_SEED") or "14")
     math.randomseed(seed)
     local rng = math.random
-    local cases, generated = 0, 0
+    local cases, generated, by_dtype = 0, 0, {f32 = 0, bf16 = 0}
     for _, dtype in ipairs({"f32", "bf16"}) do
         for case = 1, 130 do
             local shapes, prog = random_case(rng)
@@ -69,7 +69,9 @@ function test_random_dags_compiled_equal_eager()
             local fast = wb.compile(function(...) return run(prog, #shapes, ...) end)
             local got = fast(table.unpack(inputs))
             local ex = fast:explain()
-            if ex:find("group wb_poi_fused_") then generated = generated + 1 end
+            if ex:find("group wb_poi_fused_") then generated, by_dtype[dtype] = generated + 1, by_dtype[dtype] + 1 end
+            -- a kernel that does not compile runs eagerly and would still agree: that must fail here
+            if ex:find("compiler failed", 1, true) then lu.fail(string.format("seed %d case %d (%s):\n%s", seed, case, dtype, ex)) end
             local err = wb.rel_error(got:to{dtype = "f32"}, want:to{dtype = "f32"})
             local tol = dtype == "f32" and 1e-6 or 3e-2 -- bf16: eager rounds every op, the kernel once
             if not (err <= tol) then
@@ -80,6 +82,9 @@ function test_random_dags_compiled_equal_eager()
     end
     lu.assertTrue(cases >= 260)
     lu.assertTrue(generated >= 80, string.format("only %d of %d cases generated a kernel", generated, cases))
+    for dtype, n in pairs(by_dtype) do
+        lu.assertTrue(n >= 30, string.format("only %d %s cases generated a kernel", n, dtype))
+    end
 end
 
 local function child(code)

@@ -111,7 +111,8 @@ function M.source(g)
         args_tail[i] = "v_load(" .. b .. ")"
     end
     if g.dtype == "bf16" then
-        table.insert(out, 2, [[
+        -- after the bf16 conversions (out[2]) that it calls
+        table.insert(out, 3, [[
 static inline vf wb_load_bf16(const uint16_t *p) {
     float b[VEC];
     for (int i = 0; i < VEC; i++) b[i] = wb_bf16_f32(p[i]);
