@@ -3,11 +3,160 @@
  * turning a failed core status into a Lua error, and the arithmetic functions that serve both
  * wb.add/sub/mul/div/neg and the tensor metamethods. No arithmetic of its own. */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "wb_lua.h"
 
-int wb_lua_error(lua_State *L) { return luaL_error(L, "%s", wb_error_message()); }
+/* ---- the name of the running function, for messages ------------------------------------------ */
+
+/* Every error a binding raises starts with the name of the function the script called. Under
+ * pcall(f, ...) or a method call Lua's own call-site name (lua_getinfo "n", what luaL_argerror
+ * uses) is missing or '?', so the names come from a registry table function -> name, filled
+ * once the module is built (wb_lua_name_functions). Only errors pay for the lookup. */
+static const char names_key = 0;
+
+static int raw_field(lua_State *L, int idx, const char *key) {
+    idx = lua_absindex(L, idx);
+    lua_pushstring(L, key);
+    return lua_rawget(L, idx);
+}
+
+/* Pass p names the functions of rank p only, so that a function known by several names gets
+ * its public one: t:release is "release", not "gc"; wb.mkdir_p is not wb._mkdir_p. */
+static void name_functions(lua_State *L, int idx, const char *prefix, int depth, int pass) {
+    idx = lua_absindex(L, idx);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &names_key);
+    int names = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            const char *key = lua_tostring(L, -2);
+            /* rank 0: public names; 1: metamethods (__tostring: "tostring"); 2: wb._* internals */
+            int rank = key[0] != '_' ? 0 : key[1] == '_' ? 1 : 2;
+            if (rank == 1) key += 2;
+            if (lua_type(L, -1) == LUA_TFUNCTION && rank == pass) {
+                lua_pushvalue(L, -1);
+                if (lua_rawget(L, names) == LUA_TNIL) { /* the first name found wins: wb.add before __add */
+                    lua_pushvalue(L, -2);
+                    /* wb._* internals serve the library's Lua code, whose messages name the
+                     * public function (passed in as `what`): "" means no name of their own */
+                    if (key[0] == '_') lua_pushliteral(L, "");
+                    else lua_pushfstring(L, "%s%s", prefix, key);
+                    lua_rawset(L, names);
+                }
+                lua_pop(L, 1);
+            } else if (lua_type(L, -1) == LUA_TTABLE && depth > 0) {
+                /* wb.openblas.matmul is "openblas.matmul"; a metatable's method tables keep bare
+                 * names; metatables (wb.Tensor) are named from the registry, as types */
+                int methods = !strcmp(key, "index") || !strcmp(key, "methods");
+                if (raw_field(L, -1, "__name") == LUA_TNIL) {
+                    const char *sub = methods ? lua_pushstring(L, prefix) : lua_pushfstring(L, "%s%s.", prefix, key);
+                    name_functions(L, -3, sub, depth - 1, pass);
+                    lua_pop(L, 1);
+                }
+                lua_pop(L, 1);
+            }
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+void wb_lua_name_functions(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &names_key);
+    for (int pass = 0; pass <= 2; pass++) {
+        name_functions(L, idx, "", 2, pass);
+        /* then the methods of every type's metatable (luaL_newmetatable's registry entries) */
+        lua_pushnil(L);
+        while (lua_next(L, LUA_REGISTRYINDEX)) {
+            if (lua_type(L, -2) == LUA_TSTRING && lua_istable(L, -1)) {
+                if (raw_field(L, -1, "__name") == LUA_TSTRING) name_functions(L, -2, "", 1, pass);
+                lua_pop(L, 1);
+            }
+            lua_pop(L, 1);
+        }
+    }
+}
+
+const char *wb_lua_fname(lua_State *L) {
+    lua_Debug ar;
+    const char *name = NULL;
+    if (!lua_getstack(L, 0, &ar)) return NULL;
+    lua_getinfo(L, "nf", &ar); /* pushes the running function */
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &names_key) == LUA_TTABLE) {
+        lua_pushvalue(L, -2);
+        if (lua_rawget(L, -2) == LUA_TSTRING) name = lua_tostring(L, -1); /* kept alive by the table */
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+    return name ? name : ar.name;
+}
+
+int wb_lua_raise(lua_State *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const char *msg = lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    const char *name = wb_lua_fname(L);
+    size_t n = name ? strlen(name) : 0;
+    luaL_where(L, 1); /* the script's file:line, as luaL_error gives */
+    const char *where = lua_tostring(L, -1);
+    if (n && !(strncmp(msg, name, n) == 0 && msg[n] == ':')) lua_pushfstring(L, "%s%s: %s", where, name, msg);
+    else lua_pushfstring(L, "%s%s", where, msg);
+    return lua_error(L);
+}
+
+int wb_lua_argerror(lua_State *L, int idx, const char *expected) {
+    const char *got = luaL_typename(L, idx);
+    if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
+    else if (lua_type(L, idx) == LUA_TNUMBER) got = lua_pushfstring(L, "the number %s", lua_tostring(L, idx));
+    return wb_lua_raise(L, "bad argument #%d: expected %s, got %s", idx, expected, got);
+}
+
+lua_Number wb_lua_checknumber(lua_State *L, int idx) {
+    if (lua_type(L, idx) != LUA_TNUMBER) wb_lua_argerror(L, idx, "a number");
+    return lua_tonumber(L, idx);
+}
+
+lua_Integer wb_lua_checkinteger(lua_State *L, int idx) {
+    int ok;
+    lua_Integer v = lua_tointegerx(L, idx, &ok);
+    if (!ok || lua_type(L, idx) != LUA_TNUMBER) wb_lua_argerror(L, idx, "an integer");
+    return v;
+}
+
+const char *wb_lua_checkstring(lua_State *L, int idx) {
+    const char *s = lua_tostring(L, idx); /* a number is converted, as lauxlib does */
+    if (!s) wb_lua_argerror(L, idx, "a string");
+    return s;
+}
+
+const char *wb_lua_optstring(lua_State *L, int idx, const char *dflt) {
+    return lua_isnoneornil(L, idx) ? dflt : wb_lua_checkstring(L, idx);
+}
+
+lua_Integer wb_lua_optinteger(lua_State *L, int idx, lua_Integer dflt) {
+    return lua_isnoneornil(L, idx) ? dflt : wb_lua_checkinteger(L, idx);
+}
+
+lua_Number wb_lua_optnumber(lua_State *L, int idx, lua_Number dflt) {
+    return lua_isnoneornil(L, idx) ? dflt : wb_lua_checknumber(L, idx);
+}
+
+void wb_lua_checktable(lua_State *L, int idx) {
+    if (!lua_istable(L, idx)) wb_lua_argerror(L, idx, "a table");
+}
+
+void *wb_lua_checkudata(lua_State *L, int idx, const char *type) {
+    void *p = luaL_testudata(L, idx, type);
+    if (!p) wb_lua_argerror(L, idx, type);
+    return p;
+}
+
+int wb_lua_error(lua_State *L) { return wb_lua_raise(L, "%s", wb_error_message()); }
 
 /* The tensor metatable: a registry reference (an integer key: the registry's array part, no
  * hashing) to push it, and its address to recognise it. One interpreter per process. */
@@ -33,18 +182,14 @@ wb_lua_tensor *wb_lua_testtensor(lua_State *L, int idx) {
 
 wb_lua_tensor *wb_lua_checkhandle(lua_State *L, int idx) {
     wb_lua_tensor *h = wb_lua_testtensor(L, idx);
-    if (!h) luaL_typeerror(L, idx, WB_TENSOR_TYPE);
+    if (!h) wb_lua_argerror(L, idx, "a tensor");
     return h;
 }
 
 wb_tensor *wb_lua_checktensor(lua_State *L, int idx) {
     wb_lua_tensor *h = wb_lua_testtensor(L, idx);
-    if (!h) {
-        const char *got = luaL_typename(L, idx);
-        if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
-        luaL_error(L, "bad argument #%d: expected a tensor, got %s", idx, got);
-    }
-    if (!h->t) luaL_error(L, "attempt to use a released tensor");
+    if (!h) wb_lua_argerror(L, idx, "a tensor");
+    if (!h->t) wb_lua_raise(L, "attempt to use a released tensor (argument #%d)", idx);
     return h->t;
 }
 
@@ -97,8 +242,8 @@ wb_tensor *wb_lua_checkoperand(lua_State *L, int idx, const wb_tensor *like, con
         return s;
     }
     wb_lua_tensor *h = wb_lua_testtensor(L, idx);
-    if (!h) luaL_error(L, "%s: operand %d must be a tensor or a number, got %s", fname, idx, luaL_typename(L, idx));
-    if (!h->t) luaL_error(L, "attempt to use a released tensor");
+    if (!h) wb_lua_raise(L, "%s: operand %d must be a tensor or a number, got %s", fname, idx, luaL_typename(L, idx));
+    if (!h->t) wb_lua_raise(L, "attempt to use a released tensor (operand %d)", idx);
     return h->t;
 }
 
@@ -107,8 +252,8 @@ int64_t wb_lua_checkint(lua_State *L, int idx, const char *fname, const char *wh
     lua_Integer v = lua_tointegerx(L, idx, &ok);
     if (!ok) {
         if (lua_type(L, idx) == LUA_TNUMBER)
-            luaL_error(L, "%s: %s must be an integer, got %s", fname, what, lua_tostring(L, idx));
-        luaL_error(L, "%s: %s must be an integer, got %s", fname, what, luaL_typename(L, idx));
+            wb_lua_raise(L, "%s: %s must be an integer, got %s", fname, what, lua_tostring(L, idx));
+        wb_lua_raise(L, "%s: %s must be an integer, got %s", fname, what, luaL_typename(L, idx));
     }
     return (int64_t)v;
 }
@@ -119,16 +264,16 @@ int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, 
         return 1;
     }
     if (!lua_istable(L, idx))
-        luaL_error(L, "%s: %s must be a table of sizes like {2, 3}, got %s", fname, what, luaL_typename(L, idx));
+        wb_lua_raise(L, "%s: %s must be a table of sizes like {2, 3}, got %s", fname, what, luaL_typename(L, idx));
     lua_Integer n = luaL_len(L, idx);
     if (n > WB_MAX_DIMS)
-        luaL_error(L, "%s: %s has %d dimensions, at most %d are supported", fname, what, (int)n, WB_MAX_DIMS);
+        wb_lua_raise(L, "%s: %s has %d dimensions, at most %d are supported", fname, what, (int)n, WB_MAX_DIMS);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_geti(L, idx, i);
         int ok;
         lua_Integer v = lua_tointegerx(L, -1, &ok);
         if (!ok)
-            luaL_error(L, "%s: %s element %d must be an integer, got %s", fname, what, (int)i,
+            wb_lua_raise(L, "%s: %s element %d must be an integer, got %s", fname, what, (int)i,
                        lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
         shape[i - 1] = (int64_t)v;
         lua_pop(L, 1);
@@ -137,12 +282,12 @@ int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, 
 }
 
 int wb_lua_checkdim(lua_State *L, int idx, const wb_tensor *t, const char *fname) {
-    if (lua_isnoneornil(L, idx)) luaL_error(L, "%s: missing dimension argument", fname);
+    if (lua_isnoneornil(L, idx)) wb_lua_raise(L, "%s: missing dimension argument", fname);
     int64_t d = wb_lua_checkint(L, idx, fname, "dimension");
     if (d >= 1 && d <= t->ndim) return (int)d - 1;
     if (d <= -1 && d >= -t->ndim) return (int)(t->ndim + d);
-    if (t->ndim == 0) luaL_error(L, "%s: dimension %d is out of range: the tensor has 0 dimensions", fname, (int)d);
-    return luaL_error(L, "%s: dimension %d is out of range for a tensor with %d dimension%s (expected 1..%d or -%d..-1)",
+    if (t->ndim == 0) wb_lua_raise(L, "%s: dimension %d is out of range: the tensor has 0 dimensions", fname, (int)d);
+    return wb_lua_raise(L, "%s: dimension %d is out of range for a tensor with %d dimension%s (expected 1..%d or -%d..-1)",
                       fname, (int)d, t->ndim, t->ndim == 1 ? "" : "s", t->ndim, t->ndim);
 }
 
@@ -164,7 +309,7 @@ void wb_lua_checkkeys(lua_State *L, int idx, const char *fname, const char *cons
             }
             luaL_pushresult(&b);
             const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2);
-            luaL_error(L, "%s: unknown option '%s' (expected one of: %s)", fname, key, lua_tostring(L, -1));
+            wb_lua_raise(L, "%s: unknown option '%s' (expected one of: %s)", fname, key, lua_tostring(L, -1));
         }
     }
 }
@@ -175,19 +320,19 @@ void wb_lua_checkopts(lua_State *L, int idx, const char *fname, wb_dtype *dtype,
     *device = wb_default_device();
     if (lua_isnoneornil(L, idx)) return;
     if (!lua_istable(L, idx))
-        luaL_error(L, "%s: options must be a table like {dtype=\"f32\"}, got %s", fname, luaL_typename(L, idx));
+        wb_lua_raise(L, "%s: options must be a table like {dtype=\"f32\"}, got %s", fname, luaL_typename(L, idx));
     wb_lua_checkkeys(L, idx, fname, keys);
     if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
         if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_error(L, "%s: dtype must be a string, got %s", fname, luaL_typename(L, -1));
-        if (wb_dtype_parse(lua_tostring(L, -1), dtype)) luaL_error(L, "%s: %s", fname, wb_error_message());
+            wb_lua_raise(L, "%s: dtype must be a string, got %s", fname, luaL_typename(L, -1));
+        if (wb_dtype_parse(lua_tostring(L, -1), dtype)) wb_lua_raise(L, "%s: %s", fname, wb_error_message());
         if (wb_dtype_check_supported(*dtype, fname)) wb_lua_error(L);
     }
     if (lua_getfield(L, idx, "device") != LUA_TNIL) {
         if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_error(L, "%s: device must be a string, got %s", fname, luaL_typename(L, -1));
-        if (wb_device_parse(lua_tostring(L, -1), device)) luaL_error(L, "%s: %s", fname, wb_error_message());
-        if (wb_device_check_available(*device)) luaL_error(L, "%s: %s", fname, wb_error_message());
+            wb_lua_raise(L, "%s: device must be a string, got %s", fname, luaL_typename(L, -1));
+        if (wb_device_parse(lua_tostring(L, -1), device)) wb_lua_raise(L, "%s: %s", fname, wb_error_message());
+        if (wb_device_check_available(*device)) wb_lua_raise(L, "%s: %s", fname, wb_error_message());
     }
     lua_pop(L, 2);
 }

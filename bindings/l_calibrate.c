@@ -16,10 +16,10 @@ static int l_cpu_caches(lua_State *L) {
 }
 
 static int l_read_gbs(lua_State *L) {
-    lua_Integer threads = luaL_checkinteger(L, 1), bytes = luaL_checkinteger(L, 2), passes = luaL_optinteger(L, 3, 3);
-    if (threads < 1 || threads > 1024) return luaL_error(L, "_read_gbs: threads %d out of range", (int)threads);
-    if (bytes < 4096 || bytes > ((lua_Integer)1 << 34)) return luaL_error(L, "_read_gbs: %d bytes out of range", (int)bytes);
-    if (passes < 1 || passes > 1000) return luaL_error(L, "_read_gbs: passes out of range");
+    lua_Integer threads = wb_lua_checkinteger(L, 1), bytes = wb_lua_checkinteger(L, 2), passes = wb_lua_optinteger(L, 3, 3);
+    if (threads < 1 || threads > 1024) return wb_lua_raise(L, "_read_gbs: threads %d out of range", (int)threads);
+    if (bytes < 4096 || bytes > ((lua_Integer)1 << 34)) return wb_lua_raise(L, "_read_gbs: %d bytes out of range", (int)bytes);
+    if (passes < 1 || passes > 1000) return wb_lua_raise(L, "_read_gbs: passes out of range");
     lua_pushnumber(L, wb_cpu_measure_read_gbs((int)threads, (int64_t)bytes, (int)passes));
     return 1;
 }

@@ -54,27 +54,27 @@ void wb_lua_check_path(lua_State *L, const char *path, int write, const char *wh
         luaL_addstring(&b, roots[i]);
     }
     luaL_pushresult(&b);
-    luaL_error(L, "%s: sandbox: may not %s '%s' (%s is allowed under %s)", what, write ? "write" : "read", path,
+    wb_lua_raise(L, "%s: sandbox: may not %s '%s' (%s is allowed under %s)", what, write ? "write" : "read", path,
                write ? "writing" : "reading", lua_tostring(L, -1));
 }
 
 /* wb._check_path(path, write, what): raises unless the sandbox (if any) allows it. */
 static int l_check_path(lua_State *L) {
-    const char *what = luaL_optstring(L, 3, "sandbox");
-    if (lua_type(L, 1) != LUA_TSTRING) return luaL_error(L, "%s: needs a file path, got %s", what, luaL_typename(L, 1));
+    const char *what = wb_lua_optstring(L, 3, "sandbox");
+    if (lua_type(L, 1) != LUA_TSTRING) return wb_lua_raise(L, "%s: needs a file path, got %s", what, luaL_typename(L, 1));
     wb_lua_check_path(L, lua_tostring(L, 1), lua_toboolean(L, 2), what);
     return 0;
 }
 
 static void set_roots(lua_State *L, int idx, char **roots) {
-    luaL_checktype(L, idx, LUA_TTABLE);
+    wb_lua_checktable(L, idx);
     int n = (int)luaL_len(L, idx);
-    if (n > MAX_ROOTS) luaL_error(L, "sandbox: at most %d folders", MAX_ROOTS);
+    if (n > MAX_ROOTS) wb_lua_raise(L, "sandbox: at most %d folders", MAX_ROOTS);
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(L, idx, i);
         char buf[PATH_MAX];
         const char *p = lua_tostring(L, -1);
-        if (!p || !wb_lua_canonical_path(p, buf, sizeof buf)) luaL_error(L, "sandbox: cannot resolve '%s'", p ? p : "?");
+        if (!p || !wb_lua_canonical_path(p, buf, sizeof buf)) wb_lua_raise(L, "sandbox: cannot resolve '%s'", p ? p : "?");
         roots[i - 1] = strdup(buf);
         lua_pop(L, 1);
     }
@@ -83,7 +83,7 @@ static void set_roots(lua_State *L, int idx, char **roots) {
 
 /* wb._sandbox_roots({read...}, {write...}): turns the checks on, once per process. */
 static int l_sandbox_roots(lua_State *L) {
-    if (sandboxed) return luaL_error(L, "sandbox: already installed");
+    if (sandboxed) return wb_lua_raise(L, "sandbox: already installed");
     set_roots(L, 1, read_roots);
     set_roots(L, 2, write_roots);
     sandboxed = 1;
@@ -93,10 +93,11 @@ static int l_sandbox_roots(lua_State *L) {
 /* wb._write_file(path, text, what) -> true, or nil, message: the whole text or nothing (a
  * temporary file beside path, every write checked, fsync, rename). */
 static int l_write_file(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = wb_lua_checkstring(L, 1);
     size_t len;
-    const char *text = luaL_checklstring(L, 2, &len);
-    const char *what = luaL_optstring(L, 3, "write");
+    wb_lua_checkstring(L, 2);
+    const char *text = lua_tolstring(L, 2, &len);
+    const char *what = wb_lua_optstring(L, 3, "write");
     wb_lua_check_path(L, path, 1, what);
     wb_atomic_file a;
     wb_status st = wb_atomic_open(&a, path, what);

@@ -13,7 +13,7 @@
 /* wb._realpath(path) -> the canonical absolute path (symlinks and .. resolved); for a path that
  * does not exist yet, the canonical parent folder plus the last name. nil, message otherwise. */
 static int l_realpath(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = wb_lua_checkstring(L, 1);
     char buf[PATH_MAX];
     if (wb_lua_canonical_path(path, buf, sizeof buf)) {
         lua_pushstring(L, buf);
@@ -35,10 +35,10 @@ static int l_hostname(lua_State *L) {
 
 /* wb._mkdir_p(path) -> true, or nil, message: creates the folder and its parents. */
 static int l_mkdir_p(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = wb_lua_checkstring(L, 1);
     char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return luaL_error(L, "mkdir: path too long");
-    if (wb_lua_sandboxed() && strstr(path, "..")) return luaL_error(L, "mkdir: sandbox: '..' in '%s'", path);
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return wb_lua_raise(L, "mkdir: path too long");
+    if (wb_lua_sandboxed() && strstr(path, "..")) return wb_lua_raise(L, "mkdir: sandbox: '..' in '%s'", path);
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;

@@ -21,15 +21,20 @@ static int l_rel_error(lua_State *L) {
     return 1;
 }
 
+static double tolerance(lua_State *L, const char *key) {
+    if (lua_type(L, -1) != LUA_TNUMBER) wb_lua_raise(L, "allclose: %s must be a number, got %s", key, luaL_typename(L, -1));
+    return lua_tonumber(L, -1);
+}
+
 static int l_allclose(lua_State *L) {
     static const char *const keys[] = {"rtol", "atol", NULL};
     wb_tensor *a = wb_lua_checktensor(L, 1), *b = wb_lua_checktensor(L, 2);
     double rtol = 1e-5, atol = 1e-8;
     if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
+        wb_lua_checktable(L, 3);
         wb_lua_checkkeys(L, 3, "allclose", keys);
-        if (lua_getfield(L, 3, "rtol") != LUA_TNIL) rtol = luaL_checknumber(L, -1);
-        if (lua_getfield(L, 3, "atol") != LUA_TNIL) atol = luaL_checknumber(L, -1);
+        if (lua_getfield(L, 3, "rtol") != LUA_TNIL) rtol = tolerance(L, "rtol");
+        if (lua_getfield(L, 3, "atol") != LUA_TNIL) atol = tolerance(L, "atol");
     }
     int close;
     WB_LUA_CHECK(L, wb_allclose(a, b, rtol, atol, &close));
@@ -51,9 +56,9 @@ static int l_addmm(lua_State *L) {
 /* An activation word, in the one vocabulary of wb_activation_parse ("none", "gelu", "gelu_tanh", "silu"). */
 static wb_activation check_activation(lua_State *L, int idx, const char *fname) {
     if (lua_type(L, idx) != LUA_TSTRING)
-        luaL_error(L, "%s: activation must be a string, got %s", fname, luaL_typename(L, idx));
+        wb_lua_raise(L, "%s: activation must be a string, got %s", fname, luaL_typename(L, idx));
     wb_activation act;
-    if (wb_activation_parse(lua_tostring(L, idx), &act)) luaL_error(L, "%s: %s", fname, wb_error_message());
+    if (wb_activation_parse(lua_tostring(L, idx), &act)) wb_lua_raise(L, "%s: %s", fname, wb_error_message());
     return act;
 }
 
@@ -69,7 +74,7 @@ static int l_linear(lua_State *L) {
         if (lua_istable(L, 4)) /* wb.linear(x, w, nil, {activation=...}) too */
             opts = 4;
         else if (!lua_isnoneornil(L, 4))
-            luaL_error(L, "linear: argument 4 must be an options table, got %s", luaL_typename(L, 4));
+            wb_lua_raise(L, "linear: argument 4 must be an options table, got %s", luaL_typename(L, 4));
     }
     wb_activation act = WB_ACT_NONE;
     if (opts) {
@@ -85,7 +90,7 @@ static int l_gelu(lua_State *L) {
     wb_tensor *x = wb_lua_checktensor(L, 1), *out;
     wb_activation form = WB_ACT_GELU_ERF;
     if (!lua_isnoneornil(L, 2)) {
-        luaL_checktype(L, 2, LUA_TTABLE);
+        wb_lua_checktable(L, 2);
         wb_lua_checkkeys(L, 2, "gelu", keys);
         if (lua_getfield(L, 2, "approximate") != LUA_TNIL) {
             const char *v = lua_tostring(L, -1);
@@ -94,7 +99,7 @@ static int l_gelu(lua_State *L) {
             else if (lua_type(L, -1) == LUA_TSTRING && !strcmp(v, "none"))
                 form = WB_ACT_GELU_ERF;
             else
-                luaL_error(L, "gelu: approximate must be \"tanh\" or \"none\", got %s",
+                wb_lua_raise(L, "gelu: approximate must be \"tanh\" or \"none\", got %s",
                            lua_type(L, -1) == LUA_TSTRING ? v : luaL_typename(L, -1));
         }
     }
@@ -127,14 +132,14 @@ static int l_swiglu_linear(lua_State *L) { return dual_linear(L, wb_swiglu_linea
 
 /* wb.cpu_isa() -> "avx2"; wb.cpu_isa("scalar") switches the CPU kernels (tests, benchmarks). */
 static int l_cpu_isa(lua_State *L) {
-    if (!lua_isnoneornil(L, 1)) WB_LUA_CHECK(L, wb_cpu_isa_select(luaL_checkstring(L, 1)));
+    if (!lua_isnoneornil(L, 1)) WB_LUA_CHECK(L, wb_cpu_isa_select(wb_lua_checkstring(L, 1)));
     lua_pushstring(L, wb_cpu_isa_name());
     return 1;
 }
 
 /* wb.cpu_bf16() -> "widen"; wb.cpu_bf16("emulated") switches the bf16 GEMM path (tests). */
 static int l_cpu_bf16(lua_State *L) {
-    if (!lua_isnoneornil(L, 1)) WB_LUA_CHECK(L, wb_cpu_bf16_select(luaL_checkstring(L, 1)));
+    if (!lua_isnoneornil(L, 1)) WB_LUA_CHECK(L, wb_cpu_bf16_select(wb_lua_checkstring(L, 1)));
     lua_pushstring(L, wb_cpu_bf16_name());
     return 1;
 }
@@ -142,8 +147,8 @@ static int l_cpu_bf16(lua_State *L) {
 /* wb.sleep_ms(ms): lets other libraries' spinning worker threads go idle between benchmark
  * contenders (OpenBLAS's spin for ~0.1 s after a call and would steal a core from the next one). */
 static int l_sleep_ms(lua_State *L) {
-    double ms = luaL_checknumber(L, 1);
-    if (!(ms >= 0 && ms <= 60000)) luaL_error(L, "sleep_ms: %f is out of range (0..60000)", ms);
+    double ms = wb_lua_checknumber(L, 1);
+    if (!(ms >= 0 && ms <= 60000)) wb_lua_raise(L, "sleep_ms: %f is out of range (0..60000)", ms);
     struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000.0) * 1e6)};
     nanosleep(&ts, NULL);
     return 0;
@@ -156,11 +161,11 @@ static int l_time_ns(lua_State *L) {
 
 /* wb.cpu_peak_gflops([threads[, ms]]): measured FMA throughput of the active CPU path. */
 static int l_cpu_peak_gflops(lua_State *L) {
-    int threads = (int)luaL_optinteger(L, 1, 1);
-    double ms = luaL_optnumber(L, 2, 100);
-    if (threads < 1 || threads > 1024) luaL_error(L, "cpu_peak_gflops: threads must be 1..1024, got %d", threads);
-    if (!(ms > 0 && ms <= 10000)) luaL_error(L, "cpu_peak_gflops: ms must be in (0, 10000], got %f", ms);
-    lua_pushnumber(L, wb_cpu_measure_peak_gflops(threads, ms));
+    lua_Integer threads = wb_lua_optinteger(L, 1, 1);
+    double ms = wb_lua_optnumber(L, 2, 100);
+    if (threads < 1 || threads > 1024) wb_lua_raise(L, "cpu_peak_gflops: threads must be 1..1024, got %I", threads);
+    if (!(ms > 0 && ms <= 10000)) wb_lua_raise(L, "cpu_peak_gflops: ms must be in (0, 10000], got %f", ms);
+    lua_pushnumber(L, wb_cpu_measure_peak_gflops((int)threads, ms));
     return 1;
 }
 
@@ -179,7 +184,7 @@ static int l_openblas_info(lua_State *L) {
 }
 
 static int l_openblas_set_num_threads(lua_State *L) {
-    WB_LUA_CHECK(L, wb_openblas_set_threads((int)luaL_checkinteger(L, 1)));
+    WB_LUA_CHECK(L, wb_openblas_set_threads((int)wb_lua_checkinteger(L, 1)));
     return 0;
 }
 

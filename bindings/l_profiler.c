@@ -26,8 +26,8 @@ static void lua_call_site(char *buf, size_t len) {
 }
 
 static wb_prof *check_session(lua_State *L) {
-    session_handle *h = luaL_checkudata(L, 1, SESSION_TYPE);
-    if (!h->p) luaL_error(L, "attempt to use a freed profiler session");
+    session_handle *h = wb_lua_checkudata(L, 1, SESSION_TYPE);
+    if (!h->p) wb_lua_raise(L, "attempt to use a freed profiler session");
     return h->p;
 }
 
@@ -41,7 +41,7 @@ static int bool_field(lua_State *L, int idx, const char *key, int dflt) {
 /* wb._profiler_session{record_host=, record_device=, record_shapes=, with_stack=, with_flops=,
  * profile_memory=, max_events=} */
 static int l_session_new(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
+    wb_lua_checktable(L, 1);
     wb_prof_options o = {bool_field(L, 1, "record_host", 1),
                          bool_field(L, 1, "record_device", 1),
                          bool_field(L, 1, "record_shapes", 0),
@@ -59,7 +59,7 @@ static int l_session_new(lua_State *L) {
 }
 
 static int s_gc(lua_State *L) {
-    session_handle *h = luaL_checkudata(L, 1, SESSION_TYPE);
+    session_handle *h = wb_lua_checkudata(L, 1, SESSION_TYPE);
     wb_prof_free(h->p);
     h->p = NULL;
     return 0;
@@ -103,7 +103,7 @@ static int s_end_step(lua_State *L) {
 }
 
 static int s_push(lua_State *L) {
-    WB_LUA_CHECK(L, wb_prof_range_push(check_session(L), luaL_checkstring(L, 2)));
+    WB_LUA_CHECK(L, wb_prof_range_push(check_session(L), wb_lua_checkstring(L, 2)));
     return 0;
 }
 
@@ -118,7 +118,7 @@ static int s_clear(lua_State *L) {
 }
 
 static int s_export(lua_State *L) {
-    const char *path = luaL_checkstring(L, 2);
+    const char *path = wb_lua_checkstring(L, 2);
     wb_lua_check_path(L, path, 1, "export_chrome_trace");
     WB_LUA_CHECK(L, wb_prof_export_chrome(check_session(L), path));
     return 0;
@@ -233,7 +233,7 @@ static const luaL_Reg session_methods[] = {
 
 /* wb._profiler_current_push(name) / pop(): ranges on the running session, if any. */
 static int l_range_push(lua_State *L) {
-    const char *name = luaL_checkstring(L, 1);
+    const char *name = wb_lua_checkstring(L, 1);
     wb_prof *p = wb_prof_current();
     if (p) WB_LUA_CHECK(L, wb_prof_range_push(p, name));
     return 0;

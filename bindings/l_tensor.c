@@ -92,7 +92,7 @@ static int t_permute(lua_State *L) {
     int perm[WB_MAX_DIMS], n;
     if (lua_istable(L, 2)) {
         n = (int)luaL_len(L, 2);
-        if (n > WB_MAX_DIMS) luaL_error(L, "permute: %d dimensions given, the tensor has %d", n, t->ndim);
+        if (n > WB_MAX_DIMS) wb_lua_raise(L, "permute: %d dimensions given, the tensor has %d", n, t->ndim);
         for (int i = 0; i < n; i++) {
             lua_geti(L, 2, i + 1);
             perm[i] = wb_lua_checkdim(L, -1, t, "permute");
@@ -100,7 +100,7 @@ static int t_permute(lua_State *L) {
         }
     } else {
         n = lua_gettop(L) - 1;
-        if (n > WB_MAX_DIMS) luaL_error(L, "permute: %d dimensions given, the tensor has %d", n, t->ndim);
+        if (n > WB_MAX_DIMS) wb_lua_raise(L, "permute: %d dimensions given, the tensor has %d", n, t->ndim);
         for (int i = 0; i < n; i++)
             perm[i] = wb_lua_checkdim(L, i + 2, t, "permute");
     }
@@ -111,8 +111,8 @@ static int t_permute(lua_State *L) {
 static int shape_args(lua_State *L, int64_t *shape, const char *fname) {
     if (lua_gettop(L) == 2) return wb_lua_checkshape(L, 2, shape, fname, "shape");
     int n = lua_gettop(L) - 1;
-    if (n < 1) luaL_error(L, "%s: missing shape argument", fname);
-    if (n > WB_MAX_DIMS) luaL_error(L, "%s: %d dimensions requested, at most %d are supported", fname, n, WB_MAX_DIMS);
+    if (n < 1) wb_lua_raise(L, "%s: missing shape argument", fname);
+    if (n > WB_MAX_DIMS) wb_lua_raise(L, "%s: %d dimensions requested, at most %d are supported", fname, n, WB_MAX_DIMS);
     for (int i = 0; i < n; i++)
         shape[i] = wb_lua_checkint(L, i + 2, fname, "size");
     return n;
@@ -155,11 +155,11 @@ static int t_narrow(lua_State *L) {
     int64_t size = t->shape[dim];
     int64_t s0 = start < 0 ? size + start : start - 1; /* 0-based */
     if (start == 0 || s0 < 0 || s0 > size)
-        luaL_error(L, "narrow: start %d is out of range for dimension %d of size %d (expected 1..%d or -%d..-1)",
+        wb_lua_raise(L, "narrow: start %d is out of range for dimension %d of size %d (expected 1..%d or -%d..-1)",
                    (int)start, dim + 1, (int)size, (int)size + 1, (int)size);
-    if (len < 0) luaL_error(L, "narrow: length must be >= 0, got %d", (int)len);
+    if (len < 0) wb_lua_raise(L, "narrow: length must be >= 0, got %d", (int)len);
     if (len > size - s0) /* s0 <= size: no overflow, whatever len is */
-        luaL_error(L, "narrow: start %d with length %d runs past the end of dimension %d of size %d", (int)start,
+        wb_lua_raise(L, "narrow: start %d with length %d runs past the end of dimension %d of size %d", (int)start,
                    (int)len, dim + 1, (int)size);
     return wb_lua_pushresult(L, wb_narrow(t, dim, s0, len, &out), &out);
 }
@@ -171,7 +171,7 @@ static int t_select(lua_State *L) {
     int64_t size = t->shape[dim];
     int64_t i0 = i < 0 ? size + i : i - 1;
     if (i == 0 || i0 < 0 || i0 >= size)
-        luaL_error(L, "select: index %d is out of range for dimension %d of size %d (expected 1..%d or -%d..-1)",
+        wb_lua_raise(L, "select: index %d is out of range for dimension %d of size %d (expected 1..%d or -%d..-1)",
                    (int)i, dim + 1, (int)size, (int)size, (int)size);
     return wb_lua_pushresult(L, wb_select(t, dim, i0, &out), &out);
 }
@@ -181,7 +181,7 @@ static int t_as_strided(lua_State *L) {
     int64_t shape[WB_MAX_DIMS], stride[WB_MAX_DIMS];
     int n = wb_lua_checkshape(L, 2, shape, "as_strided", "shape");
     int m = wb_lua_checkshape(L, 3, stride, "as_strided", "stride");
-    if (n != m) luaL_error(L, "as_strided: shape has %d dimensions but stride has %d", n, m);
+    if (n != m) wb_lua_raise(L, "as_strided: shape has %d dimensions but stride has %d", n, m);
     int64_t offset = lua_isnoneornil(L, 4) ? t->offset : wb_lua_checkint(L, 4, "as_strided", "offset");
     return wb_lua_pushresult(L, wb_as_strided(t, n, shape, stride, offset, &out), &out);
 }
@@ -196,18 +196,23 @@ static int t_clone(lua_State *L) {
     return wb_lua_pushresult(L, wb_clone(wb_lua_checktensor(L, 1), &out), &out);
 }
 
+static const char *option_string(lua_State *L, const char *key) {
+    if (lua_type(L, -1) != LUA_TSTRING) wb_lua_raise(L, "to: %s must be a string, got %s", key, luaL_typename(L, -1));
+    return lua_tostring(L, -1);
+}
+
 static int t_to(lua_State *L) {
     static const char *const keys[] = {"dtype", "device", NULL};
     wb_tensor *t = wb_lua_checktensor(L, 1), *out;
-    luaL_checktype(L, 2, LUA_TTABLE);
+    wb_lua_checktable(L, 2);
     wb_lua_checkkeys(L, 2, "to", keys);
     wb_dtype dtype = t->dtype;
     wb_device device = t->device;
-    if (lua_getfield(L, 2, "dtype") != LUA_TNIL && wb_dtype_parse(luaL_checkstring(L, -1), &dtype))
-        luaL_error(L, "to: %s", wb_error_message());
-    if (lua_getfield(L, 2, "device") != LUA_TNIL && wb_device_parse(luaL_checkstring(L, -1), &device))
-        luaL_error(L, "to: %s", wb_error_message());
-    if (wb_device_check_available(device)) luaL_error(L, "to: %s", wb_error_message());
+    if (lua_getfield(L, 2, "dtype") != LUA_TNIL && wb_dtype_parse(option_string(L, "dtype"), &dtype))
+        wb_lua_raise(L, "to: %s", wb_error_message());
+    if (lua_getfield(L, 2, "device") != LUA_TNIL && wb_device_parse(option_string(L, "device"), &device))
+        wb_lua_raise(L, "to: %s", wb_error_message());
+    if (wb_device_check_available(device)) wb_lua_raise(L, "to: %s", wb_error_message());
     return wb_lua_pushresult(L, wb_to(t, dtype, device, &out), &out); /* an alias when nothing changes */
 }
 
@@ -216,7 +221,7 @@ static int t_to(lua_State *L) {
 static int t_item(lua_State *L) {
     wb_tensor *t = wb_lua_checktensor(L, 1);
     int64_t n = wb_tensor_numel(t);
-    if (n != 1) luaL_error(L, "item: the tensor has %d elements, item() needs exactly 1", (int)n);
+    if (n != 1) wb_lua_raise(L, "item: the tensor has %d elements, item() needs exactly 1", (int)n);
     double v;
     WB_LUA_CHECK(L, wb_to_doubles(t, &v));
     lua_pushnumber(L, v);
@@ -245,7 +250,7 @@ static int t_tolist(lua_State *L) {
     if (n == 0 && tables > (double)(1 << 24)) {
         char count[64];
         snprintf(count, sizeof count, "%.0f", tables);
-        return luaL_error(L, "tolist: the empty tensor would make %s empty tables; refused", count);
+        return wb_lua_raise(L, "tolist: the empty tensor would make %s empty tables; refused", count);
     }
     double *v = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof(double), 0); /* freed by the GC */
     WB_LUA_CHECK(L, wb_to_doubles(t, v));
@@ -257,7 +262,7 @@ static int t_tolist(lua_State *L) {
 
 static int t_fill_(lua_State *L) {
     wb_tensor *t = wb_lua_checktensor(L, 1);
-    WB_LUA_CHECK(L, wb_fill_(t, luaL_checknumber(L, 2)));
+    WB_LUA_CHECK(L, wb_fill_(t, wb_lua_checknumber(L, 2)));
     lua_settop(L, 1);
     return 1;
 }
@@ -357,7 +362,7 @@ static int t_tostring(lua_State *L) {
     if (n <= PRINT_MAX_ELEMENTS) {
         if (!v || wb_to_doubles(t, v)) {
             free(v);
-            return luaL_error(L, "tostring: cannot read the tensor's values");
+            return wb_lua_raise(L, "tostring: cannot read the tensor's values");
         }
         luaL_addstring(&b, "tensor(");
         int64_t pos = 0;
@@ -422,12 +427,12 @@ static int t_index(lua_State *L) {
             return 1;
         }
     }
-    return luaL_error(L, "tensor has no field or method '%s'",
+    return wb_lua_raise(L, "tensor has no field or method '%s'",
                       lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
 }
 
 static int t_newindex(lua_State *L) {
-    return luaL_error(L, "tensor fields are read-only (tried to set '%s')",
+    return wb_lua_raise(L, "tensor fields are read-only (tried to set '%s')",
                       lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
 }
 

@@ -33,17 +33,17 @@ static const char *path_string(lua_State *L, const nested *n, int depth) {
 static void nested_fill(lua_State *L, int idx, nested *n, int depth) {
     if (depth == n->ndim) {
         if (lua_type(L, idx) != LUA_TNUMBER)
-            luaL_error(L, "tensor: element %s is a %s, expected a number", path_string(L, n, depth),
+            wb_lua_raise(L, "tensor: element %s is a %s, expected a number", path_string(L, n, depth),
                        luaL_typename(L, idx));
         n->values[n->count++] = lua_tonumber(L, idx);
         return;
     }
     if (!lua_istable(L, idx))
-        luaL_error(L, "tensor: ragged nested table: element %s is a %s, but its siblings are tables of %d",
+        wb_lua_raise(L, "tensor: ragged nested table: element %s is a %s, but its siblings are tables of %d",
                    path_string(L, n, depth), luaL_typename(L, idx), (int)n->shape[depth]);
     lua_Integer len = (lua_Integer)lua_rawlen(L, idx); /* raw: __len and __index are not data */
     if (len != n->shape[depth])
-        luaL_error(
+        wb_lua_raise(
             L, "tensor: ragged nested table: element %s has %d entries, expected %d like the first one at that depth",
             depth ? path_string(L, n, depth) : "(top)", (int)len, (int)n->shape[depth]);
     luaL_checkstack(L, 4, "tensor");
@@ -61,11 +61,11 @@ static int l_tensor(lua_State *L) {
     wb_lua_checkopts(L, 2, "tensor", &dtype, &device);
     nested n = {0};
     if (lua_type(L, 1) != LUA_TNUMBER && !lua_istable(L, 1))
-        return luaL_error(L, "tensor: expected a number or a nested table of numbers, got %s", luaL_typename(L, 1));
+        return wb_lua_raise(L, "tensor: expected a number or a nested table of numbers, got %s", luaL_typename(L, 1));
     /* The shape comes from the first element at each depth; nested_fill checks the rest. */
     lua_pushvalue(L, 1);
     while (lua_istable(L, -1)) {
-        if (n.ndim == WB_MAX_DIMS) return luaL_error(L, "tensor: nested deeper than %d levels", WB_MAX_DIMS);
+        if (n.ndim == WB_MAX_DIMS) return wb_lua_raise(L, "tensor: nested deeper than %d levels", WB_MAX_DIMS);
         lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
         n.shape[n.ndim++] = len;
         if (len == 0) break;
@@ -76,7 +76,7 @@ static int l_tensor(lua_State *L) {
     int64_t numel = 1;
     for (int i = 0; i < n.ndim; i++)
         if (__builtin_mul_overflow(numel, n.shape[i], &numel) || numel > ((int64_t)1 << 48))
-            return luaL_error(L, "tensor: the nested table's shape has more elements than can be addressed");
+            return wb_lua_raise(L, "tensor: the nested table's shape has more elements than can be addressed");
     n.values = lua_newuserdatauv(L, (size_t)(numel ? numel : 1) * sizeof(double), 0);
     nested_fill(L, 1, &n, 0);
     wb_tensor *out;
@@ -110,7 +110,7 @@ static int full_common(lua_State *L, const char *name, int shape_idx, int opts_i
 
 static int l_zeros(lua_State *L) { return full_common(L, "zeros", 1, 2, 0.0); }
 static int l_ones(lua_State *L) { return full_common(L, "ones", 1, 2, 1.0); }
-static int l_full(lua_State *L) { return full_common(L, "full", 1, 3, luaL_checknumber(L, 2)); }
+static int l_full(lua_State *L) { return full_common(L, "full", 1, 3, wb_lua_checknumber(L, 2)); }
 
 typedef wb_status (*random_fn)(wb_dtype, wb_device, int, const int64_t *, wb_tensor **);
 
@@ -161,8 +161,8 @@ static int l_get_num_threads(lua_State *L) {
 
 static wb_device opt_device(lua_State *L, int idx, const char *fname) {
     wb_device d = wb_default_device();
-    if (!lua_isnoneornil(L, idx) && wb_device_parse(luaL_checkstring(L, idx), &d))
-        luaL_error(L, "%s: %s", fname, wb_error_message());
+    if (!lua_isnoneornil(L, idx) && wb_device_parse(wb_lua_checkstring(L, idx), &d))
+        wb_lua_raise(L, "%s: %s", fname, wb_error_message());
     return d;
 }
 
@@ -204,7 +204,7 @@ static int push_cuda_info(lua_State *L, const wb_cuda_info *ci) {
 /* wb.device_info([device]): name, threads, and the roofline's two ceilings (roofline.h). */
 static int l_device_info(lua_State *L) {
     wb_device d = opt_device(L, 1, "device_info");
-    if (wb_device_check_available(d)) luaL_error(L, "device_info: %s", wb_error_message());
+    if (wb_device_check_available(d)) wb_lua_raise(L, "device_info: %s", wb_error_message());
     const wb_backend *b = wb_backend_get(d);
     if (b->info && b->info()) return push_cuda_info(L, b->info());
     int threads = wb_get_num_threads();
@@ -223,7 +223,7 @@ static int l_device_info(lua_State *L) {
 
 static int l_synchronize(lua_State *L) {
     wb_device d = opt_device(L, 1, "synchronize");
-    if (wb_synchronize(d)) luaL_error(L, "synchronize: %s", wb_error_message());
+    if (wb_synchronize(d)) wb_lua_raise(L, "synchronize: %s", wb_error_message());
     return 0;
 }
 
@@ -241,7 +241,7 @@ static int l_cuda_why_not(lua_State *L) {
 
 /* wb.cuda.memory() -> {allocated, reserved, peak} bytes of the caching allocator. */
 static int l_cuda_memory(lua_State *L) {
-    if (wb_device_check_available(WB_DEVICE_CUDA)) return luaL_error(L, "cuda.memory: %s", wb_error_message());
+    if (wb_device_check_available(WB_DEVICE_CUDA)) return wb_lua_raise(L, "cuda.memory: %s", wb_error_message());
     size_t a, r, p;
     wb_backend_get(WB_DEVICE_CUDA)->memory_stats(&a, &r, &p);
     lua_createtable(L, 0, 3);
@@ -340,5 +340,6 @@ int luaopen_wb(lua_State *L) {
     lua_remove(L, -2); /* package */
     lua_setfield(L, -2, "__index");
     lua_setmetatable(L, -2);
+    wb_lua_name_functions(L, -1);
     return 1;
 }

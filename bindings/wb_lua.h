@@ -15,7 +15,27 @@ typedef struct wb_lua_tensor {
     wb_tensor *t;
 } wb_lua_tensor;
 
-/* Raises the core's last error message as a Lua error. Never returns. */
+/* Every error raised for a script starts with the name of the function it called ("view: ...").
+ * wb_lua_name_functions records the names of the functions of the module table at idx (two
+ * levels: wb.openblas.matmul is "openblas.matmul") and the methods of every registered type;
+ * wb_lua_fname is the running C function's name (NULL if unknown); wb_lua_raise formats like
+ * lua_pushfstring, puts the name in front unless the message starts with it, and raises. */
+void wb_lua_name_functions(lua_State *L, int idx);
+const char *wb_lua_fname(lua_State *L);
+int wb_lua_raise(lua_State *L, const char *fmt, ...);
+/* "<name>: bad argument #idx: expected <expected>, got <type>" */
+int wb_lua_argerror(lua_State *L, int idx, const char *expected);
+/* The lauxlib checks and options, with wb_lua_argerror's message. */
+lua_Number wb_lua_checknumber(lua_State *L, int idx);
+lua_Integer wb_lua_checkinteger(lua_State *L, int idx);
+const char *wb_lua_checkstring(lua_State *L, int idx);
+void wb_lua_checktable(lua_State *L, int idx);
+const char *wb_lua_optstring(lua_State *L, int idx, const char *dflt);
+lua_Integer wb_lua_optinteger(lua_State *L, int idx, lua_Integer dflt);
+lua_Number wb_lua_optnumber(lua_State *L, int idx, lua_Number dflt);
+void *wb_lua_checkudata(lua_State *L, int idx, const char *type);
+
+/* Raises the core's last error message as a Lua error, named. Never returns. */
 int wb_lua_error(lua_State *L);
 /* Raises unless status is WB_OK. */
 #define WB_LUA_CHECK(L, expr)                                                                                          \

@@ -112,6 +112,10 @@ local memo = {}
 -- quiet machine, in the cache file). entry.source: "cache" or "measured".
 function M.cpu(threads, o)
     threads = threads or wb.get_num_threads()
+    if math.type(threads) ~= "integer" or threads < 1 then
+        error("calibrate.cpu: threads must be a positive integer, got " .. tostring(threads), 2)
+    end
+    if o ~= nil and type(o) ~= "table" then error("calibrate.cpu: options must be a table, got " .. type(o), 2) end
     local k = key(threads)
     if memo[k] and not (o and o.force) then return memo[k] end
     local path = M.cache_path()
@@ -154,6 +158,9 @@ function M.percent(value, ceiling, what)
 end
 
 function M.device_info(device)
+    if device ~= nil and type(device) ~= "string" then
+        error("device_info: device must be a string (\"cpu\", \"cuda\" or \"auto\"), got " .. type(device), 2)
+    end
     if device ~= nil and device ~= "cpu" and device ~= "cuda" then return I._device_info_quick(device) end
     if device == "cuda" or (device == nil and wb.default_device() == "cuda") then return I._device_info_quick(device) end
     local threads = wb.get_num_threads()

@@ -345,6 +345,19 @@ function Profiler:expect(spec)
     return true
 end
 
+-- p.start() (a dot for a colon) or a method called on something else says so, instead of
+-- indexing a number; a tail call, so the levels of the methods' own errors stay the caller's
+for name, method in pairs(Profiler) do
+    if type(method) == "function" and name:sub(1, 1) ~= "_" then
+        Profiler[name] = function(self, ...)
+            if getmetatable(self) ~= Profiler then
+                fail(string.format("%s: call it on a profiler as p:%s(...), got %s", name, name, type(self)), 2)
+            end
+            return method(self, ...)
+        end
+    end
+end
+
 -- ---- ranges ---------------------------------------------------------------------------------
 
 function M.push(name)

@@ -20,6 +20,7 @@ end
 -- Rows per op name (and input shapes / call site when asked) and per kernel name.
 function M.key_averages(self, o)
     o = o or {}
+    if type(o) ~= "table" then fail("key_averages: options must be a table, got " .. type(o), 3) end
     for k in pairs(o) do
         if k ~= "group_by_input_shape" and k ~= "group_by_stack_n" then
             fail(string.format("key_averages: unknown option '%s' (expected group_by_input_shape, group_by_stack_n)",
@@ -140,6 +141,7 @@ local SORT_KEYS = {self_cpu = "self_cpu_ns", cpu_total = "cpu_total_ns", self_de
 -- The key_averages table, whole kernel names included (never cut).
 function M.table(self, o)
     o = o or {}
+    if type(o) ~= "table" then fail("table: options must be a table, got " .. type(o), 3) end
     for k in pairs(o) do
         if k ~= "sort_by" and k ~= "row_limit" and k ~= "group_by_input_shape" and k ~= "group_by_stack_n" then
             fail(string.format("table: unknown option '%s' (expected sort_by, row_limit, group_by_input_shape, " ..

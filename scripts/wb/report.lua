@@ -86,7 +86,16 @@ local function figure(out, caption)
     return "<figure>" .. table.concat(out) .. "<figcaption>" .. esc(caption or "") .. "</figcaption></figure>"
 end
 
+-- every chart takes one table of options, with its series
+local function check_options(o, name)
+    if type(o) ~= "table" then error(string.format("report.%s: expected a table of options, got %s", name, type(o)), 3) end
+    if o.series ~= nil and type(o.series) ~= "table" then
+        error(string.format("report.%s: series must be an array, got %s", name, type(o.series)), 3)
+    end
+end
+
 function M.line_chart(o)
+    check_options(o, "line_chart")
     local xlo, xhi, ylo, yhi = math.huge, -math.huge, math.huge, -math.huge
     for _, s in ipairs(o.series) do
         for _, p in ipairs(s.points) do
@@ -124,6 +133,7 @@ function M.line_chart(o)
 end
 
 function M.bar_chart(o)
+    check_options(o, "bar_chart")
     local yhi = o.reference or 0
     for _, s in ipairs(o.series) do for _, v in ipairs(s.values) do yhi = math.max(yhi, v) end end
     yhi = yhi * 1.15
@@ -160,6 +170,7 @@ end
 local CEILING_DASH = {"", "6,3", "2,3", "8,3,2,3"}
 
 function M.roofline(o)
+    check_options(o, "roofline")
     local ceilings = o.ceilings or {{name = "DRAM", gbs = o.bandwidth_gbs}}
     local top_bw = 0
     for _, c in ipairs(ceilings) do top_bw = math.max(top_bw, c.gbs) end

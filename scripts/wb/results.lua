@@ -162,6 +162,7 @@ local SAVE_OPTIONS = {dir = true, html_extra = true, file = true, fingerprint = 
 -- extra holds more top-level fields of the JSON (a sweep's description).
 function Results:save(o)
     o = o or {}
+    if type(o) ~= "table" then error("results: save options must be a table like {dir=}, got " .. type(o), 2) end
     for k in pairs(o) do
         if not SAVE_OPTIONS[k] then
             error(string.format("results: unknown save option '%s' (expected dir, html_extra, file, fingerprint, extra)",

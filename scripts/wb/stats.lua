@@ -9,6 +9,8 @@ local M = {}
 
 -- Percentile p (0..1) of an ascending array, interpolating linearly between ranks.
 function M.percentile(sorted, p)
+    if type(sorted) ~= "table" then error("stats.percentile: expected an ascending array of numbers, got " .. type(sorted), 2) end
+    if type(p) ~= "number" then error("stats.percentile: p must be a number in 0..1, got " .. type(p), 2) end
     local n = #sorted
     if n == 0 then return nil end
     local pos = 1 + (n - 1) * p
@@ -126,6 +128,9 @@ M.normal_sf = normal_sf
 -- approximation with tie correction and continuity correction). Symmetric: swapping a and b
 -- swaps u_a and u_b and keeps p. With fewer than 3 samples on a side p is 1 (no evidence).
 function M.mann_whitney(a, b)
+    if type(a) ~= "table" or type(b) ~= "table" then
+        error(string.format("stats.mann_whitney: expected two arrays of numbers, got %s and %s", type(a), type(b)), 2)
+    end
     local na, nb = #a, #b
     if na < 3 or nb < 3 then return {u_a = 0, u_b = 0, z = 0, p = 1} end
     local all = {}
