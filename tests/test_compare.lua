@@ -191,4 +191,80 @@ function TestCompare:test_two_runs_of_the_same_script()
     lu.assertStrContains(self_out, "verdicts: 4 SAME, 0 FASTER, 0 SLOWER, 0 UNSURE")
 end
 
+-- Input anyone may hand over: every problem is exit 2 with one line naming the file and the
+-- place, never a verdict from a NaN, never an internal Lua error, never a raw escape sequence.
+TestCompareValidates = {}
+
+-- the JSON text of a good file with `from` replaced by `to` (NaN and Infinity cannot be encoded)
+local function edited(from, to)
+    local text = cjson.encode(doc({row(1, "eager", 3), row(16, "eager", 9)}))
+    local patched, n = text:gsub(from, to, 1)
+    assert(n == 1, "the pattern " .. from .. " is not in the document")
+    return write(patched)
+end
+
+local function refused(a, b, fragment)
+    local out, err, code = run(a, b)
+    lu.assertEquals(code, 2, out .. err)
+    lu.assertStrContains(err, fragment)
+    lu.assertEquals(select(2, err:gsub("\n", "")), 1, "one line: " .. err)
+    lu.assertStrContains(err, a) -- names the file
+    lu.assertNotStrContains(err, "compare.lua")
+    return err
+end
+
+function TestCompareValidates:test_numbers_must_be_finite()
+    local good = write(doc({row(1, "eager", 3), row(16, "eager", 9)}))
+    refused(edited('"median_ms":3', '"median_ms":NaN'), good, "row 1, median_ms: nan is not a finite number")
+    refused(edited('"median_ms":3', '"median_ms":Infinity'), good, "row 1, median_ms: inf is not a finite number")
+    refused(edited('"median_ms":9', '"median_ms":1e400'), good, "row 2, median_ms: inf is not a finite number")
+    refused(edited('"gflops":[%d.e+-]+', '"gflops":-1e999'), good, "row 1, gflops: -inf is not a finite number")
+    refused(edited('"samples_ms":%[[%d.e+-]+', '"samples_ms":[NaN'), good, "row 1, samples_ms[1]: nan, expected a finite number")
+    refused(edited('"threads":2', '"threads":1e400'), good, "fingerprint.threads: inf is not a finite number")
+end
+
+function TestCompareValidates:test_numbers_stored_as_strings_are_named()
+    local good = write(doc({row(1, "eager", 3), row(16, "eager", 9)}))
+    refused(edited('"median_ms":3', '"median_ms":"3"'), good,
+        'row 1, median_ms: the string "3", expected a number (a number stored as a string is not compared)')
+    refused(edited('"kernels":5', '"kernels":"5"'), good,
+        'row 1, kernels: the string "5", but row 2 holds a number there (a number stored as a string is not compared)')
+end
+
+function TestCompareValidates:test_the_document_shape()
+    local good = write(doc({row(1, "eager", 3)}))
+    local rows_object = doc({})
+    rows_object.rows = {first = row(1, "eager", 3), second = row(16, "eager", 9)}
+    refused(write(rows_object), good, "rows must be an array of objects, got an object")
+    refused(write({name = "sweep", columns = {"tokens", 7, {}}, rows = {}}), good, "column 2 must be a name (a string), got 7")
+    refused(write({name = "sweep", columns = {tokens = 1}, rows = {}}), good, "columns must be an array of names, got an object")
+    refused(write({name = {1}, columns = {}, rows = {}}), good, "name must be a string, got an array")
+    refused(write({name = "sweep", columns = {}, rows = {}, fingerprint = "x"}), good, 'fingerprint must be an object, got the string "x"')
+    refused(write({name = "sweep", columns = {}, rows = {}, keys = {"tokens", 3}}), good, "keys[2] must be a column name, got 3")
+    refused(write(doc({row(1, {"eager"}, 3)})), good, "row 1, mode: an array where a single value belongs")
+    refused(write(doc({row(1, "eager", 3), {1, 2}})), good, "row 2 is not an object")
+    -- the second file is checked as well, and named
+    local _, err, code = run(good, write(doc({row(1, "eager", 3, nil, {p10_ms = "fast"})})))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, 'p10_ms: the string "fast", expected a number')
+end
+
+function TestCompareValidates:test_control_characters_are_escaped_in_what_it_prints()
+    local a = write(doc({row(1, "eager\27[2J\27]0;owned\7", 3)}, {cpu = "X\27[31m", threads = 2, commit = "abc"}))
+    local b = write(doc({row(1, "eager\27[2J\27]0;owned\7", 3)}, {cpu = "Y\r", threads = 2, commit = "abc"}))
+    local out, err, code = run(a, b)
+    lu.assertEquals(code, 0, err)
+    lu.assertNotStrContains(out, "\27")
+    lu.assertNotStrContains(out, "\7")
+    lu.assertNotStrContains(out, "\r")
+    lu.assertStrContains(out, "mode=eager\\027[2J\\027]0;owned\\007")
+    lu.assertStrContains(out, "cpu: X\\027[31m -> Y\\013")
+    -- and in its messages
+    local c = write({name = "a\27[31mb", columns = {}, rows = {}})
+    _, err, code = run(c, a)
+    lu.assertEquals(code, 2)
+    lu.assertNotStrContains(err, "\27")
+    lu.assertStrContains(err, "a\\027[31mb")
+end
+
 os.exit(lu.LuaUnit.run())

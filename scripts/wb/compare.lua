@@ -21,6 +21,101 @@ local stats = require("wb.stats")
 local M = {ALPHA = 0.01, MIN_EFFECT = 0.05}
 
 local function fail(msg) error({compare_error = msg}, 0) end
+local validate -- defined below, with what it needs
+
+-- What compare prints comes from files anyone may hand over: control characters (a terminal's
+-- escape sequences) are shown as \027-style escapes, never written raw.
+local function clean(v)
+    if type(v) ~= "string" then return v end
+    return (v:gsub("%c", function(c) return string.format("\\%03d", c:byte()) end))
+end
+
+local function clean_strings(v)
+    if type(v) ~= "table" then return clean(v) end
+    local out = {}
+    for k, x in pairs(v) do out[clean(k)] = clean_strings(x) end
+    return out
+end
+
+local function kind(v)
+    if v == cjson.null then return "null" end
+    if type(v) == "table" then return next(v) == nil and "an empty array or object" or #v > 0 and "an array" or "an object" end
+    if type(v) == "string" then return string.format("the string %q", #v > 40 and v:sub(1, 40) .. "..." or v) end
+    return type(v) == "number" and tostring(v) or "a " .. type(v)
+end
+
+-- An array (keys 1..n, no holes), not an object.
+local function is_array(t)
+    local n = 0
+    for _ in pairs(t) do n = n + 1 end
+    return n == #t
+end
+
+local function is_time_column(c)
+    return type(c) == "string" and (c:match("^median_") or c:match("^p%d+_") or c:match("^samples_")) ~= nil
+end
+
+-- The document's shape and every number: finite (JSON has no NaN or Infinity; 1e400 decodes to
+-- infinity), numbers not stored as strings where a column holds numbers, names that are strings.
+-- Any problem ends compare with one line naming the file and the place.
+validate = function(doc, path)
+    local function bad(fmt, ...) fail(clean(path) .. ": " .. string.format(fmt, ...)) end
+    if doc.name ~= nil and type(doc.name) ~= "string" then bad("name must be a string, got %s", kind(doc.name)) end
+    if not is_array(doc.columns) then bad("columns must be an array of names, got %s", kind(doc.columns)) end
+    for i, c in ipairs(doc.columns) do
+        if type(c) ~= "string" then bad("column %d must be a name (a string), got %s", i, kind(c)) end
+    end
+    if not is_array(doc.rows) then bad("rows must be an array of objects, got an object") end
+    for _, field in ipairs({"fingerprint", "config", "keys"}) do
+        if doc[field] == cjson.null then doc[field] = nil end
+        local v = doc[field]
+        if v ~= nil and type(v) ~= "table" then bad("%s must be an object, got %s", field, kind(v)) end
+    end
+    if type(doc.keys) == "table" then
+        for i, k in ipairs(doc.keys) do
+            if type(k) ~= "string" then bad("keys[%d] must be a column name, got %s", i, kind(k)) end
+        end
+    end
+    local numeric = {} -- columns that hold a number in some row
+    for i, r in ipairs(doc.rows) do
+        if type(r) ~= "table" or (next(r) ~= nil and #r > 0) then bad("row %d is not an object", i) end
+        for c, v in pairs(r) do
+            if type(c) ~= "string" then bad("row %d has a column named %s, expected a string", i, kind(c)) end
+            if type(v) == "number" then
+                if v ~= v or v == math.huge or v == -math.huge then
+                    bad("row %d, %s: %s is not a finite number", i, clean(c), tostring(v))
+                end
+                numeric[c] = numeric[c] or i
+            elseif type(v) == "table" then
+                if not c:match("^samples_") then bad("row %d, %s: %s where a single value belongs", i, clean(c), kind(v)) end
+                for j, x in pairs(v) do
+                    if type(j) ~= "number" or type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
+                        bad("row %d, %s[%s]: %s, expected a finite number", i, clean(c), tostring(j), kind(x))
+                    end
+                end
+            elseif type(v) == "string" and is_time_column(c) then
+                bad("row %d, %s: %s, expected a number (a number stored as a string is not compared)", i, clean(c), kind(v))
+            end
+        end
+    end
+    for i, r in ipairs(doc.rows) do
+        for c, v in pairs(r) do
+            if type(v) == "string" and numeric[c] and tonumber(v) then
+                bad("row %d, %s: %s, but row %d holds a number there (a number stored as a string is not compared)", i,
+                    clean(c), kind(v), numeric[c])
+            end
+        end
+    end
+    for _, field in ipairs({"fingerprint", "config"}) do
+        if type(doc[field]) == "table" then
+            for k, v in pairs(doc[field]) do
+                if type(v) == "number" and (v ~= v or v == math.huge or v == -math.huge) then
+                    bad("%s.%s: %s is not a finite number", field, clean(tostring(k)), tostring(v))
+                end
+            end
+        end
+    end
+end
 
 local function load(path)
     local f, err = io.open(path)
@@ -35,15 +130,15 @@ local function load(path)
     if type(doc) ~= "table" or type(doc.rows) ~= "table" or type(doc.columns) ~= "table" then
         fail(string.format("%s is not a workbench results file (expected name, columns, rows, fingerprint)", path))
     end
-    for i, r in ipairs(doc.rows) do
-        if type(r) ~= "table" then fail(string.format("%s: row %d is not an object", path, i)) end
-    end
+    validate(doc, path)
+    doc = clean_strings(doc)
     doc.path = path
     return doc
 end
 
 -- JSON numbers come back as floats: show whole ones as integers
 local function show(v)
+    if v == cjson.null then return "null" end
     if type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%d", v) end
     if type(v) == "number" then return string.format("%.4g", v) end
     return tostring(v)
@@ -205,8 +300,9 @@ function M.compare(path_a, path_b, o)
         fail("not comparable: no row of A matches a row of B; the config columns differ: " ..
             (#diffs > 0 and table.concat(diffs, "; ") or table.concat(keys, ", ")))
     end
-    out(string.format("A: %s (%s, %s)\nB: %s (%s, %s)\nrows aligned on: %s\n", path_a, tostring(a.name),
-        a.fingerprint and a.fingerprint.date or "?", path_b, tostring(b.name), b.fingerprint and b.fingerprint.date or "?",
+    out(string.format("A: %s (%s, %s)\nB: %s (%s, %s)\nrows aligned on: %s\n", clean(path_a), tostring(a.name),
+        a.fingerprint and show(a.fingerprint.date) or "?", clean(path_b), tostring(b.name),
+        b.fingerprint and show(b.fingerprint.date) or "?",
         #keys > 0 and table.concat(keys, ", ") or "(row order)"))
     local missing = {}
     for _, doc in ipairs({a, b}) do
