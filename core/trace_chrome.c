@@ -2,6 +2,7 @@
  * so a large session never builds one giant string: host and device lanes, counter tracks for
  * memory, and flow arrows from each op to the kernels it launched. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,27 @@ static void shapes_json(FILE *f, const wb_prof *p, const wb_event *e) {
     fputc(']', f);
 }
 
+/* JSON has no NaN or Infinity: a count that is not finite (a kernel descriptor's flops or bytes
+ * from a plugin, say) is written as null, and the trace's otherData says how many were. */
+static int finite_count(double v) { return isfinite(v); }
+
+static void count_json(FILE *f, const char *key, double v) {
+    if (finite_count(v)) fprintf(f, ", \"%s\": %.0f", key, v);
+    else fprintf(f, ", \"%s\": null", key);
+}
+
+static uint64_t non_finite_counts(const wb_prof *p) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const wb_event *e = &p->ev[i];
+        if (e->kind == WB_EV_MEMORY) continue; /* live bytes and deltas come from integers */
+        if (e->kind == WB_EV_THREAD) n += !finite_count(e->work);
+        else if (e->flops > 0 || e->bytes > 0 || e->flops != e->flops || e->bytes != e->bytes)
+            n += !finite_count(e->flops) + !finite_count(e->bytes);
+    }
+    return n;
+}
+
 wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
     wb_atomic_file out;
     if (wb_atomic_open(&out, path, "export_chrome_trace") != WB_OK) return WB_ERR_ARGUMENT;
@@ -80,7 +102,8 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
                 op_ts[p->ev[i].id] = p->ev[i].ts_ns;
     }
     fputs("{\"displayTimeUnit\": \"ns\", \"otherData\": {\"producer\": \"workbench\", \"dropped_events\": ", f);
-    fprintf(f, "%llu}, \"traceEvents\": [\n", (unsigned long long)p->dropped);
+    fprintf(f, "%llu, \"non_finite_values_written_as_null\": %llu}, \"traceEvents\": [\n",
+            (unsigned long long)p->dropped, (unsigned long long)non_finite_counts(p));
     fputs("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": \"host\"}},\n"
           "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"main thread\"}},\n"
           "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1, \"args\": {\"name\": \"cpu:0 (device)\"}},\n"
@@ -133,11 +156,12 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
             fprintf(f, ", \"correlation\": %llu", (unsigned long long)(e->kind == WB_EV_OP ? e->id : e->link));
         if (e->kind == WB_EV_THREAD) {
             wb_kernel_fields k;
-            fprintf(f, ", \"kernel\": %llu, \"thread\": %d, \"work\": %.0f, \"unit\": \"%s\"",
-                    (unsigned long long)e->link, e->threads, e->work,
-                    wb_kernel_kind_fields(e->kernel, &k) ? "tiles" : "elements");
-        } else if (e->flops > 0 || e->bytes > 0) {
-            fprintf(f, ", \"flops\": %.0f, \"bytes\": %.0f", e->flops, (double)e->bytes);
+            fprintf(f, ", \"kernel\": %llu, \"thread\": %d", (unsigned long long)e->link, e->threads);
+            count_json(f, "work", e->work);
+            fprintf(f, ", \"unit\": \"%s\"", wb_kernel_kind_fields(e->kernel, &k) ? "tiles" : "elements");
+        } else if (e->flops > 0 || e->bytes > 0 || e->flops != e->flops || e->bytes != e->bytes) {
+            count_json(f, "flops", e->flops);
+            count_json(f, "bytes", (double)e->bytes);
         }
         if (e->kind == WB_EV_RUNTIME && e->cbid) fprintf(f, ", \"cbid\": %d", e->cbid);
         if (e->kind == WB_EV_KERNEL) {

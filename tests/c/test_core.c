@@ -4,9 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "linear_ops.h"
+#include "kernel.h"
 #include "op.h"
+#include "profiler.h"
 #include <wb_kernels/pointwise.h>
 #include "wb.h"
 
@@ -346,6 +349,41 @@ static void test_dispatch_hooks(void) {
     wb_tensor_free(x), wb_tensor_free(t), wb_tensor_free(y);
 }
 
+static void no_work(void *ctx) { (void)ctx; }
+
+/* A kernel whose descriptor counts are not finite (a plugin's, say) still gives a trace that is
+ * valid JSON: null in their place, and the count in otherData. */
+static void test_trace_with_non_finite_counts(void) {
+    wb_prof_options o = {.record_host = 1, .record_device = 1, .max_events = 1024};
+    wb_prof *p;
+    CHECK_OK(wb_prof_new(&o, &p));
+    CHECK_OK(wb_prof_start(p));
+    wb_prof_set_recording(p, 1);
+    wb_kernel_kind key = {.op = "nonfinite", .isa = "scalar"};
+    wb_kernel_desc desc = {.kind = wb_kernel_kind_intern(&key), .flops = INFINITY, .bytes = NAN, .threads = 1};
+    static const wb_launch_layout no_ctx = {.size = 0};
+    wb_kernel_launch(&desc, no_work, NULL, &no_ctx);
+    desc.flops = -INFINITY, desc.bytes = 4096;
+    wb_kernel_launch(&desc, no_work, NULL, &no_ctx);
+    wb_prof_stop(p);
+    char path[] = "/tmp/wb_trace_nonfinite_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_OK(wb_prof_export_chrome(p, path));
+    FILE *f = fopen(path, "r");
+    char text[1 << 14] = {0};
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    unlink(path);
+    CHECK(n > 0);
+    CHECK(strstr(text, "\"flops\": null, \"bytes\": null") != NULL);
+    CHECK(strstr(text, "\"flops\": null, \"bytes\": 4096") != NULL);
+    CHECK(strstr(text, "\"non_finite_values_written_as_null\": 3") != NULL);
+    CHECK(strstr(text, "inf") == NULL && strstr(text, "nan") == NULL);
+    wb_prof_free(p);
+}
+
 int main(void) {
     test_op_table();
     test_storage_alignment_and_refcount();
@@ -359,6 +397,7 @@ int main(void) {
     test_dispatch_hooks();
     test_linear_is_one_kernel();
     test_prepack_follows_writes();
+    test_trace_with_non_finite_counts();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }
