@@ -9,18 +9,22 @@
 
 /* wb.codegen.build{symbol=, source=, ops=, dtype=, inputs=, inner_broadcast={bool...}}
  *   -> kernel, compiled (bool); or nil, message, reason ("no_compiler" | "failed") */
+/* The string field `key` of the options table at 1 (left on the stack), or a named error. */
+static const char *field_string(lua_State *L, const char *key) {
+    if (lua_getfield(L, 1, key) != LUA_TSTRING)
+        wb_lua_raise(L, "bad argument #1: field '%s' must be a string, got %s", key, luaL_typename(L, -1));
+    return lua_tostring(L, -1);
+}
+
 static int l_build(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_getfield(L, 1, "symbol");
-    lua_getfield(L, 1, "source");
-    lua_getfield(L, 1, "ops");
-    lua_getfield(L, 1, "dtype");
-    const char *symbol = luaL_checkstring(L, -4), *source = luaL_checkstring(L, -3), *ops = luaL_checkstring(L, -2);
-    const char *dtype = luaL_checkstring(L, -1);
-    lua_getfield(L, 1, "inputs");
-    int nin = (int)luaL_checkinteger(L, -1);
-    if (nin < 1 || nin > WB_OP_MAX_INPUTS) luaL_error(L, "codegen.build: inputs must be 1 to %d", WB_OP_MAX_INPUTS);
-    if (strncmp(symbol, "wb_", 3)) luaL_error(L, "codegen.build: symbol '%s' must start with wb_", symbol);
+    wb_lua_checktable(L, 1);
+    const char *symbol = field_string(L, "symbol"), *source = field_string(L, "source"), *ops = field_string(L, "ops");
+    const char *dtype = field_string(L, "dtype");
+    if (lua_getfield(L, 1, "inputs") != LUA_TNUMBER || !lua_isinteger(L, -1))
+        wb_lua_raise(L, "bad argument #1: field 'inputs' must be an integer, got %s", luaL_typename(L, -1));
+    int nin = (int)lua_tointeger(L, -1);
+    if (nin < 1 || nin > WB_OP_MAX_INPUTS) wb_lua_raise(L, "codegen.build: inputs must be 1 to %d", WB_OP_MAX_INPUTS);
+    if (strncmp(symbol, "wb_", 3)) wb_lua_raise(L, "codegen.build: symbol '%s' must start with wb_", symbol);
     wb_codegen_kernel *k = lua_newuserdatauv(L, sizeof *k, 0);
     memset(k, 0, sizeof *k);
     luaL_setmetatable(L, KERNEL_T);
@@ -44,11 +48,11 @@ static int l_build(lua_State *L) {
 
 /* wb.codegen.run(kernel, shape, inputs...) -> tensor */
 static int l_run(lua_State *L) {
-    wb_codegen_kernel *k = luaL_checkudata(L, 1, KERNEL_T);
+    wb_codegen_kernel *k = wb_lua_checkudata(L, 1, KERNEL_T);
     int64_t shape[WB_MAX_DIMS];
     int ndim = wb_lua_checkshape(L, 2, shape, "codegen.run", "shape");
     int nin = lua_gettop(L) - 2;
-    if (nin > WB_OP_MAX_INPUTS) luaL_error(L, "codegen.run: %d inputs, at most %d", nin, WB_OP_MAX_INPUTS);
+    if (nin > WB_OP_MAX_INPUTS) wb_lua_raise(L, "codegen.run: %d inputs, at most %d", nin, WB_OP_MAX_INPUTS);
     wb_tensor *in[WB_OP_MAX_INPUTS], *out;
     for (int i = 0; i < nin; i++)
         in[i] = wb_lua_checktensor(L, 3 + i);
@@ -73,7 +77,7 @@ static int l_info(lua_State *L) {
 }
 
 static int l_kernel_name(lua_State *L) {
-    wb_codegen_kernel *k = luaL_checkudata(L, 1, KERNEL_T);
+    wb_codegen_kernel *k = wb_lua_checkudata(L, 1, KERNEL_T);
     lua_pushstring(L, wb_kernel_kind_name(k->kind));
     return 1;
 }

@@ -15,15 +15,15 @@ typedef struct graph_handle {
 } graph_handle;
 
 static wb_graph *check_graph(lua_State *L) {
-    graph_handle *h = luaL_checkudata(L, 1, GRAPH_TYPE);
-    if (!h->g) luaL_error(L, "attempt to use a released graph");
-    if (h->capturing) luaL_error(L, "graph: the graph is being captured (use it after the capture)");
+    graph_handle *h = wb_lua_checkudata(L, 1, GRAPH_TYPE);
+    if (!h->g) wb_lua_raise(L, "attempt to use a released graph");
+    if (h->capturing) wb_lua_raise(L, "graph: the graph is being captured (use it after the capture)");
     return h->g;
 }
 
 static int g_release(lua_State *L) {
-    graph_handle *h = luaL_checkudata(L, 1, GRAPH_TYPE);
-    if (h->capturing) return luaL_error(L, "graph.release: the graph is being captured (release it after the capture)");
+    graph_handle *h = wb_lua_checkudata(L, 1, GRAPH_TYPE);
+    if (h->capturing) return wb_lua_raise(L, "graph.release: the graph is being captured (release it after the capture)");
     wb_graph_free(h->g);
     h->g = NULL;
     return 0;
@@ -58,7 +58,7 @@ static int g_held_bytes(lua_State *L) {
 }
 
 static int g_tostring(lua_State *L) {
-    graph_handle *h = luaL_checkudata(L, 1, GRAPH_TYPE);
+    graph_handle *h = wb_lua_checkudata(L, 1, GRAPH_TYPE);
     if (!h->g) {
         lua_pushstring(L, "graph(released)");
         return 1;
@@ -90,10 +90,10 @@ static int g_input(lua_State *L) {
  * again, and the caller copies t into it. g:bind(i) goes back to the captured tensor. */
 static int g_bind(lua_State *L) {
     wb_graph *g = check_graph(L);
-    lua_Integer i = luaL_checkinteger(L, 2);
+    lua_Integer i = wb_lua_checkinteger(L, 2);
     wb_tensor *t = lua_isnoneornil(L, 3) ? NULL : wb_lua_checktensor(L, 3);
     if (i < 1 || i > wb_graph_input_count(g))
-        return luaL_error(L, "graph.bind: no input %I (the graph declares %d)", i, wb_graph_input_count(g));
+        return wb_lua_raise(L, "graph.bind: no input %I (the graph declares %d)", i, wb_graph_input_count(g));
     lua_pushboolean(L, wb_graph_input_bind(g, (int)i - 1, t));
     return 1;
 }
@@ -104,7 +104,7 @@ static int g_bind(lua_State *L) {
  * its dtype, device and shape. A compiled call in one call: guard, binding, range and replay. */
 static int g_run(lua_State *L) {
     wb_graph *g = check_graph(L);
-    const char *range = luaL_optstring(L, 2, NULL);
+    const char *range = wb_lua_optstring(L, 2, NULL);
     int n = lua_gettop(L) - 2;
     int fits = n == wb_graph_input_count(g);
     for (int i = 0; i < n && fits; i++) {
@@ -139,7 +139,7 @@ static int g_index(lua_State *L) {
     }
     lua_pushvalue(L, 2);
     lua_rawget(L, lua_upvalueindex(1));
-    if (lua_isnil(L, -1)) luaL_error(L, "graph has no field or method '%s'", k ? k : luaL_typename(L, 2));
+    if (lua_isnil(L, -1)) wb_lua_raise(L, "graph has no field or method '%s'", k ? k : luaL_typename(L, 2));
     return 1;
 }
 
@@ -180,12 +180,12 @@ static int capture_into(lua_State *L, graph_handle *h, int recapture) {
     }
     wb_graph_end(h->g);
     const char *what = recapture ? "graph.recapture" : "graph.capture";
-    if (wb_graph_problem(h->g)) return luaL_error(L, "%s: %s", what, wb_graph_problem(h->g));
+    if (wb_graph_problem(h->g)) return wb_lua_raise(L, "%s: %s", what, wb_graph_problem(h->g));
     int nres = lua_gettop(L) - 1;
     lua_createtable(L, nres, 0); /* outputs */
     for (int i = 1; i <= nres; i++) {
         if (!lua_isnil(L, i + 1) && !wb_lua_testtensor(L, i + 1))
-            return luaL_error(L, "%s: result %d of the captured function is a %s, expected tensors", what, i,
+            return wb_lua_raise(L, "%s: result %d of the captured function is a %s, expected tensors", what, i,
                               luaL_typename(L, i + 1));
         lua_pushvalue(L, i + 1);
         lua_rawseti(L, -2, i);
@@ -197,7 +197,7 @@ static int capture_into(lua_State *L, graph_handle *h, int recapture) {
 
 /* wb.graph.capture(fn, ...) */
 static int l_capture(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TFUNCTION);
+    if (lua_type(L, 1) != LUA_TFUNCTION) wb_lua_argerror(L, 1, "a function");
     graph_handle *h = lua_newuserdatauv(L, sizeof *h, 2);
     h->g = NULL;
     h->capturing = 0;
