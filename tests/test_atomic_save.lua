@@ -44,6 +44,13 @@ local function assert_whole(rows_min)
 end
 
 function TestAtomicSave:test_killed_saves_leave_earlier_results_intact()
+    -- A timing test of process kills: in the sanitizer build the saver's start-up and first save
+    -- take tens of seconds on a busy machine and no kill lands inside a write (measured: 0 of 60);
+    -- the writer is the same code in both builds, and the Release run of this test holds it.
+    if wb.build.sanitizers then
+        print("skipped in the sanitizer build: kills are timed against the Release build's saves")
+        return
+    end
     local script = dir .. "/saver.lua"
     local f = assert(io.open(script, "w"))
     f:write([[
