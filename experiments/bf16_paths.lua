@@ -5,7 +5,9 @@
 -- Expectation: a decode-sized GeGLU MLP forward reads 28 MiB of f32 weights for very little
 -- arithmetic, so bf16 weights (half the bytes) should win there if they are kept bf16 in the
 -- packed panels (k-pairs, widened in registers on AVX2: "avx2bf16"); with many tokens the
--- arithmetic dominates and widening once while packing ("widen") keeps the f32 kernel's speed.
+-- arithmetic dominates and widening once while packing ("widen") keeps the f32 kernel's speed,
+-- unless the CPU's pair instruction multiplies faster than its f32 FMAs. "auto" (the default)
+-- picks by rows and by that measured rate: it should match the best path at every size.
 -- Method: the dual-mode MLP (dim 768, hidden 3072) in f32 and in bf16 with the same weights,
 -- each bf16 path forced in turn, contenders alternated over 5 rounds, medians; the error of
 -- each bf16 path against the f32 MLP is checked first. Ratios (f32 time / bf16 time) last.
@@ -16,7 +18,7 @@ local parser = args.parser("bf16_paths.lua", "Which bf16 GEMM path pays off at w
 parser:option("--tokens", "Token counts, comma-separated.", "1,4,8,16,128"):convert(args.ints("--tokens", 1, 65536))
 local tokens = args.parse(parser).tokens
 local paths = {}
-for _, p in ipairs({"widen", "avx2bf16", "avx512bf16"}) do
+for _, p in ipairs({"widen", "avx2bf16", "avx512bf16", "auto"}) do
     if pcall(wb.cpu_bf16, p) then paths[#paths + 1] = p end
 end
 wb.cpu_bf16("auto")

@@ -2,6 +2,7 @@
  * (__builtin_cpu_supports), or the one WB_CPU_ISA names when the CPU can run it. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "wb_kernels/gemm.h"
 
@@ -71,26 +72,65 @@ static void bf16_init(void) {
     }
 }
 
-/* Measured on an AVX2 core (GeGLU MLP, dim 768, hidden 3072, bf16 vs f32 weights): widening
- * the k-pairs in registers costs compute, halving the weight bytes saves memory time; the
- * second wins while one row tile covers A (2.0-2.1x at 1 token, 1.2-1.7x at 4) and no longer
- * once the f32 kernels prefetch their weights (0.95-1.06x at 8, 0.85-0.98x at 16, 0.76-0.79x
- * at 128), where widening once while packing is better. */
-#define AVX2_PAIRS_MAX_ROWS 6
+/* Up to this many rows the pair path wins wherever it exists: reading the weights dominates and
+ * pairs halve their bytes. Measured (linear 768 -> 3072, 1 thread, bf16 pairs vs f32): on an
+ * AVX2 core (k-pairs widened in registers) 2.0-2.1x at 1 token, 1.2-1.7x at 4, 0.95-1.06x at
+ * 8, 0.76-0.79x at 128; on the AVX512_BF16 Xeon (vdpbf16ps at half the FMA rate) 2.1-2.2x at
+ * 1-2 tokens, 1.65x at 4, 1.19x at 6, 0.92x at 8, 0.56-0.67x from 16 up, where widening once
+ * while packing and running the f32 kernels reaches 0.87-1.02x. */
+#define PAIRS_MAX_ROWS 6
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Multiply-adds per second of one ISA's calibration loop: the best of three ~1 ms runs. */
+static double mac_rate(const wb_cpu_isa *isa) {
+    const int64_t iters = 20000;
+    double best = 0;
+    volatile double sink = 0;
+    for (int r = 0; r < 3; r++) {
+        double t0 = now_s();
+        sink += isa->fma_loop(iters);
+        double dt = now_s() - t0, rate = (double)iters * 12 * isa->lanes * (isa->bf16_pairs ? 2 : 1) / dt;
+        if (dt > 0 && rate > best) best = rate;
+    }
+    (void)sink;
+    return best;
+}
+
+const wb_cpu_isa *wb_cpu_isa_bf16_pairs(void) {
+    if (supported(&wb_cpu_isa_avx512bf16)) return &wb_cpu_isa_avx512bf16;
+    if (supported(&wb_cpu_isa_avx2bf16)) return &wb_cpu_isa_avx2bf16;
+    return NULL;
+}
+
+double wb_cpu_isa_bf16_pair_speed(void) {
+    static double speed = -1;
+    if (speed < 0) {
+        const wb_cpu_isa *pairs = wb_cpu_isa_bf16_pairs(), *f32 = wb_cpu_isa_active();
+        double fr = pairs ? mac_rate(f32) : 0;
+        speed = pairs && fr > 0 ? mac_rate(pairs) / fr : 0;
+    }
+    return speed;
+}
 
 const wb_cpu_isa *wb_cpu_isa_bf16(int64_t rows) {
     bf16_init();
     if (bf16_forced) return bf16_active;
-    if (supported(&wb_cpu_isa_avx512bf16)) return &wb_cpu_isa_avx512bf16;
-    if (rows <= AVX2_PAIRS_MAX_ROWS && supported(&wb_cpu_isa_avx2bf16)) return &wb_cpu_isa_avx2bf16;
-    return NULL;
+    const wb_cpu_isa *pairs = wb_cpu_isa_bf16_pairs();
+    if (!pairs) return NULL;
+    /* above the memory-bound rows, pairs only where they also multiply faster (with a margin
+     * for the measurement's noise) */
+    return rows <= PAIRS_MAX_ROWS || wb_cpu_isa_bf16_pair_speed() > 1.1 ? pairs : NULL;
 }
 
 const char *wb_cpu_isa_bf16_name(void) {
     bf16_init();
     if (bf16_forced) return bf16_active ? bf16_active->name : "widen";
-    if (supported(&wb_cpu_isa_avx512bf16)) return "avx512bf16";
-    return supported(&wb_cpu_isa_avx2bf16) ? "auto" : "widen";
+    return wb_cpu_isa_bf16_pairs() ? "auto" : "widen";
 }
 
 int wb_cpu_isa_bf16_set(const char *name) {

@@ -60,7 +60,8 @@ typedef struct wb_cpu_isa {
     /* (optional) Packs `width` rows that are each contiguous along k: dst[kk*width + j] =
      * rows[j][kk]. NULL: gemm.c's scalar loops. */
     void (*pack_rows)(float *dst, const float *const *rows, int width, int64_t kc);
-    /* Peak calibration: `iters` rounds of 12 independent FMA chains of `lanes` floats. */
+    /* Peak calibration: `iters` rounds of 12 independent chains of `lanes` multiply-adds (an
+     * f32 FMA each; on a pair ISA a k-pair dot product: two multiply-adds per lane). */
     double (*fma_loop)(int64_t iters);
     int lanes;
     /* bf16 "pair" paths: every 32-bit slot of the packed operands holds two bf16 values that
@@ -80,13 +81,19 @@ int wb_cpu_isa_set(const char *name);
 /* What WB_CPU_ISA asked for when it could not be honoured (NULL otherwise). */
 const char *wb_cpu_isa_refused(void);
 /* The k-pair path a bf16 GEMM with `rows` rows of A uses, or NULL: widen bf16 to f32 and run the
- * f32 path. By default "avx512bf16" (vdpbf16ps) on CPUs with AVX512_BF16; else on AVX2 CPUs
- * "avx2bf16" (k-pairs widened in registers: half the weight bytes) for up to 6 rows, where
- * reading the weights dominates, and widening above. WB_CPU_BF16 (or wb_cpu_isa_bf16_set)
+ * f32 path. By default the pair path ("avx512bf16": vdpbf16ps on CPUs with AVX512_BF16, else
+ * "avx2bf16": k-pairs widened in registers) for up to 6 rows, where reading the weights
+ * dominates and pairs halve their bytes, and above that only where the pair instruction
+ * multiplies faster than f32 FMAs (measured once on this core; vdpbf16ps runs at half the FMA
+ * rate on some AVX512_BF16 cores); otherwise widening. WB_CPU_BF16 (or wb_cpu_isa_bf16_set)
  * forces one: "avx512bf16", "avx2bf16", "emulated" (portable, for tests), "widen", or "auto". */
 const wb_cpu_isa *wb_cpu_isa_bf16(int64_t rows);
 /* "avx512bf16", "avx2bf16", "emulated", "widen" when one path is forced or the only one; "auto"
  * when the choice depends on the rows. */
+/* The default pair path of this CPU (NULL: none), and its measured multiply-add rate over f32
+ * FMAs' (pair dot products count two per lane; 0 when there is no pair path). */
+const wb_cpu_isa *wb_cpu_isa_bf16_pairs(void);
+double wb_cpu_isa_bf16_pair_speed(void);
 const char *wb_cpu_isa_bf16_name(void);
 int wb_cpu_isa_bf16_set(const char *name); /* returns 0 if unsupported on this CPU */
 
