@@ -144,6 +144,12 @@ static int l_cpu_bf16(lua_State *L) {
     return 1;
 }
 
+/* wb.cpu_bf16_pair_speed() -> 0.49: the bf16 pair instruction's multiply-add rate over f32 FMAs. */
+static int l_cpu_bf16_pair_speed(lua_State *L) {
+    lua_pushnumber(L, wb_cpu_bf16_pair_speed());
+    return 1;
+}
+
 /* wb.sleep_ms(ms): lets other libraries' spinning worker threads go idle between benchmark
  * contenders (OpenBLAS's spin for ~0.1 s after a call and would steal a core from the next one). */
 static int l_sleep_ms(lua_State *L) {
@@ -177,9 +183,10 @@ static int l_openblas_available(lua_State *L) {
 static int l_openblas_info(lua_State *L) {
     const char *core, *note;
     WB_LUA_CHECK(L, wb_openblas_info(&core, &note));
-    lua_createtable(L, 0, 2);
+    lua_createtable(L, 0, 3);
     wb_lua_setstring(L, "corename", core);
     wb_lua_setstring(L, "coretype", note);
+    if (wb_openblas_config()) wb_lua_setstring(L, "config", wb_openblas_config());
     return 1;
 }
 
@@ -220,6 +227,7 @@ static const luaL_Reg ops[] = {
     {"exp", wb_lua_exp},
     {"cpu_isa", l_cpu_isa},
     {"cpu_bf16", l_cpu_bf16},
+    {"cpu_bf16_pair_speed", l_cpu_bf16_pair_speed},
     {"add", wb_lua_add},
     {"sub", wb_lua_sub},
     {"mul", wb_lua_mul},

@@ -154,6 +154,15 @@ static int l_set_num_threads(lua_State *L) {
     return 0;
 }
 
+/* wb.set_threads_adaptive(false) -> was_on: kernels keep the requested thread count even while
+ * other processes keep the cores busy (benchmarks comparing thread counts). */
+static int l_set_threads_adaptive(lua_State *L) {
+    if (!lua_isboolean(L, 1))
+        wb_lua_raise(L, "set_threads_adaptive: bad argument #1 (boolean expected, got %s)", luaL_typename(L, 1));
+    lua_pushboolean(L, wb_threads_set_adaptive(lua_toboolean(L, 1)));
+    return 1;
+}
+
 static int l_get_num_threads(lua_State *L) {
     lua_pushinteger(L, wb_threads_requested());
     return 1;
@@ -286,6 +295,7 @@ static const luaL_Reg misc[] = {
     {"manual_seed", l_manual_seed},
     {"initial_seed", l_initial_seed},
     {"set_num_threads", l_set_num_threads},
+    {"set_threads_adaptive", l_set_threads_adaptive},
     {"get_num_threads", l_get_num_threads},
     {"devices", l_devices},
     {"device_info", l_device_info},

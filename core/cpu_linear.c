@@ -256,6 +256,8 @@ wb_status wb_cpu_isa_select(const char *name) {
 
 const char *wb_cpu_bf16_name(void) { return wb_cpu_isa_bf16_name(); }
 
+double wb_cpu_bf16_pair_speed(void) { return wb_cpu_isa_bf16_pair_speed(); }
+
 wb_status wb_cpu_bf16_select(const char *name) {
     if (wb_cpu_isa_bf16_set(name)) return WB_OK;
     return wb_error(WB_ERR_UNSUPPORTED,

@@ -6,6 +6,8 @@
 
 int wb_openblas_available(void);
 wb_status wb_openblas_info(const char **corename, const char **coretype_note);
+/* openblas_get_config(): version and build options ("OpenBLAS 0.3.21 ..."), or NULL. */
+const char *wb_openblas_config(void);
 wb_status wb_openblas_set_threads(int n);
 wb_status wb_openblas_matmul(wb_tensor *a, wb_tensor *b, wb_tensor **out);
 

@@ -22,6 +22,7 @@ static struct {
     void *lib;
     sgemm_fn sgemm;
     char *(*corename)(void);
+    char *(*config)(void); /* optional */
     void (*set_threads)(int);
     char coretype_note[96];
 } ob;
@@ -48,6 +49,7 @@ static wb_status load(void) {
         ob.sgemm = (sgemm_fn)dlsym(ob.lib, "cblas_sgemm");
         ob.corename = (char *(*)(void))dlsym(ob.lib, "openblas_get_corename");
         ob.set_threads = (void (*)(int))dlsym(ob.lib, "openblas_set_num_threads");
+        ob.config = (char *(*)(void))dlsym(ob.lib, "openblas_get_config");
     }
     if (!ob.lib || !ob.sgemm || !ob.corename || !ob.set_threads) {
         ob.lib = NULL;
@@ -67,6 +69,8 @@ wb_status wb_openblas_info(const char **corename, const char **coretype_note) {
     *coretype_note = ob.coretype_note;
     return WB_OK;
 }
+
+const char *wb_openblas_config(void) { return load() == WB_OK && ob.config ? ob.config() : NULL; }
 
 wb_status wb_openblas_set_threads(int n) {
     wb_status st = load();

@@ -84,6 +84,15 @@ int wb_threads_requested(void) {
 
 int wb_threads_contended(void) { return contended; }
 
+int wb_threads_set_adaptive(int on) {
+    if (enabled < 0) wb_threads_adapt(); /* reads WB_THREADS_ADAPT and whether schedstat exists */
+    int was = enabled == 1;
+    enabled = on && own_wait_ns() >= 0 ? 1 : 0;
+    if (!enabled) contended = 0, quiet_windows = 0;
+    apply(contended ? 1 : wb_threads_requested());
+    return was;
+}
+
 void wb_threads_adapt(void) {
     if (enabled < 0) {
         const char *e = getenv("WB_THREADS_ADAPT");

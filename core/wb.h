@@ -81,6 +81,9 @@ int wb_threads_requested(void);
 void wb_threads_set_requested(int n);
 void wb_threads_adapt(void);
 int wb_threads_contended(void);
+/* Turns the adaptation on or off (off: always the requested count, as WB_THREADS_ADAPT=0 does);
+ * returns whether it was on. Benchmarks that compare thread counts turn it off. */
+int wb_threads_set_adaptive(int on);
 
 /* ---- storage and tensors --------------------------------------------------------------- */
 
@@ -234,6 +237,9 @@ wb_status wb_cpu_isa_select(const char *name);
  * registers), "emulated" (the k-pair path in portable C, for tests), "widen" (bf16 widened to
  * f32, the f32 kernels) or "auto" (by rows: see wb_kernels/gemm.h); and a switch. */
 const char *wb_cpu_bf16_name(void);
+/* The measured multiply-add rate of this CPU's bf16 pair instruction over f32 FMAs (a pair dot
+ * product counts two per lane); 0 when the CPU has no pair path. Measured once (~4 ms). */
+double wb_cpu_bf16_pair_speed(void);
 wb_status wb_cpu_bf16_select(const char *name);
 
 /* Reading values back (host side; these are comparisons, not ops on the device lane). */
