@@ -260,7 +260,8 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
         local.dual_bias = interleaved;
     }
     int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
-    if (2.0 * (double)p->m * (double)p->n * (double)p->k < 4e6) nt = 1; /* not worth a fork */
+    /* not worth a fork (a pair ISA's k counts pairs: two multiply-adds each) */
+    if (2.0 * (double)p->m * (double)p->n * (double)p->k * (isa->bf16_pairs ? 2 : 1) < 4e6) nt = 1;
 #ifdef _OPENMP
     if (nt > omp_get_max_threads()) nt = omp_get_max_threads(); /* the core lowers it while the cores are busy */
 #endif
