@@ -8,6 +8,7 @@
 #include <omp.h>
 #endif
 
+#include "wb_kernels/bf16.h"
 #include "wb_kernels/gemm.h"
 #include "wb_kernels/spans.h"
 
@@ -88,6 +89,22 @@ static void pack_a_tile(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t
                         float *dst) {
     const int mr = isa->mr;
     int64_t row0 = it * mr, rows = p->m - row0 < mr ? p->m - row0 : mr;
+    if (p->a_bf16) { /* widened on the way: a bf16 is the top half of an f32 */
+        const uint16_t *a = (const uint16_t *)p->a;
+        if (p->csa == 1 && isa->pack_rows_bf16) {
+            const uint16_t *src[MAX_MR];
+            for (int r = 0; r < mr; r++)
+                src[r] = a + (row0 + (r < rows ? r : 0)) * p->rsa + pc;
+            isa->pack_rows_bf16(dst, src, mr, kc);
+            return;
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            const uint16_t *src = a + (row0 + r) * p->rsa + pc * p->csa;
+            for (int64_t kk = 0; kk < kc; kk++)
+                dst[kk * mr + r] = wb_bf16_to_f32(src[kk * p->csa]);
+        }
+        return;
+    }
     if (p->rsa == 1 && rows == mr) { /* column-major A: MR rows are contiguous at each depth */
         for (int64_t kk = 0; kk < kc; kk++)
             memcpy(dst + kk * mr, p->a + row0 + (pc + kk) * p->csa, sizeof(float) * (size_t)mr);

@@ -39,6 +39,8 @@ local DOCS = {
     -- machine
     ["wb.set_num_threads"] = "wb.set_num_threads(n): CPU threads for kernels",
     ["wb.get_num_threads"] = "wb.get_num_threads() -> CPU threads for kernels",
+    ["wb.set_threads_adaptive"] = "wb.set_threads_adaptive(on) -> was_on: with false, kernels keep the requested thread count even while other processes keep the cores busy (benchmarks comparing thread counts); true restores dropping to one thread then",
+    ["wb.cpu_bf16_pair_speed"] = "wb.cpu_bf16_pair_speed() -> the bf16 pair instruction's measured multiply-add rate over f32 FMAs (0.5: half as fast; 0: no pair path); auto uses pairs above 6 rows only where it is above 1.1",
     ["wb.devices"] = "wb.devices() -> the devices that can run ops, e.g. {\"cpu\"}",
     ["wb.device_info"] = "wb.device_info([device]) -> {device, name, isa, threads, peak_gflops, theoretical_peak_gflops, bandwidth_gbs, l2_gbs, l3_gbs, dram_gbs, under_load, calibrated, conditions}; cpu ceilings calibrated until stable and cached per machine; cuda: SM count, versions, datasheet peaks",
     ["wb.synchronize"] = "wb.synchronize([device]): wait for the device's queued kernels (the CPU runs them synchronously)",
@@ -119,7 +121,7 @@ workbench help: help(function) or help("name") for one entry; help(x) for a tens
   views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
   modules   wb.nn.Linear wb.nn.GeGLUMLP wb.nn.SwiGLUMLP
   speed     wb.graph.capture wb.compile wb.bench wb.profiler.profile wb.results wb.sweep wb.device_info
-  machine   wb.set_num_threads wb.cpu_isa wb.cpu_bf16 wb.devices wb.synchronize
+  machine   wb.set_num_threads wb.set_threads_adaptive wb.cpu_isa wb.cpu_bf16 wb.devices wb.synchronize
 Tab completes names (x:tr<Tab>); a trailing ; silences a value; Ctrl-C stops a statement; Ctrl-D leaves.]]
 
 local MODULES = {"nn", "graph", "profiler", "openblas", "cuda", "sweep"}

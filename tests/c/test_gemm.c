@@ -37,24 +37,21 @@ static int run_case(const wb_cpu_isa *isa, int64_t m, int64_t n, int64_t k, int 
         c[i] = NAN; /* poisoned: every element must be written */
     /* ta: A stored transposed (column-major), tb: B stored transposed (as a linear's weight) */
     int64_t rsa = ta ? 1 : k, csa = ta ? m : 1, rsb = tb ? 1 : n, csb = tb ? k : 1;
-    wb_gemm_problem p = {m,
-                         n,
-                         k,
-                         a,
-                         rsa,
-                         csa,
-                         b,
-                         rsb,
-                         csb,
-                         dual ? bu : NULL,
-                         c,
-                         n,
-                         bias && !dual ? bi : NULL,
-                         dual ? WB_STORE_GEGLU : store,
-                         NULL,
-                         threads,
-                         NULL,
-                         NULL};
+    wb_gemm_problem p = {.m = m,
+                         .n = n,
+                         .k = k,
+                         .a = a,
+                         .rsa = rsa,
+                         .csa = csa,
+                         .b = b,
+                         .rsb = rsb,
+                         .csb = csb,
+                         .b_up = dual ? bu : NULL,
+                         .c = c,
+                         .ldc = n,
+                         .bias = bias && !dual ? bi : NULL,
+                         .store = dual ? WB_STORE_GEGLU : store,
+                         .threads = threads};
     if (dual && bias) p.bias = bi, p.bias_up = bu; /* the up bias: the first n values of bu */
     float *pk = NULL;
     if (packed) {

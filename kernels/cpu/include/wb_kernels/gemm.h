@@ -60,6 +60,8 @@ typedef struct wb_cpu_isa {
     /* (optional) Packs `width` rows that are each contiguous along k: dst[kk*width + j] =
      * rows[j][kk]. NULL: gemm.c's scalar loops. */
     void (*pack_rows)(float *dst, const float *const *rows, int width, int64_t kc);
+    /* (optional) The same for bf16 rows, widened to f32 on the way (A of a bf16 GEMM). */
+    void (*pack_rows_bf16)(float *dst, const uint16_t *const *rows, int width, int64_t kc);
     /* Peak calibration: `iters` rounds of 12 independent chains of `lanes` multiply-adds (an
      * f32 FMA each; on a pair ISA a k-pair dot product: two multiply-adds per lane). */
     double (*fma_loop)(int64_t iters);
@@ -112,6 +114,7 @@ typedef struct wb_gemm_problem {
     int threads;
     const float *bias_up;   /* dual only: n values added to A·B_up (bias is then the gate's), or NULL */
     const float *dual_bias; /* internal: the two dual biases interleaved per tile (set by wb_gemm_run) */
+    int a_bf16;             /* A holds bf16 (a points at uint16_t; strides in elements), widened while packed */
 } wb_gemm_problem;
 
 /* Floats needed to hold B (and B_up) packed for `isa` over the whole K. */
