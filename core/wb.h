@@ -237,8 +237,8 @@ wb_status wb_cpu_isa_select(const char *name);
  * registers), "emulated" (the k-pair path in portable C, for tests), "widen" (bf16 widened to
  * f32, the f32 kernels) or "auto" (by rows: see wb_kernels/gemm.h); and a switch. */
 const char *wb_cpu_bf16_name(void);
-/* The measured multiply-add rate of this CPU's bf16 pair instruction over f32 FMAs (a pair dot
- * product counts two per lane); 0 when the CPU has no pair path. Measured once (~4 ms). */
+/* The measured multiply-add rate of this CPU's bf16 pair instruction (vdpbf16ps) over f32 FMAs
+ * (a pair dot product counts two per lane); 0 without one. Measured once per ISA (~4 ms). */
 double wb_cpu_bf16_pair_speed(void);
 wb_status wb_cpu_bf16_select(const char *name);
 

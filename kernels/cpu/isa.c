@@ -103,17 +103,22 @@ static double mac_rate(const wb_cpu_isa *isa) {
 }
 
 const wb_cpu_isa *wb_cpu_isa_bf16_pairs(void) {
-    if (supported(&wb_cpu_isa_avx512bf16)) return &wb_cpu_isa_avx512bf16;
+    /* on the AVX-512 path only: WB_CPU_ISA=avx2 stands for an AVX2 CPU, bf16 included */
+    if (wb_cpu_isa_active() == &wb_cpu_isa_avx512 && supported(&wb_cpu_isa_avx512bf16)) return &wb_cpu_isa_avx512bf16;
     if (supported(&wb_cpu_isa_avx2bf16)) return &wb_cpu_isa_avx2bf16;
     return NULL;
 }
 
 double wb_cpu_isa_bf16_pair_speed(void) {
     static double speed = -1;
-    if (speed < 0) {
-        const wb_cpu_isa *pairs = wb_cpu_isa_bf16_pairs(), *f32 = wb_cpu_isa_active();
+    static const wb_cpu_isa *measured_for; /* the active ISA it was measured against */
+    const wb_cpu_isa *pairs = wb_cpu_isa_bf16_pairs(), *f32 = wb_cpu_isa_active();
+    /* avx2bf16's pair product is two f32 FMAs after widening: no instruction of its own to time */
+    if (pairs != &wb_cpu_isa_avx512bf16) return 0;
+    if (speed < 0 || measured_for != f32) {
         double fr = pairs ? mac_rate(f32) : 0;
         speed = pairs && fr > 0 ? mac_rate(pairs) / fr : 0;
+        measured_for = f32;
     }
     return speed;
 }

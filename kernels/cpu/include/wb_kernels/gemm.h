@@ -92,8 +92,10 @@ const char *wb_cpu_isa_refused(void);
 const wb_cpu_isa *wb_cpu_isa_bf16(int64_t rows);
 /* "avx512bf16", "avx2bf16", "emulated", "widen" when one path is forced or the only one; "auto"
  * when the choice depends on the rows. */
-/* The default pair path of this CPU (NULL: none), and its measured multiply-add rate over f32
- * FMAs' (pair dot products count two per lane; 0 when there is no pair path). */
+/* The default pair path of this CPU and active ISA (NULL: none; avx512bf16 only on the AVX-512
+ * path), and the measured multiply-add rate of its pair instruction (vdpbf16ps) over f32 FMAs'
+ * (a pair dot product counts two per lane; 0 when there is no such instruction: avx2bf16 widens
+ * in registers and multiplies with f32 FMAs). */
 const wb_cpu_isa *wb_cpu_isa_bf16_pairs(void);
 double wb_cpu_isa_bf16_pair_speed(void);
 const char *wb_cpu_isa_bf16_name(void);
