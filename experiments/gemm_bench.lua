@@ -4,6 +4,8 @@
 --   workbench experiments/gemm_bench.lua [--sizes 512,1024,2048] [--threads 1,2] [--layouts nn,tn]
 --                                        [--tokens 16,128,512] [--rounds 5] [--bf16-size 1024]
 --
+-- (also printed, without a bar: what each fused epilogue costs against a plain GEMM)
+--
 -- Expectation (the bars, on the machine at hand): fp32 GEMM >= 1.0x OpenBLAS's best kernel for
 -- this CPU at every square size and at the MLP's shapes (768 -> 3072 and 3072 -> 768, tokens 128
 -- and 512), 1 and 2 threads; the dual GeGLU MLP at 512 tokens >= 90% of the calibrated FMA peak on
@@ -31,7 +33,8 @@ parser:option("--layouts", "Layouts of the square GEMMs (BLAS letters), comma-se
 parser:option("--tokens", "Token counts of the MLP's linears, comma-separated.", "16,128,512")
     :convert(args.ints("--tokens", 1, 65536))
 parser:option("--rounds", "Rounds of alternating the contenders.", "5"):convert(args.int("--rounds", 1, 1000))
-parser:option("--bf16-size", "Size of the bf16-against-f32 GEMM.", "1024"):convert(args.int("--bf16-size", 1, 65536))
+parser:option("--bf16-size", "Size of the bf16-against-f32 and the epilogue GEMMs.", "1024")
+    :convert(args.int("--bf16-size", 1, 65536))
 local opts = args.parse(parser)
 local thread_counts, rounds = opts.threads, opts.rounds
 
@@ -220,6 +223,29 @@ do
         rows[#rows + 1] = row
         print(string.format("  %-26s %-10s %8.2f ms   %7.1f GFLOP/s   %3.0f%% of peak  %s", row.label, plural(t, "thread"),
             us / 1e3, row.gflops, row.pct, row.verdict))
+    end
+end
+
+print("\n-- what the fused epilogues cost: linear-shaped GEMM n = " .. opts.bf16_size .. " with each, against plain (no bar)")
+do
+    local n = opts.bf16_size
+    local x, w, bias = wb.randn({n, n}), wb.randn({n, n}), wb.randn({n})
+    local variants = {
+        {"plain", function() local _ = wb.linear(x, w) end, "workbench"},
+        {"bias", function() local _ = wb.linear(x, w, bias) end, "workbench"},
+        {"bias+gelu_tanh", function() local _ = wb.linear(x, w, bias, {activation = "gelu_tanh"}) end, "workbench"},
+        {"bias+gelu_erf", function() local _ = wb.linear(x, w, bias, {activation = "gelu"}) end, "workbench"},
+        {"bias+silu", function() local _ = wb.linear(x, w, bias, {activation = "silu"}) end, "workbench"},
+    }
+    local res = race(variants, math.max(2, math.floor(1e9 / (2.0 * n ^ 3))))
+    for _, t in ipairs(thread_counts) do
+        local parts = {}
+        for i = 2, #variants do
+            local rr = round_ratios(res[t][variants[i][1]], res[t].plain)
+            parts[#parts + 1] = string.format("%s %.3fx", variants[i][1], quantile(rr, 0.5))
+        end
+        print(string.format("  %-10s plain %.2f ms; time against plain: %s", plural(t, "thread"),
+            quantile(res[t].plain.samples, 0.5) / 1e3, table.concat(parts, ", ")))
     end
 end
 
