@@ -116,8 +116,8 @@ double wb_cpu_isa_bf16_pair_speed(void) {
     /* avx2bf16's pair product is two f32 FMAs after widening: no instruction of its own to time */
     if (pairs != &wb_cpu_isa_avx512bf16) return 0;
     if (speed < 0 || measured_for != f32) {
-        double fr = pairs ? mac_rate(f32) : 0;
-        speed = pairs && fr > 0 ? mac_rate(pairs) / fr : 0;
+        double fr = mac_rate(f32);
+        speed = fr > 0 ? mac_rate(pairs) / fr : 0;
         measured_for = f32;
     }
     return speed;
