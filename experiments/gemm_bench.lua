@@ -3,6 +3,7 @@
 --
 --   workbench experiments/gemm_bench.lua [--sizes 512,1024,2048] [--threads 1,2] [--layouts nn,tn]
 --                                        [--tokens 16,128,512] [--rounds 5] [--bf16-size 1024]
+--                                        [--out DIR]
 --
 -- (also printed, without a bar: what each fused epilogue costs against a plain GEMM)
 --
@@ -18,7 +19,10 @@
 -- moves both. Figures are medians over all calls; ratios are the median of the rounds' ratios,
 -- with their range. After OpenBLAS ran on several threads its workers spin for ~0.1 s: the next
 -- contender starts after a pause. % of peak is against the FMA peak calibrated for this CPU,
--- path and thread count (wb.calibrate, cached per machine). Takes 4-6 minutes with the defaults.
+-- path and thread count (wb.calibrate, cached per machine). A verdict with "~" is not settled:
+-- the rounds' ratios fall on both sides of the bar. The rows, with every call's time, are saved
+-- under --out (gemm_bench.json/.csv/.html): `workbench compare A.json B.json` compares two runs.
+-- Takes about a minute with the defaults.
 -- Layout letters follow BLAS (column-major) naming: "tn" is a linear layer (x times W^T).
 
 local args = require("wb.args")
@@ -35,8 +39,11 @@ parser:option("--tokens", "Token counts of the MLP's linears, comma-separated.",
 parser:option("--rounds", "Rounds of alternating the contenders.", "5"):convert(args.int("--rounds", 1, 1000))
 parser:option("--bf16-size", "Size of the bf16-against-f32 and the epilogue GEMMs.", "1024")
     :convert(args.int("--bf16-size", 1, 65536))
+parser:option("--out", "Output folder (default: out/gemm_bench/<timestamp>).")
 local opts = args.parse(parser)
 local thread_counts, rounds = opts.threads, opts.rounds
+local out_dir = opts.out or wb.options.out or ("out/gemm_bench/" .. os.date("%Y%m%d-%H%M%S"))
+assert(wb.mkdir_p(out_dir))
 
 -- the thread counts asked for, even while other processes keep the cores busy (the kernels
 -- otherwise drop to one thread then, and "2 threads" would not mean 2)
@@ -130,9 +137,11 @@ local function round_ratios(a, b)
 end
 
 local rows = {}
-local function verdict(value, bar)
+-- "meets" or "BELOW" by the median; "~" when the rounds fall on both sides of the bar
+local function verdict(value, bar, lo, hi)
     if not bar or not value then return "-" end
-    return value >= bar and "meets" or "BELOW"
+    local unsettled = lo and hi and lo < bar and hi >= bar
+    return (value >= bar and "meets" or "BELOW") .. (unsettled and "~" or "")
 end
 
 -- One row per thread count: ours against OpenBLAS on the same operation.
@@ -153,7 +162,8 @@ local function gemm_rows(kind, label, flops, ours, peer, bar, iters)
             row.ratio, row.ratio_lo, row.ratio_hi = quantile(rr, 0.5), quantile(rr, 0), quantile(rr, 1)
         end
         row.bar = bar and have_peer and bar or nil
-        row.verdict = verdict(row.ratio, row.bar)
+        row.verdict = verdict(row.ratio, row.bar, row.ratio_lo, row.ratio_hi)
+        row.samples = o.samples
         rows[#rows + 1] = row
         print(string.format("  %-26s %-10s ours %7.1f GFLOP/s (%3.0f%% of peak)%s", label, plural(t, "thread"),
             row.gflops, row.pct, row.ratio and string.format("   OpenBLAS %7.1f   ratio %.2fx (%.2f-%.2f)  %s",
@@ -216,7 +226,8 @@ do
     for _, t in ipairs(thread_counts) do
         local s = res[t].dual.samples
         local us = quantile(s, 0.5)
-        local row = {kind = "dual", label = "dual MLP 512 tokens", threads = t, us = us, gflops = flops / us / 1e3}
+        local row = {kind = "dual", label = "dual MLP 512 tokens", threads = t, us = us, gflops = flops / us / 1e3,
+            samples = s}
         row.pct = 100 * row.gflops / peaks[t]
         row.bar_pct = t == 1 and 90 or nil
         row.verdict = verdict(row.pct, row.bar_pct)
@@ -263,8 +274,9 @@ do
     for _, t in ipairs(thread_counts) do
         local rr = round_ratios(res[t].f32, res[t].bf16)
         local row = {kind = "bf16", label = string.format("bf16 GEMM n=%d", n), threads = t,
-            ratio = quantile(rr, 0.5), ratio_lo = quantile(rr, 0), ratio_hi = quantile(rr, 1), bar = bar}
-        row.verdict = verdict(row.ratio, bar)
+            ratio = quantile(rr, 0.5), ratio_lo = quantile(rr, 0), ratio_hi = quantile(rr, 1), bar = bar,
+            us = quantile(res[t].bf16.samples, 0.5), samples = res[t].bf16.samples}
+        row.verdict = verdict(row.ratio, bar, row.ratio_lo, row.ratio_hi)
         rows[#rows + 1] = row
         print(string.format("  %-26s %-10s f32 %8.2f ms   bf16 %8.2f ms   bf16 speed %.2fx f32 (%.2f-%.2f)  bar %.2fx  %s",
             row.label, plural(t, "thread"), quantile(res[t].f32.samples, 0.5) / 1e3,
@@ -282,8 +294,9 @@ do
     for _, t in ipairs(thread_counts) do
         local rr = round_ratios(r1[t].f32, r1[t].bf16)
         local row = {kind = "bf16", label = "bf16 MLP 1 token", threads = t, ratio = quantile(rr, 0.5),
-            ratio_lo = quantile(rr, 0), ratio_hi = quantile(rr, 1), bar = 1.8}
-        row.verdict = verdict(row.ratio, 1.8)
+            ratio_lo = quantile(rr, 0), ratio_hi = quantile(rr, 1), bar = 1.8, us = quantile(r1[t].bf16.samples, 0.5),
+            samples = r1[t].bf16.samples}
+        row.verdict = verdict(row.ratio, 1.8, row.ratio_lo, row.ratio_hi)
         rows[#rows + 1] = row
         print(string.format("  %-26s %-10s f32 %8.1f us   bf16 %8.1f us   bf16 speed %.2fx f32 (%.2f-%.2f)  bar 1.80x  %s",
             row.label, plural(t, "thread"), quantile(r1[t].f32.samples, 0.5), quantile(r1[t].bf16.samples, 0.5),
@@ -303,11 +316,28 @@ for _, r in ipairs(rows) do
         r.gflops and string.format("%.1f", r.gflops) or "-",
         r.p10 and string.format("%.1f-%.1f", r.p10, r.p90) or "-", r.pct and string.format("%.0f%%", r.pct) or "-",
         r.peer_gflops and string.format("%.1f", r.peer_gflops) or "-", ratio, bar, r.verdict))
-    if r.verdict == "meets" then met = met + 1 elseif r.verdict == "BELOW" then below = below + 1 end
+    if r.verdict:match("^meets") then met = met + 1 elseif r.verdict:match("^BELOW") then below = below + 1 end
 end
-print(string.format("\n%s, %s", plural(met, "row meets its bar", "rows meet their bars"),
-    plural(below, "row is below its bar", "rows are below their bars")))
+print(string.format("\n%s, %s (~: the rounds fall on both sides of the bar; not settled on this machine now)",
+    plural(met, "row meets its bar", "rows meet their bars"), plural(below, "row is below its bar", "rows are below their bars")))
+
 if has_bf16_isa and pair_speed then
     print(string.format("bf16: this CPU's pair instruction (vdpbf16ps) multiplies at %.2fx the f32 FMA rate " ..
         "(measured); the 1.8x bar assumes 2x", pair_speed))
 end
+
+-- every row with its calls' times, for `workbench compare`
+local results = wb.results("gemm_bench", {keys = {"row", "threads"}, quiet = true,
+    config = {sizes = table.concat(opts.sizes, ","), layouts = table.concat(opts.layouts, ","),
+        tokens = table.concat(opts.tokens, ","), bf16_size = opts.bf16_size, peer = peer_core}})
+for _, r in ipairs(rows) do
+    -- outcomes as booleans (a column of strings would be taken for configuration by compare)
+    local meets, settled
+    if r.verdict ~= "-" then meets, settled = r.verdict:match("^meets") ~= nil, r.verdict:match("~$") == nil end
+    results:add{row = r.label, threads = r.threads, median_us = r.us, samples_us = r.samples,
+        p10_us = r.samples and quantile(r.samples, 0.1), p90_us = r.samples and quantile(r.samples, 0.9),
+        gflops = r.gflops, pct_peak = r.pct, openblas_gflops = r.peer_gflops, ratio = r.ratio, ratio_lo = r.ratio_lo,
+        ratio_hi = r.ratio_hi, bar = r.bar or (r.bar_pct and r.bar_pct / 100), meets_bar = meets, settled = settled}
+end
+local paths = results:save{dir = out_dir}
+print(string.format("results: %s, %s, %s", paths.json, paths.csv, paths.html))
