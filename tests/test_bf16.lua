@@ -200,6 +200,39 @@ function TestBf16Kernels:test_mlp_modes_against_f32()
     end
 end
 
+-- "auto": the pair path (half the weight bytes) for up to 6 rows; above, pairs only where the
+-- pair instruction multiplies faster than f32 FMAs, else the f32 kernels on widened operands.
+-- The kernel's isa field says which ran.
+function TestBf16Kernels:test_auto_picks_by_rows_and_measured_rate()
+    if wb.cpu_bf16() ~= "auto" then return end
+    local speed = wb.cpu_bf16_pair_speed()
+    lu.assertTrue(type(speed) == "number" and speed >= 0)
+    local w = round(wb.randn({96, 64}))
+    local function isa_of(rows)
+        local x = round(wb.randn({rows, 64}))
+        local p = wb.profiler.profile({activities = {"cpu", "device"}}, function() wb.linear(x, w) end)
+        for _, e in ipairs(p:events()) do if e.cat == "kernel" then return e.args.isa end end
+    end
+    local f32 = wb.cpu_isa()
+    for _, rows in ipairs({1, 6}) do
+        lu.assertStrContains(isa_of(rows), "bf16", "pairs at " .. rows .. " rows")
+    end
+    for _, rows in ipairs({7, 64}) do
+        if speed > 1.1 then
+            lu.assertStrContains(isa_of(rows), "bf16", "pairs outrun FMAs here: pairs at " .. rows .. " rows")
+        else
+            lu.assertEquals(isa_of(rows), f32, "widened onto the f32 kernels at " .. rows .. " rows")
+        end
+    end
+    -- an AVX2 path stands for an AVX2 CPU: no vdpbf16ps, so no rate to measure
+    if pcall(wb.cpu_isa, "avx2") then
+        lu.assertEquals(wb.cpu_bf16_pair_speed(), 0)
+        lu.assertEquals(isa_of(1), "avx2bf16")
+        lu.assertEquals(isa_of(64), "avx2")
+        wb.cpu_isa(f32)
+    end
+end
+
 function TestBf16Kernels:test_mixed_dtypes_refused()
     local h, f = wb.ones({2, 2}, {dtype = "bf16"}), wb.ones({2, 2})
     raises("add: dtypes bf16 and f32 differ", function() return h + f end)

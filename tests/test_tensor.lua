@@ -232,4 +232,13 @@ function TestDevices:test_threads()
     lu.assertErrorMsgContains("out of range", function() wb.set_num_threads(0) end)
 end
 
+function TestDevices:test_threads_adaptive_switch()
+    local was = wb.set_threads_adaptive(false)
+    lu.assertIsBoolean(was)
+    lu.assertFalse(wb.set_threads_adaptive(false), "it was just turned off")
+    lu.assertFalse(wb.set_threads_adaptive(was))
+    lu.assertErrorMsgContains("set_threads_adaptive: bad argument #1 (boolean expected, got number)",
+        function() wb.set_threads_adaptive(1) end)
+end
+
 os.exit(lu.LuaUnit.run())
