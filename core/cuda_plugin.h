@@ -4,6 +4,10 @@
 #ifndef WB_CUDA_PLUGIN_H
 #define WB_CUDA_PLUGIN_H
 
+#include <stddef.h>
+
+#include <wb_kernels/generated.h>
+
 #include "abi/wb_cuda_abi.h"
 #include "op.h"
 
@@ -12,6 +16,12 @@ _Static_assert((int)WB_CU_F32 == (int)WB_F32 && (int)WB_CU_BF16 == (int)WB_BF16,
 _Static_assert((int)WB_CU_ACT_NONE == (int)WB_ACT_NONE && (int)WB_CU_ACT_GELU_TANH == (int)WB_ACT_GELU_TANH &&
                    (int)WB_CU_ACT_GELU_ERF == (int)WB_ACT_GELU_ERF,
                "plugin activations are wb_activation's");
+/* A generated kernel's arguments cross the ABI as the host kernels' own struct. */
+_Static_assert(sizeof(wb_cuda_poi_args) == sizeof(wb_poi_args) && WB_CUDA_POI_MAX_INPUTS == WB_POI_MAX_INPUTS &&
+                   offsetof(wb_cuda_poi_args, stride) == offsetof(wb_poi_args, stride) &&
+                   offsetof(wb_cuda_poi_args, in) == offsetof(wb_poi_args, in) &&
+                   offsetof(wb_cuda_poi_args, parallel_min) == offsetof(wb_poi_args, parallel_min),
+               "wb_cuda_poi_args is wb_poi_args");
 
 /* The plugin, loaded and initialised, or NULL with the reason in the error message. */
 const wb_cuda_api *wb_cuda_api_get(void);

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define WB_CUDA_ABI_VERSION 3
+#define WB_CUDA_ABI_VERSION 4
 #define WB_CUDA_MAX_DIMS    8 /* = WB_MAX_DIMS */
 
 /* Element types: the values equal wb_dtype's. */
@@ -160,10 +160,35 @@ typedef struct wb_cuda_record {
 
 typedef void (*wb_cuda_record_fn)(void *user, const wb_cuda_record *rec);
 
+/* Generated pointwise kernels (wb.compile's code generation). The core writes each kernel as CUDA
+ * C: `extern "C" __global__ void <name>(wb_cuda_poi_args a)`, one thread per output element in a
+ * grid-stride loop. Its only parameter, passed by value, is the output as [rows, cols] (cols
+ * innermost, contiguous) and per input the element strides of the outer dimensions; along cols an
+ * input is read with stride 1 or 0 (broadcast), fixed in the source. The layout is the host
+ * kernels' wb_poi_args (the core asserts it), so both generators share the index math. */
+#define WB_CUDA_POI_MAX_INPUTS 5
+typedef struct wb_cuda_poi_args {
+    int64_t rows, cols;
+    int outer;                                               /* outer dimensions, rows = their product */
+    int64_t shape[WB_CUDA_MAX_DIMS];                         /* sizes of the outer dimensions */
+    int64_t stride[WB_CUDA_POI_MAX_INPUTS][WB_CUDA_MAX_DIMS]; /* per input, along each outer dimension */
+    const void *in[WB_CUDA_POI_MAX_INPUTS];
+    void *out;
+    int64_t parallel_min; /* host kernels only: threads from this many elements */
+} wb_cuda_poi_args;
+
+/* How the plugin compiles generated kernels (codegen_init). */
+typedef struct wb_cuda_codegen_info {
+    char compiler[96]; /* "NVRTC 13.0": with arch, part of the core's cache key */
+    char arch[16];     /* the device's architecture, "sm_90" */
+    int host_kernels;  /* 1: the plugin runs generated kernels on the host (the mock plugin): codegen_load
+                          needs the host build of each kernel; 0: the CUDA image is all it runs */
+} wb_cuda_codegen_info;
+
 /* The handshake: what the plugin was built with, compared member by member with the core's own
  * (a plugin from another build says which struct or enum differs instead of misreading memory). */
 typedef struct wb_cuda_abi_layout {
-    uint32_t api, info, gemm, ew, geglu, record; /* sizeof each struct */
+    uint32_t api, info, gemm, ew, geglu, record, poi, codegen; /* sizeof each struct */
     uint32_t enums;                              /* WB_CUDA_ENUM_FINGERPRINT */
 } wb_cuda_abi_layout;
 
@@ -182,7 +207,7 @@ struct wb_cuda_api;
 #define WB_CUDA_ABI_LAYOUT                                                                                             \
     {(uint32_t)sizeof(struct wb_cuda_api), (uint32_t)sizeof(wb_cuda_info),   (uint32_t)sizeof(wb_cuda_gemm),          \
      (uint32_t)sizeof(wb_cuda_ew),         (uint32_t)sizeof(wb_cuda_geglu), (uint32_t)sizeof(wb_cuda_record),         \
-     WB_CUDA_ENUM_FINGERPRINT}
+     (uint32_t)sizeof(wb_cuda_poi_args),   (uint32_t)sizeof(wb_cuda_codegen_info), WB_CUDA_ENUM_FINGERPRINT}
 
 typedef struct wb_cuda_api {
     int abi_version;
@@ -224,6 +249,24 @@ typedef struct wb_cuda_api {
     void (*trace_pop_correlation)(void);
     int (*timestamp)(uint64_t *ns); /* the tracer's clock now */
     int (*trace_clock)(void);       /* WB_CU_CLOCK_*: MONOTONIC when CUPTI stamps with the profiler's clock */
+
+    /* (optional, all or none) Generated kernels. The disk cache is the core's: the plugin turns
+     * source into an image and an image into a loaded kernel, and launches it on its stream (so
+     * it is captured in graphs and traced under its own name, like the other kernels).
+     * init: -1 when the plugin cannot compile (no NVRTC), last_error() says why; ask once.
+     * compile: CUDA C defining `name` -> an image for this device (*image from malloc, released
+     *   with image_free); on failure -1, the compiler's log in log (NUL-terminated, cut at loglen)
+     *   and last_error() saying what failed.
+     * load: the image's kernel `name` (loaded for the process's life). host_fn: the same kernel
+     *   built for the host, taking a wb_cuda_poi_args; used by plugins with host_kernels only.
+     * launch: one launch over args->rows * args->cols elements, queued on the stream. */
+    int (*codegen_init)(wb_cuda_codegen_info *out);
+    int (*codegen_compile)(const char *source, const char *name, const char *options, void **image, size_t *size,
+                           char *log, size_t loglen);
+    void (*codegen_image_free)(void *image);
+    int (*codegen_load)(const void *image, size_t size, const char *name, void (*host_fn)(const void *args),
+                        void **kernel);
+    int (*codegen_launch)(void *kernel, const wb_cuda_poi_args *args);
 } wb_cuda_api;
 
 /* Sizes as this version lays them out on x86-64 Linux: changing a struct without bumping
@@ -239,7 +282,9 @@ WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_ew) == 320, "wb_cuda_ew changed: bump WB_CU
 WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_geglu) == 64, "wb_cuda_geglu changed: bump WB_CUDA_ABI_VERSION");
 WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_record) == 112, "wb_cuda_record changed: bump WB_CUDA_ABI_VERSION");
 WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_info) == 328, "wb_cuda_info changed: bump WB_CUDA_ABI_VERSION");
-WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_api) == 216, "wb_cuda_api changed: bump WB_CUDA_ABI_VERSION");
+WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_poi_args) == 464, "wb_cuda_poi_args changed: bump WB_CUDA_ABI_VERSION");
+WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_codegen_info) == 116, "wb_cuda_codegen_info changed: bump WB_CUDA_ABI_VERSION");
+WB_CUDA_STATIC_ASSERT(sizeof(wb_cuda_api) == 264, "wb_cuda_api changed: bump WB_CUDA_ABI_VERSION");
 #endif
 
 /* The one symbol the plugin exports. Returns NULL when the ABI version differs; the caller then
