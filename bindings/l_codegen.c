@@ -7,8 +7,10 @@
 
 #define KERNEL_T "wb.GeneratedKernel"
 
-/* wb.codegen.build{symbol=, source=, ops=, dtype=, inputs=, inner_broadcast={bool...}}
- *   -> kernel, compiled (bool); or nil, message, reason ("no_compiler" | "failed") */
+/* wb.codegen.build{symbol=, source=, ops=, dtype=, inputs=, inner_broadcast={bool...}[, device=,
+ *   device_source=]} -> kernel, compiled (bool); or nil, message, reason ("no_compiler" | "failed").
+ * source is the kernel's C; on a device other than the cpu, device_source is its CUDA C (source is
+ * then the host build, compiled only for a plugin that runs kernels on the host). */
 /* The string field `key` of the options table at 1 (left on the stack), or a named error. */
 static const char *field_string(lua_State *L, const char *key) {
     if (lua_getfield(L, 1, key) != LUA_TSTRING)
@@ -20,6 +22,11 @@ static int l_build(lua_State *L) {
     wb_lua_checktable(L, 1);
     const char *symbol = field_string(L, "symbol"), *source = field_string(L, "source"), *ops = field_string(L, "ops");
     const char *dtype = field_string(L, "dtype");
+    wb_device device = WB_DEVICE_CPU;
+    const char *device_source = NULL;
+    if (lua_getfield(L, 1, "device") != LUA_TNIL && wb_device_parse(field_string(L, "device"), &device))
+        wb_lua_raise(L, "codegen.build: %s", wb_error_message());
+    if (device != WB_DEVICE_CPU) device_source = field_string(L, "device_source");
     if (lua_getfield(L, 1, "inputs") != LUA_TNUMBER || !lua_isinteger(L, -1))
         wb_lua_raise(L, "bad argument #1: field 'inputs' must be an integer, got %s", luaL_typename(L, -1));
     int nin = (int)lua_tointeger(L, -1);
@@ -35,7 +42,8 @@ static int l_build(lua_State *L) {
         if (lua_rawgeti(L, -1, i + 1) && lua_toboolean(L, -1)) k->inner_broadcast |= 1u << i, lua_pop(L, 1);
         else lua_pop(L, 1);
     lua_pop(L, 1);
-    wb_status st = wb_codegen_build(symbol, ops, source, k);
+    wb_status st = device_source ? wb_codegen_build_device(device, symbol, ops, device_source, source, k)
+                                 : wb_codegen_build(symbol, ops, source, k);
     if (st) {
         lua_pushnil(L);
         lua_pushstring(L, wb_error_message());
@@ -64,11 +72,28 @@ static int l_prelude(lua_State *L) {
     return 1;
 }
 
-/* wb.codegen.info() -> {command=, cache_dir=, compiles=, hits=} */
+/* wb.codegen.compiler(device) -> the device's compiler as one line, or nil, why */
+static int l_compiler(lua_State *L) {
+    wb_device device;
+    if (wb_device_parse(wb_lua_checkstring(L, 1), &device)) wb_lua_raise(L, "codegen.compiler: %s", wb_error_message());
+    const char *c = device == WB_DEVICE_CPU ? wb_codegen_command() : wb_codegen_device_compiler(device);
+    if (!c) {
+        lua_pushnil(L);
+        lua_pushstring(L, wb_error_message());
+        return 2;
+    }
+    lua_pushstring(L, c);
+    return 1;
+}
+
+/* wb.codegen.info() -> {command=, cache_dir=, compiles=, hits=, device_compiles=, device_hits=} */
 static int l_info(lua_State *L) {
-    long compiles, hits;
+    long compiles, hits, dcompiles, dhits;
     wb_codegen_counts(&compiles, &hits);
-    lua_createtable(L, 0, 4);
+    wb_codegen_device_counts(&dcompiles, &dhits);
+    lua_createtable(L, 0, 6);
+    wb_lua_setinteger(L, "device_compiles", (lua_Integer)dcompiles);
+    wb_lua_setinteger(L, "device_hits", (lua_Integer)dhits);
     wb_lua_setstring(L, "command", wb_codegen_command());
     wb_lua_setstring(L, "cache_dir", wb_codegen_cache_dir());
     wb_lua_setinteger(L, "compiles", (lua_Integer)compiles);
@@ -83,7 +108,8 @@ static int l_kernel_name(lua_State *L) {
 }
 
 static const luaL_Reg codegen[] = {
-    {"build", l_build}, {"run", l_run}, {"prelude", l_prelude}, {"info", l_info}, {"name", l_kernel_name}, {NULL, NULL},
+    {"build", l_build}, {"run", l_run}, {"prelude", l_prelude}, {"info", l_info}, {"name", l_kernel_name},
+    {"compiler", l_compiler}, {NULL, NULL},
 };
 
 void wb_lua_register_codegen(lua_State *L) {

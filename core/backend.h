@@ -18,6 +18,13 @@
 typedef wb_cuda_record wb_trace_record;
 typedef void (*wb_trace_record_fn)(void *user, const wb_trace_record *rec);
 
+/* What a device compiles generated kernels with (codegen_target). */
+typedef struct wb_codegen_target {
+    char compiler[256]; /* compiler, architecture and options as one line: the cache key's part, and for messages */
+    const char *name;   /* the compiler's short name for messages ("NVRTC") */
+    int host_kernels;   /* 1: the device runs the host build of each kernel (the mock plugin) */
+} wb_codegen_target;
+
 typedef struct wb_backend {
     wb_device device;
     const char *name;
@@ -59,6 +66,18 @@ typedef struct wb_backend {
     wb_status (*graph_end)(void **exec);
     wb_status (*graph_launch)(void *exec);
     void (*graph_destroy)(void *exec);
+
+    /* (optional, all or none) Generated kernels compiled for the device (core/codegen_cache.c
+     * keeps the disk cache; the launch is the op "generated" in the op table's device column).
+     * target: WB_ERR_UNSUPPORTED when the device cannot compile now (the message says why; asked
+     * once). compile: source -> an image (released with image_free); on failure the compiler's
+     * log in log. load: the image's kernel `name` (host_fn: the host build, for host_kernels). */
+    wb_status (*codegen_target)(const wb_codegen_target **out);
+    wb_status (*codegen_compile)(const char *source, const char *name, void **image, size_t *size, char *log,
+                                 size_t loglen);
+    void (*codegen_image_free)(void *image);
+    wb_status (*codegen_load)(const void *image, size_t size, const char *name, void (*host_fn)(const void *args),
+                              void **kernel);
 } wb_backend;
 
 /* The table of a device (never NULL for a valid device id; its calls fail with the reason when

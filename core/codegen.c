@@ -11,13 +11,16 @@
 
 wb_status wb_shape_generated(wb_op_call *c) {
     const wb_codegen_kernel *k = c->p.generated.kernel;
-    if (!k || !k->fn) return wb_error(WB_ERR_ARGUMENT, "no generated kernel given");
+    if (!k || (!k->fn && !k->device_kernel)) return wb_error(WB_ERR_ARGUMENT, "no generated kernel given");
     int nin = 0;
     while (nin < WB_OP_MAX_INPUTS && c->in[nin])
         nin++;
     if (nin != k->nin) return wb_error(WB_ERR_ARGUMENT, "%s takes %d inputs, got %d", wb_kernel_kind_name(k->kind), k->nin, nin);
     for (int i = 0; i < nin; i++) {
         const wb_tensor *t = c->in[i];
+        if (t->device != k->device)
+            return wb_error(WB_ERR_DEVICE, "%s was generated for device %s, input %d is on %s", wb_kernel_kind_name(k->kind),
+                            wb_device_name(k->device), i + 1, wb_device_name(t->device));
         if (t->dtype != k->dtype)
             return wb_error(WB_ERR_DTYPE, "%s was generated for %s, input %d is %s", wb_kernel_kind_name(k->kind),
                             wb_dtype_name(k->dtype), i + 1, wb_dtype_name(t->dtype));
@@ -61,12 +64,11 @@ static void run_generated(void *v) {
     k->fn(&k->a);
 }
 
-wb_status wb_cpu_generated_impl(wb_op_call *c) {
+wb_status wb_codegen_args(const wb_op_call *c, wb_poi_args *a, wb_tensor **tmp) {
     const wb_codegen_kernel *k = c->p.generated.kernel;
-    wb_tensor *out = c->out, *tmp[WB_OP_MAX_INPUTS] = {0};
+    const wb_tensor *out = c->out;
     int nd = out->ndim;
-    generated_launch launch = {.fn = k->fn};
-    wb_poi_args *a = &launch.a;
+    memset(a, 0, sizeof *a);
     a->cols = nd ? out->shape[nd - 1] : 1;
     a->outer = nd ? nd - 1 : 0;
     a->rows = 1;
@@ -74,14 +76,14 @@ wb_status wb_cpu_generated_impl(wb_op_call *c) {
         a->shape[d] = out->shape[d], a->rows *= out->shape[d];
     a->out = wb_tensor_data(out);
     a->parallel_min = WB_CPU_PARALLEL_MIN;
-    wb_status st = WB_OK;
-    for (int i = 0; i < k->nin && !st; i++) {
+    for (int i = 0; i < k->nin; i++) {
         wb_tensor *t = c->in[i];
         int64_t s[WB_MAX_DIMS] = {0};
         wb_broadcast_strides(t, nd, out->shape, s);
         int want0 = (k->inner_broadcast >> i) & 1;
         if (nd && a->cols > 1 && !want0 && s[nd - 1] != 1) { /* the source reads stride 1 there */
-            if ((st = wb_contiguous(t, &tmp[i]))) break;
+            wb_status st = wb_contiguous(t, &tmp[i]);
+            if (st) return st;
             t = tmp[i];
             wb_broadcast_strides(t, nd, out->shape, s);
         }
@@ -89,11 +91,19 @@ wb_status wb_cpu_generated_impl(wb_op_call *c) {
             a->stride[i][d] = s[d];
         a->in[i] = wb_tensor_data(t);
     }
+    return WB_OK;
+}
+
+wb_status wb_cpu_generated_impl(wb_op_call *c) {
+    const wb_codegen_kernel *k = c->p.generated.kernel;
+    wb_tensor *tmp[WB_OP_MAX_INPUTS] = {0};
+    generated_launch launch = {.fn = k->fn};
+    wb_status st = wb_codegen_args(c, &launch.a, tmp);
     if (!st) {
-        int64_t n = a->rows * a->cols;
+        int64_t n = launch.a.rows * launch.a.cols;
         wb_kernel_desc d = wb_kernel_desc_for(c, k->kind, n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1);
         wb_kernel_launch(&d, run_generated, &launch, &generated_layout);
-        wb_storage_bump_version(out->storage);
+        wb_storage_bump_version(c->out->storage);
     }
     for (int i = 0; i < WB_OP_MAX_INPUTS; i++)
         wb_tensor_free(tmp[i]);

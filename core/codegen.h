@@ -1,8 +1,10 @@
 /* codegen.h: generated pointwise kernels (wb.compile's code generation). The source is written
- * by the compiler in Lua (scripts/wb/compile.lua); here it is compiled with the system C compiler
+ * by the compiler in Lua (scripts/wb/codegen.lua); here it is compiled with the system C compiler
  * (CC, else cc) into a shared object cached on disk by a hash of compiler, flags and source,
  * loaded with dlopen, and launched as the op "generated" through the dispatcher, so the profiler
- * and graph capture see it like any kernel. Loaded objects stay loaded for the process's life. */
+ * and graph capture see it like any kernel. A device with a compiler of its own (cuda: NVRTC in
+ * the plugin, through the backend table) gets its CUDA C source compiled into an image cached
+ * the same way. Loaded objects stay loaded for the process's life. */
 #ifndef WB_CODEGEN_H
 #define WB_CODEGEN_H
 
@@ -11,7 +13,9 @@
 #include "op.h"
 
 typedef struct wb_codegen_kernel {
-    void (*fn)(const wb_poi_args *a);
+    wb_device device;
+    void (*fn)(const wb_poi_args *a); /* the host build (cpu, and devices with host_kernels), or NULL */
+    void *device_kernel;              /* the device's loaded kernel (not cpu), or NULL */
     const wb_kernel_kind *kind; /* wb_poi_fused_<ops>_<n>, its ops in kind->ops */
     wb_dtype dtype;
     int nin;
@@ -29,14 +33,31 @@ const char *wb_codegen_command(void);
  * run (the message says why), WB_ERR_ARGUMENT when the compiler rejected the source (its first
  * error line and the source's path), WB_ERR_DEVICE when the cache folder is unusable. */
 wb_status wb_codegen_build(const char *symbol, const char *ops, const char *source, wb_codegen_kernel *k);
-/* Compiler runs and cache hits in this process (for tests and explain). */
+/* The same on a device with a compiler of its own: device_source (the device's language) is
+ * compiled into an image cached under a hash of the target (compiler, architecture, options) and
+ * the source, and loaded; host_source (the C of the same kernel) is built too when the device
+ * runs host kernels (the mock plugin). Errors as wb_codegen_build's, WB_ERR_UNSUPPORTED when the
+ * device has no compiler now (no NVRTC: the message says why). */
+wb_status wb_codegen_build_device(wb_device device, const char *symbol, const char *ops, const char *device_source,
+                                  const char *host_source, wb_codegen_kernel *k);
+/* The device's compiler as one line ("NVRTC 13.0 sm_90 --fmad=false"), or NULL with the reason
+ * in the error message. */
+const char *wb_codegen_device_compiler(wb_device device);
+/* Compiler runs and cache hits in this process (for tests and explain): C compiles and the
+ * devices' compiles, counted apart. */
 void wb_codegen_counts(long *compiles, long *hits);
+void wb_codegen_device_counts(long *compiles, long *hits);
 /* The cache folder: $WB_CACHE_DIR, else $XDG_CACHE_HOME/workbench, else ~/.cache/workbench. */
 const char *wb_codegen_cache_dir(void);
 
 /* out = the kernel applied to inputs (broadcast to out_shape): one launch of op "generated". */
 wb_status wb_codegen_launch(const wb_codegen_kernel *k, int nin, wb_tensor **in, int ndim, const int64_t *shape,
                             wb_tensor **out);
+
+/* The launch arguments of a generated kernel for the call (shared by the devices); inputs that the
+ * source reads with stride 1 along the last dimension but are laid out otherwise are made
+ * contiguous into tmp[i] (freed by the caller). */
+wb_status wb_codegen_args(const wb_op_call *c, wb_poi_args *a, wb_tensor **tmp);
 
 /* For op_table.c */
 wb_status wb_shape_generated(wb_op_call *c);

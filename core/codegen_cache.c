@@ -16,6 +16,7 @@
 
 #include <wb_kernels/gemm.h>
 
+#include "backend.h"
 #include "codegen.h"
 #include "wb_codegen_args.h"
 #include "wb_codegen_avx2.h"
@@ -26,7 +27,7 @@
 
 extern char **environ;
 
-static long compiles, hits;
+static long compiles, hits, device_compiles, device_hits;
 
 /* head + the active path's vector helpers + the math, joined once per path */
 const char *wb_codegen_prelude(void) {
@@ -43,6 +44,7 @@ const char *wb_codegen_prelude(void) {
 }
 
 void wb_codegen_counts(long *c, long *h) { *c = compiles, *h = hits; }
+void wb_codegen_device_counts(long *c, long *h) { *c = device_compiles, *h = device_hits; }
 
 /* The flags: optimised, position-independent, threads by OpenMP (the runtime the hand-written
  * kernels use), IEEE semantics kept (no -ffast-math; fp-contract off as for vecmath.inc);
@@ -156,7 +158,8 @@ static int run_compiler(const char *src, const char *obj, const char *err_path) 
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-wb_status wb_codegen_build(const char *symbol, const char *ops, const char *source, wb_codegen_kernel *k) {
+/* k->kind: wb_<op> carrying its ops */
+static wb_status intern_kind(const char *symbol, const char *ops, wb_codegen_kernel *k) {
     if (strncmp(symbol, "wb_", 3)) return wb_error(WB_ERR_ARGUMENT, "codegen: symbol '%s' must start with wb_", symbol);
     /* kinds live for the process and keep their strings: these copies are never freed */
     char *op = strdup(symbol + 3), *ops_copy = strdup(ops ? ops : "");
@@ -166,6 +169,12 @@ wb_status wb_codegen_build(const char *symbol, const char *ops, const char *sour
     }
     k->kind = wb_kernel_kind_intern(&(wb_kernel_kind){.op = op, .ops = ops_copy});
     if (k->kind->op != op) free(op), free(ops_copy); /* the kind existed: it keeps its own copies */
+    return WB_OK;
+}
+
+wb_status wb_codegen_build(const char *symbol, const char *ops, const char *source, wb_codegen_kernel *k) {
+    wb_status st = intern_kind(symbol, ops, k);
+    if (st) return st;
     const char *dir = wb_codegen_cache_dir();
     uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, wb_codegen_command()), source);
     char so[600], src[600], tmp[640], err[640];
@@ -207,6 +216,114 @@ wb_status wb_codegen_build(const char *symbol, const char *ops, const char *sour
     if (rename(tmp, so)) return wb_error(WB_ERR_DEVICE, "codegen: cannot move %s into the cache: %s", tmp, strerror(errno));
     if (load(so, symbol, k))
         return wb_error(WB_ERR_DEVICE, "codegen: %s was compiled but does not load: %s", so, dlerror());
+    k->compiled = 1;
+    return WB_OK;
+}
+
+/* ---- devices with a compiler of their own ------------------------------------------------------- */
+
+const char *wb_codegen_device_compiler(wb_device device) {
+    const wb_backend *be = wb_backend_get(device);
+    const wb_codegen_target *t;
+    if (!be->codegen_target) {
+        wb_error(WB_ERR_UNSUPPORTED, "device %s has no code generator", be->name);
+        return NULL;
+    }
+    return be->codegen_target(&t) ? NULL : t->compiler;
+}
+
+/* The first line of a compiler's log that says "error" (else its first line). */
+static void first_error_in(const char *log, char *out, size_t len) {
+    out[0] = 0;
+    for (const char *p = log; *p;) {
+        size_t n = strcspn(p, "\n");
+        if (n && !out[0]) snprintf(out, len, "%.*s", (int)n, p);
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)n, p);
+        if (strstr(line, "error")) {
+            snprintf(out, len, "%s", line);
+            return;
+        }
+        p += n + (p[n] == '\n');
+    }
+}
+
+static int read_file(const char *path, char **data, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    int ok = fseek(f, 0, SEEK_END) == 0;
+    long n = ok ? ftell(f) : -1;
+    char *buf = n > 0 ? malloc((size_t)n) : NULL;
+    ok = buf && fseek(f, 0, SEEK_SET) == 0 && fread(buf, 1, (size_t)n, f) == (size_t)n;
+    fclose(f);
+    if (!ok) {
+        free(buf);
+        return -1;
+    }
+    *data = buf, *size = (size_t)n;
+    return 0;
+}
+
+wb_status wb_codegen_build_device(wb_device device, const char *symbol, const char *ops, const char *device_source,
+                                  const char *host_source, wb_codegen_kernel *k) {
+    const wb_backend *be = wb_backend_get(device);
+    if (!be->codegen_target) return wb_error(WB_ERR_UNSUPPORTED, "device %s has no code generator", be->name);
+    const wb_codegen_target *t;
+    wb_status st = be->check();
+    if (st || (st = be->codegen_target(&t))) return st;
+    k->device = device;
+    if (t->host_kernels) { /* the host build first: it names the kind too */
+        if (!host_source) return wb_error(WB_ERR_ARGUMENT, "codegen: device %s runs host kernels: no host source given", be->name);
+        if ((st = wb_codegen_build(symbol, ops, host_source, k))) return st;
+    } else if ((st = intern_kind(symbol, ops, k))) {
+        return st;
+    }
+    const char *dir = wb_codegen_cache_dir();
+    uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, be->name), t->compiler), device_source);
+    char img[600], src[600], tmp[640];
+    snprintf(img, sizeof img, "%s/%016llx.cubin", dir, (unsigned long long)h);
+    snprintf(src, sizeof src, "%s/%016llx.cu", dir, (unsigned long long)h);
+    snprintf(k->source_path, sizeof k->source_path, "%s", src);
+    char *data = NULL;
+    size_t size = 0;
+    if (read_file(img, &data, &size) == 0) {
+        st = be->codegen_load(data, size, symbol, (void (*)(const void *))(void (*)(void))k->fn, &k->device_kernel);
+        free(data);
+        if (!st) {
+            device_hits++;
+            k->compiled = 0;
+            return WB_OK;
+        }
+        unlink(img); /* corrupt or foreign: rebuild it */
+    }
+    if (make_dirs(dir))
+        return wb_error(WB_ERR_DEVICE, "codegen: cannot create the cache folder %s: %s", dir, strerror(errno));
+    FILE *f = fopen(src, "w");
+    if (!f || fputs(device_source, f) < 0 || fclose(f)) {
+        if (f) fclose(f);
+        return wb_error(WB_ERR_DEVICE, "codegen: cannot write %s: %s", src, strerror(errno));
+    }
+    char log[4096] = "";
+    void *image = NULL;
+    device_compiles++;
+    if ((st = be->codegen_compile(device_source, symbol, &image, &size, log, sizeof log))) {
+        char line[512];
+        first_error_in(log, line, sizeof line);
+        return wb_error(WB_ERR_ARGUMENT, "codegen: %s failed on %s: %s", t->name, src, line[0] ? line : wb_error_message());
+    }
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", img, (long)getpid());
+    f = fopen(tmp, "wb");
+    int written = f && fwrite(image, 1, size, f) == size;
+    if (f && fclose(f)) written = 0;
+    if (!written || rename(tmp, img)) {
+        int e = errno;
+        unlink(tmp);
+        be->codegen_image_free(image);
+        return wb_error(WB_ERR_DEVICE, "codegen: cannot write %s into the cache: %s", img, strerror(e));
+    }
+    st = be->codegen_load(image, size, symbol, (void (*)(const void *))(void (*)(void))k->fn, &k->device_kernel);
+    be->codegen_image_free(image);
+    if (st) return st;
     k->compiled = 1;
     return WB_OK;
 }

@@ -208,6 +208,55 @@ static wb_status cuda_trace_flush(wb_trace_record_fn fn, void *user, uint64_t *d
 
 static const wb_cuda_info *cuda_info(void) { return api ? &info : NULL; }
 
+/* ---- generated kernels (NVRTC in the plugin) ------------------------------------------------------ */
+
+/* No FMA contraction: the generated host kernels are compiled with -ffp-contract=off, and a
+ * kernel should round as they do. The plugin adds the device's architecture. */
+static const char *const nvrtc_options = "--std=c++17 --fmad=false";
+
+static wb_codegen_target target;
+static int target_state; /* 0: not asked, 1: ready, -1: cannot compile (target_why) */
+static char target_why[512];
+
+static wb_status cuda_codegen_target(const wb_codegen_target **out) {
+    if (!target_state) {
+        wb_status st = wb_cuda_check();
+        if (st) return st;
+        wb_cuda_codegen_info ci;
+        memset(&ci, 0, sizeof ci);
+        if (!api->codegen_init) {
+            target_state = -1;
+            snprintf(target_why, sizeof target_why, "the CUDA plugin has no code generator");
+        } else if (api->codegen_init(&ci)) {
+            target_state = -1;
+            snprintf(target_why, sizeof target_why, "%s", api->last_error());
+        } else {
+            target_state = 1;
+            snprintf(target.compiler, sizeof target.compiler, "%s %s %s", ci.compiler, ci.arch, nvrtc_options);
+            target.name = "NVRTC";
+            target.host_kernels = ci.host_kernels;
+        }
+    }
+    if (target_state < 0) return wb_error(WB_ERR_UNSUPPORTED, "no code generation on cuda: %s", target_why);
+    *out = &target;
+    return WB_OK;
+}
+
+static wb_status cuda_codegen_compile(const char *source, const char *name, void **image, size_t *size, char *log,
+                                      size_t loglen) {
+    if (api->codegen_compile(source, name, nvrtc_options, image, size, log, loglen))
+        return wb_cuda_plugin_error("codegen");
+    return WB_OK;
+}
+
+static void cuda_codegen_image_free(void *image) { api->codegen_image_free(image); }
+
+static wb_status cuda_codegen_load(const void *image, size_t size, const char *name, void (*host_fn)(const void *),
+                                   void **kernel) {
+    if (api->codegen_load(image, size, name, host_fn, kernel)) return wb_cuda_plugin_error("codegen: loading a kernel");
+    return WB_OK;
+}
+
 const wb_backend wb_backend_cuda = {
     .device = WB_DEVICE_CUDA,
     .name = "cuda",
@@ -231,4 +280,8 @@ const wb_backend wb_backend_cuda = {
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
+    .codegen_target = cuda_codegen_target,
+    .codegen_compile = cuda_codegen_compile,
+    .codegen_image_free = cuda_codegen_image_free,
+    .codegen_load = cuda_codegen_load,
 };

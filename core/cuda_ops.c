@@ -8,6 +8,7 @@
 
 #include <wb_kernels/bf16.h>
 
+#include "codegen.h"
 #include "convert.h"
 #include "cuda_plugin.h"
 #include "linear_ops.h"
@@ -154,6 +155,30 @@ wb_status wb_cuda_geglu_impl(wb_op_call *c) {
     }
     wb_tensor_free(tg);
     wb_tensor_free(tu);
+    return st;
+}
+
+/* A generated kernel (wb.compile's code generation), compiled by NVRTC in the plugin: one launch
+ * with the arguments the host kernels get, under the kernel's own name. */
+wb_status wb_cuda_generated_impl(wb_op_call *c) {
+    const wb_codegen_kernel *k = c->p.generated.kernel;
+    if (!k->device_kernel) return wb_error(WB_ERR_DEVICE, "%s was not built for cuda", wb_kernel_kind_name(k->kind));
+    if (wb_tensor_numel(c->out) == 0) return WB_OK;
+    wb_tensor *tmp[WB_OP_MAX_INPUTS] = {0};
+    wb_poi_args a;
+    wb_status st = wb_codegen_args(c, &a, tmp);
+    if (!st) {
+        wb_cuda_poi_args ca;
+        memcpy(&ca, &a, sizeof ca);
+        if (wb_cuda_api_get()->codegen_launch(k->device_kernel, &ca))
+            st = wb_cuda_plugin_error(wb_kernel_kind_name(k->kind));
+    }
+    if (!st) {
+        device_launch(c, k->kind);
+        wb_storage_bump_version(c->out->storage);
+    }
+    for (int i = 0; i < WB_OP_MAX_INPUTS; i++)
+        wb_tensor_free(tmp[i]);
     return st;
 }
 

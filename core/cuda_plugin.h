@@ -41,5 +41,6 @@ wb_status wb_cuda_gelu_impl(wb_op_call *c);
 wb_status wb_cuda_geglu_impl(wb_op_call *c);
 wb_status wb_cuda_mm_impl(wb_op_call *c);
 wb_status wb_cuda_geglu_linear_impl(wb_op_call *c);
+wb_status wb_cuda_generated_impl(wb_op_call *c);
 
 #endif

@@ -183,7 +183,7 @@ static const wb_op_def op_table[] = {
                          .allocates_output = 1,
                          .shape = wb_shape_generated,
                          .bytes = wb_bytes_generated,
-                         .impl = {[WB_DEVICE_CPU] = wb_cpu_generated_impl}},
+                         .impl = CPU_CUDA(wb_cpu_generated_impl, wb_cuda_generated_impl)},
     [WB_OP_TO] = {.id = WB_OP_TO,
                   .name = "to",
                   .kind = WB_OP_KIND_KERNEL,

@@ -16,7 +16,14 @@
  * launch's check reports unless it was consumed; cuBLASLt launches through the driver API (with
  * internal driver calls around them). Environment: WB_MOCK_TRACE_START_FAIL=1 (trace start fails
  * as CUPTI can), WB_MOCK_ZERO_TIMESTAMPS=1 (kernel records without times, CUPTI's "could not
- * collect"), WB_MOCK_ABI_SKEW (see the end). */
+ * collect"), WB_MOCK_ABI_SKEW (see the end).
+ *
+ * Generated kernels: it plays NVRTC and the driver's module loader without compiling CUDA C. Its
+ * "image" is the source behind a header; a load takes the host build of the same kernel that the
+ * core hands over (codegen_info.host_kernels), and a launch runs it, on the stream like every
+ * kernel (captured, traced under the kernel's name, launched through cuLaunchKernel as the real
+ * plugin does). So tests check real numbers on this device. WB_MOCK_NVRTC_FAIL=1: every compile
+ * fails with an NVRTC-style log; WB_MOCK_NO_NVRTC=1: no NVRTC library to load. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -149,13 +156,23 @@ static float gelu_tanh(float x) {
 
 /* ---- the stream: ops run now, or are recorded while capturing ---------------------------------- */
 
-typedef enum { OP_GEMM, OP_EW, OP_GEGLU } op_kind;
+/* A loaded generated kernel: its name and the host build that runs it. */
+typedef struct gen_kernel {
+    char name[128];
+    void (*host_fn)(const void *args);
+} gen_kernel;
+
+typedef enum { OP_GEMM, OP_EW, OP_GEGLU, OP_GEN } op_kind;
 typedef struct op {
     op_kind kind;
     union {
         wb_cuda_gemm g;
         wb_cuda_ew e;
         wb_cuda_geglu q;
+        struct {
+            const gen_kernel *k;
+            wb_cuda_poi_args a; /* by value, as cuLaunchKernel copies its parameters */
+        } p;
     } u;
 } op;
 
@@ -208,12 +225,13 @@ static uint32_t api_call(int kind, const char *name, int cbid, int api_kind, uin
     return corr;
 }
 
-static char names[64][48];
+#define MAX_NAMES 1024
+static char names[MAX_NAMES][128];
 static int nnames;
 static const char *intern(const char *s) {
     for (int i = 0; i < nnames; i++)
         if (!strcmp(names[i], s)) return names[i];
-    if (nnames == 64) return "mock_kernel";
+    if (nnames == MAX_NAMES) return "mock_kernel";
     snprintf(names[nnames], sizeof names[nnames], "%s", s);
     return names[nnames++];
 }
@@ -226,6 +244,8 @@ static const char *op_name(const op *o) {
                  epi[(o->u.g.activation == WB_CU_ACT_GELU_TANH) * 2 + (o->u.g.bias != NULL)]);
     } else if (o->kind == OP_GEGLU) {
         snprintf(buf, sizeof buf, "mock_geglu");
+    } else if (o->kind == OP_GEN) {
+        return intern(o->u.p.k->name); /* extern "C": CUPTI reports the name as written */
     } else {
         static const char *const ew[] = {"copy", "neg", "gelu_tanh", "gelu_erf", "add", "sub", "mul", "div", "fill"};
         snprintf(buf, sizeof buf, "mock_%s", ew[o->u.e.op]);
@@ -300,6 +320,8 @@ static void execute(const op *o, uint32_t corr, uint32_t graph_id) {
         run_gemm(&o->u.g);
     else if (o->kind == OP_EW)
         run_ew(&o->u.e);
+    else if (o->kind == OP_GEN)
+        o->u.p.k->host_fn(&o->u.p.a);
     else
         run_geglu(&o->u.q);
     wb_cuda_record r = {0};
@@ -329,6 +351,8 @@ static int submit(const op *o) {
     if (o->kind == OP_GEMM) { /* cuBLASLt: driver calls of its own, then a driver launch */
         api_call(WB_CU_REC_DRIVER, "cuCtxGetCurrent", 9, WB_CU_API_OTHER, t0);
         corr = api_call(WB_CU_REC_DRIVER, "cuLaunchKernelEx", 652, WB_CU_API_LAUNCH, now_ns());
+    } else if (o->kind == OP_GEN) { /* a module's kernel: the driver API */
+        corr = api_call(WB_CU_REC_DRIVER, "cuLaunchKernel", 307, WB_CU_API_LAUNCH, t0);
     } else {
         corr = api_call(WB_CU_REC_RUNTIME, "cudaLaunchKernel", 211, WB_CU_API_LAUNCH, t0);
     }
@@ -393,6 +417,71 @@ static int mock_elementwise(const wb_cuda_ew *e) {
 static int mock_geglu(const wb_cuda_geglu *q) {
     op o = {.kind = OP_GEGLU, .u.q = *q};
     return launch(&o, "launching the GeGLU kernel");
+}
+
+/* ---- generated kernels -------------------------------------------------------------------------- */
+
+static const char image_magic[] = "wb mock image\n";
+
+static int mock_codegen_init(wb_cuda_codegen_info *out) {
+    memset(out, 0, sizeof *out);
+    if (getenv("WB_MOCK_NO_NVRTC"))
+        return fail("NVRTC is not available: libnvrtc.so.13: cannot open shared object file (mock: WB_MOCK_NO_NVRTC)");
+    snprintf(out->compiler, sizeof out->compiler, "mock NVRTC (host kernels)");
+    snprintf(out->arch, sizeof out->arch, "sm_90");
+    out->host_kernels = 1;
+    return 0;
+}
+
+static int mock_codegen_compile(const char *source, const char *name, const char *options, void **image, size_t *size,
+                                char *log, size_t loglen) {
+    (void)options;
+    *image = NULL;
+    *size = 0;
+    if (loglen) log[0] = 0;
+    char decl[192];
+    snprintf(decl, sizeof decl, "extern \"C\" __global__ void %s(", name);
+    if (getenv("WB_MOCK_NVRTC_FAIL") || !strstr(source, decl)) {
+        snprintf(log, loglen,
+                 "%s(1): error: %s\n1 error detected in the compilation of \"%s.cu\".\n", name,
+                 getenv("WB_MOCK_NVRTC_FAIL") ? "identifier \"wb_mock_undefined\" is undefined (mock: WB_MOCK_NVRTC_FAIL)"
+                                              : "the kernel is not declared extern \"C\" __global__",
+                 name);
+        return fail("nvrtcCompileProgram failed: NVRTC_ERROR_COMPILATION (6)");
+    }
+    size_t n = strlen(image_magic) + strlen(name) + 1 + strlen(source);
+    char *img = malloc(n + 1);
+    if (!img) return fail("mock: out of memory for an image");
+    snprintf(img, n + 1, "%s%s\n%s", image_magic, name, source);
+    *image = img;
+    *size = n;
+    return 0;
+}
+
+static void mock_codegen_image_free(void *image) { free(image); }
+
+/* cuModuleLoadData + cuModuleGetFunction: the image must be the mock's and name its kernel. */
+static int mock_codegen_load(const void *image, size_t size, const char *name, void (*host_fn)(const void *),
+                             void **kernel) {
+    *kernel = NULL;
+    size_t m = strlen(image_magic), n = strlen(name);
+    const char *img = image;
+    if (size < m + n + 1 || memcmp(img, image_magic, m))
+        return fail("cuModuleLoadData failed: CUDA_ERROR_INVALID_IMAGE (200)");
+    if (memcmp(img + m, name, n) || img[m + n] != '\n')
+        return fail("cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND (500): no kernel %s in the image", name);
+    if (!host_fn) return fail("mock: a generated kernel needs its host build (codegen_info.host_kernels)");
+    gen_kernel *k = calloc(1, sizeof *k);
+    if (!k) return fail("mock: out of memory loading a kernel");
+    snprintf(k->name, sizeof k->name, "%s", name);
+    k->host_fn = host_fn;
+    *kernel = k; /* modules stay loaded for the process's life */
+    return 0;
+}
+
+static int mock_codegen_launch(void *kernel, const wb_cuda_poi_args *args) {
+    op o = {.kind = OP_GEN, .u.p = {.k = kernel, .a = *args}};
+    return launch(&o, "cuLaunchKernel");
 }
 
 static int mock_copy(void *dst, const void *src, size_t nbytes, int kind) {
@@ -565,6 +654,11 @@ static wb_cuda_api api = {
     .trace_pop_correlation = mock_pop,
     .timestamp = mock_timestamp,
     .trace_clock = mock_trace_clock,
+    .codegen_init = mock_codegen_init,
+    .codegen_compile = mock_codegen_compile,
+    .codegen_image_free = mock_codegen_image_free,
+    .codegen_load = mock_codegen_load,
+    .codegen_launch = mock_codegen_launch,
 };
 
 /* WB_MOCK_ABI_SKEW=version|gemm|record|enums plays a plugin built from another version of the

@@ -1,5 +1,6 @@
--- wb.codegen's Lua half: fusion groups of elementwise ops in a traced plan, and the C source of
--- one kernel per group (compiled, cached and loaded by the C half, core/codegen*.c).
+-- wb.codegen's Lua half: fusion groups of elementwise ops in a traced plan, and the source of
+-- one kernel per group: C for the cpu, CUDA C for device cuda (compiled, cached and loaded by the
+-- C half, core/codegen*.c; on cuda NVRTC in the plugin compiles it).
 --
 -- A group grows from an elementwise node through producers that are elementwise too and whose
 -- result nothing else uses (so it never needs to reach memory), up to 5 tensor inputs. Numbers
@@ -133,6 +134,107 @@ static inline vf wb_load_bf16(const uint16_t *p) {
     table.insert(out, "        }")
     table.insert(out, "    }")
     table.insert(out, "}")
+    return table.concat(out, "\n") .. "\n"
+end
+
+-- ---- CUDA C ----------------------------------------------------------------------------------------
+
+-- The ops as CUDA C over float values (the math of the hand-written .cu kernels where they have
+-- it; no fast-math intrinsics).
+local CUDA = {
+    add = function(a, b) return "(" .. a .. " + " .. b .. ")" end,
+    sub = function(a, b) return "(" .. a .. " - " .. b .. ")" end,
+    mul = function(a, b) return "(" .. a .. " * " .. b .. ")" end,
+    div = function(a, b) return "(" .. a .. " / " .. b .. ")" end,
+    neg = function(a) return "(" .. a .. " * -1.0f)" end,
+    silu = function(a) return "wb_silu(" .. a .. ")" end,
+    sigmoid = function(a) return "wb_sigmoid(" .. a .. ")" end,
+    relu = function(a) return "wb_relu(" .. a .. ")" end,
+    tanh = function(a) return "tanhf(" .. a .. ")" end,
+    exp = function(a) return "expf(" .. a .. ")" end,
+    gelu = function(a) return "wb_gelu_erf(" .. a .. ")" end,
+    gelu_tanh = function(a) return "wb_gelu_tanh(" .. a .. ")" end,
+}
+
+-- What every CUDA kernel starts with: no headers (NVRTC has none of the system's), the argument
+-- struct laid out as the plugin ABI's wb_cuda_poi_args (asserted), the math, bf16 conversions.
+local CUDA_PRELUDE = [[
+typedef long long i64;
+typedef unsigned short u16;
+typedef unsigned int u32;
+#define NAN __int_as_float(0x7fffffff)
+#define INFINITY __int_as_float(0x7f800000)
+/* = wb_cuda_poi_args (core/abi/wb_cuda_abi.h) */
+struct wb_cuda_poi_args {
+    i64 rows, cols;
+    int outer;
+    i64 shape[8];
+    i64 stride[5][8];
+    const void *in[5];
+    void *out;
+    i64 parallel_min;
+};
+static_assert(sizeof(wb_cuda_poi_args) == 464, "wb_cuda_poi_args changed");
+__device__ __forceinline__ float wb_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float wb_silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float wb_relu(float x) { return x != x ? x : (x > 0.0f ? x : 0.0f); }
+__device__ __forceinline__ float wb_gelu_tanh(float x) {
+    float y = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return x / (1.0f + expf(-2.0f * y));
+}
+__device__ __forceinline__ float wb_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
+__device__ __forceinline__ float wb_bf16_f32(u16 h) { return __uint_as_float((u32)h << 16); }
+__device__ __forceinline__ u16 wb_f32_bf16(float f) {
+    u32 u = __float_as_uint(f);
+    return (u & 0x7fffffffu) > 0x7f800000u ? (u16)((u >> 16) | 0x40u) : (u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+]]
+
+-- The CUDA C of one group's kernel (g as for M.source): one thread per output element in a
+-- grid-stride loop; element e is row r = e / cols, column c; input i is read at its row offset
+-- (the outer index unravelled against its strides, as wb_poi_offset does on the host) plus c, or
+-- plus 0 when it is broadcast along cols.
+function M.cuda_source(g)
+    local idx = {}
+    for i, t in ipairs(g.inputs) do idx[t] = i end
+    local name_of = {}
+    local function operand(v)
+        if is_tensor(v) then return name_of[v] or ("v" .. (idx[v] - 1)) end
+        return constant(v, g.dtype)
+    end
+    local T = g.dtype == "bf16" and "u16" or "float"
+    local load = g.dtype == "bf16" and "wb_bf16_f32" or ""
+    local n = #g.inputs
+    local out = {CUDA_PRELUDE, string.format("/* %s: %s */", g.symbol, g.ops),
+        string.format('extern "C" __global__ void %s(wb_cuda_poi_args a) {', g.symbol),
+        "    const i64 n = a.rows * a.cols, step = (i64)gridDim.x * blockDim.x;",
+        "    for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {",
+        "        i64 r = e / a.cols, c = e - r * a.cols, rem = r;"}
+    local offs = {}
+    for i = 1, n do offs[i] = "o" .. (i - 1) .. " = 0" end
+    out[#out + 1] = "        i64 " .. table.concat(offs, ", ") .. ";"
+    out[#out + 1] = "        for (int d = a.outer - 1; d >= 0; d--) {"
+    out[#out + 1] = "            i64 q = rem % a.shape[d];"
+    out[#out + 1] = "            rem /= a.shape[d];"
+    for i = 1, n do
+        out[#out + 1] = string.format("            o%d += q * a.stride[%d][d];", i - 1, i - 1)
+    end
+    out[#out + 1] = "        }"
+    for i = 1, n do
+        out[#out + 1] = string.format("        const float v%d = %s(((const %s *)a.in[%d])[o%d%s]);", i - 1, load, T,
+            i - 1, i - 1, g.inner_broadcast[i] and "" or " + c")
+    end
+    for k, nd in ipairs(g.nodes) do
+        local word = M.word(nd)
+        local a = operand(nd.args[1])
+        local e = ARITY[word] and CUDA[word](a, operand(nd.args[2])) or CUDA[word](a)
+        out[#out + 1] = string.format("        const float t%d = %s; /* %s */", k, e, word)
+        name_of[nd.out] = "t" .. k
+    end
+    out[#out + 1] = string.format("        ((%s *)a.out)[e] = %s(t%d);", T, g.dtype == "bf16" and "wb_f32_bf16" or "",
+        #g.nodes)
+    out[#out + 1] = "    }"
+    out[#out + 1] = "}"
     return table.concat(out, "\n") .. "\n"
 end
 

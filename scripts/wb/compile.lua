@@ -393,6 +393,14 @@ function Compiled:explain()
     elseif M.codegen_off then
         out[#out + 1] = "code generation: off (" .. M.codegen_off .. "); the pattern rules still apply"
     end
+    local devices = {}
+    for device, why in pairs(M.device_off or {}) do
+        if why then devices[#devices + 1] = device end
+    end
+    table.sort(devices)
+    for _, device in ipairs(devices) do
+        out[#out + 1] = "code generation on " .. device .. ": off (" .. M.device_off[device] .. "); its groups run eagerly"
+    end
     for _, sig in ipairs(self.order) do
         local e = self.entries[sig]
         out[#out + 1] = string.format("[%s] %s traced -> %s: %s%s", sig, plural(e.traced_ops, "op"),
@@ -409,7 +417,8 @@ function Compiled:explain()
     return table.concat(out, "\n")
 end
 
--- The C source of a generated kernel, by name (as explain and the profiler show it).
+-- The source of a generated kernel, by name (as explain and the profiler show it): C on the cpu,
+-- CUDA C on cuda.
 function Compiled:source(name)
     local src = self.sources[name]
     if not src then
@@ -435,6 +444,21 @@ local function codegen_blocked()
     return M.codegen_off or nil
 end
 
+-- Why a device cannot compile kernels now, or nil: asked once per device; the first answer is
+-- said once on stderr and in every explain.
+local function device_blocked(device)
+    if device == "cpu" then return nil end
+    M.device_off = M.device_off or {}
+    if M.device_off[device] == nil then
+        local ok, why = wb.codegen.compiler(device)
+        M.device_off[device] = not ok and why or false
+        if not ok then
+            io.stderr:write("wb.compile: code generation on ", device, " is off: ", why, "; its groups run eagerly\n")
+        end
+    end
+    return M.device_off[device] or nil
+end
+
 -- Replaces each fusion group of 2 or more elementwise ops in `live` by one generated kernel.
 -- Returns the new plan and the groups (with symbol, or with why they run eagerly).
 function Compiled:_generate(live, outputs)
@@ -447,13 +471,14 @@ function Compiled:_generate(live, outputs)
             for _, nd in ipairs(g.nodes) do words[#words + 1] = codegen.word(nd) end
             g.ops = table.concat(words, " ")
             local out, why = g.root.out, nil
-            local dtype = out.dtype
+            local dtype, device = out.dtype, out.device
             for _, t in ipairs(g.inputs) do
                 if t.dtype ~= dtype then why = "mixed dtypes (" .. t.dtype .. " and " .. dtype .. ")" end
+                if t.device ~= device then why = "mixed devices (" .. t.device .. " and " .. device .. ")" end
             end
-            if out.device ~= "cpu" then why = "generated kernels run on the cpu only (cuda: NVRTC is not done)" end
             if #g.inputs > 5 then why = plural(#g.inputs, "input") .. " (a generated kernel takes at most 5)" end
             if #g.inputs == 0 then why = "no tensor inputs" end
+            if not why then why = device_blocked(device) end
             if not why then
                 g.dtype = dtype
                 g.inner_broadcast = {}
@@ -466,24 +491,31 @@ function Compiled:_generate(live, outputs)
                 local stem = "wb_poi_fused_" .. table.concat(short, "_")
                 g.symbol = stem .. "_" .. (self.kernel_count or 0)
                 local src = codegen.source(g)
-                local k, compiled, reason = self.kernels[src], nil, nil
+                local dsrc = device ~= "cpu" and codegen.cuda_source(g) or nil
+                local key = dsrc or src
+                local k, compiled, reason = self.kernels[key], nil, nil
                 if not k then
                     k, compiled, reason = wb.codegen.build{symbol = g.symbol, source = src, ops = g.ops, dtype = dtype,
-                        inputs = #g.inputs, inner_broadcast = g.inner_broadcast}
+                        inputs = #g.inputs, inner_broadcast = g.inner_broadcast, device = device, device_source = dsrc}
                 end
                 if k then
-                    self.kernels[src] = k
+                    self.kernels[key] = k
                     self.kernel_count = (self.kernel_count or 0) + 1
                     g.symbol = wb.codegen.name(k)
-                    self.sources[g.symbol] = src
+                    self.sources[g.symbol] = key
                     for _, nd in ipairs(g.nodes) do dead[nd] = true end
                     dead[g.root] = nil
                     g.root.op, g.root.symbol = "run", g.symbol
                     g.root.args = table.pack(k, out.shape, table.unpack(g.inputs))
-                elseif reason == "no_compiler" then
+                elseif reason == "no_compiler" and device == "cpu" then
                     M.codegen_off = compiled
                     io.stderr:write("wb.compile: code generation is off: ", compiled, "; the pattern rules still apply\n")
                     return live, {}
+                elseif reason == "no_compiler" then
+                    -- the device's own compiler is there (asked above); the host build it needs is not
+                    M.device_off[device] = compiled
+                    io.stderr:write("wb.compile: code generation on ", device, " is off: ", compiled, "; its groups run eagerly\n")
+                    g.symbol, why = nil, compiled
                 else
                     g.symbol, why = nil, compiled
                     io.stderr:write("wb.compile: ", compiled, "; the group runs eagerly\n")
