@@ -2,7 +2,7 @@
  *
  * One device (0), one non-blocking stream, one cuBLASLt handle with a 32 MiB workspace made once,
  * a caching allocator over cudaMalloc, stream capture into CUDA graphs; the CUPTI activity
- * tracer is plugin_trace.c. Nothing is initialised until cudaGetDeviceCount succeeds with a device: without a
+ * tracer is plugin_trace.c, generated kernels (NVRTC) plugin_codegen.c. Nothing is initialised until cudaGetDeviceCount succeeds with a device: without a
  * driver the plugin loads, says why, and stays inert. */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -19,7 +19,7 @@ int wbcu_ready;
 cudaStream_t wbcu_stream;
 static cublasLtHandle_t lt;
 static void *workspace;
-static wb_cuda_info dev_info;
+wb_cuda_info wbcu_dev_info;
 
 /* Consumes the pending error (plugin_common.c), so the next launch's check is its own. */
 static int cuda_fail(cudaError_t e, const char *what) { return wbcu_device_fail((int)e, what); }
@@ -61,25 +61,25 @@ static int plugin_init(int *why) {
     CU(cudaSetDevice(0), "cudaSetDevice(0)");
     struct cudaDeviceProp prop;
     CU(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-    memset(&dev_info, 0, sizeof dev_info);
-    snprintf(dev_info.name, sizeof dev_info.name, "%s", prop.name);
-    dev_info.device_count = count;
-    dev_info.cc_major = prop.major;
-    dev_info.cc_minor = prop.minor;
-    dev_info.sm_count = prop.multiProcessorCount;
-    dev_info.total_mem = prop.totalGlobalMem;
+    memset(&wbcu_dev_info, 0, sizeof wbcu_dev_info);
+    snprintf(wbcu_dev_info.name, sizeof wbcu_dev_info.name, "%s", prop.name);
+    wbcu_dev_info.device_count = count;
+    wbcu_dev_info.cc_major = prop.major;
+    wbcu_dev_info.cc_minor = prop.minor;
+    wbcu_dev_info.sm_count = prop.multiProcessorCount;
+    wbcu_dev_info.total_mem = prop.totalGlobalMem;
     int clock_khz = 0;
     cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0);
-    dev_info.mem_clock_khz = clock_khz;
+    wbcu_dev_info.mem_clock_khz = clock_khz;
     int sm_khz = 0;
     cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, 0);
-    dev_info.clock_khz = sm_khz;
-    dev_info.bus_width_bits = prop.memoryBusWidth;
-    cudaRuntimeGetVersion(&dev_info.runtime_version);
-    cudaDriverGetVersion(&dev_info.driver_version);
-    dev_info.cublaslt_version = cublasLtGetVersion();
+    wbcu_dev_info.clock_khz = sm_khz;
+    wbcu_dev_info.bus_width_bits = prop.memoryBusWidth;
+    cudaRuntimeGetVersion(&wbcu_dev_info.runtime_version);
+    cudaDriverGetVersion(&wbcu_dev_info.driver_version);
+    wbcu_dev_info.cublaslt_version = cublasLtGetVersion();
     uint32_t cupti = 0;
-    if (cuptiGetVersion(&cupti) == CUPTI_SUCCESS) dev_info.cupti_version = (int)cupti;
+    if (cuptiGetVersion(&cupti) == CUPTI_SUCCESS) wbcu_dev_info.cupti_version = (int)cupti;
 
     CU(cudaStreamCreateWithFlags(&wbcu_stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     cublasStatus_t s = cublasLtCreate(&lt);
@@ -92,7 +92,7 @@ static int plugin_init(int *why) {
 
 static int plugin_info(wb_cuda_info *out) {
     if (!wbcu_ready) return wbcu_fail("the CUDA plugin is not initialised");
-    *out = dev_info;
+    *out = wbcu_dev_info;
     return 0;
 }
 
@@ -280,14 +280,14 @@ static int plugin_gemm(const wb_cuda_gemm *g) {
 
 static int plugin_elementwise(const wb_cuda_ew *e) {
     if (!wbcu_ready) return wbcu_fail("the CUDA plugin is not initialised");
-    int r = wbcu_launch_elementwise(e, wbcu_stream, dev_info.sm_count);
+    int r = wbcu_launch_elementwise(e, wbcu_stream, wbcu_dev_info.sm_count);
     if (r) return cuda_fail((cudaError_t)r, "launching an elementwise kernel");
     return 0;
 }
 
 static int plugin_geglu(const wb_cuda_geglu *g) {
     if (!wbcu_ready) return wbcu_fail("the CUDA plugin is not initialised");
-    int r = wbcu_launch_geglu(g, wbcu_stream, dev_info.sm_count);
+    int r = wbcu_launch_geglu(g, wbcu_stream, wbcu_dev_info.sm_count);
     if (r) return cuda_fail((cudaError_t)r, "launching the GeGLU kernel");
     return 0;
 }
@@ -364,6 +364,11 @@ static const wb_cuda_api api = {
     .trace_pop_correlation = wbcu_pop_correlation,
     .timestamp = wbcu_timestamp,
     .trace_clock = wbcu_trace_clock,
+    .codegen_init = wbcu_codegen_init,
+    .codegen_compile = wbcu_codegen_compile,
+    .codegen_image_free = wbcu_codegen_image_free,
+    .codegen_load = wbcu_codegen_load,
+    .codegen_launch = wbcu_codegen_launch,
 };
 
 __attribute__((visibility("default"))) const wb_cuda_api *wb_cuda_plugin(int abi_version) {

@@ -15,6 +15,15 @@ extern "C" {
 
 extern int wbcu_ready;           /* the device is initialised (plugin.c) */
 extern cudaStream_t wbcu_stream; /* the one stream every launch goes to */
+extern wb_cuda_info wbcu_dev_info; /* what init found (plugin.c) */
+
+/* Generated kernels through NVRTC (plugin_codegen.c): the ABI's codegen_* members. */
+int wbcu_codegen_init(wb_cuda_codegen_info *out);
+int wbcu_codegen_compile(const char *source, const char *name, const char *options, void **image, size_t *size,
+                         char *log, size_t loglen);
+void wbcu_codegen_image_free(void *image);
+int wbcu_codegen_load(const void *image, size_t size, const char *name, void (*host_fn)(const void *args), void **kernel);
+int wbcu_codegen_launch(void *kernel, const wb_cuda_poi_args *args);
 
 /* CUPTI tracing (plugin_trace.c): the ABI's trace_* members. */
 int wbcu_trace_start(void);
