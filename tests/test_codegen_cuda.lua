@@ -121,6 +121,23 @@ function test_explain_source_trace_and_graph()
     lu.assertTrue(wb.rel_error(host(f(g2, u)), host(wb.gelu(g2, {approximate = "tanh"}) * u + 1)) <= 1e-6)
 end
 
+function test_inplace_on_an_intermediate_on_cuda()
+    local fn = function(x, y)
+        local b = x * 2
+        local p = wb.neg(b) * y -- read before the write: its kernel stays before it
+        b:fill_(1)
+        b:narrow(2, 1, 3):copy_(y:narrow(2, 2, 3))
+        return p + 1, b * x + y
+    end
+    local f = wb.compile(fn)
+    for _ = 1, 3 do
+        local x, y = wb.randn({3, 9}, CUDA), wb.randn({3, 9}, CUDA)
+        local want, got = {fn(x, y)}, {f(x, y)}
+        for k = 1, 2 do lu.assertTrue(wb.rel_error(host(got[k]), host(want[k])) <= 1e-6, f:explain()) end
+    end
+    lu.assertStrContains(f:explain(), "wb_poi_fused_neg_mul_0, fill_, narrow, narrow, copy_")
+end
+
 local function child(prefix, code)
     local f = assert(io.popen(prefix .. env .. exe .. " -e '" .. code .. "' 2>&1"))
     local out = f:read("a")

@@ -3,7 +3,9 @@
 -- C half, core/codegen*.c; on cuda NVRTC in the plugin compiles it).
 --
 -- A group grows from an elementwise node through producers that are elementwise too and whose
--- result nothing else uses (so it never needs to reach memory), up to 5 tensor inputs. Numbers
+-- result nothing else uses (so it never needs to reach memory), up to 5 tensor inputs, and never
+-- across an in-place write in the plan (node.seg: the group's inputs are read where its last op
+-- was, which must not be after a write the plan orders before it). Numbers
 -- in the trace (x * 2) become constants in the source. Each group of 2 or more ops becomes one
 -- kernel named in Inductor's style, wb_poi_fused_<ops>_<n>, that reads every input once and
 -- writes the output once; the math is the hand-written kernels' own (vecmath.inc over the
@@ -243,7 +245,9 @@ end
 function M.groups(live, uses)
     local group_of, groups = {}, {}
     local by_out = {}
-    for _, nd in ipairs(live) do by_out[nd.out] = nd end
+    for _, nd in ipairs(live) do
+        if not nd.inplace then by_out[nd.out] = nd end
+    end
     for k = #live, 1, -1 do -- consumers first: a group grows from its last op backwards
         local nd = live[k]
         if M.word(nd) and not group_of[nd] then
@@ -253,7 +257,7 @@ function M.groups(live, uses)
                 for i = 1, (ARITY[M.word(n)] or 1) do
                     local v = n.args[i]
                     local p = is_tensor(v) and by_out[v]
-                    if p and M.word(p) and not group_of[p] and uses[v] == 1 then
+                    if p and M.word(p) and not group_of[p] and uses[v] == 1 and p.seg == nd.seg then
                         g.set[p] = true
                         group_of[p] = g
                         absorb(p)

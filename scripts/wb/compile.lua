@@ -40,6 +40,12 @@ local METAMETHODS = {__add = "add", __sub = "sub", __mul = "mul", __div = "div",
 -- call instead of being frozen at trace time.
 local METHODS = {"add", "sub", "mul", "div", "neg", "silu", "sigmoid", "relu", "tanh", "exp", "t", "transpose",
     "permute", "view", "reshape", "flatten", "narrow", "select", "expand", "as_strided", "contiguous", "clone"}
+-- The in-place methods: recorded as nodes that write their first argument's buffer (node.inplace),
+-- replayed in order on the replay's tensor, so a later read of it (or of a view of it) sees the
+-- written values. A write splits the plan into segments (node.seg): no fusion rule and no
+-- generated group joins ops across one, so nothing is read later than the plan says. A write into
+-- an argument (or a view of one) is refused: the replay writes the graph's private copy of it.
+local INPLACE = {"fill_", "copy_"}
 
 local function is_tensor(v) return type(v) == "userdata" and getmetatable(v) == wb.Tensor end
 
@@ -61,13 +67,34 @@ end
 -- Runs fn(...) with the traced functions, tensor methods and metamethods recording into `nodes`.
 -- Each node: {op =, args = {...}, out = tensor}; args keep tensors (identity) and plain values.
 -- Returns the nodes, fn's results and the original functions by op name.
+local function storage_base(t) return t:data_ptr() - t:storage_offset() * (t.dtype == "bf16" and 2 or 4) end
+
 local function trace(fn, args, n)
-    local nodes = {}
+    local nodes, seg = {}, 0
     local saved, mt, saved_mt, methods, saved_methods = {}, wb.Tensor, {}, wb.Tensor.__methods, {}
     local function recorder(name, orig)
         return function(...)
             local out = orig(...)
-            nodes[#nodes + 1] = {op = name, args = table.pack(...), out = out}
+            nodes[#nodes + 1] = {op = name, args = table.pack(...), out = out, seg = seg}
+            return out
+        end
+    end
+    local argument_of = {} -- storage base -> argument index
+    for i = 1, n do
+        if is_tensor(args[i]) then argument_of[storage_base(args[i])] = argument_of[storage_base(args[i])] or i end
+    end
+    local function inplace_recorder(name, orig)
+        return function(dst, ...)
+            local i = is_tensor(dst) and argument_of[storage_base(dst)]
+            if i then
+                error(string.format("wb.compile: in-place %s on an input is not supported (argument %d, or a view " ..
+                    "of it, would be written; a compiled call writes the graph's own copy of its arguments, not " ..
+                    "the caller's tensor): clone the argument inside the function, or call it eagerly", name, i), 2)
+            end
+            local out = orig(dst, ...)
+            seg = seg + 1
+            nodes[#nodes + 1] = {op = name, args = table.pack(dst, ...), out = out, seg = seg, inplace = true}
+            seg = seg + 1
             return out
         end
     end
@@ -83,9 +110,17 @@ local function trace(fn, args, n)
         saved_methods[name] = methods[name]
         methods[name] = recorder(name, saved[name] or methods[name])
     end
+    for _, name in ipairs(INPLACE) do
+        saved_methods[name] = methods[name]
+        methods[name] = inplace_recorder(name, methods[name])
+    end
     local results = table.pack(pcall(fn, table.unpack(args, 1, n)))
     for _, name in ipairs(TRACED) do wb[name] = saved[name] end
     for mm in pairs(METAMETHODS) do mt[mm] = saved_mt[mm] end
+    for _, name in ipairs(INPLACE) do
+        methods[name] = saved_methods[name]
+        saved[name] = saved_methods[name]
+    end
     for _, name in ipairs(METHODS) do
         methods[name] = saved_methods[name]
         saved[name] = saved[name] or saved_methods[name]
@@ -111,10 +146,11 @@ local function uses_of(nodes, outputs)
     return uses
 end
 
+-- tensor -> the node that made it (an in-place write returns its destination: not a producer)
 local function producer_map(nodes)
     local by_out = {}
     for _, nd in ipairs(nodes) do
-        if not nd.dead then by_out[nd.out] = nd end
+        if not nd.dead and not nd.inplace then by_out[nd.out] = nd end
     end
     return by_out
 end
@@ -152,7 +188,7 @@ local function each_binary(nodes, prod, op, fn)
         if not nd.dead and nd.op == op and is_tensor(nd.args[1]) and is_tensor(nd.args[2]) then
             for k = 1, 2 do
                 local made = prod[nd.args[k]]
-                if made and fn(nd, made, nd.args[3 - k]) then return true end
+                if made and made.seg == nd.seg and fn(nd, made, nd.args[3 - k]) then return true end
             end
         end
     end
@@ -180,7 +216,7 @@ rules[2] = function(nodes, uses, prod, applied) -- geglu(linear(x, Wg), linear(x
         if not nd.dead and GATED[nd.op] then
             local lg, lu = prod[nd.args[1]], prod[nd.args[2]]
             if lg and lu and lg ~= lu and plain_linear(lg) and plain_linear(lu) and uses[lg.out] == 1 and
-                uses[lu.out] == 1 then
+                uses[lu.out] == 1 and lg.seg == nd.seg and lu.seg == nd.seg then
                 local xg, wg, bg = linear_parts(lg)
                 local xu, wu, bu = linear_parts(lu)
                 if xg == xu then
@@ -214,7 +250,7 @@ rules[4] = function(nodes, uses, prod, applied) -- gelu(GEMM) or silu(GEMM) -> a
     for _, nd in ipairs(nodes) do
         if not nd.dead and (nd.op == "gelu" or nd.op == "silu") then
             local l = prod[nd.args[1]]
-            if l and uses[l.out] == 1 then
+            if l and uses[l.out] == 1 and l.seg == nd.seg then
                 local act = nd.op == "silu" and "silu" or gelu_form(nd) == "tanh" and "gelu_tanh" or "gelu"
                 local x, w, b
                 if plain_linear(l) then
