@@ -458,6 +458,42 @@ function TestGpu:test_recapture_compile_and_trace_kinds()
     lu.assertTrue(m.allocated > 0 and m.peak >= m.allocated)
 end
 
+-- wb.compile's generated kernels on cuda (NVRTC on a GPU, the host build on the mock): a group
+-- becomes one kernel named after it, inside the captured graph, equal to eager within the math
+-- library's ulps (the GPU's expf/erff against the eager kernels' own), f32 and bf16, broadcast
+-- and strided inputs, a second call with new values.
+function TestGpu:test_codegen_generated_kernel_matches_eager()
+    gpu()
+    local compiler, why = wb.codegen.compiler("cuda")
+    if not compiler then
+        if REQUIRE then lu.fail("code generation on cuda is off where a GPU is required: " .. tostring(why)) end
+        lu.skip("code generation on cuda is off: " .. tostring(why))
+    end
+    print("\n  codegen on cuda: " .. compiler)
+    for _, dt in ipairs({"f32", "bf16"}) do
+        local O = {device = "cuda", dtype = dt}
+        local fn = function(g, u, b) return wb.gelu(g, {approximate = "tanh"}) * u + b * 0.5 - wb.gelu(u) end
+        local f = wb.compile(fn, {fuse = false})
+        local g, u, b = wb.randn({37, 129}, O), wb.randn({129, 37}, O):t(), wb.randn({129}, O)
+        local tol = dt == "f32" and 1e-5 or 2e-2
+        close(f(g, u, b), fn(g, u, b), tol, "generated " .. dt)
+        local ex = f:explain()
+        lu.assertStrContains(ex, "group wb_poi_fused_gelu_mul_mul_add_0: gelu_tanh mul mul add gelu sub (3 inputs)")
+        g = wb.randn({37, 129}, O)
+        local p = wb.profiler.profile({activities = {"cpu", "device"}})
+        p:start()
+        local y = f(g, u, b)
+        wb.synchronize("cuda")
+        p:stop()
+        close(y, fn(g, u, b), tol, "generated " .. dt .. ", new input")
+        local named = 0
+        for _, e in ipairs(p:events()) do
+            if e.cat == "kernel" and e.name == "wb_poi_fused_gelu_mul_mul_add_0" then named = named + 1 end
+        end
+        lu.assertEquals(named, 1, "the generated kernel in the trace under its name")
+    end
+end
+
 function TestGpu:test_copies_linked_to_their_to_op()
     gpu()
     local h, d = wb.ones({4}), wb.ones({4}, {device = "cuda"})
