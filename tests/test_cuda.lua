@@ -120,7 +120,8 @@ end
 function TestNoGpu:test_abi_handshake_names_the_difference()
     -- a plugin built from another ABI header is refused with what differs, never misread
     for skew, says in pairs({version = "it does not speak version", gemm = "wb_cuda_gemm is 112 bytes there, 104 here",
-        record = "wb_cuda_record is 104 bytes there, 112 here", enums = "its enum values differ"}) do
+        record = "wb_cuda_record is 104 bytes there, 112 here", enums = "its enum values differ",
+        poi = "wb_cuda_poi_args is 472 bytes there, 464 here"}) do
         local out = on_mock("WB_MOCK_ABI_SKEW=" .. skew, "print(wb.cuda.is_available(), wb.cuda.why_not())")
         lu.assertStrContains(out, "false", false, skew .. ": " .. out)
         lu.assertStrContains(out, "is from another build (ABI mismatch: " .. says, false, skew .. ": " .. out)

@@ -661,7 +661,7 @@ static wb_cuda_api api = {
     .codegen_launch = mock_codegen_launch,
 };
 
-/* WB_MOCK_ABI_SKEW=version|gemm|record|enums plays a plugin built from another version of the
+/* WB_MOCK_ABI_SKEW=version|gemm|record|poi|enums plays a plugin built from another version of the
  * ABI header, so the core's handshake can be tested. */
 __attribute__((visibility("default"))) const wb_cuda_api *wb_cuda_plugin(int abi_version) {
     wbcu_set_device(&mock_device);
@@ -669,6 +669,7 @@ __attribute__((visibility("default"))) const wb_cuda_api *wb_cuda_plugin(int abi
     if (skew && !strcmp(skew, "version")) abi_version++;
     if (skew && !strcmp(skew, "gemm")) api.layout.gemm += 8;
     if (skew && !strcmp(skew, "record")) api.layout.record -= 8;
+    if (skew && !strcmp(skew, "poi")) api.layout.poi += 8;
     if (skew && !strcmp(skew, "enums")) api.layout.enums ^= 1;
     return abi_version == WB_CUDA_ABI_VERSION ? &api : NULL;
 }
