@@ -108,8 +108,8 @@ static int l_kernel_name(lua_State *L) {
 }
 
 static const luaL_Reg codegen[] = {
-    {"build", l_build}, {"run", l_run}, {"prelude", l_prelude}, {"info", l_info}, {"name", l_kernel_name},
-    {"compiler", l_compiler}, {NULL, NULL},
+    {"build", l_build},      {"run", l_run},           {"prelude", l_prelude}, {"info", l_info},
+    {"name", l_kernel_name}, {"compiler", l_compiler}, {NULL, NULL},
 };
 
 void wb_lua_register_codegen(lua_State *L) {

@@ -19,8 +19,8 @@ wb_status wb_shape_generated(wb_op_call *c) {
     for (int i = 0; i < nin; i++) {
         const wb_tensor *t = c->in[i];
         if (t->device != k->device)
-            return wb_error(WB_ERR_DEVICE, "%s was generated for device %s, input %d is on %s", wb_kernel_kind_name(k->kind),
-                            wb_device_name(k->device), i + 1, wb_device_name(t->device));
+            return wb_error(WB_ERR_DEVICE, "%s was generated for device %s, input %d is on %s",
+                            wb_kernel_kind_name(k->kind), wb_device_name(k->device), i + 1, wb_device_name(t->device));
         if (t->dtype != k->dtype)
             return wb_error(WB_ERR_DTYPE, "%s was generated for %s, input %d is %s", wb_kernel_kind_name(k->kind),
                             wb_dtype_name(k->dtype), i + 1, wb_dtype_name(t->dtype));

@@ -273,7 +273,8 @@ wb_status wb_codegen_build_device(wb_device device, const char *symbol, const ch
     if (st || (st = be->codegen_target(&t))) return st;
     k->device = device;
     if (t->host_kernels) { /* the host build first: it names the kind too */
-        if (!host_source) return wb_error(WB_ERR_ARGUMENT, "codegen: device %s runs host kernels: no host source given", be->name);
+        if (!host_source)
+            return wb_error(WB_ERR_ARGUMENT, "codegen: device %s runs host kernels: no host source given", be->name);
         if ((st = wb_codegen_build(symbol, ops, host_source, k))) return st;
     } else if ((st = intern_kind(symbol, ops, k))) {
         return st;
@@ -309,7 +310,8 @@ wb_status wb_codegen_build_device(wb_device device, const char *symbol, const ch
     if ((st = be->codegen_compile(device_source, symbol, &image, &size, log, sizeof log))) {
         char line[512];
         first_error_in(log, line, sizeof line);
-        return wb_error(WB_ERR_ARGUMENT, "codegen: %s failed on %s: %s", t->name, src, line[0] ? line : wb_error_message());
+        return wb_error(WB_ERR_ARGUMENT, "codegen: %s failed on %s: %s", t->name, src,
+                        line[0] ? line : wb_error_message());
     }
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", img, (long)getpid());
     f = fopen(tmp, "wb");

@@ -42,8 +42,8 @@ static void plugin_path(char *buf, size_t len) {
 /* The first member of the plugin's layout that differs from the core's, as words; NULL when none. */
 static const char *abi_difference(const wb_cuda_abi_layout *got, char *buf, size_t len) {
     static const wb_cuda_abi_layout want = WB_CUDA_ABI_LAYOUT;
-    static const char *const names[] = {"wb_cuda_api", "wb_cuda_info", "wb_cuda_gemm", "wb_cuda_ew", "wb_cuda_geglu",
-                                        "wb_cuda_record", "wb_cuda_poi_args", "wb_cuda_codegen_info"};
+    static const char *const names[] = {"wb_cuda_api",   "wb_cuda_info",   "wb_cuda_gemm",     "wb_cuda_ew",
+                                        "wb_cuda_geglu", "wb_cuda_record", "wb_cuda_poi_args", "wb_cuda_codegen_info"};
     const uint32_t g[] = {got->api, got->info, got->gemm, got->ew, got->geglu, got->record, got->poi, got->codegen};
     const uint32_t w[] = {want.api, want.info, want.gemm, want.ew, want.geglu, want.record, want.poi, want.codegen};
     for (int i = 0; i < 8; i++)

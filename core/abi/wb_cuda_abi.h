@@ -169,8 +169,8 @@ typedef void (*wb_cuda_record_fn)(void *user, const wb_cuda_record *rec);
 #define WB_CUDA_POI_MAX_INPUTS 5
 typedef struct wb_cuda_poi_args {
     int64_t rows, cols;
-    int outer;                                               /* outer dimensions, rows = their product */
-    int64_t shape[WB_CUDA_MAX_DIMS];                         /* sizes of the outer dimensions */
+    int outer;                                                /* outer dimensions, rows = their product */
+    int64_t shape[WB_CUDA_MAX_DIMS];                          /* sizes of the outer dimensions */
     int64_t stride[WB_CUDA_POI_MAX_INPUTS][WB_CUDA_MAX_DIMS]; /* per input, along each outer dimension */
     const void *in[WB_CUDA_POI_MAX_INPUTS];
     void *out;

@@ -442,10 +442,10 @@ static int mock_codegen_compile(const char *source, const char *name, const char
     char decl[192];
     snprintf(decl, sizeof decl, "extern \"C\" __global__ void %s(", name);
     if (getenv("WB_MOCK_NVRTC_FAIL") || !strstr(source, decl)) {
-        snprintf(log, loglen,
-                 "%s(1): error: %s\n1 error detected in the compilation of \"%s.cu\".\n", name,
-                 getenv("WB_MOCK_NVRTC_FAIL") ? "identifier \"wb_mock_undefined\" is undefined (mock: WB_MOCK_NVRTC_FAIL)"
-                                              : "the kernel is not declared extern \"C\" __global__",
+        snprintf(log, loglen, "%s(1): error: %s\n1 error detected in the compilation of \"%s.cu\".\n", name,
+                 getenv("WB_MOCK_NVRTC_FAIL")
+                     ? "identifier \"wb_mock_undefined\" is undefined (mock: WB_MOCK_NVRTC_FAIL)"
+                     : "the kernel is not declared extern \"C\" __global__",
                  name);
         return fail("nvrtcCompileProgram failed: NVRTC_ERROR_COMPILATION (6)");
     }

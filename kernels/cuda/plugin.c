@@ -2,8 +2,8 @@
  *
  * One device (0), one non-blocking stream, one cuBLASLt handle with a 32 MiB workspace made once,
  * a caching allocator over cudaMalloc, stream capture into CUDA graphs; the CUPTI activity
- * tracer is plugin_trace.c, generated kernels (NVRTC) plugin_codegen.c. Nothing is initialised until cudaGetDeviceCount succeeds with a device: without a
- * driver the plugin loads, says why, and stays inert. */
+ * tracer is plugin_trace.c, generated kernels (NVRTC) plugin_codegen.c. Nothing is initialised until cudaGetDeviceCount
+ * succeeds with a device: without a driver the plugin loads, says why, and stays inert. */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <cupti.h>

@@ -44,8 +44,8 @@ static struct {
 
 static int state; /* 0: not tried, 1: ready, -1: not available (why) */
 static char why[512];
-static char arch[16];   /* "sm_90" (cubin) or "compute_90" (PTX, for a device newer than NVRTC knows) */
-static int cubin;       /* 1: nvrtcGetCUBIN, 0: nvrtcGetPTX */
+static char arch[16]; /* "sm_90" (cubin) or "compute_90" (PTX, for a device newer than NVRTC knows) */
+static int cubin;     /* 1: nvrtcGetCUBIN, 0: nvrtcGetPTX */
 static int nv_major, nv_minor;
 
 static int unavailable(const char *fmt, const char *detail) {
@@ -76,11 +76,11 @@ static void *open_nvrtc(void) {
 #define DRIVER(field, symbol)                                                                                          \
     do {                                                                                                               \
         enum cudaDriverEntryPointQueryResult q_;                                                                       \
-        if (cudaGetDriverEntryPointByVersion(symbol, (void **)&(field), 12000, cudaEnableDefault, &q_) !=            \
+        if (cudaGetDriverEntryPointByVersion(symbol, (void **)&(field), 12000, cudaEnableDefault, &q_) !=              \
                 cudaSuccess ||                                                                                         \
             q_ != cudaDriverEntryPointSuccess || !(field)) {                                                           \
             cudaGetLastError();                                                                                        \
-            return unavailable("the driver does not give %s", symbol);                                               \
+            return unavailable("the driver does not give %s", symbol);                                                 \
         }                                                                                                              \
     } while (0)
 
@@ -136,11 +136,13 @@ int wbcu_codegen_init(wb_cuda_codegen_info *out) {
     return 0;
 }
 
-static int nv_fail(nvrtcResult r, const char *what) { return wbcu_fail("%s failed: %s (%d)", what, nv.error_string(r), (int)r); }
+static int nv_fail(nvrtcResult r, const char *what) {
+    return wbcu_fail("%s failed: %s (%d)", what, nv.error_string(r), (int)r);
+}
 
 /* The options as NVRTC takes them: the core's, split at spaces, then the architecture. */
-int wbcu_codegen_compile(const char *source, const char *name, const char *options, void **image,
-                                  size_t *size, char *log, size_t loglen) {
+int wbcu_codegen_compile(const char *source, const char *name, const char *options, void **image, size_t *size,
+                         char *log, size_t loglen) {
     *image = NULL;
     *size = 0;
     if (loglen) log[0] = 0;
@@ -195,8 +197,7 @@ static int cu_fail(CUresult r, const char *what) {
 }
 
 /* Modules stay loaded for the process's life (graphs may hold their kernels). */
-int wbcu_codegen_load(const void *image, size_t size, const char *name, void (*host_fn)(const void *),
-                               void **kernel) {
+int wbcu_codegen_load(const void *image, size_t size, const char *name, void (*host_fn)(const void *), void **kernel) {
     (void)size, (void)host_fn;
     *kernel = NULL;
     if (state != 1) return wbcu_fail("NVRTC is not loaded (codegen_init first)");
@@ -220,7 +221,8 @@ int wbcu_codegen_launch(void *kernel, const wb_cuda_poi_args *args) {
     if (blocks > cap) blocks = cap;
     wb_cuda_poi_args a = *args;
     void *params[] = {&a};
-    CUresult r = drv.launch((CUfunction)kernel, (unsigned)blocks, 1, 1, 256, 1, 1, 0, (CUstream)wbcu_stream, params, NULL);
+    CUresult r =
+        drv.launch((CUfunction)kernel, (unsigned)blocks, 1, 1, 256, 1, 1, 0, (CUstream)wbcu_stream, params, NULL);
     if (r != CUDA_SUCCESS) return cu_fail(r, "cuLaunchKernel");
     return 0;
 }

@@ -22,7 +22,8 @@ int wbcu_codegen_init(wb_cuda_codegen_info *out);
 int wbcu_codegen_compile(const char *source, const char *name, const char *options, void **image, size_t *size,
                          char *log, size_t loglen);
 void wbcu_codegen_image_free(void *image);
-int wbcu_codegen_load(const void *image, size_t size, const char *name, void (*host_fn)(const void *args), void **kernel);
+int wbcu_codegen_load(const void *image, size_t size, const char *name, void (*host_fn)(const void *args),
+                      void **kernel);
 int wbcu_codegen_launch(void *kernel, const wb_cuda_poi_args *args);
 
 /* CUPTI tracing (plugin_trace.c): the ABI's trace_* members. */
