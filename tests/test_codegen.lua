@@ -2,6 +2,7 @@
 -- elementwise DAGs (compiled vs eager), the warm disk cache across processes, explain/source,
 -- the trace's kernel args, and the bad inputs (compiler failure, corrupt cache entry, codegen off).
 local lu = require("luaunit")
+local dags = require("random_dags")
 
 local exe = os.getenv("WB_EXE")
 local cache = os.tmpname()
@@ -22,38 +23,10 @@ local function apply(op, a, b)
     return wb[op](a)
 end
 
--- A random DAG of 2-8 ops over 1-4 inputs: each op takes earlier values (inputs, op results or
--- a number); inputs have broadcastable shapes (dims of 1 here and there, fewer dims).
-local function random_case(rng)
-    local rows, cols = rng(1, 40), rng(1, 70)
-    local ninputs, nops = rng(1, 4), rng(2, 8)
-    local shapes = {}
-    for i = 1, ninputs do
-        local r = rng() < 0.25 and 1 or rows
-        local c = rng() < 0.25 and 1 or cols
-        shapes[i] = rng() < 0.2 and {c} or {r, c}
-    end
-    shapes[1] = {rows, cols}
-    local prog = {}
-    for k = 1, nops do
-        local binary = rng() < 0.5
-        local op = binary and BINARY[rng(1, #BINARY)] or UNARY[rng(1, #UNARY)]
-        local a = rng(1, ninputs + k - 1)
-        local b = binary and (rng() < 0.15 and (rng() * 4 - 2) or rng(1, ninputs + k - 1)) or nil
-        prog[k] = {op = op, a = a, b = b}
-    end
-    return shapes, prog
-end
+local DAGS = {rows = 40, cols = 70, max_ops = 8, binary_share = 0.5, unary = UNARY, binary = BINARY}
+local function random_case(rng) return dags.case(rng, DAGS) end
 
-local function run(prog, ninputs, ...)
-    local v = {...}
-    for k, p in ipairs(prog) do
-        local b = p.b
-        if math.type(b) == "integer" then b = v[b] end
-        v[ninputs + k] = apply(p.op, v[p.a], b)
-    end
-    return v[#v]
-end
+local function run(prog, ninputs, ...) return dags.run(prog, ninputs, apply, ...) end
 
 function test_random_dags_compiled_equal_eager()
     local seed = tonumber(os.getenv("WB_CODEGEN_SEED") or "14")

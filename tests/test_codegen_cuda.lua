@@ -5,6 +5,7 @@
 -- the warm cache across processes, the trace's kernel name, graph replay with new inputs,
 -- explain/source, a compiler failure (WB_MOCK_NVRTC_FAIL) and no NVRTC (WB_MOCK_NO_NVRTC).
 local lu = require("luaunit")
+local dags = require("random_dags")
 
 local exe = os.getenv("WB_EXE")
 local cache = os.tmpname()
@@ -25,35 +26,10 @@ local function apply(op, a, b)
     return wb[op](a)
 end
 
-local function random_case(rng)
-    local rows, cols = rng(1, 24), rng(1, 40)
-    local ninputs, nops = rng(1, 4), rng(2, 7)
-    local shapes = {}
-    for i = 1, ninputs do
-        local r = rng() < 0.25 and 1 or rows
-        local c = rng() < 0.25 and 1 or cols
-        shapes[i] = rng() < 0.2 and {c} or {r, c}
-    end
-    shapes[1] = {rows, cols}
-    local prog = {}
-    for k = 1, nops do
-        local binary = rng() < 0.6
-        local op = binary and BINARY[rng(1, #BINARY)] or UNARY[rng(1, #UNARY)]
-        prog[k] = {op = op, a = rng(1, ninputs + k - 1),
-            b = binary and (rng() < 0.15 and (rng() * 4 - 2) or rng(1, ninputs + k - 1)) or nil}
-    end
-    return shapes, prog
-end
+local DAGS = {rows = 24, cols = 40, max_ops = 7, binary_share = 0.6, unary = UNARY, binary = BINARY}
+local function random_case(rng) return dags.case(rng, DAGS) end
 
-local function run(prog, ninputs, ...)
-    local v = {...}
-    for k, p in ipairs(prog) do
-        local b = p.b
-        if math.type(b) == "integer" then b = v[b] end
-        v[ninputs + k] = apply(p.op, v[p.a], b)
-    end
-    return v[#v]
-end
+local function run(prog, ninputs, ...) return dags.run(prog, ninputs, apply, ...) end
 
 local function host(t) return t:to{device = "cpu", dtype = "f32"} end
 
