@@ -327,7 +327,7 @@ int luaopen_wb(lua_State *L) {
     lua_setfield(L, -2, "cuda");
     wb_lua_setstring(L, "version", WB_VERSION);
     wb_lua_setstring(L, "commit", WB_GIT_COMMIT);
-    lua_createtable(L, 0, 2); /* wb.build: how this executable was built */
+    lua_createtable(L, 0, 3); /* wb.build: how this executable was built */
     wb_lua_setstring(L, "type", WB_BUILD_TYPE);
 #ifdef WB_SANITIZE_BUILD
     lua_pushboolean(L, 1);
@@ -335,6 +335,12 @@ int luaopen_wb(lua_State *L) {
     lua_pushboolean(L, 0);
 #endif
     lua_setfield(L, -2, "sanitizers");
+#ifdef WB_LUA_BUILT_HERE
+    lua_pushboolean(L, 1); /* Lua compiled into the executable with its flags (scripts/cmake/lua_from_source.cmake) */
+#else
+    lua_pushboolean(L, 0); /* the system's liblua5.4 */
+#endif
+    lua_setfield(L, -2, "lua_built_here");
     lua_setfield(L, -2, "build");
     luaL_getmetatable(L, WB_TENSOR_TYPE);
     lua_setfield(L, -2, "Tensor");

@@ -21,6 +21,16 @@
 #include "wb_lua.h"
 #include "wb_version.h"
 
+/* Where the interpreter comes from, for --version: the sanitizer build compiles Lua's source
+ * into the executable with its own flags, so AddressSanitizer sees inside the interpreter. */
+#if defined(WB_LUA_BUILT_HERE) && defined(WB_SANITIZE_BUILD)
+#define LUA_ORIGIN " built from source with ASan+UBSan"
+#elif defined(WB_LUA_BUILT_HERE)
+#define LUA_ORIGIN " built from source"
+#else
+#define LUA_ORIGIN ", system library"
+#endif
+
 static const char usage[] =
     "usage: workbench [options] [script.lua | -] [script args...]\n"
     "       workbench compare A.json B.json\n"
@@ -97,7 +107,7 @@ static int parse_args(int argc, char **argv, options *o) {
             return 0;
         }
         if (!strcmp(a, "--version")) {
-            printf("workbench %s (commit %s, %s)\n", WB_VERSION, WB_GIT_COMMIT, LUA_RELEASE);
+            printf("workbench %s (commit %s, %s%s)\n", WB_VERSION, WB_GIT_COMMIT, LUA_RELEASE, LUA_ORIGIN);
             return 0;
         }
         if (!strcmp(a, "-i")) {
