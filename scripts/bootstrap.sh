@@ -14,14 +14,15 @@ case "${1:-}" in
 esac
 
 packages="gcc g++ binutils make libc6-dev cmake pkg-config liblua5.4-dev lua-unit lua-cjson libseccomp-dev libreadline-dev libopenblas0-pthread lua-argparse tmux slurm-wlm munge"
+[ "$mode" = build ] || packages="$packages dpkg-dev" # apt-get source unpacks Lua's source with dpkg-source
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
 if [ -n "$missing" ]; then
     echo "== installing:$missing"
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
 fi
@@ -42,13 +43,63 @@ scripts/check_layers.sh build >/dev/null # the executable links no CUDA library
 echo "== tests (build/)"
 ctest --test-dir build --output-on-failure -j "$jobs"
 
+# fetch_lua_source DIR: Debian's lua5.4 source package (the version of the installed
+# liblua5.4-dev, with Debian's patches) unpacked into DIR, through `apt-get source`; enables the
+# deb-src entries of the apt sources first when apt knows no source for it. Fails when it cannot.
+fetch_lua_source() {
+    dir=$1
+    version=$(dpkg-query -W -f='${source:Version}' liblua5.4-dev)
+    [ -f "$dir/src/lapi.c" ] && [ "$(cat "$dir/.wb-version" 2>/dev/null)" = "$version" ] && return 0
+    if ! apt-cache showsrc lua5.4 2>/dev/null | grep -q "^Version: $version\$"; then
+        echo "== enabling deb-src in the apt sources and updating (for apt-get source lua5.4=$version)"
+        # deb822 sources (Debian 12's default): "Types: deb" becomes "Types: deb deb-src"
+        for f in /etc/apt/sources.list.d/*.sources; do
+            [ -f "$f" ] && $sudo sed -i 's/^Types: deb$/Types: deb deb-src/' "$f"
+        done
+        # one-line sources: a deb-src line for each deb line, when the file has none yet
+        f=/etc/apt/sources.list
+        if [ -f "$f" ] && grep -q '^deb ' "$f" && ! grep -q '^deb-src ' "$f"; then
+            sed -n 's/^deb /deb-src /p' "$f" | $sudo tee -a "$f" >/dev/null
+        fi
+        $sudo apt-get update -qq || return 1
+    fi
+    rm -rf "$dir.fetch" && mkdir -p "$dir.fetch" || return 1
+    # run as root, apt says it downloads unsandboxed: true, and harmless here
+    (cd "$dir.fetch" && apt-get source -qq "lua5.4=$version" 2>&1 | grep -v "unsandboxed") || true
+    unpacked=$(ls -d "$dir.fetch"/lua5.4-*/ 2>/dev/null | head -n 1)
+    [ -n "$unpacked" ] && [ -f "$unpacked/src/lapi.c" ] || return 1
+    rm -rf "$dir" && mv "$unpacked" "$dir" && rm -rf "$dir.fetch" || return 1
+    echo "$version" >"$dir/.wb-version"
+}
+
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWB_SANITIZE=ON -DWB_WERROR=ON >/dev/null
+# Lua itself is compiled with the sanitizers here, from Debian's lua5.4 source (fetched into
+# build-asan/lua-src, outside git): Debian's liblua5.4 is not instrumented, so AddressSanitizer
+# could not see a freed lua_State or string that our code reads. Without the source (no network,
+# no deb-src), the sanitizer build falls back to the system's liblua5.4 and says so; .ci/run sets
+# WB_REQUIRE_INSTRUMENTED_LUA=1, so CI fails instead of passing with the blind spot.
+mkdir -p build-asan
+lua_src=""
+if fetch_lua_source "$PWD/build-asan/lua-src"; then
+    lua_src="$PWD/build-asan/lua-src"
+    echo "   Lua $(cat build-asan/lua-src/.wb-version) from Debian's source, compiled with ASan+UBSan into build-asan/workbench"
+else
+    echo "!! could not fetch Debian's lua5.4 source (apt-get source lua5.4: network, deb-src, dpkg-dev?)" >&2
+    if [ "${WB_REQUIRE_INSTRUMENTED_LUA:-0}" = 1 ]; then
+        echo "!! WB_REQUIRE_INSTRUMENTED_LUA=1: stopping" >&2
+        exit 1
+    fi
+    echo "!! the sanitizer build links the system's uninstrumented liblua5.4: AddressSanitizer sees no" >&2
+    echo "!! use-after-free inside the interpreter in this run" >&2
+fi
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWB_SANITIZE=ON -DWB_WERROR=ON -DWB_LUA_SOURCE_DIR="$lua_src" >/dev/null
 cmake --build build-asan -j "$jobs"
+echo "   $(build-asan/workbench --version)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs"
 echo "== the API fuzzer under AddressSanitizer + UndefinedBehaviorSanitizer (200,000 seeded calls, --sandbox)"
-# Debian's liblua5.4 is not instrumented: the fuzzer finds errors in the workbench's own code.
+# With Lua compiled into build-asan/workbench (above), it also sees the workbench misusing the
+# interpreter's memory (and LUA_USE_APICHECK its stack).
 # WB_MAX_ALLOC_BYTES=64 MiB: a drawn shape of 2^31 elements is refused with its message at once,
 # instead of gigabytes that ASan would map and poison (minutes of system time, nothing learned).
 WB_MAX_ALLOC_BYTES=67108864 ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
