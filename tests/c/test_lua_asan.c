@@ -8,6 +8,6 @@
 int main(void) {
     lua_State *L = luaL_newstate();
     lua_State *thread = lua_newthread(L);
-    lua_close(L);             /* frees the thread too */
+    lua_close(L);              /* frees the thread too */
     return lua_gettop(thread); /* the use after free */
 }
