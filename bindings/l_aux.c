@@ -63,10 +63,27 @@ static void name_functions(lua_State *L, int idx, const char *prefix, int depth,
     lua_pop(L, 1);
 }
 
+/* The registry's table function -> name, created when missing; left on the stack. */
+static void push_names(lua_State *L) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &names_key) == LUA_TTABLE) return;
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &names_key);
+}
+
+void wb_lua_name_function(lua_State *L, lua_CFunction f, const char *name) {
+    push_names(L);
+    lua_pushcfunction(L, f);
+    lua_pushstring(L, name);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
 void wb_lua_name_functions(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
-    lua_newtable(L);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &names_key);
+    push_names(L); /* names given first (wb_lua_name_function) are kept */
+    lua_pop(L, 1);
     for (int pass = 0; pass <= 2; pass++) {
         name_functions(L, idx, "", 2, pass);
         /* then the methods of every type's metatable (luaL_newmetatable's registry entries) */

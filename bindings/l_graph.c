@@ -17,7 +17,7 @@ typedef struct graph_handle {
 static wb_graph *check_graph(lua_State *L) {
     graph_handle *h = wb_lua_checkudata(L, 1, GRAPH_TYPE);
     if (!h->g) wb_lua_raise(L, "attempt to use a released graph");
-    if (h->capturing) wb_lua_raise(L, "graph: the graph is being captured (use it after the capture)");
+    if (h->capturing) wb_lua_raise(L, "the graph is being captured (use it after the capture)");
     return h->g;
 }
 
@@ -93,7 +93,7 @@ static int g_bind(lua_State *L) {
     lua_Integer i = wb_lua_checkinteger(L, 2);
     wb_tensor *t = lua_isnoneornil(L, 3) ? NULL : wb_lua_checktensor(L, 3);
     if (i < 1 || i > wb_graph_input_count(g))
-        return wb_lua_raise(L, "graph.bind: no input %I (the graph declares %d)", i, wb_graph_input_count(g));
+        return wb_lua_raise(L, "no input %I (the graph declares %d)", i, wb_graph_input_count(g));
     lua_pushboolean(L, wb_graph_input_bind(g, (int)i - 1, t));
     return 1;
 }
@@ -130,16 +130,19 @@ static const luaL_Reg graph_methods[] = {
     {"bind", g_bind},             {"run", g_run},             {NULL, NULL},
 };
 
+/* g.outputs and the methods. (luaL_error: the message names the field, not this metamethod.) */
 static int g_index(lua_State *L) {
     const char *k = lua_tostring(L, 2);
     if (k && !strcmp(k, "outputs")) {
-        check_graph(L);
+        graph_handle *h = wb_lua_checkudata(L, 1, GRAPH_TYPE);
+        if (!h->g) return luaL_error(L, "graph.outputs: attempt to use a released graph");
+        if (h->capturing) return luaL_error(L, "graph.outputs: the graph is being captured (use it after the capture)");
         lua_getiuservalue(L, 1, 1);
         return 1;
     }
     lua_pushvalue(L, 2);
     lua_rawget(L, lua_upvalueindex(1));
-    if (lua_isnil(L, -1)) wb_lua_raise(L, "graph has no field or method '%s'", k ? k : luaL_typename(L, 2));
+    if (lua_isnil(L, -1)) return luaL_error(L, "graph has no field or method '%s'", k ? k : luaL_typename(L, 2));
     return 1;
 }
 
@@ -228,6 +231,15 @@ void wb_lua_register_graph(lua_State *L) {
     lua_pushcfunction(L, g_tostring);
     lua_setfield(L, -2, "__tostring");
     luaL_newlib(L, graph_methods);
+    /* the methods sit behind a function (g_index), out of reach of wb_lua_name_functions: named
+     * here, as "graph.replay" (the names the core's messages use), so that g:replay() on a
+     * released graph says "graph.replay: attempt to use a released graph" */
+    for (const luaL_Reg *m = graph_methods; m->name; m++) {
+        lua_pushfstring(L, "graph.%s", m->name);
+        wb_lua_name_function(L, m->func, lua_tostring(L, -1));
+        lua_pop(L, 1);
+    }
+    wb_lua_name_function(L, g_tostring, "graph.tostring");
     lua_pushcclosure(L, g_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);

@@ -21,6 +21,9 @@ typedef struct wb_lua_tensor {
  * wb_lua_fname is the running C function's name (NULL if unknown); wb_lua_raise formats like
  * lua_pushfstring, puts the name in front unless the message starts with it, and raises. */
 void wb_lua_name_functions(lua_State *L, int idx);
+/* Names f in messages, for what the walk above cannot reach (the methods of a type whose
+ * __index is a function); call it before the walk, whose first-found names never replace it. */
+void wb_lua_name_function(lua_State *L, lua_CFunction f, const char *name);
 const char *wb_lua_fname(lua_State *L);
 int wb_lua_raise(lua_State *L, const char *fmt, ...);
 /* "<name>: bad argument #idx: expected <expected>, got <type>" */

@@ -44,9 +44,6 @@ local function check(fn, prefixes, self_first)
     return checked, wrong
 end
 
--- Issue 14's files (bindings/l_graph.c, l_codegen.c) still check with lauxlib's luaL_checktype,
--- whose message is "bad argument #1 to '?' (...)": left to that work, listed here by name.
-local NOT_YET = {} -- every C function names itself now (graph.capture and codegen.* were the last)
 -- what runs for seconds by design or changes the process for every later test
 local SKIP = {set_num_threads = true, mkdir_p = true, sleep_ms = true, cpu_peak_gflops = true, ["openblas.set_num_threads"] = true}
 
@@ -74,7 +71,7 @@ TestMessages = {}
 function TestMessages:test_every_c_function_names_itself()
     local checked, all_wrong, functions = 0, {}, 0
     for _, f in ipairs(c_functions()) do
-        if not NOT_YET[f[1]] and not SKIP[f[1]] then
+        if not SKIP[f[1]] then
             functions = functions + 1
             local n, wrong = check(f[2], {f[1], f[3]})
             checked = checked + n
@@ -114,6 +111,29 @@ function TestMessages:test_the_native_profiler_session_names_its_methods()
     end
     lu.assertEquals(all_wrong, {})
     lu.assertTrue(checked > 20)
+end
+
+function TestMessages:test_the_graph_names_its_methods()
+    local function graph() return wb.graph.capture(function() return wb.ones({2}) + 1 end) end
+    local released = graph()
+    released:release()
+    local checked, all_wrong = 0, {}
+    for _, name in ipairs({"replay", "recapture", "nodes", "held_bytes", "release", "input", "bind", "run"}) do
+        -- a bad self (from bad_arguments), a good graph, a released one
+        for _, self_ in ipairs({false, "good", released}) do
+            local n, wrong = check(released[name], {"graph." .. name}, self_ == "good" and graph() or self_ or nil)
+            checked = checked + n
+            for _, w in ipairs(wrong) do all_wrong[#all_wrong + 1] = w end
+        end
+    end
+    lu.assertEquals(all_wrong, {})
+    lu.assertTrue(checked > 150, checked .. " errors checked")
+    lu.assertEquals(bare(select(2, pcall(released.replay, released))), "graph.replay: attempt to use a released graph")
+    lu.assertEquals(bare(select(2, pcall(function() return released.outputs end))),
+        "graph.outputs: attempt to use a released graph")
+    lu.assertEquals(bare(select(2, pcall(wb.graph.capture, nil))),
+        "graph.capture: bad argument #1: expected a function, got nil")
+    lu.assertEquals(bare(select(2, pcall(graph().bind, graph(), 2))), "graph.bind: no input 2 (the graph declares 0)")
 end
 
 function TestMessages:test_the_examples_of_the_issue()
