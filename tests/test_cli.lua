@@ -182,7 +182,11 @@ end
 function TestCli:test_version_and_help()
     local out, _, code = run("--version")
     lu.assertEquals(code, 0)
-    lu.assertStrMatches(out, "workbench %d+%.%d+%.%d+ %(commit [^,]+, Lua 5%.4%.?%d*%)\n")
+    -- and where Lua comes from: the system's library, or its source built into this executable
+    -- (the sanitizer build: with the sanitizers)
+    local origin = not wb.build.lua_built_here and ", system library"
+        or wb.build.sanitizers and " built from source with ASan%+UBSan" or " built from source"
+    lu.assertStrMatches(out, "workbench %d+%.%d+%.%d+ %(commit [^,]+, Lua 5%.4%.?%d*" .. origin .. "%)\n")
     out, _, code = run("--help")
     lu.assertEquals(code, 0)
     for _, opt in ipairs({"-e STMT", "-i", "--device", "--threads", "--out", "--seed", "--version"}) do
