@@ -25,6 +25,20 @@ local function tensors()
 end
 local pool_tensors = tensors()
 
+-- graphs for the graph methods: one with a declared input (bind, run), one with a GEMM, an
+-- empty one and a released one; recapture re-runs their functions with the drawn arguments
+local function graphs()
+    local x, w = wb.rand({2, 3}), wb.rand({4, 3})
+    local with_input = wb.graph.capture(function(a) return (a or x) * 2 + 1 end)
+    with_input:input(x)
+    local released = wb.graph.capture(function() return x + 1 end)
+    released:release()
+    return {with_input, wb.graph.capture(function() return wb.linear(x, w) end), wb.graph.capture(function() end),
+        released}
+end
+local pool_graphs = graphs()
+local GRAPH_METHODS = {"replay", "recapture", "nodes", "held_bytes", "release", "input", "bind", "run", "outputs"}
+
 local EDGE = {0, 1, -1, 2, 3, 7, 17, -2, 1 << 31, 1 << 32, 1 << 62, math.maxinteger, math.mininteger, 0.5, -0.0,
     1e308, -1e308, 0 / 0, math.huge, -math.huge, 2 ^ 53}
 local STRINGS = {"", "f32", "bf16", "cpu", "cuda", "auto", "x", "%s%d%n", string.rep("n", 300), "sum", "cpu_total"}
@@ -77,7 +91,15 @@ assert(#targets > 20 and #methods > 20, "found too few functions to fuzz")
 local errors, t0 = 0, os.clock()
 for i = 1, calls do
     local ok
-    if random() < 0.45 then
+    local draw = random()
+    if draw < 0.03 then
+        local g, m = pool_graphs[random(#pool_graphs)], GRAPH_METHODS[random(#GRAPH_METHODS)]
+        if m == "outputs" then
+            ok = pcall(function() return g.outputs end)
+        else
+            ok = pcall(g[m], random() < 0.9 and g or value(1), value(1), value(1), value(1))
+        end
+    elseif draw < 0.45 then
         local m = methods[random(#methods)]
         ok = pcall(m[2], pool_tensors[random(#pool_tensors)], value(1), value(1), value(1))
     else
@@ -87,8 +109,9 @@ for i = 1, calls do
     if not ok then errors = errors + 1 end
     if i % 5000 == 0 then
         pool_tensors = tensors() -- fresh ones: methods change them in place
+        pool_graphs = graphs()   -- and release graphs
         collectgarbage()
     end
 end
-print(string.format("fuzz_api: %d calls (%d functions, %d methods, seed %d): %d raised errors, 0 crashes, %.1f s",
-    calls, #targets, #methods, seed, errors, os.clock() - t0))
+print(string.format("fuzz_api: %d calls (%d functions, %d methods, %d graph methods, seed %d): %d raised errors, 0 crashes, %.1f s",
+    calls, #targets, #methods, #GRAPH_METHODS, seed, errors, os.clock() - t0))
