@@ -39,6 +39,16 @@ end
 local pool_graphs = graphs()
 local GRAPH_METHODS = {"replay", "recapture", "nodes", "held_bytes", "release", "input", "bind", "run", "outputs"}
 
+-- profilers for the profiler methods (the exports, which write files, are left out); one starts
+-- from a coroutine that is collected afterwards, as issue 20's with_stack reproducer did
+local function profilers()
+    return {wb.profiler.profile({with_stack = true, record_shapes = true, max_events = 4096}),
+        wb.profiler.profile({schedule = {wait = 1, warmup = 1, active = 2}, with_flops = true, max_events = 1024})}
+end
+local pool_profilers = profilers()
+local PROFILER_METHODS = {"start", "step", "stop", "events", "stats", "key_averages", "table", "expect",
+    "range_instances", "start_in_coroutine"}
+
 local EDGE = {0, 1, -1, 2, 3, 7, 17, -2, 1 << 31, 1 << 32, 1 << 62, math.maxinteger, math.mininteger, 0.5, -0.0,
     1e308, -1e308, 0 / 0, math.huge, -math.huge, 2 ^ 53}
 local STRINGS = {"", "f32", "bf16", "cpu", "cuda", "auto", "x", "%s%d%n", string.rep("n", 300), "sum", "cpu_total"}
@@ -92,7 +102,14 @@ local errors, t0 = 0, os.clock()
 for i = 1, calls do
     local ok
     local draw = random()
-    if draw < 0.03 then
+    if draw < 0.01 then
+        local p, m = pool_profilers[random(#pool_profilers)], PROFILER_METHODS[random(#PROFILER_METHODS)]
+        if m == "start_in_coroutine" then
+            ok = pcall(coroutine.wrap(function() p:start() end))
+        else
+            ok = pcall(p[m], random() < 0.9 and p or value(1), value(1), value(1))
+        end
+    elseif draw < 0.04 then
         local g, m = pool_graphs[random(#pool_graphs)], GRAPH_METHODS[random(#GRAPH_METHODS)]
         if m == "outputs" then
             ok = pcall(function() return g.outputs end)
@@ -110,8 +127,10 @@ for i = 1, calls do
     if i % 5000 == 0 then
         pool_tensors = tensors() -- fresh ones: methods change them in place
         pool_graphs = graphs()   -- and release graphs
+        pool_profilers = profilers() -- the old ones are collected, running or not
         collectgarbage()
     end
 end
-print(string.format("fuzz_api: %d calls (%d functions, %d methods, %d graph methods, seed %d): %d raised errors, 0 crashes, %.1f s",
-    calls, #targets, #methods, #GRAPH_METHODS, seed, errors, os.clock() - t0))
+print(string.format("fuzz_api: %d calls (%d functions, %d methods, %d graph and %d profiler methods, seed %d): " ..
+    "%d raised errors, 0 crashes, %.1f s", calls, #targets, #methods, #GRAPH_METHODS, #PROFILER_METHODS, seed, errors,
+    os.clock() - t0))
