@@ -29,20 +29,6 @@ fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
 
-echo "== the house's lines (scripts/check_layers.sh)"
-scripts/check_layers.sh
-
-echo "== configure and build (build/, Release)"
-# The CUDA plugin is built when the CUDA 13 toolkit is installed (/usr/local/cuda); say which.
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWB_WERROR=ON | grep "CUDA plugin" || true
-cmake --build build -j "$jobs"
-scripts/check_layers.sh build >/dev/null # the executable links no CUDA library
-
-[ "$mode" = test ] || exit 0
-
-echo "== tests (build/)"
-ctest --test-dir build --output-on-failure -j "$jobs"
-
 # fetch_lua_source DIR: Debian's lua5.4 source package (the version of the installed
 # liblua5.4-dev, with Debian's patches) unpacked into DIR, through `apt-get source`; enables the
 # deb-src entries of the apt sources first when apt knows no source for it. Fails when it cannot.
@@ -67,31 +53,53 @@ fetch_lua_source() {
     # run as root, apt says it downloads unsandboxed: true, and harmless here
     (cd "$dir.fetch" && apt-get source -qq "lua5.4=$version" 2>&1 | grep -v "unsandboxed") || true
     unpacked=$(ls -d "$dir.fetch"/lua5.4-*/ 2>/dev/null | head -n 1)
-    [ -n "$unpacked" ] && [ -f "$unpacked/src/lapi.c" ] || return 1
+    if [ -z "$unpacked" ] || [ ! -f "$unpacked/src/lapi.c" ]; then
+        rm -rf "$dir.fetch"
+        return 1
+    fi
     rm -rf "$dir" && mv "$unpacked" "$dir" && rm -rf "$dir.fetch" || return 1
     echo "$version" >"$dir/.wb-version"
 }
 
-echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
-# Lua itself is compiled with the sanitizers here, from Debian's lua5.4 source (fetched into
-# build-asan/lua-src, outside git): Debian's liblua5.4 is not instrumented, so AddressSanitizer
-# could not see a freed lua_State or string that our code reads. Without the source (no network,
-# no deb-src), the sanitizer build falls back to the system's liblua5.4 and says so; .ci/run sets
-# WB_REQUIRE_INSTRUMENTED_LUA=1, so CI fails instead of passing with the blind spot.
-mkdir -p build-asan
+# The sanitizer build (--test) compiles Lua itself with the sanitizers, from Debian's lua5.4
+# source fetched into build-asan/lua-src (outside git): Debian's liblua5.4 is not instrumented,
+# so AddressSanitizer could not see a freed lua_State or string that our code reads. Fetched
+# first, so that CI stops early. Without it (no network, no deb-src), the sanitizer build falls
+# back to the system's liblua5.4 and says so; .ci/run sets WB_REQUIRE_INSTRUMENTED_LUA=1, so CI
+# fails instead of passing with that blind spot.
 lua_src=""
-if fetch_lua_source "$PWD/build-asan/lua-src"; then
-    lua_src="$PWD/build-asan/lua-src"
-    echo "   Lua $(cat build-asan/lua-src/.wb-version) from Debian's source, compiled with ASan+UBSan into build-asan/workbench"
-else
-    echo "!! could not fetch Debian's lua5.4 source (apt-get source lua5.4: network, deb-src, dpkg-dev?)" >&2
-    if [ "${WB_REQUIRE_INSTRUMENTED_LUA:-0}" = 1 ]; then
-        echo "!! WB_REQUIRE_INSTRUMENTED_LUA=1: stopping" >&2
-        exit 1
+if [ "$mode" = test ]; then
+    echo "== Lua's source for the sanitizer build (apt-get source lua5.4 into build-asan/lua-src)"
+    mkdir -p build-asan
+    if fetch_lua_source "$PWD/build-asan/lua-src"; then
+        lua_src="$PWD/build-asan/lua-src"
+        echo "   Debian's lua5.4 $(cat build-asan/lua-src/.wb-version), to be compiled with ASan+UBSan into build-asan/workbench"
+    else
+        echo "!! could not fetch Debian's lua5.4 source (apt-get source lua5.4: network, deb-src, dpkg-dev?)" >&2
+        if [ "${WB_REQUIRE_INSTRUMENTED_LUA:-0}" = 1 ]; then
+            echo "!! WB_REQUIRE_INSTRUMENTED_LUA=1: stopping" >&2
+            exit 1
+        fi
+        echo "!! the sanitizer build links the system's uninstrumented liblua5.4: AddressSanitizer sees no" >&2
+        echo "!! use-after-free inside the interpreter in this run" >&2
     fi
-    echo "!! the sanitizer build links the system's uninstrumented liblua5.4: AddressSanitizer sees no" >&2
-    echo "!! use-after-free inside the interpreter in this run" >&2
 fi
+
+echo "== the house's lines (scripts/check_layers.sh)"
+scripts/check_layers.sh
+
+echo "== configure and build (build/, Release)"
+# The CUDA plugin is built when the CUDA 13 toolkit is installed (/usr/local/cuda); say which.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWB_WERROR=ON | grep "CUDA plugin" || true
+cmake --build build -j "$jobs"
+scripts/check_layers.sh build >/dev/null # the executable links no CUDA library
+
+[ "$mode" = test ] || exit 0
+
+echo "== tests (build/)"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWB_SANITIZE=ON -DWB_WERROR=ON -DWB_LUA_SOURCE_DIR="$lua_src" >/dev/null
 cmake --build build-asan -j "$jobs"
 echo "   $(build-asan/workbench --version)"
