@@ -23,9 +23,9 @@ if(WB_LUA_SOURCE_DIR)
   endif()
   file(STRINGS ${src}/lua.h release_line REGEX "define LUA_VERSION_RELEASE[ \t]")
   string(REGEX REPLACE ".*\"([0-9]+)\".*" "\\1" release "${release_line}")
-  file(STRINGS ${src}/lua.h major_line REGEX "define LUA_VERSION_MAJOR[ \t]")
-  if(NOT major_line MATCHES "\"5\"")
-    message(FATAL_ERROR "WB_LUA_SOURCE_DIR=${WB_LUA_SOURCE_DIR}: not Lua 5.4 (${major_line})")
+  file(STRINGS ${src}/lua.h version_lines REGEX "define LUA_VERSION_M(AJOR|INOR)[ \t]")
+  if(NOT version_lines MATCHES "MAJOR[ \t]+\"5\".*MINOR[ \t]+\"4\"")
+    message(FATAL_ERROR "WB_LUA_SOURCE_DIR=${WB_LUA_SOURCE_DIR}: not Lua 5.4 (${version_lines})")
   endif()
 
   # Debian's luaconf.h includes this header for the multiarch module folder.
