@@ -253,9 +253,17 @@ static int run_chunk(lua_State *L, int status, int nargs_from, int argc, char **
         lua_pop(L, 1);
         return 1;
     }
-    int nargs = 0;
-    for (int i = nargs_from; i > 0 && i < argc; i++, nargs++)
-        lua_pushstring(L, argv[i]);
+    int nargs = nargs_from > 0 && nargs_from < argc ? argc - nargs_from : 0;
+    /* The script's arguments go on the stack as `...`: this C frame is promised LUA_MINSTACK
+     * (20) slots only, so room for them and the message handler is asked for first (without
+     * it, 40-odd arguments wrote past the end of the stack). */
+    if (!lua_checkstack(L, nargs + 2)) {
+        fprintf(stderr, "workbench: too many arguments for the script (%d)\n", nargs);
+        lua_pop(L, 1);
+        return 1;
+    }
+    for (int i = 0; i < nargs; i++)
+        lua_pushstring(L, argv[nargs_from + i]);
     return wb_lua_docall(L, nargs, 0) == LUA_OK ? 0 : 1;
 }
 
