@@ -471,11 +471,19 @@ static int mock_codegen_load(const void *image, size_t size, const char *name, v
     if (memcmp(img + m, name, n) || img[m + n] != '\n')
         return fail("cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND (500): no kernel %s in the image", name);
     if (!host_fn) return fail("mock: a generated kernel needs its host build (codegen_info.host_kernels)");
-    gen_kernel *k = calloc(1, sizeof *k);
-    if (!k) return fail("mock: out of memory loading a kernel");
+    gen_kernel *k = wbcu_loaded_find(image, size, name); /* the same image: the same module */
+    if (k && k->host_fn == host_fn) {
+        *kernel = k;
+        return 0;
+    }
+    if (!(k = calloc(1, sizeof *k))) return fail("mock: out of memory loading a kernel");
     snprintf(k->name, sizeof k->name, "%s", name);
     k->host_fn = host_fn;
-    *kernel = k; /* modules stay loaded for the process's life */
+    if (wbcu_loaded_add(image, size, name, k)) {
+        free(k);
+        return fail("mock: out of memory loading a kernel");
+    }
+    *kernel = k; /* modules stay loaded (and listed) for the process's life */
     return 0;
 }
 

@@ -196,11 +196,13 @@ static int cu_fail(CUresult r, const char *what) {
     return wbcu_fail("%s failed: %s (CUresult %d)", what, s ? s : "unknown error", (int)r);
 }
 
-/* Modules stay loaded for the process's life (graphs may hold their kernels). */
+/* Modules stay loaded for the process's life (graphs may hold their kernels); an image loaded
+ * before gives its kernel again, so compiling the same function in a loop loads one module. */
 int wbcu_codegen_load(const void *image, size_t size, const char *name, void (*host_fn)(const void *), void **kernel) {
-    (void)size, (void)host_fn;
+    (void)host_fn;
     *kernel = NULL;
     if (state != 1) return wbcu_fail("NVRTC is not loaded (codegen_init first)");
+    if ((*kernel = wbcu_loaded_find(image, size, name))) return 0;
     /* cuModuleLoadData takes PTX as NUL-terminated text: the image from NVRTC carries the NUL */
     CUmodule m;
     CUresult r = drv.load(&m, image);
@@ -208,6 +210,7 @@ int wbcu_codegen_load(const void *image, size_t size, const char *name, void (*h
     CUfunction f;
     if ((r = drv.function(&f, m, name)) != CUDA_SUCCESS) return cu_fail(r, "cuModuleGetFunction");
     *kernel = f;
+    wbcu_loaded_add(image, size, name, f); /* without it, the next load of this image loads again */
     return 0;
 }
 

@@ -216,3 +216,45 @@ int wbcu_gemm(const wb_cuda_gemm *g) {
     }
     return dev->matmul(pl, g);
 }
+
+/* ---- generated kernels loaded ----------------------------------------------------------------- */
+
+typedef struct loaded {
+    uint64_t hash; /* FNV-1a over the image's bytes */
+    size_t size;
+    char name[128];
+    void *kernel;
+} loaded;
+
+static loaded *loaded_kernels;
+static size_t loaded_count, loaded_cap;
+
+static uint64_t image_hash(const void *image, size_t size) {
+    const unsigned char *p = image;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < size; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+void *wbcu_loaded_find(const void *image, size_t size, const char *name) {
+    uint64_t h = image_hash(image, size);
+    for (size_t i = 0; i < loaded_count; i++)
+        if (loaded_kernels[i].hash == h && loaded_kernels[i].size == size && !strcmp(loaded_kernels[i].name, name))
+            return loaded_kernels[i].kernel;
+    return NULL;
+}
+
+int wbcu_loaded_add(const void *image, size_t size, const char *name, void *kernel) {
+    if (strlen(name) >= sizeof loaded_kernels[0].name) return -1;
+    if (loaded_count == loaded_cap) {
+        size_t cap = loaded_cap ? 2 * loaded_cap : 16;
+        loaded *grown = realloc(loaded_kernels, cap * sizeof *grown);
+        if (!grown) return -1;
+        loaded_kernels = grown, loaded_cap = cap;
+    }
+    loaded *l = &loaded_kernels[loaded_count++];
+    l->hash = image_hash(image, size), l->size = size, l->kernel = kernel;
+    snprintf(l->name, sizeof l->name, "%s", name);
+    return 0;
+}

@@ -72,6 +72,14 @@ void wbcu_memory_stats(size_t *allocated, size_t *reserved, size_t *peak);
 /* A GEMM through the plan cache (the ABI's gemm). */
 int wbcu_gemm(const wb_cuda_gemm *g);
 
+/* Generated kernels loaded so far, by image: a kernel whose image (its bytes and its name) was
+ * loaded before is found again instead of loading a second module, and every loaded kernel stays
+ * reachable here for the process's life (graphs may hold them). wbcu_loaded_find returns NULL
+ * when the image is new; wbcu_loaded_add returns 0, or -1 when it cannot grow (the caller then
+ * keeps the kernel without the registry). */
+void *wbcu_loaded_find(const void *image, size_t size, const char *name);
+int wbcu_loaded_add(const void *image, size_t size, const char *name, void *kernel);
+
 #ifdef __cplusplus
 }
 #endif
