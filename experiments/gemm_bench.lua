@@ -28,6 +28,7 @@
 local args = require("wb.args")
 local plural = require("wb.words").plural
 local calibrate = require("wb.calibrate")
+local stats = require("wb.stats")
 local parser = args.parser("gemm_bench.lua", "Our GEMMs against OpenBLAS and the measured FMA peak, in the same " ..
     "run: square sizes, the MLP's linears, the dual GeGLU MLP, bf16; every row with its bar and a verdict.")
 parser:option("--sizes", "Square GEMM sizes, comma-separated.", "512,1024,2048"):convert(args.ints("--sizes", 1, 65536))
@@ -93,13 +94,9 @@ local function sampled_rel_error(c, a, b, samples)
 end
 
 local function quantile(t, q)
-    local s = {}
-    for i, v in ipairs(t) do s[i] = v end
+    local s = table.move(t, 1, #t, 1, {})
     table.sort(s)
-    if #s == 0 then return nil end
-    local pos = 1 + (#s - 1) * q
-    local lo = math.floor(pos)
-    return s[lo] + (s[math.min(#s, lo + 1)] - s[lo]) * (pos - lo)
+    return stats.percentile(s, q)
 end
 
 -- Runs contenders {name, fn, library} on every thread count, alternating round by round.
@@ -137,11 +134,18 @@ local function round_ratios(a, b)
 end
 
 local rows = {}
--- "meets" or "BELOW" by the median; "~" when the rounds fall on both sides of the bar
-local function verdict(value, bar, lo, hi)
-    if not bar or not value then return "-" end
-    local unsettled = lo and hi and lo < bar and hi >= bar
-    return (value >= bar and "meets" or "BELOW") .. (unsettled and "~" or "")
+-- The row's verdict from its value against its bar: meets (by the median) and settled (the
+-- rounds do not fall on both sides of the bar); nil for both without a bar.
+local function judge(row, value, bar, lo, hi)
+    if not bar or not value then return end
+    row.meets = value >= bar
+    row.settled = not (lo and hi and lo < bar and hi >= bar)
+end
+
+-- "meets" or "BELOW", "~" when not settled, "-" without a bar
+local function verdict(row)
+    if row.meets == nil then return "-" end
+    return (row.meets and "meets" or "BELOW") .. (row.settled and "" or "~")
 end
 
 -- One row per thread count: ours against OpenBLAS on the same operation.
@@ -162,12 +166,12 @@ local function gemm_rows(kind, label, flops, ours, peer, bar, iters)
             row.ratio, row.ratio_lo, row.ratio_hi = quantile(rr, 0.5), quantile(rr, 0), quantile(rr, 1)
         end
         row.bar = bar and have_peer and bar or nil
-        row.verdict = verdict(row.ratio, row.bar, row.ratio_lo, row.ratio_hi)
+        judge(row, row.ratio, row.bar, row.ratio_lo, row.ratio_hi)
         row.samples = o.samples
         rows[#rows + 1] = row
         print(string.format("  %-26s %-10s ours %7.1f GFLOP/s (%3.0f%% of peak)%s", label, plural(t, "thread"),
             row.gflops, row.pct, row.ratio and string.format("   OpenBLAS %7.1f   ratio %.2fx (%.2f-%.2f)  %s",
-                row.peer_gflops, row.ratio, row.ratio_lo, row.ratio_hi, row.verdict) or ""))
+                row.peer_gflops, row.ratio, row.ratio_lo, row.ratio_hi, verdict(row)) or ""))
     end
 end
 
@@ -230,10 +234,10 @@ do
             samples = s}
         row.pct = 100 * row.gflops / peaks[t]
         row.bar_pct = t == 1 and 90 or nil
-        row.verdict = verdict(row.pct, row.bar_pct)
+        judge(row, row.pct, row.bar_pct)
         rows[#rows + 1] = row
         print(string.format("  %-26s %-10s %8.2f ms   %7.1f GFLOP/s   %3.0f%% of peak  %s", row.label, plural(t, "thread"),
-            us / 1e3, row.gflops, row.pct, row.verdict))
+            us / 1e3, row.gflops, row.pct, verdict(row)))
     end
 end
 
@@ -276,11 +280,11 @@ do
         local row = {kind = "bf16", label = string.format("bf16 GEMM n=%d", n), threads = t,
             ratio = quantile(rr, 0.5), ratio_lo = quantile(rr, 0), ratio_hi = quantile(rr, 1), bar = bar,
             us = quantile(res[t].bf16.samples, 0.5), samples = res[t].bf16.samples}
-        row.verdict = verdict(row.ratio, bar, row.ratio_lo, row.ratio_hi)
+        judge(row, row.ratio, bar, row.ratio_lo, row.ratio_hi)
         rows[#rows + 1] = row
         print(string.format("  %-26s %-10s f32 %8.2f ms   bf16 %8.2f ms   bf16 speed %.2fx f32 (%.2f-%.2f)  bar %.2fx  %s",
             row.label, plural(t, "thread"), quantile(res[t].f32.samples, 0.5) / 1e3,
-            quantile(res[t].bf16.samples, 0.5) / 1e3, row.ratio, row.ratio_lo, row.ratio_hi, bar, row.verdict))
+            quantile(res[t].bf16.samples, 0.5) / 1e3, row.ratio, row.ratio_lo, row.ratio_hi, bar, verdict(row)))
     end
     wb.manual_seed(0)
     local m32 = wb.nn.GeGLUMLP(768, 3072, {impl = "dual"})
@@ -296,11 +300,11 @@ do
         local row = {kind = "bf16", label = "bf16 MLP 1 token", threads = t, ratio = quantile(rr, 0.5),
             ratio_lo = quantile(rr, 0), ratio_hi = quantile(rr, 1), bar = 1.8, us = quantile(r1[t].bf16.samples, 0.5),
             samples = r1[t].bf16.samples}
-        row.verdict = verdict(row.ratio, 1.8, row.ratio_lo, row.ratio_hi)
+        judge(row, row.ratio, 1.8, row.ratio_lo, row.ratio_hi)
         rows[#rows + 1] = row
         print(string.format("  %-26s %-10s f32 %8.1f us   bf16 %8.1f us   bf16 speed %.2fx f32 (%.2f-%.2f)  bar 1.80x  %s",
             row.label, plural(t, "thread"), quantile(r1[t].f32.samples, 0.5), quantile(r1[t].bf16.samples, 0.5),
-            row.ratio, row.ratio_lo, row.ratio_hi, row.verdict))
+            row.ratio, row.ratio_lo, row.ratio_hi, verdict(row)))
     end
 end
 
@@ -315,8 +319,8 @@ for _, r in ipairs(rows) do
     print(string.format("%-27s %-3d %9s %15s %6s %9s %18s %7s %s", r.label, r.threads,
         r.gflops and string.format("%.1f", r.gflops) or "-",
         r.p10 and string.format("%.1f-%.1f", r.p10, r.p90) or "-", r.pct and string.format("%.0f%%", r.pct) or "-",
-        r.peer_gflops and string.format("%.1f", r.peer_gflops) or "-", ratio, bar, r.verdict))
-    if r.verdict:match("^meets") then met = met + 1 elseif r.verdict:match("^BELOW") then below = below + 1 end
+        r.peer_gflops and string.format("%.1f", r.peer_gflops) or "-", ratio, bar, verdict(r)))
+    if r.meets == true then met = met + 1 elseif r.meets == false then below = below + 1 end
 end
 print(string.format("\n%s, %s (~: the rounds fall on both sides of the bar; not settled on this machine now)",
     plural(met, "row meets its bar", "rows meet their bars"), plural(below, "row is below its bar", "rows are below their bars")))
@@ -326,18 +330,16 @@ if has_bf16_isa and pair_speed then
         "(measured); the 1.8x bar assumes 2x", pair_speed))
 end
 
--- every row with its calls' times, for `workbench compare`
+-- every row with its calls' times, for `workbench compare` (outcomes as booleans: a column of
+-- strings would be taken for configuration)
 local results = wb.results("gemm_bench", {keys = {"row", "threads"}, quiet = true,
     config = {sizes = table.concat(opts.sizes, ","), layouts = table.concat(opts.layouts, ","),
         tokens = table.concat(opts.tokens, ","), bf16_size = opts.bf16_size, peer = peer_core}})
 for _, r in ipairs(rows) do
-    -- outcomes as booleans (a column of strings would be taken for configuration by compare)
-    local meets, settled
-    if r.verdict ~= "-" then meets, settled = r.verdict:match("^meets") ~= nil, r.verdict:match("~$") == nil end
     results:add{row = r.label, threads = r.threads, median_us = r.us, samples_us = r.samples,
         p10_us = r.samples and quantile(r.samples, 0.1), p90_us = r.samples and quantile(r.samples, 0.9),
         gflops = r.gflops, pct_peak = r.pct, openblas_gflops = r.peer_gflops, ratio = r.ratio, ratio_lo = r.ratio_lo,
-        ratio_hi = r.ratio_hi, bar = r.bar or (r.bar_pct and r.bar_pct / 100), meets_bar = meets, settled = settled}
+        ratio_hi = r.ratio_hi, bar = r.bar or (r.bar_pct and r.bar_pct / 100), meets_bar = r.meets, settled = r.settled}
 end
 local paths = results:save{dir = out_dir}
 print(string.format("results: %s, %s, %s", paths.json, paths.csv, paths.html))
