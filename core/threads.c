@@ -84,9 +84,18 @@ int wb_threads_requested(void) {
 
 int wb_threads_contended(void) { return contended; }
 
+/* Whether adaptation is on: WB_THREADS_ADAPT (unless set since), and only where schedstat exists. */
+static int adaptive(void) {
+    if (enabled < 0) {
+        const char *e = getenv("WB_THREADS_ADAPT");
+        enabled = !(e && !strcmp(e, "0"));
+        if (enabled && own_wait_ns() < 0) enabled = 0; /* no schedstat here: always N */
+    }
+    return enabled;
+}
+
 int wb_threads_set_adaptive(int on) {
-    if (enabled < 0) wb_threads_adapt(); /* reads WB_THREADS_ADAPT and whether schedstat exists */
-    int was = enabled == 1;
+    int was = adaptive();
     enabled = on && own_wait_ns() >= 0 ? 1 : 0;
     if (!enabled) contended = 0, quiet_windows = 0;
     apply(contended ? 1 : wb_threads_requested());
@@ -94,12 +103,7 @@ int wb_threads_set_adaptive(int on) {
 }
 
 void wb_threads_adapt(void) {
-    if (enabled < 0) {
-        const char *e = getenv("WB_THREADS_ADAPT");
-        enabled = !(e && !strcmp(e, "0"));
-        if (enabled && own_wait_ns() < 0) enabled = 0; /* no schedstat here: always N */
-    }
-    if (!enabled) return;
+    if (!adaptive()) return;
     wb_threads_requested(); /* remember the default before the first change */
     int64_t now = wb_time_ns();
     if (now - window_start < WINDOW_NS) return;

@@ -58,20 +58,11 @@ float *wb_bf16_widen(const uint16_t *src, int64_t rows, int64_t cols, int64_t rs
     return dst;
 }
 
-/* The f32 output of wb_gemm_run_bf16, reused across calls (grown, never shrunk): a fresh buffer
- * of a few MiB per call is mapped anew and page-faulted on first touch, which cost the 2-thread
- * n = 1024 bf16 GEMM ~10%. Like the GEMM's packing buffers, it assumes one GEMM at a time. */
+/* The f32 output of wb_gemm_run_bf16, reused across calls (wb_cpu_reserve): a fresh one per call
+ * cost the 2-thread n = 1024 bf16 GEMM ~10% in page faults. Like the GEMM's packing buffers, it
+ * assumes one GEMM at a time. */
 static float *scratch_c;
 static size_t scratch_c_cap;
-
-static float *scratch(float **p, size_t *cap, int64_t floats) {
-    size_t want = (size_t)(floats > 0 ? floats : 1);
-    if (*p && want <= *cap) return *p;
-    free(*p);
-    *p = malloc(want * sizeof(float));
-    *cap = *p ? want : 0;
-    return *p;
-}
 
 const uint32_t *wb_bf16_pair_words(const uint16_t *src, int64_t rows, int64_t k, int64_t rs, int64_t cs, int force_copy,
                                    int64_t *ld_words, uint16_t **copy) {
@@ -135,7 +126,7 @@ int wb_gemm_run_bf16(const wb_cpu_isa *isa, const wb_gemm_problem *p) {
     if (q.bias && !(bias = wb_bf16_widen((const uint16_t *)p->bias, 1, n, n, 1))) goto done;
     if (q.bias_up && !(bias_up = wb_bf16_widen((const uint16_t *)p->bias_up, 1, n, n, 1))) goto done;
     q.bias = bias, q.bias_up = bias_up;
-    if (!(c = scratch(&scratch_c, &scratch_c_cap, m * n))) goto done;
+    if (!(c = wb_cpu_reserve(&scratch_c, &scratch_c_cap, (size_t)(m * n > 0 ? m * n : 1)))) goto done;
     q.c = c, q.ldc = n;
     if (wb_gemm_run(isa, &q)) goto done;
     wb_bf16_round_rows((uint16_t *)p->c, p->ldc, c, m, n);

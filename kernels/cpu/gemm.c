@@ -27,7 +27,7 @@ typedef struct buffers {
  * would otherwise add page faults to it). Reachable from here, so never reported as leaks. */
 static buffers thread_buffers[MAX_THREADS];
 
-static float *reserve(float **p, size_t *cap, size_t floats) {
+float *wb_cpu_reserve(float **p, size_t *cap, size_t floats) {
     if (floats <= *cap && *p) return *p;
     free(*p);
     size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
@@ -187,11 +187,11 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
     const int64_t kcb = block_k(isa, k, dual), tiles_n = tile_count(isa, p->n, dual);
     const int64_t nc_tiles = isa->nc / nr > 0 ? isa->nc / nr : 1, mc_tiles = isa->mc / mr > 0 ? isa->mc / mr : 1;
     if (jt0 >= jt1 || it0 >= it1) return 0;
-    if (!reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * kcb))) return -1;
-    if (!p->packed_b && !reserve(&buf->b, &buf->b_cap, (size_t)(nc_tiles * nr * kcb))) return -1;
+    if (!wb_cpu_reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * kcb))) return -1;
+    if (!p->packed_b && !wb_cpu_reserve(&buf->b, &buf->b_cap, (size_t)(nc_tiles * nr * kcb))) return -1;
     /* Dual with K split: partial sums of the full NR-wide tiles live here between K blocks. */
     const int64_t sld = (jt1 - jt0) * nr, srows = (it1 - it0) * mr;
-    if (dual && kcb < k && !reserve(&buf->partial, &buf->partial_cap, (size_t)(sld * srows))) return -1;
+    if (dual && kcb < k && !wb_cpu_reserve(&buf->partial, &buf->partial_cap, (size_t)(sld * srows))) return -1;
 
     for (int64_t jc = jt0; jc < jt1; jc += nc_tiles) {
         int64_t jc_end = jc + nc_tiles < jt1 ? jc + nc_tiles : jt1;

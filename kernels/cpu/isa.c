@@ -2,9 +2,9 @@
  * (__builtin_cpu_supports), or the one WB_CPU_ISA names when the CPU can run it. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "wb_kernels/gemm.h"
+#include "wb_kernels/spans.h" /* wb_cpu_clock_ns */
 
 extern const wb_cpu_isa wb_cpu_isa_scalar, wb_cpu_isa_avx2, wb_cpu_isa_avx512, wb_cpu_isa_avx512bf16,
     wb_cpu_isa_avx2bf16, wb_cpu_isa_bf16emu;
@@ -80,12 +80,6 @@ static void bf16_init(void) {
  * while packing and running the f32 kernels reaches 0.87-1.02x. */
 #define PAIRS_MAX_ROWS 6
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* Multiply-adds per second of one ISA's calibration loop: the best of three short runs (~0.25 ms
  * of f32 FMAs on a 2.6 GHz AVX-512 core; the whole comparison costs a few ms, once). */
 static double mac_rate(const wb_cpu_isa *isa) {
@@ -93,9 +87,9 @@ static double mac_rate(const wb_cpu_isa *isa) {
     double best = 0;
     volatile double sink = 0;
     for (int r = 0; r < 3; r++) {
-        double t0 = now_s();
+        int64_t t0 = wb_cpu_clock_ns();
         sink += isa->fma_loop(iters);
-        double dt = now_s() - t0, rate = (double)iters * 12 * isa->lanes * (isa->bf16_pairs ? 2 : 1) / dt;
+        double dt = (double)(wb_cpu_clock_ns() - t0) * 1e-9, rate = (double)iters * 12 * isa->lanes * (isa->bf16_pairs ? 2 : 1) / dt;
         if (dt > 0 && rate > best) best = rate;
     }
     (void)sink;

@@ -119,6 +119,12 @@ typedef struct wb_gemm_problem {
     int a_bf16;             /* A holds bf16 (a points at uint16_t; strides in elements), widened while packed */
 } wb_gemm_problem;
 
+/* A buffer that grows and is never shrunk: *p when it holds `floats` already, else a new
+ * 64-byte aligned one (the old one freed); NULL, with *cap 0, when it cannot be allocated. The
+ * kernels keep their packing and scratch buffers this way: a fresh buffer of a few MiB per call
+ * is mapped anew and page-faulted on first touch. */
+float *wb_cpu_reserve(float **p, size_t *cap, size_t floats);
+
 /* Floats needed to hold B (and B_up) packed for `isa` over the whole K. */
 size_t wb_gemm_packed_b_floats(const wb_cpu_isa *isa, int64_t k, int64_t n, int dual);
 /* Packs B (and B_up when non-NULL) for reuse across calls. */
