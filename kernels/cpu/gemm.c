@@ -178,6 +178,27 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
         memcpy(out + i * ldc, tout + i * nr, sizeof(float) * (size_t)cols);
 }
 
+/* Below this many passes over a B sliver (row tiles in an MC block) the next sliver is not
+ * fetched ahead: each pass would have to fetch a large share of it (a quarter or more), on top of
+ * its own first-pass prefetch. */
+#define SPREAD_MIN_PASSES 4
+
+/* The B sliver the driver runs after tile `jt` of the block [jc, jc_end) (bp: the block's first
+ * sliver), or NULL: the next tile of the block; after the last, the block's first again when
+ * another MC block follows; else, for prepacked B, the first sliver of the next K block (in
+ * memory right after this one). *floats: its length. */
+static const float *next_sliver(const wb_cpu_isa *isa, const wb_gemm_problem *p, const float *bp, int64_t tile_stride,
+                                int64_t jc, int64_t jc_end, int64_t jt, int more_rows, int64_t pc, int64_t kc,
+                                int64_t kcb, int64_t tiles_n, int64_t *floats) {
+    *floats = kc * isa->nr;
+    if (jt + 1 < jc_end) return bp + (jt + 1 - jc) * tile_stride;
+    if (more_rows) return bp;
+    if (!p->packed_b || pc + kc >= p->k) return NULL;
+    int64_t next_kc = p->k - (pc + kc) < kcb ? p->k - (pc + kc) : kcb;
+    *floats = next_kc * isa->nr;
+    return p->packed_b + (pc + kc) * tiles_n * isa->nr + jc * next_kc * isa->nr;
+}
+
 /* One thread's share: N tiles [jt0, jt1) x M tiles [it0, it1). Returns 0, or -1 when a buffer
  * cannot be allocated. */
 static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt0, int64_t jt1, int64_t it0,
@@ -213,8 +234,16 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                 int64_t ic_end = ic + mc_tiles < it1 ? ic + mc_tiles : it1;
                 for (int64_t it = ic; it < ic_end; it++)
                     pack_a_tile(isa, p, it, pc, kc, buf->a + (it - ic) * kc * mr);
+                const int64_t passes = ic_end - ic;
                 for (int64_t jt = jc; jt < jc_end; jt++) {
                     int64_t col0 = jt * width, cols = p->n - col0 < width ? p->n - col0 : width;
+                    /* each pass over this sliver fetches its share of the next one into L2 */
+                    int64_t next_floats = 0, share = 0;
+                    const float *next = passes < SPREAD_MIN_PASSES
+                                            ? NULL
+                                            : next_sliver(isa, p, bp, tile_stride, jc, jc_end, jt, ic_end < it1, pc, kc,
+                                                          kcb, tiles_n, &next_floats);
+                    if (next) share = (next_floats + passes - 1) / passes;
                     for (int64_t it = ic; it < ic_end; it++) {
                         int64_t row0 = it * mr;
                         int rows = (int)(p->m - row0 < mr ? p->m - row0 : mr);
@@ -227,7 +256,14 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                                           NULL,
                                           0,
                                           WB_STORE_PLAIN,
-                                          it == ic};
+                                          it == ic,
+                                          NULL,
+                                          0};
+                        if (next) {
+                            int64_t done = (it - ic) * share, left = next_floats - done;
+                            t.pf_next = next + done;
+                            t.pf_floats = left < share ? (left > 0 ? left : 0) : share;
+                        }
                         float *c = p->c + row0 * p->ldc + col0;
                         int c_in_is_c = 0, out_is_c = 1;
                         if (!dual) {

@@ -127,6 +127,78 @@ static void test_isa(const wb_cpu_isa *isa) {
     printf("%-7s gemm: %s\n", isa->name, failures == before ? "ok" : "FAILED");
 }
 
+/* The next-sliver prefetch plan: the microkernel calls of one GEMM, recorded. Over the passes
+ * of one B sliver (consecutive calls on the same packed B), the shares fetched ahead must tile
+ * exactly the sliver the driver runs next, and big enough shapes must use the plan at all. */
+#define MAX_CALLS 100000
+static struct call {
+    const float *b, *next;
+    int64_t b_floats, next_floats;
+} calls[MAX_CALLS];
+static int ncalls;
+static const wb_cpu_isa *recorded_isa;
+
+static void record_ukernel(const wb_gemm_tile *t, int m) {
+    if (ncalls < MAX_CALLS)
+        calls[ncalls++] = (struct call){t->b, t->pf_next, t->kc * recorded_isa->nr, t->pf_floats};
+    recorded_isa->ukernel(t, m);
+}
+
+/* Returns how many slivers had their successor fetched ahead; -1 when a plan is wrong. */
+static int check_prefetch_plan(const wb_cpu_isa *isa, int64_t m, int64_t n, int64_t k, int dual, int packed) {
+    wb_cpu_isa rec = *isa;
+    rec.ukernel = record_ukernel;
+    recorded_isa = isa;
+    ncalls = 0;
+    uint64_t saved = rng;
+    int ok = run_case(&rec, m, n, k, 0, 1, 0, dual, dual ? WB_STORE_GEGLU : WB_STORE_PLAIN, packed, 1);
+    rng = saved;
+    int covered = 0;
+    for (int i = 0; i < ncalls && ok;) {
+        int j = i;
+        while (j < ncalls && calls[j].b == calls[i].b) j++; /* the passes [i, j) over one sliver */
+        const float *want = j < ncalls ? calls[j].b : NULL, *at = NULL;
+        int64_t got = 0;
+        for (int q = i; q < j && ok; q++) {
+            if (!calls[q].next || !calls[q].next_floats) continue;
+            if (!at) at = calls[q].next;
+            if (calls[q].next != at) ok = 0; /* shares in order, no gap, no overlap */
+            at += calls[q].next_floats, got += calls[q].next_floats;
+        }
+        if (got) {
+            covered++;
+            if (!want || at - got != want || got != calls[j].b_floats) ok = 0;
+        }
+        i = j;
+    }
+    checks++;
+    if (!ok || ncalls >= MAX_CALLS) {
+        failures++;
+        fprintf(stderr, "FAIL %s prefetch plan m=%lld n=%lld k=%lld dual=%d packed=%d: the shares fetched ahead do "
+                        "not tile the next sliver\n", isa->name, (long long)m, (long long)n, (long long)k, dual, packed);
+        return -1;
+    }
+    return covered;
+}
+
+static void test_prefetch_plan(const wb_cpu_isa *isa) {
+    int before = failures;
+    /* enough row tiles per block to spread the fetch: some slivers must be covered */
+    int big[4] = {check_prefetch_plan(isa, 200, 700, 1300, 0, 0), check_prefetch_plan(isa, 200, 700, 1300, 0, 1),
+                  check_prefetch_plan(isa, 200, 300, 700, 1, 1), check_prefetch_plan(isa, 500, 100, 900, 1, 0)};
+    for (int i = 0; i < 4; i++)
+        if (big[i] == 0) {
+            failures++;
+            fprintf(stderr, "FAIL %s prefetch plan: case %d fetched nothing ahead\n", isa->name, i);
+        }
+    /* one or two row tiles: nothing is fetched ahead (each pass would fetch a large share) */
+    if (check_prefetch_plan(isa, 2, 700, 300, 0, 1) != 0) {
+        failures++;
+        fprintf(stderr, "FAIL %s prefetch plan: a one-pass GEMM fetched ahead\n", isa->name);
+    }
+    printf("%-7s prefetch plan: %s\n", isa->name, failures == before ? "ok" : "FAILED");
+}
+
 /* ULP distance between two floats (the order of their bit patterns). */
 static double ulps(float got, double want) {
     float w = (float)want;
@@ -178,6 +250,7 @@ int main(void) {
             continue;
         }
         test_isa(isa);
+        test_prefetch_plan(isa);
         test_activation_ulps(isa);
     }
     printf("%d checks, %d failures\n", checks, failures);

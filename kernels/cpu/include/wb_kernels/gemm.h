@@ -44,6 +44,11 @@ typedef struct wb_gemm_tile {
      * passes over the next row tiles find it in cache): the microkernel then prefetches B a
      * few KiB ahead, into the next tile's sliver at the end, since packed B is one stream. */
     int prefetch_b;
+    /* (optional) A share of the B sliver the driver runs next, fetched into L2 a line at a time
+     * over this tile's k-loop, so that the sliver's first pass finds it there instead of in L3
+     * or memory. The passes over one sliver each fetch their own share (NULL, 0: none). */
+    const float *pf_next;
+    int64_t pf_floats;
 } wb_gemm_tile;
 
 /* Everything the driver needs from one ISA. */
