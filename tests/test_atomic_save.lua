@@ -3,6 +3,7 @@
 -- to a full device fails with a message; NaN and infinities are written as null, not fatal.
 local lu = require("luaunit")
 local cjson = require("cjson")
+local scratch = require("scratch")
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"
 
@@ -21,7 +22,7 @@ local function read(path)
     return s
 end
 
-local dir = os.tmpname() .. "_atomic"
+local dir = scratch.path("_atomic")
 
 TestAtomicSave = {}
 
@@ -113,4 +114,4 @@ function TestAtomicSave:test_nan_and_infinity_are_written_as_null()
     lu.assertEquals(cjson.decode(read(dir .. "/odd.json")).rows[1].s, {1, cjson.null, 3})
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

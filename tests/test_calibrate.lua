@@ -4,6 +4,7 @@
 -- showing the theoretical peak beside the measured one.
 local lu = require("luaunit")
 local cjson = require("cjson")
+local scratch = require("scratch")
 local machine = require("wb.machine")
 local calibrate = require("wb.calibrate")
 
@@ -26,7 +27,7 @@ end
 TestCalibrate = {}
 
 function TestCalibrate:setUp()
-    self.dir = os.tmpname() .. "_cache"
+    self.dir = scratch.path("_cache")
     calibrate.cache_path = function() return self.dir .. "/workbench/calibration.json" end
     calibrate.MAX_REPEATS = 3
 end
@@ -80,4 +81,4 @@ function TestCalibrate:test_device_info_shows_theoretical_beside_measured()
     lu.assertStrContains(i.calibrated, "FMA runs")
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

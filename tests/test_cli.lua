@@ -1,21 +1,14 @@
 -- test_cli.lua: the command line as the README documents it, run as a user would run it.
 local lu = require("luaunit")
+local scratch = require("scratch")
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"
 
-local function tmpfile(text)
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(text)
-    f:close()
-    return path
-end
-
 -- Runs a shell command; returns stdout, stderr and the exit code.
 local function run(args, stdin, env)
-    local err = os.tmpname()
+    local err = scratch.path(".err")
     local cmd = (env and env .. " " or "") .. EXE .. " " .. args .. " 2>" .. err
-    if stdin then cmd = "cat " .. tmpfile(stdin) .. " | " .. cmd end
+    if stdin then cmd = "cat " .. scratch.file(stdin) .. " | " .. cmd end
     local p = io.popen(cmd)
     local out = p:read("a")
     local _, _, code = p:close()
@@ -48,12 +41,12 @@ function TestCli:test_error_exits_nonzero_with_traceback()
     lu.assertNotEquals(code, 0)
     lu.assertStrContains(err, "x")
     lu.assertStrContains(err, "stack traceback")
-    local script = tmpfile("local function f() local t = wb.zeros({2}):view({3}) end\nf()\n")
+    local script = scratch.file("local function f() local t = wb.zeros({2}):view({3}) end\nf()\n")
     _, err, code = run(script)
     lu.assertEquals(code, 1)
     lu.assertStrContains(err, "view: shape {3} (3 elements) is invalid for a tensor of 2 elements")
     lu.assertStrContains(err, "in local 'f'")
-    _, err, code = run(tmpfile("this is not lua"))
+    _, err, code = run(scratch.file("this is not lua"))
     lu.assertEquals(code, 1)
     lu.assertStrContains(err, "syntax error")
     _, err, code = run("/nonexistent/script.lua")
@@ -62,7 +55,7 @@ function TestCli:test_error_exits_nonzero_with_traceback()
 end
 
 function TestCli:test_script_sees_arg_like_lua()
-    local script = tmpfile("print(arg[0], arg[1], arg[2], #arg, select('#', ...), ...)\n")
+    local script = scratch.file("print(arg[0], arg[1], arg[2], #arg, select('#', ...), ...)\n")
     local out = run("--seed 3 " .. script .. " --tokens 1,128 x")
     lu.assertEquals(out, script .. "\t--tokens\t1,128\t3\t3\t--tokens\t1,128\tx\n")
     out = run("--threads 1 " .. script)
@@ -72,7 +65,7 @@ function TestCli:test_script_sees_arg_like_lua()
 end
 
 function TestCli:test_e_is_repeatable_and_runs_before_the_script()
-    local script = tmpfile("print(X + 1)\n")
+    local script = scratch.file("print(X + 1)\n")
     local out = run("-e X=1 -e 'X=X*10' " .. script)
     lu.assertEquals(out, "11\n")
 end
@@ -183,7 +176,7 @@ end
 -- 20 stack slots a C function is promised (LUA_USE_APICHECK in the sanitizer build's Lua), 300
 -- wrote past the end of the stack (a crash in the Release build).
 function TestCli:test_many_script_arguments()
-    local script = tmpfile('print(select("#", ...), #arg, (...), select(300, ...), arg[300])')
+    local script = scratch.file('print(select("#", ...), #arg, (...), select(300, ...), arg[300])')
     local words = {}
     for i = 1, 300 do words[i] = tostring(i) end
     local out, err, code = run(script .. " " .. table.concat(words, " "))
@@ -221,4 +214,4 @@ function TestCli:test_lua_libraries_available()
     lu.assertEquals(out, "[1]\ttrue\ttrue\n")
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

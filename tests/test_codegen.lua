@@ -3,11 +3,12 @@
 -- the trace's kernel args, and the bad inputs (compiler failure, corrupt cache entry, codegen off).
 local lu = require("luaunit")
 local dags = require("random_dags")
+local scratch = require("scratch")
 
 local exe = os.getenv("WB_EXE")
-local cache = os.tmpname()
-os.remove(cache)
--- a private cache folder, so the test sees its own compiles (and children inherit it)
+-- a private cache folder (the first compile makes it), so the test sees its own compiles (and
+-- children inherit it)
+local cache = scratch.path("_cache")
 local setenv_prefix = "WB_CACHE_DIR=" .. cache .. " "
 
 local UNARY = {"neg", "silu", "sigmoid", "relu", "tanh", "exp", "gelu", "gelu_tanh"}
@@ -129,6 +130,4 @@ function test_compiler_failure_runs_eagerly_with_the_message()
     lu.assertStrContains(none, "code generation is off: no C compiler")
 end
 
-local rc = lu.LuaUnit.run()
-os.execute("rm -rf " .. cache)
-os.exit(rc)
+scratch.exit(lu.LuaUnit.run())

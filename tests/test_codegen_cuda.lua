@@ -6,10 +6,10 @@
 -- explain/source, a compiler failure (WB_MOCK_NVRTC_FAIL) and no NVRTC (WB_MOCK_NO_NVRTC).
 local lu = require("luaunit")
 local dags = require("random_dags")
+local scratch = require("scratch")
 
 local exe = os.getenv("WB_EXE")
-local cache = os.tmpname()
-os.remove(cache)
+local cache = scratch.path("_cache") -- a private cache folder, made by the first compile
 local env = "WB_CACHE_DIR=" .. cache .. " "
 local CUDA = {device = "cuda"}
 
@@ -166,6 +166,4 @@ function test_no_nvrtc_turns_cuda_codegen_off_and_says_why_once()
     lu.assertStrContains(out, "group wb_poi_fused_neg_mul_")
 end
 
-local rc = lu.LuaUnit.run()
-os.execute("rm -rf " .. cache)
-os.exit(rc)
+scratch.exit(lu.LuaUnit.run())

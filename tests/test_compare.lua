@@ -3,11 +3,12 @@
 -- for older files, files that are not comparable, CI gating, and malformed input (exit 2).
 local lu = require("luaunit")
 local cjson = require("cjson")
+local scratch = require("scratch")
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"
 
 local function write(doc)
-    local path = os.tmpname() .. ".json"
+    local path = scratch.path(".json")
     local f = assert(io.open(path, "w"))
     f:write(type(doc) == "string" and doc or cjson.encode(doc))
     f:close()
@@ -16,7 +17,7 @@ end
 
 -- a may start with options: "--fail-on-slower 20 /tmp/a.json"
 local function run(a, b)
-    local err = os.tmpname()
+    local err = scratch.path(".err")
     local opts, file = a:match("^(.* )(/[^ ]+)$")
     local p = io.popen(string.format("%s compare %s'%s' '%s' 2>%s", EXE, opts or "", file or a, b, err))
     local out = p:read("a")
@@ -168,7 +169,7 @@ function TestCompare:test_malformed_input()
 end
 
 function TestCompare:test_two_runs_of_the_same_script()
-    local dir = os.tmpname() .. "_runs"
+    local dir = scratch.path("_runs")
     local sweep = (os.getenv("WB_SOURCE_DIR") or ".") .. "/experiments/mlp_sweep.lua"
     for _, run in ipairs({"a", "b"}) do
         local p = io.popen(string.format("%s %s --tokens 1,4 --modes eager,dual --dim 32 --hidden 64 --rounds 1 " ..
@@ -267,4 +268,4 @@ function TestCompareValidates:test_control_characters_are_escaped_in_what_it_pri
     lu.assertStrContains(err, "a\\027[31mb")
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

@@ -4,6 +4,7 @@
 -- cuBLAS's name, GeGLU kernel counts) and graph replay equal to eager. GPU tests skip with the
 -- reason when no GPU is present; with WB_REQUIRE_GPU=1 (scripts/gpu_check.sh) a skip is a failure.
 local lu = require("luaunit")
+local scratch = require("scratch")
 
 local EXE = os.getenv("WB_EXE") or "workbench"
 local HAVE = wb.cuda.is_available()
@@ -94,7 +95,7 @@ function TestNoGpu:test_plugin_missing_or_broken()
     -- WB_CUDA_PLUGIN points the loader elsewhere: a missing file and a file that is no library
     local out = sh("WB_CUDA_PLUGIN=/nonexistent/libwb_cuda.so " .. EXE .. " -e 'print(wb.cuda.why_not())'")
     lu.assertStrContains(out, "the CUDA plugin was not built (no /nonexistent/libwb_cuda.so;")
-    local bogus = os.tmpname()
+    local bogus = scratch.path()
     local f = io.open(bogus, "w")
     f:write("not a shared object\n")
     f:close()
@@ -108,7 +109,7 @@ local MOCK = (os.getenv("WB_EXE") or ""):gsub("workbench$", "libwb_cuda_mock.so"
 
 -- runs a script in a fresh process on the mock plugin, with extra environment settings
 local function on_mock(env, script)
-    local path = os.tmpname()
+    local path = scratch.path()
     local f = io.open(path, "w")
     f:write(script)
     f:close()
@@ -517,7 +518,7 @@ end
 function TestGpu:test_profiler_started_before_cuda_sees_its_kernels()
     gpu()
     -- a fresh process whose session starts before the first cuda tensor (CUPTI starts then)
-    local script = os.tmpname()
+    local script = scratch.path()
     local f = io.open(script, "w")
     f:write([[
 local p = wb.profiler.profile({activities = {"cpu", "device"}})
@@ -572,7 +573,7 @@ function TestGpu:test_memory_timeline_per_device()
     lu.assertEquals(cpu_levels[#cpu_levels], 0)
     for _, l in ipairs(cpu_levels) do lu.assertTrue(l <= 1024, "the cuda tensors counted on the cpu line") end
     -- the Chrome trace has a counter track per device
-    local path = os.tmpname()
+    local path = scratch.path()
     p:export_chrome_trace(path)
     local text = assert(io.open(path)):read("a")
     os.remove(path)
@@ -619,4 +620,4 @@ function TestGpu:test_awkward_shapes_and_strides()
     close(dm:to{dtype = "bf16"}:to{dtype = "f32"}, m:to{dtype = "bf16"}:to{dtype = "f32"}, 1e-7, "bf16 round trip")
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

@@ -2,8 +2,7 @@
 -- validity with hostile names, dropped-event accounting, and every bad input of the issue.
 local lu = require("luaunit")
 local cjson = require("cjson")
-
-local function tmp() return os.tmpname() end
+local scratch = require("scratch")
 
 local function count(events, pred)
     local n = 0
@@ -121,7 +120,7 @@ function TestRecording:test_schedule_stopped_mid_cycle_keeps_the_previous_cycle(
         lu.assertEquals(count(p:events(), function(e) return e.cat == "op" and e.name == "add" end), 0)
         lu.assertEquals(count(p:events(), function(e) return e.cat == "step" end), 1)
         p:expect{range = "body", ops = {linear = 1, add = 0}, kernels = 1}
-        local path = tmp()
+        local path = scratch.path()
         p:export_chrome_trace(path)
         local f = assert(io.open(path))
         local trace = cjson.decode(f:read("a"))
@@ -219,7 +218,7 @@ function TestRecording:test_dropped_events_are_counted_and_reported()
     lu.assertEquals(st.events, 16)
     lu.assertTrue(st.dropped > 0)
     lu.assertStrContains(p:table{}, "events were dropped")
-    local path = tmp()
+    local path = scratch.path()
     p:export_chrome_trace(path)
     local f = io.open(path)
     local doc = cjson.decode(f:read("a"))
@@ -262,7 +261,7 @@ function TestRecording:test_per_thread_lanes_of_a_2_thread_gemm()
     -- together they cover the kernel's span, up to the driver's setup before the fork
     lu.assertTrue((hi - lo) >= 0.5 * kernel.dur_ns, string.format("shares span %d of %d ns", hi - lo, kernel.dur_ns))
     lu.assertStrContains(p:table(), "Thread spread")
-    local path = os.tmpname()
+    local path = scratch.path()
     p:export_chrome_trace(path)
     local f = assert(io.open(path))
     local doc = cjson.decode(f:read("a"))
@@ -319,7 +318,7 @@ function TestTrace:test_json_is_valid_with_hostile_names()
             wb.profiler.range(n, function() local _ = wb.ones({2}) + 1 end)
         end
     end)
-    local path = tmp()
+    local path = scratch.path()
     p:export_chrome_trace(path)
     local f = io.open(path)
     local ok, doc = pcall(cjson.decode, f:read("a"))
@@ -354,7 +353,7 @@ function TestExports:test_stacks_of_a_profiled_mlp_line_by_line()
     local p = wb.profiler.profile({with_stack = true}, function()
         for _ = 1, 3 do local _ = mlp(x) end
     end)
-    local path = tmp()
+    local path = scratch.path()
     lu.assertEquals(p:export_stacks(path), path)
     local kernels, ops, total, sites = 0, {}, 0, {}
     local n = 0
@@ -411,7 +410,7 @@ function TestExports:test_memory_timeline_json_and_chart()
         collectgarbage()
         collectgarbage()
     end)
-    local path = tmp() .. ".json"
+    local path = scratch.path(".json")
     local json_path, html_path = p:export_memory_timeline(path)
     lu.assertEquals(json_path, path)
     lu.assertEquals(html_path, path:gsub("%.json$", ".html"))
@@ -447,7 +446,7 @@ function TestExports:test_bad_paths_and_options()
         function() p:export_stacks("/nonexistent/dir/s.txt") end)
     lu.assertErrorMsgContains("export_stacks needs a file path", function() p:export_stacks() end)
     lu.assertErrorMsgContains("export_memory_timeline needs a session recorded with profile_memory = true",
-        function() p:export_memory_timeline(tmp()) end)
+        function() p:export_memory_timeline(scratch.path()) end)
     local m = wb.profiler.profile({profile_memory = true}, function() local _ = wb.ones({2}) + 1 end)
     lu.assertErrorMsgContains("export_memory_timeline: cannot open '/nonexistent/dir/m.json' for writing: " ..
         "No such file or directory", function() m:export_memory_timeline("/nonexistent/dir/m.json") end)
@@ -513,4 +512,4 @@ function TestBadInput:test_expect_fields_and_failures()
     lu.assertStrContains(err, "expected no kernel for 'addmm', but addmm launched wb_sgemm_")
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

@@ -2,6 +2,7 @@
 -- wb.report charts, and their bad input.
 local lu = require("luaunit")
 local cjson = require("cjson")
+local scratch = require("scratch")
 
 local function read(path)
     local f = assert(io.open(path))
@@ -13,7 +14,7 @@ end
 TestResults = {}
 
 function TestResults:test_save_writes_three_files_with_fingerprint()
-    local dir = os.tmpname() .. "_d"
+    local dir = scratch.path("_d")
     local r = wb.results("unit", {columns = {"mode", "ms"}})
     r:add{mode = "eager", ms = 1.5, kernels = 5}
     r:add{mode = 'quote "and", comma', ms = 2}
@@ -47,7 +48,7 @@ function TestResults:test_fingerprint_device_is_the_one_used()
         return
     end
     f:close()
-    local dir = os.tmpname() .. "_fp"
+    local dir = scratch.path("_fp")
     local function device_of(options, script)
         local p = io.popen(string.format("WB_CUDA_PLUGIN=%s %s %s -e '%s; local r = wb.results(\"fp\"); " ..
             "r:add{a = 1}; io.write(r:save{dir = \"%s\"}.json)'", mock, exe, options, script, dir))
@@ -89,7 +90,7 @@ function TestResults:test_charts_are_svg()
 end
 
 function TestResults:test_unstable_rows_samples_and_machine_state()
-    local dir = os.tmpname() .. "_unstable"
+    local dir = scratch.path("_unstable")
     local r = wb.results("noisy", {keys = {"n"}, config = {dim = 8}, target_noise = 0.1, quiet = true})
     r:add{n = 1, median_ms = 1, noise = 0.05, samples_ms = {0.9, 1, 1.1}}
     r:add{n = 2, median_ms = 2, noise = 0.4, samples_ms = {1, 2, 3}}
@@ -121,4 +122,4 @@ function TestResults:test_unstable_rows_samples_and_machine_state()
     lu.assertErrorMsgContains("target_noise must be a number", wb.results, "x", {target_noise = "high"})
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

@@ -2,6 +2,7 @@
 -- fail and leave no file behind), a legitimate script that saves results under --out, a
 -- symlink planted next to the script, precompiled chunks, and --timeout.
 local lu = require("luaunit")
+local scratch = require("scratch")
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"
 
@@ -12,7 +13,7 @@ local function sh(cmd)
     return out, code
 end
 
-local root = os.tmpname() .. "_sandbox"
+local root = scratch.path("_sandbox")
 local marker = root .. "_outside" -- a file no sandboxed script may create or read
 
 local function script(name, text)
@@ -105,4 +106,4 @@ function TestSandbox:test_timeout_stops_runaway_scripts()
     lu.assertTrue(os.time() - t0 <= 4)
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

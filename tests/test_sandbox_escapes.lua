@@ -3,6 +3,7 @@
 -- it. A script that gets through prints ESCAPED; none may, and none may leave a file outside
 -- --out or in the library. (test_sandbox.lua keeps the first set of attempts.)
 local lu = require("luaunit")
+local scratch = require("scratch")
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"
 local LIB = (os.getenv("WB_SOURCE_DIR") or ".") .. "/scripts"
@@ -16,7 +17,7 @@ end
 
 local function now() return tonumber((sh("date +%s.%N"))) end
 
-local root = os.tmpname() .. "_escapes"
+local root = scratch.path("_escapes")
 local marker = root .. "_outside"
 local planted = LIB .. "/wb/zz_planted.lua"
 
@@ -160,4 +161,4 @@ function TestEscapes:test_without_landlock_sandbox_is_refused()
     lu.assertStrContains(out, "ran")
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

@@ -3,18 +3,12 @@
 -- raw samples, and every bad input named with nothing written).
 local lu = require("luaunit")
 local cjson = require("cjson")
+local scratch = require("scratch")
 local sweep = require("wb.sweep")
 local stats = require("wb.stats")
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"
 local SRC = os.getenv("WB_SOURCE_DIR") or "."
-
-local function tmpdir()
-    local d = os.tmpname()
-    os.remove(d)
-    assert(os.execute("mkdir -p '" .. d .. "'"))
-    return d
-end
 
 local function run(cmd)
     local p = io.popen(cmd .. " 2>&1")
@@ -137,7 +131,7 @@ function TestShard:test_shards_partition_the_points_the_same_way_each_run()
 end
 
 function TestShard:test_merge_equals_the_unsharded_run_and_recomputes_statistics()
-    local whole_dir, shard_dir, out = tmpdir(), tmpdir(), tmpdir() .. "/merged"
+    local whole_dir, shard_dir, out = scratch.dir(), scratch.dir(), scratch.dir() .. "/merged"
     local whole = toy()
     whole:run()
     whole:save{dir = whole_dir}
@@ -174,7 +168,7 @@ end
 
 -- a bad merge names its problem, exits 2 and writes nothing
 local function refused(inputs, expect)
-    local out = tmpdir() .. "/merged"
+    local out = scratch.dir() .. "/merged"
     local text, code = run(string.format("%s merge %s %s", EXE, out, table.concat(inputs, " ")))
     lu.assertEquals(code, 2, text)
     for _, e in ipairs(expect) do lu.assertStrContains(text, e) end
@@ -182,18 +176,18 @@ local function refused(inputs, expect)
 end
 
 function TestShard:test_merge_refuses_shards_of_different_sweeps()
-    local d1, d2 = tmpdir(), tmpdir()
+    local d1, d2 = scratch.dir(), scratch.dir()
     save_shards(2, d1)
     save_shards(2, d2, {scale = 2})
     refused({d1 .. "/toy.shard-1-of-2.json", d2 .. "/toy.shard-2-of-2.json"},
         {"are shards of different sweeps", "config scale: 1 vs 2"})
-    local d3 = tmpdir()
+    local d3 = scratch.dir()
     save_shards(2, d3, {sizes = {1, 2, 8}})
     refused({d1 .. "/toy.shard-1-of-2.json", d3 .. "/toy.shard-2-of-2.json"}, {"are shards of different sweeps", "axes"})
 end
 
 function TestShard:test_merge_names_missing_and_duplicated_points()
-    local d = tmpdir()
+    local d = scratch.dir()
     save_shards(3, d)
     refused({d .. "/toy.shard-1-of-3.json", d .. "/toy.shard-3-of-3.json"},
         {"2 missing points (shard 2/3): size=1 kind=b; size=4 kind=a", "nothing written"})
@@ -204,7 +198,7 @@ function TestShard:test_merge_names_missing_and_duplicated_points()
 end
 
 function TestShard:test_merge_refuses_truncated_and_foreign_files()
-    local d = tmpdir()
+    local d = scratch.dir()
     save_shards(2, d)
     local path = d .. "/toy.shard-2-of-2.json"
     local f = assert(io.open(path))
@@ -217,7 +211,7 @@ function TestShard:test_merge_refuses_truncated_and_foreign_files()
     f = assert(io.open(path, "w"))
     f:close()
     refused({d}, {path .. " is empty (truncated shard file?)"})
-    refused({tmpdir()}, {"holds no shard files"})
+    refused({scratch.dir()}, {"holds no shard files"})
     refused({d .. "/nonexistent.json"}, {"cannot read " .. d .. "/nonexistent.json"})
     -- an ordinary results file has no sweep description to check against
     local r = wb.results("plain")
@@ -225,7 +219,7 @@ function TestShard:test_merge_refuses_truncated_and_foreign_files()
     local p = r:save{dir = d}
     refused({p.json}, {p.json .. " was not written by a wb.sweep run"})
     -- raw samples are what a merge recomputes from
-    local d2 = tmpdir()
+    local d2 = scratch.dir()
     save_shards(2, d2)
     local doc = read_json(d2 .. "/toy.shard-1-of-2.json")
     doc.rows[1].samples_ms = nil
@@ -239,7 +233,7 @@ function TestShard:test_merge_refuses_truncated_and_foreign_files()
 end
 
 function TestShard:test_merge_flags_shards_on_different_hardware()
-    local d, out = tmpdir(), tmpdir() .. "/merged"
+    local d, out = scratch.dir(), scratch.dir() .. "/merged"
     save_shards(2, d)
     local path = d .. "/toy.shard-2-of-2.json"
     local doc = read_json(path)
@@ -269,7 +263,7 @@ end
 
 -- The done-when of sharding: mlp_sweep --shard 1/3, 2/3, 3/3, merged, gives the unsharded rows.
 function TestShard:test_mlp_sweep_shards_merge_to_the_unsharded_rows()
-    local whole, shards, out = tmpdir(), tmpdir(), tmpdir() .. "/merged"
+    local whole, shards, out = scratch.dir(), scratch.dir(), scratch.dir() .. "/merged"
     local small = "--tokens 1,3 --modes eager,dual,graph --dim 32 --hidden 64 --iters 2 --rounds 1 --no-peer --trace-tokens 3"
     local text, code = run(string.format("%s --threads 1 %s/experiments/mlp_sweep.lua %s --out %s", EXE, SRC, small, whole))
     lu.assertEquals(code, 0, text)
@@ -295,4 +289,4 @@ function TestShard:test_mlp_sweep_shards_merge_to_the_unsharded_rows()
     end
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

@@ -3,6 +3,7 @@
 -- and compared against the same medians the table prints.
 local lu = require("luaunit")
 local cjson = require("cjson")
+local scratch = require("scratch")
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"
 local SRC = os.getenv("WB_SOURCE_DIR") or "."
@@ -14,13 +15,6 @@ local function sweep(args, env)
     local out = p:read("a")
     local _, _, code = p:close()
     return out, code
-end
-
-local function tmpdir()
-    local d = os.tmpname()
-    os.remove(d)
-    assert(os.execute("mkdir -p '" .. d .. "'"))
-    return d
 end
 
 -- The rows mlp_sweep.lua saved under dir, after checking how many there are.
@@ -46,14 +40,14 @@ function TestSweep:test_bad_options_are_named()
         {"--bogus 1", "unknown option '--bogus'"},
     }
     for _, c in ipairs(cases) do
-        local out, code = sweep(c[1] .. " --no-peer --out " .. tmpdir())
+        local out, code = sweep(c[1] .. " --no-peer --out " .. scratch.dir())
         lu.assertEquals(code, 2, c[1] .. ": a bad argument exits 2")
         lu.assertStrContains(out:match("^[^\n]*"), c[2]) -- the first line names the problem
     end
 end
 
 function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
-    local dir, log = tmpdir(), os.tmpname()
+    local dir, log = scratch.dir(), scratch.path(".log")
     local peer = string.format("'%s' '%s/tests/fake_peer.lua'", EXE, SRC)
     local out, code = sweep(SMALL .. " --rounds 2 --trace-tokens 4 --peer \"" .. peer .. "\" --out " .. dir,
         "WB_FAKE_PEER_LOG=" .. log)
@@ -81,7 +75,7 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
 end
 
 function TestSweep:test_a_failing_peer_leaves_the_results_intact()
-    local dir = tmpdir()
+    local dir = scratch.dir()
     local out, code = sweep(SMALL .. " --rounds 1 --trace-tokens 4 --peer false --out " .. dir)
     lu.assertEquals(code, 0, out)
     lu.assertStrContains(out, "(the --peer command printed no results: false)")
@@ -91,11 +85,11 @@ function TestSweep:test_a_failing_peer_leaves_the_results_intact()
 end
 
 function TestSweep:test_trace_tokens_outside_the_sweep_is_said()
-    local dir = tmpdir()
+    local dir = scratch.dir()
     local out, code = sweep(SMALL .. " --rounds 1 --no-peer --out " .. dir)
     lu.assertEquals(code, 0, out)
     lu.assertStrContains(out, "traces: none (--trace-tokens 16 is not among the token counts)")
     os.execute("rm -rf '" .. dir .. "'")
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

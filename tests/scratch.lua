@@ -1,0 +1,65 @@
+-- scratch.lua: the one place a test gets temporary files and folders. All of them live in one
+-- private folder (mktemp -d under $TMPDIR, else /tmp), made at the first use and removed with
+-- its contents when the test process ends: by scratch.exit, the suites' last line, whatever the
+-- tests' results, or when the Lua state closes after an error that stopped the suite early.
+-- Not os.tmpname: it leaves an empty /tmp/lua_XXXXXX behind (it ignores TMPDIR), and the tests
+-- used to put their .json files and folders next to it and keep neither.
+local scratch = {}
+
+local root -- the folder, once made
+local made = 0 -- paths handed out so far: each gets its own number
+
+-- The folder of this process's scratch files, made at the first call.
+function scratch.root()
+    if root then return root end
+    local p = assert(io.popen('mktemp -d "${TMPDIR:-/tmp}/workbench-test.XXXXXX"'))
+    local dir = p:read("l")
+    local ok = p:close()
+    assert(ok and dir and dir:match("^/"), "scratch: mktemp -d could not make a folder under $TMPDIR (or /tmp)")
+    -- tests put paths into shell commands, quoted as they were with os.tmpname's (no quotes, no spaces)
+    assert(dir:match("^[%w/._+-]+$"), "scratch: the temporary folder's name needs quoting in a shell: " .. dir)
+    root = dir
+    return root
+end
+
+-- A fresh path in the folder; nothing is created there. suffix (optional) ends the name, as in
+-- scratch.path(".json").
+function scratch.path(suffix)
+    made = made + 1
+    return string.format("%s/%d%s", scratch.root(), made, suffix or "")
+end
+
+-- A fresh, empty folder in the scratch folder.
+function scratch.dir(suffix)
+    local path = scratch.path(suffix)
+    assert(os.execute("mkdir '" .. path .. "'"), "scratch: cannot make " .. path)
+    return path
+end
+
+-- A fresh file holding text; returns its path.
+function scratch.file(text, suffix)
+    local path = scratch.path(suffix)
+    local f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+    return path
+end
+
+-- Removes the folder and everything in it (a later use makes a new one).
+function scratch.remove()
+    if not root then return end
+    os.execute("rm -rf '" .. root .. "'")
+    root = nil
+end
+
+-- Removes the folder, then exits with the status: `scratch.exit(lu.LuaUnit.run())`.
+function scratch.exit(status)
+    scratch.remove()
+    os.exit(status)
+end
+
+-- A suite stopped by an error never reaches scratch.exit; main.c then closes the Lua state,
+-- which runs this finalizer (the module table, kept by package.loaded, keeps it alive till then).
+scratch._guard = setmetatable({}, {__gc = function() scratch.remove() end})
+
+return scratch
