@@ -13,8 +13,9 @@ command -v tmux >/dev/null 2>&1 || { echo "tmux is not installed: skipped"; exit
 S="wbrepl$$"
 HOME=$(mktemp -d)
 export HOME
-tmux new-session -d -s "$S" -x 160 -y 60 "$EXE"
 trap 'tmux kill-session -t "$S" 2>/dev/null || true; rm -rf "$HOME"' EXIT
+trap 'exit 1' INT TERM
+tmux new-session -d -s "$S" -x 160 -y 60 "$EXE"
 
 # text is sent literally (-l: "end" must not become the End key), keys by name
 send() {
