@@ -178,10 +178,14 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
         memcpy(out + i * ldc, tout + i * nr, sizeof(float) * (size_t)cols);
 }
 
-/* Below this many passes over a B sliver (row tiles in an MC block) the next sliver is not
- * fetched ahead: each pass would have to fetch a large share of it (a quarter or more), on top of
- * its own first-pass prefetch. */
+/* When the passes over a B sliver fetch the next sliver ahead: from 4 passes (row tiles in an
+ * MC block; with fewer, each pass would fetch a quarter or more of a sliver on top of its own
+ * first-pass prefetch), and for slivers of 32 KiB or more. Measured on the AVX-512 Xeon (HEAD and
+ * the change alternated per round in one process): 96 KiB slivers (dual GEMM) 1.06-1.09x, 48 KiB
+ * (the f32 tile at kc = 384) 1.00-1.05x; on its AVX2 path 48 KiB (dual) 1.05-1.07x, but 16 KiB
+ * (the AVX2 tile at kc = 256, which the hardware prefetchers keep up with) 0.97-0.99x. */
 #define SPREAD_MIN_PASSES 4
+#define SPREAD_MIN_SLIVER_BYTES (32 << 10)
 
 /* The B sliver the driver runs after tile `jt` of the block [jc, jc_end) (bp: the block's first
  * sliver), or NULL: the next tile of the block; after the last, the block's first again when
@@ -239,7 +243,8 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                     int64_t col0 = jt * width, cols = p->n - col0 < width ? p->n - col0 : width;
                     /* each pass over this sliver fetches its share of the next one into L2 */
                     int64_t next_floats = 0, share = 0;
-                    const float *next = passes < SPREAD_MIN_PASSES
+                    const float *next = passes < SPREAD_MIN_PASSES ||
+                                                kc * nr * (int64_t)sizeof(float) < SPREAD_MIN_SLIVER_BYTES
                                             ? NULL
                                             : next_sliver(isa, p, bp, tile_stride, jc, jc_end, jt, ic_end < it1, pc, kc,
                                                           kcb, tiles_n, &next_floats);
