@@ -1,6 +1,7 @@
 /* calibrate.c: the raw measurements and machine facts the roofline's ceilings are built from:
- * cache sizes (sysfs), the nominal clock, and read bandwidth over a working set of a given size
- * (so that L2, L3 and DRAM each get their own ceiling). Repeating, keeping the best, checking the
+ * the nominal clock and read bandwidth over a working set of a given size (so that L2, L3 and
+ * DRAM each get their own ceiling); the cache sizes come from the CPU kernels, whose GEMM driver
+ * reads them too (wb_cpu_cache_bytes). Repeating, keeping the best, checking the
  * spread and caching per machine are the Lua side's job (scripts/wb/calibrate.lua). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,38 +13,6 @@
 #include <wb_kernels/gemm.h>
 #include "calibrate.h"
 #include "peer.h"
-
-int64_t wb_cpu_cache_bytes(int level) {
-    char path[128], buf[64];
-    for (int i = 0; i < 16; i++) {
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
-        FILE *f = fopen(path, "r");
-        if (!f) break;
-        int lv = 0;
-        int ok = fscanf(f, "%d", &lv) == 1;
-        fclose(f);
-        if (!ok || lv != level) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
-        f = fopen(path, "r");
-        if (!f) continue;
-        ok = fgets(buf, sizeof buf, f) != NULL;
-        fclose(f);
-        if (!ok || !strncmp(buf, "Instruction", 11)) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        f = fopen(path, "r");
-        if (!f) continue;
-        long long size = 0;
-        char unit = 0;
-        int n = fscanf(f, "%lld%c", &size, &unit);
-        fclose(f);
-        if (n < 1) continue;
-        if (unit == 'K') size <<= 10;
-        else if (unit == 'M') size <<= 20;
-        else if (unit == 'G') size <<= 30;
-        return size;
-    }
-    return 0;
-}
 
 double wb_cpu_clock_mhz(void) {
     FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");

@@ -3,8 +3,7 @@
 #define WB_CALIBRATE_H
 #include <stdint.h>
 
-/* Size in bytes of cpu0's data or unified cache at `level` (1, 2, 3), 0 when sysfs does not say. */
-int64_t wb_cpu_cache_bytes(int level);
+#include <wb_kernels/gemm.h> /* wb_cpu_cache_bytes: the GEMM driver reads the cache sizes too */
 /* The CPU's maximum clock in MHz (cpufreq), else /proc/cpuinfo's current one; 0 when unknown. */
 double wb_cpu_clock_mhz(void);
 /* f32 lanes of one FMA instruction on the active CPU path. */

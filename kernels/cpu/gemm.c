@@ -180,12 +180,25 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
 
 /* When the passes over a B sliver fetch the next sliver ahead: from 4 passes (row tiles in an
  * MC block; with fewer, each pass would fetch a quarter or more of a sliver on top of its own
- * first-pass prefetch), and for slivers of 32 KiB or more. Measured on the AVX-512 Xeon (HEAD and
- * the change alternated per round in one process): 96 KiB slivers (dual GEMM) 1.06-1.09x, 48 KiB
- * (the f32 tile at kc = 384) 1.00-1.05x; on its AVX2 path 48 KiB (dual) 1.05-1.07x, but 16 KiB
- * (the AVX2 tile at kc = 256, which the hardware prefetchers keep up with) 0.97-0.99x. */
+ * first-pass prefetch), for slivers of 32 KiB or more, and when the slivers of one block take
+ * more than half of L2 (read from the machine; 2 MiB assumed where sysfs does not say), so that
+ * a sliver's first pass would find it in L3 or memory. Measured on the AVX-512 Xeon (2 MiB L2;
+ * the change and the driver before it alternated per round in one process): 96 KiB slivers of
+ * 9-18 MiB panels (the dual GEMM) 1.06-1.11x, 48 KiB (the f32 tile at kc = 384) in the MLP's
+ * linears 1.02-1.05x; but 0.98x at n = 512 and 1024 on 2 threads, whose panels fit L2 (hence the
+ * panel rule); on its AVX2 path 48 KiB dual slivers 1.02-1.07x, 16 KiB slivers (the AVX2 tile at
+ * kc = 256, which the hardware prefetchers keep up with) 0.97-0.99x. */
 #define SPREAD_MIN_PASSES 4
 #define SPREAD_MIN_SLIVER_BYTES (32 << 10)
+
+static int64_t l2_bytes(void) {
+    static int64_t bytes; /* benign race: every thread computes the same value */
+    if (!bytes) {
+        int64_t b = wb_cpu_cache_bytes(2);
+        bytes = b > 0 ? b : (int64_t)2 << 20;
+    }
+    return bytes;
+}
 
 /* The B sliver the driver runs after tile `jt` of the block [jc, jc_end) (bp: the block's first
  * sliver), or NULL: the next tile of the block; after the last, the block's first again when
@@ -243,8 +256,9 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                     int64_t col0 = jt * width, cols = p->n - col0 < width ? p->n - col0 : width;
                     /* each pass over this sliver fetches its share of the next one into L2 */
                     int64_t next_floats = 0, share = 0;
-                    const float *next = passes < SPREAD_MIN_PASSES ||
-                                                kc * nr * (int64_t)sizeof(float) < SPREAD_MIN_SLIVER_BYTES
+                    const int64_t sliver_bytes = kc * nr * (int64_t)sizeof(float);
+                    const float *next = passes < SPREAD_MIN_PASSES || sliver_bytes < SPREAD_MIN_SLIVER_BYTES ||
+                                                (jc_end - jc) * sliver_bytes <= l2_bytes() / 2
                                             ? NULL
                                             : next_sliver(isa, p, bp, tile_stride, jc, jc_end, jt, ic_end < it1, pc, kc,
                                                           kcb, tiles_n, &next_floats);
@@ -317,6 +331,7 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
             }
         local.dual_bias = interleaved;
     }
+    (void)l2_bytes(); /* read here, before the threads do */
     int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
     /* not worth a fork (a pair ISA's k counts pairs: two multiply-adds each) */
     if (2.0 * (double)p->m * (double)p->n * (double)p->k * (isa->bf16_pairs ? 2 : 1) < 4e6) nt = 1;

@@ -1,5 +1,6 @@
 /* isa.c: picks the GEMM/activation path at run time: the best one the CPU supports
  * (__builtin_cpu_supports), or the one WB_CPU_ISA names when the CPU can run it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,4 +150,37 @@ int wb_cpu_isa_bf16_set(const char *name) {
 const char *wb_cpu_isa_refused(void) {
     wb_cpu_isa_active();
     return refused;
+}
+
+/* From sysfs's description of cpu0's caches. */
+int64_t wb_cpu_cache_bytes(int level) {
+    char path[128], buf[64];
+    for (int i = 0; i < 16; i++) {
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        int lv = 0;
+        int ok = fscanf(f, "%d", &lv) == 1;
+        fclose(f);
+        if (!ok || lv != level) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        f = fopen(path, "r");
+        if (!f) continue;
+        ok = fgets(buf, sizeof buf, f) != NULL;
+        fclose(f);
+        if (!ok || !strncmp(buf, "Instruction", 11)) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        f = fopen(path, "r");
+        if (!f) continue;
+        long long size = 0;
+        char unit = 0;
+        int n = fscanf(f, "%lld%c", &size, &unit);
+        fclose(f);
+        if (n < 1) continue;
+        if (unit == 'K') size <<= 10;
+        else if (unit == 'M') size <<= 20;
+        else if (unit == 'G') size <<= 30;
+        return size;
+    }
+    return 0;
 }

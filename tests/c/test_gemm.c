@@ -130,8 +130,8 @@ static void test_isa(const wb_cpu_isa *isa) {
 /* The next-sliver prefetch plan: the microkernel calls of one GEMM, recorded. Over the passes
  * of one B sliver (consecutive calls on the same packed B), the shares fetched ahead must tile
  * exactly the sliver the driver runs next; they must be there when the sliver has 4 passes or
- * more, is 32 KiB or more and its successor is the next tile in memory, and absent below either
- * threshold (gemm.c's rule). */
+ * more, is 32 KiB or more, the block's slivers take more than half of L2 and its successor is the
+ * next tile in memory, and absent otherwise (gemm.c's rule). Shapes keep N within one NC block. */
 #define MAX_CALLS 100000
 static struct call {
     const float *b, *next;
@@ -156,6 +156,9 @@ static int check_prefetch_plan(const wb_cpu_isa *isa, int64_t m, int64_t n, int6
     int ok = run_case(&rec, m, n, k, 0, 1, 0, dual, dual ? WB_STORE_GEGLU : WB_STORE_PLAIN, packed, 1);
     rng = saved;
     int covered = 0;
+    const int64_t width = dual ? isa->nr / 2 : isa->nr, tiles = (n + width - 1) / width;
+    const int64_t block_tiles = tiles < isa->nc / isa->nr ? tiles : isa->nc / isa->nr;
+    const int64_t l2 = wb_cpu_cache_bytes(2) > 0 ? wb_cpu_cache_bytes(2) : (int64_t)2 << 20;
     for (int i = 0; i < ncalls && ok;) {
         int j = i;
         while (j < ncalls && calls[j].b == calls[i].b) j++; /* the passes [i, j) over one sliver */
@@ -167,7 +170,8 @@ static int check_prefetch_plan(const wb_cpu_isa *isa, int64_t m, int64_t n, int6
             if (calls[q].next != at) ok = 0; /* shares in order, no gap, no overlap */
             at += calls[q].next_floats, got += calls[q].next_floats;
         }
-        int eligible = j - i >= 4 && calls[i].b_floats * (int64_t)sizeof(float) >= (32 << 10);
+        int64_t sliver = calls[i].b_floats * (int64_t)sizeof(float);
+        int eligible = j - i >= 4 && sliver >= (32 << 10) && block_tiles * sliver > l2 / 2;
         if (got) {
             covered++;
             if (!eligible || !want || at - got != want || got != calls[j].b_floats) ok = 0;
@@ -188,21 +192,25 @@ static int check_prefetch_plan(const wb_cpu_isa *isa, int64_t m, int64_t n, int6
 
 static void test_prefetch_plan(const wb_cpu_isa *isa) {
     int before = failures;
-    /* enough row tiles per block to spread the fetch; on AVX-512 every sliver here is 32 KiB or
-     * more, so some must be covered there */
-    int big[4] = {check_prefetch_plan(isa, 200, 700, 1300, 0, 0), check_prefetch_plan(isa, 200, 700, 1300, 0, 1),
-                  check_prefetch_plan(isa, 200, 300, 700, 1, 1), check_prefetch_plan(isa, 500, 100, 900, 1, 0)};
+    /* enough row tiles per block to spread the fetch, and panels of 3.5 MiB; on AVX-512 every
+     * sliver here is 32 KiB or more, so some must be covered there (unless L2 is over 7 MiB) */
+    int big[4] = {check_prefetch_plan(isa, 60, 3000, 300, 0, 0), check_prefetch_plan(isa, 60, 3000, 300, 0, 1),
+                  check_prefetch_plan(isa, 60, 1500, 300, 1, 1), check_prefetch_plan(isa, 100, 1500, 400, 1, 0)};
+    const int64_t l2 = wb_cpu_cache_bytes(2);
+    /* panels that fit L2 many times over: nothing fetched ahead (checked per sliver) */
+    check_prefetch_plan(isa, 200, 300, 700, 0, 1);
+    check_prefetch_plan(isa, 200, 100, 700, 1, 0);
     for (int i = 0; i < 4; i++)
-        if (big[i] == 0 && !strcmp(isa->name, "avx512")) {
+        if (big[i] == 0 && !strcmp(isa->name, "avx512") && l2 <= (7 << 20)) {
             failures++;
             fprintf(stderr, "FAIL %s prefetch plan: case %d fetched nothing ahead\n", isa->name, i);
         }
     /* at the pass threshold: 4 row tiles fetch ahead (on AVX-512), 3 do not */
-    if (check_prefetch_plan(isa, 4 * isa->mr, 700, 1300, 0, 1) == 0 && !strcmp(isa->name, "avx512")) {
+    if (check_prefetch_plan(isa, 4 * isa->mr, 3000, 300, 0, 1) == 0 && !strcmp(isa->name, "avx512") && l2 <= (7 << 20)) {
         failures++;
         fprintf(stderr, "FAIL %s prefetch plan: 4 passes fetched nothing ahead\n", isa->name);
     }
-    check_prefetch_plan(isa, 3 * isa->mr, 700, 1300, 0, 1);
+    check_prefetch_plan(isa, 3 * isa->mr, 3000, 300, 0, 1);
     /* one or two row tiles: nothing is fetched ahead (each pass would fetch a large share) */
     if (check_prefetch_plan(isa, 2, 700, 300, 0, 1) != 0) {
         failures++;

@@ -78,6 +78,9 @@ typedef struct wb_cpu_isa {
     int bf16_pairs;
 } wb_cpu_isa;
 
+/* Size in bytes of cpu0's data or unified cache at `level` (1, 2, 3), 0 when sysfs does not say. */
+int64_t wb_cpu_cache_bytes(int level);
+
 /* The ISA chosen at start-up: the best the CPU supports, or WB_CPU_ISA=avx512|avx2|scalar when
  * the CPU supports it (tests use this to force each path). */
 const wb_cpu_isa *wb_cpu_isa_active(void);
