@@ -103,7 +103,8 @@ static void test_isa(const wb_cpu_isa *isa) {
             for (int i = 0; i < ns; i++)
                 for (int j = 0; j < ns; j++)
                     run_case(isa, sizes[i], sizes[j], 37, ta, tb, 0, 0, WB_STORE_PLAIN, 0, 1);
-    /* depths across K-block boundaries (prime 401 and 1031 > KC), every epilogue, bias or not */
+    /* depths across K-block boundaries (primes: 401 > AVX2's KC 256, 1031 > AVX-512's 768),
+     * every epilogue, bias or not */
     const int64_t ks[] = {0, 1, 3, 401, 1031};
     for (int q = 0; q < 5; q++)
         for (int s = WB_STORE_PLAIN; s <= WB_STORE_GELU_ERF; s++)
