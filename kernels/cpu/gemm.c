@@ -184,15 +184,15 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
  * more than half of L2 (read from the machine; 2 MiB assumed where sysfs does not say), so that
  * a sliver's first pass would find it in L3 or memory. Measured on the AVX-512 Xeon (2 MiB L2;
  * the change and the driver before it alternated per round in one process): 96 KiB slivers of
- * 9-18 MiB panels (the dual GEMM) 1.06-1.11x, 48 KiB (the f32 tile at kc = 384, before 768) in the MLP's
- * linears 1.02-1.05x; but 0.98x at n = 512 and 1024 on 2 threads, whose panels fit L2 (hence the
- * panel rule); on its AVX2 path 48 KiB dual slivers 1.02-1.07x, 16 KiB slivers (the AVX2 tile at
- * kc = 256, which the hardware prefetchers keep up with) 0.97-0.99x. */
+ * 9-18 MiB panels (the dual GEMM) 1.06-1.11x, 48 KiB (the f32 tile at kc = 384, its K block
+ * then) in the MLP's linears 1.02-1.05x; but 0.98x at n = 512 and 1024 on 2 threads, whose panels
+ * fit L2 (hence the panel rule); on its AVX2 path 48 KiB dual slivers 1.02-1.07x, 16 KiB slivers
+ * (the AVX2 tile at kc = 256, which the hardware prefetchers keep up with) 0.97-0.99x. */
 #define SPREAD_MIN_PASSES 4
 #define SPREAD_MIN_SLIVER_BYTES (32 << 10)
 
 static int64_t l2_bytes(void) {
-    static int64_t bytes; /* benign race: every thread computes the same value */
+    static int64_t bytes; /* read once: wb_gemm_run asks before its threads start */
     if (!bytes) {
         int64_t b = wb_cpu_cache_bytes(2);
         bytes = b > 0 ? b : (int64_t)2 << 20;
