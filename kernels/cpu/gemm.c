@@ -178,11 +178,11 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
         memcpy(out + i * ldc, tout + i * nr, sizeof(float) * (size_t)cols);
 }
 
-/* When the passes over a B sliver fetch the next sliver ahead: from 4 passes (row tiles in an
- * MC block; with fewer, each pass would fetch a quarter or more of a sliver on top of its own
- * first-pass prefetch), for slivers of 32 KiB or more, and when the slivers of one block take
- * more than half of L2 (read from the machine; 2 MiB assumed where sysfs does not say), so that
- * a sliver's first pass would find it in L3 or memory. Measured on the AVX-512 Xeon (2 MiB L2;
+/* When the passes over a B sliver fetch the next sliver ahead: from 4 passes (full row tiles in
+ * an MC block, an edge tile fetches nothing; with fewer, each pass would fetch a quarter or more
+ * of a sliver on top of its own first-pass prefetch), for slivers of 32 KiB or more, and when
+ * the slivers of one block take more than half of L2 (read from the machine; 2 MiB assumed
+ * where sysfs does not say), so that a sliver's first pass would find it in L3 or memory. Measured on the AVX-512 Xeon (2 MiB L2;
  * the change and the driver before it alternated per round in one process): 96 KiB slivers of
  * 9-18 MiB panels (the dual GEMM) 1.06-1.11x, 48 KiB (the f32 tile at kc = 384, its K block
  * then) in the MLP's linears 1.02-1.05x; but 0.98x at n = 512 and 1024 on 2 threads, whose panels
@@ -192,7 +192,9 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
 #define SPREAD_MIN_SLIVER_BYTES (32 << 10)
 
 static int64_t l2_bytes(void) {
-    static int64_t bytes; /* read once: wb_gemm_run asks before its threads start */
+    /* read before a GEMM's threads start; two host threads starting GEMMs at once may both
+     * read sysfs and store the same value */
+    static int64_t bytes;
     if (!bytes) {
         int64_t b = wb_cpu_cache_bytes(2);
         bytes = b > 0 ? b : (int64_t)2 << 20;
@@ -251,7 +253,9 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                 int64_t ic_end = ic + mc_tiles < it1 ? ic + mc_tiles : it1;
                 for (int64_t it = ic; it < ic_end; it++)
                     pack_a_tile(isa, p, it, pc, kc, buf->a + (it - ic) * kc * mr);
-                const int64_t passes = ic_end - ic;
+                /* the passes over a sliver that can fetch ahead: its full row tiles (the
+                 * microkernel's edge-row instances do not) */
+                const int64_t passes = ic_end - ic - (ic_end * mr > p->m ? 1 : 0);
                 for (int64_t jt = jc; jt < jc_end; jt++) {
                     int64_t col0 = jt * width, cols = p->n - col0 < width ? p->n - col0 : width;
                     /* each pass over this sliver fetches its share of the next one into L2 */
@@ -266,19 +270,12 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                     for (int64_t it = ic; it < ic_end; it++) {
                         int64_t row0 = it * mr;
                         int rows = (int)(p->m - row0 < mr ? p->m - row0 : mr);
-                        wb_gemm_tile t = {kc,
-                                          buf->a + (it - ic) * kc * mr,
-                                          bp + (jt - jc) * tile_stride,
-                                          NULL,
-                                          0,
-                                          NULL,
-                                          NULL,
-                                          0,
-                                          WB_STORE_PLAIN,
-                                          it == ic,
-                                          NULL,
-                                          0};
-                        if (next) {
+                        wb_gemm_tile t = {.kc = kc,
+                                          .a = buf->a + (it - ic) * kc * mr,
+                                          .b = bp + (jt - jc) * tile_stride,
+                                          .store = WB_STORE_PLAIN,
+                                          .prefetch_b = it == ic};
+                        if (next && rows == mr) {
                             int64_t done = (it - ic) * share, left = next_floats - done;
                             t.pf_next = next + done;
                             t.pf_floats = left < share ? (left > 0 ? left : 0) : share;

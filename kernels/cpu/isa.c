@@ -1,5 +1,7 @@
 /* isa.c: picks the GEMM/activation path at run time: the best one the CPU supports
- * (__builtin_cpu_supports), or the one WB_CPU_ISA names when the CPU can run it. */
+ * (__builtin_cpu_supports), or the one WB_CPU_ISA names when the CPU can run it; and reads cpu0's
+ * cache sizes from sysfs (wb_cpu_cache_bytes: the GEMM driver's prefetch rule and the roofline's
+ * calibration). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
