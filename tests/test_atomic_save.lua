@@ -68,23 +68,23 @@ end
     for i = 1, 2000 do r:add{round = 0, i = i, label = "first", ms = i} end
     r:save{dir = dir}
     assert_whole(2000)
-    -- at least 12 kills, and more (up to 60) until 2 of them have landed inside a write: on a busy
-    -- machine a kill often lands between saves, which proves nothing
-    local mid_save, kills = 0, 0
-    for k = 1, 60 do
-        if k > 12 and mid_save >= 2 then break end
-        kills = k
+    -- Each kill lands inside a write: the child is stopped again and again (SIGSTOP, a few ms
+    -- apart) until a stop finds its temporary file there, and killed in that state. Kills timed
+    -- by sleeps alone landed between saves on a busy machine (none of 60, once).
+    local mid_save = 0
+    for k = 1, 8 do
         os.remove(dir .. "/started")
         local pid = sh(string.format("%s '%s' '%s' >/dev/null 2>&1 & echo $!", EXE, script, dir)):match("%d+")
-        -- kill once the child is saving (its start-up takes longer on a busy machine), at a
-        -- different point of its save loop each time
-        sh(string.format("for i in $(seq 600); do [ -e '%s/started' ] && break; sleep 0.05; done; " ..
-            "sleep %.2f; kill -9 %s; sleep 0.05", dir, 0.02 + 0.03 * (k % 12), pid))
+        local out = sh(string.format("for i in $(seq 600); do [ -e '%s/started' ] && break; sleep 0.05; done; " ..
+            "for i in $(seq 3000); do kill -STOP %s 2>/dev/null || break; " ..
+            "if ls -a '%s' | grep -q '^[.]big[.]'; then kill -9 %s; echo MID; break; fi; " ..
+            "kill -CONT %s; sleep 0.00%d; done; kill -9 %s 2>/dev/null; sleep 0.05", dir, pid, dir, pid, pid, 1 + k % 4, pid))
         assert_whole(2000)
-        if sh("ls -a '" .. dir .. "'"):find("%.big%.") then mid_save = mid_save + 1 end -- a temporary left
+        if out:find("MID") then mid_save = mid_save + 1 end
         os.execute("rm -f '" .. dir .. "'/.big.*")
     end
-    lu.assertTrue(mid_save > 0, "none of " .. kills .. " kills landed inside a write: the test proved nothing")
+    print(string.format("%d of 8 kills landed inside a write", mid_save))
+    lu.assertTrue(mid_save >= 4, "only " .. mid_save .. " of 8 kills landed inside a write: the test proved little")
 end
 
 function TestAtomicSave:test_full_device_fails_with_a_message()
