@@ -182,8 +182,9 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
  * an MC block, an edge tile fetches nothing; with fewer, each pass would fetch a quarter or more
  * of a sliver on top of its own first-pass prefetch), for slivers of 32 KiB or more, and when
  * the slivers of one block take more than half of L2 (read from the machine; 2 MiB assumed
- * where sysfs does not say), so that a sliver's first pass would find it in L3 or memory. Measured on the AVX-512 Xeon (2 MiB L2;
- * the change and the driver before it alternated per round in one process): 96 KiB slivers of
+ * where sysfs does not say), so that a sliver's first pass would find it in L3 or memory.
+ * Measured on the AVX-512 Xeon (2 MiB L2; the change and the driver before it alternated per
+ * round in one process): 96 KiB slivers of
  * 9-18 MiB panels (the dual GEMM) 1.06-1.11x, 48 KiB (the f32 tile at kc = 384, its K block
  * then) in the MLP's linears 1.02-1.05x; but 0.98x at n = 512 and 1024 on 2 threads, whose panels
  * fit L2 (hence the panel rule); on its AVX2 path 48 KiB dual slivers 1.02-1.07x, 16 KiB slivers
@@ -191,9 +192,9 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
 #define SPREAD_MIN_PASSES 4
 #define SPREAD_MIN_SLIVER_BYTES (32 << 10)
 
+/* L2's size, read once (wb_gemm_run asks before its threads start; two host threads starting
+ * GEMMs at once may both read sysfs and store the same value). */
 static int64_t l2_bytes(void) {
-    /* read before a GEMM's threads start; two host threads starting GEMMs at once may both
-     * read sysfs and store the same value */
     static int64_t bytes;
     if (!bytes) {
         int64_t b = wb_cpu_cache_bytes(2);
@@ -218,10 +219,10 @@ static const float *next_sliver(const wb_cpu_isa *isa, const wb_gemm_problem *p,
     return p->packed_b + (pc + kc) * tiles_n * isa->nr + jc * next_kc * isa->nr;
 }
 
-/* One thread's share: N tiles [jt0, jt1) x M tiles [it0, it1). Returns 0, or -1 when a buffer
- * cannot be allocated. */
+/* One thread's share: N tiles [jt0, jt1) x M tiles [it0, it1); l2: L2's size in bytes. Returns 0,
+ * or -1 when a buffer cannot be allocated. */
 static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt0, int64_t jt1, int64_t it0,
-                     int64_t it1, buffers *buf) {
+                     int64_t it1, int64_t l2, buffers *buf) {
     const int mr = isa->mr, nr = isa->nr, dual = p->b_up != NULL;
     const int64_t width = tile_width(isa, dual), k = p->k;
     const int64_t kcb = block_k(isa, k, dual), tiles_n = tile_count(isa, p->n, dual);
@@ -254,18 +255,18 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                 for (int64_t it = ic; it < ic_end; it++)
                     pack_a_tile(isa, p, it, pc, kc, buf->a + (it - ic) * kc * mr);
                 /* the passes over a sliver that can fetch ahead: its full row tiles (the
-                 * microkernel's edge-row instances do not) */
+                 * microkernel's edge-row instances do not); whether they do, for the whole block */
                 const int64_t passes = ic_end - ic - (ic_end * mr > p->m ? 1 : 0);
+                const int64_t sliver_bytes = kc * nr * (int64_t)sizeof(float);
+                const int spread = passes >= SPREAD_MIN_PASSES && sliver_bytes >= SPREAD_MIN_SLIVER_BYTES &&
+                                   (jc_end - jc) * sliver_bytes > l2 / 2;
                 for (int64_t jt = jc; jt < jc_end; jt++) {
                     int64_t col0 = jt * width, cols = p->n - col0 < width ? p->n - col0 : width;
                     /* each pass over this sliver fetches its share of the next one into L2 */
                     int64_t next_floats = 0, share = 0;
-                    const int64_t sliver_bytes = kc * nr * (int64_t)sizeof(float);
-                    const float *next = passes < SPREAD_MIN_PASSES || sliver_bytes < SPREAD_MIN_SLIVER_BYTES ||
-                                                (jc_end - jc) * sliver_bytes <= l2_bytes() / 2
-                                            ? NULL
-                                            : next_sliver(isa, p, bp, tile_stride, jc, jc_end, jt, ic_end < it1, pc, kc,
-                                                          kcb, tiles_n, &next_floats);
+                    const float *next = spread ? next_sliver(isa, p, bp, tile_stride, jc, jc_end, jt, ic_end < it1, pc,
+                                                             kc, kcb, tiles_n, &next_floats)
+                                               : NULL;
                     if (next) share = (next_floats + passes - 1) / passes;
                     for (int64_t it = ic; it < ic_end; it++) {
                         int64_t row0 = it * mr;
@@ -328,7 +329,7 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
             }
         local.dual_bias = interleaved;
     }
-    (void)l2_bytes(); /* read here, before the threads do */
+    const int64_t l2 = l2_bytes();
     int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
     /* not worth a fork (a pair ISA's k counts pairs: two multiply-adds each) */
     if (2.0 * (double)p->m * (double)p->n * (double)p->k * (isa->bf16_pairs ? 2 : 1) < 4e6) nt = 1;
@@ -346,9 +347,9 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
         int64_t t0 = wb_cpu_span_start(spans);
         int64_t lo = tiles * t / count, hi = tiles * (t + 1) / count;
         if (split_n)
-            failed |= run_share(isa, p, lo, hi, 0, tm, &thread_buffers[t]);
+            failed |= run_share(isa, p, lo, hi, 0, tm, l2, &thread_buffers[t]);
         else
-            failed |= run_share(isa, p, 0, tn, lo, hi, &thread_buffers[t]);
+            failed |= run_share(isa, p, 0, tn, lo, hi, l2, &thread_buffers[t]);
         wb_cpu_span_done(spans, t0, hi - lo);
     }
     free(interleaved);
