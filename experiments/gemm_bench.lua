@@ -100,26 +100,32 @@ local function quantile(t, q)
     return stats.percentile(s, q)
 end
 
+-- OpenBLAS's workers spin for ~0.1 s after a multi-threaded call: the threads of its last call,
+-- kept across races so that the next contender, in this race or the next, waits for them.
+local last_peer_threads = 0
+
 -- Runs contenders {name, fn, library} on every thread count, alternating round by round.
--- Returns res[threads][name] = {samples = {...us}, per_round = {median us of each round}}.
-local function race(contenders, iters)
+-- Returns res[threads][name] = {samples = {...us}, per_round = {median us of each round}}; with
+-- beside_peak, also peaks = {the FMA peak of each round, the mean of one measured just before
+-- and one just after the contender's run} (wb.cpu_peak_gflops, best of three 5 ms runs).
+local function race(contenders, iters, beside_peak)
     local res = {}
     for _, t in ipairs(thread_counts) do
         res[t] = {}
-        for _, c in ipairs(contenders) do res[t][c[1]] = {samples = {}, per_round = {}} end
+        for _, c in ipairs(contenders) do res[t][c[1]] = {samples = {}, per_round = {}, peaks = {}} end
     end
-    local last_peer_threads = 0
     for _ = 1, rounds do
         for _, t in ipairs(thread_counts) do
             wb.set_num_threads(t)
             if have_peer then wb.openblas.set_num_threads(t) end
             for _, c in ipairs(contenders) do
-                -- OpenBLAS's workers spin after a multi-threaded call: let them go idle first
                 wb.sleep_ms(last_peer_threads > 1 and 150 or 20)
+                local before = beside_peak and wb.cpu_peak_gflops(t, 5)
                 local r = wb.bench(c[2], {warmup = 1, iters = iters, max_iters = iters, min_time_ms = 0})
                 local slot = res[t][c[1]]
                 for _, v in ipairs(r.samples_us) do slot.samples[#slot.samples + 1] = v end
                 slot.per_round[#slot.per_round + 1] = r.median_us
+                if beside_peak then slot.peaks[#slot.peaks + 1] = (before + wb.cpu_peak_gflops(t, 5)) / 2 end
                 last_peer_threads = c[3] == "openblas" and t or 0
             end
         end
@@ -229,31 +235,19 @@ do
     local flops = 2.0 * 512 * 768 * 3072 * 3
     -- Against the peak measured beside it as well: on a shared host the FMA rate itself moves by
     -- a third within minutes, so a calibration cached at another time can put the same run at 65%
-    -- or 80%. Each round measures the FMA loop (best of three short runs) just before and just
-    -- after timing the MLP, and takes the MLP's rate over their mean; the verdict is the median
-    -- of the rounds, "~" when they fall on both sides of the bar.
-    local res = {}
-    for _, t in ipairs(thread_counts) do res[t] = {samples = {}, pct_run = {}} end
-    for round = 1, rounds do
-        for _, t in ipairs(thread_counts) do
-            wb.set_num_threads(t)
-            -- the race before this one ended with OpenBLAS, whose workers spin for ~0.1 s
-            wb.sleep_ms(round == 1 and have_peer and 150 or 20)
-            local before = wb.cpu_peak_gflops(t, 5)
-            local r = wb.bench(function() mlp(x) end, {warmup = 1, iters = 3, max_iters = 3, min_time_ms = 0})
-            local after = wb.cpu_peak_gflops(t, 5)
-            for _, v in ipairs(r.samples_us) do res[t].samples[#res[t].samples + 1] = v end
-            local pct = res[t].pct_run
-            pct[#pct + 1] = 100 * (flops / r.median_us / 1e3) / ((before + after) / 2)
-        end
-    end
+    -- or 80%. Each round takes the MLP's rate over the FMA peak measured just before and just
+    -- after it; the verdict is the median of the rounds, "~" when they fall on both sides of the
+    -- bar.
+    local res = race({{"dual", function() mlp(x) end, "workbench"}}, 3, true)
     for _, t in ipairs(thread_counts) do
-        local s = res[t].samples
+        local d = res[t].dual
+        local s = d.samples
         local us = quantile(s, 0.5)
         local row = {kind = "dual", label = "dual MLP 512 tokens", threads = t, us = us, gflops = flops / us / 1e3,
             samples = s}
         row.pct = 100 * row.gflops / peaks[t]
-        local pr = res[t].pct_run
+        local pr = {}
+        for i, round_us in ipairs(d.per_round) do pr[i] = 100 * (flops / round_us / 1e3) / d.peaks[i] end
         row.pct_run, row.pct_run_lo, row.pct_run_hi = quantile(pr, 0.5), quantile(pr, 0), quantile(pr, 1)
         row.bar_pct = t == 1 and 90 or nil
         judge(row, row.pct_run, row.bar_pct, row.pct_run_lo, row.pct_run_hi)
