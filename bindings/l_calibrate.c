@@ -1,6 +1,7 @@
 /* l_calibrate.c: the raw calibration primitives for scripts/wb/calibrate.lua (wb._cpu_caches,
- * wb._read_gbs, wb._cpu_clock_mhz, wb._cpu_fma_lanes, wb._cpu_model), and wb.device_info routed
- * through that module so the CPU's ceilings are calibrated until stable and cached. */
+ * wb._read_gbs, wb._cpu_clock_mhz, wb._cpu_fma_lanes, wb._cpu_model), wb.device_info routed
+ * through that module so the CPU's ceilings are calibrated until stable and cached, and
+ * wb.cpu_blocking (the GEMM's cache blocking, derived from the same caches). */
 #include "calibrate.h"
 #include "wb_lua.h"
 
@@ -11,6 +12,35 @@ static int l_cpu_caches(lua_State *L) {
         if (b <= 0) continue;
         lua_pushinteger(L, (lua_Integer)b);
         lua_setfield(L, -2, level == 1 ? "l1" : level == 2 ? "l2" : "l3");
+    }
+    return 1;
+}
+
+/* wb.cpu_blocking() -> {isa = "avx512", mr = 12, nr = 32, kc = 768, mc = 168, nc = 4096, l1 = ..., l2
+ * = ..., l3 = ..., l3_shared_by = 2}: the GEMM driver's cache blocking on the active CPU path, and
+ * the cache sizes (bytes; absent where sysfs does not say) it was derived from. */
+static int l_cpu_blocking(lua_State *L) {
+    const wb_cpu_isa *isa = wb_cpu_isa_active();
+    wb_gemm_blocking b = wb_gemm_blocking_of(isa);
+    lua_createtable(L, 0, 10);
+    lua_pushstring(L, isa->name);
+    lua_setfield(L, -2, "isa");
+    const struct {
+        const char *name;
+        int64_t value;
+    } fields[] = {{"mr", isa->mr},
+                  {"nr", isa->nr},
+                  {"kc", b.kc},
+                  {"mc", b.mc},
+                  {"nc", b.nc},
+                  {"l1", wb_cpu_cache_bytes(1)},
+                  {"l2", wb_cpu_cache_bytes(2)},
+                  {"l3", wb_cpu_cache_bytes(3)},
+                  {"l3_shared_by", wb_cpu_cache_shared_by(3)}};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (fields[i].value <= 0) continue;
+        lua_pushinteger(L, (lua_Integer)fields[i].value);
+        lua_setfield(L, -2, fields[i].name);
     }
     return 1;
 }
@@ -54,7 +84,8 @@ static int l_device_info(lua_State *L) {
 
 static const luaL_Reg calibrate[] = {
     {"_cpu_caches", l_cpu_caches},     {"_read_gbs", l_read_gbs}, {"_cpu_clock_mhz", l_cpu_clock_mhz},
-    {"_cpu_fma_lanes", l_cpu_fma_lanes}, {"_cpu_model", l_cpu_model}, {NULL, NULL},
+    {"_cpu_fma_lanes", l_cpu_fma_lanes}, {"_cpu_model", l_cpu_model}, {"cpu_blocking", l_cpu_blocking},
+    {NULL, NULL},
 };
 
 void wb_lua_register_calibrate(lua_State *L) {

@@ -133,9 +133,86 @@ size_t wb_gemm_packed_b_floats(const wb_cpu_isa *isa, int64_t k, int64_t n, int 
     return (size_t)(tiles * (k > 0 ? k : 1) * isa->nr);
 }
 
-/* The depth of one K block: the ISA's kc, or all of K for a dual GEMM up to DUAL_FULL_K. */
+/* The blocking rule, from the loops' reuse. Each B sliver (kc x nr) is read once per row tile of
+ * its MC block; a thread's A block (mc x kc, packed) once per sliver of the panel, so it lives in
+ * L2; the B panel (kc x nc) once per MC block, from L3; A is packed once per panel. Two regimes:
+ * - the sliver stays in L1 when kc x nr words take at most half of it at a depth of KC_L1_MIN or
+ *   more: kc the deepest such multiple of 64 (up to KC_MAX), the A block an eighth of L2;
+ * - otherwise the sliver streams from L2 (the next one fetched ahead while the last is in use,
+ *   see the spread rule below): kc as deep as a quarter of L2 allows with MC_MIN_TILES row tiles
+ *   per block (a multiple of 64 in [KC_MIN, KC_MAX]), the A block that quarter.
+ * The panel takes half of the L3 share of one logical CPU, nc in [NC_MIN, NC_MAX] (packing A
+ * costs ~0.5 cycles per float against nc / 16 cycles of the FMAs that use it on an AVX2 core: below
+ * ~1% from 1024 columns; a panel that then exceeds L3 is read from memory once per MC block, ~2/mc
+ * bytes per flop).
+ * Measured on the AVX-512 Xeon (model 207: 48 KiB L1d, 2 MiB L2; blockings alternated round by
+ * round in one process, 1 thread, medians of per-round ratios): the 12x32 f32 tile (slivers of
+ * 128 B per k, never in half of L1 at 256 deep): kc 640, 768 and 1024 each 1.00-1.05x kc 384 at
+ * n = 512-2048 and the MLP's linears (1.01-1.07x on 2 threads), so KC_MAX = 768; mc 132-192
+ * alike within 1%. The 6x16 AVX2 tile (64 B per k): kc 384 (24 KiB slivers) 1.00-1.02x its old
+ * constant 256 and 1.02-1.04x kc 512 or 768; at kc 384, A blocks of 174 rows 1.015x blocks of
+ * 258 at 512 x 3072 x 768 (0.995x at n = 2048), hence the eighth. Balanced K blocks (n = 1024
+ * as 2 x 512, 2048 as 3 x 688): 0.99-1.00x, so K blocks are not balanced. On a Zen 3 core (32
+ * KiB L1d, 512 KiB L2) the rule gives the AVX2 tile kc 256, mc 60 (its constants were 256 and
+ * 144; not measured there). */
+#define WORD            ((int64_t)sizeof(float))
+#define KC_MIN          128
+#define KC_L1_MIN       256
+#define KC_MAX          768
+#define MC_MIN_TILES    12
+#define NC_MIN          1024
+#define NC_MAX          4096
+#define L1_UNKNOWN      ((int64_t)32 << 10) /* where sysfs does not say */
+#define L2_UNKNOWN      ((int64_t)2 << 20)
+#define L3_UNKNOWN      ((int64_t)2 << 20) /* per logical CPU */
+
+wb_gemm_blocking wb_gemm_blocking_rule(int mr, int nr, int64_t l1, int64_t l2, int64_t l3_share) {
+    if (mr < 1) mr = 1;
+    if (nr < 1) nr = 1;
+    if (l1 <= 0) l1 = L1_UNKNOWN;
+    if (l2 <= 0) l2 = L2_UNKNOWN;
+    if (l3_share <= 0) l3_share = L3_UNKNOWN;
+    int64_t kc = l1 / 2 / (nr * WORD) / 64 * 64, a_block;
+    if (kc >= KC_L1_MIN) {
+        a_block = l2 / 8;
+    } else {
+        a_block = l2 / 4;
+        kc = a_block / (MC_MIN_TILES * mr * WORD) / 64 * 64;
+    }
+    kc = kc < KC_MIN ? KC_MIN : kc > KC_MAX ? KC_MAX : kc;
+    int64_t mc = a_block / (kc * WORD) / mr * mr;
+    if (mc < mr) mc = mr;
+    int64_t nc = l3_share / 2 / (kc * WORD) / nr * nr;
+    const int64_t nc_min = NC_MIN / nr * nr > nr ? NC_MIN / nr * nr : nr;
+    const int64_t nc_max = NC_MAX / nr * nr > nr ? NC_MAX / nr * nr : nr;
+    nc = nc < nc_min ? nc_min : nc > nc_max ? nc_max : nc;
+    return (wb_gemm_blocking){.kc = kc, .mc = mc, .nc = nc};
+}
+
+/* L1d's and L2's sizes and the L3 share of one logical CPU, read once (wb_gemm_run asks before its threads
+ * start; two host threads starting GEMMs at once may both read sysfs and store the same values). */
+static int64_t cache_l1, cache_l2, cache_l3_share;
+static void read_caches(void) {
+    if (cache_l2) return;
+    cache_l1 = wb_cpu_cache_bytes(1);
+    int64_t l3 = wb_cpu_cache_bytes(3);
+    cache_l3_share = l3 > 0 ? l3 / wb_cpu_cache_shared_by(3) : 0;
+    int64_t l2 = wb_cpu_cache_bytes(2);
+    cache_l2 = l2 > 0 ? l2 : L2_UNKNOWN;
+}
+
+wb_gemm_blocking wb_gemm_blocking_of(const wb_cpu_isa *isa) {
+    read_caches();
+    wb_gemm_blocking b = wb_gemm_blocking_rule(isa->mr, isa->nr, cache_l1, cache_l2, cache_l3_share);
+    if (isa->kc > 0) b.kc = isa->kc;
+    if (isa->mc > 0) b.mc = isa->mc;
+    if (isa->nc > 0) b.nc = isa->nc;
+    return b;
+}
+
+/* The depth of one K block: the blocking's kc, or all of K for a dual GEMM up to DUAL_FULL_K. */
 static int64_t block_k(const wb_cpu_isa *isa, int64_t k, int dual) {
-    return dual && k <= DUAL_FULL_K ? (k > 0 ? k : 1) : isa->kc;
+    return dual && k <= DUAL_FULL_K ? (k > 0 ? k : 1) : wb_gemm_blocking_of(isa).kc;
 }
 
 /* Packed B is block-major, as the driver walks it: K block by K block, and within a block tile
@@ -192,17 +269,6 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
 #define SPREAD_MIN_PASSES 4
 #define SPREAD_MIN_SLIVER_BYTES (32 << 10)
 
-/* L2's size, read once (wb_gemm_run asks before its threads start; two host threads starting
- * GEMMs at once may both read sysfs and store the same value). */
-static int64_t l2_bytes(void) {
-    static int64_t bytes;
-    if (!bytes) {
-        int64_t b = wb_cpu_cache_bytes(2);
-        bytes = b > 0 ? b : (int64_t)2 << 20;
-    }
-    return bytes;
-}
-
 /* The B sliver the driver runs after tile `jt` of the block [jc, jc_end) (bp: the block's first
  * sliver), or NULL: the next tile of the block; after the last, the block's first again when
  * another MC block follows; else, for prepacked B, the first sliver of the next K block (in
@@ -219,6 +285,13 @@ static const float *next_sliver(const wb_cpu_isa *isa, const wb_gemm_problem *p,
     return p->packed_b + (pc + kc) * tiles_n * isa->nr + jc * next_kc * isa->nr;
 }
 
+/* The size of `count` items split into the fewest blocks of at most `most` items, evened out. */
+static int64_t balanced(int64_t count, int64_t most) {
+    if (count <= 0) return most;
+    int64_t blocks = (count + most - 1) / most;
+    return (count + blocks - 1) / blocks;
+}
+
 /* One thread's share: N tiles [jt0, jt1) x M tiles [it0, it1); l2: L2's size in bytes. Returns 0,
  * or -1 when a buffer cannot be allocated. */
 static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt0, int64_t jt1, int64_t it0,
@@ -226,7 +299,11 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
     const int mr = isa->mr, nr = isa->nr, dual = p->b_up != NULL;
     const int64_t width = tile_width(isa, dual), k = p->k;
     const int64_t kcb = block_k(isa, k, dual), tiles_n = tile_count(isa, p->n, dual);
-    const int64_t nc_tiles = isa->nc / nr > 0 ? isa->nc / nr : 1, mc_tiles = isa->mc / mr > 0 ? isa->mc / mr : 1;
+    const wb_gemm_blocking blocking = wb_gemm_blocking_of(isa);
+    /* panels and MC blocks of equal size (in tiles), none above the blocking's: 43 row tiles
+     * with mc = 14 tiles run as 11 + 11 + 11 + 10, not 14 + 14 + 14 + 1 */
+    const int64_t nc_tiles = balanced(jt1 - jt0, blocking.nc / nr > 0 ? blocking.nc / nr : 1);
+    const int64_t mc_tiles = balanced(it1 - it0, blocking.mc / mr > 0 ? blocking.mc / mr : 1);
     if (jt0 >= jt1 || it0 >= it1) return 0;
     if (!wb_cpu_reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * kcb))) return -1;
     if (!p->packed_b && !wb_cpu_reserve(&buf->b, &buf->b_cap, (size_t)(nc_tiles * nr * kcb))) return -1;
@@ -329,7 +406,8 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
             }
         local.dual_bias = interleaved;
     }
-    const int64_t l2 = l2_bytes();
+    read_caches();
+    const int64_t l2 = cache_l2;
     int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
     /* not worth a fork (a pair ISA's k counts pairs: two multiply-adds each) */
     if (2.0 * (double)p->m * (double)p->n * (double)p->k * (isa->bf16_pairs ? 2 : 1) < 4e6) nt = 1;

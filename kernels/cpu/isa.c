@@ -1,7 +1,7 @@
 /* isa.c: picks the GEMM/activation path at run time: the best one the CPU supports
  * (__builtin_cpu_supports), or the one WB_CPU_ISA names when the CPU can run it; and reads cpu0's
- * cache sizes from sysfs (wb_cpu_cache_bytes: the GEMM driver's prefetch rule and the roofline's
- * calibration). */
+ * cache sizes from sysfs (wb_cpu_cache_bytes, wb_cpu_cache_shared_by: the GEMM driver's blocking
+ * and prefetch rules, the roofline's calibration). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,8 +154,8 @@ const char *wb_cpu_isa_refused(void) {
     return refused;
 }
 
-/* From sysfs's description of cpu0's caches. */
-int64_t wb_cpu_cache_bytes(int level) {
+/* sysfs's index of cpu0's data or unified cache at `level`, -1 when it has none. */
+static int cache_index(int level) {
     char path[128], buf[64];
     for (int i = 0; i < 16; i++) {
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
@@ -170,19 +170,51 @@ int64_t wb_cpu_cache_bytes(int level) {
         if (!f) continue;
         ok = fgets(buf, sizeof buf, f) != NULL;
         fclose(f);
-        if (!ok || !strncmp(buf, "Instruction", 11)) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        f = fopen(path, "r");
-        if (!f) continue;
-        long long size = 0;
-        char unit = 0;
-        int n = fscanf(f, "%lld%c", &size, &unit);
-        fclose(f);
-        if (n < 1) continue;
-        if (unit == 'K') size <<= 10;
-        else if (unit == 'M') size <<= 20;
-        else if (unit == 'G') size <<= 30;
-        return size;
+        if (ok && strncmp(buf, "Instruction", 11)) return i;
     }
-    return 0;
+    return -1;
+}
+
+/* One line of cpu0's cache `index` file `name`, or NULL. */
+static char *cache_file(int index, const char *name, char *buf, int size) {
+    char path[128];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", index, name);
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char *line = fgets(buf, size, f);
+    fclose(f);
+    return line;
+}
+
+int64_t wb_cpu_cache_bytes(int level) {
+    char buf[64];
+    int i = cache_index(level);
+    if (i < 0 || !cache_file(i, "size", buf, sizeof buf)) return 0;
+    long long size = 0;
+    char unit = 0;
+    if (sscanf(buf, "%lld%c", &size, &unit) < 1 || size < 0) return 0;
+    if (unit == 'K') size <<= 10;
+    else if (unit == 'M') size <<= 20;
+    else if (unit == 'G') size <<= 30;
+    return size;
+}
+
+/* shared_cpu_list: ranges such as "0-7,16-23". */
+int wb_cpu_cache_shared_by(int level) {
+    char buf[1024];
+    int i = cache_index(level), count = 0;
+    if (i < 0 || !cache_file(i, "shared_cpu_list", buf, sizeof buf)) return 1;
+    for (char *s = buf; *s && *s != '\n';) {
+        char *end;
+        long lo = strtol(s, &end, 10), hi = lo;
+        if (end == s) return 1;
+        if (*end == '-') {
+            s = end + 1;
+            hi = strtol(s, &end, 10);
+            if (end == s || hi < lo) return 1;
+        }
+        count += (int)(hi - lo + 1);
+        s = *end == ',' ? end + 1 : end;
+    }
+    return count > 0 ? count : 1;
 }

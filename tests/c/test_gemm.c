@@ -103,9 +103,10 @@ static void test_isa(const wb_cpu_isa *isa) {
             for (int i = 0; i < ns; i++)
                 for (int j = 0; j < ns; j++)
                     run_case(isa, sizes[i], sizes[j], 37, ta, tb, 0, 0, WB_STORE_PLAIN, 0, 1);
-    /* depths across K-block boundaries (primes: 401 > AVX2's kc 256, 1031 > AVX-512's 768, 1601 >
-     * 2 x 768: a middle block on every path), every epilogue, bias or not */
-    const int64_t ks[] = {0, 1, 3, 401, 1031, 1601};
+    /* depths across K-block boundaries (one block and a sliver of a second; three blocks, a
+     * middle one among them), every epilogue, bias or not */
+    const int64_t kc = wb_gemm_blocking_of(isa).kc;
+    const int64_t ks[] = {0, 1, 3, 401, kc + 7, 2 * kc + 65};
     for (int q = 0; q < 6; q++)
         for (int s = WB_STORE_PLAIN; s <= WB_STORE_GELU_ERF; s++)
             for (int bias = 0; bias < 2; bias++) {
@@ -160,7 +161,8 @@ static int check_prefetch_plan(const wb_cpu_isa *isa, int64_t m, int64_t n, int6
     rng = saved;
     int covered = 0;
     const int64_t width = dual ? isa->nr / 2 : isa->nr, tiles = (n + width - 1) / width;
-    const int64_t block_tiles = tiles < isa->nc / isa->nr ? tiles : isa->nc / isa->nr;
+    const int64_t nc_tiles = wb_gemm_blocking_of(isa).nc / isa->nr;
+    const int64_t block_tiles = tiles < nc_tiles ? tiles : nc_tiles;
     const int64_t l2 = wb_cpu_cache_bytes(2) > 0 ? wb_cpu_cache_bytes(2) : (int64_t)2 << 20;
     for (int i = 0; i < ncalls && ok;) {
         int j = i;
@@ -201,18 +203,22 @@ static int check_prefetch_plan(const wb_cpu_isa *isa, int64_t m, int64_t n, int6
 
 static void test_prefetch_plan(const wb_cpu_isa *isa) {
     int before = failures;
-    /* enough row tiles per block to spread the fetch, and panels of 3.5 MiB; on AVX-512 every
-     * sliver here is 32 KiB or more, so some must be covered there (unless L2 is over 7 MiB) */
+    /* enough row tiles per block to spread the fetch, and panels of 3.5 MiB */
     int big[4] = {check_prefetch_plan(isa, 60, 3000, 300, 0, 0), check_prefetch_plan(isa, 60, 3000, 300, 0, 1),
                   check_prefetch_plan(isa, 60, 1500, 300, 1, 1), check_prefetch_plan(isa, 100, 1500, 400, 1, 0)};
+    /* on AVX-512 with its slivers of 32 KiB or more, some must be covered (unless L2 is over
+     * 7 MiB, when no panel here takes half of it) */
     const int64_t l2 = wb_cpu_cache_bytes(2);
+    const int expect = !strcmp(isa->name, "avx512") && l2 <= (7 << 20) &&
+                       wb_gemm_blocking_of(isa).kc * isa->nr * (int64_t)sizeof(float) >= (32 << 10);
     /* more than one K block: the last sliver of a block fetches the next block's first when B
      * is prepacked (and the next tile of the block otherwise) */
-    if (check_prefetch_plan(isa, 60, 3000, 1031, 0, 1) == 0 && !strcmp(isa->name, "avx512") && l2 <= (7 << 20)) {
+    const int64_t two_blocks = wb_gemm_blocking_of(isa).kc + 263;
+    if (check_prefetch_plan(isa, 60, 3000, two_blocks, 0, 1) == 0 && expect) {
         failures++;
         fprintf(stderr, "FAIL %s prefetch plan: two K blocks fetched nothing ahead\n", isa->name);
     }
-    check_prefetch_plan(isa, 60, 3000, 1031, 0, 0);
+    check_prefetch_plan(isa, 60, 3000, two_blocks, 0, 0);
     /* 4 full row tiles and an edge tile: the edge fetches nothing, the full ones share it all */
     check_prefetch_plan(isa, 4 * isa->mr + 1, 3000, 300, 0, 1);
     /* panels under half of a 2 MiB L2: nothing fetched ahead there (each sliver is checked
@@ -220,12 +226,12 @@ static void test_prefetch_plan(const wb_cpu_isa *isa) {
     check_prefetch_plan(isa, 200, 300, 700, 0, 1);
     check_prefetch_plan(isa, 200, 100, 700, 1, 0);
     for (int i = 0; i < 4; i++)
-        if (big[i] == 0 && !strcmp(isa->name, "avx512") && l2 <= (7 << 20)) {
+        if (big[i] == 0 && expect) {
             failures++;
             fprintf(stderr, "FAIL %s prefetch plan: case %d fetched nothing ahead\n", isa->name, i);
         }
     /* at the pass threshold: 4 row tiles fetch ahead (on AVX-512), 3 do not */
-    if (check_prefetch_plan(isa, 4 * isa->mr, 3000, 300, 0, 1) == 0 && !strcmp(isa->name, "avx512") && l2 <= (7 << 20)) {
+    if (check_prefetch_plan(isa, 4 * isa->mr, 3000, 300, 0, 1) == 0 && expect) {
         failures++;
         fprintf(stderr, "FAIL %s prefetch plan: 4 passes fetched nothing ahead\n", isa->name);
     }
@@ -280,6 +286,63 @@ static void test_activation_ulps(const wb_cpu_isa *isa) {
     }
 }
 
+/* The blocking rule (gemm.c) on L1d from 16 to 128 KiB, L2 from 128 KiB to 64 MiB, for the tiles
+ * in use: kc a multiple of 64 in [128, 768]; the B sliver in half of L1 with the A block in an
+ * eighth of L2, or the A block in a quarter of L2 (or one tile high at the least); mc a multiple
+ * of mr; nc a multiple of nr in [1024, 4096] with the panel in half of the L3 share unless at
+ * the lower bound; and the values for the machines this project has been measured on. */
+static void test_blocking_rule(void) {
+    int before = failures;
+    const int tiles[][2] = {{12, 32}, {6, 16}, {4, 8}, {1, 1}};
+    for (int t = 0; t < 4; t++)
+        for (int64_t l1 = 16 << 10; l1 <= (128 << 10); l1 *= 2)
+            for (int64_t l2 = 128 << 10; l2 <= ((int64_t)64 << 20); l2 *= 2)
+                for (int64_t l3 = 0; l3 <= ((int64_t)256 << 20); l3 = l3 ? l3 * 8 : 1 << 20) {
+                    const int mr = tiles[t][0], nr = tiles[t][1];
+                    wb_gemm_blocking b = wb_gemm_blocking_rule(mr, nr, l1, l2, l3);
+                    int64_t a_block = b.mc * b.kc * 4, panel = b.kc * b.nc * 4, sliver = b.kc * nr * 4;
+                    int ok = b.kc % 64 == 0 && b.kc >= 128 && b.kc <= 768 && b.mc % mr == 0 && b.mc >= mr &&
+                             ((sliver <= l1 / 2 && a_block <= l2 / 8) || a_block <= l2 / 4 || b.mc == mr) &&
+                             b.nc % nr == 0 && b.nc <= 4096 && b.nc >= (1024 / nr * nr > nr ? 1024 / nr * nr : nr) &&
+                             (panel <= (l3 ? l3 : 2 << 20) / 2 || b.nc <= 1024);
+                    checks++;
+                    if (!ok) {
+                        failures++;
+                        fprintf(stderr, "FAIL blocking rule %dx%d l1=%lld l2=%lld l3=%lld: kc %lld mc %lld nc %lld\n",
+                                mr, nr, (long long)l1, (long long)l2, (long long)l3, (long long)b.kc,
+                                (long long)b.mc, (long long)b.nc);
+                    }
+                }
+    /* the AVX-512 Xeon (48 KiB L1d, 2 MiB L2, 260 MiB L3 over 2 CPUs), its AVX2 path, and a Zen 3
+     * core (32 KiB, 512 KiB, 32 MiB over 16 CPUs) */
+    const struct {
+        int mr, nr;
+        int64_t l1, l2, l3, kc, mc, nc;
+    } known[] = {{12, 32, 48 << 10, 2 << 20, 130 << 20, 768, 168, 4096},
+                 {6, 16, 48 << 10, 2 << 20, 130 << 20, 384, 168, 4096},
+                 {6, 16, 32 << 10, 512 << 10, 2 << 20, 256, 60, 1024}};
+    for (int i = 0; i < 3; i++) {
+        wb_gemm_blocking b = wb_gemm_blocking_rule(known[i].mr, known[i].nr, known[i].l1, known[i].l2, known[i].l3);
+        checks++;
+        if (b.kc != known[i].kc || b.mc != known[i].mc || b.nc != known[i].nc) {
+            failures++;
+            fprintf(stderr, "FAIL blocking rule %dx%d l2=%lld: kc %lld mc %lld nc %lld, want %lld %lld %lld\n",
+                    known[i].mr, known[i].nr, (long long)known[i].l2, (long long)b.kc, (long long)b.mc,
+                    (long long)b.nc, (long long)known[i].kc, (long long)known[i].mc, (long long)known[i].nc);
+        }
+    }
+    /* an ISA's own fields win; sysfs's answers are sane */
+    const wb_cpu_isa *scalar = wb_cpu_isa_get("scalar");
+    wb_gemm_blocking sb = wb_gemm_blocking_of(scalar);
+    checks++;
+    if (sb.kc != scalar->kc || sb.mc != scalar->mc || sb.nc != scalar->nc || wb_cpu_cache_shared_by(3) < 1 ||
+        wb_cpu_cache_shared_by(2) < 1) {
+        failures++;
+        fprintf(stderr, "FAIL blocking of the scalar ISA or cache sharing\n");
+    }
+    printf("blocking rule: %s\n", failures == before ? "ok" : "FAILED");
+}
+
 int main(void) {
     const char *names[] = {"scalar", "avx2", "avx512"};
     for (int i = 0; i < 3; i++) {
@@ -292,6 +355,7 @@ int main(void) {
         test_prefetch_plan(isa);
         test_activation_ulps(isa);
     }
+    test_blocking_rule();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

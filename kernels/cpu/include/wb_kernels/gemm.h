@@ -55,7 +55,9 @@ typedef struct wb_gemm_tile {
 typedef struct wb_cpu_isa {
     const char *name; /* "avx512", "avx2", "scalar" */
     int mr, nr;       /* register tile */
-    int kc, mc, nc;   /* cache blocking (nc in columns, a multiple of nr) */
+    /* cache blocking in words (an f32, or a bf16 k-pair on a pair ISA): nc in columns, a
+     * multiple of nr; 0: derived from this machine's caches (wb_gemm_blocking_of) */
+    int kc, mc, nc;
     void (*ukernel)(const wb_gemm_tile *t, int m);
     /* Contiguous activations, bit-identical to the GEMM epilogues of the same ISA. */
     void (*gelu)(const float *x, float *y, int64_t n, int erf_form);
@@ -80,6 +82,21 @@ typedef struct wb_cpu_isa {
 
 /* Size in bytes of cpu0's data or unified cache at `level` (1, 2, 3), 0 when sysfs does not say. */
 int64_t wb_cpu_cache_bytes(int level);
+/* How many logical CPUs share cpu0's cache at `level` (sysfs's shared_cpu_list), 1 when it does
+ * not say. */
+int wb_cpu_cache_shared_by(int level);
+
+/* The driver's cache blocking: K blocks of kc words, MC blocks of at most mc rows (a multiple of
+ * mr), NC panels of at most nc columns (a multiple of nr). */
+typedef struct wb_gemm_blocking {
+    int64_t kc, mc, nc;
+} wb_gemm_blocking;
+/* The blocking for an mr x nr tile on caches of `l1` (data) and `l2` bytes per core and `l3_share`
+ * bytes of L3 per logical CPU sharing it (0: unknown). The rule and its measurements are in gemm.c. */
+wb_gemm_blocking wb_gemm_blocking_rule(int mr, int nr, int64_t l1, int64_t l2, int64_t l3_share);
+/* What the driver uses for `isa` on this machine: the ISA's own kc, mc, nc where set, the rule
+ * on this machine's caches (read once) for the others. */
+wb_gemm_blocking wb_gemm_blocking_of(const wb_cpu_isa *isa);
 
 /* The ISA chosen at start-up: the best the CPU supports, or WB_CPU_ISA=avx512|avx2|scalar when
  * the CPU supports it (tests use this to force each path). */
