@@ -2,8 +2,8 @@
 -- with its bar and a verdict.
 --
 --   workbench experiments/gemm_bench.lua [--sizes 512,1024,2048] [--threads 1,2] [--layouts nn,tn]
---                                        [--tokens 16,128,512] [--rounds 5] [--bf16-size 1024]
---                                        [--out DIR]
+--                                        [--tokens 16,128,512] [--rounds 5] [--max-rounds 15]
+--                                        [--bf16-size 1024] [--out DIR]
 --
 -- (also printed, without a bar: what each fused epilogue costs against a plain GEMM)
 --
@@ -17,13 +17,17 @@
 -- round (ours and OpenBLAS on 1 thread, then on 2, ...), each timed over a few calls; a round's
 -- ratio compares the two libraries measured back to back, so a slow spell of a shared host
 -- moves both. Figures are medians over all calls; ratios are the median of the rounds' ratios,
--- with their range. After OpenBLAS ran on several threads its workers spin for ~0.1 s: the next
+-- with a 95% confidence interval for that median (distribution-free, from the rounds' order
+-- statistics: with 5 rounds their range). A row whose interval holds its bar after --rounds keeps
+-- alternating, up to --max-rounds, so that a verdict near the bar rests on more rounds (the
+-- interval narrows as they come; repeated looks make its coverage somewhat under 95%). After
+-- OpenBLAS ran on several threads its workers spin for ~0.1 s: the next
 -- contender starts after a pause. % of peak is against the FMA peak calibrated for this CPU,
 -- path and thread count (wb.calibrate, cached per machine); the dual MLP's verdict is against the
--- peak measured beside it in each round (also printed). A verdict with "~" is not settled:
--- the rounds' ratios fall on both sides of the bar. The rows, with every call's time, are saved
+-- peak measured beside it in each round (also printed). A verdict with "~" is not settled: the
+-- interval holds the bar even after --max-rounds. The rows, with every call's time, are saved
 -- under --out (gemm_bench.json/.csv/.html): `workbench compare A.json B.json` compares two runs.
--- Takes about a minute with the defaults.
+-- Takes one to three minutes with the defaults (more where verdicts are close).
 -- Layout letters follow BLAS (column-major) naming: "tn" is a linear layer (x times W^T).
 
 local args = require("wb.args")
@@ -38,12 +42,14 @@ parser:option("--layouts", "Layouts of the square GEMMs (BLAS letters), comma-se
     :convert(args.names("--layouts", {"nn", "nt", "tn", "tt"}))
 parser:option("--tokens", "Token counts of the MLP's linears, comma-separated.", "16,128,512")
     :convert(args.ints("--tokens", 1, 65536))
-parser:option("--rounds", "Rounds of alternating the contenders.", "5"):convert(args.int("--rounds", 1, 1000))
+parser:option("--rounds", "Rounds of alternating the contenders (at least).", "5"):convert(args.int("--rounds", 1, 1000))
+parser:option("--max-rounds", "Rounds a row whose verdict is not settled keeps alternating up to.", "15")
+    :convert(args.int("--max-rounds", 1, 1000))
 parser:option("--bf16-size", "Size of the bf16-against-f32 and the epilogue GEMMs.", "1024")
     :convert(args.int("--bf16-size", 1, 65536))
 parser:option("--out", "Output folder (default: out/gemm_bench/<timestamp>).")
 local opts = args.parse(parser)
-local thread_counts, rounds = opts.threads, opts.rounds
+local thread_counts, rounds, max_rounds = opts.threads, opts.rounds, math.max(opts.rounds, opts.max_rounds)
 local out_dir = opts.out or wb.options.out or ("out/gemm_bench/" .. os.date("%Y%m%d-%H%M%S"))
 assert(wb.mkdir_p(out_dir))
 
@@ -108,17 +114,21 @@ end
 -- kept across races so that the next contender, in this race or the next, waits for them.
 local last_peer_threads = 0
 
--- Runs contenders {name, fn, library} on every thread count, alternating round by round.
--- Returns res[threads][name] = {samples = {...us}, per_round = {median us of each round}}; with
--- beside_peak, also peaks = {the FMA peak of each round, the mean of one measured just before
--- and one just after the contender's run} (wb.cpu_peak_gflops, best of three 5 ms runs).
-local function race(contenders, iters, beside_peak)
+-- Runs contenders {name, fn, library} on every thread count, alternating round by round, for
+-- --rounds rounds, then on while unsettled(res) says a verdict still needs more, up to
+-- --max-rounds. Returns res[threads][name] = {samples = {...us}, per_round = {median us of each
+-- round}}, res.rounds; with beside_peak, also peaks = {the FMA peak of each round, the mean of
+-- one measured just before and one just after the contender's run} (wb.cpu_peak_gflops, best of
+-- three 5 ms runs).
+local function race(contenders, iters, beside_peak, unsettled)
     local res = {}
     for _, t in ipairs(thread_counts) do
         res[t] = {}
         for _, c in ipairs(contenders) do res[t][c[1]] = {samples = {}, per_round = {}, peaks = {}} end
     end
-    for _ = 1, rounds do
+    for round = 1, max_rounds do
+        if round > rounds and not (unsettled and unsettled(res)) then break end
+        res.rounds = round
         for _, t in ipairs(thread_counts) do
             wb.set_num_threads(t)
             if have_peer then wb.openblas.set_num_threads(t) end
@@ -145,12 +155,18 @@ local function round_ratios(a, b)
 end
 
 local rows = {}
--- The row's verdict from its value against its bar: meets (by the median) and settled (the
--- rounds do not fall on both sides of the bar); nil for both without a bar.
+-- The median of the rounds' values and its 95% confidence interval.
+local function median_ci(values) return stats.median_ci(values, 0.95) end
+
+-- Whether a value's interval holds the bar (a verdict not settled yet).
+local function straddles(bar, lo, hi) return bar ~= nil and lo ~= nil and lo < bar and hi >= bar end
+
+-- The row's verdict from its value against its bar: meets (by the median) and settled (its
+-- interval does not hold the bar); nil for both without a bar.
 local function judge(row, value, bar, lo, hi)
     if not bar or not value then return end
     row.meets = value >= bar
-    row.settled = not (lo and hi and lo < bar and hi >= bar)
+    row.settled = not straddles(bar, lo, hi)
 end
 
 -- "meets" or "BELOW", "~" when not settled, "-" without a bar
@@ -163,7 +179,14 @@ end
 local function gemm_rows(kind, label, flops, ours, peer, bar, iters)
     local contenders = {{"ours", ours, "workbench"}}
     if have_peer then contenders[2] = {"openblas", peer, "openblas"} end
-    local res = race(contenders, iters)
+    local function ratio_ci(res, t) return median_ci(round_ratios(res[t].openblas, res[t].ours)) end
+    local res = race(contenders, iters, false, function(res)
+        if not (bar and have_peer) then return false end
+        for _, t in ipairs(thread_counts) do
+            if straddles(bar, select(2, ratio_ci(res, t))) then return true end
+        end
+        return false
+    end)
     for _, t in ipairs(thread_counts) do
         local o = res[t].ours
         local us = quantile(o.samples, 0.5)
@@ -171,18 +194,17 @@ local function gemm_rows(kind, label, flops, ours, peer, bar, iters)
             p10 = flops / quantile(o.samples, 0.9) / 1e3, p90 = flops / quantile(o.samples, 0.1) / 1e3}
         row.pct = 100 * row.gflops / peaks[t]
         if res[t].openblas then
-            local pb = res[t].openblas
-            row.peer_gflops = flops / quantile(pb.samples, 0.5) / 1e3
-            local rr = round_ratios(pb, o)
-            row.ratio, row.ratio_lo, row.ratio_hi = quantile(rr, 0.5), quantile(rr, 0), quantile(rr, 1)
+            row.peer_gflops = flops / quantile(res[t].openblas.samples, 0.5) / 1e3
+            row.ratio, row.ratio_lo, row.ratio_hi = ratio_ci(res, t)
         end
+        row.rounds = res.rounds
         row.bar = bar and have_peer and bar or nil
         judge(row, row.ratio, row.bar, row.ratio_lo, row.ratio_hi)
         row.samples = o.samples
         rows[#rows + 1] = row
         print(string.format("  %-26s %-10s ours %7.1f GFLOP/s (%3.0f%% of peak)%s", label, plural(t, "thread"),
-            row.gflops, row.pct, row.ratio and string.format("   OpenBLAS %7.1f   ratio %.2fx (%.2f-%.2f)  %s",
-                row.peer_gflops, row.ratio, row.ratio_lo, row.ratio_hi, verdict(row)) or ""))
+            row.gflops, row.pct, row.ratio and string.format("   OpenBLAS %7.1f   ratio %.2fx (%.2f-%.2f, %d rounds)  %s",
+                row.peer_gflops, row.ratio, row.ratio_lo, row.ratio_hi, row.rounds, verdict(row)) or ""))
     end
 end
 
@@ -240,9 +262,18 @@ do
     -- Against the peak measured beside it as well: on a shared host the FMA rate itself moves by
     -- a third within minutes, so a calibration cached at another time can put the same run at 65%
     -- or 80%. Each round takes the MLP's rate over the FMA peak measured just before and just
-    -- after it; the verdict is the median of the rounds, "~" when they fall on both sides of the
-    -- bar.
-    local res = race({{"dual", function() mlp(x) end, "workbench"}}, 3, true)
+    -- after it; the verdict is the median of the rounds, "~" when its interval holds the bar.
+    local function pct_ci(res, t)
+        local d, pr = res[t].dual, {}
+        for i, round_us in ipairs(d.per_round) do pr[i] = 100 * (flops / round_us / 1e3) / d.peaks[i] end
+        return median_ci(pr)
+    end
+    local res = race({{"dual", function() mlp(x) end, "workbench"}}, 3, true, function(res)
+        for _, t in ipairs(thread_counts) do
+            if t == 1 and straddles(90, select(2, pct_ci(res, t))) then return true end
+        end
+        return false
+    end)
     for _, t in ipairs(thread_counts) do
         local d = res[t].dual
         local s = d.samples
@@ -250,15 +281,14 @@ do
         local row = {kind = "dual", label = "dual MLP 512 tokens", threads = t, us = us, gflops = flops / us / 1e3,
             samples = s}
         row.pct = 100 * row.gflops / peaks[t]
-        local pr = {}
-        for i, round_us in ipairs(d.per_round) do pr[i] = 100 * (flops / round_us / 1e3) / d.peaks[i] end
-        row.pct_run, row.pct_run_lo, row.pct_run_hi = quantile(pr, 0.5), quantile(pr, 0), quantile(pr, 1)
+        row.pct_run, row.pct_run_lo, row.pct_run_hi = pct_ci(res, t)
+        row.rounds = res.rounds
         row.bar_pct = t == 1 and 90 or nil
         judge(row, row.pct_run, row.bar_pct, row.pct_run_lo, row.pct_run_hi)
         rows[#rows + 1] = row
-        print(string.format("  %-26s %-10s %8.2f ms   %7.1f GFLOP/s   %3.0f%% of the calibrated peak, %3.0f%% (%.0f-%.0f) " ..
-            "of the peak measured beside it  %s", row.label, plural(t, "thread"), us / 1e3, row.gflops, row.pct,
-            row.pct_run, row.pct_run_lo, row.pct_run_hi, verdict(row)))
+        print(string.format("  %-26s %-10s %8.2f ms   %7.1f GFLOP/s   %3.0f%% of the calibrated peak, %3.0f%% (%.0f-%.0f, " ..
+            "%d rounds) of the peak measured beside it  %s", row.label, plural(t, "thread"), us / 1e3, row.gflops, row.pct,
+            row.pct_run, row.pct_run_lo, row.pct_run_hi, row.rounds, verdict(row)))
     end
 end
 
@@ -294,18 +324,28 @@ do
     local err = wb.rel_error(wb.linear(xh, wh):to{dtype = "f32"}, wb.linear(x, w))
     assert(err < 2e-2, string.format("gemm_bench: bf16 GEMM is off by %.2e against f32", err))
     local bar = has_bf16_isa and 1.8 or 0.95
+    -- bf16's speed over f32, a race's rows unsettled while any interval holds its bar
+    local function speed_ci(res, t) return median_ci(round_ratios(res[t].f32, res[t].bf16)) end
+    local function unsettled_at(b)
+        return function(res)
+            for _, t in ipairs(thread_counts) do
+                if straddles(b, select(2, speed_ci(res, t))) then return true end
+            end
+            return false
+        end
+    end
     local res = race({{"f32", function() local _ = wb.linear(x, w) end, "workbench"},
-        {"bf16", function() local _ = wb.linear(xh, wh) end, "workbench"}}, math.max(2, math.floor(1e9 / (2.0 * n ^ 3))))
+        {"bf16", function() local _ = wb.linear(xh, wh) end, "workbench"}}, math.max(2, math.floor(1e9 / (2.0 * n ^ 3))),
+        false, unsettled_at(bar))
     for _, t in ipairs(thread_counts) do
-        local rr = round_ratios(res[t].f32, res[t].bf16)
-        local row = {kind = "bf16", label = string.format("bf16 GEMM n=%d", n), threads = t,
-            ratio = quantile(rr, 0.5), ratio_lo = quantile(rr, 0), ratio_hi = quantile(rr, 1), bar = bar,
-            us = quantile(res[t].bf16.samples, 0.5), samples = res[t].bf16.samples}
+        local row = {kind = "bf16", label = string.format("bf16 GEMM n=%d", n), threads = t, bar = bar,
+            us = quantile(res[t].bf16.samples, 0.5), samples = res[t].bf16.samples, rounds = res.rounds}
+        row.ratio, row.ratio_lo, row.ratio_hi = speed_ci(res, t)
         judge(row, row.ratio, bar, row.ratio_lo, row.ratio_hi)
         rows[#rows + 1] = row
-        print(string.format("  %-26s %-10s f32 %8.2f ms   bf16 %8.2f ms   bf16 speed %.2fx f32 (%.2f-%.2f)  bar %.2fx  %s",
-            row.label, plural(t, "thread"), quantile(res[t].f32.samples, 0.5) / 1e3,
-            quantile(res[t].bf16.samples, 0.5) / 1e3, row.ratio, row.ratio_lo, row.ratio_hi, bar, verdict(row)))
+        print(string.format("  %-26s %-10s f32 %8.2f ms   bf16 %8.2f ms   bf16 speed %.2fx f32 (%.2f-%.2f, %d rounds)  " ..
+            "bar %.2fx  %s", row.label, plural(t, "thread"), quantile(res[t].f32.samples, 0.5) / 1e3,
+            quantile(res[t].bf16.samples, 0.5) / 1e3, row.ratio, row.ratio_lo, row.ratio_hi, row.rounds, bar, verdict(row)))
     end
     wb.manual_seed(0)
     local m32 = wb.nn.GeGLUMLP(768, 3072, {impl = "dual"})
@@ -315,38 +355,40 @@ do
     local x1h = x1:to{dtype = "bf16"}
     local e1 = wb.rel_error(m16(x1h):to{dtype = "f32"}, m32(x1))
     assert(e1 < 2e-2, string.format("gemm_bench: one-token bf16 MLP is off by %.2e against f32", e1))
-    local r1 = race({{"f32", function() m32(x1) end, "workbench"}, {"bf16", function() m16(x1h) end, "workbench"}}, 20)
+    local r1 = race({{"f32", function() m32(x1) end, "workbench"}, {"bf16", function() m16(x1h) end, "workbench"}}, 20,
+        false, unsettled_at(1.8))
     for _, t in ipairs(thread_counts) do
-        local rr = round_ratios(r1[t].f32, r1[t].bf16)
-        local row = {kind = "bf16", label = "bf16 MLP 1 token", threads = t, ratio = quantile(rr, 0.5),
-            ratio_lo = quantile(rr, 0), ratio_hi = quantile(rr, 1), bar = 1.8, us = quantile(r1[t].bf16.samples, 0.5),
-            samples = r1[t].bf16.samples}
+        local row = {kind = "bf16", label = "bf16 MLP 1 token", threads = t, bar = 1.8,
+            us = quantile(r1[t].bf16.samples, 0.5), samples = r1[t].bf16.samples, rounds = r1.rounds}
+        row.ratio, row.ratio_lo, row.ratio_hi = speed_ci(r1, t)
         judge(row, row.ratio, 1.8, row.ratio_lo, row.ratio_hi)
         rows[#rows + 1] = row
-        print(string.format("  %-26s %-10s f32 %8.1f us   bf16 %8.1f us   bf16 speed %.2fx f32 (%.2f-%.2f)  bar 1.80x  %s",
-            row.label, plural(t, "thread"), quantile(r1[t].f32.samples, 0.5), quantile(r1[t].bf16.samples, 0.5),
-            row.ratio, row.ratio_lo, row.ratio_hi, verdict(row)))
+        print(string.format("  %-26s %-10s f32 %8.1f us   bf16 %8.1f us   bf16 speed %.2fx f32 (%.2f-%.2f, %d rounds)  " ..
+            "bar 1.80x  %s", row.label, plural(t, "thread"), quantile(r1[t].f32.samples, 0.5),
+            quantile(r1[t].bf16.samples, 0.5), row.ratio, row.ratio_lo, row.ratio_hi, row.rounds, verdict(row)))
     end
 end
 
 print(string.format("\n== results: %s, path %s, OpenBLAS core %s (GFLOP/s medians; ratio = OpenBLAS time / ours, " ..
-    "median of rounds, range) ==", wb.device_info().name, wb.cpu_isa(), peer_core))
-print(string.format("%-27s %-3s %9s %15s %6s %9s %18s %7s %s", "row", "thr", "GFLOP/s", "p10-p90", "%peak",
-    "OpenBLAS", "ratio (range)", "bar", "verdict"))
+    "median of rounds, 95%% interval) ==", wb.device_info().name, wb.cpu_isa(), peer_core))
+print(string.format("%-27s %-3s %9s %15s %6s %9s %18s %6s %7s %s", "row", "thr", "GFLOP/s", "p10-p90", "%peak",
+    "OpenBLAS", "ratio (interval)", "rounds", "bar", "verdict"))
 local met, below = 0, 0
 for _, r in ipairs(rows) do
     local bar = r.bar and string.format("%.2fx", r.bar) or r.bar_pct and string.format("%d%%", r.bar_pct) or "-"
     local ratio = r.ratio and string.format("%.2fx (%.2f-%.2f)", r.ratio, r.ratio_lo, r.ratio_hi)
         or r.pct_run and string.format("%.0f%% (%.0f-%.0f)*", r.pct_run, r.pct_run_lo, r.pct_run_hi) or "-"
-    print(string.format("%-27s %-3d %9s %15s %6s %9s %18s %7s %s", r.label, r.threads,
+    print(string.format("%-27s %-3d %9s %15s %6s %9s %18s %6s %7s %s", r.label, r.threads,
         r.gflops and string.format("%.1f", r.gflops) or "-",
         r.p10 and string.format("%.1f-%.1f", r.p10, r.p90) or "-", r.pct and string.format("%.0f%%", r.pct) or "-",
-        r.peer_gflops and string.format("%.1f", r.peer_gflops) or "-", ratio, bar, verdict(r)))
+        r.peer_gflops and string.format("%.1f", r.peer_gflops) or "-", ratio, r.rounds or "-", bar, verdict(r)))
     if r.meets == true then met = met + 1 elseif r.meets == false then below = below + 1 end
 end
-print(string.format("\n%s, %s (~: the rounds fall on both sides of the bar; not settled on this machine now)",
-    plural(met, "row meets its bar", "rows meet their bars"), plural(below, "row is below its bar", "rows are below their bars")))
-print("*: % of the FMA peak measured beside the row in each round (median, range), which its verdict is against")
+print(string.format("\n%s, %s (~: the median's 95%% interval still holds the bar after %d rounds; not settled " ..
+    "on this machine now)",
+    plural(met, "row meets its bar", "rows meet their bars"), plural(below, "row is below its bar", "rows are below their bars"),
+    max_rounds))
+print("*: % of the FMA peak measured beside the row in each round (median, 95% interval), which its verdict is against")
 
 if has_bf16_isa and pair_speed then
     print(string.format("bf16: this CPU's pair instruction (vdpbf16ps) multiplies at %.2fx the f32 FMA rate " ..
@@ -362,7 +404,8 @@ for _, r in ipairs(rows) do
     results:add{row = r.label, threads = r.threads, median_us = r.us, samples_us = r.samples,
         p10_us = r.samples and quantile(r.samples, 0.1), p90_us = r.samples and quantile(r.samples, 0.9),
         gflops = r.gflops, pct_peak = r.pct, pct_peak_in_run = r.pct_run, openblas_gflops = r.peer_gflops, ratio = r.ratio, ratio_lo = r.ratio_lo,
-        ratio_hi = r.ratio_hi, bar = r.bar or (r.bar_pct and r.bar_pct / 100), meets_bar = r.meets, settled = r.settled}
+        ratio_hi = r.ratio_hi, rounds = r.rounds, bar = r.bar or (r.bar_pct and r.bar_pct / 100), meets_bar = r.meets,
+        settled = r.settled}
 end
 local paths = results:save{dir = out_dir}
 print(string.format("results: %s, %s, %s", paths.json, paths.csv, paths.html))

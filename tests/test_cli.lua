@@ -214,4 +214,31 @@ function TestCli:test_lua_libraries_available()
     lu.assertEquals(out, "[1]\ttrue\ttrue\n")
 end
 
+-- gemm_bench at toy sizes: every row alternates --rounds rounds, a row with a bar whose verdict
+-- is not settled goes on up to --max-rounds and no further, rows without a bar stop at --rounds;
+-- the saved rows say so. A bad option names itself.
+function TestCli:test_gemm_bench_rounds_follow_the_verdicts()
+    local src = os.getenv("WB_SOURCE_DIR") or "."
+    local dir = scratch.path("-gemm_bench")
+    local out, err, code = run(src .. "/experiments/gemm_bench.lua --sizes 96 --tokens 16,128 --threads 1 --layouts nn " ..
+        "--rounds 2 --max-rounds 3 --bf16-size 64 --out " .. dir)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "blocking: ")
+    lu.assertStrContains(out, "95% interval")
+    local f = assert(io.open(dir .. "/gemm_bench.json"))
+    local doc = require("cjson").decode(f:read("a"))
+    f:close()
+    os.execute("rm -rf '" .. dir .. "'")
+    local rows = doc.rows or doc
+    lu.assertTrue(#rows >= 6, "rows saved: " .. #rows)
+    for _, r in ipairs(rows) do
+        lu.assertTrue(r.rounds == 2 or r.rounds == 3, r.row .. ": " .. tostring(r.rounds) .. " rounds")
+        if r.bar == nil or r.bar == require("cjson").null then lu.assertEquals(r.rounds, 2, r.row) end
+        if r.settled == false then lu.assertEquals(r.rounds, 3, r.row .. " stopped unsettled before --max-rounds") end
+    end
+    local _, e2, c2 = run(src .. "/experiments/gemm_bench.lua --max-rounds 0")
+    lu.assertNotEquals(c2, 0)
+    lu.assertStrContains(e2, "--max-rounds")
+end
+
 scratch.exit(lu.LuaUnit.run())

@@ -125,6 +125,35 @@ function TestStats:test_mann_whitney()
     lu.assertTrue(t.p > 0.05 and t.p < 0.2, "p = " .. t.p)
 end
 
+function TestStats:test_median_ci()
+    local function ranks(n, confidence)
+        local t = {}
+        for i = 1, n do t[i] = (i * 37) % n + 1 end -- 1..n in a scrambled order
+        return {select(2, stats.median_ci(t, confidence))}
+    end
+    -- the sign test's textbook ranks at 95%: n = 25 -> 8th and 18th, n = 100 -> 40th and 61st
+    lu.assertEquals({ranks(25)[1], ranks(25)[2]}, {8, 18})
+    lu.assertEquals({ranks(100)[1], ranks(100)[2]}, {40, 61})
+    lu.assertAlmostEquals(ranks(25)[3], 0.95671, 1e-5)
+    -- five samples: the range, holding 93.75%; the interval narrows as samples come
+    lu.assertEquals(ranks(5), {1, 5, 0.9375})
+    local w5, w15, w45 = ranks(5), ranks(15), ranks(45)
+    lu.assertTrue((w15[2] - w15[1]) / 15 < (w5[2] - w5[1]) / 5 and (w45[2] - w45[1]) / 45 < (w15[2] - w15[1]) / 15)
+    -- a lower confidence, a narrower interval; the coverage always at least what was asked when
+    -- there are enough samples
+    lu.assertTrue(ranks(25, 0.8)[2] - ranks(25, 0.8)[1] < 10)
+    for n = 6, 60 do lu.assertTrue(ranks(n)[3] >= 0.95, "n = " .. n) end
+    local m = stats.median_ci({3, 1, 2})
+    lu.assertEquals(m, 2)
+    lu.assertEquals({select(2, stats.median_ci({7}))}, {7, 7, 0})
+    lu.assertTrue(select(3, stats.median_ci((function() local t = {} for i = 1, 3000 do t[i] = i end return t end)())) > 1400)
+    -- bad input names the problem
+    lu.assertErrorMsgContains("no samples", stats.median_ci, {})
+    lu.assertErrorMsgContains("sample 2 is", stats.median_ci, {1, 0 / 0})
+    lu.assertErrorMsgContains("confidence must be a number in (0, 1), got 1.5", stats.median_ci, {1, 2}, 1.5)
+    lu.assertErrorMsgContains("expected an array of numbers, got string", stats.median_ci, "1,2")
+end
+
 function TestStats:test_normal_tail()
     lu.assertAlmostEquals(stats.normal_sf(0), 0.5, 1e-7)
     lu.assertAlmostEquals(stats.normal_sf(1.959964), 0.025, 1e-6)

@@ -160,4 +160,34 @@ function M.mann_whitney(a, b)
     return {u_a = u_a, u_b = u_b, z = u_a >= mu and z or -z, p = p}
 end
 
+-- ---- a confidence interval for the median -----------------------------------------------------
+
+-- median_ci(samples[, confidence]) -> median, lo, hi, coverage: a distribution-free confidence
+-- interval for the median (the sign test's): the order statistics [x(j), x(n+1-j)] with the
+-- largest j whose coverage, 1 - 2 P(Binomial(n, 1/2) < j), is at least `confidence` (default
+-- 0.95). It narrows as samples are added, unlike the range. With too few samples for the
+-- confidence asked (fewer than 6 at 0.95) it is the whole range, and `coverage` says what that
+-- holds (0.9375 for 5). Needs at least one sample.
+function M.median_ci(samples, confidence)
+    if type(samples) ~= "table" then error("stats.median_ci: expected an array of numbers, got " .. type(samples), 2) end
+    confidence = confidence == nil and 0.95 or confidence
+    if type(confidence) ~= "number" or not (confidence > 0 and confidence < 1) then
+        error("stats.median_ci: confidence must be a number in (0, 1), got " .. tostring(confidence), 2)
+    end
+    local s = sorted_copy(samples)
+    local n = #s
+    if n == 0 then error("stats.median_ci: no samples", 2) end
+    -- P(B = k) for B ~ Binomial(n, 1/2) in logs (n can pass 1000, where 2^-n underflows); cdf is
+    -- P(B <= j - 1), what the interval [x(j), x(n+1-j)] misses on each side
+    local log_pk = -n * math.log(2)
+    local cdf, j = math.exp(log_pk), 1
+    while j + 1 <= (n + 1) / 2 do
+        local log_next = log_pk + math.log((n - j + 1) / j) -- P(B = j) from P(B = j - 1)
+        local cdf_next = cdf + math.exp(log_next)
+        if 1 - 2 * cdf_next < confidence then break end
+        j, log_pk, cdf = j + 1, log_next, cdf_next
+    end
+    return M.percentile(s, 0.5), s[j], s[n + 1 - j], 1 - 2 * cdf
+end
+
 return M
