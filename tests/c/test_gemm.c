@@ -343,6 +343,45 @@ static void test_blocking_rule(void) {
     printf("blocking rule: %s\n", failures == before ? "ok" : "FAILED");
 }
 
+/* silu, sigmoid, tanh and exp against wb_act_ref: the GELU points, plus 200k points where exp,
+ * sigmoid and silu round into the subnormals or underflow to 0 (x in [-110, -80]) and every
+ * float where exp overflows, as these are rounded by a separate scaling step. */
+static void test_act_ulps(const wb_cpu_isa *isa) {
+    enum { N = 400000 };
+    static float x[N], y[N];
+    int n = 0;
+    for (int i = 0; i < 120000; i++)
+        x[n++] = -20.0f + 40.0f * (float)i / 120000.0f;
+    for (int e = -40; e <= 38; e++)
+        for (int s = -1; s <= 1; s += 2)
+            for (int j = 0; j < 64; j++)
+                x[n++] = (float)s * ldexpf(1.0f + (float)j / 64.0f, e);
+    for (int i = 0; i < 200000; i++)
+        x[n++] = -110.0f + 30.0f * (float)i / 200000.0f;
+    for (float v = 88.72f; v < 88.73f; v = nextafterf(v, INFINITY))
+        x[n++] = v;
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 3.4e38f, -3.4e38f, 100.0f};
+    for (int i = 0; i < 10; i++)
+        x[n++] = specials[i];
+    const wb_cpu_act acts[] = {WB_CPU_SILU, WB_CPU_SIGMOID, WB_CPU_TANH, WB_CPU_EXP};
+    const char *names[] = {"silu", "sigmoid", "tanh", "exp"};
+    for (int a = 0; a < 4; a++) {
+        isa->activation(acts[a], x, NULL, y, n);
+        double worst = 0, where = 0;
+        for (int i = 0; i < n; i++) {
+            double want = wb_act_ref(acts[a], x[i], 0.0);
+            if (acts[a] == WB_CPU_SILU && isinf(x[i]) && x[i] < 0) want = NAN; /* -inf * 0 */
+            double u = ulps(y[i], want);
+            if (u > worst) worst = u, where = x[i];
+        }
+        checks++;
+        int ok = worst <= 4;
+        if (!ok) failures++;
+        printf("%-7s %-9s: max %.0f ULP (at x = %.9g) over %d points%s\n", isa->name, names[a], worst, where, n,
+               ok ? "" : "  FAILED (limit 4)");
+    }
+}
+
 int main(void) {
     const char *names[] = {"scalar", "avx2", "avx512"};
     for (int i = 0; i < 3; i++) {
@@ -354,6 +393,7 @@ int main(void) {
         test_isa(isa);
         test_prefetch_plan(isa);
         test_activation_ulps(isa);
+        test_act_ulps(isa);
     }
     test_blocking_rule();
     printf("%d checks, %d failures\n", checks, failures);
