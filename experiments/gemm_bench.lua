@@ -67,7 +67,10 @@ print("== gemm_bench ==")
 print(string.format("cpu: %s; workbench path: %s (bf16: %s); threads: %s", wb.device_info().name, wb.cpu_isa(),
     wb.cpu_bf16(), table.concat(thread_counts, ", ")))
 local blk = wb.cpu_blocking()
-local function kib(bytes) return bytes and string.format("%d KiB", bytes // 1024) or "?" end
+local function kib(bytes)
+    if not bytes then return "?" end
+    return bytes >= 1 << 20 and string.format("%d MiB", bytes >> 20) or string.format("%d KiB", bytes >> 10)
+end
 print(string.format("blocking: %dx%d tile, kc %d, mc %d, nc %d (from L1d %s, L2 %s, L3 %s over %d CPUs)", blk.mr, blk.nr,
     blk.kc, blk.mc, blk.nc, kib(blk.l1), kib(blk.l2), kib(blk.l3), blk.l3_shared_by or 1))
 local peer_core = "-"
