@@ -265,7 +265,7 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
  * 9-18 MiB panels (the dual GEMM) 1.06-1.11x, 48 KiB (the f32 tile at kc = 384, its K block
  * then) in the MLP's linears 1.02-1.05x; but 0.98x at n = 512 and 1024 on 2 threads, whose panels
  * fit L2 (hence the panel rule); on its AVX2 path 48 KiB dual slivers 1.02-1.07x, 16 KiB slivers
- * (the AVX2 tile at kc = 256, which the hardware prefetchers keep up with) 0.97-0.99x. */
+ * (the AVX2 tile at kc = 256 then, which the hardware prefetchers keep up with) 0.97-0.99x. */
 #define SPREAD_MIN_PASSES 4
 #define SPREAD_MIN_SLIVER_BYTES (32 << 10)
 

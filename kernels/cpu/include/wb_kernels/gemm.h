@@ -55,8 +55,9 @@ typedef struct wb_gemm_tile {
 typedef struct wb_cpu_isa {
     const char *name; /* "avx512", "avx2", "scalar" */
     int mr, nr;       /* register tile */
-    /* cache blocking in words (an f32, or a bf16 k-pair on a pair ISA): nc in columns, a
-     * multiple of nr; 0: derived from this machine's caches (wb_gemm_blocking_of) */
+    /* cache blocking: kc in k steps (an f32, or a bf16 k-pair on a pair ISA), mc in rows (a
+     * multiple of mr), nc in columns (a multiple of nr); 0: derived from this machine's caches
+     * (wb_gemm_blocking_of) */
     int kc, mc, nc;
     void (*ukernel)(const wb_gemm_tile *t, int m);
     /* Contiguous activations, bit-identical to the GEMM epilogues of the same ISA. */
