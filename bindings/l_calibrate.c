@@ -17,8 +17,9 @@ static int l_cpu_caches(lua_State *L) {
 }
 
 /* wb.cpu_blocking() -> {isa = "avx512", mr = 12, nr = 32, kc = 768, mc = 168, nc = 4096, l1 = ..., l2
- * = ..., l3 = ..., l3_shared_by = 2}: the GEMM driver's cache blocking on the active CPU path, and
- * the cache sizes (bytes; absent where sysfs does not say) it was derived from. */
+ * = ..., l3_share = ..., fixed = false}: the GEMM driver's register tile and cache blocking on the
+ * active CPU path, and the cache sizes in bytes the rule used (sysfs's, or its defaults); fixed:
+ * the path's own constants instead (the portable path). */
 static int l_cpu_blocking(lua_State *L) {
     const wb_cpu_isa *isa = wb_cpu_isa_active();
     wb_gemm_blocking b = wb_gemm_blocking_of(isa);
@@ -28,20 +29,14 @@ static int l_cpu_blocking(lua_State *L) {
     const struct {
         const char *name;
         int64_t value;
-    } fields[] = {{"mr", isa->mr},
-                  {"nr", isa->nr},
-                  {"kc", b.kc},
-                  {"mc", b.mc},
-                  {"nc", b.nc},
-                  {"l1", wb_cpu_cache_bytes(1)},
-                  {"l2", wb_cpu_cache_bytes(2)},
-                  {"l3", wb_cpu_cache_bytes(3)},
-                  {"l3_shared_by", wb_cpu_cache_shared_by(3)}};
+    } fields[] = {{"mr", isa->mr}, {"nr", isa->nr}, {"kc", b.kc}, {"mc", b.mc},
+                  {"nc", b.nc},    {"l1", b.l1},    {"l2", b.l2}, {"l3_share", b.l3_share}};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        if (fields[i].value <= 0) continue;
         lua_pushinteger(L, (lua_Integer)fields[i].value);
         lua_setfield(L, -2, fields[i].name);
     }
+    lua_pushboolean(L, b.fixed);
+    lua_setfield(L, -2, "fixed");
     return 1;
 }
 

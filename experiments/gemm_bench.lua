@@ -49,7 +49,11 @@ parser:option("--bf16-size", "Size of the bf16-against-f32 and the epilogue GEMM
     :convert(args.int("--bf16-size", 1, 65536))
 parser:option("--out", "Output folder (default: out/gemm_bench/<timestamp>).")
 local opts = args.parse(parser)
-local thread_counts, rounds, max_rounds = opts.threads, opts.rounds, math.max(opts.rounds, opts.max_rounds)
+local thread_counts, rounds, max_rounds = opts.threads, opts.rounds, opts.max_rounds
+if max_rounds < rounds then
+    io.stderr:write(string.format("gemm_bench.lua: --max-rounds (%d) is below --rounds (%d)\n", max_rounds, rounds))
+    os.exit(2)
+end
 local out_dir = opts.out or wb.options.out or ("out/gemm_bench/" .. os.date("%Y%m%d-%H%M%S"))
 assert(wb.mkdir_p(out_dir))
 
@@ -71,8 +75,8 @@ local function kib(bytes)
     if not bytes then return "?" end
     return bytes >= 1 << 20 and string.format("%d MiB", bytes >> 20) or string.format("%d KiB", bytes >> 10)
 end
-print(string.format("blocking: %dx%d tile, kc %d, mc %d, nc %d (from L1d %s, L2 %s, L3 %s over %d CPUs)", blk.mr, blk.nr,
-    blk.kc, blk.mc, blk.nc, kib(blk.l1), kib(blk.l2), kib(blk.l3), blk.l3_shared_by or 1))
+print(string.format("blocking: %dx%d tile, kc %d, mc %d, nc %d (%s L1d %s, L2 %s, L3 %s per CPU)", blk.mr, blk.nr,
+    blk.kc, blk.mc, blk.nc, blk.fixed and "fixed; caches" or "from", kib(blk.l1), kib(blk.l2), kib(blk.l3_share)))
 local peer_core = "-"
 if have_peer then
     local info = wb.openblas.info()
@@ -159,10 +163,21 @@ end
 
 local rows = {}
 -- The median of the rounds' values and its 95% confidence interval.
-local function median_ci(values) return stats.median_ci(values, 0.95) end
+local function median_ci(values) return stats.median_ci(values) end
 
 -- Whether a value's interval holds the bar (a verdict not settled yet).
 local function straddles(bar, lo, hi) return bar ~= nil and lo ~= nil and lo < bar and hi >= bar end
+
+-- race()'s `unsettled` for rows judged by ci(res, t) -> median, lo, hi against bar_of(t) (nil: no
+-- bar on that thread count): true while any row's interval holds its bar.
+local function unsettled_when(ci, bar_of)
+    return function(res)
+        for _, t in ipairs(thread_counts) do
+            if straddles(bar_of(t), select(2, ci(res, t))) then return true end
+        end
+        return false
+    end
+end
 
 -- The row's verdict from its value against its bar: meets (by the median) and settled (its
 -- interval does not hold the bar); nil for both without a bar.
@@ -183,13 +198,7 @@ local function gemm_rows(kind, label, flops, ours, peer, bar, iters)
     local contenders = {{"ours", ours, "workbench"}}
     if have_peer then contenders[2] = {"openblas", peer, "openblas"} end
     local function ratio_ci(res, t) return median_ci(round_ratios(res[t].openblas, res[t].ours)) end
-    local res = race(contenders, iters, false, function(res)
-        if not (bar and have_peer) then return false end
-        for _, t in ipairs(thread_counts) do
-            if straddles(bar, select(2, ratio_ci(res, t))) then return true end
-        end
-        return false
-    end)
+    local res = race(contenders, iters, false, have_peer and unsettled_when(ratio_ci, function() return bar end))
     for _, t in ipairs(thread_counts) do
         local o = res[t].ours
         local us = quantile(o.samples, 0.5)
@@ -271,12 +280,8 @@ do
         for i, round_us in ipairs(d.per_round) do pr[i] = 100 * (flops / round_us / 1e3) / d.peaks[i] end
         return median_ci(pr)
     end
-    local res = race({{"dual", function() mlp(x) end, "workbench"}}, 3, true, function(res)
-        for _, t in ipairs(thread_counts) do
-            if t == 1 and straddles(90, select(2, pct_ci(res, t))) then return true end
-        end
-        return false
-    end)
+    local function bar_pct(t) return t == 1 and 90 or nil end
+    local res = race({{"dual", function() mlp(x) end, "workbench"}}, 3, true, unsettled_when(pct_ci, bar_pct))
     for _, t in ipairs(thread_counts) do
         local d = res[t].dual
         local s = d.samples
@@ -286,7 +291,7 @@ do
         row.pct = 100 * row.gflops / peaks[t]
         row.pct_run, row.pct_run_lo, row.pct_run_hi = pct_ci(res, t)
         row.rounds = res.rounds
-        row.bar_pct = t == 1 and 90 or nil
+        row.bar_pct = bar_pct(t)
         judge(row, row.pct_run, row.bar_pct, row.pct_run_lo, row.pct_run_hi)
         rows[#rows + 1] = row
         print(string.format("  %-26s %-10s %8.2f ms   %7.1f GFLOP/s   %3.0f%% of the calibrated peak, %3.0f%% (%.0f-%.0f, " ..
@@ -327,19 +332,11 @@ do
     local err = wb.rel_error(wb.linear(xh, wh):to{dtype = "f32"}, wb.linear(x, w))
     assert(err < 2e-2, string.format("gemm_bench: bf16 GEMM is off by %.2e against f32", err))
     local bar = has_bf16_isa and 1.8 or 0.95
-    -- bf16's speed over f32, a race's rows unsettled while any interval holds its bar
+    -- bf16's speed over f32
     local function speed_ci(res, t) return median_ci(round_ratios(res[t].f32, res[t].bf16)) end
-    local function unsettled_at(b)
-        return function(res)
-            for _, t in ipairs(thread_counts) do
-                if straddles(b, select(2, speed_ci(res, t))) then return true end
-            end
-            return false
-        end
-    end
     local res = race({{"f32", function() local _ = wb.linear(x, w) end, "workbench"},
         {"bf16", function() local _ = wb.linear(xh, wh) end, "workbench"}}, math.max(2, math.floor(1e9 / (2.0 * n ^ 3))),
-        false, unsettled_at(bar))
+        false, unsettled_when(speed_ci, function() return bar end))
     for _, t in ipairs(thread_counts) do
         local row = {kind = "bf16", label = string.format("bf16 GEMM n=%d", n), threads = t, bar = bar,
             us = quantile(res[t].bf16.samples, 0.5), samples = res[t].bf16.samples, rounds = res.rounds}
@@ -359,7 +356,7 @@ do
     local e1 = wb.rel_error(m16(x1h):to{dtype = "f32"}, m32(x1))
     assert(e1 < 2e-2, string.format("gemm_bench: one-token bf16 MLP is off by %.2e against f32", e1))
     local r1 = race({{"f32", function() m32(x1) end, "workbench"}, {"bf16", function() m16(x1h) end, "workbench"}}, 20,
-        false, unsettled_at(1.8))
+        false, unsettled_when(speed_ci, function() return 1.8 end))
     for _, t in ipairs(thread_counts) do
         local row = {kind = "bf16", label = "bf16 MLP 1 token", threads = t, bar = 1.8,
             us = quantile(r1[t].bf16.samples, 0.5), samples = r1[t].bf16.samples, rounds = r1.rounds}

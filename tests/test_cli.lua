@@ -220,8 +220,8 @@ end
 function TestCli:test_gemm_bench_rounds_follow_the_verdicts()
     local src = os.getenv("WB_SOURCE_DIR") or "."
     local dir = scratch.path("-gemm_bench")
-    local out, err, code = run(src .. "/experiments/gemm_bench.lua --sizes 96 --tokens 16,128 --threads 1 --layouts nn " ..
-        "--rounds 2 --max-rounds 3 --bf16-size 64 --out " .. dir)
+    local out, err, code = run(src .. "/experiments/gemm_bench.lua --sizes 96 --tokens 16,128 --threads 1 " ..
+        "--layouts nn --rounds 2 --max-rounds 3 --bf16-size 64 --out " .. dir)
     lu.assertEquals(code, 0, err)
     lu.assertStrContains(out, "blocking: ")
     lu.assertStrContains(out, "95% interval")
@@ -239,6 +239,9 @@ function TestCli:test_gemm_bench_rounds_follow_the_verdicts()
     local _, e2, c2 = run(src .. "/experiments/gemm_bench.lua --max-rounds 0")
     lu.assertNotEquals(c2, 0)
     lu.assertStrContains(e2, "--max-rounds")
+    local _, e3, c3 = run(src .. "/experiments/gemm_bench.lua --rounds 5 --max-rounds 3")
+    lu.assertNotEquals(c3, 0)
+    lu.assertStrContains(e3, "--max-rounds (3) is below --rounds (5)")
 end
 
 scratch.exit(lu.LuaUnit.run())

@@ -146,12 +146,20 @@ function TestStats:test_median_ci()
     local m = stats.median_ci({3, 1, 2})
     lu.assertEquals(m, 2)
     lu.assertEquals({select(2, stats.median_ci({7}))}, {7, 7, 0})
-    lu.assertTrue(select(3, stats.median_ci((function() local t = {} for i = 1, 3000 do t[i] = i end return t end)())) > 1400)
+    local many = {}
+    for i = 1, 3000 do many[i] = i end
+    local _, lo, hi, coverage = stats.median_ci(many) -- 2^-3000 underflows a double; its log does not
+    lu.assertEquals({lo, hi}, {1446, 1555}) -- about 1500.5 -/+ 1.96 sqrt(3000) / 2
+    lu.assertTrue(coverage >= 0.95 and coverage < 0.96)
     -- bad input names the problem
     lu.assertErrorMsgContains("no samples", stats.median_ci, {})
     lu.assertErrorMsgContains("sample 2 is", stats.median_ci, {1, 0 / 0})
     lu.assertErrorMsgContains("confidence must be a number in (0, 1), got 1.5", stats.median_ci, {1, 2}, 1.5)
     lu.assertErrorMsgContains("expected an array of numbers, got string", stats.median_ci, "1,2")
+    lu.assertErrorMsgContains("sample 2 is x", stats.median_ci, {1, "x"})
+    for _, c in ipairs({0, 1, 0 / 0, "0.9", -0.5}) do
+        lu.assertErrorMsgContains("confidence must be a number in (0, 1)", stats.median_ci, {1, 2}, c)
+    end
 end
 
 function TestStats:test_normal_tail()

@@ -2,6 +2,7 @@
  * KC depth, MC rows, then NR x MR register tiles), packing from arbitrary strides so that
  * nn/nt/tn/tt layouts cost the same, edge tiles through small padded buffers, and one OpenMP
  * region that splits the N tiles (or the M tiles when N is narrow) across threads. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -155,58 +156,57 @@ size_t wb_gemm_packed_b_floats(const wb_cpu_isa *isa, int64_t k, int64_t n, int 
  * as 2 x 512, 2048 as 3 x 688): 0.99-1.00x, so K blocks are not balanced. On a Zen 3 core (32
  * KiB L1d, 512 KiB L2) the rule gives the AVX2 tile kc 256, mc 60 (its constants were 256 and
  * 144; not measured there). */
-#define WORD            ((int64_t)sizeof(float))
-#define KC_MIN          128
-#define KC_L1_MIN       256
-#define KC_MAX          768
-#define MC_MIN_TILES    12
-#define NC_MIN          1024
-#define NC_MAX          4096
-#define L1_UNKNOWN      ((int64_t)32 << 10) /* where sysfs does not say */
-#define L2_UNKNOWN      ((int64_t)2 << 20)
-#define L3_UNKNOWN      ((int64_t)2 << 20) /* per logical CPU */
+#define WORD         ((int64_t)sizeof(float))
+#define KC_MIN       128
+#define KC_L1_MIN    256
+#define KC_MAX       768
+#define MC_MIN_TILES 12
+#define NC_MIN       1024
+#define NC_MAX       4096
+#define L1_UNKNOWN   ((int64_t)32 << 10) /* where sysfs does not say */
+#define L2_UNKNOWN   ((int64_t)2 << 20)
+#define L3_UNKNOWN   ((int64_t)2 << 20) /* per logical CPU */
 
 wb_gemm_blocking wb_gemm_blocking_rule(int mr, int nr, int64_t l1, int64_t l2, int64_t l3_share) {
     if (mr < 1) mr = 1;
     if (nr < 1) nr = 1;
-    if (l1 <= 0) l1 = L1_UNKNOWN;
-    if (l2 <= 0) l2 = L2_UNKNOWN;
-    if (l3_share <= 0) l3_share = L3_UNKNOWN;
-    int64_t kc = l1 / 2 / (nr * WORD) / 64 * 64, a_block;
+    wb_gemm_blocking b = {.l1 = l1 > 0 ? l1 : L1_UNKNOWN,
+                          .l2 = l2 > 0 ? l2 : L2_UNKNOWN,
+                          .l3_share = l3_share > 0 ? l3_share : L3_UNKNOWN};
+    int64_t kc = b.l1 / 2 / (nr * WORD) / 64 * 64, a_block;
     if (kc >= KC_L1_MIN) {
-        a_block = l2 / 8;
+        a_block = b.l2 / 8;
     } else {
-        a_block = l2 / 4;
+        a_block = b.l2 / 4;
         kc = a_block / (MC_MIN_TILES * mr * WORD) / 64 * 64;
     }
-    kc = kc < KC_MIN ? KC_MIN : kc > KC_MAX ? KC_MAX : kc;
-    int64_t mc = a_block / (kc * WORD) / mr * mr;
-    if (mc < mr) mc = mr;
-    int64_t nc = l3_share / 2 / (kc * WORD) / nr * nr;
+    b.kc = kc < KC_MIN ? KC_MIN : kc > KC_MAX ? KC_MAX : kc;
+    b.mc = a_block / (b.kc * WORD) / mr * mr;
+    if (b.mc < mr) b.mc = mr;
+    const int64_t nc = b.l3_share / 2 / (b.kc * WORD) / nr * nr;
     const int64_t nc_min = NC_MIN / nr * nr > nr ? NC_MIN / nr * nr : nr;
     const int64_t nc_max = NC_MAX / nr * nr > nr ? NC_MAX / nr * nr : nr;
-    nc = nc < nc_min ? nc_min : nc > nc_max ? nc_max : nc;
-    return (wb_gemm_blocking){.kc = kc, .mc = mc, .nc = nc};
+    b.nc = nc < nc_min ? nc_min : nc > nc_max ? nc_max : nc;
+    return b;
 }
 
-/* L1d's and L2's sizes and the L3 share of one logical CPU, read once (wb_gemm_run asks before its threads
- * start; two host threads starting GEMMs at once may both read sysfs and store the same values). */
+/* L1d's and L2's sizes and the L3 share of one logical CPU, read once for the process: a B packed
+ * on one host thread and multiplied on another must see the same kc. */
 static int64_t cache_l1, cache_l2, cache_l3_share;
+static pthread_once_t caches_once = PTHREAD_ONCE_INIT;
 static void read_caches(void) {
-    if (cache_l2) return;
     cache_l1 = wb_cpu_cache_bytes(1);
+    cache_l2 = wb_cpu_cache_bytes(2);
     int64_t l3 = wb_cpu_cache_bytes(3);
     cache_l3_share = l3 > 0 ? l3 / wb_cpu_cache_shared_by(3) : 0;
-    int64_t l2 = wb_cpu_cache_bytes(2);
-    cache_l2 = l2 > 0 ? l2 : L2_UNKNOWN;
 }
 
 wb_gemm_blocking wb_gemm_blocking_of(const wb_cpu_isa *isa) {
-    read_caches();
+    pthread_once(&caches_once, read_caches);
     wb_gemm_blocking b = wb_gemm_blocking_rule(isa->mr, isa->nr, cache_l1, cache_l2, cache_l3_share);
-    if (isa->kc > 0) b.kc = isa->kc;
-    if (isa->mc > 0) b.mc = isa->mc;
-    if (isa->nc > 0) b.nc = isa->nc;
+    if (isa->kc > 0) b.kc = isa->kc, b.fixed = 1;
+    if (isa->mc > 0) b.mc = isa->mc, b.fixed = 1;
+    if (isa->nc > 0) b.nc = isa->nc, b.fixed = 1;
     return b;
 }
 
@@ -406,8 +406,7 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
             }
         local.dual_bias = interleaved;
     }
-    read_caches();
-    const int64_t l2 = cache_l2;
+    const int64_t l2 = wb_gemm_blocking_of(isa).l2;
     int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
     /* not worth a fork (a pair ISA's k counts pairs: two multiply-adds each) */
     if (2.0 * (double)p->m * (double)p->n * (double)p->k * (isa->bf16_pairs ? 2 : 1) < 4e6) nt = 1;

@@ -199,22 +199,29 @@ int64_t wb_cpu_cache_bytes(int level) {
     return size;
 }
 
-/* shared_cpu_list: ranges such as "0-7,16-23". */
-int wb_cpu_cache_shared_by(int level) {
-    char buf[1024];
-    int i = cache_index(level), count = 0;
-    if (i < 0 || !cache_file(i, "shared_cpu_list", buf, sizeof buf)) return 1;
-    for (char *s = buf; *s && *s != '\n';) {
+int wb_cpu_list_count(const char *list) {
+    int count = 0;
+    for (const char *s = list; *s && *s != '\n';) {
         char *end;
         long lo = strtol(s, &end, 10), hi = lo;
-        if (end == s) return 1;
+        if (end == s || lo < 0) return 0;
         if (*end == '-') {
             s = end + 1;
             hi = strtol(s, &end, 10);
-            if (end == s || hi < lo) return 1;
+            if (end == s || hi < lo) return 0;
         }
+        if (*end && *end != ',' && *end != '\n') return 0;
+        if (hi - lo >= 1 << 20) return 0;
         count += (int)(hi - lo + 1);
         s = *end == ',' ? end + 1 : end;
     }
+    return count;
+}
+
+int wb_cpu_cache_shared_by(int level) {
+    char buf[1024];
+    int i = cache_index(level);
+    if (i < 0 || !cache_file(i, "shared_cpu_list", buf, sizeof buf)) return 1;
+    int count = wb_cpu_list_count(buf);
     return count > 0 ? count : 1;
 }

@@ -47,7 +47,10 @@ local DOCS = {
     ["wb.default_device"] = "wb.default_device() -> the device creation functions use (--device)",
     ["wb.cpu_isa"] = "wb.cpu_isa([name]) -> the CPU kernel path in use (avx512, avx2, scalar); with a name, switch to it",
     ["wb.cpu_bf16"] = "wb.cpu_bf16([name]) -> the bf16 GEMM path: avx512bf16 (vdpbf16ps on k-pairs), avx2bf16 (k-pairs widened in registers), widen (f32 kernels), emulated (portable, for tests) or auto (by rows); with a name, switch to it",
-    ["wb.cpu_blocking"] = "wb.cpu_blocking() -> {isa, mr, nr, kc, mc, nc, l1, l2, l3, l3_shared_by}: the GEMM's register tile and cache blocking on the CPU path in use (K blocks of kc, row blocks of mc, column panels of nc), derived from the cache sizes (bytes) read from sysfs",
+    ["wb.cpu_blocking"] = "wb.cpu_blocking() -> {isa, mr, nr, kc, mc, nc, l1, l2, l3_share, fixed}: the GEMM's " ..
+        "register tile and cache blocking on the CPU path in use (K blocks of kc; row blocks of at most mc and " ..
+        "column panels of at most nc, evened out), derived from the cache sizes in bytes it lists (sysfs's, or " ..
+        "defaults); fixed: the path's own constants instead (the portable path)",
     ["wb.cpu_peak_gflops"] = "wb.cpu_peak_gflops([threads[, ms]]) -> measured FMA throughput of the CPU path",
     ["wb.time_ns"] = "wb.time_ns() -> monotonic wall clock in ns",
     ["wb.sleep_ms"] = "wb.sleep_ms(ms): sleep (benchmarks let other libraries' threads go idle)",
@@ -122,7 +125,8 @@ workbench help: help(function) or help("name") for one entry; help(x) for a tens
   views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
   modules   wb.nn.Linear wb.nn.GeGLUMLP wb.nn.SwiGLUMLP
   speed     wb.graph.capture wb.compile wb.bench wb.profiler.profile wb.results wb.sweep wb.device_info
-  machine   wb.set_num_threads wb.set_threads_adaptive wb.cpu_isa wb.cpu_bf16 wb.devices wb.synchronize
+  machine   wb.set_num_threads wb.set_threads_adaptive wb.cpu_isa wb.cpu_bf16 wb.cpu_blocking wb.devices
+            wb.synchronize
 Tab completes names (x:tr<Tab>); a trailing ; silences a value; Ctrl-C stops a statement; Ctrl-D leaves.]]
 
 local MODULES = {"nn", "graph", "profiler", "openblas", "cuda", "sweep"}

@@ -134,7 +134,7 @@ static void test_isa(const wb_cpu_isa *isa) {
  * exactly the sliver the driver runs next; they must be there when the sliver has 4 passes of
  * full row tiles or more, is 32 KiB or more, the block's slivers take more than half of L2 and its
  * successor is the next tile in memory or the next K block's first, and absent otherwise
- * (gemm.c's rule). Shapes keep N within one NC block. */
+ * (gemm.c's rule). The recording ISA fixes nc at 4096 columns, so that N stays in one panel. */
 #define MAX_CALLS 100000
 static struct call {
     const float *b, *next;
@@ -154,16 +154,15 @@ static void record_ukernel(const wb_gemm_tile *t, int m) {
 static int check_prefetch_plan(const wb_cpu_isa *isa, int64_t m, int64_t n, int64_t k, int dual, int packed) {
     wb_cpu_isa rec = *isa;
     rec.ukernel = record_ukernel;
+    rec.nc = 4096;
     recorded_isa = isa;
     ncalls = 0;
     uint64_t saved = rng;
     int ok = run_case(&rec, m, n, k, 0, 1, 0, dual, dual ? WB_STORE_GEGLU : WB_STORE_PLAIN, packed, 1);
     rng = saved;
     int covered = 0;
-    const int64_t width = dual ? isa->nr / 2 : isa->nr, tiles = (n + width - 1) / width;
-    const int64_t nc_tiles = wb_gemm_blocking_of(isa).nc / isa->nr;
-    const int64_t block_tiles = tiles < nc_tiles ? tiles : nc_tiles;
-    const int64_t l2 = wb_cpu_cache_bytes(2) > 0 ? wb_cpu_cache_bytes(2) : (int64_t)2 << 20;
+    const int64_t width = dual ? isa->nr / 2 : isa->nr, block_tiles = (n + width - 1) / width;
+    const int64_t l2 = wb_gemm_blocking_of(isa).l2; /* sysfs's, or the driver's default */
     for (int i = 0; i < ncalls && ok;) {
         int j = i;
         while (j < ncalls && calls[j].b == calls[i].b) j++; /* the passes [i, j) over one sliver */
@@ -208,7 +207,7 @@ static void test_prefetch_plan(const wb_cpu_isa *isa) {
                   check_prefetch_plan(isa, 60, 1500, 300, 1, 1), check_prefetch_plan(isa, 100, 1500, 400, 1, 0)};
     /* on AVX-512 with its slivers of 32 KiB or more, some must be covered (unless L2 is over
      * 7 MiB, when no panel here takes half of it) */
-    const int64_t l2 = wb_cpu_cache_bytes(2);
+    const int64_t l2 = wb_gemm_blocking_of(isa).l2;
     const int expect = !strcmp(isa->name, "avx512") && l2 <= (7 << 20) &&
                        wb_gemm_blocking_of(isa).kc * isa->nr * (int64_t)sizeof(float) >= (32 << 10);
     /* more than one K block: the last sliver of a block fetches the next block's first when B
@@ -256,16 +255,24 @@ static double ulps(float got, double want) {
     return fabs((double)ig - (double)iw);
 }
 
-static void test_activation_ulps(const wb_cpu_isa *isa) {
-    enum { N = 200000 };
-    static float x[N], y[N];
+/* The activation tests' common points into x (room for 130,112): dense in [-20, 20], where the
+ * functions bend, and 64 values in every binade of either sign from 2^-40 to 2^38. Returns the
+ * count. */
+static int activation_points(float *x) {
     int n = 0;
     for (int i = 0; i < 120000; i++)
-        x[n++] = -20.0f + 40.0f * (float)i / 120000.0f; /* dense where it matters */
-    for (int e = -40; e <= 38; e++)                     /* every scale */
+        x[n++] = -20.0f + 40.0f * (float)i / 120000.0f;
+    for (int e = -40; e <= 38; e++)
         for (int s = -1; s <= 1; s += 2)
             for (int j = 0; j < 64; j++)
                 x[n++] = (float)s * ldexpf(1.0f + (float)j / 64.0f, e);
+    return n;
+}
+
+static void test_activation_ulps(const wb_cpu_isa *isa) {
+    enum { N = 200000 };
+    static float x[N], y[N];
+    int n = activation_points(x);
     const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 3.4e38f, -3.4e38f, -13.0f};
     for (int i = 0; i < 10; i++)
         x[n++] = specials[i];
@@ -309,8 +316,8 @@ static void test_blocking_rule(void) {
                     if (!ok) {
                         failures++;
                         fprintf(stderr, "FAIL blocking rule %dx%d l1=%lld l2=%lld l3=%lld: kc %lld mc %lld nc %lld\n",
-                                mr, nr, (long long)l1, (long long)l2, (long long)l3, (long long)b.kc,
-                                (long long)b.mc, (long long)b.nc);
+                                mr, nr, (long long)l1, (long long)l2, (long long)l3, (long long)b.kc, (long long)b.mc,
+                                (long long)b.nc);
                     }
                 }
     /* the AVX-512 Xeon (48 KiB L1d, 2 MiB L2, 260 MiB L3 over 2 CPUs), its AVX2 path, and a Zen 3
@@ -327,35 +334,44 @@ static void test_blocking_rule(void) {
         if (b.kc != known[i].kc || b.mc != known[i].mc || b.nc != known[i].nc) {
             failures++;
             fprintf(stderr, "FAIL blocking rule %dx%d l2=%lld: kc %lld mc %lld nc %lld, want %lld %lld %lld\n",
-                    known[i].mr, known[i].nr, (long long)known[i].l2, (long long)b.kc, (long long)b.mc,
-                    (long long)b.nc, (long long)known[i].kc, (long long)known[i].mc, (long long)known[i].nc);
+                    known[i].mr, known[i].nr, (long long)known[i].l2, (long long)b.kc, (long long)b.mc, (long long)b.nc,
+                    (long long)known[i].kc, (long long)known[i].mc, (long long)known[i].nc);
         }
     }
-    /* an ISA's own fields win; sysfs's answers are sane */
+    /* an ISA's own fields win; the rule reports the caches it used, defaults where none said */
     const wb_cpu_isa *scalar = wb_cpu_isa_get("scalar");
-    wb_gemm_blocking sb = wb_gemm_blocking_of(scalar);
+    wb_gemm_blocking sb = wb_gemm_blocking_of(scalar), none = wb_gemm_blocking_rule(6, 16, 0, -1, 0);
     checks++;
-    if (sb.kc != scalar->kc || sb.mc != scalar->mc || sb.nc != scalar->nc || wb_cpu_cache_shared_by(3) < 1 ||
-        wb_cpu_cache_shared_by(2) < 1) {
+    if (sb.kc != scalar->kc || sb.mc != scalar->mc || sb.nc != scalar->nc || !sb.fixed || none.fixed ||
+        none.l1 != 32 << 10 || none.l2 != 2 << 20 || none.l3_share != 2 << 20) {
         failures++;
-        fprintf(stderr, "FAIL blocking of the scalar ISA or cache sharing\n");
+        fprintf(stderr, "FAIL blocking of the scalar ISA, or the rule's defaults\n");
+    }
+    /* sysfs's CPU lists (shared_cpu_list) */
+    const struct {
+        const char *list;
+        int count;
+    } lists[] = {{"0-7,16-23\n", 16}, {"0\n", 1}, {"0-1", 2}, {"3,5,9-10", 4}, {"", 0},
+                 {"3-1", 0},          {"x", 0},   {"0-", 0},  {"1,,2", 0},     {"0-3 junk", 0}};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        checks++;
+        if (wb_cpu_list_count(lists[i].list) != lists[i].count) {
+            failures++;
+            fprintf(stderr, "FAIL cpu list \"%s\": %d CPUs, want %d\n", lists[i].list,
+                    wb_cpu_list_count(lists[i].list), lists[i].count);
+        }
     }
     printf("blocking rule: %s\n", failures == before ? "ok" : "FAILED");
 }
 
 /* silu, sigmoid, tanh and exp against wb_act_ref: the GELU points, plus 200k points where exp,
  * sigmoid and silu round into the subnormals or underflow to 0 (x in [-110, -80]) and every
- * float where exp overflows, as these are rounded by a separate scaling step. */
+ * float in [88.72, 88.73), around where exp overflows: these are rounded by a separate scaling
+ * step. */
 static void test_act_ulps(const wb_cpu_isa *isa) {
     enum { N = 400000 };
     static float x[N], y[N];
-    int n = 0;
-    for (int i = 0; i < 120000; i++)
-        x[n++] = -20.0f + 40.0f * (float)i / 120000.0f;
-    for (int e = -40; e <= 38; e++)
-        for (int s = -1; s <= 1; s += 2)
-            for (int j = 0; j < 64; j++)
-                x[n++] = (float)s * ldexpf(1.0f + (float)j / 64.0f, e);
+    int n = activation_points(x);
     for (int i = 0; i < 200000; i++)
         x[n++] = -110.0f + 30.0f * (float)i / 200000.0f;
     for (float v = 88.72f; v < 88.73f; v = nextafterf(v, INFINITY))

@@ -86,11 +86,18 @@ int64_t wb_cpu_cache_bytes(int level);
 /* How many logical CPUs share cpu0's cache at `level` (sysfs's shared_cpu_list), 1 when it does
  * not say. */
 int wb_cpu_cache_shared_by(int level);
+/* How many CPUs a sysfs CPU list names ("0-7,16-23" -> 16); 0 when it is empty or malformed. */
+int wb_cpu_list_count(const char *list);
 
-/* The driver's cache blocking: K blocks of kc words, MC blocks of at most mc rows (a multiple of
- * mr), NC panels of at most nc columns (a multiple of nr). */
+/* The driver's cache blocking: K blocks of kc steps (an f32, or a bf16 k-pair on a pair ISA), MC
+ * blocks of at most mc rows (a multiple of mr), NC panels of at most nc columns (a multiple of nr);
+ * the driver evens the blocks out below these. l1, l2 (bytes per core) and l3_share (bytes of L3
+ * per logical CPU) are the cache sizes the rule used, its defaults where sysfs does not say;
+ * fixed: the ISA's own constants replaced the rule's. */
 typedef struct wb_gemm_blocking {
     int64_t kc, mc, nc;
+    int64_t l1, l2, l3_share;
+    int fixed;
 } wb_gemm_blocking;
 /* The blocking for an mr x nr tile on caches of `l1` (data) and `l2` bytes per core and `l3_share`
  * bytes of L3 per logical CPU sharing it (0: unknown). The rule and its measurements are in gemm.c. */
