@@ -162,9 +162,6 @@ local function round_ratios(a, b)
 end
 
 local rows = {}
--- The median of the rounds' values and its 95% confidence interval.
-local function median_ci(values) return stats.median_ci(values) end
-
 -- Whether a value's interval holds the bar (a verdict not settled yet).
 local function straddles(bar, lo, hi) return bar ~= nil and lo ~= nil and lo < bar and hi >= bar end
 
@@ -197,7 +194,7 @@ end
 local function gemm_rows(kind, label, flops, ours, peer, bar, iters)
     local contenders = {{"ours", ours, "workbench"}}
     if have_peer then contenders[2] = {"openblas", peer, "openblas"} end
-    local function ratio_ci(res, t) return median_ci(round_ratios(res[t].openblas, res[t].ours)) end
+    local function ratio_ci(res, t) return stats.median_ci(round_ratios(res[t].openblas, res[t].ours)) end
     local res = race(contenders, iters, false, have_peer and unsettled_when(ratio_ci, function() return bar end))
     for _, t in ipairs(thread_counts) do
         local o = res[t].ours
@@ -278,7 +275,7 @@ do
     local function pct_ci(res, t)
         local d, pr = res[t].dual, {}
         for i, round_us in ipairs(d.per_round) do pr[i] = 100 * (flops / round_us / 1e3) / d.peaks[i] end
-        return median_ci(pr)
+        return stats.median_ci(pr)
     end
     local function bar_pct(t) return t == 1 and 90 or nil end
     local res = race({{"dual", function() mlp(x) end, "workbench"}}, 3, true, unsettled_when(pct_ci, bar_pct))
@@ -333,7 +330,7 @@ do
     assert(err < 2e-2, string.format("gemm_bench: bf16 GEMM is off by %.2e against f32", err))
     local bar = has_bf16_isa and 1.8 or 0.95
     -- bf16's speed over f32
-    local function speed_ci(res, t) return median_ci(round_ratios(res[t].f32, res[t].bf16)) end
+    local function speed_ci(res, t) return stats.median_ci(round_ratios(res[t].f32, res[t].bf16)) end
     local res = race({{"f32", function() local _ = wb.linear(x, w) end, "workbench"},
         {"bf16", function() local _ = wb.linear(xh, wh) end, "workbench"}}, math.max(2, math.floor(1e9 / (2.0 * n ^ 3))),
         false, unsettled_when(speed_ci, function() return bar end))

@@ -213,8 +213,8 @@ wb_gemm_blocking wb_gemm_blocking_of(const wb_cpu_isa *isa) {
 }
 
 /* The depth of one K block: the blocking's kc, or all of K for a dual GEMM up to DUAL_FULL_K. */
-static int64_t block_k(const wb_cpu_isa *isa, int64_t k, int dual) {
-    return dual && k <= DUAL_FULL_K ? (k > 0 ? k : 1) : wb_gemm_blocking_of(isa).kc;
+static int64_t block_k(const wb_gemm_blocking *blocking, int64_t k, int dual) {
+    return dual && k <= DUAL_FULL_K ? (k > 0 ? k : 1) : blocking->kc;
 }
 
 /* Packed B is block-major, as the driver walks it: K block by K block, and within a block tile
@@ -223,7 +223,8 @@ static int64_t block_k(const wb_cpu_isa *isa, int64_t k, int dual) {
 void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b, int64_t rsb, int64_t csb,
                     const float *b_up, float *packed) {
     int64_t tiles = tile_count(isa, n, b_up != NULL);
-    const int64_t kcb = block_k(isa, k, b_up != NULL);
+    const wb_gemm_blocking blocking = wb_gemm_blocking_of(isa);
+    const int64_t kcb = block_k(&blocking, k, b_up != NULL);
 #pragma omp parallel for schedule(static) if (tiles * k > 65536)
     for (int64_t jt = 0; jt < tiles; jt++)
         for (int64_t pc = 0; pc < k; pc += kcb) {
@@ -294,18 +295,17 @@ static int64_t balanced(int64_t count, int64_t most) {
     return (count + blocks - 1) / blocks;
 }
 
-/* One thread's share: N tiles [jt0, jt1) x M tiles [it0, it1); l2: L2's size in bytes. Returns 0,
- * or -1 when a buffer cannot be allocated. */
+/* One thread's share: N tiles [jt0, jt1) x M tiles [it0, it1), under `blocking` (worked out once
+ * per GEMM, before the threads start). Returns 0, or -1 when a buffer cannot be allocated. */
 static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt0, int64_t jt1, int64_t it0,
-                     int64_t it1, int64_t l2, buffers *buf) {
+                     int64_t it1, const wb_gemm_blocking *bl, buffers *buf) {
     const int mr = isa->mr, nr = isa->nr, dual = p->b_up != NULL;
-    const int64_t width = tile_width(isa, dual), k = p->k;
-    const int64_t kcb = block_k(isa, k, dual), tiles_n = tile_count(isa, p->n, dual);
-    const wb_gemm_blocking blocking = wb_gemm_blocking_of(isa);
+    const int64_t width = tile_width(isa, dual), k = p->k, l2 = bl->l2;
+    const int64_t kcb = block_k(bl, k, dual), tiles_n = tile_count(isa, p->n, dual);
     /* panels and MC blocks of equal size (in tiles), none above the blocking's: 43 row tiles
      * with mc = 14 tiles run as 11 + 11 + 11 + 10, not 14 + 14 + 14 + 1 */
-    const int64_t nc_tiles = balanced(jt1 - jt0, blocking.nc / nr > 0 ? blocking.nc / nr : 1);
-    const int64_t mc_tiles = balanced(it1 - it0, blocking.mc / mr > 0 ? blocking.mc / mr : 1);
+    const int64_t nc_tiles = balanced(jt1 - jt0, bl->nc / nr > 0 ? bl->nc / nr : 1);
+    const int64_t mc_tiles = balanced(it1 - it0, bl->mc / mr > 0 ? bl->mc / mr : 1);
     if (jt0 >= jt1 || it0 >= it1) return 0;
     if (!wb_cpu_reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * kcb))) return -1;
     if (!p->packed_b && !wb_cpu_reserve(&buf->b, &buf->b_cap, (size_t)(nc_tiles * nr * kcb))) return -1;
@@ -408,7 +408,7 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
             }
         local.dual_bias = interleaved;
     }
-    const int64_t l2 = wb_gemm_blocking_of(isa).l2;
+    const wb_gemm_blocking blocking = wb_gemm_blocking_of(isa);
     int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
     /* not worth a fork (a pair ISA's k counts pairs: two multiply-adds each) */
     if (2.0 * (double)p->m * (double)p->n * (double)p->k * (isa->bf16_pairs ? 2 : 1) < 4e6) nt = 1;
@@ -426,9 +426,9 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
         int64_t t0 = wb_cpu_span_start(spans);
         int64_t lo = tiles * t / count, hi = tiles * (t + 1) / count;
         if (split_n)
-            failed |= run_share(isa, p, lo, hi, 0, tm, l2, &thread_buffers[t]);
+            failed |= run_share(isa, p, lo, hi, 0, tm, &blocking, &thread_buffers[t]);
         else
-            failed |= run_share(isa, p, 0, tn, lo, hi, l2, &thread_buffers[t]);
+            failed |= run_share(isa, p, 0, tn, lo, hi, &blocking, &thread_buffers[t]);
         wb_cpu_span_done(spans, t0, hi - lo);
     }
     free(interleaved);
