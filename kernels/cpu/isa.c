@@ -154,27 +154,6 @@ const char *wb_cpu_isa_refused(void) {
     return refused;
 }
 
-/* sysfs's index of cpu0's data or unified cache at `level`, -1 when it has none. */
-static int cache_index(int level) {
-    char path[128], buf[64];
-    for (int i = 0; i < 16; i++) {
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
-        FILE *f = fopen(path, "r");
-        if (!f) break;
-        int lv = 0;
-        int ok = fscanf(f, "%d", &lv) == 1;
-        fclose(f);
-        if (!ok || lv != level) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
-        f = fopen(path, "r");
-        if (!f) continue;
-        ok = fgets(buf, sizeof buf, f) != NULL;
-        fclose(f);
-        if (ok && strncmp(buf, "Instruction", 11)) return i;
-    }
-    return -1;
-}
-
 /* One line of cpu0's cache `index` file `name`, or NULL. */
 static char *cache_file(int index, const char *name, char *buf, int size) {
     char path[128];
@@ -184,6 +163,17 @@ static char *cache_file(int index, const char *name, char *buf, int size) {
     char *line = fgets(buf, size, f);
     fclose(f);
     return line;
+}
+
+/* sysfs's index of cpu0's data or unified cache at `level`, -1 when it has none. */
+static int cache_index(int level) {
+    char buf[64];
+    for (int i = 0; i < 16; i++) {
+        if (!cache_file(i, "level", buf, sizeof buf)) break;
+        if (atoi(buf) != level) continue;
+        if (cache_file(i, "type", buf, sizeof buf) && strncmp(buf, "Instruction", 11)) return i;
+    }
+    return -1;
 }
 
 int64_t wb_cpu_cache_bytes(int level) {
