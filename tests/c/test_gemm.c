@@ -1,13 +1,16 @@
 /* test_gemm.c: every compiled-in ISA path the CPU can run, against a double-precision
  * reference: four layouts, awkward sizes (1, 3, 17, 31, 33, 65, 129, a prime K), every
  * epilogue, the dual-GEMM GeGLU against its composition, packed and unpacked weights, 1 and 2
- * threads; and the activations' ULP error over the float range. */
+ * threads (1 to 4 on a small blocking); and the activations' ULP error over the float range. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <wb_kernels/gemm.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static int failures, checks;
 
@@ -127,6 +130,32 @@ static void test_isa(const wb_cpu_isa *isa) {
     run_case(isa, 1000, 40, 300, 0, 0, 1, 0, WB_STORE_PLAIN, 0, 2);
     run_case(isa, 200, 700, 1300, 0, 1, 0, 1, WB_STORE_GEGLU, 1, 2);
     printf("%-7s gemm: %s\n", isa->name, failures == before ? "ok" : "FAILED");
+}
+
+/* Threads: a blocking small enough that every GEMM here has several panels, K blocks and MC
+ * blocks, so the threads' shares divide unevenly, on 1 to 4 threads (more than this machine's
+ * cores is fine: only the results are checked), both split directions, the dual GEMM's partial
+ * sums across K blocks. */
+static void test_threads(const wb_cpu_isa *isa) {
+    wb_cpu_isa small = *isa;
+    small.kc = 40, small.mc = 3 * isa->mr, small.nc = 2 * isa->nr;
+    int before = failures;
+#ifdef _OPENMP
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(4);
+#endif
+    for (int th = 1; th <= 4; th++)
+        for (int packed = 0; packed < 2; packed++) {
+            run_case(&small, 100, 333, 130, 0, 1, 1, 0, WB_STORE_GELU_TANH, packed, th); /* N split */
+            run_case(&small, 61, 333, 130, 1, 0, 0, 0, WB_STORE_PLAIN, packed, th);
+            run_case(&small, 3, 1000, 41, 0, 1, 1, 0, WB_STORE_PLAIN, packed, th); /* one row tile */
+            run_case(&small, 100, 40, 90, 0, 1, 0, 0, WB_STORE_PLAIN, packed, th);  /* M split */
+            run_case(&small, 29, 100, 1100, 0, 1, 1, 1, WB_STORE_GEGLU, packed, th); /* dual, K split */
+        }
+#ifdef _OPENMP
+    omp_set_num_threads(saved);
+#endif
+    printf("%-7s threads: %s\n", isa->name, failures == before ? "ok" : "FAILED");
 }
 
 /* The next-sliver prefetch plan: the microkernel calls of one GEMM, recorded. Over the passes
@@ -408,6 +437,7 @@ int main(void) {
         }
         test_isa(isa);
         test_prefetch_plan(isa);
+        test_threads(isa);
         test_activation_ulps(isa);
         test_act_ulps(isa);
     }
