@@ -3,7 +3,8 @@
 --
 --   workbench experiments/gemm_bench.lua [--sizes 512,1024,2048] [--threads 1,2] [--layouts nn,tn]
 --                                        [--tokens 16,128,512] [--rounds 5] [--max-rounds 15]
---                                        [--bf16-size 1024] [--out DIR]
+--                                        [--bf16-size 1024] [--only squares,linears,dual,epilogues,bf16]
+--                                        [--out DIR]
 --
 -- (also printed, without a bar: what each fused epilogue costs against a plain GEMM)
 --
@@ -27,7 +28,8 @@
 -- peak measured beside it in each round (also printed). A verdict with "~" is not settled: the
 -- interval holds the bar even after --max-rounds. The rows, with every call's time, are saved
 -- under --out (gemm_bench.json/.csv/.html): `workbench compare A.json B.json` compares two runs.
--- Takes one to three minutes with the defaults (more where verdicts are close).
+-- Takes one to three minutes with the defaults (more where verdicts are close); --only runs some
+-- sections (e.g. --only dual --rounds 21: the dual MLP's verdict on more rounds, in ~30 s).
 -- Layout letters follow BLAS (column-major) naming: "tn" is a linear layer (x times W^T).
 
 local args = require("wb.args")
@@ -47,8 +49,13 @@ parser:option("--max-rounds", "Rounds a row whose verdict is not settled keeps a
     :convert(args.int("--max-rounds", 1, 1000))
 parser:option("--bf16-size", "Size of the bf16-against-f32 and the epilogue GEMMs.", "1024")
     :convert(args.int("--bf16-size", 1, 65536))
+local sections = {"squares", "linears", "dual", "epilogues", "bf16"}
+parser:option("--only", "Sections to run, comma-separated (default: all): " .. table.concat(sections, ", ") .. ".")
+    :convert(args.names("--only", sections))
 parser:option("--out", "Output folder (default: out/gemm_bench/<timestamp>).")
 local opts = args.parse(parser)
+local run_section = {}
+for _, name in ipairs(opts.only or sections) do run_section[name] = true end
 local thread_counts, rounds, max_rounds = opts.threads, opts.rounds, opts.max_rounds
 if max_rounds < rounds then
     io.stderr:write(string.format("gemm_bench.lua: --max-rounds (%d) is below --rounds (%d)\n", max_rounds, rounds))
@@ -225,41 +232,46 @@ local function operands(n, layout)
     return a, b
 end
 
-print("\n-- square GEMMs (bar: >= 1.00x OpenBLAS)")
-for _, n in ipairs(opts.sizes) do
-    for _, layout in ipairs(opts.layouts) do
-        local a, b = operands(n, layout)
-        local c = wb.matmul(a, b)
-        local err = sampled_rel_error(c, a, b, 48)
-        assert(err < 1e-4, string.format("gemm_bench: rel. error %.2e at n=%d %s: result is wrong", err, n, layout))
-        if have_peer then
-            local pe = wb.rel_error(c, wb.openblas.matmul(a, b))
-            assert(pe < 1e-5, string.format("gemm_bench: n=%d %s disagrees with OpenBLAS (%.2e)", n, layout, pe))
+if run_section.squares then
+    print("\n-- square GEMMs (bar: >= 1.00x OpenBLAS)")
+    for _, n in ipairs(opts.sizes) do
+        for _, layout in ipairs(opts.layouts) do
+            local a, b = operands(n, layout)
+            local c = wb.matmul(a, b)
+            local err = sampled_rel_error(c, a, b, 48)
+            assert(err < 1e-4, string.format("gemm_bench: rel. error %.2e at n=%d %s: result is wrong", err, n, layout))
+            if have_peer then
+                local pe = wb.rel_error(c, wb.openblas.matmul(a, b))
+                assert(pe < 1e-5, string.format("gemm_bench: n=%d %s disagrees with OpenBLAS (%.2e)", n, layout, pe))
+            end
+            local flops = 2.0 * n * n * n
+            gemm_rows("square", string.format("n=%d %s", n, layout), flops, function() local _ = wb.matmul(a, b) end,
+                function() local _ = wb.openblas.matmul(a, b) end, 1.0, math.max(2, math.floor(1e9 / flops)))
         end
-        local flops = 2.0 * n * n * n
-        gemm_rows("square", string.format("n=%d %s", n, layout), flops, function() local _ = wb.matmul(a, b) end,
-            function() local _ = wb.openblas.matmul(a, b) end, 1.0, math.max(2, math.floor(1e9 / flops)))
     end
 end
 
-print("\n-- the MLP's linears: x[tokens, K] W[N, K]^T, W packed once (bar at tokens >= 128: >= 1.00x OpenBLAS)")
-for _, shape in ipairs({{768, 3072, "up"}, {3072, 768, "down"}}) do
-    local k, n, name = shape[1], shape[2], shape[3]
-    local w = wb.randn({n, k})
-    for _, tokens in ipairs(opts.tokens) do
-        local x = wb.randn({tokens, k})
-        local y = wb.linear(x, w)
-        local err = wb.rel_error(y, have_peer and wb.openblas.matmul(x, w:t()) or wb.matmul(x, w:t()))
-        assert(err < 1e-5, string.format("gemm_bench: linear %d->%d at %d tokens disagrees (%.2e)", k, n, tokens, err))
-        local flops = 2.0 * tokens * k * n
-        gemm_rows("mlp", string.format("%s %d->%d tokens %d", name, k, n, tokens), flops,
-            function() local _ = wb.linear(x, w) end, function() local _ = wb.openblas.matmul(x, w:t()) end,
-            tokens >= 128 and 1.0 or nil, math.max(2, math.floor(3e8 / flops)))
+if run_section.linears then
+    print("\n-- the MLP's linears: x[tokens, K] W[N, K]^T, W packed once (bar at tokens >= 128: >= 1.00x OpenBLAS)")
+    for _, shape in ipairs({{768, 3072, "up"}, {3072, 768, "down"}}) do
+        local k, n, name = shape[1], shape[2], shape[3]
+        local w = wb.randn({n, k})
+        for _, tokens in ipairs(opts.tokens) do
+            local x = wb.randn({tokens, k})
+            local y = wb.linear(x, w)
+            local err = wb.rel_error(y, have_peer and wb.openblas.matmul(x, w:t()) or wb.matmul(x, w:t()))
+            assert(err < 1e-5,
+                string.format("gemm_bench: linear %d->%d at %d tokens disagrees (%.2e)", k, n, tokens, err))
+            local flops = 2.0 * tokens * k * n
+            gemm_rows("mlp", string.format("%s %d->%d tokens %d", name, k, n, tokens), flops,
+                function() local _ = wb.linear(x, w) end, function() local _ = wb.openblas.matmul(x, w:t()) end,
+                tokens >= 128 and 1.0 or nil, math.max(2, math.floor(3e8 / flops)))
+        end
     end
 end
 
-print("\n-- dual GeGLU MLP (768/3072, impl dual), 512 tokens (bar on 1 thread: >= 90% of the FMA peak)")
-do
+if run_section.dual then
+    print("\n-- dual GeGLU MLP (768/3072, impl dual), 512 tokens (bar on 1 thread: >= 90% of the FMA peak)")
     wb.manual_seed(0)
     local mlp = wb.nn.GeGLUMLP(768, 3072, {impl = "dual"})
     wb.manual_seed(0)
@@ -297,8 +309,9 @@ do
     end
 end
 
-print("\n-- what the fused epilogues cost: linear-shaped GEMM n = " .. opts.bf16_size .. " with each, against plain (no bar)")
-do
+if run_section.epilogues then
+    print("\n-- what the fused epilogues cost: linear-shaped GEMM n = " .. opts.bf16_size ..
+        " with each, against plain (no bar)")
     local n = opts.bf16_size
     local x, w, bias = wb.randn({n, n}), wb.randn({n, n}), wb.randn({n})
     local variants = {
@@ -320,9 +333,9 @@ do
     end
 end
 
-print("\n-- bf16 against f32 (the same shapes, f32 accumulation; weights packed once)")
-local pair_speed = wb.cpu_bf16_pair_speed()
-do
+local pair_speed = run_section.bf16 and wb.cpu_bf16_pair_speed()
+if run_section.bf16 then
+    print("\n-- bf16 against f32 (the same shapes, f32 accumulation; weights packed once)")
     local n = opts.bf16_size
     local x, w = wb.randn({n, n}), wb.randn({n, n})
     local xh, wh = x:to{dtype = "bf16"}, w:to{dtype = "bf16"}
@@ -352,8 +365,8 @@ do
     local x1h = x1:to{dtype = "bf16"}
     local e1 = wb.rel_error(m16(x1h):to{dtype = "f32"}, m32(x1))
     assert(e1 < 2e-2, string.format("gemm_bench: one-token bf16 MLP is off by %.2e against f32", e1))
-    local r1 = race({{"f32", function() m32(x1) end, "workbench"}, {"bf16", function() m16(x1h) end, "workbench"}}, 20,
-        false, unsettled_when(speed_ci, function() return 1.8 end))
+    local r1 = race({{"f32", function() m32(x1) end, "workbench"}, {"bf16", function() m16(x1h) end, "workbench"}},
+        20, false, unsettled_when(speed_ci, function() return 1.8 end))
     for _, t in ipairs(thread_counts) do
         local row = {kind = "bf16", label = "bf16 MLP 1 token", threads = t, bar = 1.8,
             us = quantile(r1[t].bf16.samples, 0.5), samples = r1[t].bf16.samples, rounds = r1.rounds}

@@ -244,4 +244,31 @@ function TestCli:test_gemm_bench_rounds_follow_the_verdicts()
     lu.assertStrContains(e3, "--max-rounds (3) is below --rounds (5)")
 end
 
+-- --only runs the sections it names and no other (their rows alone are printed and saved); a
+-- section it does not know is refused, by name.
+function TestCli:test_gemm_bench_only_runs_the_sections_named()
+    local src = os.getenv("WB_SOURCE_DIR") or "."
+    local dir = scratch.path("-gemm_bench_only")
+    local out, err, code = run(src .. "/experiments/gemm_bench.lua --only squares,epilogues --sizes 64 --threads 1 " ..
+        "--layouts nn,tn --rounds 1 --max-rounds 1 --bf16-size 64 --out " .. dir)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "-- square GEMMs")
+    lu.assertStrContains(out, "-- what the fused epilogues cost")
+    for _, absent in ipairs({"-- the MLP's linears", "-- dual GeGLU MLP", "-- bf16 against f32", "vdpbf16ps"}) do
+        lu.assertNotStrContains(out, absent)
+    end
+    local f = assert(io.open(dir .. "/gemm_bench.json"))
+    local doc = require("cjson").decode(f:read("a"))
+    f:close()
+    os.execute("rm -rf '" .. dir .. "'")
+    local labels = {}
+    for _, r in ipairs(doc.rows or doc) do labels[#labels + 1] = r.row end
+    table.sort(labels)
+    lu.assertEquals(labels, {"n=64 nn", "n=64 tn"})
+    local _, e2, c2 = run(src .. "/experiments/gemm_bench.lua --only dual,gemv")
+    lu.assertEquals(c2, 2)
+    lu.assertStrContains(e2, "--only 'gemv'")
+    lu.assertStrContains(e2, "squares, linears, dual, epilogues, bf16")
+end
+
 scratch.exit(lu.LuaUnit.run())
