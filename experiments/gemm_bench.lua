@@ -29,7 +29,7 @@
 -- interval holds the bar even after --max-rounds. The rows, with every call's time, are saved
 -- under --out (gemm_bench.json/.csv/.html): `workbench compare A.json B.json` compares two runs.
 -- Takes one to three minutes with the defaults (more where verdicts are close); --only runs some
--- sections (e.g. --only dual --rounds 21: the dual MLP's verdict on more rounds, in ~30 s).
+-- sections (e.g. --only dual --rounds 21: the dual MLP's verdict on more rounds, in ~15 s).
 -- Layout letters follow BLAS (column-major) naming: "tn" is a linear layer (x times W^T).
 
 local args = require("wb.args")
