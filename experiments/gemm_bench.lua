@@ -218,9 +218,14 @@ local function gemm_rows(kind, label, flops, ours, peer, bar, iters)
         judge(row, row.ratio, row.bar, row.ratio_lo, row.ratio_hi)
         row.samples = o.samples
         rows[#rows + 1] = row
+        local ratio = ""
+        if row.ratio then
+            local v, lo, hi = stats.against_bar(2, row.bar, row.ratio, row.ratio_lo, row.ratio_hi)
+            ratio = string.format("   OpenBLAS %7.1f   ratio %sx (%s-%s, %d rounds)  %s", row.peer_gflops, v, lo, hi,
+                row.rounds, verdict(row))
+        end
         print(string.format("  %-26s %-10s ours %7.1f GFLOP/s (%3.0f%% of peak)%s", label, plural(t, "thread"),
-            row.gflops, row.pct, row.ratio and string.format("   OpenBLAS %7.1f   ratio %.2fx (%.2f-%.2f, %d rounds)  %s",
-                row.peer_gflops, row.ratio, row.ratio_lo, row.ratio_hi, row.rounds, verdict(row)) or ""))
+            row.gflops, row.pct, ratio))
     end
 end
 
@@ -303,9 +308,10 @@ if run_section.dual then
         row.bar_pct = bar_pct(t)
         judge(row, row.pct_run, row.bar_pct, row.pct_run_lo, row.pct_run_hi)
         rows[#rows + 1] = row
-        print(string.format("  %-26s %-10s %8.2f ms   %7.1f GFLOP/s   %3.0f%% of the calibrated peak, %3.0f%% (%.0f-%.0f, " ..
+        local v, lo, hi = stats.against_bar(1, row.bar_pct, row.pct_run, row.pct_run_lo, row.pct_run_hi)
+        print(string.format("  %-26s %-10s %8.2f ms   %7.1f GFLOP/s   %3.0f%% of the calibrated peak, %s%% (%s-%s, " ..
             "%d rounds) of the peak measured beside it  %s", row.label, plural(t, "thread"), us / 1e3, row.gflops, row.pct,
-            row.pct_run, row.pct_run_lo, row.pct_run_hi, row.rounds, verdict(row)))
+            v, lo, hi, row.rounds, verdict(row)))
     end
 end
 
@@ -353,9 +359,10 @@ if run_section.bf16 then
         row.ratio, row.ratio_lo, row.ratio_hi = speed_ci(res, t)
         judge(row, row.ratio, bar, row.ratio_lo, row.ratio_hi)
         rows[#rows + 1] = row
-        print(string.format("  %-26s %-10s f32 %8.2f ms   bf16 %8.2f ms   bf16 speed %.2fx f32 (%.2f-%.2f, %d rounds)  " ..
+        local v, lo, hi = stats.against_bar(2, bar, row.ratio, row.ratio_lo, row.ratio_hi)
+        print(string.format("  %-26s %-10s f32 %8.2f ms   bf16 %8.2f ms   bf16 speed %sx f32 (%s-%s, %d rounds)  " ..
             "bar %.2fx  %s", row.label, plural(t, "thread"), quantile(res[t].f32.samples, 0.5) / 1e3,
-            quantile(res[t].bf16.samples, 0.5) / 1e3, row.ratio, row.ratio_lo, row.ratio_hi, row.rounds, bar, verdict(row)))
+            quantile(res[t].bf16.samples, 0.5) / 1e3, v, lo, hi, row.rounds, bar, verdict(row)))
     end
     wb.manual_seed(0)
     local m32 = wb.nn.GeGLUMLP(768, 3072, {impl = "dual"})
@@ -373,22 +380,27 @@ if run_section.bf16 then
         row.ratio, row.ratio_lo, row.ratio_hi = speed_ci(r1, t)
         judge(row, row.ratio, 1.8, row.ratio_lo, row.ratio_hi)
         rows[#rows + 1] = row
-        print(string.format("  %-26s %-10s f32 %8.1f us   bf16 %8.1f us   bf16 speed %.2fx f32 (%.2f-%.2f, %d rounds)  " ..
+        local v, lo, hi = stats.against_bar(2, 1.8, row.ratio, row.ratio_lo, row.ratio_hi)
+        print(string.format("  %-26s %-10s f32 %8.1f us   bf16 %8.1f us   bf16 speed %sx f32 (%s-%s, %d rounds)  " ..
             "bar 1.80x  %s", row.label, plural(t, "thread"), quantile(r1[t].f32.samples, 0.5),
-            quantile(r1[t].bf16.samples, 0.5), row.ratio, row.ratio_lo, row.ratio_hi, row.rounds, verdict(row)))
+            quantile(r1[t].bf16.samples, 0.5), v, lo, hi, row.rounds, verdict(row)))
     end
 end
 
 print(string.format("\n== results: %s, path %s, OpenBLAS core %s (GFLOP/s medians; ratio = OpenBLAS time / ours, " ..
     "median of rounds, 95%% interval) ==", wb.device_info().name, wb.cpu_isa(), peer_core))
-print(string.format("%-27s %-3s %9s %15s %6s %9s %18s %6s %7s %s", "row", "thr", "GFLOP/s", "p10-p90", "%peak",
+print(string.format("%-27s %-3s %9s %15s %6s %9s %20s %6s %7s %s", "row", "thr", "GFLOP/s", "p10-p90", "%peak",
     "OpenBLAS", "ratio (interval)", "rounds", "bar", "verdict"))
 local met, below = 0, 0
 for _, r in ipairs(rows) do
     local bar = r.bar and string.format("%.2fx", r.bar) or r.bar_pct and string.format("%d%%", r.bar_pct) or "-"
-    local ratio = r.ratio and string.format("%.2fx (%.2f-%.2f)", r.ratio, r.ratio_lo, r.ratio_hi)
-        or r.pct_run and string.format("%.0f%% (%.0f-%.0f)*", r.pct_run, r.pct_run_lo, r.pct_run_hi) or "-"
-    print(string.format("%-27s %-3d %9s %15s %6s %9s %18s %6s %7s %s", r.label, r.threads,
+    local ratio = "-"
+    if r.ratio then
+        ratio = string.format("%sx (%s-%s)", stats.against_bar(2, r.bar, r.ratio, r.ratio_lo, r.ratio_hi))
+    elseif r.pct_run then
+        ratio = string.format("%s%% (%s-%s)*", stats.against_bar(1, r.bar_pct, r.pct_run, r.pct_run_lo, r.pct_run_hi))
+    end
+    print(string.format("%-27s %-3d %9s %15s %6s %9s %20s %6s %7s %s", r.label, r.threads,
         r.gflops and string.format("%.1f", r.gflops) or "-",
         r.p10 and string.format("%.1f-%.1f", r.p10, r.p90) or "-", r.pct and string.format("%.0f%%", r.pct) or "-",
         r.peer_gflops and string.format("%.1f", r.peer_gflops) or "-", ratio, r.rounds or "-", bar, verdict(r)))
@@ -398,7 +410,9 @@ print(string.format("\n%s, %s (~: the median's 95%% interval still holds the bar
     "on this machine now)",
     plural(met, "row meets its bar", "rows meet their bars"), plural(below, "row is below its bar", "rows are below their bars"),
     max_rounds))
-print("*: % of the FMA peak measured beside the row in each round (median, 95% interval), which its verdict is against")
+if run_section.dual then
+    print("*: % of the FMA peak measured beside the row in each round (median, 95% interval), which its verdict is against")
+end
 
 if has_bf16_isa and pair_speed then
     print(string.format("bf16: this CPU's pair instruction (vdpbf16ps) multiplies at %.2fx the f32 FMA rate " ..

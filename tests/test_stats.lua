@@ -162,6 +162,23 @@ function TestStats:test_median_ci()
     end
 end
 
+function TestStats:test_against_bar()
+    -- places added only while a printed number would cross the bar
+    lu.assertEquals({stats.against_bar(2, 1.0, 0.996, 0.951, 1.021)}, {"0.996", "0.951", "1.021"})
+    lu.assertEquals({stats.against_bar(2, 1.0, 1.021, 0.951, 0.999)}, {"1.021", "0.951", "0.999"})
+    lu.assertEquals({stats.against_bar(2, 1.0, 1.04, 0.97, 1.12)}, {"1.04", "0.97", "1.12"})
+    lu.assertEquals({stats.against_bar(1, 90, 89.96, 89.1, 90.4)}, {"89.96", "89.10", "90.40"})
+    lu.assertEquals({stats.against_bar(1, 90, 89.6, 88.2, 90.3)}, {"89.6", "88.2", "90.3"})
+    lu.assertEquals({stats.against_bar(2, nil, 0.996, 0.951, 1.021)}, {"1.00", "0.95", "1.02"})
+    -- on the bar itself nothing is added; at most 4 places however close
+    lu.assertEquals({stats.against_bar(2, 1.8, 1.8, 1.8, 1.8)}, {"1.80", "1.80", "1.80"})
+    lu.assertEquals(stats.against_bar(2, 1.0, 0.9999999, 0.9, 1.1), "1.0000")
+    lu.assertEquals(stats.against_bar(0, 90, 89.7, 80, 95), "89.7")
+    lu.assertErrorMsgContains("decimals must be a non-negative integer, got 1.5", stats.against_bar, 1.5, 1, 1, 1, 1)
+    lu.assertErrorMsgContains("bar must be a number or nil", stats.against_bar, 2, "1", 1, 1, 1)
+    lu.assertErrorMsgContains("hi must be a number, got nil", stats.against_bar, 2, 1, 1, 1)
+end
+
 function TestStats:test_normal_tail()
     lu.assertAlmostEquals(stats.normal_sf(0), 0.5, 1e-7)
     lu.assertAlmostEquals(stats.normal_sf(1.959964), 0.025, 1e-6)

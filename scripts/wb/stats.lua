@@ -190,4 +190,34 @@ function M.median_ci(samples, confidence)
     return M.percentile(s, 0.5), s[j], s[n + 1 - j], 1 - 2 * cdf
 end
 
+-- against_bar(decimals, bar, value, lo, hi) -> the three as strings with `decimals` places, or
+-- more (up to 4) where fewer would print a number on the other side of the bar than it is: 0.996
+-- against a bar of 1.00 prints "0.996", not "1.00", so that a printed ratio and interval agree
+-- with a verdict taken on the numbers (value >= bar: meets; lo < bar <= hi: not settled). bar nil:
+-- `decimals` places.
+function M.against_bar(decimals, bar, value, lo, hi)
+    if math.type(decimals) ~= "integer" or decimals < 0 then
+        error("stats.against_bar: decimals must be a non-negative integer, got " .. tostring(decimals), 2)
+    end
+    if bar ~= nil and type(bar) ~= "number" then error("stats.against_bar: bar must be a number or nil", 2) end
+    local values = {value, lo, hi}
+    for i = 1, 3 do
+        if type(values[i]) ~= "number" then
+            error(string.format("stats.against_bar: %s must be a number, got %s", ({"value", "lo", "hi"})[i],
+                tostring(values[i])), 2)
+        end
+    end
+    local function agrees(d)
+        if bar == nil then return true end
+        for i = 1, 3 do
+            if (tonumber(string.format("%." .. d .. "f", values[i])) >= bar) ~= (values[i] >= bar) then return false end
+        end
+        return true
+    end
+    local d = decimals
+    while d < math.max(decimals, 4) and not agrees(d) do d = d + 1 end
+    local f = "%." .. d .. "f"
+    return f:format(value), f:format(lo), f:format(hi)
+end
+
 return M
