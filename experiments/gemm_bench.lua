@@ -26,7 +26,8 @@
 -- contender starts after a pause. % of peak is against the FMA peak calibrated for this CPU,
 -- path and thread count (wb.calibrate, cached per machine); the dual MLP's verdict is against the
 -- peak measured beside it in each round (also printed). A verdict with "~" is not settled: the
--- interval holds the bar even after --max-rounds. The rows, with every call's time, are saved
+-- interval holds the bar even after --max-rounds, or fewer than 5 rounds ran (the range of 1-4
+-- ratios holds the median too rarely to settle anything). The rows, with every call's time, are saved
 -- under --out (gemm_bench.json/.csv/.html): `workbench compare A.json B.json` compares two runs.
 -- Takes one to three minutes with the defaults (more where verdicts are close); --only runs some
 -- sections (e.g. --only dual --rounds 21: the dual MLP's verdict on more rounds, in ~15 s).
@@ -169,11 +170,17 @@ local function round_ratios(a, b)
 end
 
 local rows = {}
--- Whether a value's interval holds the bar (a verdict not settled yet).
-local function straddles(bar, lo, hi) return bar ~= nil and lo ~= nil and lo < bar and hi >= bar end
+-- An interval settles a verdict only when it holds the median with at least this probability
+-- (stats.median_ci's coverage): five rounds or more. Fewer rounds give the range of one to four
+-- ratios, which holds the median 0-88% of the time; a verdict on it is not settled.
+local MIN_COVERAGE = 0.9
+-- Whether a value's interval holds the bar, or is too short to tell (a verdict not settled yet).
+local function straddles(bar, lo, hi, coverage)
+    return bar ~= nil and lo ~= nil and (lo < bar and hi >= bar or (coverage or 1) < MIN_COVERAGE)
+end
 
--- race()'s `unsettled` for rows judged by ci(res, t) -> median, lo, hi against bar_of(t) (nil: no
--- bar on that thread count): true while any row's interval holds its bar.
+-- race()'s `unsettled` for rows judged by ci(res, t) -> median, lo, hi, coverage against
+-- bar_of(t) (nil: no bar on that thread count): true while any row's verdict is not settled.
 local function unsettled_when(ci, bar_of)
     return function(res)
         for _, t in ipairs(thread_counts) do
@@ -184,11 +191,11 @@ local function unsettled_when(ci, bar_of)
 end
 
 -- The row's verdict from its value against its bar: meets (by the median) and settled (its
--- interval does not hold the bar); nil for both without a bar.
-local function judge(row, value, bar, lo, hi)
+-- interval, of enough coverage, does not hold the bar); nil for both without a bar.
+local function judge(row, value, bar, lo, hi, coverage)
     if not bar or not value then return end
     row.meets = value >= bar
-    row.settled = not straddles(bar, lo, hi)
+    row.settled = not straddles(bar, lo, hi, coverage)
 end
 
 -- "meets" or "BELOW", "~" when not settled, "-" without a bar
@@ -211,18 +218,18 @@ local function gemm_rows(kind, label, flops, ours, peer, bar, iters)
         row.pct = 100 * row.gflops / peaks[t]
         if res[t].openblas then
             row.peer_gflops = flops / quantile(res[t].openblas.samples, 0.5) / 1e3
-            row.ratio, row.ratio_lo, row.ratio_hi = ratio_ci(res, t)
+            row.ratio, row.ratio_lo, row.ratio_hi, row.coverage = ratio_ci(res, t)
         end
         row.rounds = res.rounds
         row.bar = bar and have_peer and bar or nil
-        judge(row, row.ratio, row.bar, row.ratio_lo, row.ratio_hi)
+        judge(row, row.ratio, row.bar, row.ratio_lo, row.ratio_hi, row.coverage)
         row.samples = o.samples
         rows[#rows + 1] = row
         local ratio = ""
         if row.ratio then
             local v, lo, hi = stats.against_bar(2, row.bar, row.ratio, row.ratio_lo, row.ratio_hi)
-            ratio = string.format("   OpenBLAS %7.1f   ratio %sx (%s-%s, %d rounds)  %s", row.peer_gflops, v, lo, hi,
-                row.rounds, verdict(row))
+            ratio = string.format("   OpenBLAS %7.1f   ratio %sx (%s-%s, %s)  %s", row.peer_gflops, v, lo, hi,
+                plural(row.rounds, "round"), verdict(row))
         end
         print(string.format("  %-26s %-10s ours %7.1f GFLOP/s (%3.0f%% of peak)%s", label, plural(t, "thread"),
             row.gflops, row.pct, ratio))
@@ -303,15 +310,15 @@ if run_section.dual then
         local row = {kind = "dual", label = "dual MLP 512 tokens", threads = t, us = us, gflops = flops / us / 1e3,
             samples = s}
         row.pct = 100 * row.gflops / peaks[t]
-        row.pct_run, row.pct_run_lo, row.pct_run_hi = pct_ci(res, t)
+        row.pct_run, row.pct_run_lo, row.pct_run_hi, row.coverage = pct_ci(res, t)
         row.rounds = res.rounds
         row.bar_pct = bar_pct(t)
-        judge(row, row.pct_run, row.bar_pct, row.pct_run_lo, row.pct_run_hi)
+        judge(row, row.pct_run, row.bar_pct, row.pct_run_lo, row.pct_run_hi, row.coverage)
         rows[#rows + 1] = row
         local v, lo, hi = stats.against_bar(1, row.bar_pct, row.pct_run, row.pct_run_lo, row.pct_run_hi)
         print(string.format("  %-26s %-10s %8.2f ms   %7.1f GFLOP/s   %3.0f%% of the calibrated peak, %s%% (%s-%s, " ..
-            "%d rounds) of the peak measured beside it  %s", row.label, plural(t, "thread"), us / 1e3, row.gflops, row.pct,
-            v, lo, hi, row.rounds, verdict(row)))
+            "%s) of the peak measured beside it  %s", row.label, plural(t, "thread"), us / 1e3, row.gflops, row.pct,
+            v, lo, hi, plural(row.rounds, "round"), verdict(row)))
     end
 end
 
@@ -356,13 +363,13 @@ if run_section.bf16 then
     for _, t in ipairs(thread_counts) do
         local row = {kind = "bf16", label = string.format("bf16 GEMM n=%d", n), threads = t, bar = bar,
             us = quantile(res[t].bf16.samples, 0.5), samples = res[t].bf16.samples, rounds = res.rounds}
-        row.ratio, row.ratio_lo, row.ratio_hi = speed_ci(res, t)
-        judge(row, row.ratio, bar, row.ratio_lo, row.ratio_hi)
+        row.ratio, row.ratio_lo, row.ratio_hi, row.coverage = speed_ci(res, t)
+        judge(row, row.ratio, bar, row.ratio_lo, row.ratio_hi, row.coverage)
         rows[#rows + 1] = row
         local v, lo, hi = stats.against_bar(2, bar, row.ratio, row.ratio_lo, row.ratio_hi)
-        print(string.format("  %-26s %-10s f32 %8.2f ms   bf16 %8.2f ms   bf16 speed %sx f32 (%s-%s, %d rounds)  " ..
+        print(string.format("  %-26s %-10s f32 %8.2f ms   bf16 %8.2f ms   bf16 speed %sx f32 (%s-%s, %s)  " ..
             "bar %.2fx  %s", row.label, plural(t, "thread"), quantile(res[t].f32.samples, 0.5) / 1e3,
-            quantile(res[t].bf16.samples, 0.5) / 1e3, v, lo, hi, row.rounds, bar, verdict(row)))
+            quantile(res[t].bf16.samples, 0.5) / 1e3, v, lo, hi, plural(row.rounds, "round"), bar, verdict(row)))
     end
     wb.manual_seed(0)
     local m32 = wb.nn.GeGLUMLP(768, 3072, {impl = "dual"})
@@ -377,13 +384,13 @@ if run_section.bf16 then
     for _, t in ipairs(thread_counts) do
         local row = {kind = "bf16", label = "bf16 MLP 1 token", threads = t, bar = 1.8,
             us = quantile(r1[t].bf16.samples, 0.5), samples = r1[t].bf16.samples, rounds = r1.rounds}
-        row.ratio, row.ratio_lo, row.ratio_hi = speed_ci(r1, t)
-        judge(row, row.ratio, 1.8, row.ratio_lo, row.ratio_hi)
+        row.ratio, row.ratio_lo, row.ratio_hi, row.coverage = speed_ci(r1, t)
+        judge(row, row.ratio, 1.8, row.ratio_lo, row.ratio_hi, row.coverage)
         rows[#rows + 1] = row
         local v, lo, hi = stats.against_bar(2, 1.8, row.ratio, row.ratio_lo, row.ratio_hi)
-        print(string.format("  %-26s %-10s f32 %8.1f us   bf16 %8.1f us   bf16 speed %sx f32 (%s-%s, %d rounds)  " ..
+        print(string.format("  %-26s %-10s f32 %8.1f us   bf16 %8.1f us   bf16 speed %sx f32 (%s-%s, %s)  " ..
             "bar 1.80x  %s", row.label, plural(t, "thread"), quantile(r1[t].f32.samples, 0.5),
-            quantile(r1[t].bf16.samples, 0.5), v, lo, hi, row.rounds, verdict(row)))
+            quantile(r1[t].bf16.samples, 0.5), v, lo, hi, plural(row.rounds, "round"), verdict(row)))
     end
 end
 
@@ -406,10 +413,10 @@ for _, r in ipairs(rows) do
         r.peer_gflops and string.format("%.1f", r.peer_gflops) or "-", ratio, r.rounds or "-", bar, verdict(r)))
     if r.meets == true then met = met + 1 elseif r.meets == false then below = below + 1 end
 end
-print(string.format("\n%s, %s (~: the median's 95%% interval still holds the bar after %d rounds; not settled " ..
-    "on this machine now)",
+print(string.format("\n%s, %s (~: the median's 95%% interval still holds the bar after %s, or fewer " ..
+    "than 5 rounds ran; not settled on this machine now)",
     plural(met, "row meets its bar", "rows meet their bars"), plural(below, "row is below its bar", "rows are below their bars"),
-    max_rounds))
+    plural(max_rounds, "round")))
 if run_section.dual then
     print("*: % of the FMA peak measured beside the row in each round (median, 95% interval), which its verdict is against")
 end
