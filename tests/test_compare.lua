@@ -1,5 +1,5 @@
 -- test_compare.lua: `workbench compare A.json B.json`: alignment on the config columns, verdicts
--- from raw samples (rank test plus minimum effect; symmetric), the fallback to the recorded spread
+-- from raw samples (rank test plus minimum effect, above the rows' noise; symmetric), the fallback to the recorded spread
 -- for older files, files that are not comparable, CI gating, and malformed input (exit 2).
 local lu = require("luaunit")
 local cjson = require("cjson")
@@ -93,6 +93,20 @@ function TestCompare:test_a_large_change_without_evidence_is_unsure()
     local out, err, code = run(a, b)
     lu.assertEquals(code, 0, err)
     lu.assertStrContains(out, "UNSURE")
+end
+
+-- Many samples make the rank test's p tiny for any shift, but a run's samples are not independent
+-- draws: a change smaller than the rows' own noise (IQR / median) is UNSURE, whatever p says; the
+-- same change on quiet rows is SLOWER.
+function TestCompare:test_a_change_within_the_noise_is_unsure()
+    local function noisy(median, rel) return row(1, "eager", median, rel, {samples_ms = samples(median, rel, 400)}) end
+    local out, err, code = run(write(doc({noisy(3, 0.4)})), write(doc({noisy(3.45, 0.4)})))
+    lu.assertEquals(code, 0, err)
+    lu.assertStrMatches(out, ".*tokens=1 mode=eager[^\n]-1%.150x%s+%d[^\n]-UNSURE %(within the noise, %d+%%%).*")
+    local p = tonumber(out:match("1%.150x%s+([%d.e%-]+)"))
+    lu.assertTrue(p and p < 1e-6, "the rank test alone would call it: p = " .. tostring(p))
+    local quiet = run(write(doc({noisy(3, 0.04)})), write(doc({noisy(3.45, 0.04)})))
+    lu.assertStrMatches(quiet, ".*tokens=1 mode=eager[^\n]-1%.150x[^\n]- SLOWER\n.*")
 end
 
 function TestCompare:test_older_files_fall_back_to_the_recorded_spread()

@@ -8,8 +8,12 @@
 -- that check, e.g. to compare --threads 1 with --threads 2 on purpose).
 -- Each row gets one verdict from its time metric: SAME, FASTER, SLOWER or UNSURE. With raw
 -- samples in both files: a two-sided Mann-Whitney U test (p < ALPHA) plus a minimum effect
--- (the medians differ by at least MIN_EFFECT); SAME when the effect is below the minimum,
--- UNSURE when it is larger but the test does not back it. Effects are measured on the log of the
+-- (the medians differ by at least MIN_EFFECT) larger than the noise of both rows (IQR / median);
+-- SAME when the effect is below the minimum, UNSURE when it is larger but the test does not back
+-- it or it is within the noise. The noise gate is there because a run's samples are not
+-- independent draws: a shared host's slow spell spans many of them, so the rank test's p on
+-- hundreds of samples from two runs is far too small (two runs of one build, seconds apart, gave
+-- "SLOWER, p = 1e-120" on rows whose IQR was 80% of their median). Effects are measured on the log of the
 -- ratio, so A vs B mirrors B vs A. Files without raw samples (older results) fall back to the
 -- recorded p10-p90 spread, and the output says so.
 -- Exit status: 0; 1 when --fail-on-slower PCT and a row is SLOWER by more than PCT percent;
@@ -206,12 +210,15 @@ local function timing(row)
     end
 end
 
--- verdict(ta, tb, min_effect) -> verdict, ratio (B/A), p (or nil), basis
+-- verdict(ta, tb, min_effect) -> verdict, ratio (B/A), p (or nil), basis ("samples", "noise":
+-- within the rows' noise, "spread"), the larger noise (IQR / median) of the two rows' samples
 function M.verdict(ta, tb, min_effect)
     min_effect = min_effect or M.MIN_EFFECT
     local ma, mb = ta.median, tb.median
+    local noise
     if ta.samples and tb.samples then
-        ma, mb = stats.summarize(ta.samples).median, stats.summarize(tb.samples).median
+        local sa, sb = stats.summarize(ta.samples), stats.summarize(tb.samples)
+        ma, mb, noise = sa.median, sb.median, math.max(sa.noise, sb.noise)
     end
     local ratio = ma > 0 and mb / ma or (mb == ma and 1 or math.huge)
     local effect = math.abs(math.log(ratio))
@@ -219,8 +226,9 @@ function M.verdict(ta, tb, min_effect)
     local direction = ratio < 1 and "FASTER" or "SLOWER"
     if ta.samples and tb.samples then
         local p = stats.mann_whitney(ta.samples, tb.samples).p
-        if small then return "SAME", ratio, p, "samples" end
-        return p < M.ALPHA and direction or "UNSURE", ratio, p, "samples"
+        if small then return "SAME", ratio, p, "samples", noise end
+        if effect < math.log(1 + noise) then return "UNSURE", ratio, p, "noise", noise end
+        return p < M.ALPHA and direction or "UNSURE", ratio, p, "samples", noise
     end
     -- no raw samples: the recorded p10-p90 ranges
     if small then return "SAME", ratio, nil, "spread" end
@@ -324,12 +332,13 @@ function M.compare(path_a, path_b, o)
         local k, ra, rb = pr[1], pr[2], pr[3]
         local ta, tb = timing(ra), timing(rb)
         if ta and tb and ta.metric == tb.metric then
-            local v, ratio, p = M.verdict(ta, tb, o.min_effect)
+            local v, ratio, p, basis, noise = M.verdict(ta, tb, o.min_effect)
             counts[v] = counts[v] + 1
             if v == "SLOWER" then worst_slower = math.max(worst_slower, (ratio - 1) * 100) end
             local flags = {}
             if ra.unstable == true then flags[#flags + 1] = "A unstable" end
             if rb.unstable == true then flags[#flags + 1] = "B unstable" end
+            if basis == "noise" then flags[#flags + 1] = string.format("within the noise, %.0f%%", noise * 100) end
             out(string.format("%-" .. width .. "s %12s %12s %7.3fx %8s  %s%s\n", k, show(ta.median) .. " " ..
                 ta.metric:match("_(%a+)$"), show(tb.median), ratio, p and string.format("%.2g", p) or "-", v,
                 #flags > 0 and " (" .. table.concat(flags, ", ") .. ")" or ""))
@@ -353,8 +362,9 @@ function M.compare(path_a, path_b, o)
     table.sort(only_b)
     if #only_a > 0 then out("\nonly in A: " .. table.concat(only_a, "; ") .. "\n") end
     if #only_b > 0 then out("only in B: " .. table.concat(only_b, "; ") .. "\n") end
-    out(string.format("\nverdicts: %d SAME, %d FASTER, %d SLOWER, %d UNSURE (rank test p < %g and a change of at least %g%%)\n",
-        counts.SAME, counts.FASTER, counts.SLOWER, counts.UNSURE, M.ALPHA, (o.min_effect or M.MIN_EFFECT) * 100))
+    out(string.format("\nverdicts: %d SAME, %d FASTER, %d SLOWER, %d UNSURE (rank test p < %g and a change of at least " ..
+        "%g%%, above both rows' noise: IQR / median)\n", counts.SAME, counts.FASTER, counts.SLOWER, counts.UNSURE, M.ALPHA,
+        (o.min_effect or M.MIN_EFFECT) * 100))
     local structural = {}
     for _, pr in ipairs(pairs_) do
         local ra, rb = pr[2], pr[3]
