@@ -51,6 +51,16 @@ function TestCompile:test_epilogue_rules()
     local w2 = wb.randn({16, 32})
     lu.assertTrue(wb.rel_error(g(a, w2), wb.gelu(wb.linear(a, w2))) < 1e-6)
     lu.assertStrContains(g:explain(), "1 kernel")
+    -- explain names the rewrite by the ops it joined and every kernel the plan launches, the fill
+    -- of a number operand among them
+    lu.assertStrContains(f:explain(), "fused: matmul+add -> addmm (bias in the epilogue); addmm+gelu -> linear with " ..
+        "gelu_tanh epilogue")
+    local k = wb.compile(function(x, m) return wb.gelu(wb.linear(x, m), {approximate = "tanh"}) * 2 end)
+    lu.assertTrue(wb.rel_error(k(a, w2), wb.gelu(wb.linear(a, w2), {approximate = "tanh"}) * 2) < 1e-6)
+    local ex = k:explain()
+    lu.assertStrContains(ex, "3 kernels: linear, mul; fused: linear+gelu -> linear with gelu_tanh epilogue")
+    lu.assertStrMatches(ex, ".*\n  kernels: wb_sgemm_[%w_]+_tn_gelu_tanh, wb_fill_%w+, wb_mul_[%w_]+ %(1 fill: a number " ..
+        "operand becomes a 0%-d tensor, filled on each call%).*")
     -- an intermediate used twice is not fused away
     local h = wb.compile(function(x, m)
         local y = wb.linear(x, m)

@@ -261,10 +261,10 @@ rules[4] = function(nodes, uses, prod, applied) -- gelu(GEMM) or silu(GEMM) -> a
                     if b and b:dim() ~= 1 then x = nil end
                 end
                 if x then
+                    applied[#applied + 1] = l.op .. "+" .. nd.op .. " -> linear with " .. act .. " epilogue"
                     nd.op = "linear"
                     nd.args = b and table.pack(x, w, b, {activation = act}) or table.pack(x, w, {activation = act})
                     l.dead = true
-                    applied[#applied + 1] = l.op .. "+" .. nd.op .. " -> linear with " .. nd.op .. " epilogue"
                     return true
                 end
             end
@@ -442,6 +442,14 @@ function Compiled:explain()
         out[#out + 1] = string.format("[%s] %s traced -> %s: %s%s", sig, plural(e.traced_ops, "op"),
             plural(#e.graph:nodes(), "kernel"), table.concat(e.ops, ", "),
             #e.fusions > 0 and ("; fused: " .. table.concat(e.fusions, "; ")) or "")
+        local kernels, fills = {}, 0
+        for _, k in ipairs(e.graph:nodes()) do
+            kernels[#kernels + 1] = k.name
+            if k.name:match("^wb_fill") then fills = fills + 1 end
+        end
+        for _, op in ipairs(e.ops) do if op == "fill_" then fills = fills - 1 end end -- the function's own
+        out[#out + 1] = "  kernels: " .. table.concat(kernels, ", ") .. (fills > 0 and string.format(
+            " (%s: a number operand becomes a 0-d tensor, filled on each call)", plural(fills, "fill")) or "")
         for i = 1, e.n do
             if e.copied[i] then out[#out + 1] = string.format("  input %d is copied on each call: %s", i, e.copied[i]) end
         end
