@@ -35,6 +35,8 @@ local codegen = require("wb.codegen")
 local TRACED = {"linear", "matmul", "addmm", "gelu", "geglu", "geglu_linear", "add", "mul", "sub", "div", "neg", "silu",
     "sigmoid", "relu", "tanh", "exp", "swiglu", "swiglu_linear"}
 local METAMETHODS = {__add = "add", __sub = "sub", __mul = "mul", __div = "div", __unm = "neg"}
+-- The ops whose number operands become 0-d tensors (wb.add(x, 2), x * 2).
+local BINARY = {add = true, sub = true, mul = true, div = true}
 -- Tensor methods are traced too (x:silu() is wb.silu(x)); the views and copies among them are
 -- recorded as nodes of their own, so a view of an input is taken again from the input on each
 -- call instead of being frozen at trace time.
@@ -326,6 +328,21 @@ function Compiled:_build(args, n)
     for _, nd in ipairs(nodes) do if not nd.dead then live[#live + 1] = nd end end
     local generated = {}
     if self.codegen then live, generated = self:_generate(live, outputs) end
+    -- A number operand of a binary op is a 0-d tensor of the other operand's dtype and device;
+    -- eagerly the binding fills a new one on every call (one kernel). The plan makes it once
+    -- here, before the capture, so a call replays no fill for it.
+    local constants = {}
+    for _, nd in ipairs(live) do
+        if BINARY[nd.op] and nd.args.n == 2 then
+            local like = is_tensor(nd.args[1]) and nd.args[1] or is_tensor(nd.args[2]) and nd.args[2]
+            for i = 1, 2 do
+                if like and type(nd.args[i]) == "number" then
+                    nd.args[i] = wb.full({}, nd.args[i], {dtype = like.dtype, device = like.device})
+                    constants[#constants + 1] = nd.args[i]
+                end
+            end
+        end
+    end
     local function run_plan()
         local env = {}
         local function value(v)
@@ -352,7 +369,7 @@ function Compiled:_build(args, n)
     local names = {}
     for _, nd in ipairs(live) do names[#names + 1] = nd.symbol or nd.op end
     return {graph = graph, statics = statics, inputs = inputs, copied = copied, n = n, ops = names, fusions = applied,
-        traced_ops = #nodes, generated = generated}
+        traced_ops = #nodes, generated = generated, constants = constants}
 end
 
 -- The guard of the entry used last, checked without building the signature string: every tensor
@@ -442,14 +459,9 @@ function Compiled:explain()
         out[#out + 1] = string.format("[%s] %s traced -> %s: %s%s", sig, plural(e.traced_ops, "op"),
             plural(#e.graph:nodes(), "kernel"), table.concat(e.ops, ", "),
             #e.fusions > 0 and ("; fused: " .. table.concat(e.fusions, "; ")) or "")
-        local kernels, fills = {}, 0
-        for _, k in ipairs(e.graph:nodes()) do
-            kernels[#kernels + 1] = k.name
-            if k.name:match("^wb_fill") then fills = fills + 1 end
-        end
-        for _, op in ipairs(e.ops) do if op == "fill_" then fills = fills - 1 end end -- the function's own
-        out[#out + 1] = "  kernels: " .. table.concat(kernels, ", ") .. (fills > 0 and string.format(
-            " (%s: a number operand becomes a 0-d tensor, filled on each call)", plural(fills, "fill")) or "")
+        local kernels = {}
+        for _, k in ipairs(e.graph:nodes()) do kernels[#kernels + 1] = k.name end
+        out[#out + 1] = "  kernels: " .. table.concat(kernels, ", ")
         for i = 1, e.n do
             if e.copied[i] then out[#out + 1] = string.format("  input %d is copied on each call: %s", i, e.copied[i]) end
         end
