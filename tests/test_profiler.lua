@@ -484,6 +484,10 @@ function TestBadInput:test_sessions_do_not_nest()
     a:stop()
     lu.assertFalse(ok)
     lu.assertStrContains(err, "a session is already running (sessions do not nest")
+    -- the error points at the line that called start(), not into the library
+    local _, located = pcall(function() a:start(); b:start() end)
+    a:stop()
+    lu.assertStrMatches(located, "^[^\n]*test_profiler%.lua:%d+: start: profiler: a session is already running.*")
     b:start() -- fine once the first one stopped
     b:stop()
 end

@@ -26,6 +26,14 @@ local SCHEDULE_KEYS = {wait = true, warmup = true, active = true, repeat_ = true
 
 local function fail(msg, level) error("profiler: " .. msg, (level or 1) + 1) end
 
+-- Calls a native method; an error it raises is raised again at the caller of the method that
+-- called this (the user's line), without the position inside this file the C side gave it.
+local function native(level, method, obj, ...)
+    local ok, err = pcall(method, obj, ...)
+    if not ok then error(type(err) == "string" and (err:gsub("^[^\n]-:%d+: ", "", 1)) or err, level + 1) end
+    return err
+end
+
 local function check_count(v, name, min)
     if math.type(v) ~= "integer" or v < min then
         fail(string.format("schedule.%s must be an integer >= %d, got %s", name, min, tostring(v)), 4)
@@ -148,7 +156,7 @@ end
 
 function Profiler:start()
     if self.started then fail("start(): this session is already running", 2) end
-    self.native:start()
+    native(2, self.native.start, self.native)
     self.started = true
     self:_enter_step()
     return self
