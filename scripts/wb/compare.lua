@@ -124,8 +124,9 @@ end
 local function load(path)
     local f, err = io.open(path)
     if not f then fail(string.format("cannot read %s: %s", path, tostring(err))) end
-    local text = f:read("a")
+    local text, rerr = f:read("a") -- a folder opens, but its read fails (EISDIR)
     f:close()
+    if not text then fail(string.format("cannot read %s: %s", path, tostring(rerr))) end
     local ok, doc = pcall(cjson.decode, text)
     if not ok then
         local truncated = text:match("^%s*$") or not text:match("[}%]]%s*$")
