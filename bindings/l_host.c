@@ -33,11 +33,18 @@ static int l_hostname(lua_State *L) {
     return 1;
 }
 
-/* wb._mkdir_p(path) -> true, or nil, message: creates the folder and its parents. */
+static int mkdir_failed(lua_State *L, const char *path, int err) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "cannot create %s: %s", path, strerror(err));
+    return 2;
+}
+
+/* wb._mkdir_p(path) -> true, or nil, message: creates the folder and its parents. A file
+ * where a folder should be is a failure (an experiment checks its --out before measuring). */
 static int l_mkdir_p(lua_State *L) {
     const char *path = wb_lua_checkstring(L, 1);
     char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return wb_lua_raise(L, "mkdir: path too long");
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return mkdir_failed(L, path, ENAMETOOLONG);
     if (wb_lua_sandboxed() && strstr(path, "..")) return wb_lua_raise(L, "mkdir: sandbox: '..' in '%s'", path);
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
@@ -45,10 +52,10 @@ static int l_mkdir_p(lua_State *L) {
             *p = '\0';
             struct stat st;
             if (stat(buf, &st) != 0) wb_lua_check_path(L, buf, 1, "mkdir"); /* each folder it creates */
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
-                lua_pushnil(L);
-                lua_pushfstring(L, "cannot create %s: %s", buf, strerror(errno));
-                return 2;
+            if (mkdir(buf, 0777) != 0) {
+                if (errno != EEXIST) return mkdir_failed(L, buf, errno);
+                if (stat(buf, &st) != 0) return mkdir_failed(L, buf, errno);
+                if (!S_ISDIR(st.st_mode)) return mkdir_failed(L, buf, ENOTDIR);
             }
             *p = c;
             if (!c) break;

@@ -24,6 +24,7 @@ parser:option("--rounds", "Alternating rounds of 40 calls each.", "9"):convert(a
 parser:option("--out", "Output folder (default: workbench --out, else out/compile_linear/<timestamp>).")
 local opts = args.parse(parser)
 local out_dir = opts.out or wb.options.out or ("out/compile_linear/" .. os.date("%Y%m%d-%H%M%S"))
+assert(wb.mkdir_p(out_dir)) -- a bad --out fails now, not after the measurements
 local T, K, N = opts.tokens, opts["in"], opts.out_features
 local CALLS = 40
 
@@ -58,7 +59,6 @@ for _, r in ipairs(p:range_instances("compiled")) do
         assert(not k.name:find("copy", 1, true), "compile_linear: a copy kernel ran in a compiled call: " .. k.name)
     end
 end
-assert(wb.mkdir_p(out_dir))
 p:export_chrome_trace(out_dir .. "/compile_linear.trace.json")
 
 -- host and kernel time per call, alternating rounds

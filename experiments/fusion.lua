@@ -60,6 +60,7 @@ parser:flag("--quick", "A fast small run (the test's).")
 parser:option("--out", "Output folder (default: workbench --out, else out/fusion/<timestamp>).")
 local opts = args.parse(parser)
 local out_dir = opts.out or wb.options.out or ("out/fusion/" .. os.date("%Y%m%d-%H%M%S"))
+assert(wb.mkdir_p(out_dir)) -- a bad --out fails now, not after the measurements
 local TOKENS = opts.tokens or (opts.quick and {8, 64} or {16, 128, 512})
 local H = opts.hidden or (opts.quick and 512 or 3072)
 local MAX_MS = opts.max_ms or (opts.quick and 150 or 2000)

@@ -273,4 +273,24 @@ function TestCli:test_gemm_bench_only_runs_the_sections_named()
     lu.assertStrContains(e2, "squares, linears, dual, epilogues, bf16")
 end
 
+-- --out naming a file: wb.mkdir_p fails on it (it said true), so the experiments stop before
+-- measuring, naming the path, instead of failing to save after a run of minutes.
+function TestCli:test_out_that_is_a_file_fails_before_measuring()
+    local file = scratch.file("not a folder\n")
+    local out, err, code = run([[-e "print(wb.mkdir_p(']] .. file .. [['))"]])
+    lu.assertEquals(code, 0, err)
+    lu.assertEquals(out, "nil\tcannot create " .. file .. ": Not a directory\n")
+    out = run([[-e "print(wb.mkdir_p(']] .. file .. [[/sub'))"]])
+    lu.assertEquals(out, "nil\tcannot create " .. file .. ": Not a directory\n")
+    out = run([[-e "print(wb.mkdir_p(string.rep('d', 5000)))"]])
+    lu.assertStrMatches(out, "nil\tcannot create d+: File name too long\n")
+    local src = os.getenv("WB_SOURCE_DIR") or "."
+    for _, script in ipairs({"gemm_bench.lua", "fusion.lua --quick", "compile_linear.lua --in 8 --out-features 8"}) do
+        out, err, code = run(src .. "/experiments/" .. script .. " --out " .. file)
+        lu.assertEquals(code, 1, script)
+        lu.assertStrContains(err, "cannot create " .. file .. ": Not a directory")
+        lu.assertEquals(out, "", script .. " measured before checking --out")
+    end
+end
+
 scratch.exit(lu.LuaUnit.run())

@@ -174,7 +174,7 @@ function Results:save(o)
     end
     local dir = o.dir or wb.options.out or ("out/" .. self.name .. "/" .. os.date("%Y%m%d-%H%M%S"))
     local ok, err = mkdir_p(dir)
-    if not ok then error("results: cannot create the directory " .. dir .. ": " .. tostring(err), 2) end
+    if not ok then error("results: " .. tostring(err), 2) end -- "cannot create DIR: reason"
     local fp = o.fingerprint
     if not fp then
         fp = with_cuda(fingerprint())
