@@ -303,9 +303,10 @@ int wb_lua_checkdim(lua_State *L, int idx, const wb_tensor *t, const char *fname
     int64_t d = wb_lua_checkint(L, idx, fname, "dimension");
     if (d >= 1 && d <= t->ndim) return (int)d - 1;
     if (d <= -1 && d >= -t->ndim) return (int)(t->ndim + d);
-    if (t->ndim == 0) wb_lua_raise(L, "%s: dimension %d is out of range: the tensor has 0 dimensions", fname, (int)d);
-    return wb_lua_raise(L, "%s: dimension %d is out of range for a tensor with %d dimension%s (expected 1..%d or -%d..-1)",
-                      fname, (int)d, t->ndim, t->ndim == 1 ? "" : "s", t->ndim, t->ndim);
+    if (t->ndim == 0)
+        wb_lua_raise(L, "%s: dimension %I is out of range: the tensor has 0 dimensions", fname, (lua_Integer)d);
+    return wb_lua_raise(L, "%s: dimension %I is out of range for a tensor with %d dimension%s (expected 1..%d or -%d..-1)",
+                      fname, (lua_Integer)d, t->ndim, t->ndim == 1 ? "" : "s", t->ndim, t->ndim);
 }
 
 void wb_lua_checkkeys(lua_State *L, int idx, const char *fname, const char *const *allowed) {

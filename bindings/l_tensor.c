@@ -155,12 +155,12 @@ static int t_narrow(lua_State *L) {
     int64_t size = t->shape[dim];
     int64_t s0 = start < 0 ? size + start : start - 1; /* 0-based */
     if (start == 0 || s0 < 0 || s0 > size)
-        wb_lua_raise(L, "narrow: start %d is out of range for dimension %d of size %d (expected 1..%d or -%d..-1)",
-                   (int)start, dim + 1, (int)size, (int)size + 1, (int)size);
-    if (len < 0) wb_lua_raise(L, "narrow: length must be >= 0, got %d", (int)len);
+        wb_lua_raise(L, "narrow: start %I is out of range for dimension %d of size %I (expected 1..%I or -%I..-1)",
+                   (lua_Integer)start, dim + 1, (lua_Integer)size, (lua_Integer)size + 1, (lua_Integer)size);
+    if (len < 0) wb_lua_raise(L, "narrow: length must be >= 0, got %I", (lua_Integer)len);
     if (len > size - s0) /* s0 <= size: no overflow, whatever len is */
-        wb_lua_raise(L, "narrow: start %d with length %d runs past the end of dimension %d of size %d", (int)start,
-                   (int)len, dim + 1, (int)size);
+        wb_lua_raise(L, "narrow: start %I with length %I runs past the end of dimension %d of size %I",
+                   (lua_Integer)start, (lua_Integer)len, dim + 1, (lua_Integer)size);
     return wb_lua_pushresult(L, wb_narrow(t, dim, s0, len, &out), &out);
 }
 
@@ -171,8 +171,8 @@ static int t_select(lua_State *L) {
     int64_t size = t->shape[dim];
     int64_t i0 = i < 0 ? size + i : i - 1;
     if (i == 0 || i0 < 0 || i0 >= size)
-        wb_lua_raise(L, "select: index %d is out of range for dimension %d of size %d (expected 1..%d or -%d..-1)",
-                   (int)i, dim + 1, (int)size, (int)size, (int)size);
+        wb_lua_raise(L, "select: index %I is out of range for dimension %d of size %I (expected 1..%I or -%I..-1)",
+                   (lua_Integer)i, dim + 1, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size);
     return wb_lua_pushresult(L, wb_select(t, dim, i0, &out), &out);
 }
 
@@ -221,7 +221,7 @@ static int t_to(lua_State *L) {
 static int t_item(lua_State *L) {
     wb_tensor *t = wb_lua_checktensor(L, 1);
     int64_t n = wb_tensor_numel(t);
-    if (n != 1) wb_lua_raise(L, "item: the tensor has %d elements, item() needs exactly 1", (int)n);
+    if (n != 1) wb_lua_raise(L, "item: the tensor has %I elements, item() needs exactly 1", (lua_Integer)n);
     double v;
     WB_LUA_CHECK(L, wb_to_doubles(t, &v));
     lua_pushnumber(L, v);

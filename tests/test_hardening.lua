@@ -67,6 +67,27 @@ function TestMemorySafety:test_signed_overflows_are_errors()
     lu.assertEquals(wb.zeros({4}):as_strided({0}, {1}, 4).shape, {0}) -- the end itself is fine
 end
 
+-- Messages name the values given: they were printed through (int) casts, so a length of 2^40
+-- read "length 0" and an index of 2^32 "index 0".
+function TestMemorySafety:test_messages_name_64_bit_values_as_given()
+    local x = wb.zeros({4})
+    lu.assertErrorMsgContains("narrow: start 3 with length 1099511627776 runs past the end of dimension 1 of size 4",
+        function() return x:narrow(1, 3, 1 << 40) end)
+    lu.assertErrorMsgContains("narrow: start -4611686018427387904 is out of range for dimension 1 of size 4",
+        function() return x:narrow(1, -(1 << 62), 2) end)
+    lu.assertErrorMsgContains("narrow: length must be >= 0, got -1099511627776",
+        function() return x:narrow(1, 1, -(1 << 40)) end)
+    lu.assertErrorMsgContains("select: index 4294967296 is out of range for dimension 1 of size 4",
+        function() return x:select(1, 1 << 32) end)
+    lu.assertErrorMsgContains("size: dimension 4294967297 is out of range for a tensor with 1 dimension",
+        function() return x:size((1 << 32) + 1) end)
+    local big = wb.zeros({1}):expand({1 << 33})
+    lu.assertErrorMsgContains("item: the tensor has 8589934592 elements, item() needs exactly 1",
+        function() return big:item() end)
+    lu.assertErrorMsgContains("narrow: start 8589934597 is out of range for dimension 1 of size 8589934592",
+        function() return big:narrow(1, (1 << 33) + 5, 1) end)
+end
+
 function TestMemorySafety:test_thread_counts_are_checked_before_narrowing_to_int()
     local threads = wb.get_num_threads()
     lu.assertErrorMsgContains("set_num_threads: 4294967298 threads is out of range (1..1024)",
