@@ -112,6 +112,9 @@ function TestBoundedWork:test_printing_empty_and_huge_tensors()
     lu.assertEquals(#wb.zeros({3, 0}):tolist(), 3)
     lu.assertErrorMsgContains("tolist: the empty tensor would make 1099511627776 empty tables; refused",
         function() return wb.zeros({1 << 40, 0}):tolist() end)
+    -- more values than memory: named, not Lua's bare "not enough memory"
+    lu.assertErrorMsgContains("tolist: the tensor has 1099511627776 elements; as Lua numbers they need about 24.0 TiB",
+        function() return wb.zeros({1}):expand({1 << 40}):tolist() end)
 end
 
 function TestBoundedWork:test_writes_into_expanded_views_are_refused()
