@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,9 +115,25 @@ static int docall_with(lua_State *L, int nargs, int nresults, lua_CFunction hand
     return status;
 }
 
+/* Lua's memory error is the bare "not enough memory", with no traceback (the message handler
+ * does not run for it): say where the limit came from when the process has one. */
+static void report_memory_error(void) {
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+        fprintf(stderr, "workbench: not enough memory: the interpreter could not allocate within the address space "
+                        "limit of %llu MiB (--max-memory; 8G by default under --sandbox)\n",
+                (unsigned long long)(lim.rlim_cur >> 20));
+    else
+        fprintf(stderr, "workbench: not enough memory: the interpreter could not allocate\n");
+}
+
 int wb_lua_docall(lua_State *L, int nargs, int nresults) {
     int status = docall_with(L, nargs, nresults, traceback);
-    if (status != LUA_OK) {
+    if (status == LUA_ERRMEM) {
+        report_memory_error();
+        fflush(stderr);
+        lua_pop(L, 1);
+    } else if (status != LUA_OK) {
         fprintf(stderr, "workbench: %s\n", lua_tostring(L, -1));
         fflush(stderr);
         lua_pop(L, 1);

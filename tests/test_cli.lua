@@ -293,4 +293,14 @@ function TestCli:test_out_that_is_a_file_fails_before_measuring()
     end
 end
 
+-- The interpreter running out under --max-memory: Lua's bare "not enough memory" (no traceback,
+-- no location) now says which limit it ran into.
+function TestCli:test_interpreter_out_of_memory_names_the_limit()
+    if wb.build.sanitizers then return end -- --max-memory is not applied there
+    local _, err, code = run([[--max-memory 16M -e "local t = {} for i = 1, 1e8 do t[i] = i end"]])
+    lu.assertEquals(code, 1)
+    lu.assertStrContains(err, "workbench: not enough memory: the interpreter could not allocate within the " ..
+        "address space limit of 16 MiB (--max-memory")
+end
+
 scratch.exit(lu.LuaUnit.run())
