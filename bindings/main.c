@@ -240,6 +240,10 @@ static int run_options(lua_State *L, const options *o) {
         wb_lua_setinteger(L, "seed", seed);
     }
     if (o->out) {
+        if (!*o->out) { /* "" would reach mkdir as "cannot create : No such file or directory" */
+            fprintf(stderr, "workbench: --out: expected a folder, got an empty value\n");
+            return 2;
+        }
         wb_lua_setstring(L, "out", o->out);
     }
     lua_setfield(L, -2, "options");

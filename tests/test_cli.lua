@@ -303,4 +303,14 @@ function TestCli:test_interpreter_out_of_memory_names_the_limit()
         "address space limit of 16 MiB (--max-memory")
 end
 
+function TestCli:test_empty_out_is_refused()
+    local script = scratch.file("print(1)\n", ".lua")
+    for _, args in ipairs({[[--out "" -e "print(1)"]], [[--out= -e "print(1)"]], [[--sandbox --out "" ]] .. script}) do
+        local out, err, code = run(args)
+        lu.assertEquals(code, 2, args)
+        lu.assertEquals(out, "", args)
+        lu.assertStrContains(err, "workbench: --out: expected a folder, got an empty value")
+    end
+end
+
 scratch.exit(lu.LuaUnit.run())
