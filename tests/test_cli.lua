@@ -214,22 +214,28 @@ function TestCli:test_lua_libraries_available()
     lu.assertEquals(out, "[1]\ttrue\ttrue\n")
 end
 
+-- Runs gemm_bench with `options` into a scratch folder; returns its output and the rows it saved.
+local function gemm_bench(options)
+    local dir = scratch.path("-gemm_bench")
+    local out, err, code = run((os.getenv("WB_SOURCE_DIR") or ".") .. "/experiments/gemm_bench.lua " .. options ..
+        " --out " .. dir)
+    lu.assertEquals(code, 0, err)
+    local f = assert(io.open(dir .. "/gemm_bench.json"))
+    local doc = require("cjson").decode(f:read("a"))
+    f:close()
+    os.execute("rm -rf '" .. dir .. "'")
+    return out, doc.rows or doc
+end
+
 -- gemm_bench at toy sizes: every row alternates --rounds rounds, a row with a bar whose verdict
 -- is not settled (3 rounds never settle one) goes on up to --max-rounds and no further, rows
 -- without a bar stop at --rounds; the saved rows say so. A bad option names itself.
 function TestCli:test_gemm_bench_rounds_follow_the_verdicts()
     local src = os.getenv("WB_SOURCE_DIR") or "."
-    local dir = scratch.path("-gemm_bench")
-    local out, err, code = run(src .. "/experiments/gemm_bench.lua --sizes 96 --tokens 16,128 --threads 1 " ..
-        "--layouts nn --rounds 2 --max-rounds 3 --bf16-size 64 --out " .. dir)
-    lu.assertEquals(code, 0, err)
+    local out, rows = gemm_bench("--sizes 96 --tokens 16,128 --threads 1 --layouts nn --rounds 2 --max-rounds 3 " ..
+        "--bf16-size 64")
     lu.assertStrContains(out, "blocking: ")
     lu.assertStrContains(out, "95% interval")
-    local f = assert(io.open(dir .. "/gemm_bench.json"))
-    local doc = require("cjson").decode(f:read("a"))
-    f:close()
-    os.execute("rm -rf '" .. dir .. "'")
-    local rows = doc.rows or doc
     lu.assertTrue(#rows >= 6, "rows saved: " .. #rows)
     for _, r in ipairs(rows) do
         lu.assertTrue(r.rounds == 2 or r.rounds == 3, r.row .. ": " .. tostring(r.rounds) .. " rounds")
@@ -250,21 +256,15 @@ end
 -- section it does not know is refused, by name.
 function TestCli:test_gemm_bench_only_runs_the_sections_named()
     local src = os.getenv("WB_SOURCE_DIR") or "."
-    local dir = scratch.path("-gemm_bench_only")
-    local out, err, code = run(src .. "/experiments/gemm_bench.lua --only squares,epilogues --sizes 64 --threads 1 " ..
-        "--layouts nn,tn --rounds 1 --max-rounds 1 --bf16-size 64 --out " .. dir)
-    lu.assertEquals(code, 0, err)
+    local out, rows = gemm_bench("--only squares,epilogues --sizes 64 --threads 1 --layouts nn,tn --rounds 1 " ..
+        "--max-rounds 1 --bf16-size 64")
     lu.assertStrContains(out, "-- square GEMMs")
     lu.assertStrContains(out, "-- what the fused epilogues cost")
     for _, absent in ipairs({"-- the MLP's linears", "-- dual GeGLU MLP", "-- bf16 against f32", "vdpbf16ps"}) do
         lu.assertNotStrContains(out, absent)
     end
-    local f = assert(io.open(dir .. "/gemm_bench.json"))
-    local doc = require("cjson").decode(f:read("a"))
-    f:close()
-    os.execute("rm -rf '" .. dir .. "'")
     local labels = {}
-    for _, r in ipairs(doc.rows or doc) do labels[#labels + 1] = r.row end
+    for _, r in ipairs(rows) do labels[#labels + 1] = r.row end
     table.sort(labels)
     lu.assertEquals(labels, {"n=64 nn", "n=64 tn"})
     local _, e2, c2 = run(src .. "/experiments/gemm_bench.lua --only dual,gemv")
