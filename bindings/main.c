@@ -33,7 +33,7 @@
 
 static const char usage[] =
     "usage: workbench [options] [script.lua | -] [script args...]\n"
-    "       workbench compare A.json B.json\n"
+    "       workbench compare [options] A.json B.json   (row by row; compare --help lists the options)\n"
     "       workbench merge OUT FILES|DIRS...   (join the shards of one wb.sweep run)\n"
     "\n"
     "Runs a Lua experiment script with the `wb` library loaded (`-` reads the script from stdin).\n"

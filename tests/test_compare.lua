@@ -184,6 +184,14 @@ function TestCompare:test_malformed_input()
     local _, _, c = p:close()
     lu.assertEquals(c, 2)
     lu.assertStrContains(out, "usage: workbench compare [--verbose]")
+    -- --help is an answer, not an unknown option
+    p = io.popen(EXE .. " compare --help 2>&1")
+    out = p:read("a")
+    _, _, c = p:close()
+    lu.assertEquals(c, 0)
+    lu.assertStrContains(out, "usage: workbench compare [--verbose]")
+    lu.assertStrContains(out, "--fail-on-slower PCT  exit with status 1")
+    lu.assertNotStrContains(out, "unknown option")
 end
 
 function TestCompare:test_two_runs_of_the_same_script()

@@ -389,6 +389,13 @@ function M.compare(path_a, path_b, o)
 end
 
 local USAGE = "usage: workbench compare [--verbose] [--fail-on-slower PCT] [--min-effect PCT] [--ignore COL] A.json B.json"
+local HELP = [[
+  compares two results files of the same sweep, row by row: SAME, FASTER, SLOWER or UNSURE
+  --verbose, -v         every metric of each row, not only its time
+  --fail-on-slower PCT  exit with status 1 when a row is SLOWER by more than PCT percent
+  --min-effect PCT      the smallest change called FASTER or SLOWER (default 5)
+  --ignore COL          leave COL out of the check that the runs are comparable (repeatable)
+  --help, -h            this text]]
 
 -- Entry point for `workbench compare ...`: returns the exit status.
 function M.main(args)
@@ -396,7 +403,10 @@ function M.main(args)
     local i = 1
     while i <= #args do
         local a = args[i]
-        if a == "--verbose" or a == "-v" then
+        if a == "--help" or a == "-h" then
+            io.write(USAGE, "\n", HELP, "\n")
+            return 0
+        elseif a == "--verbose" or a == "-v" then
             o.verbose = true
         elseif a == "--fail-on-slower" or a == "--min-effect" then
             local v = tonumber(args[i + 1])
