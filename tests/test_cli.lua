@@ -250,6 +250,10 @@ function TestCli:test_gemm_bench_rounds_follow_the_verdicts()
     local _, e3, c3 = run(src .. "/experiments/gemm_bench.lua --rounds 5 --max-rounds 3")
     lu.assertNotEquals(c3, 0)
     lu.assertStrContains(e3, "--max-rounds (3) is below --rounds (5)")
+    -- a negative number is the option's value, refused by name in one line (not "unknown option '-1'")
+    local _, e4, c4 = run(src .. "/experiments/gemm_bench.lua --rounds -1")
+    lu.assertEquals(c4, 2)
+    lu.assertEquals(e4, "gemm_bench.lua: --rounds '-1': expected a whole number from 1 to 1000 (see --help)\n")
 end
 
 -- --only runs the sections it names and no other (their rows alone are printed and saved); a

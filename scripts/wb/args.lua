@@ -19,8 +19,20 @@ function M.parser(name, description, epilog)
 end
 
 -- Parses `argv` (default: the script's arg); on a bad argument: one line on stderr, status 2.
+-- A negative number after an option is its value (`--rounds -1` is `--rounds=-1`, refused by the
+-- option's converter by name), not an unknown option '-1' as lua-argparse would read it.
 function M.parse(parser, argv)
-    local ok, result = parser:pparse(argv or arg)
+    local given, joined = argv or arg, {}
+    local i = 1
+    while i <= #given do
+        local a, nxt = given[i], given[i + 1]
+        if type(a) == "string" and a:match("^%-%-%w[%w%-]*$") and type(nxt) == "string" and nxt:match("^%-%.?%d") then
+            joined[#joined + 1], i = a .. "=" .. nxt, i + 2
+        else
+            joined[#joined + 1], i = a, i + 1
+        end
+    end
+    local ok, result = parser:pparse(joined)
     if ok then return result end
     io.stderr:write(string.format("%s: %s (see --help)\n", parser._name, result))
     io.stderr:flush()
