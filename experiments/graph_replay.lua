@@ -37,8 +37,8 @@ local function wall_us(fn)
 end
 
 wb.manual_seed(0)
-print(string.format("%-6s %-6s %-7s %8s %11s %11s %12s %10s", "tokens", "mode", "run", "kernels", "wall us",
-    "kernel us", "host us", "host/kernel"))
+print(string.format("%-6s %-6s %-7s %8s %11s %11s %12s %14s", "tokens", "mode", "run", "kernels", "wall us",
+    "kernel us", "host us", "host us/kernel"))
 local summary = {}
 for _, tokens in ipairs(token_list) do
     for _, mode in ipairs({"eager", "fused", "dual"}) do
@@ -52,7 +52,7 @@ for _, tokens in ipairs(token_list) do
         for _, r in ipairs(runs) do
             local m = measure(r[2])
             res[r[1]] = m
-            print(string.format("%-6d %-6s %-7s %8d %11.1f %11.1f %12.2f %10.3f", tokens, mode, r[1], m.n, m.wall,
+            print(string.format("%-6d %-6s %-7s %8d %11.1f %11.1f %12.2f %14.3f", tokens, mode, r[1], m.n, m.wall,
                 m.kern, m.host, m.host / m.n))
         end
         summary[#summary + 1] = {tokens = tokens, mode = mode, eager = res.eager, replay = res.replay}
