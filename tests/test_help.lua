@@ -40,6 +40,16 @@ function TestHelp:test_forms()
     lu.assertStrContains(captured("linear"), "wb.linear(x, w")
     lu.assertStrContains(captured(wb.ones({2})), "methods: ")
     lu.assertStrContains(captured("nope"), "no help for 'nope'")
+    -- a table lists its public functions only; an unknown name is echoed short and without
+    -- control characters; help has an entry of its own
+    local listed = captured(wb)
+    lu.assertStrContains(listed, "wb.linear(x, w")
+    lu.assertNotStrContains(listed, "_profiler_push")
+    lu.assertNil(("\n" .. listed):find("\n_%w"), "an internal _ function listed")
+    lu.assertEquals(captured(string.rep("x", 5000) .. "\27[31m"),
+        "no help for '" .. string.rep("x", 60) .. "...' (help() lists the topics)")
+    lu.assertEquals(captured("a\27[31m"), "no help for 'a?[31m' (help() lists the topics)")
+    lu.assertStrContains(captured(help), "wb.help([x])")
 end
 
 os.exit(lu.LuaUnit.run())

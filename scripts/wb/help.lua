@@ -13,6 +13,7 @@ local DOCS = {
     ["wb.arange"] = "wb.arange(n[, opts]) -> 0, 1, ..., n-1",
     ["wb.manual_seed"] = "wb.manual_seed(n): restart the generator at seed n",
     ["wb.initial_seed"] = "wb.initial_seed() -> the generator's seed",
+    ["wb.help"] = "wb.help([x]) -> prints the topics, or the entry for a function, a name (\"linear\"), a tensor (its summary and methods) or a table of functions (help() in the REPL)",
     ["wb.mkdir_p"] = "wb.mkdir_p(path) -> true, or nil, message: creates the folder and its parents (under --sandbox: beneath --out only)",
     -- ops
     ["wb.add"] = "wb.add(a, b) -> a + b with NumPy broadcasting (numbers allowed); also a + b",
@@ -155,7 +156,8 @@ local function help(x)
     end
     if type(x) == "string" then
         local doc = DOCS[x] or DOCS["wb." .. x]
-        print(doc or ("no help for '" .. x .. "' (help() lists the topics)"))
+        local shown = #x > 60 and x:sub(1, 60) .. "..." or x
+        print(doc or ("no help for '" .. shown:gsub("%c", "?") .. "' (help() lists the topics)"))
         return
     end
     if type(x) == "userdata" and getmetatable(x) == wb.Tensor then
@@ -175,7 +177,7 @@ local function help(x)
     if type(x) == "table" then
         local lines = {}
         for k, v in pairs(x) do
-            if type(v) == "function" then
+            if type(v) == "function" and not (type(k) == "string" and k:sub(1, 1) == "_") then -- _: internal
                 local name = name_of(v)
                 lines[#lines + 1] = name and DOCS[name] or tostring(k)
             end
