@@ -49,7 +49,7 @@ function TestHelp:test_forms()
     lu.assertEquals(captured(string.rep("x", 5000) .. "\27[31m"),
         "no help for '" .. string.rep("x", 60) .. "...' (help() lists the topics)")
     lu.assertEquals(captured("a\27[31m"), "no help for 'a?[31m' (help() lists the topics)")
-    lu.assertStrContains(captured(help), "wb.help([x])")
+    lu.assertStrContains(captured("help"), "wb.help([x])")
 end
 
 os.exit(lu.LuaUnit.run())
