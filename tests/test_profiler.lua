@@ -473,7 +473,10 @@ function TestBadInput:test_options()
     raises("unknown activity 'gpu'", function() wb.profiler.profile{activities = {"cpu", "gpu"}} end)
     raises("unknown option 'record_shape'", function() wb.profiler.profile{record_shape = true} end)
     raises("on_trace_ready must be a function", function() wb.profiler.profile{on_trace_ready = 1} end)
-    raises("max_events must be an integer >= 16", function() wb.profiler.profile{max_events = 3} end)
+    raises("max_events must be an integer >= 16, got 3", function() wb.profiler.profile{max_events = 3} end)
+    raises("max_events must be an integer >= 16, got 4.6116860184274e+18", function()
+        wb.profiler.profile{max_events = 2 ^ 62}
+    end)
 end
 
 function TestBadInput:test_sessions_do_not_nest()

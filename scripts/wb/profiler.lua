@@ -81,7 +81,9 @@ function M.profile(opts, fn)
         fail("on_trace_ready must be a function", 2)
     end
     local max_events = opts.max_events or (1 << 20)
-    if math.type(max_events) ~= "integer" or max_events < 16 then fail("max_events must be an integer >= 16", 2) end
+    if math.type(max_events) ~= "integer" or max_events < 16 then
+        fail(string.format("max_events must be an integer >= 16, got %s", tostring(max_events)), 2)
+    end
     local native_opts = {record_host = host, record_device = device,
         record_shapes = opts.record_shapes and true or false, with_stack = opts.with_stack and true or false,
         with_flops = opts.with_flops and true or false, profile_memory = opts.profile_memory and true or false,
