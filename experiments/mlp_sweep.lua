@@ -127,6 +127,9 @@ end
 
 local rows, roof_points = {}, {}
 local flops_of = function(t) return 6.0 * t * dim * hidden end
+-- the bytes any forward must move: the three weights, the input and the output (intermediates
+-- that stay in caches or registers are not counted): the GB/s column's numerator
+local bytes_of = function(t) return (args.dtype == "bf16" and 2 or 4) * (3.0 * dim * hidden + 2.0 * t * dim) end
 
 -- The PyTorch peer (when installed): one run of experiments/peers/torch_mlp.py per round, after
 -- our modes' round, so that ours and the peer's samples come from the same stretches of time
@@ -238,6 +241,7 @@ local sweep = wb.sweep{
     finish = function(p, row)
         local kernels, host_us, kernel_events, prof = anatomy(inputs[p.tokens].run[p.mode])
         row.kernels, row.host_us, row.rel_error, row.flops = kernels, host_us, inputs[p.tokens].err[p.mode], flops_of(p.tokens)
+        row.bytes = bytes_of(p.tokens)
         row.torch_samples_ms = torch.samples[p.tokens]
         for _, e in ipairs(kernel_events) do
             if e.bytes > 0 and e.flops > 0 then
@@ -256,11 +260,12 @@ local sweep = wb.sweep{
     derived = {
         {column = "gflops", num = "flops", den = "median_ms", scale = 1e-6},
         {column = "pct_peak", num = "gflops", den = "@peak_gflops", scale = 100},
+        {column = "gbs", num = "bytes", den = "median_ms", scale = 1e-6},
         {column = "speedup_vs_eager", num = "median_ms", den = "median_ms", base = {mode = "eager"}},
         {column = "vs_torch", num = "torch_ms", den = "median_ms"},
     },
     constants = {peak_gflops = info.peak_gflops},
-    columns = {"tokens", "mode", "median_ms", "p10_ms", "p90_ms", "gflops", "pct_peak", "kernels", "host_us",
+    columns = {"tokens", "mode", "median_ms", "p10_ms", "p90_ms", "gflops", "pct_peak", "gbs", "kernels", "host_us",
         "speedup_vs_eager", "rel_error", "torch_ms", "vs_torch"},
 }
 rows = sweep:run()
@@ -289,12 +294,12 @@ if above > 0 then
     print(string.format("note: %s above the calibrated peak (marked !): the ceiling is too low; %s",
         plural(above, "point is", "points are"), info.calibrated))
 end
-print(string.format("\n%-6s %-8s %10s %17s %9s %7s %8s %9s %9s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
-    "GFLOP/s", "%peak", "kernels", "host us", "vs eager", vs_torch))
+print(string.format("\n%-6s %-8s %10s %17s %9s %7s %7s %8s %9s %9s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
+    "GFLOP/s", "%peak", "GB/s", "kernels", "host us", "vs eager", vs_torch))
 for _, r in ipairs(rows) do
-    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %5.0f%%%s %8d %9.1f %8.2fx %" .. math.max(9, #vs_torch) .. "s%s",
-        r.tokens, r.mode,
-        r.median_ms, r.p10_ms, r.p90_ms, r.gflops, r.pct_peak, r.pct_peak > 100 and "!" or " ", r.kernels, r.host_us,
+    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %5.0f%%%s %7.1f %8d %9.1f %8.2fx %" ..
+        math.max(9, #vs_torch) .. "s%s", r.tokens, r.mode,
+        r.median_ms, r.p10_ms, r.p90_ms, r.gflops, r.pct_peak, r.pct_peak > 100 and "!" or " ", r.gbs, r.kernels, r.host_us,
         r.speedup_vs_eager or 0, r.vs_torch and string.format("%.2fx", r.vs_torch) or "-",
         r.noise and r.noise > 0.05 and string.format("  unstable (noise %.0f%%)", r.noise * 100) or ""))
 end

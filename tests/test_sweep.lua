@@ -70,7 +70,11 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     for _, r in ipairs(saved_rows(dir, 4)) do
         lu.assertEquals(r.torch_ms, 2.0) -- the median of 1,2,3 twice
         lu.assertAlmostEquals(r.vs_torch, 2.0 / r.median_ms, 1e-9)
+        -- GB/s: the three weights, the input and the output (f32, dim 32, hidden 64)
+        lu.assertEquals(r.bytes, 4 * (3 * 32 * 64 + 2 * r.tokens * 32))
+        lu.assertAlmostEquals(r.gbs, r.bytes / r.median_ms * 1e-6, 1e-9)
     end
+    lu.assertStrMatches(out, ".*\ntokens +mode +median ms +p10%-p90 ms +GFLOP/s +%%peak +GB/s +kernels .*")
     os.execute("rm -rf '" .. dir .. "'")
 end
 
