@@ -135,7 +135,8 @@ static void test_isa(const wb_cpu_isa *isa) {
 /* Threads: a blocking small enough that every GEMM here has several panels, K blocks and MC
  * blocks, so the threads' shares divide unevenly, on 1 to 4 threads (more than this machine's
  * cores is fine: only the results are checked), both split directions, the dual GEMM's partial
- * sums across K blocks. */
+ * sums across K blocks. Every case does at least the 4e6 flops below which the driver runs one
+ * thread. */
 static void test_threads(const wb_cpu_isa *isa) {
     wb_cpu_isa small = *isa;
     small.kc = 40, small.mc = 3 * isa->mr, small.nc = 2 * isa->nr;
@@ -148,8 +149,8 @@ static void test_threads(const wb_cpu_isa *isa) {
         for (int packed = 0; packed < 2; packed++) {
             run_case(&small, 100, 333, 130, 0, 1, 1, 0, WB_STORE_GELU_TANH, packed, th); /* N split */
             run_case(&small, 61, 333, 130, 1, 0, 0, 0, WB_STORE_PLAIN, packed, th);
-            run_case(&small, 3, 1000, 41, 0, 1, 1, 0, WB_STORE_PLAIN, packed, th); /* one row tile */
-            run_case(&small, 100, 40, 90, 0, 1, 0, 0, WB_STORE_PLAIN, packed, th);  /* M split */
+            run_case(&small, 3, 1000, 700, 0, 1, 1, 0, WB_STORE_PLAIN, packed, th); /* one row tile */
+            run_case(&small, 100, 40, 600, 0, 1, 0, 0, WB_STORE_PLAIN, packed, th); /* M split */
             run_case(&small, 29, 100, 1100, 0, 1, 1, 1, WB_STORE_GEGLU, packed, th); /* dual, K split */
         }
 #ifdef _OPENMP
