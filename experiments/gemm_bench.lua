@@ -30,7 +30,7 @@
 -- ratios holds the median too rarely to settle anything). The rows, with every call's time, are saved
 -- under --out (gemm_bench.json/.csv/.html): `workbench compare A.json B.json` compares two runs.
 -- Takes one to three minutes with the defaults (more where verdicts are close); --only runs some
--- sections (e.g. --only dual --rounds 21: the dual MLP's verdict on more rounds, in ~15 s).
+-- sections (e.g. --only dual --rounds 21: the dual MLP's verdict on 21 rounds, in 12-15 s here).
 -- Layout letters follow BLAS (column-major) naming: "tn" is a linear layer (x times W^T).
 
 local args = require("wb.args")
@@ -46,7 +46,8 @@ parser:option("--layouts", "Layouts of the square GEMMs (BLAS letters), comma-se
 parser:option("--tokens", "Token counts of the MLP's linears, comma-separated.", "16,128,512")
     :convert(args.ints("--tokens", 1, 65536))
 parser:option("--rounds", "Rounds of alternating the contenders (at least).", "5"):convert(args.int("--rounds", 1, 1000))
-parser:option("--max-rounds", "Rounds a row whose verdict is not settled keeps alternating up to.", "15")
+parser:option("--max-rounds", "Rounds a row whose verdict is not settled keeps alternating up to (default: 15, " ..
+    "or --rounds when that is more).")
     :convert(args.int("--max-rounds", 1, 1000))
 parser:option("--bf16-size", "Size of the bf16-against-f32 and the epilogue GEMMs.", "1024")
     :convert(args.int("--bf16-size", 1, 65536))
@@ -57,7 +58,8 @@ parser:option("--out", "Output folder (default: out/gemm_bench/<timestamp>).")
 local opts = args.parse(parser)
 local run_section = {}
 for _, name in ipairs(opts.only or sections) do run_section[name] = true end
-local thread_counts, rounds, max_rounds = opts.threads, opts.rounds, opts.max_rounds
+local thread_counts, rounds = opts.threads, opts.rounds
+local max_rounds = opts.max_rounds or math.max(15, rounds)
 if max_rounds < rounds then
     io.stderr:write(string.format("gemm_bench.lua: --max-rounds (%d) is below --rounds (%d)\n", max_rounds, rounds))
     os.exit(2)
