@@ -481,8 +481,12 @@ void wb_repl_run(lua_State *L) {
             continue;
         }
         double t0 = now_s();
-        if (docall_with(L, 0, LUA_MULTRET, repl_message) == LUA_OK) {
+        int run = docall_with(L, 0, LUA_MULTRET, repl_message);
+        if (run == LUA_OK) {
             if (!quiet) print_results(L, base);
+        } else if (run == LUA_ERRMEM) {
+            report_memory_error();
+            fflush(stderr);
         } else {
             fprintf(stderr, "%s\n", lua_tostring(L, -1));
             fflush(stderr);

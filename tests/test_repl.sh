@@ -5,8 +5,9 @@
 # no traceback; traceback() and traceback(true) show it), a multi-line for loop, tab completion
 # of a method, a tensor field and lazily loaded modules, completion on nil and on a userdata
 # without a metatable, Ctrl-C on a continuation line (back to "> "), Ctrl-C of a long loop, the
-# history file, Ctrl-D. Every check waits for text that only the output can contain (e.g. "ali"
-# .. "ve1" -> alive1, or a whole line the input does not have), never the echoed input.
+# history file, Ctrl-D, a statement outgrowing --max-memory. Every check waits for text that only
+# the output can contain (e.g. "ali" .. "ve1" -> alive1, or a whole line the input does not have),
+# never the echoed input.
 set -eu
 EXE=$1
 command -v tmux >/dev/null 2>&1 || { echo "tmux is not installed: skipped"; exit 77; }
@@ -148,4 +149,16 @@ while tmux has-session -t "$S" 2>/dev/null; do
     [ $i -lt 50 ] || { echo "FAILED: Ctrl-D did not leave the REPL"; screen; exit 1; }
 done
 grep -qF 'print("ali" .. "ve1")' "$HOME/.workbench_history" || { echo "FAILED: no history file"; exit 1; }
+
+# A statement that outgrows --max-memory: the REPL names the limit and goes on (not in the
+# sanitizer build, which does not apply --max-memory)
+if ! "$EXE" --version | grep -qF "ASan"; then
+    tmux new-session -d -s "$S" -x 160 -y 60 "$EXE --max-memory 256M"
+    wait_for "REPL"
+    send 'local t = {} for i = 1, 1e9 do t[i] = i end' Enter
+    wait_for "address space limit of 256 MiB (--max-memory"
+    send 'print("ali" .. "ve3")' Enter
+    wait_for "alive3"
+    tmux kill-session -t "$S"
+fi
 echo "repl: all checks passed"
