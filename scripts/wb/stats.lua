@@ -210,7 +210,9 @@ function M.against_bar(decimals, bar, value, lo, hi)
     local function agrees(d)
         if bar == nil then return true end
         for i = 1, 3 do
-            if (tonumber(string.format("%." .. d .. "f", values[i])) >= bar) ~= (values[i] >= bar) then return false end
+            local x = values[i]
+            local finite = x == x and x ~= math.huge and x ~= -math.huge -- inf and nan print as they are
+            if finite and (tonumber(string.format("%." .. d .. "f", x)) >= bar) ~= (x >= bar) then return false end
         end
         return true
     end
