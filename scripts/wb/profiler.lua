@@ -26,12 +26,13 @@ local SCHEDULE_KEYS = {wait = true, warmup = true, active = true, repeat_ = true
 
 local function fail(msg, level) error("profiler: " .. msg, (level or 1) + 1) end
 
--- Calls a native method; an error it raises is raised again at the caller of the method that
--- called this (the user's line), without the position inside this file the C side gave it.
+-- Calls a native method and returns what it returns; an error it raises is raised again at the
+-- caller of the method that called this (the user's line): called directly from here, the C
+-- side's luaL_error would name this file's line. (Called through pcall it adds no position.)
 local function native(level, method, obj, ...)
-    local ok, err = pcall(method, obj, ...)
-    if not ok then error(type(err) == "string" and (err:gsub("^[^\n]-:%d+: ", "", 1)) or err, level + 1) end
-    return err
+    local r = table.pack(pcall(method, obj, ...))
+    if not r[1] then error(r[2], level + 1) end
+    return table.unpack(r, 2, r.n)
 end
 
 local function check_count(v, name, min)
