@@ -254,6 +254,10 @@ function TestCli:test_gemm_bench_rounds_follow_the_verdicts()
     local _, e4, c4 = run(src .. "/experiments/gemm_bench.lua --rounds -1")
     lu.assertEquals(c4, 2)
     lu.assertEquals(e4, "gemm_bench.lua: --rounds '-1': expected a whole number from 1 to 1000 (see --help)\n")
+    -- after a flag it is not a value: argparse's unknown option, its suggestion on the same line
+    local _, e5, c5 = run(src .. "/experiments/fusion.lua --quick -1")
+    lu.assertEquals(c5, 2)
+    lu.assertEquals(e5, "fusion.lua: unknown option '-1'; did you mean '-h'? (see --help)\n")
 end
 
 -- --only runs the sections it names and no other (their rows alone are printed and saved); a

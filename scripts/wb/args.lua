@@ -19,14 +19,22 @@ function M.parser(name, description, epilog)
 end
 
 -- Parses `argv` (default: the script's arg); on a bad argument: one line on stderr, status 2.
--- A negative number after an option is its value (`--rounds -1` is `--rounds=-1`, refused by the
--- option's converter by name), not an unknown option '-1' as lua-argparse would read it.
+-- A negative number after an option that takes a value is that value (`--rounds -1` is
+-- `--rounds=-1`, refused by the option's converter by name), not an unknown option '-1' as
+-- lua-argparse would read it; after a flag, or after `--`, it is left as it is.
 function M.parse(parser, argv)
-    local given, joined = argv or arg, {}
-    local i = 1
+    local takes_value = {}
+    for _, o in ipairs(parser._options or {}) do
+        for _, alias in ipairs(o._aliases or {}) do takes_value[alias] = (o._maxargs or 0) > 0 end
+    end
+    local given, joined, i = argv or arg, {}, 1
     while i <= #given do
         local a, nxt = given[i], given[i + 1]
-        if type(a) == "string" and a:match("^%-%-%w[%w%-]*$") and type(nxt) == "string" and nxt:match("^%-%.?%d") then
+        if a == "--" then
+            table.move(given, i, #given, #joined + 1, joined)
+            break
+        end
+        if takes_value[a] and type(nxt) == "string" and nxt:match("^%-%.?%d") then
             joined[#joined + 1], i = a .. "=" .. nxt, i + 2
         else
             joined[#joined + 1], i = a, i + 1
@@ -34,7 +42,9 @@ function M.parse(parser, argv)
     end
     local ok, result = parser:pparse(joined)
     if ok then return result end
-    io.stderr:write(string.format("%s: %s (see --help)\n", parser._name, result))
+    -- one line: lua-argparse puts its suggestion ("Did you mean '-h'?") on a second
+    local line = tostring(result):gsub("\nDid you mean", "; did you mean"):gsub("\n", " ")
+    io.stderr:write(string.format("%s: %s (see --help)\n", parser._name, line))
     io.stderr:flush()
     os.exit(2, true)
 end
