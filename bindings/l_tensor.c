@@ -7,8 +7,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
-#include "storage.h"
 #include "wb_lua.h"
 
 static void push_int_array(lua_State *L, int n, const int64_t *v) {
@@ -254,14 +254,19 @@ static int t_tolist(lua_State *L) {
         return wb_lua_raise(L, "tolist: the empty tensor would make %s empty tables; refused", count);
     }
     /* a value is 8 bytes in the staging buffer and a 16-byte slot in its table: past the machine's
-     * allocation limit Lua only says "not enough memory", naming neither tolist nor the size */
+     * allocation limit, or the address-space limit the process runs under (--max-memory), Lua
+     * only says "not enough memory", naming neither tolist nor the size */
     double need = (double)n * (sizeof(double) + 16), limit = (double)wb_alloc_limit();
+    const char *whose = "this machine allows";
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY && (double)as.rlim_cur < limit)
+        limit = (double)as.rlim_cur, whose = "address space limit allows (--max-memory)";
     if (need > limit) {
         char want[32], have[32];
         wb_format_bytes(need, want, sizeof want);
         wb_format_bytes(limit, have, sizeof have);
         return wb_lua_raise(L, "tolist: the tensor has %I elements; as Lua numbers they need about %s, more than the %s "
-                               "this machine allows (narrow or select a part first)", (lua_Integer)n, want, have);
+                               "%s (narrow or select a part first)", (lua_Integer)n, want, have, whose);
     }
     double *v = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof(double), 0); /* freed by the GC */
     WB_LUA_CHECK(L, wb_to_doubles(t, v));

@@ -22,7 +22,5 @@ void wb_storage_release(wb_storage *s);
 /* Whether freed cpu blocks and headers are kept for reuse (off under ASan or with
  * WB_NO_ALLOC_CACHE=1; backend_cpu.c). */
 int wb_alloc_cache_on(void);
-/* "1.5 MiB" */
-void wb_format_bytes(double bytes, char *buf, size_t len);
 
 #endif

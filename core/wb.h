@@ -119,6 +119,8 @@ void wb_storage_set_observer(void (*fn)(wb_device device, int64_t delta, int64_t
 
 /* Largest single allocation allowed, in bytes (physical memory, or WB_MAX_ALLOC_BYTES). */
 size_t wb_alloc_limit(void);
+/* A byte count for a message: "1.5 MiB". */
+void wb_format_bytes(double bytes, char *buf, size_t len);
 
 /* A new contiguous tensor with uninitialised data (messages carry no op name: callers add it). */
 wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int64_t *shape, wb_tensor **out);

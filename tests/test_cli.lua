@@ -304,6 +304,17 @@ function TestCli:test_out_that_is_a_file_fails_before_measuring()
     end
 end
 
+-- tolist measures what it would need against the tighter of the machine's memory and the
+-- address space the process may use (--max-memory), and names which one it ran into.
+function TestCli:test_tolist_names_the_max_memory_limit()
+    if wb.build.sanitizers then return end -- --max-memory is not applied there
+    local out, err, code = run([[--max-memory 1G -e "print(pcall(function() ]] ..
+        [[return wb.zeros({1}):expand({1 << 28}):tolist() end))"]])
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "tolist: the tensor has 268435456 elements; as Lua numbers they need about 6.0 GiB, " ..
+        "more than the 1.0 GiB address space limit allows (--max-memory)")
+end
+
 -- The interpreter running out under --max-memory: Lua's bare "not enough memory" (no traceback,
 -- no location) now says which limit it ran into.
 function TestCli:test_interpreter_out_of_memory_names_the_limit()
