@@ -192,9 +192,9 @@ static int l_openblas_info(lua_State *L) {
 
 static int l_openblas_set_num_threads(lua_State *L) {
     int64_t n = wb_lua_checkint(L, 1, "openblas.set_num_threads", "n");
-    /* OpenBLAS ignores 0 and negative counts without a word; 2^32 + 2 would narrow to 2 */
-    if (n < 1 || n > 1024)
-        wb_lua_raise(L, "openblas.set_num_threads: %I threads is out of range (1..1024)", (lua_Integer)n);
+    /* named as given before the narrowing to int (2^32 + 2 would become 2); the core checks the range */
+    if (n < 1 || n > WB_MAX_THREADS)
+        wb_lua_raise(L, "openblas.set_num_threads: %I threads is out of range (1..%d)", (lua_Integer)n, WB_MAX_THREADS);
     WB_LUA_CHECK(L, wb_openblas_set_threads((int)n));
     return 0;
 }

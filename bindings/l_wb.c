@@ -151,8 +151,9 @@ static int l_initial_seed(lua_State *L) {
 
 static int l_set_num_threads(lua_State *L) {
     int64_t n = wb_lua_checkint(L, 1, "set_num_threads", "n");
-    /* checked before the narrowing to int: 2^32 + 2 would become 2 */
-    if (n < 1 || n > 1024) wb_lua_raise(L, "set_num_threads: %I threads is out of range (1..1024)", (lua_Integer)n);
+    /* named as given before the narrowing to int (2^32 + 2 would become 2); the same range as the core's */
+    if (n < 1 || n > WB_MAX_THREADS)
+        wb_lua_raise(L, "set_num_threads: %I threads is out of range (1..%d)", (lua_Integer)n, WB_MAX_THREADS);
     WB_LUA_CHECK(L, wb_set_num_threads((int)n));
     return 0;
 }

@@ -102,7 +102,8 @@ int wb_get_num_threads(void) {
 }
 
 wb_status wb_set_num_threads(int n) {
-    if (n < 1 || n > 1024) return wb_error(WB_ERR_ARGUMENT, "set_num_threads: %d threads is out of range (1..1024)", n);
+    if (n < 1 || n > WB_MAX_THREADS)
+        return wb_error(WB_ERR_ARGUMENT, "set_num_threads: %d threads is out of range (1..%d)", n, WB_MAX_THREADS);
 #ifdef _OPENMP
     wb_threads_set_requested(n);
     return WB_OK;

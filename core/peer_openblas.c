@@ -73,6 +73,10 @@ wb_status wb_openblas_info(const char **corename, const char **coretype_note) {
 const char *wb_openblas_config(void) { return load() == WB_OK && ob.config ? ob.config() : NULL; }
 
 wb_status wb_openblas_set_threads(int n) {
+    /* OpenBLAS ignores 0 and negative counts without a word */
+    if (n < 1 || n > WB_MAX_THREADS)
+        return wb_error(WB_ERR_ARGUMENT, "openblas.set_num_threads: %d threads is out of range (1..%d)", n,
+                        WB_MAX_THREADS);
     wb_status st = load();
     if (st) return st;
     ob.set_threads(n);
