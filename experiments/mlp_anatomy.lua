@@ -1,4 +1,4 @@
--- mlp_anatomy.lua: the MLP section of the profiling post, as a lab notebook.
+-- mlp_anatomy.lua: a GeGLU MLP forward taken apart, kernel by kernel, as a lab notebook.
 --
 --   workbench experiments/mlp_anatomy.lua [--tokens 16] [--dim 768] [--hidden 3072] [--out DIR]
 --

@@ -68,8 +68,8 @@ end
 
 -- ---- GeGLUMLP, SwiGLUMLP ---------------------------------------------------------------------
 
--- down_proj(act(gate_proj(x)) * up_proj(x)): GeGLU (act = gelu_tanh, the SimpleGeGLUMLP of the
--- profiling post) or SwiGLU (act = silu, Llama's MLP). Three implementations of the same
+-- down_proj(act(gate_proj(x)) * up_proj(x)): GeGLU (act = gelu_tanh, as in a transformer's
+-- GeGLU feed-forward layer) or SwiGLU (act = silu, Llama's MLP). Three implementations of the same
 -- function, to compare:
 --   eager: linear, linear, act, mul, linear       (5 kernels; the [tokens, hidden] activation
 --                                                  and the gate/up products travel through memory)
@@ -124,7 +124,7 @@ local function gated_mlp(name)
         if self.impl == "dual" then
             h = wb[gate.dual](x, g.weight, u.weight, g.bias, u.bias)
         else
-            local gx, ux = g(x), u(x) -- gate then up, as in the post
+            local gx, ux = g(x), u(x) -- gate then up: the order the kernels appear in a trace
             if self.impl == "fused" then
                 h = wb[gate.fused](gx, ux)
             else
