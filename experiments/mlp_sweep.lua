@@ -261,12 +261,12 @@ local sweep = wb.sweep{
         {column = "gflops", num = "flops", den = "median_ms", scale = 1e-6},
         {column = "pct_peak", num = "gflops", den = "@peak_gflops", scale = 100},
         {column = "gbs", num = "bytes", den = "median_ms", scale = 1e-6},
-        {column = "speedup_vs_eager", num = "median_ms", den = "median_ms", base = {mode = "eager"}},
+        {column = "speedup_vs_eager", num = "median_ms", den = "median_ms", base = {mode = "eager"}, interval = true},
         {column = "vs_torch", num = "torch_ms", den = "median_ms"},
     },
     constants = {peak_gflops = info.peak_gflops},
     columns = {"tokens", "mode", "median_ms", "p10_ms", "p90_ms", "gflops", "pct_peak", "gbs", "kernels", "host_us",
-        "speedup_vs_eager", "rel_error", "torch_ms", "vs_torch"},
+        "speedup_vs_eager", "speedup_vs_eager_lo", "speedup_vs_eager_hi", "rel_error", "torch_ms", "vs_torch"},
 }
 rows = sweep:run()
 local summarize = require("wb.stats").summarize
@@ -294,14 +294,27 @@ if above > 0 then
     print(string.format("note: %s above the calibrated peak (marked !): the ceiling is too low; %s",
         plural(above, "point is", "points are"), info.calibrated))
 end
-print(string.format("\n%-6s %-8s %10s %17s %9s %7s %7s %8s %9s %9s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
-    "GFLOP/s", "%peak", "GB/s", "kernels", "host us", "vs eager", vs_torch))
+-- vs eager: eager's median over the mode's, round by round, the median of the rounds (wb.sweep's
+-- interval = true), with the rounds' range, or a 95% interval for their median from 6 rounds on
+local function vs_eager(r)
+    if not r.speedup_vs_eager then return "-" end
+    if r.mode == "eager" or not r.speedup_vs_eager_lo or (r.speedup_vs_eager_rounds or 0) < 2 then
+        return string.format("%.2fx", r.speedup_vs_eager)
+    end
+    return string.format("%.2fx (%.2f-%.2f)", r.speedup_vs_eager, r.speedup_vs_eager_lo, r.speedup_vs_eager_hi)
+end
+print(string.format("\n%-6s %-8s %10s %17s %9s %7s %7s %8s %9s %18s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
+    "GFLOP/s", "%peak", "GB/s", "kernels", "host us", "vs eager (rounds)", vs_torch))
 for _, r in ipairs(rows) do
-    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %5.0f%%%s %7.1f %8d %9.1f %8.2fx %" ..
+    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %5.0f%%%s %7.1f %8d %9.1f %18s %" ..
         math.max(9, #vs_torch) .. "s%s", r.tokens, r.mode,
         r.median_ms, r.p10_ms, r.p90_ms, r.gflops, r.pct_peak, r.pct_peak > 100 and "!" or " ", r.gbs, r.kernels, r.host_us,
-        r.speedup_vs_eager or 0, r.vs_torch and string.format("%.2fx", r.vs_torch) or "-",
+        vs_eager(r), r.vs_torch and string.format("%.2fx", r.vs_torch) or "-",
         r.noise and r.noise > 0.05 and string.format("  unstable (noise %.0f%%)", r.noise * 100) or ""))
+end
+if rounds >= 2 then
+    print(string.format("vs eager: eager's median over the mode's in each round, the median of the %s; in brackets " ..
+        "their %s", plural(rounds, "round"), rounds >= 6 and "95% interval" or "range"))
 end
 
 -- the report

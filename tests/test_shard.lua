@@ -30,18 +30,19 @@ local function exists(path)
     return f ~= nil
 end
 
--- A small sweep with known samples: point k's samples are k, k+1, k+2 (per round), so every
--- statistic is known wherever the point ran.
+-- A small sweep with known samples: point k's samples are k, k+1, k+2 in round 1 and twice
+-- that in round 2 (so the rounds' ratios differ), so every statistic is known wherever the point
+-- ran.
 local function toy(o)
     o = o or {}
     return wb.sweep{
         name = "toy", quiet = true, shard = o.shard, rounds = 2,
         axes = {{"size", o.sizes or {1, 2, 4}}, {"kind", {"a", "b"}}},
         config = {scale = o.scale or 1},
-        measure = function(p) return {p.index, p.index + 1, p.index + 2} end,
+        measure = function(p, round) return {p.index * round, (p.index + 1) * round, (p.index + 2) * round} end,
         finish = function(p, row) row.work = p.size * 10 end,
         derived = {{column = "rate", num = "work", den = "median_ms"},
-            {column = "vs_a", num = "median_ms", den = "median_ms", base = {kind = "a"}}},
+            {column = "vs_a", num = "median_ms", den = "median_ms", base = {kind = "a"}, interval = true}},
         constants = {peak = 5},
     }
 end
@@ -57,6 +58,35 @@ local function save_shards(n, dir, o)
 end
 
 TestShard = {}
+
+-- A derived ratio with interval = true: the same ratio on each round's medians, their range
+-- (below 6 rounds) as _lo and _hi; the samples record how they divide into rounds.
+function TestShard:test_derived_interval_over_the_rounds()
+    local s = toy()
+    local rows = s:run()
+    for _, r in ipairs(rows) do
+        lu.assertEquals(r.samples_ms_per_round, {3, 3})
+        if r.kind == "b" then
+            -- size 1: a is point 1, b point 2: round medians a 2 and 4, b 3 and 6, so both rounds
+            -- say 2/3, and so does the column (the pooled medians would say 2.5 / 4)
+            local ia = r.size == 1 and 1 or r.size == 2 and 3 or 5
+            local a_med, b_med = {ia + 1, 2 * (ia + 1)}, {ia + 2, 2 * (ia + 2)}
+            lu.assertAlmostEquals(r.vs_a_lo, math.min(a_med[1] / b_med[1], a_med[2] / b_med[2]), 1e-12)
+            lu.assertAlmostEquals(r.vs_a_hi, math.max(a_med[1] / b_med[1], a_med[2] / b_med[2]), 1e-12)
+            lu.assertEquals(r.vs_a_rounds, 2)
+            lu.assertAlmostEquals(r.vs_a, (a_med[1] / b_med[1] + a_med[2] / b_med[2]) / 2, 1e-12)
+        else
+            lu.assertEquals({r.vs_a, r.vs_a_lo, r.vs_a_hi}, {1, 1, 1})
+        end
+    end
+    -- samples that do not divide as the counts say: no interval, the ratio still there
+    local desc = s:description()
+    local bad = {{size = 1, kind = "a", samples_ms = {1, 2, 3}, samples_ms_per_round = {2, 2}},
+        {size = 1, kind = "b", samples_ms = {2, 3, 4}, samples_ms_per_round = {3}}}
+    sweep.compute(bad, desc, function() return {peak = 5} end)
+    lu.assertNotNil(bad[2].vs_a)
+    lu.assertNil(bad[2].vs_a_lo)
+end
 
 function TestShard:test_bad_shards_are_named()
     local cases = {
@@ -147,10 +177,12 @@ function TestShard:test_merge_equals_the_unsharded_run_and_recomputes_statistics
     lu.assertEquals(#m.rows, #a.rows)
     for i, ra in ipairs(a.rows) do
         local rm = m.rows[i]
-        for _, k in ipairs({"size", "kind", "work", "median_ms", "p10_ms", "p90_ms", "rate", "vs_a"}) do
+        for _, k in ipairs({"size", "kind", "work", "median_ms", "p10_ms", "p90_ms", "rate", "vs_a", "vs_a_lo", "vs_a_hi",
+            "vs_a_rounds"}) do
             lu.assertEquals(rm[k], ra[k], string.format("row %d %s", i, k))
         end
         lu.assertEquals(rm.samples_ms, ra.samples_ms)
+        lu.assertEquals(rm.samples_ms_per_round, {3, 3})
         lu.assertEquals(rm.median_ms, stats.summarize(rm.samples_ms).median)
         lu.assertEquals(rm.shard, (i - 1) % 3 + 1 .. "/3")
     end

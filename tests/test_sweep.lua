@@ -62,7 +62,7 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     lu.assertStrContains(calls[1], "--dtype f32 --rounds 7")
     lu.assertStrContains(out, "round 2/2 done (and PyTorch's)")
     -- the column and the report name the peer's version and BLAS
-    lu.assertStrMatches(out, ".*\ntokens +mode .* vs eager vs PyTorch fake%-1%.0 %(BLAS open%)\n.*")
+    lu.assertStrMatches(out, ".*\ntokens +mode .* vs eager %(rounds%) +vs PyTorch fake%-1%.0 %(BLAS open%)\n.*")
     local html = assert(io.open(dir .. "/mlp_sweep.html")):read("a")
     lu.assertStrContains(html, "PyTorch fake-1.0 (BLAS open) timed after each round; its BLAS: - Build settings: " ..
         "BLAS_INFO=open, BUILD_TYPE=Release")
@@ -73,7 +73,13 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
         -- GB/s: the three weights, the input and the output (f32, dim 32, hidden 64)
         lu.assertEquals(r.bytes, 4 * (3 * 32 * 64 + 2 * r.tokens * 32))
         lu.assertAlmostEquals(r.gbs, r.bytes / r.median_ms * 1e-6, 1e-9)
+        -- vs eager carries the rounds' own ratios (eager's round median over the mode's)
+        lu.assertEquals(r.samples_ms_per_round and #r.samples_ms_per_round, 2)
+        lu.assertEquals(r.speedup_vs_eager_rounds, 2)
+        lu.assertTrue(r.speedup_vs_eager_lo <= r.speedup_vs_eager and r.speedup_vs_eager <= r.speedup_vs_eager_hi)
     end
+    lu.assertStrContains(out, "vs eager: eager's median over the mode's in each round, the median of the 2 rounds; in " ..
+        "brackets their range")
     lu.assertStrMatches(out, ".*\ntokens +mode +median ms +p10%-p90 ms +GFLOP/s +%%peak +GB/s +kernels .*")
     os.execute("rm -rf '" .. dir .. "'")
 end

@@ -75,10 +75,33 @@ end
 
 local STAT_NAMES = {n = true, median = true, p10 = true, p25 = true, p75 = true, p90 = true, iqr = true, noise = true}
 
+-- The medians of each round's samples behind a median column of row (a stats entry's `from`,
+-- split by its <from>_per_round counts), or nil when the row does not say how they divide.
+local function round_medians(desc, row, median_column)
+    for _, spec in ipairs(desc.stats) do
+        if spec.median == median_column then
+            local s, counts = row[spec.from], row[spec.from .. "_per_round"]
+            if type(s) ~= "table" or type(counts) ~= "table" or #counts == 0 then return nil end
+            local out, at = {}, 0
+            for r, n in ipairs(counts) do
+                if math.type(n) == nil or n < 1 or n ~= math.floor(n) or at + n > #s then return nil end
+                out[r] = stats.summarize(table.move(s, at + 1, at + n, 1, {})).median
+                at = at + n
+            end
+            return at == #s and out or nil
+        end
+    end
+end
+
 -- Fills in the statistics and derived columns of rows from their raw samples (desc: a sweep's
 -- description as saved; constants_of(row): the constants of the run that measured the row).
 -- Every derived column is computed over all rows before the next, so a column may use an
 -- earlier one, also from another row (base: the row with the same point but these axis values).
+-- A derived column with interval = true whose num and den are medians is, where the rows say how
+-- their samples divide into rounds, the median over the rounds of the same ratio taken on each
+-- round's medians (robust to a slow spell that falls in one round, as the pooled medians are
+-- not), with <column>_lo and <column>_hi, stats.median_ci's interval for it (the rounds' range
+-- below 6 rounds), and <column>_rounds, how many; elsewhere the ratio of the medians.
 function M.compute(rows, desc, constants_of)
     for _, spec in ipairs(desc.stats) do
         for _, r in ipairs(rows) do
@@ -94,7 +117,7 @@ function M.compute(rows, desc, constants_of)
     local by_name = {}
     for _, r in ipairs(rows) do by_name[M.point_name(desc.axes, r)] = r end
     for _, d in ipairs(desc.derived) do
-        local values = {}
+        local values, intervals = {}, {}
         for i, r in ipairs(rows) do
             local function get(src, name)
                 if name:sub(1, 1) == "@" then return constants_of(src)[name:sub(2)] end
@@ -111,8 +134,25 @@ function M.compute(rows, desc, constants_of)
             if type(num) == "number" and type(den) == "number" and den ~= 0 then
                 values[i] = num / den * (d.scale or 1)
             end
+            if d.interval and values[i] then
+                local nr, dr = round_medians(desc, from, d.num), round_medians(desc, r, d.den)
+                if nr and dr and #nr == #dr then
+                    local ratios = {}
+                    for k = 1, #nr do ratios[k] = dr[k] ~= 0 and nr[k] / dr[k] * (d.scale or 1) or nil end
+                    if #ratios == #nr then
+                        local median, lo, hi = stats.median_ci(ratios)
+                        values[i], intervals[i] = median, {lo, hi, #ratios}
+                    end
+                end
+            end
         end
-        for i, r in ipairs(rows) do r[d.column] = values[i] end
+        for i, r in ipairs(rows) do
+            r[d.column] = values[i]
+            if d.interval then
+                local iv = intervals[i] or {}
+                r[d.column .. "_lo"], r[d.column .. "_hi"], r[d.column .. "_rounds"] = iv[1], iv[2], iv[3]
+            end
+        end
     end
     return rows
 end
@@ -192,7 +232,8 @@ local function new(spec)
     self.derived = spec.derived or {}
     for i, d in ipairs(self.derived) do
         if type(d) ~= "table" or type(d.column) ~= "string" or type(d.num) ~= "string" or type(d.den) ~= "string" then
-            error(string.format("sweep: derived %d must be {column=, num=, den=[, scale=][, base={axis=value}]}", i), 2)
+            error(string.format("sweep: derived %d must be {column=, num=, den=[, scale=][, base={axis=value}]" ..
+                "[, interval=true]}", i), 2)
         end
     end
 
@@ -281,8 +322,8 @@ function Sweep:run()
             #self.points, table.concat(names, ", ")))
     end
     if spec.prepare then spec.prepare(self.mine) end
-    local samples = {}
-    for _, p in ipairs(self.mine) do samples[p.index] = {} end
+    local samples, per_round = {}, {}
+    for _, p in ipairs(self.mine) do samples[p.index], per_round[p.index] = {}, {} end
     for round = 1, self.rounds do
         for _, p in ipairs(self.mine) do
             local s = spec.measure(p, round)
@@ -294,6 +335,7 @@ function Sweep:run()
                 if type(v) ~= "number" then error(string.format("sweep: measure(%s) returned a non-number sample", p.name), 0) end
                 into[#into + 1] = v
             end
+            per_round[p.index][round] = #s
         end
         local note = spec.after_round and spec.after_round(round, self.mine)
         say(string.format("  round %d/%d done%s", round, self.rounds, note or ""))
@@ -303,6 +345,7 @@ function Sweep:run()
         local row = {}
         for _, a in ipairs(self.axes) do row[a.name] = p[a.name] end
         row[self.samples] = samples[p.index]
+        row[self.samples .. "_per_round"] = per_round[p.index] -- how the samples divide into rounds
         if spec.finish then spec.finish(p, row) end
         rows[#rows + 1] = row
     end
