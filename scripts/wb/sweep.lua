@@ -137,9 +137,11 @@ function M.compute(rows, desc, constants_of)
             if d.interval and values[i] then
                 local nr, dr = round_medians(desc, from, d.num), round_medians(desc, r, d.den)
                 if nr and dr and #nr == #dr then
-                    local ratios = {}
-                    for k = 1, #nr do ratios[k] = dr[k] ~= 0 and nr[k] / dr[k] * (d.scale or 1) or nil end
-                    if #ratios == #nr then
+                    local ratios, all = {}, true
+                    for k = 1, #nr do
+                        if dr[k] == 0 then all = false else ratios[k] = nr[k] / dr[k] * (d.scale or 1) end
+                    end
+                    if all then
                         local median, lo, hi = stats.median_ci(ratios)
                         values[i], intervals[i] = median, {lo, hi, #ratios}
                     end
