@@ -122,4 +122,22 @@ function TestResults:test_unstable_rows_samples_and_machine_state()
     lu.assertErrorMsgContains("target_noise must be a number", wb.results, "x", {target_noise = "high"})
 end
 
+-- The CSV is opened in spreadsheets: a column name with a comma or quote is quoted like a value
+-- (the header had as many cells as the rows), a carriage return is quoted, and text that would run
+-- as a formula (= + - @) gets a leading ' there while the JSON keeps it as it was.
+function TestResults:test_csv_quotes_names_and_defuses_formulas()
+    local dir = scratch.path("_csv")
+    local r = wb.results("inject", {columns = {"a,b", 'q"', "f"}, config = {["odd,key"] = "x"}})
+    r:add{["a,b"] = 1, ['q"'] = "a\rb", f = '=HYPERLINK("http://x","y")', g = "@SUM(A1)", h = "+1", i = "-2", n = -3}
+    local p = r:save{dir = dir}
+    local csv = read(p.csv)
+    lu.assertStrContains(csv, '"a,b","q""",f,g,h,i,n\n')
+    lu.assertStrContains(csv, '\n1,"a\rb","\'=HYPERLINK(""http://x"",""y"")",\'@SUM(A1),\'+1,\'-2,-3\n')
+    lu.assertStrContains(csv, '\n# "config_odd,key"=x\n')
+    local doc = cjson.decode(read(p.json))
+    lu.assertEquals(doc.rows[1].f, '=HYPERLINK("http://x","y")')
+    lu.assertEquals(doc.rows[1].i, "-2")
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
 scratch.exit(lu.LuaUnit.run())

@@ -110,7 +110,11 @@ function Results:add(row)
     return self
 end
 
-local function csv_cell(v)
+-- One CSV cell. Text that a spreadsheet would run as a formula (starting with = + - @, or a tab or
+-- carriage return before one) gets a leading ' (OWASP's advice for CSV injection; the JSON keeps
+-- the text as it was), unless plain (the fingerprint's "# key=value" lines, one comment cell
+-- each); a cell with a comma, a quote or a line break is quoted.
+local function csv_cell(v, plain)
     if v == nil then return "" end
     if type(v) == "table" then -- raw samples: space-separated in one cell
         local parts = {}
@@ -118,7 +122,8 @@ local function csv_cell(v)
         return table.concat(parts, " ")
     end
     local s = math.type(v) == "float" and string.format("%.10g", v) or tostring(v)
-    if s:find('[,"\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
+    if type(v) == "string" and not plain and s:find("^[=+%-@\t\r]") then s = "'" .. s end
+    if s:find('[,"\r\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
     return s
 end
 
@@ -195,7 +200,9 @@ function Results:save(o)
         doc[k] = v
     end
     write(base .. ".json", cjson.encode(doc))
-    local lines = {table.concat(self.columns, ",")}
+    local header = {}
+    for i, c in ipairs(self.columns) do header[i] = csv_cell(c) end
+    local lines = {table.concat(header, ",")}
     for _, r in ipairs(rows) do
         local cells = {}
         for i, c in ipairs(self.columns) do
@@ -209,7 +216,7 @@ function Results:save(o)
     local fp_keys = {}
     for k in pairs(fp) do fp_keys[#fp_keys + 1] = k end
     table.sort(fp_keys)
-    for _, k in ipairs(fp_keys) do lines[#lines + 1] = "# " .. k .. "=" .. csv_cell(fp[k]) end
+    for _, k in ipairs(fp_keys) do lines[#lines + 1] = "# " .. csv_cell(k, true) .. "=" .. csv_cell(fp[k], true) end
     write(base .. ".csv", table.concat(lines, "\n") .. "\n")
     local h = {"<!doctype html><html><head><meta charset='utf-8'><title>", html_escape(self.name),
         "</title><style>body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}",
