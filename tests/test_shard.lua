@@ -293,6 +293,50 @@ function TestShard:test_merge_flags_shards_on_different_hardware()
     lu.assertStrContains(html, "<th>hardware</th>")
 end
 
+-- A shard file edited or written by something else: each wrong shape is named with the file and
+-- the place, exits 2 and writes nothing (a shard count of 1e15 used to loop that long naming the
+-- missing shards; a number for an axis or text for a fingerprint stopped inside merge.lua), and
+-- control characters in names are shown escaped.
+function TestShard:test_merge_refuses_hostile_shard_files()
+    local cases = {
+        {function(d) d.sweep.shard.count = 1e15 end, "sweep.shard must be {index=I, count=N} with 1 <= I <= N <= 6"},
+        {function(d) d.sweep.shard.count = "2" end, "sweep.shard must be {index=I, count=N}"},
+        {function(d) d.sweep.axes = {1, 2} end, "sweep.axes must be an array of {name=, values="},
+        {function(d) d.sweep.name = "../evil" end, "sweep.name must be a plain name (letters, digits, _ -), got ../evil"},
+        {function(d) d.sweep.stats = {5} end, "sweep.stats must be an array of"},
+        {function(d) d.sweep.derived = {{column = "c", num = 5, den = "size"}} end, "sweep.derived must be an array of"},
+        {function(d) d.fingerprint = "text" end, "fingerprint must be an object"},
+        {function(d) d.fingerprint.cpu = {model = 1} end, "fingerprint.cpu must be a number, string or boolean"},
+        {function(d) d.rows = {x = d.rows[1]} end, "rows must be an array of objects"},
+        {function(d) d.columns = {1} end, "columns must be an array of names"},
+        {function(d) d.rows[1].size = {1} end, "row 1, size: expected a number or a string"},
+        {function(d) d.rows[1].samples_ms[2] = {1} end, "point size=1 kind=a, sample 2: not a number, expected a finite number"},
+        {function(d) d.rows[1].kind = "a\27[31mX" end, "row 1 (size=1 kind=a\\027[31mX) is not a point of the sweep"},
+    }
+    for _, c in ipairs(cases) do
+        local d = scratch.dir()
+        save_shards(2, d)
+        local path = d .. "/toy.shard-1-of-2.json"
+        local doc = read_json(path)
+        c[1](doc)
+        local f = assert(io.open(path, "w"))
+        f:write(cjson.encode(doc))
+        f:close()
+        refused({d}, {"workbench merge: " .. path .. ": " .. c[2]})
+    end
+    -- a NaN sample (cjson reads the literal) is named too, not left to the statistics
+    local d = scratch.dir()
+    save_shards(2, d)
+    local path = d .. "/toy.shard-2-of-2.json"
+    local f = assert(io.open(path))
+    local text = f:read("a"):gsub('"samples_ms":%[[^,%]]*', '"samples_ms":[NaN', 1)
+    f:close()
+    f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+    refused({d}, {path .. ": point ", ", sample 1: nan, expected a finite number"})
+end
+
 -- The done-when of sharding: mlp_sweep --shard 1/3, 2/3, 3/3, merged, gives the unsharded rows.
 function TestShard:test_mlp_sweep_shards_merge_to_the_unsharded_rows()
     local whole, shards, out = scratch.dir(), scratch.dir(), scratch.dir() .. "/merged"

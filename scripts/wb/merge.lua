@@ -13,6 +13,7 @@ local results = require("wb.results")
 local M = {}
 
 local function fail(msg) error({merge_error = msg}, 0) end
+local check -- defined below, with what it needs
 
 -- A canonical text of a JSON value (sorted keys), to compare two shards' descriptions.
 local function canon(v)
@@ -53,6 +54,76 @@ local function shard_files(dir)
     return files
 end
 
+local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
+
+local function array_of(v, want)
+    if type(v) ~= "table" then return false end
+    local n = 0
+    for _ in pairs(v) do n = n + 1 end
+    if n ~= #v then return false end
+    for _, x in ipairs(v) do if not want(x) then return false end end
+    return true
+end
+
+local function is_string(v) return type(v) == "string" end
+local function whole(v) return type(v) == "number" and math.tointeger(v) ~= nil end
+local function is_scalar(v) return type(v) == "string" or type(v) == "boolean" or finite(v) end
+
+-- The parts of a shard file the merge reads, each the shape wb.sweep writes: a file edited or
+-- written by something else is refused naming the place, before anything reads a wrong shape
+-- (a shard count of 1e15 looped that long naming the missing shards; an axis given as a number
+-- or a fingerprint given as text stopped with an error inside merge.lua).
+check = function(doc, path)
+    local function bad(fmt, ...) fail(path .. ": " .. string.format(fmt, ...)) end
+    local s = doc.sweep
+    if type(s.name) ~= "string" or not s.name:match("^[%w_%-]+$") then
+        bad("sweep.name must be a plain name (letters, digits, _ -), got %s", tostring(s.name))
+    end
+    if #s.axes == 0 or not array_of(s.axes, function(a)
+        return type(a) == "table" and is_string(a.name) and array_of(a.values, function(v)
+            return is_string(v) or finite(v) end) and #a.values > 0 end) then
+        bad("sweep.axes must be an array of {name=, values={numbers or strings}}")
+    end
+    if not array_of(s.points, is_string) then bad("sweep.points must be an array of point names") end
+    if not array_of(s.stats, function(x)
+        if type(x) ~= "table" or not is_string(x.from) then return false end
+        for k, v in pairs(x) do if not is_string(k) or not is_string(v) then return false end end
+        return true end) then
+        bad("sweep.stats must be an array of {from=column, statistic=column, ...}")
+    end
+    if not array_of(s.derived, function(d)
+        return type(d) == "table" and is_string(d.column) and is_string(d.num) and is_string(d.den) and
+            (d.scale == nil or finite(d.scale)) and (d.base == nil or type(d.base) == "table") end) then
+        bad("sweep.derived must be an array of {column=, num=, den=[, scale=][, base=]}")
+    end
+    if s.constants ~= nil and type(s.constants) ~= "table" then bad("sweep.constants must be an object") end
+    for k, v in pairs(s.config) do
+        if not is_string(k) or not is_scalar(v) then bad("sweep.config.%s must be a number, string or boolean", tostring(k)) end
+    end
+    local sh = s.shard
+    if sh ~= nil then
+        local n = #s.points
+        if type(sh) ~= "table" or not whole(sh.count) or not whole(sh.index) or sh.count < 1 or
+            sh.count > math.max(n, 1) or sh.index < 1 or sh.index > sh.count then
+            bad("sweep.shard must be {index=I, count=N} with 1 <= I <= N <= %d (the points)", n)
+        end
+        if sh.assignment ~= nil and not (array_of(sh.assignment, function(x)
+            return whole(x) and x >= 1 and x <= sh.count end) and #sh.assignment == n) then
+            bad("sweep.shard.assignment must give each of the %d points a shard from 1 to %d", n, sh.count)
+        end
+    end
+    if not array_of(doc.columns, is_string) then bad("columns must be an array of names") end
+    if not array_of(doc.rows, function(r) return type(r) == "table" end) then bad("rows must be an array of objects") end
+    if doc.fingerprint ~= nil then
+        if type(doc.fingerprint) ~= "table" then bad("fingerprint must be an object") end
+        for k, v in pairs(doc.fingerprint) do
+            if not is_string(k) or not is_scalar(v) then
+                bad("fingerprint.%s must be a number, string or boolean", tostring(k))
+            end
+        end
+    end
+end
+
 local function load(path)
     local f, err = io.open(path)
     if not f then fail(string.format("cannot read %s: %s", path, tostring(err))) end
@@ -69,6 +140,7 @@ local function load(path)
         type(s.stats) ~= "table" or type(s.derived) ~= "table" or type(s.samples) ~= "string" then
         fail(string.format("%s was not written by a wb.sweep run (no complete 'sweep' section)", path))
     end
+    check(doc, path)
     return doc
 end
 
@@ -140,6 +212,9 @@ function M.merge(out_dir, inputs, say)
             if type(r) ~= "table" then fail(string.format("%s: row %d is not an object", files[i], j)) end
             for _, a in ipairs(ref.axes) do
                 if r[a.name] == nil then fail(string.format("%s: row %d has no '%s'", files[i], j, a.name)) end
+                if not is_string(r[a.name]) and not finite(r[a.name]) then
+                    fail(string.format("%s: row %d, %s: expected a number or a string", files[i], j, a.name))
+                end
             end
             local name = sweep.point_name(ref.axes, r)
             if not known[name] then fail(string.format("%s: row %d (%s) is not a point of the sweep", files[i], j, name)) end
@@ -148,8 +223,11 @@ function M.merge(out_dir, inputs, say)
                 fail(string.format("%s: point %s has no raw samples ('%s'): cannot recompute its statistics", files[i],
                     name, ref.samples))
             end
-            for _, v in ipairs(s) do
-                if type(v) ~= "number" then fail(string.format("%s: point %s has a sample that is not a number", files[i], name)) end
+            for k, v in ipairs(s) do
+                if not finite(v) then
+                    fail(string.format("%s: point %s, sample %d: %s, expected a finite number", files[i], name, k,
+                        type(v) == "number" and tostring(v) or "not a number"))
+                end
             end
             where[name] = where[name] or {}
             table.insert(where[name], files[i])
@@ -241,7 +319,9 @@ function M.merge(out_dir, inputs, say)
     for i, c in ipairs(docs[1].columns) do columns[i] = c end
     columns[#columns + 1] = "shard"
     if mixed then columns[#columns + 1] = "hardware" end
-    local res = results(ref.name, {keys = keys, columns = columns})
+    -- quiet, and no machine state of its own: the merging machine's load says nothing about the
+    -- measurements (each shard's is in its fingerprint), so no busy warning on stderr or in the report
+    local res = results(ref.name, {keys = keys, columns = columns, quiet = true, machine_start = {readable = false}})
     for _, row in ipairs(merged) do
         row._doc = nil
         res:add(row)
@@ -284,7 +364,11 @@ function M.main(args)
     for i = 2, #args do inputs[#inputs + 1] = args[i] end
     local ok, paths = pcall(M.merge, args[1], inputs)
     if not ok then
-        io.stderr:write("workbench merge: " .. (type(paths) == "table" and paths.merge_error or tostring(paths)) .. "\n")
+        local msg = type(paths) == "table" and paths.merge_error or tostring(paths)
+        -- names and values come from files anyone may hand over: control characters (a terminal's
+        -- escape sequences) are shown as \027-style escapes, as workbench compare does
+        msg = msg:gsub("[%c]", function(c) return c == "\n" and c or string.format("\\%03d", c:byte()) end)
+        io.stderr:write("workbench merge: " .. msg .. "\n")
         return 2
     end
     print(string.format("results: %s, %s\nreport: %s", paths.json, paths.csv, paths.html))
