@@ -155,6 +155,30 @@ function TestCompare:test_mismatched_configs_are_not_comparable()
     lu.assertStrMatches(err, ".*not comparable: .- holds results of sweep, .- of gemm_bench.*")
 end
 
+-- A config value that is a table (a shape) is compared by value, not by its address: a file
+-- against itself used to be "not comparable: shape differs (A table: 0x..., B table: 0x...)".
+function TestCompare:test_table_config_values_compare_by_value()
+    local a = doc({row(1, "eager", 3)})
+    a.config = {shape = {1, 2}}
+    local b = doc({row(1, "eager", 3)})
+    b.config = {shape = {1, 3}}
+    local out, err, code = run(write(a), write(a))
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "verdicts: 1 SAME")
+    _, err, code = run(write(a), write(b))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "not comparable: shape differs (A {1, 2}, B {1, 3})")
+end
+
+-- Two rows of one file with the same config cannot be paired: the last one used to win, so a
+-- file against itself showed its first row 3x slower.
+function TestCompare:test_rows_with_the_same_config_are_refused()
+    local path = write(doc({row(1, "eager", 3), row(1, "eager", 9)}))
+    local _, err, code = run(path, path)
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, path .. ": rows 1 and 2 have the same config (tokens=1 mode=eager)")
+end
+
 function TestCompare:test_malformed_input()
     local good = write(doc({}))
     local _, err, code = run("/nonexistent/a.json", good)

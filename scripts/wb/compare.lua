@@ -144,6 +144,14 @@ end
 -- JSON numbers come back as floats: show whole ones as integers
 local function show(v)
     if v == cjson.null then return "null" end
+    if type(v) == "table" then -- a config value such as a shape: by value, keys sorted, not by address
+        local keys = {}
+        for k in pairs(v) do keys[#keys + 1] = k end
+        table.sort(keys, function(x, y) return tostring(x) < tostring(y) end)
+        local parts = {}
+        for i, k in ipairs(keys) do parts[i] = (#v == #keys and "" or tostring(k) .. "=") .. show(v[k]) end
+        return "{" .. table.concat(parts, ", ") .. "}"
+    end
     if type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%d", v) end
     if type(v) == "number" then return string.format("%.4g", v) end
     return tostring(v)
@@ -291,13 +299,25 @@ function M.compare(path_a, path_b, o)
     local a, b = load(path_a), load(path_b)
     check_comparable(a, b, ignore)
     local keys = config_columns(a, b, ignore)
-    local ib = {}
-    for _, r in ipairs(b.rows) do ib[key_of(r, keys)] = r end
+    -- two rows of one file with the same config cannot be paired: the last one used to win, so a
+    -- file compared with itself could show a row 5x slower
+    local function index(doc)
+        local rows, at = {}, {}
+        for i, r in ipairs(doc.rows) do
+            local k = key_of(r, keys)
+            if at[k] then
+                fail(string.format("%s: rows %d and %d have the same config (%s); no column tells them apart, so " ..
+                    "they cannot be paired%s", doc.path, at[k], i, k == "" and "no config columns" or k,
+                    next(ignore) and " (an --ignore'd column may have)" or ""))
+            end
+            rows[k], at[k] = r, i
+        end
+        return rows
+    end
+    local ia, ib = index(a), index(b)
     local pairs_ = {}
-    local ia = {}
     for _, r in ipairs(a.rows) do
         local k = key_of(r, keys)
-        ia[k] = r
         if ib[k] then pairs_[#pairs_ + 1] = {k, r, ib[k]} end
     end
     if #pairs_ == 0 and #a.rows > 0 and #b.rows > 0 then
