@@ -526,4 +526,18 @@ function TestBadInput:test_expect_fields_and_failures()
     lu.assertStrContains(err, "expected no kernel for 'addmm', but addmm launched wb_sgemm_")
 end
 
+-- A refused export names the script's line, not the library's (export_chrome_trace's message
+-- used to start with profiler.lua:206, and under --sandbox every atomic save's with atomic.lua).
+function TestExports:test_a_refused_export_names_the_callers_line()
+    local p = wb.profiler.profile{}
+    p:start()
+    local _ = wb.ones({2}) + 1
+    p:stop()
+    local ok, err = pcall(function() p:export_chrome_trace("/nonexistent/dir/trace.json") end)
+    lu.assertFalse(ok)
+    lu.assertStrMatches(err, "^[^:]*test_profiler%.lua:%d+: export_chrome_trace: cannot open '/nonexistent/dir/trace%.json'.*")
+    ok, err = pcall(function() p:export_stacks("/nonexistent/dir/stacks.txt") end)
+    lu.assertStrMatches(err, "^[^:]*test_profiler%.lua:%d+: export_stacks: cannot open.*")
+end
+
 scratch.exit(lu.LuaUnit.run())

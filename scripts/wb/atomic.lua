@@ -14,8 +14,11 @@ local M = {}
 
 function M.write(what, path, text, level)
     if type(path) ~= "string" then error(what .. ": needs a file path, got " .. type(path), (level or 1) + 1) end
-    local ok, err = write_file(path, text, what)
-    if not ok then error(tostring(err), (level or 1) + 1) end
+    -- through pcall: the sandbox's refusal (raised in C) then carries no position of this file,
+    -- and is raised again at the caller's line like any other failure
+    local called, ok, err = pcall(write_file, path, text, what)
+    if not called then err = ok end
+    if not called or not ok then error(tostring(err), (level or 1) + 1) end
     return path
 end
 
