@@ -93,8 +93,9 @@ check = function(doc, path)
     end
     if not array_of(s.derived, function(d)
         return type(d) == "table" and is_string(d.column) and is_string(d.num) and is_string(d.den) and
-            (d.scale == nil or finite(d.scale)) and (d.base == nil or type(d.base) == "table") end) then
-        bad("sweep.derived must be an array of {column=, num=, den=[, scale=][, base=]}")
+            (d.scale == nil or finite(d.scale)) and (d.base == nil or type(d.base) == "table") and
+            (d.interval == nil or type(d.interval) == "boolean") end) then
+        bad("sweep.derived must be an array of {column=, num=, den=[, scale=][, base=][, interval=]}")
     end
     if s.constants ~= nil and type(s.constants) ~= "table" then bad("sweep.constants must be an object") end
     for k, v in pairs(s.config) do
