@@ -79,6 +79,9 @@ function TestShard:test_derived_interval_over_the_rounds()
             lu.assertEquals({r.vs_a, r.vs_a_lo, r.vs_a_hi}, {1, 1, 1})
         end
     end
+    -- values that would make two points' names equal ("a=1 b=2 b=3" both ways) are refused
+    lu.assertErrorMsgContains("axis 'a' value \"1 b=2\" holds a space or '='", wb.sweep, {name = "x",
+        measure = function() return {1} end, axes = {{"a", {"1 b=2", "1"}}, {"b", {"3", "2 b=3"}}}})
     -- samples that do not divide as the counts say: no interval, the ratio still there
     local desc = s:description()
     local bad = {{size = 1, kind = "a", samples_ms = {1, 2, 3}, samples_ms_per_round = {2, 2}},

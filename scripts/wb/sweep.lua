@@ -209,6 +209,10 @@ local function new(spec)
             if type(v) ~= "number" and type(v) ~= "string" then
                 error(string.format("sweep: axis '%s' value %d is a %s (numbers and strings only)", a[1], j, type(v)), 2)
             end
+            if type(v) == "string" and v:find("[%s=]") then -- "a=1 b=2" names a point: it must split one way
+                error(string.format("sweep: axis '%s' value %q holds a space or '=' (a point is named axis=value " ..
+                    "joined by spaces)", a[1], v), 2)
+            end
             if vseen[show(v)] then error(string.format("sweep: axis '%s' has the value %s twice", a[1], show(v)), 2) end
             vseen[show(v)] = true
             values[j] = v
