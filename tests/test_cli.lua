@@ -3,6 +3,7 @@ local lu = require("luaunit")
 local scratch = require("scratch")
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"
+local EXPERIMENTS = (os.getenv("WB_SOURCE_DIR") or ".") .. "/experiments"
 
 -- Runs a shell command; returns stdout, stderr and the exit code.
 local function run(args, stdin, env)
@@ -142,7 +143,7 @@ local NOT_YET_WB_ARGS = {}
 -- Every experiment parses its arguments one way: --help lists its options, a bad argument is
 -- one line naming it and status 2.
 function TestCli:test_every_experiment_answers_help_and_refuses_bad_arguments()
-    local dir = (os.getenv("WB_SOURCE_DIR") or ".") .. "/experiments"
+    local dir = EXPERIMENTS
     local p = io.popen("ls " .. dir .. "/*.lua")
     local scripts = {}
     for path in p:lines() do scripts[#scripts + 1] = path end
@@ -217,8 +218,7 @@ end
 -- Runs gemm_bench with `options` into a scratch folder; returns its output and the rows it saved.
 local function gemm_bench(options)
     local dir = scratch.path("-gemm_bench")
-    local out, err, code = run((os.getenv("WB_SOURCE_DIR") or ".") .. "/experiments/gemm_bench.lua " .. options ..
-        " --out " .. dir)
+    local out, err, code = run(EXPERIMENTS .. "/gemm_bench.lua " .. options .. " --out " .. dir)
     lu.assertEquals(code, 0, err)
     local f = assert(io.open(dir .. "/gemm_bench.json"))
     local doc = require("cjson").decode(f:read("a"))
@@ -231,7 +231,6 @@ end
 -- is not settled (3 rounds never settle one) goes on up to --max-rounds and no further, rows
 -- without a bar stop at --rounds; the saved rows say so. A bad option names itself.
 function TestCli:test_gemm_bench_rounds_follow_the_verdicts()
-    local src = os.getenv("WB_SOURCE_DIR") or "."
     local out, rows = gemm_bench("--sizes 96 --tokens 16,128 --threads 1 --layouts nn --rounds 2 --max-rounds 3 " ..
         "--bf16-size 64")
     lu.assertStrContains(out, "blocking: ")
@@ -239,23 +238,24 @@ function TestCli:test_gemm_bench_rounds_follow_the_verdicts()
     lu.assertTrue(#rows >= 6, "rows saved: " .. #rows)
     for _, r in ipairs(rows) do
         lu.assertTrue(r.rounds == 2 or r.rounds == 3, r.row .. ": " .. tostring(r.rounds) .. " rounds")
-        if r.bar == nil or r.bar == require("cjson").null then lu.assertEquals(r.rounds, 2, r.row) end
+        local has_bar = r.bar ~= nil and r.bar ~= require("cjson").null
+        if not has_bar then lu.assertEquals(r.rounds, 2, r.row) end
         if r.settled == false then lu.assertEquals(r.rounds, 3, r.row .. " stopped unsettled before --max-rounds") end
         -- the range of fewer than 5 ratios holds the median too rarely to settle a verdict
-        if r.bar ~= nil and r.bar ~= require("cjson").null then lu.assertFalse(r.settled, r.row .. " settled on 3 rounds") end
+        if has_bar then lu.assertFalse(r.settled, r.row .. " settled on 3 rounds") end
     end
-    local _, e2, c2 = run(src .. "/experiments/gemm_bench.lua --max-rounds 0")
+    local _, e2, c2 = run(EXPERIMENTS .. "/gemm_bench.lua --max-rounds 0")
     lu.assertNotEquals(c2, 0)
     lu.assertStrContains(e2, "--max-rounds")
-    local _, e3, c3 = run(src .. "/experiments/gemm_bench.lua --rounds 5 --max-rounds 3")
+    local _, e3, c3 = run(EXPERIMENTS .. "/gemm_bench.lua --rounds 5 --max-rounds 3")
     lu.assertNotEquals(c3, 0)
     lu.assertStrContains(e3, "--max-rounds (3) is below --rounds (5)")
     -- a negative number is the option's value, refused by name in one line (not "unknown option '-1'")
-    local _, e4, c4 = run(src .. "/experiments/gemm_bench.lua --rounds -1")
+    local _, e4, c4 = run(EXPERIMENTS .. "/gemm_bench.lua --rounds -1")
     lu.assertEquals(c4, 2)
     lu.assertEquals(e4, "gemm_bench.lua: --rounds '-1': expected a whole number from 1 to 1000 (see --help)\n")
     -- after a flag it is not a value: argparse's unknown option, its suggestion on the same line
-    local _, e5, c5 = run(src .. "/experiments/fusion.lua --quick -1")
+    local _, e5, c5 = run(EXPERIMENTS .. "/fusion.lua --quick -1")
     lu.assertEquals(c5, 2)
     lu.assertEquals(e5, "fusion.lua: unknown option '-1'; did you mean '-h'? (see --help)\n")
 end
@@ -263,7 +263,6 @@ end
 -- --only runs the sections it names and no other (their rows alone are printed and saved); a
 -- section it does not know is refused, by name.
 function TestCli:test_gemm_bench_only_runs_the_sections_named()
-    local src = os.getenv("WB_SOURCE_DIR") or "."
     local out, rows = gemm_bench("--only squares,epilogues --sizes 64 --threads 1 --layouts nn,tn --rounds 1 " ..
         "--max-rounds 1 --bf16-size 64")
     lu.assertStrContains(out, "-- square GEMMs")
@@ -278,7 +277,7 @@ function TestCli:test_gemm_bench_only_runs_the_sections_named()
     -- --rounds above the default --max-rounds (15) raises it: --only dual --rounds 21 is the README's example
     local _, more = gemm_bench("--only squares --sizes 32 --threads 1 --layouts nn --rounds 16")
     lu.assertEquals(more[1].rounds, 16)
-    local _, e2, c2 = run(src .. "/experiments/gemm_bench.lua --only dual,gemv")
+    local _, e2, c2 = run(EXPERIMENTS .. "/gemm_bench.lua --only dual,gemv")
     lu.assertEquals(c2, 2)
     lu.assertStrContains(e2, "--only 'gemv'")
     lu.assertStrContains(e2, "squares, linears, dual, epilogues, bf16")
@@ -295,9 +294,8 @@ function TestCli:test_out_that_is_a_file_fails_before_measuring()
     lu.assertEquals(out, "nil\tcannot create " .. file .. ": Not a directory\n")
     out = run([[-e "print(wb.mkdir_p(string.rep('d', 5000)))"]])
     lu.assertStrMatches(out, "nil\tcannot create d+: File name too long\n")
-    local src = os.getenv("WB_SOURCE_DIR") or "."
     for _, script in ipairs({"gemm_bench.lua", "fusion.lua --quick", "compile_linear.lua --in 8 --out-features 8"}) do
-        out, err, code = run(src .. "/experiments/" .. script .. " --out " .. file)
+        out, err, code = run(EXPERIMENTS .. "/" .. script .. " --out " .. file)
         lu.assertEquals(code, 1, script)
         lu.assertStrContains(err, "cannot create " .. file .. ": Not a directory")
         lu.assertEquals(out, "", script .. " measured before checking --out")
