@@ -21,6 +21,7 @@
 
 local cjson = require("cjson")
 local stats = require("wb.stats")
+local words = require("wb.words")
 
 local M = {ALPHA = 0.01, MIN_EFFECT = 0.05}
 
@@ -31,7 +32,7 @@ local validate -- defined below, with what it needs
 -- escape sequences) are shown as \027-style escapes, never written raw.
 local function clean(v)
     if type(v) ~= "string" then return v end
-    return (v:gsub("%c", function(c) return string.format("\\%03d", c:byte()) end))
+    return words.escaped(v)
 end
 
 local function clean_strings(v)

@@ -9,6 +9,7 @@
 local cjson = require("cjson")
 local sweep = require("wb.sweep")
 local results = require("wb.results")
+local words = require("wb.words")
 
 local M = {}
 
@@ -368,7 +369,7 @@ function M.main(args)
         local msg = type(paths) == "table" and paths.merge_error or tostring(paths)
         -- names and values come from files anyone may hand over: control characters (a terminal's
         -- escape sequences) are shown as \027-style escapes, as workbench compare does
-        msg = msg:gsub("[%c]", function(c) return c == "\n" and c or string.format("\\%03d", c:byte()) end)
+        msg = words.escaped(msg, true)
         io.stderr:write("workbench merge: " .. msg .. "\n")
         return 2
     end
