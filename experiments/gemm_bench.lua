@@ -359,20 +359,25 @@ if run_section.bf16 then
     local bar = has_bf16_isa and 1.8 or 0.95
     -- bf16's speed over f32
     local function speed_ci(res, t) return stats.median_ci(round_ratios(res[t].f32, res[t].bf16)) end
+    -- one row per thread count from a race of f32 against bf16; times printed in ms or us
+    local function speed_rows(label, res, bar, in_us)
+        local unit, scale = in_us and "%8.1f us" or "%8.2f ms", in_us and 1 or 1e-3
+        for _, t in ipairs(thread_counts) do
+            local row = {kind = "bf16", label = label, threads = t, bar = bar, us = quantile(res[t].bf16.samples, 0.5),
+                samples = res[t].bf16.samples, rounds = res.rounds}
+            row.ratio, row.ratio_lo, row.ratio_hi, row.coverage = speed_ci(res, t)
+            judge(row, row.ratio, bar, row.ratio_lo, row.ratio_hi, row.coverage)
+            rows[#rows + 1] = row
+            local v, lo, hi = stats.against_bar(2, bar, row.ratio, row.ratio_lo, row.ratio_hi)
+            print(string.format("  %-26s %-10s f32 " .. unit .. "   bf16 " .. unit ..
+                "   bf16 speed %sx f32 (%s-%s, %s)  bar %.2fx  %s", row.label, plural(t, "thread"), quantile(res[t].f32.samples, 0.5) * scale,
+                quantile(res[t].bf16.samples, 0.5) * scale, v, lo, hi, plural(row.rounds, "round"), bar, verdict(row)))
+        end
+    end
     local res = race({{"f32", function() local _ = wb.linear(x, w) end, "workbench"},
         {"bf16", function() local _ = wb.linear(xh, wh) end, "workbench"}}, math.max(2, math.floor(1e9 / (2.0 * n ^ 3))),
         false, unsettled_when(speed_ci, function() return bar end))
-    for _, t in ipairs(thread_counts) do
-        local row = {kind = "bf16", label = string.format("bf16 GEMM n=%d", n), threads = t, bar = bar,
-            us = quantile(res[t].bf16.samples, 0.5), samples = res[t].bf16.samples, rounds = res.rounds}
-        row.ratio, row.ratio_lo, row.ratio_hi, row.coverage = speed_ci(res, t)
-        judge(row, row.ratio, bar, row.ratio_lo, row.ratio_hi, row.coverage)
-        rows[#rows + 1] = row
-        local v, lo, hi = stats.against_bar(2, bar, row.ratio, row.ratio_lo, row.ratio_hi)
-        print(string.format("  %-26s %-10s f32 %8.2f ms   bf16 %8.2f ms   bf16 speed %sx f32 (%s-%s, %s)  " ..
-            "bar %.2fx  %s", row.label, plural(t, "thread"), quantile(res[t].f32.samples, 0.5) / 1e3,
-            quantile(res[t].bf16.samples, 0.5) / 1e3, v, lo, hi, plural(row.rounds, "round"), bar, verdict(row)))
-    end
+    speed_rows(string.format("bf16 GEMM n=%d", n), res, bar)
     wb.manual_seed(0)
     local m32 = wb.nn.GeGLUMLP(768, 3072, {impl = "dual"})
     wb.manual_seed(0)
@@ -383,17 +388,7 @@ if run_section.bf16 then
     assert(e1 < 2e-2, string.format("gemm_bench: one-token bf16 MLP is off by %.2e against f32", e1))
     local r1 = race({{"f32", function() m32(x1) end, "workbench"}, {"bf16", function() m16(x1h) end, "workbench"}},
         20, false, unsettled_when(speed_ci, function() return 1.8 end))
-    for _, t in ipairs(thread_counts) do
-        local row = {kind = "bf16", label = "bf16 MLP 1 token", threads = t, bar = 1.8,
-            us = quantile(r1[t].bf16.samples, 0.5), samples = r1[t].bf16.samples, rounds = r1.rounds}
-        row.ratio, row.ratio_lo, row.ratio_hi, row.coverage = speed_ci(r1, t)
-        judge(row, row.ratio, 1.8, row.ratio_lo, row.ratio_hi, row.coverage)
-        rows[#rows + 1] = row
-        local v, lo, hi = stats.against_bar(2, 1.8, row.ratio, row.ratio_lo, row.ratio_hi)
-        print(string.format("  %-26s %-10s f32 %8.1f us   bf16 %8.1f us   bf16 speed %sx f32 (%s-%s, %s)  " ..
-            "bar 1.80x  %s", row.label, plural(t, "thread"), quantile(r1[t].f32.samples, 0.5),
-            quantile(r1[t].bf16.samples, 0.5), v, lo, hi, plural(row.rounds, "round"), verdict(row)))
-    end
+    speed_rows("bf16 MLP 1 token", r1, 1.8, true)
 end
 
 print(string.format("\n== results: %s, path %s, OpenBLAS core %s (GFLOP/s medians; ratio = OpenBLAS time / ours, " ..
