@@ -189,7 +189,8 @@ local sweep = wb.sweep{
     shard = args.shard,
     -- a point's share of the work: its roofline time (weights read, or flops), at least a bench's minimum
     cost = function(p)
-        local bytes = (args.dtype == "bf16" and 2 or 4) * (3 * dim * hidden + 2 * p.tokens * (dim + hidden))
+        -- what must move, and the [tokens, hidden] intermediate written and read once
+        local bytes = bytes_of(p.tokens) + (args.dtype == "bf16" and 2 or 4) * 2 * p.tokens * hidden
         return math.max(0.05, iters * math.max(flops_of(p.tokens) / (info.peak_gflops * 1e9),
             bytes / (info.bandwidth_gbs * 1e9)))
     end,
