@@ -37,7 +37,47 @@ static int l_cpu_blocking(lua_State *L) {
     }
     lua_pushboolean(L, b.fixed);
     lua_setfield(L, -2, "fixed");
+    if (b.forced != WB_BLOCKING_RULE) {
+        lua_pushstring(L, b.forced == WB_BLOCKING_FORCED_SIZES ? "sizes" : "caches");
+        lua_setfield(L, -2, "forced");
+    }
     return 1;
+}
+
+/* wb.set_cpu_blocking("kc,mc,nc" | "caches:L1,L2,L3SHARE" | {kc=, mc=, nc=} | {l1=, l2=, l3_share=}
+ * | nil): forces the GEMM's blocking on every CPU path (tests: another CPU's blocking, or small
+ * ragged blocks), nil goes back to the rule. Every field is read before anything is set. */
+static int l_set_cpu_blocking(lua_State *L) {
+    wb_gemm_blocking_spec spec = {0};
+    char why[200];
+    if (lua_isnoneornil(L, 1)) {
+        wb_gemm_blocking_force(NULL, NULL, 0);
+        return 0;
+    }
+    if (lua_type(L, 1) == LUA_TSTRING) {
+        if (wb_gemm_blocking_parse(lua_tostring(L, 1), &spec, why, sizeof why))
+            return wb_lua_raise(L, "set_cpu_blocking: %s", why);
+    } else if (lua_type(L, 1) == LUA_TTABLE) {
+        const char *names[] = {"kc", "mc", "nc", "l1", "l2", "l3_share"};
+        int64_t v[6] = {0};
+        for (int i = 0; i < 6; i++) {
+            int type = lua_getfield(L, 1, names[i]);
+            if (type != LUA_TNIL && !lua_isinteger(L, -1))
+                return wb_lua_raise(L, "set_cpu_blocking: %s must be an integer, got %s", names[i], luaL_typename(L, -1));
+            v[i] = type == LUA_TNIL ? 0 : (int64_t)lua_tointeger(L, -1);
+            lua_pop(L, 1);
+        }
+        int sizes = v[0] || v[1] || v[2], caches = v[3] || v[4] || v[5];
+        if (sizes == caches)
+            return wb_lua_raise(L, "set_cpu_blocking: give kc, mc and nc, or l1, l2 and l3_share (not both, not neither)");
+        spec = (wb_gemm_blocking_spec){.kc = v[0], .mc = v[1], .nc = v[2], .l1 = v[3], .l2 = v[4], .l3_share = v[5]};
+        if (sizes && spec.kc <= 0)
+            return wb_lua_raise(L, "set_cpu_blocking: kc must be in [1, 8192] steps of k, got %lld", (long long)spec.kc);
+    } else {
+        return wb_lua_raise(L, "set_cpu_blocking: expected a string, a table or nil, got %s", luaL_typename(L, 1));
+    }
+    if (wb_gemm_blocking_force(&spec, why, sizeof why)) return wb_lua_raise(L, "set_cpu_blocking: %s", why);
+    return 0;
 }
 
 static int l_read_gbs(lua_State *L) {
@@ -80,6 +120,7 @@ static int l_device_info(lua_State *L) {
 static const luaL_Reg calibrate[] = {
     {"_cpu_caches", l_cpu_caches},     {"_read_gbs", l_read_gbs}, {"_cpu_clock_mhz", l_cpu_clock_mhz},
     {"_cpu_fma_lanes", l_cpu_fma_lanes}, {"_cpu_model", l_cpu_model}, {"cpu_blocking", l_cpu_blocking},
+    {"set_cpu_blocking", l_set_cpu_blocking},
     {NULL, NULL},
 };
 

@@ -20,6 +20,7 @@
 #include "repl.h"
 #include "wb_lua.h"
 #include "wb_version.h"
+#include <wb_kernels/gemm.h> /* WB_GEMM_BLOCKING, refused before any script runs */
 
 /* Where the interpreter comes from, for --version: the sanitizer build compiles Lua's source
  * into the executable with its own flags, so AddressSanitizer sees inside the interpreter. */
@@ -59,6 +60,7 @@ static const char usage[] =
     "environment:\n"
     "  WB_CPU_ISA=avx512|avx2|scalar             force the CPU kernel path\n"
     "  WB_CPU_BF16=auto|avx512bf16|avx2bf16|widen|emulated   force the bf16 GEMM path\n"
+    "  WB_GEMM_BLOCKING=kc,mc,nc | caches:L1,L2,L3SHARE   force the GEMM's cache blocking (tests)\n"
     "  WB_CUDA_PLUGIN=PATH                       load this CUDA plugin (default: libwb_cuda.so next to workbench)\n";
 
 typedef struct options {
@@ -277,6 +279,12 @@ int main(int argc, char **argv) {
     if (rc >= 0) {
         free(o.exprs);
         return rc;
+    }
+    const char *blocking = wb_gemm_blocking_env_error(); /* never a silent fall back to the rule */
+    if (blocking) {
+        fprintf(stderr, "workbench: %s\n", blocking);
+        free(o.exprs);
+        return 2;
     }
     lua_State *L = lua_newstate(wb_lua_alloc, NULL);
     if (!L) {

@@ -1,7 +1,8 @@
 /* prepack.c: weights packed once and reused (what makes small-M linears fast: packing a
  * 768x3072 weight costs as much as multiplying one token by it). An entry is keyed by the
  * storage's process-unique id and write version, the view geometry and the ISA, so any write
- * to the weight (copy_, fill_, a kernel output) invalidates it; freeing the storage drops it. */
+ * to the weight (copy_, fill_, a kernel output) invalidates it; freeing the storage drops it. The
+ * packed layout follows the blocking's K blocks, so a forced blocking (tests) packs again. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,8 @@ typedef struct entry {
     uint64_t id, version, up_id, up_version;
     int64_t offset, up_offset, k, n, rsb, csb;
     int bf16;
+    int64_t kc; /* the blocking's kc, and whether it was forced, when packed */
+    int forced;
     float *data;
     size_t bytes;
     uint64_t last_use;
@@ -55,6 +58,7 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
     uint64_t id = b->id, version = b->version;
     uint64_t up_id = b_up ? b_up->id : 0, up_version = b_up ? b_up->version : 0;
     if (!b_up) up_offset = 0;
+    const wb_gemm_blocking blocking = wb_gemm_blocking_of(isa);
     entry *free_slot = NULL;
     for (int i = 0; i < CACHE_ENTRIES; i++) {
         entry *e = &cache[i];
@@ -63,7 +67,8 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
             continue;
         }
         if (e->isa == isa && e->id == id && e->offset == b_offset && e->k == k && e->n == n && e->rsb == rsb &&
-            e->csb == csb && e->up_id == up_id && e->up_offset == up_offset && e->bf16 == bf16) {
+            e->csb == csb && e->up_id == up_id && e->up_offset == up_offset && e->bf16 == bf16 && e->kc == blocking.kc &&
+            e->forced == (int)blocking.forced) {
             if (e->version == version && e->up_version == up_version) {
                 e->last_use = ++clock_ticks;
                 return e->data;
@@ -118,8 +123,23 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
         wb_gemm_pack_b(isa, k, n, (const float *)b->data + b_offset, rsb, csb,
                        b_up ? (const float *)b_up->data + up_offset : NULL, data);
     }
-    *free_slot = (entry){isa, id,  version, up_id, up_version, b_offset, up_offset,    k,
-                         n,   rsb, csb,     bf16,  data,       bytes,    ++clock_ticks};
+    *free_slot = (entry){.isa = isa,
+                         .id = id,
+                         .version = version,
+                         .up_id = up_id,
+                         .up_version = up_version,
+                         .offset = b_offset,
+                         .up_offset = up_offset,
+                         .k = k,
+                         .n = n,
+                         .rsb = rsb,
+                         .csb = csb,
+                         .bf16 = bf16,
+                         .kc = blocking.kc,
+                         .forced = (int)blocking.forced,
+                         .data = data,
+                         .bytes = bytes,
+                         .last_use = ++clock_ticks};
     cache_bytes += bytes;
     cache_entries++;
     return data;

@@ -2,7 +2,6 @@
  * KC depth, MC rows, then NR x MR register tiles), packing from arbitrary strides so that
  * nn/nt/tn/tt layouts cost the same, edge tiles through small padded buffers, and one OpenMP
  * region that splits the N tiles (or the M tiles when N is narrow) across threads. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -134,87 +133,11 @@ size_t wb_gemm_packed_b_floats(const wb_cpu_isa *isa, int64_t k, int64_t n, int 
     return (size_t)(tiles * (k > 0 ? k : 1) * isa->nr);
 }
 
-/* The blocking rule, from the loops' reuse. Each B sliver (kc x nr) is read once per row tile of
- * its MC block; a thread's A block (mc x kc, packed) once per sliver of the panel, so it lives in
- * L2; the B panel (kc x nc) once per MC block, from L3; A is packed once per panel. Two regimes:
- * - the sliver stays in L1 when kc x nr words take at most half of it at a depth of KC_L1_MIN or
- *   more: kc the deepest such multiple of 64 (up to KC_MAX), the A block an eighth of L2;
- * - otherwise the sliver streams from L2 (the next one fetched ahead while the last is in use,
- *   see the spread rule below): kc as deep as a quarter of L2 allows with MC_MIN_TILES row tiles
- *   per block (a multiple of 64 in [KC_MIN, KC_MAX]), the A block that quarter.
- * The panel takes half of the L3 share of one logical CPU, nc in [NC_MIN, NC_MAX] (packing A
- * costs ~0.5 cycles per float against nc / 16 cycles of the FMAs that use it on an AVX2 core: below
- * ~1% from 1024 columns; a panel that then exceeds L3 is read from memory once per MC block, ~2/mc
- * bytes per flop).
- * Measured on the AVX-512 Xeon (model 207: 48 KiB L1d, 2 MiB L2; blockings alternated round by
- * round in one process, 1 thread, medians of per-round ratios): the 12x32 f32 tile (slivers of
- * 128 B per k, never in half of L1 at 256 deep): kc 640, 768 and 1024 each 1.00-1.05x kc 384 at
- * n = 512-2048 and the MLP's linears (1.01-1.07x on 2 threads), so KC_MAX = 768; mc 132-192
- * alike within 1%. The 6x16 AVX2 tile (64 B per k): kc 384 (24 KiB slivers) 1.00-1.02x its old
- * constant 256 and 1.02-1.04x kc 512 or 768; at kc 384, A blocks of 174 rows 1.015x blocks of
- * 258 at 512 x 3072 x 768 (0.995x at n = 2048), hence the eighth. Balanced K blocks (n = 1024
- * as 2 x 512, 2048 as 3 x 688): 0.99-1.00x, so K blocks are not balanced. On a Zen 3 core (32
- * KiB L1d, 512 KiB L2) the rule gives the AVX2 tile kc 256, mc 60 (its constants were 256 and
- * 144; not measured there). The bf16 pair paths take the same rule in k-pairs (avx512bf16 kc 384
- * -> 768 pairs, avx2bf16 256 -> 384): the GeGLU MLP in bf16 at 1 and 6 tokens, each path against
- * its constants, 0.99-1.01x the time (medians of 4-8 alternated runs). */
-#define WORD         ((int64_t)sizeof(float))
-#define KC_MIN       128
-#define KC_L1_MIN    256
-#define KC_MAX       768
-#define MC_MIN_TILES 12
-#define NC_MIN       1024
-#define NC_MAX       4096
-#define L1_UNKNOWN   ((int64_t)32 << 10) /* where sysfs does not say */
-#define L2_UNKNOWN   ((int64_t)2 << 20)
-#define L3_UNKNOWN   ((int64_t)2 << 20) /* per logical CPU */
-
-wb_gemm_blocking wb_gemm_blocking_rule(int mr, int nr, int64_t l1, int64_t l2, int64_t l3_share) {
-    if (mr < 1) mr = 1;
-    if (nr < 1) nr = 1;
-    wb_gemm_blocking b = {.l1 = l1 > 0 ? l1 : L1_UNKNOWN,
-                          .l2 = l2 > 0 ? l2 : L2_UNKNOWN,
-                          .l3_share = l3_share > 0 ? l3_share : L3_UNKNOWN};
-    int64_t kc = b.l1 / 2 / (nr * WORD) / 64 * 64, a_block;
-    if (kc >= KC_L1_MIN) {
-        a_block = b.l2 / 8;
-    } else {
-        a_block = b.l2 / 4;
-        kc = a_block / (MC_MIN_TILES * mr * WORD) / 64 * 64;
-    }
-    b.kc = kc < KC_MIN ? KC_MIN : kc > KC_MAX ? KC_MAX : kc;
-    b.mc = a_block / (b.kc * WORD) / mr * mr;
-    if (b.mc < mr) b.mc = mr;
-    const int64_t nc = b.l3_share / 2 / (b.kc * WORD) / nr * nr;
-    const int64_t nc_min = NC_MIN / nr * nr > nr ? NC_MIN / nr * nr : nr;
-    const int64_t nc_max = NC_MAX / nr * nr > nr ? NC_MAX / nr * nr : nr;
-    b.nc = nc < nc_min ? nc_min : nc > nc_max ? nc_max : nc;
-    return b;
-}
-
-/* L1d's and L2's sizes and the L3 share of one logical CPU, read once for the process: a B packed
- * on one host thread and multiplied on another must see the same kc. */
-static int64_t cache_l1, cache_l2, cache_l3_share;
-static pthread_once_t caches_once = PTHREAD_ONCE_INIT;
-static void read_caches(void) {
-    cache_l1 = wb_cpu_cache_bytes(1);
-    cache_l2 = wb_cpu_cache_bytes(2);
-    int64_t l3 = wb_cpu_cache_bytes(3);
-    cache_l3_share = l3 > 0 ? l3 / wb_cpu_cache_shared_by(3) : 0;
-}
-
-wb_gemm_blocking wb_gemm_blocking_of(const wb_cpu_isa *isa) {
-    pthread_once(&caches_once, read_caches);
-    wb_gemm_blocking b = wb_gemm_blocking_rule(isa->mr, isa->nr, cache_l1, cache_l2, cache_l3_share);
-    if (isa->kc > 0) b.kc = isa->kc, b.fixed = 1;
-    if (isa->mc > 0) b.mc = isa->mc, b.fixed = 1;
-    if (isa->nc > 0) b.nc = isa->nc, b.fixed = 1;
-    return b;
-}
-
-/* The depth of one K block: the blocking's kc, or all of K for a dual GEMM up to DUAL_FULL_K. */
+/* The depth of one K block: the blocking's kc, or all of K for a dual GEMM up to DUAL_FULL_K
+ * (unless the sizes are forced: a test blocking splits the dual GEMM's K too). */
 static int64_t block_k(const wb_gemm_blocking *blocking, int64_t k, int dual) {
-    return dual && k <= DUAL_FULL_K ? (k > 0 ? k : 1) : blocking->kc;
+    if (dual && k <= DUAL_FULL_K && blocking->forced != WB_BLOCKING_FORCED_SIZES) return k > 0 ? k : 1;
+    return blocking->kc;
 }
 
 /* Packed B is block-major, as the driver walks it: K block by K block, and within a block tile

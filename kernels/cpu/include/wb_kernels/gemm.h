@@ -94,17 +94,43 @@ int wb_cpu_list_count(const char *list);
  * the driver evens the blocks out below these. l1, l2 (bytes per core) and l3_share (bytes of L3
  * per logical CPU) are the cache sizes the rule used, its defaults where sysfs does not say;
  * fixed: the ISA's own constants replaced the rule's. */
+typedef enum wb_gemm_blocking_forced_kind {
+    WB_BLOCKING_RULE = 0,      /* the rule on this machine's caches */
+    WB_BLOCKING_FORCED_SIZES,  /* kc, mc and nc forced (the dual GEMM's K is split by kc too) */
+    WB_BLOCKING_FORCED_CACHES, /* the rule on forced cache sizes (another CPU's blocking) */
+} wb_gemm_blocking_forced_kind;
 typedef struct wb_gemm_blocking {
     int64_t kc, mc, nc;
     int64_t l1, l2, l3_share;
     int fixed;
+    wb_gemm_blocking_forced_kind forced;
 } wb_gemm_blocking;
 /* The blocking for an mr x nr tile on caches of `l1` (data) and `l2` bytes per core and `l3_share`
  * bytes of L3 per logical CPU sharing it (0: unknown). The rule and its measurements are in gemm.c. */
 wb_gemm_blocking wb_gemm_blocking_rule(int mr, int nr, int64_t l1, int64_t l2, int64_t l3_share);
-/* What the driver uses for `isa` on this machine: the ISA's own kc, mc, nc where set, the rule
- * on this machine's caches (read once) for the others. */
+/* What the driver uses for `isa` on this machine: a forced blocking (below) first; then the ISA's
+ * own kc, mc, nc where set, the rule on this machine's caches (read once) for the others. */
 wb_gemm_blocking wb_gemm_blocking_of(const wb_cpu_isa *isa);
+
+/* A blocking forced on every CPU path in place of the rule, so that tests run every CPU's blocking
+ * on any machine: either sizes (kc > 0: kc in [1, 8192] steps of k, or k-pairs on a pair ISA; mc a
+ * multiple of 12 rows and nc of 32 columns, so that every path's register tile divides them), or
+ * the rule on stated caches (l2 > 0: l1 data, l2 per core, l3_share per logical CPU, in bytes). */
+typedef struct wb_gemm_blocking_spec {
+    int64_t kc, mc, nc;
+    int64_t l1, l2, l3_share;
+} wb_gemm_blocking_spec;
+/* Parses "kc,mc,nc" or "caches:L1,L2,L3SHARE" (sizes in bytes, or with K, M, G) into *spec; 0, or
+ * -1 with the reason (what is wrong, what it must be) in why. */
+int wb_gemm_blocking_parse(const char *text, wb_gemm_blocking_spec *spec, char *why, size_t why_len);
+/* Forces spec on every later GEMM and packing (NULL: back to the rule); 0, or -1 with the reason.
+ * Set it between GEMMs, never during one; B packed under another kc must be packed again. */
+int wb_gemm_blocking_force(const wb_gemm_blocking_spec *spec, char *why, size_t why_len);
+/* The forced spec (WB_GEMM_BLOCKING at start-up, or wb_gemm_blocking_force), NULL when none. */
+const wb_gemm_blocking_spec *wb_gemm_blocking_forced(void);
+/* "WB_GEMM_BLOCKING=...: <reason>" when the environment's value was refused (the driver then
+ * uses the rule, so a program must refuse to start: the executable and the tests do), else NULL. */
+const char *wb_gemm_blocking_env_error(void);
 
 /* The ISA chosen at start-up: the best the CPU supports, or WB_CPU_ISA=avx512|avx2|scalar when
  * the CPU supports it (tests use this to force each path). */
