@@ -137,9 +137,11 @@ static int check_spec(const wb_gemm_blocking_spec *s, char *why, size_t len) {
             return fail(why, len, "nc must be a multiple of %lld columns (the column tiles of every CPU path: 8, 16, 32) up to 65536, got %lld",
                         FORCE_COLS, s->nc);
         if (s->mc * s->kc * 4 > FORCE_A_BYTES)
-            return fail(why, len, "mc x kc = %lld floats: an A block over %lld MiB per thread", s->mc * s->kc, FORCE_A_BYTES >> 20);
+            return fail(why, len, "mc x kc (a thread's A block) must fit %2$lld MiB, got %1$lld floats", s->mc * s->kc,
+                        FORCE_A_BYTES >> 20);
         if (s->kc * s->nc * 4 > FORCE_B_BYTES)
-            return fail(why, len, "kc x nc = %lld floats: a B panel over %lld MiB", s->kc * s->nc, FORCE_B_BYTES >> 20);
+            return fail(why, len, "kc x nc (a B panel) must fit %2$lld MiB, got %1$lld floats", s->kc * s->nc,
+                        FORCE_B_BYTES >> 20);
         return 0;
     }
     const struct {

@@ -1,7 +1,10 @@
 /* test_gemm.c: every compiled-in ISA path the CPU can run, against a double-precision
- * reference: four layouts, awkward sizes (1, 3, 17, 31, 33, 65, 129, a prime K), every
- * epilogue, the dual-GEMM GeGLU against its composition, packed and unpacked weights, 1 and 2
- * threads (1 to 4 on a small blocking); and the activations' ULP error over the float range. */
+ * reference within the computation's forward error bound: four layouts, awkward sizes (1, 3,
+ * 17, 31, 33, 65, 129, a prime K), every epilogue, the dual-GEMM GeGLU against its composition,
+ * packed and unpacked weights, 1 and 2 threads (1 to 4 on a small blocking); that the bound
+ * catches a dropped K block and a perturbation of twice itself; and the activations' ULP error
+ * over the float range. Under WB_GEMM_BLOCKING (CTest runs each CPU's blocking) with --gemm-only,
+ * only the blocking-dependent parts run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +27,55 @@ static double act(wb_gemm_store s, double x) {
     return s == WB_STORE_GELU_TANH ? wb_gelu_tanh_ref(x) : s == WB_STORE_GELU_ERF ? wb_gelu_erf_ref(x) : x;
 }
 
-/* Checks C against the reference with a tolerance scaled by the sum of |terms|. */
+/* The forward error bound of one output (the analysis of tests/bounds.lua): a dot product of k
+ * terms (and a bias) summed in f32 in any order is within gamma_{k+1} * sum|terms| of the exact
+ * one; an activation adds its own ULPs (8 for the GELUs: test_activation_ulps) at its result
+ * and multiplies its input's error by at most its largest slope (1.13 for the GELUs); the GeGLU
+ * product carries both factors' errors and rounds once more. */
+#define U32     0x1p-24
+#define ULP32   0x1p-23
+#define GELU_LIP  1.13
+#define GELU_ULPS 8
+
+static double gamma_k(int64_t k) { return (double)k * U32 / (1 - (double)k * U32); }
+
+typedef struct bound {
+    double value;         /* |got - want| may be up to this */
+    double gamma, mag;    /* the dot product's gamma and sum|terms| */
+    double mag_up;        /* the up projection's (dual) */
+    int act;              /* an activation applied */
+} bound;
+
+static bound bound_of(int64_t k, int has_bias, double mag, double want_pre, wb_gemm_store store, int dual, double mag_up,
+                      double up) {
+    bound b = {.gamma = gamma_k(k + has_bias), .mag = mag, .mag_up = mag_up};
+    double e = b.gamma * mag;
+    if (store == WB_STORE_PLAIN && !dual) {
+        b.value = e;
+        return b;
+    }
+    b.act = 1;
+    double y = act(dual ? WB_STORE_GELU_TANH : store, want_pre), carried = GELU_LIP * e;
+    double e_act = carried + GELU_ULPS * ULP32 * (fabs(y) + carried) + GELU_ULPS * 0x1p-149;
+    if (!dual) {
+        b.value = e_act;
+        return b;
+    }
+    double e_up = b.gamma * mag_up, prod = fabs(y) * e_up + fabs(up) * e_act + e_act * e_up;
+    b.value = prod + U32 * (fabs(y * up) + prod);
+    return b;
+}
+
+/* How a case is run: as it is; with A's second K block zeroed in the GEMM but not in the
+ * reference (a kernel that dropped a block: the check must fail); or with the first output moved
+ * by `perturb` times its bound after the GEMM (2: must fail, 0.5: must pass). */
+typedef struct fault {
+    int drop_block;
+    double perturb;
+} fault;
+static fault injected;
+
+/* Checks C against the reference within the forward error bound of each element. */
 static int run_case(const wb_cpu_isa *isa, int64_t m, int64_t n, int64_t k, int ta, int tb, int bias, int dual,
                     wb_gemm_store store, int packed, int threads) {
     float *a = malloc(sizeof(float) * (size_t)(m * k + 1)), *b = malloc(sizeof(float) * (size_t)(k * n + 1));
@@ -62,8 +113,20 @@ static int run_case(const wb_cpu_isa *isa, int64_t m, int64_t n, int64_t k, int 
         wb_gemm_pack_b(isa, k, n, b, rsb, csb, dual ? bu : NULL, pk);
         p.packed_b = pk;
     }
+    const int64_t kc = wb_gemm_blocking_of(isa).kc;
+    float *a_run = NULL;
+    if (injected.drop_block && k > kc) { /* the GEMM sees A without depths [kc, 2 kc) */
+        a_run = malloc(sizeof(float) * (size_t)(m * k + 1));
+        memcpy(a_run, a, sizeof(float) * (size_t)(m * k));
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t q = kc; q < k && q < 2 * kc; q++)
+                a_run[i * rsa + q * csa] = 0.0f;
+        p.a = a_run;
+    }
     int bad = wb_gemm_run(isa, &p) != 0;
-    double worst = 0;
+    double worst = 0, got = 0, want_at = 0;
+    bound at = {0};
+    int64_t wi = 0, wj = 0;
     for (int64_t i = 0; i < m && !bad; i++)
         for (int64_t j = 0; j < n; j++) {
             double s = 0, mag = 0, su = 0, magu = 0;
@@ -73,25 +136,27 @@ static int run_case(const wb_cpu_isa *isa, int64_t m, int64_t n, int64_t k, int 
             }
             if (bias) s += bi[j], mag += fabs(bi[j]);
             if (bias && dual) su += bu[j], magu += fabs(bu[j]);
-            double want, tol = 4e-7 * (mag + 1) * (1 + sqrt((double)k) / 8);
-            if (dual) {
-                want = wb_gelu_tanh_ref(s) * su;
-                tol = tol * (fabs(su) + 1) + 4e-7 * (magu + 1) * (fabs(s) + 1);
-            } else {
-                want = act(store, s);
-            }
-            double err = fabs((double)c[i * n + j] - want);
-            if (!(err <= tol)) bad = 1; /* NaN fails too */
-            if (err > worst) worst = err;
+            const double want = dual ? wb_gelu_tanh_ref(s) * su : act(store, s);
+            const bound bd = bound_of(k, bias, mag, s, store, dual, magu, su);
+            if (i == 0 && j == 0 && injected.perturb != 0) c[0] = (float)((double)c[0] + injected.perturb * bd.value);
+            double err = fabs((double)c[i * n + j] - want), ratio = err / bd.value;
+            if (!(err <= bd.value)) ratio = INFINITY; /* NaN fails too; a zero bound allows only exact */
+            if (ratio >= worst) worst = ratio, got = c[i * n + j], want_at = want, at = bd, wi = i, wj = j;
         }
+    bad |= worst > 1;
     checks++;
-    if (bad) {
+    if (bad && !injected.drop_block && fabs(injected.perturb) <= 1) {
         failures++;
         fprintf(stderr,
-                "FAIL %s m=%lld n=%lld k=%lld layout=%c%c bias=%d dual=%d store=%d packed=%d threads=%d worst=%g\n",
+                "FAIL %s m=%lld n=%lld k=%lld layout=%c%c bias=%d dual=%d store=%d packed=%d threads=%d kc=%lld: "
+                "[%lld][%lld] = %.9g, expected %.9g, |difference| %.3g > bound %.3g (gamma_%lld = %.3g times "
+                "sum|x*w| = %.6g%s; up projection's sum|x*w| %.6g)\n",
                 isa->name, (long long)m, (long long)n, (long long)k, tb ? 't' : 'n', ta ? 't' : 'n', bias, dual,
-                (int)store, packed, threads, worst);
+                (int)store, packed, threads, (long long)kc, (long long)wi, (long long)wj, got, want_at,
+                fabs(got - want_at), at.value, (long long)(k + bias), at.gamma, at.mag,
+                at.act ? ", through the activation: 1.13 x its input's error + 8 ULP" : "", at.mag_up);
     }
+    free(a_run);
     free(a), free(b), free(bu), free(bi), free(c), free(pk);
     return !bad;
 }
@@ -132,30 +197,76 @@ static void test_isa(const wb_cpu_isa *isa) {
     printf("%-7s gemm: %s\n", isa->name, failures == before ? "ok" : "FAILED");
 }
 
+/* The bound still catches real errors: a GEMM that dropped a K block fails every case (plain,
+ * with an epilogue, dual; packed or not; depths of one block and a sliver, two blocks and a
+ * part, three blocks), an output moved by twice its bound fails, by half of it passes. */
+static void test_bound_catches(const wb_cpu_isa *isa) {
+    int before = failures;
+    const int64_t kc = wb_gemm_blocking_of(isa).kc;
+    const int64_t ks[] = {kc + 7, 2 * kc + 65, 3 * kc};
+    int cases = 0, caught = 0;
+    injected = (fault){.drop_block = 1};
+    for (int q = 0; q < 3; q++)
+        for (int dual = 0; dual < 2; dual++)
+            for (int packed = 0; packed < 2; packed++) {
+                wb_gemm_store store = dual ? WB_STORE_GEGLU : q == 1 ? WB_STORE_GELU_ERF : WB_STORE_PLAIN;
+                cases++;
+                caught += !run_case(isa, 17, 33, ks[q], 0, 1, q == 2, dual, store, packed, 1);
+            }
+    int twice_fails = 0, half_passes = 1;
+    for (int dual = 0; dual < 2; dual++) {
+        wb_gemm_store store = dual ? WB_STORE_GEGLU : WB_STORE_GELU_TANH;
+        injected = (fault){.perturb = 2};
+        twice_fails += !run_case(isa, 5, 40, 301, 0, 1, 1, dual, store, 0, 1);
+        injected = (fault){.perturb = -2};
+        twice_fails += !run_case(isa, 5, 40, 301, 0, 1, 1, dual, store, 0, 1);
+        injected = (fault){.perturb = 0.5};
+        half_passes &= run_case(isa, 5, 40, 301, 0, 1, 1, dual, store, 0, 1); /* a failure counts itself */
+        injected = (fault){.perturb = -0.5};
+        half_passes &= run_case(isa, 5, 40, 301, 0, 1, 1, dual, store, 0, 1);
+    }
+    injected = (fault){0};
+    checks += 2;
+    if (caught != cases) {
+        failures++;
+        fprintf(stderr, "FAIL %s bound: a dropped K block (kc = %lld) passed %d of %d cases\n", isa->name, (long long)kc,
+                cases - caught, cases);
+    }
+    if (twice_fails != 4) {
+        failures++;
+        fprintf(stderr, "FAIL %s bound: an output moved by twice its bound passed (%d of 4 caught)\n", isa->name,
+                twice_fails);
+    }
+    printf("%-7s bound: a dropped K block caught in %d of %d cases, twice the bound caught %d of 4, half of it "
+           "passed: %s\n", isa->name, caught, cases, twice_fails, failures == before && half_passes ? "ok" : "FAILED");
+}
+
 /* Threads: a blocking small enough that every GEMM here has several panels, K blocks and MC
  * blocks, so the threads' shares divide unevenly, on 1 to 4 threads (more than this machine's
  * cores is fine: only the results are checked), both split directions, the dual GEMM's partial
  * sums across K blocks. Every case does at least the 4e6 flops below which the driver runs one
  * thread. */
 static void test_threads(const wb_cpu_isa *isa) {
-    wb_cpu_isa small = *isa;
-    small.kc = 40, small.mc = 3 * isa->mr, small.nc = 2 * isa->nr;
+    const wb_gemm_blocking_spec *env = wb_gemm_blocking_forced(), small = {.kc = 40, .mc = 36, .nc = 64};
+    wb_gemm_blocking_spec saved = env ? *env : (wb_gemm_blocking_spec){0};
+    wb_gemm_blocking_force(&small, NULL, 0);
     int before = failures;
 #ifdef _OPENMP
-    int saved = omp_get_max_threads();
+    int saved_threads = omp_get_max_threads();
     omp_set_num_threads(4);
 #endif
     for (int th = 1; th <= 4; th++)
         for (int packed = 0; packed < 2; packed++) {
-            run_case(&small, 100, 333, 130, 0, 1, 1, 0, WB_STORE_GELU_TANH, packed, th); /* N split */
-            run_case(&small, 61, 333, 130, 1, 0, 0, 0, WB_STORE_PLAIN, packed, th);
-            run_case(&small, 3, 1000, 700, 0, 1, 1, 0, WB_STORE_PLAIN, packed, th); /* one row tile */
-            run_case(&small, 100, 40, 600, 0, 1, 0, 0, WB_STORE_PLAIN, packed, th); /* M split */
-            run_case(&small, 29, 100, 1100, 0, 1, 1, 1, WB_STORE_GEGLU, packed, th); /* dual, K split */
+            run_case(isa, 100, 333, 130, 0, 1, 1, 0, WB_STORE_GELU_TANH, packed, th); /* N split */
+            run_case(isa, 61, 333, 130, 1, 0, 0, 0, WB_STORE_PLAIN, packed, th);
+            run_case(isa, 3, 1000, 700, 0, 1, 1, 0, WB_STORE_PLAIN, packed, th); /* one row tile */
+            run_case(isa, 100, 40, 600, 0, 1, 0, 0, WB_STORE_PLAIN, packed, th); /* M split */
+            run_case(isa, 29, 100, 1100, 0, 1, 1, 1, WB_STORE_GEGLU, packed, th); /* dual, K split */
         }
 #ifdef _OPENMP
-    omp_set_num_threads(saved);
+    omp_set_num_threads(saved_threads);
 #endif
+    wb_gemm_blocking_force(env ? &saved : NULL, NULL, 0);
     printf("%-7s threads: %s\n", isa->name, failures == before ? "ok" : "FAILED");
 }
 
@@ -428,21 +539,37 @@ static void test_act_ulps(const wb_cpu_isa *isa) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const char *names[] = {"scalar", "avx2", "avx512"};
+    const int gemm_only = argc > 1 && !strcmp(argv[1], "--gemm-only");
+    if (wb_gemm_blocking_env_error()) {
+        fprintf(stderr, "%s\n", wb_gemm_blocking_env_error());
+        return 2;
+    }
+    const wb_gemm_blocking_spec *forced = wb_gemm_blocking_forced();
+    if (forced && forced->kc > 0)
+        printf("blocking forced: kc %lld, mc %lld, nc %lld\n", (long long)forced->kc, (long long)forced->mc,
+               (long long)forced->nc);
+    else if (forced)
+        printf("blocking forced: the rule on L1 %lld KiB, L2 %lld KiB, L3 share %lld KiB\n", (long long)forced->l1 >> 10,
+               (long long)forced->l2 >> 10, (long long)forced->l3_share >> 10);
     for (int i = 0; i < 3; i++) {
         const wb_cpu_isa *isa = wb_cpu_isa_get(names[i]);
         if (!isa) {
             printf("%-7s not supported by this CPU: skipped\n", names[i]);
             continue;
         }
+        wb_gemm_blocking b = wb_gemm_blocking_of(isa);
+        printf("%-7s blocking: kc %lld, mc %lld, nc %lld\n", isa->name, (long long)b.kc, (long long)b.mc, (long long)b.nc);
         test_isa(isa);
+        test_bound_catches(isa);
+        if (gemm_only) continue;
         test_prefetch_plan(isa);
         test_threads(isa);
         test_activation_ulps(isa);
         test_act_ulps(isa);
     }
-    test_blocking_rule();
+    if (!gemm_only) test_blocking_rule();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }
