@@ -51,6 +51,17 @@ local function erfc(x)
 end
 function B.gelu(x) return 0.5 * x * erfc(-x / math.sqrt(2)) end
 B.ACT.gelu_tanh.f, B.ACT.gelu.f = B.gelu_tanh, B.gelu
+-- tanh and sigmoid flatten away from 0: their slope over [v - e, v + e] is largest at the point
+-- nearest 0, and they cannot move by more than their range (2, 1)
+local function nearest_zero(v, e) return (v - e <= 0 and v + e >= 0) and 0 or math.min(math.abs(v - e), math.abs(v + e)) end
+B.ACT.tanh.carry = function(v, e)
+    local t = B.ACT.tanh.f(nearest_zero(v, e))
+    return math.min((1 - t * t) * e, 2)
+end
+B.ACT.sigmoid.carry = function(v, e)
+    local s = B.ACT.sigmoid.f(nearest_zero(v, e))
+    return math.min(s * (1 - s) * e, 1)
+end
 -- the fit's own error (1.2e-7 relative to erfc) over the f32 ULPs above: one more ULP for gelu
 B.ACT.gelu.ulps = 9
 
@@ -137,7 +148,7 @@ function B.act(name, z)
         v[i], e[i] = {}, {}
         for j = 1, #z.v[i] do
             local y = a.f(z.v[i][j])
-            local carried = a.lip * z.e[i][j]
+            local carried = a.carry and a.carry(z.v[i][j], z.e[i][j]) or a.lip * z.e[i][j]
             v[i][j] = y
             e[i][j] = carried + a.ulps * B.ULP32 * (math.abs(y) + carried) + a.ulps * B.TINY * B.ULP32
         end
@@ -180,16 +191,26 @@ function B.add(a, b, opts)
     return {v = v, e = e, why = function(i, j) return string.format("(%s) + (%s)", a.why(i, j), b.why(i, j)) end}
 end
 
--- The GeGLU MLP's forward (x {m, dim}; weights as nn's modules hold them: gate/up {hidden, dim},
--- down {dim, hidden}): down(act(x Wg^T) * (x Wu^T)). With opts.bf16, every tensor is bf16:
--- each GEMM's output and the product are stored as bf16, as an eager bf16 forward does.
-function B.mlp(x, wg, wu, wd, opts)
+-- A wb.nn GeGLU or SwiGLU MLP's forward on x (tensors), the exact value and its bound:
+-- down(act(gate(x)) * up(x)), act gelu_tanh (GeGLU) or silu (SwiGLU), biases where the module
+-- has them. With opts.bf16 every op stores bf16 (an eager bf16 forward: the most roundings of
+-- the three impls, so its bound holds for the fused and dual ones too); opts.inputs_rounded: x
+-- and the weights are f32 values that the computation rounds to bf16 first (a bf16 model made
+-- from an f32 one), so those roundings count too.
+function B.mlp(m, x, opts)
     opts = opts or {}
-    local act, store = opts.act or "gelu_tanh", function(z) return opts.bf16 and B.round(z, "bf16") or z end
-    local g = store(B.linear(x, wg))
-    local u = store(B.linear(x, wu))
+    local act = opts.act or (tostring(m):find("^SwiGLU") and "silu" or "gelu_tanh")
+    local function load(t)
+        if not t then return nil end
+        local z = B.input(t)
+        return opts.inputs_rounded and B.round(z, "bf16") or z
+    end
+    local store = function(z) return opts.bf16 and B.round(z, "bf16") or z end
+    local xz = load(x)
+    local g = store(B.linear(xz, load(m.gate_proj.weight), load(m.gate_proj.bias)))
+    local u = store(B.linear(xz, load(m.up_proj.weight), load(m.up_proj.bias)))
     local h = store(B.mul(B.act(act, g), u))
-    return store(B.linear(h, wd))
+    return store(B.linear(h, load(m.down_proj.weight), load(m.down_proj.bias)))
 end
 
 -- Two results of computations bounded by z1 and z2 differ by at most the sum of the bounds.

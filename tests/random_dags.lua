@@ -43,4 +43,106 @@ function M.run(prog, ninputs, apply, ...)
     return v[#v]
 end
 
+-- The exact value of a program (the ops as test_codegen's apply runs them: exp(x) as
+-- exp(tanh(x)), a / b as a / exp(tanh(b)) or a / (1 + |b|) for a number) on inputs broadcast to
+-- the first one's shape, with the forward error bound of an eager run (every op rounds to its
+-- dtype; a generated kernel rounds less, so it is within the same bound), as a bounds value.
+local B = require("bounds")
+
+local function map(z, f)
+    local v, e = {}, {}
+    for i = 1, #z.v do
+        v[i], e[i] = {}, {}
+        for j = 1, #z.v[i] do v[i][j], e[i][j] = f(z.v[i][j], z.e[i][j]) end
+    end
+    return {v = v, e = e, why = z.why}
+end
+
+local function map2(a, b, f)
+    local v, e = {}, {}
+    for i = 1, #a.v do
+        v[i], e[i] = {}, {}
+        for j = 1, #a.v[i] do v[i][j], e[i][j] = f(a.v[i][j], a.e[i][j], b.v[i][j], b.e[i][j]) end
+    end
+    return {v = v, e = e, why = a.why}
+end
+
+-- what one op adds: its result rounded to the dtype (u) after f32 math of `ulps` ULPs
+local function stored(v, carried, u, ulps)
+    local own = (ulps or 0) * B.ULP32 * (math.abs(v) + carried) + (ulps or 0) * B.TINY * B.ULP32
+    return carried + own + u * (math.abs(v) + carried + own)
+end
+
+local function unary(op, z, u)
+    if op == "neg" then return map(z, function(v, e) return -v, e end) end
+    if op == "relu" then return map(z, function(v, e) return v > 0 and v or 0, e end) end
+    if op == "exp" then -- exp(tanh(x)): exp's error is relative to its result
+        local t = unary("tanh", z, u)
+        return map(t, function(v, e)
+            local y = math.exp(v)
+            return y, stored(y, y * (math.exp(e) - 1), u, 4)
+        end)
+    end
+    local a = assert(B.ACT[op], op)
+    return map(z, function(v, e)
+        local y = a.f(v)
+        return y, stored(y, a.carry and a.carry(v, e) or a.lip * e, u, a.ulps)
+    end)
+end
+
+local function binary(op, x, y, u, scalar)
+    if scalar then -- a number, stored in the op's dtype
+        local c = y
+        local ec = u * math.abs(c)
+        if op == "div" then
+            local d = 1 + math.abs(c)
+            return map(x, function(v, e)
+                local q = v / d
+                return q, stored(q, (e + math.abs(q) * ec) / (d - ec), u)
+            end)
+        end
+        y = map(x, function() return c, ec end)
+    end
+    if op == "div" then -- x / exp(tanh(y)): the denominator is at least 1/e
+        local d = unary("exp", y, u)
+        return map2(x, d, function(a, ea, b, eb)
+            local q = a / b
+            if eb >= b then return q, math.huge end -- the error could reach 0 in the denominator: no bound
+            return q, stored(q, (ea + math.abs(q) * eb) / (b - eb), u)
+        end)
+    end
+    return map2(x, y, function(a, ea, b, eb)
+        if op == "add" then return a + b, stored(a + b, ea + eb, u) end
+        if op == "sub" then return a - b, stored(a - b, ea + eb, u) end
+        assert(op == "mul", op)
+        return a * b, stored(a * b, math.abs(a) * eb + math.abs(b) * ea + ea * eb, u)
+    end)
+end
+
+-- inputs: the tensors the program ran on (shapes broadcastable to the first's)
+function M.bound(prog, inputs)
+    local full = inputs[1].shape
+    local u = inputs[1].dtype == "bf16" and B.UBF16 or B.U32
+    local v = {}
+    for i, t in ipairs(inputs) do v[i] = B.input(t:expand(full)) end
+    local n = #inputs
+    for k, p in ipairs(prog) do
+        local b = p.b
+        if math.type(b) == "integer" then b = v[b] end
+        if b == nil then
+            v[n + k] = unary(p.op, v[p.a], u)
+        else
+            v[n + k] = binary(p.op, v[p.a], b, u, type(b) == "number")
+        end
+    end
+    local z = v[#v]
+    z.why = function() return "the program's eager error bound" end
+    local bounded, all = 0, 0
+    for i = 1, #z.e do
+        for j = 1, #z.e[i] do bounded, all = bounded + (z.e[i][j] < math.huge and 1 or 0), all + 1 end
+    end
+    z.bounded_share = bounded / all -- elements whose bound is finite (the rest are not checked)
+    return z
+end
+
 return M

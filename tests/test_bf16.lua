@@ -3,6 +3,7 @@
 -- rounded: bit for bit); GEMMs against a double reference from the same bf16 inputs; the MLP
 -- modes in bf16 against the f32 MLP with the same weights; mixed dtypes refused.
 local lu = require("luaunit")
+local B = require("bounds")
 
 local function raises(pattern, fn)
     local ok, err = pcall(fn)
@@ -81,12 +82,20 @@ local function same_as_rounded_f32(out16, ref32, what)
     lu.assertEquals(wb.max_abs_diff(out16, round(ref32)), 0, what)
 end
 
--- GEMMs: bit for bit on the widening path; within bf16 output rounding on a k-pair path
-local function gemm_matches(out16, ref32, what)
+-- GEMMs: bit for bit on the widening path (the same f32 kernel, rounded once: exact on purpose);
+-- on a k-pair path (another summation order), within the bound z of the exact result (f32
+-- sums of the bf16 inputs, then the bf16 store), as the f32 kernel rounded is too
+local function gemm_matches(out16, ref32, z, what)
     if not PAIRS then return same_as_rounded_f32(out16, ref32, what) end
     lu.assertEquals(out16.dtype, "bf16", what)
-    local e = wb.rel_error(widen(out16), ref32)
-    lu.assertTrue(e < 8e-3, string.format("%s: rel. error %.2e against f32 on the same inputs", what, e))
+    B.assert_within_bound(out16, z, what)
+    B.assert_within_bound(round(ref32), z, what .. " (the f32 kernel, rounded)")
+end
+
+-- x w^T (+ b) of bf16 tensors, then act, stored as bf16: exact value and bound
+local function lin16(x, w, b, act)
+    local z = B.linear(B.input(x), B.input(w), b and B.input(b) or nil)
+    return B.round(act and B.act(act, z) or z, "bf16")
 end
 
 function TestBf16Kernels:test_pointwise_round_once()
@@ -116,23 +125,6 @@ function TestBf16Kernels:test_pointwise_round_once()
     lu.assertTrue(r[3] ~= r[3])
 end
 
--- ||out - ref|| / ||ref|| against a double-precision product of the same bf16 values
-local function ref_error(out16, a16, b16, bias16)
-    local a, b = a16:tolist(), b16:tolist()
-    local bias = bias16 and bias16:tolist()
-    local o = out16:tolist()
-    local num, den = 0, 0
-    for i = 1, #a do
-        for j = 1, #b[1] do
-            local acc = bias and bias[j] or 0
-            for p = 1, #b do acc = acc + a[i][p] * b[p][j] end
-            num = num + (o[i][j] - acc) ^ 2
-            den = den + acc ^ 2
-        end
-    end
-    return math.sqrt(num / den)
-end
-
 function TestBf16Kernels:test_gemm_against_double_reference_all_layouts()
     wb.manual_seed(22)
     for _, s in ipairs({{1, 17, 31}, {33, 65, 129}, {17, 3, 64}, {40, 97, 33}}) do -- 97: a prime K
@@ -142,27 +134,31 @@ function TestBf16Kernels:test_gemm_against_double_reference_all_layouts()
         for _, pair in ipairs({{a, b, "nn"}, {a, bt, "tn"}, {at, b, "nt"}, {at, bt, "tt"}}) do
             local out = wb.matmul(pair[1], pair[2])
             lu.assertEquals(out.dtype, "bf16")
-            local e = ref_error(out, a, b)
-            lu.assertTrue(e < 8e-3, string.format("%s %dx%dx%d: rel. error %.2e", pair[3], m, k, n, e))
+            local what = string.format("%s %dx%dx%d", pair[3], m, k, n)
+            local z = lin16(a, b:t())
+            B.assert_within_bound(out, z, what)
             -- and bit for bit the f32 kernel on the widened operands, rounded once
-            gemm_matches(out, wb.matmul(widen(pair[1]), widen(pair[2])), pair[3])
+            gemm_matches(out, wb.matmul(widen(pair[1]), widen(pair[2])), z, what)
         end
         local bias = round(wb.randn({n}))
         local w = b:t() -- [n, k] weight view: the linear's tn case
         local y = wb.linear(a, w, bias)
-        lu.assertTrue(ref_error(y, a, b, bias) < 8e-3)
-        gemm_matches(y, wb.linear(widen(a), widen(w), widen(bias)), "linear bias")
+        B.assert_within_bound(y, lin16(a, w, bias), "linear bias")
+        gemm_matches(y, wb.linear(widen(a), widen(w), widen(bias)), lin16(a, w, bias), "linear bias")
         for _, act in ipairs({"gelu", "gelu_tanh"}) do
             gemm_matches(wb.linear(a, w, bias, {activation = act}),
-                wb.linear(widen(a), widen(w), widen(bias), {activation = act}), "linear " .. act)
+                wb.linear(widen(a), widen(w), widen(bias), {activation = act}), lin16(a, w, bias, act), "linear " .. act)
         end
-        -- the dual GEMM against its composition
+        -- the dual GEMM (one bf16 store) and its composition (the two products stored as bf16
+        -- before the geglu): each within its own bound of the same exact value
         local wg, wu = round(wb.randn({n, k})), round(wb.randn({n, k}))
+        local function lin32(x, w_, b_) return B.linear(B.input(x), B.input(w_), B.input(b_)) end
+        local dual_z = B.round(B.mul(B.act("gelu_tanh", lin32(a, wg, bias)), lin32(a, wu, bias)), "bf16")
         gemm_matches(wb.geglu_linear(a, wg, wu, bias, bias),
-            wb.geglu_linear(widen(a), widen(wg), widen(wu), widen(bias), widen(bias)), "dual")
-        local composed = wb.geglu(wb.linear(a, wg, bias), wb.linear(a, wu, bias)) -- rounds the products too
-        local e = wb.rel_error(wb.geglu_linear(a, wg, wu, bias, bias), composed)
-        lu.assertTrue(e < 2e-2, string.format("dual vs composition: %.2e", e))
+            wb.geglu_linear(widen(a), widen(wg), widen(wu), widen(bias), widen(bias)), dual_z, "dual")
+        local composed = wb.geglu(wb.linear(a, wg, bias), wb.linear(a, wu, bias))
+        B.assert_within_bound(composed, B.round(B.mul(B.act("gelu_tanh", lin16(a, wg, bias)), lin16(a, wu, bias)),
+            "bf16"), "dual's composition")
     end
 end
 
@@ -171,7 +167,7 @@ function TestBf16Kernels:test_packed_weights_follow_writes()
     local y1 = wb.linear(x, w)
     w:fill_(0.5) -- a write to the bf16 weight must re-pack it
     local y2 = wb.linear(x, w)
-    gemm_matches(y2, wb.linear(widen(x), widen(w)), "after write")
+    gemm_matches(y2, wb.linear(widen(x), widen(w)), lin16(x, w), "after write")
     lu.assertTrue(wb.max_abs_diff(y1, y2) > 0)
 end
 
@@ -183,9 +179,11 @@ function TestBf16Kernels:test_mlp_modes_against_f32()
         local m32 = wb.nn.GeGLUMLP(64, 192, {impl = impl, bias = true})
         lu.assertEquals(m16.gate_proj.weight.dtype, "bf16")
         lu.assertEquals(wb.max_abs_diff(widen(m16.gate_proj.weight), widen(round(m32.gate_proj.weight))), 0)
+        -- both against the f32 model's exact forward: the f32 one within its bound, the bf16 one
+        -- within the bound that counts rounding x and the weights to bf16 and every bf16 store
         local x = wb.randn({9, 64})
-        local e = wb.rel_error(m16(round(x)), m32(x))
-        lu.assertTrue(e < 2e-2, string.format("%s bf16 vs f32: %.2e", impl, e))
+        B.assert_within_bound(m32(x), B.mlp(m32, x), impl .. " f32")
+        B.assert_within_bound(m16(round(x)), B.mlp(m32, x, {bf16 = true, inputs_rounded = true}), impl .. " bf16")
         local x16 = round(x)
         local p = wb.profiler.profile({activities = {"cpu", "device"}})
         p:start()
