@@ -68,7 +68,7 @@ B.ACT.gelu.ulps = 9
 -- rows of a tensor (any rank: the last dim is a row), as Lua doubles
 local function rows_of(t)
     if t:dim() == 0 then return {{t:item()}} end
-    local c = t:to{dtype = "f32"}:contiguous()
+    local c = t:to{device = "cpu", dtype = "f32"}:contiguous()
     if c:dim() == 1 then return {c:tolist()} end
     return c:reshape({-1, c.shape[c:dim()]}):tolist()
 end
@@ -140,8 +140,15 @@ function B.linear(x, w, b, opts)
     end}
 end
 
--- act(z): the activation's ULPs at the result plus its Lipschitz constant times z's error.
-function B.act(name, z)
+-- GELUs composed from the math library (a CUDA device's tanhf/erff, 2 ULP each): 0.5 x (1 +
+-- tanh(...)) cancels where tanh is near -1, so their error is ULPs of |x|, not of the result:
+-- B.DEVICE_GELU_ABS_X of them (the 2-ULP tanh times the 0.5 x in front, with room for rounding).
+B.DEVICE_GELU_ABS_X = 4
+
+-- act(z): the activation's ULPs at the result plus its Lipschitz constant times z's error;
+-- opts.device: a GELU computed as CUDA devices do (see B.DEVICE_GELU_ABS_X).
+function B.act(name, z, opts)
+    local abs_x = opts and opts.device and (name == "gelu" or name == "gelu_tanh") and B.DEVICE_GELU_ABS_X or 0
     local a = assert(B.ACT[name], "bounds.act: unknown activation " .. tostring(name))
     local v, e = {}, {}
     for i = 1, #z.v do
@@ -150,7 +157,8 @@ function B.act(name, z)
             local y = a.f(z.v[i][j])
             local carried = a.carry and a.carry(z.v[i][j], z.e[i][j]) or a.lip * z.e[i][j]
             v[i][j] = y
-            e[i][j] = carried + a.ulps * B.ULP32 * (math.abs(y) + carried) + a.ulps * B.TINY * B.ULP32
+            e[i][j] = carried + a.ulps * B.ULP32 * (math.abs(y) + carried) + a.ulps * B.TINY * B.ULP32 +
+                abs_x * B.ULP32 * (math.abs(z.v[i][j]) + z.e[i][j])
         end
     end
     return {v = v, e = e, why = function(i, j)
@@ -174,6 +182,16 @@ function B.mul(a, b, opts)
     return {v = v, e = e, why = function(i, j)
         return string.format("(%s) * (%s)", a.why(i, j), b.why(i, j))
     end}
+end
+
+-- a - b elementwise, rounded once.
+function B.sub(a, b, opts)
+    local nb = {v = {}, e = b.e, why = b.why}
+    for i = 1, #b.v do
+        nb.v[i] = {}
+        for j = 1, #b.v[i] do nb.v[i][j] = -b.v[i][j] end
+    end
+    return B.add(a, nb, opts)
 end
 
 -- a + b elementwise, rounded once.
@@ -209,7 +227,7 @@ function B.mlp(m, x, opts)
     local xz = load(x)
     local g = store(B.linear(xz, load(m.gate_proj.weight), load(m.gate_proj.bias)))
     local u = store(B.linear(xz, load(m.up_proj.weight), load(m.up_proj.bias)))
-    local h = store(B.mul(B.act(act, g), u))
+    local h = store(B.mul(B.act(act, g, opts), u))
     return store(B.linear(h, load(m.down_proj.weight), load(m.down_proj.bias)))
 end
 

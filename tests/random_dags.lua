@@ -73,24 +73,25 @@ local function stored(v, carried, u, ulps)
     return carried + own + u * (math.abs(v) + carried + own)
 end
 
-local function unary(op, z, u)
+local function unary(op, z, u, device)
     if op == "neg" then return map(z, function(v, e) return -v, e end) end
     if op == "relu" then return map(z, function(v, e) return v > 0 and v or 0, e end) end
     if op == "exp" then -- exp(tanh(x)): exp's error is relative to its result
-        local t = unary("tanh", z, u)
+        local t = unary("tanh", z, u, device)
         return map(t, function(v, e)
             local y = math.exp(v)
             return y, stored(y, y * (math.exp(e) - 1), u, 4)
         end)
     end
     local a = assert(B.ACT[op], op)
+    local abs_x = device and (op == "gelu" or op == "gelu_tanh") and B.DEVICE_GELU_ABS_X or 0
     return map(z, function(v, e)
         local y = a.f(v)
-        return y, stored(y, a.carry and a.carry(v, e) or a.lip * e, u, a.ulps)
+        return y, stored(y, (a.carry and a.carry(v, e) or a.lip * e) + abs_x * B.ULP32 * (math.abs(v) + e), u, a.ulps)
     end)
 end
 
-local function binary(op, x, y, u, scalar)
+local function binary(op, x, y, u, scalar, device, div_square)
     if scalar then -- a number, stored in the op's dtype
         local c = y
         local ec = u * math.abs(c)
@@ -103,8 +104,12 @@ local function binary(op, x, y, u, scalar)
         end
         y = map(x, function() return c, ec end)
     end
-    if op == "div" then -- x / exp(tanh(y)): the denominator is at least 1/e
-        local d = unary("exp", y, u)
+    if op == "div" then -- x / exp(tanh(y)) (at least 1/e), or x / (y * y + 1) (at least 1)
+        local d = div_square and map(y, function(v, e)
+            local sq = v * v
+            local esq = stored(sq, 2 * math.abs(v) * e + e * e, u)
+            return sq + 1, stored(sq + 1, esq, u)
+        end) or unary("exp", y, u, device)
         return map2(x, d, function(a, ea, b, eb)
             local q = a / b
             if eb >= b then return q, math.huge end -- the error could reach 0 in the denominator: no bound
@@ -119,20 +124,23 @@ local function binary(op, x, y, u, scalar)
     end)
 end
 
--- inputs: the tensors the program ran on (shapes broadcastable to the first's)
-function M.bound(prog, inputs)
+-- inputs: the tensors the program ran on (shapes broadcastable to the first's); opts.device:
+-- the GELUs as a CUDA device computes them (bounds.lua's DEVICE_GELU_ABS_X); opts.div_square:
+-- a / b runs as a / (b * b + 1) (test_codegen_cuda's programs)
+function M.bound(prog, inputs, opts)
+    local device, div_square = opts and opts.device, opts and opts.div_square
     local full = inputs[1].shape
     local u = inputs[1].dtype == "bf16" and B.UBF16 or B.U32
     local v = {}
-    for i, t in ipairs(inputs) do v[i] = B.input(t:expand(full)) end
+    for i, t in ipairs(inputs) do v[i] = B.input(t:to{device = "cpu"}:expand(full)) end
     local n = #inputs
     for k, p in ipairs(prog) do
         local b = p.b
         if math.type(b) == "integer" then b = v[b] end
         if b == nil then
-            v[n + k] = unary(p.op, v[p.a], u)
+            v[n + k] = unary(p.op, v[p.a], u, device)
         else
-            v[n + k] = binary(p.op, v[p.a], b, u, type(b) == "number")
+            v[n + k] = binary(p.op, v[p.a], b, u, type(b) == "number", device, div_square)
         end
     end
     local z = v[#v]
