@@ -72,7 +72,7 @@ static int l_set_cpu_blocking(lua_State *L) {
             return wb_lua_raise(L, "set_cpu_blocking: give kc, mc and nc, or l1, l2 and l3_share (not both, not neither)");
         spec = (wb_gemm_blocking_spec){.kc = v[0], .mc = v[1], .nc = v[2], .l1 = v[3], .l2 = v[4], .l3_share = v[5]};
         if (sizes && spec.kc <= 0)
-            return wb_lua_raise(L, "set_cpu_blocking: kc must be in [1, 8192] steps of k, got %lld", (long long)spec.kc);
+            return wb_lua_raise(L, "set_cpu_blocking: kc must be in [1, 8192] steps of k, got %I", (lua_Integer)spec.kc);
     } else {
         return wb_lua_raise(L, "set_cpu_blocking: expected a string, a table or nil, got %s", luaL_typename(L, 1));
     }
