@@ -96,15 +96,20 @@ scripts/check_layers.sh build >/dev/null # the executable links no CUDA library
 
 [ "$mode" = test ] || exit 0
 
+# Every half runs even when one before it failed (a failing Release test must not hide what the
+# sanitizers would say); the run fails at the end, naming each half that failed.
+failed=""
 echo "== tests (build/)"
-ctest --test-dir build --output-on-failure -j "$jobs"
+# what they run on, once at the top: CPU, the kernel paths exercised, the blocking
+build/workbench tests/machine.lua | sed 's/^/   /' || failed="$failed machine-summary"
+ctest --test-dir build --output-on-failure -j "$jobs" || failed="$failed release-tests"
 
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWB_SANITIZE=ON -DWB_WERROR=ON -DWB_LUA_SOURCE_DIR="$lua_src" >/dev/null
 cmake --build build-asan -j "$jobs"
 echo "   $(build-asan/workbench --version)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs"
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" || failed="$failed sanitizer-tests"
 echo "== the API fuzzer under AddressSanitizer + UndefinedBehaviorSanitizer (200,000 seeded calls, --sandbox)"
 # With Lua compiled into build-asan/workbench (above), it also sees the workbench misusing the
 # interpreter's memory (and LUA_USE_APICHECK its stack).
@@ -112,5 +117,9 @@ echo "== the API fuzzer under AddressSanitizer + UndefinedBehaviorSanitizer (200
 # instead of gigabytes that ASan would map and poison (minutes of system time, nothing learned).
 WB_MAX_ALLOC_BYTES=67108864 ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    build-asan/workbench --sandbox --out build-asan/fuzz-out tests/fuzz/fuzz_api.lua 200000 1
+    build-asan/workbench --sandbox --out build-asan/fuzz-out tests/fuzz/fuzz_api.lua 200000 1 || failed="$failed fuzzer"
+if [ -n "$failed" ]; then
+    echo "!! failed:$failed (each half's own summary is above)" >&2
+    exit 1
+fi
 echo "== all tests passed"
