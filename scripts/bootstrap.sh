@@ -105,7 +105,9 @@ build/workbench tests/machine.lua | sed 's/^/   /' || failed="$failed machine-su
 ctest --test-dir build --output-on-failure -j "$jobs" || failed="$failed release-tests"
 
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWB_SANITIZE=ON -DWB_WERROR=ON -DWB_LUA_SOURCE_DIR="$lua_src" >/dev/null
+# the Release run's test cache: calibrated ceilings and compiled generated kernels are reused
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWB_SANITIZE=ON -DWB_WERROR=ON -DWB_LUA_SOURCE_DIR="$lua_src" \
+    -DWB_TEST_CACHE_DIR="$PWD/build/test-cache" >/dev/null
 cmake --build build-asan -j "$jobs"
 echo "   $(build-asan/workbench --version)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
