@@ -37,6 +37,7 @@ static frame *push_frame(wb_prof *p) {
     f->ninputs = 0;
     f->device_pushed = 0;
     f->shape_off = 0;
+    f->nflow = 0;
     f->src = WB_EVENT_NONE;
     return f;
 }
@@ -54,8 +55,8 @@ static void on_op_begin(void *user, const wb_op_call *c) {
         f->device_pushed = 1;
     }
     if (p->recording && p->o.record_host) {
+        f->shape_off = (uint32_t)p->shapes_n;
         if (p->o.record_shapes) {
-            f->shape_off = (uint32_t)p->shapes_n;
             for (int i = 0; i < c->nin && i < WB_EVENT_MAX_INPUTS; i++) {
                 const wb_tensor *t = c->in[i];
                 int nd = t ? t->ndim : -1; /* -1: an absent optional input */
@@ -65,6 +66,16 @@ static void on_op_begin(void *user, const wb_op_call *c) {
                 f->meta[i] = (uint8_t)((nd + 1) | ((t ? (int)t->dtype : 0) << 4));
                 f->ninputs++;
             }
+        }
+        /* the data flow (findings: which kernel's output only the next one reads): storage ids of
+         * the inputs now, the output's slot filled at the end */
+        int nin = c->nin < WB_EVENT_MAX_INPUTS ? c->nin : WB_EVENT_MAX_INPUTS, nflow = nin + 1;
+        if ((!p->o.record_shapes || f->ninputs == nin) && p->shapes_n + (size_t)nflow <= p->shapes_cap) {
+            for (int i = 0; i < nflow - 1; i++)
+                p->shapes[p->shapes_n++] = c->in[i] ? (int64_t)wb_storage_id(c->in[i]->storage) : 0;
+            f->flow_out = (uint32_t)p->shapes_n;
+            p->shapes[p->shapes_n++] = 0;
+            f->nflow = (uint8_t)nflow;
         }
         if (p->o.with_stack && stack_provider) {
             char buf[256];
@@ -94,6 +105,7 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
     if (!f) return;
     wb_event *e = slot(p);
     if (!e) return;
+    if (f->nflow && c->out && c->out->storage) p->shapes[f->flow_out] = (int64_t)wb_storage_id(c->out->storage);
     double flops = 0, bytes = 0;
     if (p->o.with_flops && status == WB_OK) {
         flops = c->def->flops ? c->def->flops(c) : 0;
@@ -112,7 +124,8 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
                     .lane = WB_LANE_HOST,
                     .ninputs = f->ninputs,
                     .failed = status != WB_OK,
-                    .in_meta = {f->meta[0], f->meta[1], f->meta[2]}};
+                    .in_meta = {f->meta[0], f->meta[1], f->meta[2]},
+                    .nflow = f->nflow};
 }
 
 static void on_kernel_begin(void *user, const wb_kernel_desc *desc) {
@@ -226,6 +239,21 @@ void wb_prof_scope_end(const char *name) {
                     .src = WB_EVENT_NONE,
                     .kind = WB_EV_RUNTIME,
                     .lane = WB_LANE_HOST};
+}
+
+/* The calling thread's run-queue delay so far (ns runnable but not running), -1 when unknown. */
+static int64_t run_delay_now(void) {
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (!f) return -1;
+    unsigned long long run = 0, wait = 0;
+    int n = fscanf(f, "%llu %llu", &run, &wait);
+    fclose(f);
+    return n == 2 ? (int64_t)wait : -1;
+}
+
+static double run_delay_since(int64_t start) {
+    int64_t now = start >= 0 ? run_delay_now() : -1;
+    return now >= start && start >= 0 ? (double)(now - start) : -1;
 }
 
 /* ---- sessions ---------------------------------------------------------------------------------- */
@@ -364,6 +392,7 @@ void wb_prof_end_step(wb_prof *p) {
     *e = (wb_event){.name = "ProfileStep",
                     .ts_ns = p->step_ts - p->t0,
                     .dur_ns = clock_ns() - p->step_ts,
+                    .run_delay_ns = run_delay_since(p->step_run_delay),
                     .id = (uint32_t)p->step_no,
                     .src = WB_EVENT_NONE,
                     .kind = WB_EV_STEP,
@@ -374,6 +403,7 @@ void wb_prof_step(wb_prof *p, int64_t number) {
     wb_prof_end_step(p);
     p->in_step = 1;
     p->step_no = number;
+    p->step_run_delay = p->recording && p->o.record_host ? run_delay_now() : -1;
     p->step_ts = clock_ns();
 }
 
@@ -381,6 +411,7 @@ wb_status wb_prof_range_push(wb_prof *p, const char *name) {
     if (p->nranges == MAX_RANGES)
         return wb_error(WB_ERR_RANGE, "profiler: more than %d nested ranges (missing pop?)", MAX_RANGES);
     p->ranges[p->nranges].name = arena_string(p, name);
+    p->ranges[p->nranges].run_delay = p->recording && p->o.record_host ? run_delay_now() : -1;
     p->ranges[p->nranges++].ts = clock_ns();
     return WB_OK;
 }
@@ -396,6 +427,7 @@ wb_status wb_prof_range_pop(wb_prof *p) {
     *e = (wb_event){.name = name == WB_EVENT_NONE ? "?" : p->strings + name,
                     .ts_ns = p->ranges[p->nranges].ts - p->t0,
                     .dur_ns = now - p->ranges[p->nranges].ts,
+                    .run_delay_ns = run_delay_since(p->ranges[p->nranges].run_delay),
                     .id = ++p->next_id,
                     .src = WB_EVENT_NONE,
                     .kind = WB_EV_RANGE,
@@ -412,6 +444,15 @@ double wb_prof_event_cost_ns(const wb_prof *p) { return p->cost_ns; }
 const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input) {
     size_t off = e->shape_off;
     for (int i = 0; i < input; i++)
+        off += (size_t)(wb_event_ndim(e, i) > 0 ? wb_event_ndim(e, i) : 0);
+    return p->shapes + off;
+}
+
+const int64_t *wb_prof_flow(const wb_prof *p, const wb_event *e, int *n) {
+    *n = e->kind == WB_EV_OP ? e->nflow : 0;
+    if (!*n) return NULL;
+    size_t off = e->shape_off;
+    for (int i = 0; i < e->ninputs; i++)
         off += (size_t)(wb_event_ndim(e, i) > 0 ? wb_event_ndim(e, i) : 0);
     return p->shapes + off;
 }
