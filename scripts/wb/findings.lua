@@ -32,57 +32,69 @@ local function pct(x) return string.format("%.0f%%", 100 * x) end
 local function shape_str(s) return s and ("[" .. table.concat(s, ", ") .. "]") or "?" end
 local ITEMSIZE = {f32 = 4, bf16 = 2}
 
-local function is_device_work(e) return e.cat == "kernel" or e.cat == "memcpy" or e.cat == "memset" end
+
+-- Sorts by ts_ns (or by key) unless already in order: a session records in time order nearly
+-- always, and a check is far cheaper than a sort with a Lua comparator.
+function M.sort_by_time(list, key)
+    key = key or "ts_ns"
+    for i = 2, #list do
+        if list[i][key] < list[i - 1][key] then
+            table.sort(list, function(a, b) return a[key] < b[key] end)
+            return list
+        end
+    end
+    return list
+end
 
 -- The shared indexes every rule reads: ops by id, kernels (by lane, in time order), each
 -- kernel's launching op, each op's kernels (its own and its children's).
 local function index(events)
-    local ix = {ops = {}, kernels = {}, lanes = {}, lane_order = {}, windows = {}, runtime = {}, threads = {},
-        first_kernel = {}, op_kernels = {}, top_ops = {}}
+    local ops, kernels, lanes, lane_order, runtime, threads, op_kernels, top_ops = {}, {}, {}, {}, {}, {}, {}, {}
+    local ix = {ops = ops, kernels = kernels, lanes = lanes, lane_order = lane_order, windows = {}, runtime = runtime,
+        threads = threads, op_kernels = op_kernels, top_ops = top_ops}
     for _, e in ipairs(events) do
-        if e.cat == "op" then ix.ops[e.id] = e end
+        if e.cat == "op" then ops[e.id] = e end
     end
     local steps, ranges = {}, {}
     for _, e in ipairs(events) do
-        if is_device_work(e) then
-            ix.kernels[#ix.kernels + 1] = e
-            local l = ix.lanes[e.lane]
+        local cat = e.cat
+        if cat == "kernel" or cat == "memcpy" or cat == "memset" then
+            kernels[#kernels + 1] = e
+            local l = lanes[e.lane]
             if not l then
                 l = {}
-                ix.lanes[e.lane] = l
-                ix.lane_order[#ix.lane_order + 1] = e.lane
+                lanes[e.lane] = l
+                lane_order[#lane_order + 1] = e.lane
             end
             l[#l + 1] = e
             -- the op that launched it, and every op above that one
             local id, depth = e.correlation, 0
-            while id and id ~= 0 and ix.ops[id] and depth < 64 do
-                local t = ix.op_kernels[id]
-                if not t then t = {}; ix.op_kernels[id] = t end
-                t[#t + 1] = e
-                if not ix.first_kernel[id] or e.ts_ns < ix.first_kernel[id] then ix.first_kernel[id] = e.ts_ns end
-                id, depth = ix.ops[id].parent, depth + 1
+            local op = id and ops[id]
+            while op and depth < 64 do
+                local t = op_kernels[id]
+                if not t then op_kernels[id] = {e} else t[#t + 1] = e end
+                id, depth = op.parent, depth + 1
+                op = id ~= 0 and ops[id]
             end
-        elseif e.cat == "op" and e.parent == 0 then
-            ix.top_ops[#ix.top_ops + 1] = e
-        elseif e.cat == "runtime" then
-            ix.runtime[#ix.runtime + 1] = e
-        elseif e.cat == "thread" then
+        elseif cat == "op" then
+            if e.parent == 0 then top_ops[#top_ops + 1] = e end
+        elseif cat == "runtime" then
+            runtime[#runtime + 1] = e
+        elseif cat == "thread" then
             local k = e.args and e.args.kernel
             if k then
-                local t = ix.threads[k]
-                if not t then t = {}; ix.threads[k] = t end
-                t[#t + 1] = e
+                local t = threads[k]
+                if not t then threads[k] = {e} else t[#t + 1] = e end
             end
-        elseif e.cat == "range" then
+        elseif cat == "range" then
             ranges[#ranges + 1] = e
-        elseif e.cat == "step" then
+        elseif cat == "step" then
             steps[#steps + 1] = e
         end
     end
-    local by_ts = function(a, b) return a.ts_ns < b.ts_ns end
-    for _, l in pairs(ix.lanes) do table.sort(l, by_ts) end
-    table.sort(ix.kernels, by_ts)
-    table.sort(ix.top_ops, by_ts)
+    for _, l in pairs(ix.lanes) do M.sort_by_time(l) end
+    M.sort_by_time(ix.kernels)
+    M.sort_by_time(ix.top_ops)
     -- the windows host_bound and unreliable judge: ranges, else steps, else the whole recording
     ix.windows = #ranges > 0 and ranges or steps
     if #ix.windows == 0 and #events > 0 then
@@ -93,7 +105,7 @@ local function index(events)
         end
         ix.windows = {{name = "the recording", ts_ns = t0, dur_ns = t1 - t0, cat = "trace"}}
     end
-    table.sort(ix.windows, by_ts)
+    M.sort_by_time(ix.windows)
     return ix
 end
 
@@ -224,10 +236,11 @@ function rules.fusion(ix, out)
         if flow and ix.op_kernels[e.id] then
             for i = 1, #flow - 1 do
                 local id = flow[i]
-                if id ~= 0 then
+                if id ~= 0 then -- one reader kept as itself; a list only for storage read twice or more
                     local r = readers[id]
-                    if not r then r = {}; readers[id] = r end
-                    r[#r + 1] = e
+                    if not r then readers[id] = e
+                    elseif r.cat == "op" then readers[id] = {r, e}
+                    else r[#r + 1] = e end
                 end
             end
         end
@@ -250,7 +263,9 @@ function rules.fusion(ix, out)
         local flow = op1.args.flow
         local sid = flow[#flow]
         if sid == 0 then return nil end
-        for _, r in ipairs(readers[sid] or {}) do
+        local rs = readers[sid]
+        if rs and rs.cat == "op" then rs = {rs} end
+        for _, r in ipairs(rs or {}) do
             if r.ts_ns > op1.ts_ns and not above(op2, r) and not above(r, op2) then return nil end
         end
         for i = 1, #op2.args.flow - 1 do

@@ -31,7 +31,7 @@ local function host_segments(ix)
             segs[#segs + 1] = {r.ts_ns, r.ts_ns + r.dur_ns, alloc and "allocation" or "other"}
         end
     end
-    table.sort(segs, function(a, b) return a[1] < b[1] end)
+    require("wb.findings").sort_by_time(segs, 1)
     return segs
 end
 
