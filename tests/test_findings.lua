@@ -282,6 +282,30 @@ function test_a_busy_loop_between_two_ops_lands_in_script()
     lu.assertTrue(c.dispatch < 1e6)
 end
 
+-- cuda (the mock plugin in CTest's lua_test_findings_cuda_mock; skipped without a cuda device)
+function test_cuda_sync_and_memcpy_inside_steps()
+    if not wb.cuda.is_available() then lu.skip("no cuda device (the mock plugin runs this in CTest)") end
+    local x = wb.randn({16, 16})
+    local p = wb.profiler.profile{activities = {"cpu", "device"}}
+    p:start()
+    for _ = 1, 2 do
+        local xd = x:to{device = "cuda"}
+        local y = xd + xd
+        wb.synchronize("cuda")
+        local _ = y:to{device = "cpu"}
+        p:step()
+    end
+    p:stop()
+    local list = p:findings()
+    lu.assertNotNil(find(list, "sync"), F.format(list))
+    lu.assertNotNil(find(list, "memcpy"), F.format(list))
+    lu.assertTrue(find(list, "memcpy").evidence.count >= 2)
+    -- and none on the cpu
+    local q = profile(function() return x + x end, 1)
+    lu.assertNil(find(q:findings(), "sync"))
+    lu.assertNil(find(q:findings(), "memcpy"))
+end
+
 -- ---- workbench explain: bad input ------------------------------------------------------------
 local function explain(content)
     local path = scratch.path(".json")
