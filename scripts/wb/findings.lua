@@ -214,9 +214,8 @@ function rules.layout(ix, out)
     for _, g in ipairs(order) do
         local b, a = g.layout:sub(1, 1), g.layout:sub(2, 2)
         out[#out + 1] = {rule = "layout", severity = "info",
-            message = string.format("%s has layout %s: B (the weight) %s; A (the input) %s%s", g.kernel, g.layout,
-                WALK[b] or ("'" .. b .. "'"), WALK[a] or ("'" .. a .. "'"),
-                b == "t" and "; no transposed copy was made: the t() before it was a view" or ""),
+            message = string.format("%s has layout %s: B (the weight) %s; A (the input) %s", g.kernel, g.layout,
+                WALK[b] or ("'" .. b .. "'"), WALK[a] or ("'" .. a .. "'")),
             evidence = {kernel = g.kernel, layout = g.layout, isa = g.isa, tile = g.tile, launches = g.launches,
                 time_ns = g.time_ns, ts_ns = g.ts}}
     end
@@ -285,10 +284,12 @@ function rules.fusion(ix, out)
                 local slot = o1 and o2 and o1 ~= o2 and only_reader(o1, o2)
                 if not slot then break end
                 local s, dt = o2.shapes and o2.shapes[slot], o2.dtypes and o2.dtypes[slot]
-                if s then
+                if s and bytes then
                     local n = 1
                     for _, d in ipairs(s) do n = n * d end
                     bytes = bytes + 2 * n * (ITEMSIZE[dt] or 4) -- written once, read once
+                else
+                    bytes = nil -- shapes not recorded: the size is unknown
                 end
                 inter[#inter + 1] = {shape = s, dtype = dt}
                 chain[#chain + 1] = ks[j + 1]
@@ -320,10 +321,11 @@ function rules.fusion(ix, out)
     for _, g in ipairs(order) do
         local first = g.inter[1]
         out[#out + 1] = {rule = "fusion", severity = "warn",
-            message = string.format("%s could be one kernel: the %s%s intermediate is written by one kernel and " ..
-                "read only by the next; fused, %d bytes would not move per instance (%d instance%s, %s in these " ..
-                "kernels); %s would fuse them", g.chain, first.shape and shape_str(first.shape) or "", first.dtype and
-                (" " .. first.dtype) or "", g.bytes, g.count, g.count == 1 and "" or "s", us(g.time_ns),
+            message = string.format("%s could be one kernel: the %sintermediate is written by one kernel and " ..
+                "read only by the next; fused, %s would not move per instance (%d instance%s, %s in these " ..
+                "kernels); %s would fuse them", g.chain, first.shape and (shape_str(first.shape) .. " " ..
+                (first.dtype or "") .. " ") or "", g.bytes and string.format("%d bytes", g.bytes) or
+                "its bytes (record_shapes = true counts them)", g.count, g.count == 1 and "" or "s", us(g.time_ns),
                 FUSER[g.kinds] or "wb.compile"),
             evidence = {chain = g.chain, bytes = g.bytes, instances = g.count, time_ns = g.time_ns, ts_ns = g.ts,
                 kernels = g.kernels, intermediate_shape = first.shape, fuser = FUSER[g.kinds] or "wb.compile"}}

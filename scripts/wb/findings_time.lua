@@ -169,9 +169,10 @@ function M.roofline(ix, out, ctx, TH)
             end
             if roof and attainable > 0 and achieved / attainable < TH.roofline_fraction then
                 out[#out + 1] = {rule = "roofline", severity = "warn",
-                    message = string.format("%s reaches %.1f %s, %s of what %s allows at its intensity of %.2f " ..
-                        "flop/byte (%.1f %s)", g.kernel, achieved, unit, pct(achieved / attainable), roof,
-                        intensity == math.huge and 0 or intensity, attainable, unit),
+                    message = string.format("%s reaches %.1f %s, %s of what %s allows %s (%.1f %s)", g.kernel,
+                        achieved, unit, pct(achieved / attainable), roof, g.flops > 0 and
+                        string.format("at its intensity of %.2f flop/byte", intensity) or "(it declares bytes only)",
+                        attainable, unit),
                     evidence = {kernel = g.kernel, launches = g.launches, roof = roof, intensity = intensity ~= math.huge
                         and intensity or nil, achieved = achieved, attainable = attainable, unit = unit,
                         fraction = achieved / attainable, time_ns = g.time_ns, ts_ns = g.ts}}
