@@ -282,6 +282,27 @@ function test_a_busy_loop_between_two_ops_lands_in_script()
     lu.assertTrue(c.dispatch < 1e6)
 end
 
+function test_mlp_sweep_json_carries_each_points_findings()
+    local dir = scratch.path("-sweep")
+    local cmd = string.format("%s %s/experiments/mlp_sweep.lua --tokens 2 --dim 32 --hidden 64 --modes eager,compiled " ..
+        "--rounds 1 --iters 2 --no-peer --device cpu --out %s >/dev/null 2>&1", EXE, os.getenv("WB_SOURCE_DIR") or ".",
+        dir)
+    lu.assertTrue(os.execute(cmd), cmd)
+    local f = assert(io.open(dir .. "/mlp_sweep.json"))
+    local doc = require("cjson").decode(f:read("a"))
+    f:close()
+    local by_mode = {}
+    for _, p in ipairs(doc.findings) do
+        lu.assertEquals(p.tokens, 2)
+        by_mode[p.mode] = rules_of(p.findings)
+        for _, x in ipairs(p.findings) do lu.assertStrContains(x.message, " ") end
+    end
+    lu.assertNotNil(by_mode.eager.fusion)
+    lu.assertNotNil(by_mode.eager.view)
+    lu.assertNil(by_mode.compiled.fusion)
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
 -- cuda (the mock plugin in CTest's lua_test_findings_cuda_mock; skipped without a cuda device)
 function test_cuda_sync_and_memcpy_inside_steps()
     if not wb.cuda.is_available() then lu.skip("no cuda device (the mock plugin runs this in CTest)") end
