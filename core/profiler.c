@@ -411,7 +411,6 @@ wb_status wb_prof_range_push(wb_prof *p, const char *name) {
     if (p->nranges == MAX_RANGES)
         return wb_error(WB_ERR_RANGE, "profiler: more than %d nested ranges (missing pop?)", MAX_RANGES);
     p->ranges[p->nranges].name = arena_string(p, name);
-    p->ranges[p->nranges].run_delay = p->recording && p->o.record_host ? run_delay_now() : -1;
     p->ranges[p->nranges++].ts = clock_ns();
     return WB_OK;
 }
@@ -427,7 +426,7 @@ wb_status wb_prof_range_pop(wb_prof *p) {
     *e = (wb_event){.name = name == WB_EVENT_NONE ? "?" : p->strings + name,
                     .ts_ns = p->ranges[p->nranges].ts - p->t0,
                     .dur_ns = now - p->ranges[p->nranges].ts,
-                    .run_delay_ns = run_delay_since(p->ranges[p->nranges].run_delay),
+                    .run_delay_ns = -1, /* not sampled: a range may be as short as one call */
                     .id = ++p->next_id,
                     .src = WB_EVENT_NONE,
                     .kind = WB_EV_RANGE,

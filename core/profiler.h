@@ -48,8 +48,10 @@ typedef struct wb_event {
         double flops;      /* with_flops (ops), kernels */
         double live_bytes; /* memory events: bytes alive on their device after the event */
         double work;       /* thread shares: tiles or elements that thread did */
-        double run_delay_ns; /* ranges and steps: the host thread's run-queue delay inside them
-                                (runnable, not running: /proc/thread-self/schedstat); -1 unknown */
+        double run_delay_ns; /* steps: the host thread's run-queue delay inside them (runnable,
+                                not running: /proc/thread-self/schedstat, read at the step's
+                                boundaries, never inside ranges: a read costs microseconds); -1
+                                unknown (ranges) */
     };
     float bytes;        /* the fewest bytes moved (ops, kernels); memory: +allocated / -freed */
     uint32_t id;        /* ops: their correlation id; kernels: the flow id; steps: the step number */

@@ -45,7 +45,6 @@ struct wb_prof {
     struct {
         uint32_t name; /* in the string arena */
         int64_t ts;
-        int64_t run_delay; /* the thread's run-queue delay when the range opened (-1: unknown) */
     } ranges[MAX_RANGES];
     int nranges;
     int in_step;

@@ -33,9 +33,14 @@ local function kernel(launcher, ts, dur, a, o)
         lane = o.lane or "cpu:0 stream 0", id = next_id, correlation = launcher.id, parent = launcher.id,
         flops = o.flops or 0, bytes = o.bytes or 0, args = a}
 end
-local function range(name, ts, dur, delay)
+local function range(name, ts, dur)
     return {cat = "range", name = name, ts_ns = ts, dur_ns = dur, lane = "host", id = 0, correlation = 0, parent = 0,
-        flops = 0, bytes = 0, args = {run_delay_ns = delay}}
+        flops = 0, bytes = 0, args = {}}
+end
+-- a step with the host thread's run-queue delay inside it
+local function step(ts, dur, delay)
+    return {cat = "step", name = "ProfileStep#0", ts_ns = ts, dur_ns = dur, lane = "host", id = 0, correlation = 0,
+        parent = 0, flops = 0, bytes = 0, args = {run_delay_ns = delay}}
 end
 
 function test_view_fires_on_shared_storage_and_not_on_copies()
@@ -131,7 +136,7 @@ function test_gaps_sum_to_total_and_script_is_outside_ops()
     for _, v in pairs(c) do sum = sum + v end
     lu.assertEquals(sum, f.evidence.total_ns)
     -- a run-queue delay in the window becomes `preempted`, and the sum still holds
-    local f2 = find(F.analyze({range("w", 0, 6000, 1200), a, ka, b, kb}, {}), "gaps")
+    local f2 = find(F.analyze({step(0, 6000, 1200), a, ka, b, kb}, {}), "gaps")
     local s2 = 0
     for _, v in pairs(f2.evidence.categories) do s2 = s2 + v end
     lu.assertTrue(f2.evidence.categories.preempted > 0)
@@ -175,7 +180,7 @@ end
 
 function test_unreliable_marks_time_findings()
     local ev = gelu_mul(false)
-    table.insert(ev, 1, range("w", 0, 1000, math.floor(1000 * TH.unreliable_run_delay_share)))
+    table.insert(ev, 1, step(0, 1000, math.floor(1000 * TH.unreliable_run_delay_share)))
     lu.assertNil(find(F.analyze(ev, {}), "unreliable")) -- at the threshold
     ev[1].args.run_delay_ns = 200
     local list = F.analyze(ev, {})

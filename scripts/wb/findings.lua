@@ -22,7 +22,7 @@ M.THRESHOLDS = {
     -- averaged over at least 2 us per launch (shorter kernels are dominated by their start-up).
     roofline_fraction = 0.25, roofline_min_ns = 2000,
     -- unreliable: other runnable processes, 5% steal, or the thread waiting for a CPU more than
-    -- 10% of the recorded windows: times measured then are not the code's own.
+    -- 10% of the recorded steps: times measured then are not the code's own.
     unreliable_run_delay_share = 0.10,
 }
 local TH = M.THRESHOLDS
@@ -51,6 +51,7 @@ end
 local function index(events)
     local ops, kernels, lanes, lane_order, runtime, threads, op_kernels, top_ops = {}, {}, {}, {}, {}, {}, {}, {}
     local ix = {ops = ops, kernels = kernels, lanes = lanes, lane_order = lane_order, windows = {}, runtime = runtime,
+        steps = nil,
         threads = threads, op_kernels = op_kernels, top_ops = top_ops}
     for _, e in ipairs(events) do
         if e.cat == "op" then ops[e.id] = e end
@@ -95,7 +96,8 @@ local function index(events)
     for _, l in pairs(ix.lanes) do M.sort_by_time(l) end
     M.sort_by_time(ix.kernels)
     M.sort_by_time(ix.top_ops)
-    -- the windows host_bound and unreliable judge: ranges, else steps, else the whole recording
+    ix.steps = steps -- the run-queue delay is sampled at step boundaries
+    -- the windows host_bound and the cuda rules judge: ranges, else steps, else the whole recording
     ix.windows = #ranges > 0 and ranges or steps
     if #ix.windows == 0 and #events > 0 then
         local t0, t1 = math.huge, -math.huge

@@ -36,13 +36,13 @@ local function host_segments(ix)
 end
 
 -- gaps: per device lane, the time between consecutive kernels, split by what the host was doing.
--- preempted: the host thread's run-queue delay inside the windows (sampled at their boundaries)
--- scaled by the lane's idle share; where in the window it fell is not known, so it is taken out
+-- preempted: the host thread's run-queue delay inside the steps (sampled at their boundaries)
+-- scaled by the lane's idle share; where in the step it fell is not known, so it is taken out
 -- of the other categories in proportion.
 function M.gaps(ix, out, ctx, TH)
     local segs = host_segments(ix)
     local delay, delay_span = 0, 0
-    for _, w in ipairs(ix.windows) do
+    for _, w in ipairs(ix.steps) do
         local d = w.args and w.args.run_delay_ns
         if d then delay, delay_span = delay + d, delay_span + w.dur_ns end
     end
@@ -182,10 +182,10 @@ function M.roofline(ix, out, ctx, TH)
 end
 
 -- unreliable: the machine was busy while recording (other runnable processes or steal, from
--- ctx.machine; or this thread waiting for a CPU inside the windows).
+-- ctx.machine; or this thread waiting for a CPU inside the steps).
 function M.unreliable(ix, out, ctx, TH)
     local delay, span = 0, 0
-    for _, w in ipairs(ix.windows) do
+    for _, w in ipairs(ix.steps) do
         local d = w.args and w.args.run_delay_ns
         if d then delay, span = delay + d, span + w.dur_ns end
     end
@@ -197,7 +197,7 @@ function M.unreliable(ix, out, ctx, TH)
             m.steal_pct or 0)
     end
     if share > TH.unreliable_run_delay_share then
-        reasons[#reasons + 1] = string.format("the thread waited for a CPU %s of the recorded windows", pct(share))
+        reasons[#reasons + 1] = string.format("the thread waited for a CPU %s of the recorded steps", pct(share))
     end
     if #reasons > 0 then
         out[#out + 1] = {rule = "unreliable", severity = "warn",
