@@ -358,7 +358,25 @@ function test_explain_refuses_bad_traces_with_one_line()
         {'{"otherData": {"producer": "workbench"}, "traceEvents": [{"ph": "X", "cat": "op", "name": "add", ' ..
             '"pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"id": 1}}]}', "no device events"},
         {'[1, 2]', "not a Chrome trace"},
+        -- fields of the wrong type are dropped, shapes that are not numbers are refused
+        {'{"otherData": {"producer": "workbench"}, "traceEvents": [{"ph": "X", "cat": "op", "name": "gelu", ' ..
+            '"pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"id": 1, "flow": [1, 2], "input_shapes": [["a"]]}}, ' ..
+            '{"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 0, "ts": 1.5, "dur": 0.1, "args": {"id": 2, ' ..
+            '"correlation": 1, "layout": 7}}, {"ph": "X", "cat": "op", "name": "mul", "pid": 0, "tid": 0, "ts": 3, ' ..
+            '"dur": 1, "args": {"id": 3, "flow": [2, 2, 4], "input_shapes": [["a"], ["b"]]}}, {"ph": "X", "cat": ' ..
+            '"kernel", "name": "k", "pid": 1, "tid": 0, "ts": 3.5, "dur": 0.1, "args": {"id": 4, "correlation": 3}}]}',
+            "rules cannot read"},
     }
+    local function folder() -- a folder where a file should be
+        local err = scratch.path(".err")
+        local p = io.popen(EXE .. " explain " .. scratch.root() .. " 2>" .. err)
+        p:read("a")
+        local _, _, code = p:close()
+        return io.open(err):read("a"), code
+    end
+    local ferr, fcode = folder()
+    lu.assertEquals(fcode, 2)
+    lu.assertStrContains(ferr, "a folder?")
     for _, c in ipairs(cases) do
         local out, err, code = explain(c[1])
         lu.assertEquals(code, 2, err)

@@ -89,6 +89,7 @@ function M.read(path)
     if not f then bad(string.format("cannot open '%s'", path)) end
     local text = f:read("a")
     f:close()
+    if not text then bad(string.format("cannot read '%s' (a folder?)", path)) end
     if #text == 0 then bad(string.format("'%s' is empty, not a trace", path)) end
     local ok, doc = pcall(cjson.decode, text)
     if not ok then
@@ -111,8 +112,21 @@ function M.read(path)
     lanes["0:0"] = "host"
     local events = {}
     for _, e in ipairs(doc.traceEvents) do
-        if type(e) == "table" and e.ph == "X" and type(e.args) == "table" and type(e.ts) == "number" then
+        if type(e) == "table" and e.ph == "X" and type(e.args) == "table" and type(e.ts) == "number" and
+            type(e.name) == "string" and type(e.cat) == "string" then
             local a = e.args
+            -- fields the rules read as text or lists: anything else is dropped, not trusted
+            for _, k in ipairs({"op", "ops", "isa", "tile", "layout", "epilogue", "api"}) do
+                if a[k] ~= nil and type(a[k]) ~= "string" then a[k] = nil end
+            end
+            for _, k in ipairs({"flow", "input_shapes", "input_dtypes"}) do
+                if a[k] ~= nil and type(a[k]) ~= "table" then a[k] = nil end
+            end
+            if type(a.flow) == "table" then
+                for _, v in ipairs(a.flow) do
+                    if math.type(v) == nil then a.flow = nil; break end
+                end
+            end
             local ev = {name = e.name, cat = e.cat, ts_ns = math.floor(e.ts * 1e3 + 0.5),
                 dur_ns = math.floor((tonumber(e.dur) or 0) * 1e3 + 0.5),
                 lane = lanes[tostring(e.pid) .. ":" .. tostring(e.tid)] or (tostring(e.pid) .. ":" .. tostring(e.tid)),
@@ -175,8 +189,14 @@ function M.explain_main(args)
         return 2
     end
     local c = meta and type(meta.context) == "table" and meta.context or {}
-    local list = findings.analyze(events, {device = c.device, device_info = c.device_info, machine = c.machine,
-        replay_ns_per_kernel = c.replay_ns_per_kernel})
+    local okf, list = pcall(findings.analyze, events, {device = c.device, device_info = type(c.device_info) == "table"
+        and c.device_info or nil, machine = type(c.machine) == "table" and c.machine or nil,
+        replay_ns_per_kernel = tonumber(c.replay_ns_per_kernel)})
+    if not okf then
+        io.stderr:write(string.format("explain: '%s' has events the rules cannot read (%s)\n", path,
+            tostring(list):gsub("^.-:%d+: ", "")))
+        return 2
+    end
     if as_json then
         local kept = {}
         for i, f in ipairs(list) do kept[i] = {rule = f.rule, severity = f.severity, message = f.message} end
