@@ -118,6 +118,8 @@ function test_host_bound_threshold_edges()
         "host_bound")
     lu.assertNotNil(f)
     lu.assertStrContains(f.message, "fwd is host-bound")
+    lu.assertEquals(f.evidence.ops, 1)
+    lu.assertEquals(f.evidence.host_ns_per_op, 51000)
     lu.assertAlmostEquals(f.evidence.replay_saves_ns, 51000 - 50, 1)
 end
 
@@ -401,12 +403,16 @@ function test_findings_cost_on_a_100k_event_profile()
     local t0 = os.clock()
     local ev = p:events()
     local t1 = os.clock()
-    collectgarbage()
-    local t2 = os.clock()
-    local list = F.analyze(ev, {device_info = {peak_gflops = 100, dram_gbs = 10}})
-    local cost = os.clock() - t2
-    print(string.format("\nfindings of a %d-event profile: %.3f s of CPU (%d findings; p:events() took %.3f s " ..
-        "more)", #ev, cost, #list, t1 - t0))
+    -- the better of two runs, each after a full collection: CPU time on a shared machine is noisy
+    local cost, list = math.huge, nil
+    for _ = 1, 2 do
+        collectgarbage()
+        local t2 = os.clock()
+        list = F.analyze(ev, {device_info = {peak_gflops = 100, dram_gbs = 10}})
+        cost = math.min(cost, os.clock() - t2)
+    end
+    print(string.format("\nfindings of a %d-event profile: %.3f s of CPU, the better of 2 runs (%d findings; " ..
+        "p:events() took %.3f s more)", #ev, cost, #list, t1 - t0))
     lu.assertTrue(#ev >= 100000, tostring(#ev))
     lu.assertTrue(cost < 1.0, string.format("%.3f s", cost))
 end

@@ -33,6 +33,15 @@ local function shape_str(s) return s and ("[" .. table.concat(s, ", ") .. "]") o
 local ITEMSIZE = {f32 = 4, bf16 = 2}
 
 
+-- The kernels an op launched, itself and through its children, as a list.
+local NONE = {}
+function M.kernels_of(ix, id)
+    local t = ix.op_kernels[id]
+    if not t then return NONE end
+    if t.cat then return {t} end
+    return t
+end
+
 -- Sorts by ts_ns (or by key) unless already in order: a session records in time order nearly
 -- always, and a check is far cheaper than a sort with a Lua comparator.
 function M.sort_by_time(list, key)
@@ -72,8 +81,11 @@ local function index(events)
             local id, depth = e.correlation, 0
             local op = id and ops[id]
             while op and depth < 64 do
+                -- one kernel kept as itself (most ops launch one), a list from the second on
                 local t = op_kernels[id]
-                if not t then op_kernels[id] = {e} else t[#t + 1] = e end
+                if not t then op_kernels[id] = e
+                elseif t.cat then op_kernels[id] = {t, e}
+                else t[#t + 1] = e end
                 id, depth = op.parent, depth + 1
                 op = id ~= 0 and ops[id]
             end
@@ -172,7 +184,7 @@ function rules.epilogue(ix, out)
             local top = op
             while top and top.parent ~= 0 and ix.ops[top.parent] do top = ix.ops[top.parent] end
             -- other kernels launched under the same top-level op: a separate add would be one
-            for _, other in ipairs(top and ix.op_kernels[top.id] or {}) do
+            for _, other in ipairs(top and M.kernels_of(ix, top.id) or NONE) do
                 if other ~= k and not (other.args or {}).layout then g.extra = g.extra + 1 end
             end
             g.op = op and op.name
@@ -279,41 +291,41 @@ function rules.fusion(ix, out)
         local ks = ix.lanes[lane]
         local i = 1
         while i < #ks do
-            local chain, bytes, inter = {ks[i]}, 0, {}
+            -- a chain from ks[i]: its key (the ops' names), the bytes its intermediates would not
+            -- move, the first intermediate's shape and dtype, its kernels' time
+            local key, kinds, bytes, shape, dtype, time = nil, nil, 0, nil, nil, ks[i].dur_ns
             local j = i
             while j < #ks and pointwise(ks[j]) and pointwise(ks[j + 1]) do
                 local o1, o2 = launcher(ks[j]), launcher(ks[j + 1])
                 local slot = o1 and o2 and o1 ~= o2 and only_reader(o1, o2)
                 if not slot then break end
-                local s, dt = o2.shapes and o2.shapes[slot], o2.dtypes and o2.dtypes[slot]
-                if s and bytes then
+                local sh, dt = o2.shapes and o2.shapes[slot], o2.dtypes and o2.dtypes[slot]
+                if sh and bytes then
                     local n = 1
-                    for _, d in ipairs(s) do n = n * d end
+                    for _, d in ipairs(sh) do n = n * d end
                     bytes = bytes + 2 * n * (ITEMSIZE[dt] or 4) -- written once, read once
                 else
                     bytes = nil -- shapes not recorded: the size is unknown
                 end
-                inter[#inter + 1] = {shape = s, dtype = dt}
-                chain[#chain + 1] = ks[j + 1]
+                if not key then
+                    key, kinds = o1.name, (ks[j].args or {}).op or "?"
+                    shape, dtype = sh, dt
+                end
+                key = key .. " -> " .. o2.name
+                kinds = kinds .. "_" .. ((ks[j + 1].args or {}).op or "?")
+                time = time + ks[j + 1].dur_ns
                 j = j + 1
             end
-            if #chain > 1 then
-                local names, kinds, time = {}, {}, 0
-                for c, k in ipairs(chain) do
-                    names[c] = ix.ops[k.correlation].name
-                    kinds[c] = (k.args or {}).op or "?"
-                    time = time + k.dur_ns
-                end
-                local key = table.concat(names, " -> ")
+            if key then
                 local g = groups[key]
                 if not g then
-                    g = {chain = key, kinds = table.concat(kinds, "_"), count = 0, bytes = bytes, time_ns = 0,
-                        inter = inter, kernels = {}, ts = chain[1].ts_ns}
+                    g = {chain = key, kinds = kinds, count = 0, bytes = bytes, time_ns = 0,
+                        inter = {{shape = shape, dtype = dtype}}, kernels = {}, ts = ks[i].ts_ns}
                     groups[key] = g
                     order[#order + 1] = g
                 end
                 g.count, g.time_ns = g.count + 1, g.time_ns + time
-                if #g.kernels < 8 then g.kernels[#g.kernels + 1] = chain[1].id end
+                if #g.kernels < 8 then g.kernels[#g.kernels + 1] = ks[i].id end
                 i = j + 1
             else
                 i = i + 1
@@ -351,20 +363,24 @@ end
 -- host_bound: per window (range, else step, else the recording), the device lanes' idle share.
 function rules.host_bound(ix, out, ctx)
     local groups, order = {}, {}
-    local ks = ix.kernels
-    local lo = 1
+    local ks, ops = ix.kernels, ix.top_ops
+    local lo, olo = 1, 1
     for _, w in ipairs(ix.windows) do
         local t0, t1 = w.ts_ns, w.ts_ns + w.dur_ns
         while lo <= #ks and ks[lo].ts_ns + ks[lo].dur_ns < t0 and ks[lo].ts_ns < t0 do lo = lo + 1 end
         local busy, n = busy_in(ks, t0, t1, lo)
+        while olo <= #ops and ops[olo].ts_ns < t0 do olo = olo + 1 end
+        local nops, j = 0, olo
+        while j <= #ops and ops[j].ts_ns <= t1 do nops, j = nops + 1, j + 1 end
         if n > 0 and w.dur_ns > 0 then
             local g = groups[w.name]
             if not g then
-                g = {name = w.name, instances = 0, span = 0, busy = 0, kernels = 0, ts = w.ts_ns}
+                g = {name = w.name, instances = 0, span = 0, busy = 0, kernels = 0, ops = 0, ts = w.ts_ns}
                 groups[w.name] = g
                 order[#order + 1] = g
             end
             g.instances, g.span, g.busy, g.kernels = g.instances + 1, g.span + w.dur_ns, g.busy + busy, g.kernels + n
+            g.ops = g.ops + nops
         end
     end
     for _, g in ipairs(order) do
@@ -376,13 +392,15 @@ function rules.host_bound(ix, out, ctx)
             local save = replay and math.max(0, idle - replay * g.kernels) / g.instances
             out[#out + 1] = {rule = "host_bound", severity = "warn",
                 message = string.format("%s is host-bound: the device is idle %s of its %s span (%d instance%s, " ..
-                    "%.1f kernels each); %s of host time per kernel launched%s", g.name, pct(share),
-                    us(g.span / g.instances), g.instances, g.instances == 1 and "" or "s", g.kernels / g.instances,
+                    "%.1f kernels and %.1f ops called each); %s of host time per op called, %s per kernel launched%s",
+                    g.name, pct(share), us(g.span / g.instances), g.instances, g.instances == 1 and "" or "s",
+                    g.kernels / g.instances, g.ops / g.instances, g.ops > 0 and us(idle / g.ops) or "-",
                     us(per_kernel_host), save and string.format("; replay (wb.compile or wb.graph.capture) costs " ..
                         "%.2f us per kernel (measured) and would save about %s per instance", replay / 1e3, us(save))
                         or "; replay (wb.compile or wb.graph.capture) would remove most of it"),
                 evidence = {window = g.name, instances = g.instances, idle_share = share, span_ns = g.span,
-                    busy_ns = g.busy, kernels = g.kernels, host_ns_per_kernel = per_kernel_host,
+                    busy_ns = g.busy, kernels = g.kernels, ops = g.ops, host_ns_per_op = g.ops > 0 and idle / g.ops or nil,
+                    host_ns_per_kernel = per_kernel_host,
                     replay_ns_per_kernel = replay, replay_saves_ns = save, time_ns = idle, ts_ns = g.ts}}
         end
     end

@@ -13,26 +13,46 @@ M.GAP_CATEGORIES = {"dispatch", "allocation", "script", "preempted", "other"}
 -- the op preparing launches; after: other), top-level runtime calls (allocation when the API is
 -- an allocation, else other). Sorted, not overlapping (top-level events do not nest).
 local function host_segments(ix)
-    local segs = {}
+    local from, to, what = {}, {}, {} -- parallel arrays: no table per segment
+    local n, sorted = 0, true
+    local function add(a, b, c)
+        n = n + 1
+        from[n], to[n], what[n] = a, b, c
+        if n > 1 and a < from[n - 1] then sorted = false end
+    end
     for _, op in ipairs(ix.top_ops) do
         local t0, t1 = op.ts_ns, op.ts_ns + op.dur_ns
+        local ks = ix.op_kernels[op.id]
         local last = t0
-        for _, k in ipairs(ix.op_kernels[op.id] or {}) do
-            if k.ts_ns > last then last = k.ts_ns end
+        if not ks then
+            last = t1
+        elseif ks.cat then
+            last = ks.ts_ns
+        else
+            for _, k in ipairs(ks) do
+                if k.ts_ns > last then last = k.ts_ns end
+            end
         end
-        if not ix.op_kernels[op.id] then last = t1 end
-        last = math.min(last, t1)
-        segs[#segs + 1] = {t0, last, "dispatch"}
-        if t1 > last then segs[#segs + 1] = {last, t1, "other"} end
+        if last < t0 then last = t0 end
+        if last > t1 then last = t1 end
+        add(t0, last, "dispatch")
+        if t1 > last then add(last, t1, "other") end
     end
     for _, r in ipairs(ix.runtime) do
         if r.parent == 0 and r.lane == "host" then
             local alloc = r.name == "alloc" or r.name == "free" or (r.args and r.args.api == "alloc")
-            segs[#segs + 1] = {r.ts_ns, r.ts_ns + r.dur_ns, alloc and "allocation" or "other"}
+            add(r.ts_ns, r.ts_ns + r.dur_ns, alloc and "allocation" or "other")
         end
     end
-    require("wb.findings").sort_by_time(segs, 1)
-    return segs
+    if not sorted then -- rare (runtime calls between ops): sort the indexes
+        local idx = {}
+        for i = 1, n do idx[i] = i end
+        table.sort(idx, function(a, b) return from[a] < from[b] end)
+        local f2, t2, w2 = {}, {}, {}
+        for i, k in ipairs(idx) do f2[i], t2[i], w2[i] = from[k], to[k], what[k] end
+        from, to, what = f2, t2, w2
+    end
+    return from, to, what, n
 end
 
 -- gaps: per device lane, the time between consecutive kernels, split by what the host was doing.
@@ -40,7 +60,7 @@ end
 -- scaled by the lane's idle share; where in the step it fell is not known, so it is taken out
 -- of the other categories in proportion.
 function M.gaps(ix, out, ctx, TH)
-    local segs = host_segments(ix)
+    local sf, st, sw, ns = host_segments(ix)
     local delay, delay_span = 0, 0
     for _, w in ipairs(ix.steps) do
         local d = w.args and w.args.run_delay_ns
@@ -55,12 +75,12 @@ function M.gaps(ix, out, ctx, TH)
             local a, b = reach, ks[i].ts_ns
             if b > a then
                 total, count = total + (b - a), count + 1
-                while p <= #segs and segs[p][2] <= a do p = p + 1 end
+                while p <= ns and st[p] <= a do p = p + 1 end
                 local covered, q = 0, p
-                while q <= #segs and segs[q][1] < b do
-                    local lo, hi = math.max(a, segs[q][1]), math.min(b, segs[q][2])
+                while q <= ns and sf[q] < b do
+                    local lo, hi = math.max(a, sf[q]), math.min(b, st[q])
                     if hi > lo then
-                        cat[segs[q][3]] = cat[segs[q][3]] + (hi - lo)
+                        cat[sw[q]] = cat[sw[q]] + (hi - lo)
                         covered = covered + (hi - lo)
                     end
                     q = q + 1
