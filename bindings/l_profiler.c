@@ -136,6 +136,14 @@ static int s_stats(lua_State *L) {
     return 1;
 }
 
+static void push_dims(lua_State *L, const int64_t *v, int n) {
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)v[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
 /* s:events() -> array of event tables (the shape README's profiler section documents). */
 static int s_events(lua_State *L) {
     wb_prof *p = check_session(L);
@@ -214,6 +222,16 @@ static int s_events(lua_State *L) {
                 lua_rawseti(L, -2, i + 1);
             }
             lua_setfield(L, -2, "flow");
+        }
+        const int64_t *in_stride, *out_shape, *out_stride;
+        int out_ndim;
+        if (e->kind == WB_EV_OP && wb_prof_view_geometry(p, e, &in_stride, &out_ndim, &out_shape, &out_stride)) {
+            push_dims(L, in_stride, wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
+            lua_setfield(L, -2, "in_stride");
+            push_dims(L, out_shape, out_ndim);
+            lua_setfield(L, -2, "out_shape");
+            push_dims(L, out_stride, out_ndim);
+            lua_setfield(L, -2, "out_stride");
         }
         if ((e->kind == WB_EV_RANGE || e->kind == WB_EV_STEP) && e->run_delay_ns >= 0)
             wb_lua_setnumber(L, "run_delay_ns", e->run_delay_ns);

@@ -38,6 +38,7 @@ static frame *push_frame(wb_prof *p) {
     f->device_pushed = 0;
     f->shape_off = 0;
     f->nflow = 0;
+    f->geometry = 0;
     f->src = WB_EVENT_NONE;
     return f;
 }
@@ -76,6 +77,17 @@ static void on_op_begin(void *user, const wb_op_call *c) {
             f->flow_out = (uint32_t)p->shapes_n;
             p->shapes[p->shapes_n++] = 0;
             f->nflow = (uint8_t)nflow;
+            /* a view's strides in and out (the view finding shows them): the input's now, the
+             * output's slots filled at the end */
+            const wb_tensor *in0 = c->nin > 0 ? c->in[0] : NULL;
+            size_t need = in0 ? (size_t)in0->ndim + 1 + 2 * WB_MAX_DIMS : 0;
+            if (p->o.record_shapes && c->def->kind == WB_OP_KIND_VIEW && in0 && p->shapes_n + need <= p->shapes_cap) {
+                for (int k = 0; k < in0->ndim; k++)
+                    p->shapes[p->shapes_n++] = in0->stride[k];
+                f->geometry = (uint32_t)p->shapes_n;
+                p->shapes[p->shapes_n] = 0; /* ndim 0 until the view exists */
+                p->shapes_n += 1 + 2 * WB_MAX_DIMS;
+            }
         }
         if (p->o.with_stack && stack_provider) {
             char buf[256];
@@ -106,6 +118,12 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
     wb_event *e = slot(p);
     if (!e) return;
     if (f->nflow && c->out && c->out->storage) p->shapes[f->flow_out] = (int64_t)wb_storage_id(c->out->storage);
+    if (f->geometry && c->out) {
+        int64_t *g = p->shapes + f->geometry;
+        g[0] = c->out->ndim;
+        for (int k = 0; k < c->out->ndim; k++)
+            g[1 + k] = c->out->shape[k], g[1 + WB_MAX_DIMS + k] = c->out->stride[k];
+    }
     double flops = 0, bytes = 0;
     if (p->o.with_flops && status == WB_OK) {
         flops = c->def->flops ? c->def->flops(c) : 0;
@@ -125,7 +143,8 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
                     .ninputs = f->ninputs,
                     .failed = status != WB_OK,
                     .in_meta = {f->meta[0], f->meta[1], f->meta[2]},
-                    .nflow = f->nflow};
+                    .nflow = f->nflow,
+                    .geometry = f->geometry && c->out ? 1 : 0};
 }
 
 static void on_kernel_begin(void *user, const wb_kernel_desc *desc) {
@@ -454,6 +473,19 @@ const int64_t *wb_prof_flow(const wb_prof *p, const wb_event *e, int *n) {
     for (int i = 0; i < e->ninputs; i++)
         off += (size_t)(wb_event_ndim(e, i) > 0 ? wb_event_ndim(e, i) : 0);
     return p->shapes + off;
+}
+
+int wb_prof_view_geometry(const wb_prof *p, const wb_event *e, const int64_t **in_stride, int *out_ndim,
+                          const int64_t **out_shape, const int64_t **out_stride) {
+    int n;
+    const int64_t *flow = wb_prof_flow(p, e, &n);
+    if (!flow || !e->geometry || e->ninputs < 1) return 0;
+    *in_stride = flow + n;
+    const int64_t *g = *in_stride + (wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
+    *out_ndim = (int)g[0];
+    *out_shape = g + 1;
+    *out_stride = g + 1 + WB_MAX_DIMS;
+    return 1;
 }
 
 const char *wb_prof_src(const wb_prof *p, const wb_event *e) {

@@ -71,7 +71,7 @@ typedef struct wb_event {
     uint8_t in_meta[WB_EVENT_MAX_INPUTS]; /* per input: low nibble ndim + 1 (0: absent), high nibble dtype */
     uint8_t nflow; /* ops: storage ids recorded after the input dims (wb_prof_flow) */
     uint8_t api;   /* runtime events from a device tracer: WB_API_* (what the call does) */
-    uint8_t reserved[1];
+    uint8_t geometry; /* view ops (record_shapes): strides in and out recorded (wb_prof_view_geometry) */
 } wb_event;
 
 /* What the event is called: a kernel's formatted name, or the name recorded. */
@@ -135,6 +135,10 @@ const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input);
  * output (0 for an in-place op); *n is set to how many (0 when not recorded). Views share their
  * base's storage, so a chain of ops through a view keeps one id. */
 const int64_t *wb_prof_flow(const wb_prof *p, const wb_event *e, int *n);
+/* A view op's strides (record_shapes): its first input's strides (as many as that input's
+ * ndim), and its output's ndim, shape and strides. Returns 0 when not recorded. */
+int wb_prof_view_geometry(const wb_prof *p, const wb_event *e, const int64_t **in_stride, int *out_ndim,
+                          const int64_t **out_shape, const int64_t **out_stride);
 /* with_stack: the event's call site, or NULL. */
 const char *wb_prof_src(const wb_prof *p, const wb_event *e);
 uint64_t wb_prof_dropped(const wb_prof *p);

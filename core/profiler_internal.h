@@ -24,6 +24,8 @@ typedef struct frame {
     uint8_t device_pushed; /* this frame's id is on the device tracer's correlation stack */
     uint8_t nflow;         /* storage ids reserved in the shape arena (inputs, then the output) */
     uint32_t flow_out;     /* arena index of the output's id, filled when the op ends */
+    uint32_t geometry;     /* view ops with record_shapes: arena index of the output geometry
+                              (ndim, shape[WB_MAX_DIMS], stride[WB_MAX_DIMS]), 0: none */
 } frame;
 
 struct wb_prof {

@@ -52,6 +52,13 @@ const char *wb_event_api_name(int api) {
     return api >= 0 && api <= WB_API_GRAPH_LAUNCH ? names[api] : "unknown";
 }
 
+static void dims_json(FILE *f, const char *key, const int64_t *v, int n) {
+    fprintf(f, ", \"%s\": [", key);
+    for (int i = 0; i < n; i++)
+        fprintf(f, i ? ", %lld" : "%lld", (long long)v[i]);
+    fputc(']', f);
+}
+
 static void shapes_json(FILE *f, const wb_prof *p, const wb_event *e) {
     fputc('[', f);
     const int64_t *dims = p->shapes + e->shape_off;
@@ -203,6 +210,13 @@ wb_status wb_prof_export_chrome_with(const wb_prof *p, const char *path, const c
             for (int i = 0; i < n; i++)
                 fprintf(f, i ? ", %lld" : "%lld", (long long)ids[i]);
             fputc(']', f);
+        }
+        const int64_t *in_stride, *out_shape, *out_stride;
+        int out_ndim;
+        if (e->kind == WB_EV_OP && wb_prof_view_geometry(p, e, &in_stride, &out_ndim, &out_shape, &out_stride)) {
+            dims_json(f, "in_stride", in_stride, wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
+            dims_json(f, "out_shape", out_shape, out_ndim);
+            dims_json(f, "out_stride", out_stride, out_ndim);
         }
         if ((e->kind == WB_EV_RANGE || e->kind == WB_EV_STEP) && e->run_delay_ns >= 0)
             fprintf(f, ", \"run_delay_ns\": %.0f", e->run_delay_ns);

@@ -229,6 +229,9 @@ function test_eager_geglu_mlp_at_16_tokens()
     local s = rules_of(list)
     lu.assertNotNil(s.view, F.format(list))
     lu.assertEquals(find(list, "view").evidence.op, "t")
+    local v = find(list, "view").evidence -- t swaps the strides: the same storage walked the other way
+    lu.assertEquals(v.output_stride, {v.input_stride[2], v.input_stride[1]})
+    lu.assertEquals(v.output_shape, {v.input_shape[2], v.input_shape[1]})
     lu.assertStrContains(find(list, "epilogue").evidence.epilogue, "bias")
     lu.assertEquals(find(list, "layout").evidence.layout, "tn")
     local fu = find(list, "fusion")
@@ -247,6 +250,7 @@ function test_eager_geglu_mlp_at_16_tokens()
     local got = {}
     for _, f in ipairs(require("cjson").decode(out)) do got[f.rule] = (got[f.rule] or 0) + 1 end
     lu.assertEquals(got, s)
+    lu.assertStrContains(io.popen(EXE .. " explain " .. path .. " 2>&1"):read("a"), find(list, "view").message)
     local text = io.open(path):read("a")
     lu.assertStrContains(text, '"name": "findings"')
     lu.assertStrContains(text, '"cat":"finding"')

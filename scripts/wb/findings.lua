@@ -135,7 +135,9 @@ function rules.view(ix, out)
         if not ix.op_kernels[e.id] and not e.args.failed and (shares or (not flow and e.bytes == 0 and e.flops == 0)) then
             local g = groups[e.name]
             if not g then
-                g = {name = e.name, calls = 0, host_ns = 0, shapes = e.shapes and e.shapes[1], ops = {}, ts = e.ts_ns}
+                local a = e.args
+                g = {name = e.name, calls = 0, host_ns = 0, shapes = e.shapes and e.shapes[1], ops = {}, ts = e.ts_ns,
+                    in_stride = a.in_stride, out_shape = a.out_shape, out_stride = a.out_stride}
                 groups[e.name] = g
                 order[#order + 1] = g
             end
@@ -146,9 +148,12 @@ function rules.view(ix, out)
     for _, g in ipairs(order) do
         out[#out + 1] = {rule = "view", severity = "info",
             message = string.format("%s is a view: no kernel, 0 bytes moved (%d call%s%s; %s of host time each)",
-                g.name, g.calls, g.calls == 1 and "" or "s", g.shapes and (", input " .. shape_str(g.shapes)) or "",
+                g.name, g.calls, g.calls == 1 and "" or "s", g.shapes and (", " .. shape_str(g.shapes) ..
+                (g.in_stride and (" strides " .. shape_str(g.in_stride)) or "") .. (g.out_shape and (" -> " ..
+                shape_str(g.out_shape) .. " strides " .. shape_str(g.out_stride)) or "")) or "",
                 us(g.host_ns / g.calls)),
-            evidence = {ops = g.ops, op = g.name, calls = g.calls, input_shape = g.shapes, time_ns = g.host_ns, ts_ns = g.ts,
+            evidence = {ops = g.ops, op = g.name, calls = g.calls, input_shape = g.shapes, input_stride = g.in_stride,
+                output_shape = g.out_shape, output_stride = g.out_stride, time_ns = g.host_ns, ts_ns = g.ts,
                 bytes = 0, kernels = 0}}
     end
 end

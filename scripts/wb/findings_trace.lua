@@ -119,12 +119,15 @@ function M.read(path)
             for _, k in ipairs({"op", "ops", "isa", "tile", "layout", "epilogue", "api"}) do
                 if a[k] ~= nil and type(a[k]) ~= "string" then a[k] = nil end
             end
-            for _, k in ipairs({"flow", "input_shapes", "input_dtypes"}) do
+            for _, k in ipairs({"flow", "input_shapes", "input_dtypes", "in_stride", "out_shape", "out_stride"}) do
                 if a[k] ~= nil and type(a[k]) ~= "table" then a[k] = nil end
             end
-            if type(a.flow) == "table" then
-                for _, v in ipairs(a.flow) do
-                    if math.type(v) == nil then a.flow = nil; break end
+            for _, k in ipairs({"flow", "in_stride", "out_shape", "out_stride"}) do -- lists of integers
+                if type(a[k]) == "table" then
+                    for i, v in ipairs(a[k]) do
+                        if not math.tointeger(v) then a[k] = nil; break end
+                        a[k][i] = math.tointeger(v)
+                    end
                 end
             end
             local ev = {name = e.name, cat = e.cat, ts_ns = math.floor(e.ts * 1e3 + 0.5),
@@ -142,9 +145,6 @@ function M.read(path)
                     ev.shapes[i] = type(s) == "table" and s or false
                     ev.dtypes[i] = type(a.input_dtypes) == "table" and a.input_dtypes[i] or false
                 end
-            end
-            if type(a.flow) == "table" then
-                for i, v in ipairs(a.flow) do a.flow[i] = math.tointeger(v) or 0 end
             end
             events[#events + 1] = ev
         end
