@@ -145,6 +145,29 @@ function test_gaps_sum_to_total_and_script_is_outside_ops()
     lu.assertAlmostEquals(s2, f2.evidence.total_ns, 1e-6 * s2)
 end
 
+function test_gaps_of_worker_threads_start_with_imbalance()
+    -- two parallel kernels; worker 0 finishes the first 300 ns before worker 1 and the kernel
+    local ev = {}
+    for _, t0 in ipairs({0, 10000}) do
+        local o = op("mm", t0, 2000, {flow = {1, 2}})
+        local k = kernel(o, t0 + 100, 1000, {op = "sgemm", layout = "tn", epilogue = "none"})
+        ev[#ev + 1], ev[#ev + 2] = o, k
+        for t, d in ipairs({700, 1000}) do
+            ev[#ev + 1] = {cat = "thread", name = k.name, ts_ns = t0 + 100, dur_ns = d, lane = "cpu:0 thread " .. t,
+                id = 0, correlation = 0, parent = 0, flops = 0, bytes = 0, args = {kernel = k.id, thread = t}}
+        end
+    end
+    local w
+    for _, f in ipairs(F.analyze(ev, {})) do if f.rule == "gaps" and f.evidence.workers then w = f end end
+    lu.assertNotNil(w)
+    local c = w.evidence.categories
+    lu.assertEquals(c.imbalance, 300)           -- worker 1 waited at the join
+    lu.assertEquals(c.other, 2 * 900)            -- both, in mm after the kernel (until 2000)
+    lu.assertEquals(c.script, 2 * 8000)          -- between the ops
+    lu.assertEquals(c.dispatch, 2 * 100)         -- the second mm before its launch
+    lu.assertEquals(w.evidence.total_ns, 300 + 1800 + 16000 + 200)
+end
+
 local function parallel(lo, hi)
     local o = op("mm", 0, hi + 100, {flow = {1, 2}})
     local k = kernel(o, 10, hi, {op = "sgemm", layout = "tn", epilogue = "none"})

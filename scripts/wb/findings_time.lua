@@ -7,7 +7,7 @@ local M = {}
 local function us(ns) return string.format("%.1f us", ns / 1e3) end
 local function pct(x) return string.format("%.0f%%", 100 * x) end
 
-M.GAP_CATEGORIES = {"dispatch", "allocation", "script", "preempted", "other"}
+M.GAP_CATEGORIES = {"dispatch", "allocation", "script", "imbalance", "preempted", "other"}
 
 -- Host cover of the gaps: top-level ops split at their last kernel's start (before it: dispatch,
 -- the op preparing launches; after: other), top-level runtime calls (allocation when the API is
@@ -55,12 +55,69 @@ local function host_segments(ix)
     return from, to, what, n
 end
 
--- gaps: per device lane, the time between consecutive kernels, split by what the host was doing.
+-- The gaps between consecutive busy spans of one lane (sorted), added into cat by what the host
+-- was doing; for a worker's shares, the first part of a gap, up to the end of the parallel kernel
+-- the share belonged to (join[share]), is imbalance: the worker waited for the slower ones.
+-- Returns the total, the count of gaps and the lane's span.
+local function split_lane(ks, segs, cat, join)
+    local sf, st, sw, ns = segs[1], segs[2], segs[3], segs[4]
+    local total, count, p = 0, 0, 1
+    local reach = ks[1] and ks[1].ts_ns + ks[1].dur_ns or 0
+    local waits_until = join and join[ks[1]] or reach
+    for i = 2, #ks do
+        local a, b = reach, ks[i].ts_ns
+        if b > a then
+            total, count = total + (b - a), count + 1
+            local wait = math.max(0, math.min(b, waits_until) - a)
+            cat.imbalance = cat.imbalance + wait
+            a = a + wait
+            while p <= ns and st[p] <= a do p = p + 1 end
+            local covered, q = 0, p
+            while q <= ns and sf[q] < b do
+                local lo, hi = math.max(a, sf[q]), math.min(b, st[q])
+                if hi > lo then
+                    cat[sw[q]] = cat[sw[q]] + (hi - lo)
+                    covered = covered + (hi - lo)
+                end
+                q = q + 1
+            end
+            cat.script = cat.script + (b - a - covered)
+        end
+        local e = ks[i].ts_ns + ks[i].dur_ns
+        if e > reach then reach = e end
+        waits_until = join and math.max(join[ks[i]] or e, reach) or reach
+    end
+    return total, count, #ks > 0 and reach - ks[1].ts_ns or 0
+end
+
+local function new_categories()
+    local cat = {}
+    for _, c in ipairs(M.GAP_CATEGORIES) do cat[c] = 0 end
+    return cat
+end
+
+local function gaps_finding(out, TH, what, cat, total, count, span, ts, evidence)
+    local parts = {}
+    for _, c in ipairs(M.GAP_CATEGORIES) do
+        parts[#parts + 1] = string.format("%s %s (%s)", c, pct(cat[c] / total), us(cat[c]))
+    end
+    local share = total / span
+    evidence.total_ns, evidence.gaps, evidence.span_ns, evidence.share = total, count, span, share
+    evidence.categories, evidence.time_ns, evidence.ts_ns = cat, total, ts
+    out[#out + 1] = {rule = "gaps", severity = share > TH.gaps_warn_share and "warn" or "info",
+        message = string.format("%s idle %s between %s (%s of the %s from the first to the last, %d gap%s): %s",
+            what, us(total), evidence.lane and "kernels" or "their shares of parallel kernels", pct(share), us(span),
+            count, count == 1 and "" or "s", table.concat(parts, ", ")),
+        evidence = evidence}
+end
+
+-- gaps: per device lane, the time between consecutive kernels, split by what the host was doing;
+-- and the cpu device's worker threads together, between their shares of parallel kernels.
 -- preempted: the host thread's run-queue delay inside the steps (sampled at their boundaries)
 -- scaled by the lane's idle share; where in the step it fell is not known, so it is taken out
 -- of the other categories in proportion.
 function M.gaps(ix, out, ctx, TH)
-    local sf, st, sw, ns = host_segments(ix)
+    local segs = table.pack(host_segments(ix))
     local delay, delay_span = 0, 0
     for _, w in ipairs(ix.steps) do
         local d = w.args and w.args.run_delay_ns
@@ -68,47 +125,37 @@ function M.gaps(ix, out, ctx, TH)
     end
     for _, lane in ipairs(ix.lane_order) do
         local ks = ix.lanes[lane]
-        local cat = {dispatch = 0, allocation = 0, script = 0, preempted = 0, other = 0}
-        local total, count, p = 0, 0, 1
-        local reach = ks[1] and ks[1].ts_ns + ks[1].dur_ns or 0
-        for i = 2, #ks do
-            local a, b = reach, ks[i].ts_ns
-            if b > a then
-                total, count = total + (b - a), count + 1
-                while p <= ns and st[p] <= a do p = p + 1 end
-                local covered, q = 0, p
-                while q <= ns and sf[q] < b do
-                    local lo, hi = math.max(a, sf[q]), math.min(b, st[q])
-                    if hi > lo then
-                        cat[sw[q]] = cat[sw[q]] + (hi - lo)
-                        covered = covered + (hi - lo)
-                    end
-                    q = q + 1
-                end
-                cat.script = cat.script + (b - a - covered)
-            end
-            local e = ks[i].ts_ns + ks[i].dur_ns
-            if e > reach then reach = e end
-        end
-        local span = #ks > 0 and reach - ks[1].ts_ns or 0
+        local cat = new_categories()
+        local total, count, span = split_lane(ks, segs, cat, nil)
         if total > 0 and span > 0 then
-            if delay > 0 and delay_span > 0 then
+            if delay > 0 and delay_span > 0 then -- the host thread's run-queue delay, where the lane idled
                 local pre = math.min(total, delay * total / span)
                 local scale = (total - pre) / total
                 for _, c in ipairs(M.GAP_CATEGORIES) do cat[c] = cat[c] * scale end
                 cat.preempted = pre
             end
-            local parts = {}
-            for _, c in ipairs(M.GAP_CATEGORIES) do
-                parts[#parts + 1] = string.format("%s %s (%s)", c, pct(cat[c] / total), us(cat[c]))
-            end
-            local share = total / span
-            out[#out + 1] = {rule = "gaps", severity = share > TH.gaps_warn_share and "warn" or "info",
-                message = string.format("%s is idle %s between kernels (%s of the %s from its first kernel to its " ..
-                    "last, %d gap%s): %s", lane, us(total), pct(share), us(span), count, count == 1 and "" or "s",
-                    table.concat(parts, ", ")),
-                evidence = {lane = lane, total_ns = total, gaps = count, span_ns = span, share = share,
-                    categories = cat, time_ns = total, ts_ns = ks[1].ts_ns}}
+            gaps_finding(out, TH, lane .. " is", cat, total, count, span, ks[1].ts_ns, {lane = lane})
+        end
+    end
+    -- worker lanes: each share's gap to the worker's next share, its first part waiting at the join
+    local workers, order, join = {}, {}, {}
+    for _, k in ipairs(ix.kernels) do
+        for _, sh in ipairs(ix.threads[k.id] or {}) do
+            local l = workers[sh.lane]
+            if not l then l = {}; workers[sh.lane] = l; order[#order + 1] = sh.lane end
+            l[#l + 1] = sh
+            join[sh] = k.ts_ns + k.dur_ns
+        end
+    end
+    if #order > 0 then
+        local cat, total, count, span, ts = new_categories(), 0, 0, 0, math.huge
+        for _, lane in ipairs(order) do
+            local t, c, s = split_lane(workers[lane], segs, cat, join)
+            total, count, span, ts = total + t, count + c, span + s, math.min(ts, workers[lane][1].ts_ns)
+        end
+        if total > 0 and span > 0 then
+            gaps_finding(out, TH, string.format("the cpu device's %d worker threads are", #order), cat, total, count,
+                span, ts, {workers = #order})
         end
     end
 end
