@@ -197,7 +197,7 @@ static void on_kernel_end(void *user, const wb_kernel_desc *desc) {
     if (p->spans.count > 1) record_shares(p, desc, e->id);
 }
 
-static void on_memory(wb_device device, int64_t delta, int64_t live_on_device) {
+static void on_memory(wb_device device, int64_t delta, int64_t live_on_device, int64_t start_ns) {
     wb_prof *p = current;
     if (!p) return;
     int64_t live = (int64_t)wb_storage_bytes_live();
@@ -205,8 +205,10 @@ static void on_memory(wb_device device, int64_t delta, int64_t live_on_device) {
     if (!p->recording || !p->o.record_host || !p->o.profile_memory) return;
     wb_event *e = slot(p);
     if (!e) return;
+    int64_t now = clock_ns();
     *e = (wb_event){.name = delta >= 0 ? "alloc" : "free",
-                    .ts_ns = clock_ns() - p->t0,
+                    .ts_ns = (start_ns > 0 && start_ns <= now ? start_ns : now) - p->t0,
+                    .dur_ns = start_ns > 0 && start_ns <= now ? now - start_ns : 0, /* the call's own time */
                     .live_bytes = (double)live_on_device,
                     .bytes = (float)delta,
                     .link = enclosing_op(p),

@@ -156,7 +156,7 @@ wb_status wb_prof_export_chrome_with(const wb_prof *p, const char *path, const c
             fprintf(f,
                     "{\"ph\": \"C\", \"name\": \"memory %s\", \"pid\": 0, \"ts\": %.3f, \"args\": "
                     "{\"allocated_bytes\": %lld}}",
-                    wb_device_name((wb_device)e->device), ts, (long long)e->live_bytes);
+                    wb_device_name((wb_device)e->device), ts + dur, (long long)e->live_bytes); /* after it */
             continue;
         }
         fputs("{\"ph\": \"X\", \"cat\": ", f);

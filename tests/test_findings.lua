@@ -137,6 +137,18 @@ function test_gaps_sum_to_total_and_script_is_outside_ops()
     local sum = 0
     for _, v in pairs(c) do sum = sum + v end
     lu.assertEquals(sum, f.evidence.total_ns)
+    -- allocations (profile_memory: memory events last as long as the call): one inside mul's
+    -- dispatch, one outside every op (a collection freeing storage between the ops)
+    local function mem(name, ts, dur)
+        return {cat = "memory", name = name, ts_ns = ts, dur_ns = dur, lane = "host", id = 0, correlation = 0,
+            parent = 0, flops = 0, bytes = 0, args = {}}
+    end
+    local fa = find(F.analyze({a, ka, b, kb, mem("free", 2000, 500), mem("alloc", 5100, 200)}, {}), "gaps")
+    local ca = fa.evidence.categories
+    lu.assertEquals(ca.allocation, 700)
+    lu.assertEquals(ca.script, 4000 - 500)
+    lu.assertEquals(ca.dispatch, 700 - 200)
+    lu.assertEquals(ca.other, 100)
     -- a run-queue delay in the window becomes `preempted`, and the sum still holds
     local f2 = find(F.analyze({step(0, 6000, 1200), a, ka, b, kb}, {}), "gaps")
     local s2 = 0
@@ -300,6 +312,20 @@ function test_one_token_mlp_is_host_bound_and_a_large_gemm_is_not()
     local a, b = wb.randn({1024, 1024}), wb.randn({1024, 1024})
     wb.matmul(a, b)
     lu.assertNil(find(profile(function() return wb.matmul(a, b) end, 1):findings(), "host_bound"))
+end
+
+function test_allocation_time_on_a_real_profile()
+    local a = wb.randn({256, 1024})
+    collectgarbage()
+    local p = wb.profiler.profile{profile_memory = true}
+    p:start()
+    for _ = 1, 20 do local _ = wb.gelu(wb.add(a, a)) end
+    p:stop()
+    local g = find(p:findings(), "gaps")
+    local sum = 0
+    for _, v in pairs(g.evidence.categories) do sum = sum + v end
+    lu.assertTrue(g.evidence.categories.allocation > 0, F.format({g}))
+    lu.assertTrue(math.abs(sum - g.evidence.total_ns) <= 0.01 * g.evidence.total_ns)
 end
 
 function test_a_busy_loop_between_two_ops_lands_in_script()

@@ -59,8 +59,9 @@ end
 -- kernel's launching op, each op's kernels (its own and its children's).
 local function index(events)
     local ops, kernels, lanes, lane_order, runtime, threads, op_kernels, top_ops = {}, {}, {}, {}, {}, {}, {}, {}
+    local memory = {}
     local ix = {ops = ops, kernels = kernels, lanes = lanes, lane_order = lane_order, windows = {}, runtime = runtime,
-        steps = nil,
+        steps = nil, memory = memory,
         threads = threads, op_kernels = op_kernels, top_ops = top_ops}
     for _, e in ipairs(events) do
         if e.cat == "op" then ops[e.id] = e end
@@ -93,6 +94,8 @@ local function index(events)
             if e.parent == 0 then top_ops[#top_ops + 1] = e end
         elseif cat == "runtime" then
             runtime[#runtime + 1] = e
+        elseif cat == "memory" then
+            memory[#memory + 1] = e
         elseif cat == "thread" then
             local k = e.args and e.args.kernel
             if k then
@@ -108,6 +111,7 @@ local function index(events)
     for _, l in pairs(ix.lanes) do M.sort_by_time(l) end
     M.sort_by_time(ix.kernels)
     M.sort_by_time(ix.top_ops)
+    M.sort_by_time(memory)
     ix.steps = steps -- the run-queue delay is sampled at step boundaries
     -- the windows host_bound and the cuda rules judge: ranges, else steps, else the whole recording
     ix.windows = #ranges > 0 and ranges or steps

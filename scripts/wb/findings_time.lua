@@ -39,10 +39,7 @@ local function host_segments(ix)
         if t1 > last then add(last, t1, "other") end
     end
     for _, r in ipairs(ix.runtime) do
-        if r.parent == 0 and r.lane == "host" then
-            local alloc = r.name == "alloc" or r.name == "free" or (r.args and r.args.api == "alloc")
-            add(r.ts_ns, r.ts_ns + r.dur_ns, alloc and "allocation" or "other")
-        end
+        if r.parent == 0 and r.lane == "host" then add(r.ts_ns, r.ts_ns + r.dur_ns, "other") end
     end
     if not sorted then -- rare (runtime calls between ops): sort the indexes
         local idx = {}
@@ -52,7 +49,13 @@ local function host_segments(ix)
         for i, k in ipairs(idx) do f2[i], t2[i], w2[i] = from[k], to[k], what[k] end
         from, to, what = f2, t2, w2
     end
-    return from, to, what, n
+    -- allocations and frees (profile_memory: memory events last as long as the call), inside
+    -- ops or outside them (a garbage collection freeing storage between two ops)
+    local af, at = {}, {}
+    for _, m in ipairs(ix.memory) do
+        if m.dur_ns > 0 then af[#af + 1], at[#at + 1] = m.ts_ns, m.ts_ns + m.dur_ns end
+    end
+    return from, to, what, n, af, at
 end
 
 -- The gaps between consecutive busy spans of one lane (sorted), added into cat by what the host
@@ -60,7 +63,18 @@ end
 -- the share belonged to (join[share]), is imbalance: the worker waited for the slower ones.
 -- Returns the total, the count of gaps and the lane's span.
 local function split_lane(ks, segs, cat, join)
-    local sf, st, sw, ns = segs[1], segs[2], segs[3], segs[4]
+    local sf, st, sw, ns, af, at = segs[1], segs[2], segs[3], segs[4], segs[5], segs[6]
+    local ap = 1
+    local function alloc_between(lo, hi) -- time allocating inside [lo, hi]; lo never decreases
+        while ap <= #af and at[ap] <= lo do ap = ap + 1 end
+        local sum, i = 0, ap
+        while i <= #af and af[i] < hi do
+            local x, y = math.max(lo, af[i]), math.min(hi, at[i])
+            if y > x then sum = sum + (y - x) end
+            i = i + 1
+        end
+        return sum
+    end
     local total, count, p = 0, 0, 1
     local reach = ks[1] and ks[1].ts_ns + ks[1].dur_ns or 0
     local waits_until = join and join[ks[1]] or reach
@@ -72,16 +86,19 @@ local function split_lane(ks, segs, cat, join)
             cat.imbalance = cat.imbalance + wait
             a = a + wait
             while p <= ns and st[p] <= a do p = p + 1 end
-            local covered, q = 0, p
+            local alloc = alloc_between(a, b)
+            local covered, alloc_in_ops, q = 0, 0, p
             while q <= ns and sf[q] < b do
                 local lo, hi = math.max(a, sf[q]), math.min(b, st[q])
                 if hi > lo then
-                    cat[sw[q]] = cat[sw[q]] + (hi - lo)
-                    covered = covered + (hi - lo)
+                    local in_alloc = alloc_between(lo, hi) -- taken out of the op's category
+                    cat[sw[q]] = cat[sw[q]] + (hi - lo) - in_alloc
+                    covered, alloc_in_ops = covered + (hi - lo), alloc_in_ops + in_alloc
                 end
                 q = q + 1
             end
-            cat.script = cat.script + (b - a - covered)
+            cat.allocation = cat.allocation + alloc
+            cat.script = cat.script + (b - a - covered) - (alloc - alloc_in_ops)
         end
         local e = ks[i].ts_ns + ks[i].dur_ns
         if e > reach then reach = e end
