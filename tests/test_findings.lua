@@ -17,6 +17,11 @@ local function find(list, rule)
     for _, f in ipairs(list) do if f.rule == rule then return f end end
 end
 
+-- the gaps finding of a device lane (not the worker threads')
+local function device_gaps(list)
+    for _, f in ipairs(list) do if f.rule == "gaps" and f.evidence.lane then return f end end
+end
+
 -- ---- constructed event streams ---------------------------------------------------------------
 local next_id = 0
 local function op(name, ts, dur, o)
@@ -272,7 +277,7 @@ function test_eager_geglu_mlp_at_16_tokens()
     local fu = find(list, "fusion")
     lu.assertEquals(fu.evidence.chain, "gelu -> mul")
     lu.assertEquals(fu.evidence.bytes, T * H * 4 * 2)
-    local g = find(list, "gaps")
+    local g = device_gaps(list)
     local sum = 0
     for _, v in pairs(g.evidence.categories) do sum = sum + v end
     lu.assertTrue(math.abs(sum - g.evidence.total_ns) <= 0.01 * g.evidence.total_ns)
@@ -321,10 +326,12 @@ function test_allocation_time_on_a_real_profile()
     p:start()
     for _ = 1, 20 do local _ = wb.gelu(wb.add(a, a)) end
     p:stop()
-    local g = find(p:findings(), "gaps")
+    local g
+    for _, f in ipairs(p:findings()) do if f.rule == "gaps" and f.evidence.lane then g = f end end
     local sum = 0
     for _, v in pairs(g.evidence.categories) do sum = sum + v end
-    lu.assertTrue(g.evidence.categories.allocation > 0, F.format({g}))
+    -- (before the preempted share is carved out: on a busy machine it can take every category)
+    lu.assertTrue(g.evidence.host_categories.allocation > 0, F.format({g}))
     lu.assertTrue(math.abs(sum - g.evidence.total_ns) <= 0.01 * g.evidence.total_ns)
 end
 
@@ -336,24 +343,33 @@ function test_a_busy_loop_between_two_ops_lands_in_script()
         while wb.time_ns() - t0 < 2e6 do end -- 2 ms of Lua
         return wb.mul(c, b)
     end, 1)
-    local g = find(p:findings(), "gaps")
+    local g = device_gaps(p:findings())
     local c = g.evidence.categories
     lu.assertTrue(c.script + c.preempted >= 1.9e6, F.format({g}))
     lu.assertTrue(c.dispatch < 1e6)
 end
 
-function test_mlp_sweep_json_carries_each_points_findings()
+function test_mlp_sweep_json_carries_each_points_findings_and_merge_joins_them()
     local dir = scratch.path("-sweep")
-    local cmd = string.format("%s %s/experiments/mlp_sweep.lua --tokens 2 --dim 32 --hidden 64 --modes eager,compiled " ..
-        "--rounds 1 --iters 2 --no-peer --device cpu --out %s >/dev/null 2>&1", EXE, os.getenv("WB_SOURCE_DIR") or ".",
-        dir)
-    lu.assertTrue(os.execute(cmd), cmd)
-    local f = assert(io.open(dir .. "/mlp_sweep.json"))
-    local doc = require("cjson").decode(f:read("a"))
-    f:close()
+    for shard = 1, 2 do
+        local cmd = string.format("%s %s/experiments/mlp_sweep.lua --tokens 2 --dim 32 --hidden 64 --modes " ..
+            "eager,compiled --rounds 1 --iters 2 --no-peer --device cpu --shard %d/2 --out %s >/dev/null 2>&1", EXE,
+            os.getenv("WB_SOURCE_DIR") or ".", shard, dir)
+        lu.assertTrue(os.execute(cmd), cmd)
+    end
+    lu.assertTrue(os.execute(string.format("%s merge %s/merged %s >/dev/null 2>&1", EXE, dir, dir)))
+    local function read(path)
+        local f = assert(io.open(path))
+        local doc = require("cjson").decode(f:read("a"))
+        f:close()
+        return doc
+    end
+    local one = read(dir .. "/mlp_sweep.shard-1-of-2.json")
+    lu.assertEquals(#one.findings, 1) -- one point per shard
     local by_mode = {}
-    for _, p in ipairs(doc.findings) do
+    for _, p in ipairs(read(dir .. "/merged/mlp_sweep.json").findings) do
         lu.assertEquals(p.tokens, 2)
+        lu.assertNotNil(p.shard)
         by_mode[p.mode] = rules_of(p.findings)
         for _, x in ipairs(p.findings) do lu.assertStrContains(x.message, " ") end
     end

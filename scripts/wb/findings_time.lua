@@ -145,13 +145,16 @@ function M.gaps(ix, out, ctx, TH)
         local cat = new_categories()
         local total, count, span = split_lane(ks, segs, cat, nil)
         if total > 0 and span > 0 then
+            local before = {} -- what the host was doing, before the preempted share is carved out
+            for k, v in pairs(cat) do before[k] = v end
             if delay > 0 and delay_span > 0 then -- the host thread's run-queue delay, where the lane idled
                 local pre = math.min(total, delay * total / span)
                 local scale = (total - pre) / total
                 for _, c in ipairs(M.GAP_CATEGORIES) do cat[c] = cat[c] * scale end
                 cat.preempted = pre
             end
-            gaps_finding(out, TH, lane .. " is", cat, total, count, span, ks[1].ts_ns, {lane = lane})
+            gaps_finding(out, TH, lane .. " is", cat, total, count, span, ks[1].ts_ns,
+                {lane = lane, host_categories = before})
         end
     end
     -- worker lanes: each share's gap to the worker's next share, its first part waiting at the join
