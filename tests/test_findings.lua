@@ -73,6 +73,11 @@ function test_epilogue_and_layout_from_kind_fields()
     lu.assertStrContains(e.message, "bias")
     lu.assertEquals(e.evidence.separate_kernels, 0)
     lu.assertEquals(e.evidence.bytes_saved, 2 * 4 * 8 * 4) -- the [4, 8] output read and written once more
+    -- an activation alone is one stage, bias and activation two
+    for epi, stages in pairs({gelu_tanh = 1, bias_gelu_tanh = 2}) do
+        local kk = kernel(mm, 20, 800, {op = "sgemm", layout = "tn", epilogue = epi})
+        lu.assertEquals(find(F.analyze({lin, mm, kk}, {}), "epilogue").evidence.bytes_saved, stages * 2 * 4 * 8 * 4)
+    end
     local l = find(list, "layout")
     lu.assertStrContains(l.message, "layout tn")
     -- the same GEMM with no epilogue: no epilogue finding; the name is never read

@@ -2,7 +2,8 @@
 -- their data flow, kernels with their kind's fields: op, isa, tile, layout, epilogue), never a
 -- kernel's name parsed back, and each finding says which ops, kernels and figures it rests on.
 --
---   local f = require("wb.findings").analyze(events, ctx)  -- ctx: {device_info=, machine=, replay_ns=}
+--   local f = require("wb.findings").analyze(events, ctx)
+--   -- ctx (each optional): {device_info=, machine=, replay_ns_per_kernel=, measure_replay=fn}
 --   -> {{rule=, severity="info"|"warn", message=, evidence={time_ns=, ...}}, ...} by time concerned
 
 local M = {}
@@ -200,8 +201,11 @@ function rules.epilogue(ix, out)
             if top and #g.ops < 8 then g.ops[#g.ops + 1] = top.id end
             local n = gemm_out_elements(op) or gemm_out_elements(top)
             local item = op and op.dtypes and ITEMSIZE[op.dtypes[2] or op.dtypes[1]] or 4
-            -- a separate pass per epilogue stage reads and writes the output once more
-            if n then g.saved = g.saved + 2 * n * item * (a.epilogue:find("_") and 2 or 1) end
+            -- a separate pass per epilogue stage (the bias, the activation) reads and writes the
+            -- output once more; the epilogue field lists the bias first ("bias", "bias_gelu_tanh")
+            local bias = a.epilogue:sub(1, 4) == "bias"
+            local stages = (bias and 1 or 0) + (a.epilogue ~= "bias" and 1 or 0)
+            if n then g.saved = g.saved + 2 * n * item * stages end
         end
     end
     for _, g in ipairs(order) do
