@@ -120,7 +120,8 @@ static int s_clear(lua_State *L) {
 static int s_export(lua_State *L) {
     const char *path = wb_lua_checkstring(L, 2);
     wb_lua_check_path(L, path, 1, "export_chrome_trace");
-    WB_LUA_CHECK(L, wb_prof_export_chrome(check_session(L), path));
+    const char *extra_events = luaL_optstring(L, 3, NULL), *extra_members = luaL_optstring(L, 4, NULL);
+    WB_LUA_CHECK(L, wb_prof_export_chrome_with(check_session(L), path, extra_events, extra_members));
     return 0;
 }
 
@@ -133,6 +134,14 @@ static int s_stats(lua_State *L) {
     wb_lua_setnumber(L, "event_cost_ns", wb_prof_event_cost_ns(p));
     wb_lua_setstring(L, "device_note", wb_prof_device_note(p));
     return 1;
+}
+
+static void push_dims(lua_State *L, const int64_t *v, int n) {
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)v[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
 }
 
 /* s:events() -> array of event tables (the shape README's profiler section documents). */
@@ -156,7 +165,10 @@ static int s_events(lua_State *L) {
         /* correlation: an op's own id, a kernel's launching op; parent: the enclosing op */
         wb_lua_setinteger(L, "correlation", (lua_Integer)(e->kind == WB_EV_OP ? e->id : e->link));
         wb_lua_setinteger(L, "parent", (lua_Integer)e->link);
-        wb_lua_setnumber(L, "flops", e->kind == WB_EV_MEMORY || e->kind == WB_EV_THREAD ? 0 : e->flops);
+        wb_lua_setnumber(L, "flops", e->kind == WB_EV_MEMORY || e->kind == WB_EV_THREAD || e->kind == WB_EV_RANGE ||
+                                             e->kind == WB_EV_STEP
+                                         ? 0
+                                         : e->flops);
         wb_lua_setnumber(L, "bytes", (double)e->bytes);
         if (wb_prof_src(p, e)) {
             wb_lua_setstring(L, "src", wb_prof_src(p, e));
@@ -189,14 +201,40 @@ static int s_events(lua_State *L) {
         if (e->kind == WB_EV_KERNEL) {
             wb_lua_setinteger(L, "threads", e->threads);
             if (e->kernel->ops) wb_lua_setstring(L, "ops", e->kernel->ops); /* a generated kernel's group */
+            if (e->kernel->op) wb_lua_setstring(L, "op", e->kernel->op); /* the kind's op: "sgemm", "mul" */
             wb_kernel_fields k;
             if (wb_kernel_kind_fields(e->kernel, &k)) {
                 wb_lua_setstring(L, "isa", k.isa);
                 wb_lua_setstring(L, "tile", k.tile);
                 wb_lua_setstring(L, "layout", k.layout);
                 wb_lua_setstring(L, "epilogue", k.epilogue);
+            } else {
+                char epi[48];
+                wb_lua_setstring(L, "epilogue", wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
             }
         }
+        if (e->kind == WB_EV_OP && e->nflow) { /* storage ids: the inputs', then the output's */
+            int nflow;
+            const int64_t *ids = wb_prof_flow(p, e, &nflow);
+            lua_createtable(L, nflow, 0);
+            for (int i = 0; i < nflow; i++) {
+                lua_pushinteger(L, (lua_Integer)ids[i]);
+                lua_rawseti(L, -2, i + 1);
+            }
+            lua_setfield(L, -2, "flow");
+        }
+        const int64_t *in_stride, *out_shape, *out_stride;
+        int out_ndim;
+        if (e->kind == WB_EV_OP && wb_prof_view_geometry(p, e, &in_stride, &out_ndim, &out_shape, &out_stride)) {
+            push_dims(L, in_stride, wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
+            lua_setfield(L, -2, "in_stride");
+            push_dims(L, out_shape, out_ndim);
+            lua_setfield(L, -2, "out_shape");
+            push_dims(L, out_stride, out_ndim);
+            lua_setfield(L, -2, "out_stride");
+        }
+        if ((e->kind == WB_EV_RANGE || e->kind == WB_EV_STEP) && e->run_delay_ns >= 0)
+            wb_lua_setnumber(L, "run_delay_ns", e->run_delay_ns);
         if (e->kind == WB_EV_THREAD) { /* a worker's share of the kernel whose id is `kernel` */
             wb_kernel_fields k;
             wb_lua_setinteger(L, "kernel", (lua_Integer)e->link);
@@ -211,6 +249,7 @@ static int s_events(lua_State *L) {
         if (e->kind == WB_EV_RUNTIME && e->cbid) { /* a device API record */
             wb_lua_setinteger(L, "cbid", e->cbid);
         }
+        if (e->kind == WB_EV_RUNTIME && e->api) wb_lua_setstring(L, "api", wb_event_api_name(e->api));
         if (e->failed) {
             lua_pushboolean(L, 1);
             lua_setfield(L, -2, "failed");

@@ -36,6 +36,7 @@ static const char usage[] =
     "usage: workbench [options] [script.lua | -] [script args...]\n"
     "       workbench compare [options] A.json B.json   (row by row; compare --help lists the options)\n"
     "       workbench merge OUT FILES|DIRS...   (join the shards of one wb.sweep run)\n"
+    "       workbench explain TRACE.json [--json]   (the findings of a trace the workbench wrote)\n"
     "\n"
     "Runs a Lua experiment script with the `wb` library loaded (`-` reads the script from stdin).\n"
     "With no script: the REPL on a terminal, otherwise the script read from stdin.\n"
@@ -76,7 +77,7 @@ typedef struct options {
     int sandbox;
     int sandbox_weak;
     int script_index;       /* argv index of the script (or "-"); 0 when none */
-    const char *subcommand; /* "compare" or "merge": a Lua module's main() does the work */
+    const char *subcommand; /* "compare", "merge" or "explain": a Lua module's main() does the work */
 } options;
 
 static int fail_usage(const char *fmt, const char *what) {
@@ -97,7 +98,7 @@ static int parse_args(int argc, char **argv, options *o) {
             return -1;
         }
         if (!strcmp(a, "-") || a[0] != '-') {
-            if (i == 1 && (!strcmp(a, "compare") || !strcmp(a, "merge"))) {
+            if (i == 1 && (!strcmp(a, "compare") || !strcmp(a, "merge") || !strcmp(a, "explain"))) {
                 o->subcommand = a;
                 return -1;
             }

@@ -37,6 +37,8 @@ static frame *push_frame(wb_prof *p) {
     f->ninputs = 0;
     f->device_pushed = 0;
     f->shape_off = 0;
+    f->nflow = 0;
+    f->geometry = 0;
     f->src = WB_EVENT_NONE;
     return f;
 }
@@ -54,8 +56,8 @@ static void on_op_begin(void *user, const wb_op_call *c) {
         f->device_pushed = 1;
     }
     if (p->recording && p->o.record_host) {
+        f->shape_off = (uint32_t)p->shapes_n;
         if (p->o.record_shapes) {
-            f->shape_off = (uint32_t)p->shapes_n;
             for (int i = 0; i < c->nin && i < WB_EVENT_MAX_INPUTS; i++) {
                 const wb_tensor *t = c->in[i];
                 int nd = t ? t->ndim : -1; /* -1: an absent optional input */
@@ -64,6 +66,27 @@ static void on_op_begin(void *user, const wb_op_call *c) {
                     p->shapes[p->shapes_n++] = t->shape[k];
                 f->meta[i] = (uint8_t)((nd + 1) | ((t ? (int)t->dtype : 0) << 4));
                 f->ninputs++;
+            }
+        }
+        /* the data flow (findings: which kernel's output only the next one reads): storage ids of
+         * the inputs now, the output's slot filled at the end */
+        int nin = c->nin < WB_EVENT_MAX_INPUTS ? c->nin : WB_EVENT_MAX_INPUTS, nflow = nin + 1;
+        if ((!p->o.record_shapes || f->ninputs == nin) && p->shapes_n + (size_t)nflow <= p->shapes_cap) {
+            for (int i = 0; i < nflow - 1; i++)
+                p->shapes[p->shapes_n++] = c->in[i] ? (int64_t)wb_storage_id(c->in[i]->storage) : 0;
+            f->flow_out = (uint32_t)p->shapes_n;
+            p->shapes[p->shapes_n++] = 0;
+            f->nflow = (uint8_t)nflow;
+            /* a view's strides in and out (the view finding shows them): the input's now, the
+             * output's slots filled at the end */
+            const wb_tensor *in0 = c->nin > 0 ? c->in[0] : NULL;
+            size_t need = in0 ? (size_t)in0->ndim + 1 + 2 * WB_MAX_DIMS : 0;
+            if (p->o.record_shapes && c->def->kind == WB_OP_KIND_VIEW && in0 && p->shapes_n + need <= p->shapes_cap) {
+                for (int k = 0; k < in0->ndim; k++)
+                    p->shapes[p->shapes_n++] = in0->stride[k];
+                f->geometry = (uint32_t)p->shapes_n;
+                p->shapes[p->shapes_n] = 0; /* ndim 0 until the view exists */
+                p->shapes_n += 1 + 2 * WB_MAX_DIMS;
             }
         }
         if (p->o.with_stack && stack_provider) {
@@ -94,6 +117,13 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
     if (!f) return;
     wb_event *e = slot(p);
     if (!e) return;
+    if (f->nflow && c->out && c->out->storage) p->shapes[f->flow_out] = (int64_t)wb_storage_id(c->out->storage);
+    if (f->geometry && c->out) {
+        int64_t *g = p->shapes + f->geometry;
+        g[0] = c->out->ndim;
+        for (int k = 0; k < c->out->ndim; k++)
+            g[1 + k] = c->out->shape[k], g[1 + WB_MAX_DIMS + k] = c->out->stride[k];
+    }
     double flops = 0, bytes = 0;
     if (p->o.with_flops && status == WB_OK) {
         flops = c->def->flops ? c->def->flops(c) : 0;
@@ -112,7 +142,9 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
                     .lane = WB_LANE_HOST,
                     .ninputs = f->ninputs,
                     .failed = status != WB_OK,
-                    .in_meta = {f->meta[0], f->meta[1], f->meta[2]}};
+                    .in_meta = {f->meta[0], f->meta[1], f->meta[2]},
+                    .nflow = f->nflow,
+                    .geometry = f->geometry && c->out ? 1 : 0};
 }
 
 static void on_kernel_begin(void *user, const wb_kernel_desc *desc) {
@@ -165,7 +197,7 @@ static void on_kernel_end(void *user, const wb_kernel_desc *desc) {
     if (p->spans.count > 1) record_shares(p, desc, e->id);
 }
 
-static void on_memory(wb_device device, int64_t delta, int64_t live_on_device) {
+static void on_memory(wb_device device, int64_t delta, int64_t live_on_device, int64_t start_ns) {
     wb_prof *p = current;
     if (!p) return;
     int64_t live = (int64_t)wb_storage_bytes_live();
@@ -173,8 +205,10 @@ static void on_memory(wb_device device, int64_t delta, int64_t live_on_device) {
     if (!p->recording || !p->o.record_host || !p->o.profile_memory) return;
     wb_event *e = slot(p);
     if (!e) return;
+    int64_t now = clock_ns();
     *e = (wb_event){.name = delta >= 0 ? "alloc" : "free",
-                    .ts_ns = clock_ns() - p->t0,
+                    .ts_ns = (start_ns > 0 && start_ns <= now ? start_ns : now) - p->t0,
+                    .dur_ns = start_ns > 0 && start_ns <= now ? now - start_ns : 0, /* the call's own time */
                     .live_bytes = (double)live_on_device,
                     .bytes = (float)delta,
                     .link = enclosing_op(p),
@@ -226,6 +260,21 @@ void wb_prof_scope_end(const char *name) {
                     .src = WB_EVENT_NONE,
                     .kind = WB_EV_RUNTIME,
                     .lane = WB_LANE_HOST};
+}
+
+/* The calling thread's run-queue delay so far (ns runnable but not running), -1 when unknown. */
+static int64_t run_delay_now(void) {
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (!f) return -1;
+    unsigned long long run = 0, wait = 0;
+    int n = fscanf(f, "%llu %llu", &run, &wait);
+    fclose(f);
+    return n == 2 ? (int64_t)wait : -1;
+}
+
+static double run_delay_since(int64_t start) {
+    int64_t now = start >= 0 ? run_delay_now() : -1;
+    return now >= start && start >= 0 ? (double)(now - start) : -1;
 }
 
 /* ---- sessions ---------------------------------------------------------------------------------- */
@@ -364,6 +413,7 @@ void wb_prof_end_step(wb_prof *p) {
     *e = (wb_event){.name = "ProfileStep",
                     .ts_ns = p->step_ts - p->t0,
                     .dur_ns = clock_ns() - p->step_ts,
+                    .run_delay_ns = run_delay_since(p->step_run_delay),
                     .id = (uint32_t)p->step_no,
                     .src = WB_EVENT_NONE,
                     .kind = WB_EV_STEP,
@@ -374,6 +424,7 @@ void wb_prof_step(wb_prof *p, int64_t number) {
     wb_prof_end_step(p);
     p->in_step = 1;
     p->step_no = number;
+    p->step_run_delay = p->recording && p->o.record_host ? run_delay_now() : -1;
     p->step_ts = clock_ns();
 }
 
@@ -396,6 +447,7 @@ wb_status wb_prof_range_pop(wb_prof *p) {
     *e = (wb_event){.name = name == WB_EVENT_NONE ? "?" : p->strings + name,
                     .ts_ns = p->ranges[p->nranges].ts - p->t0,
                     .dur_ns = now - p->ranges[p->nranges].ts,
+                    .run_delay_ns = -1, /* not sampled: a range may be as short as one call */
                     .id = ++p->next_id,
                     .src = WB_EVENT_NONE,
                     .kind = WB_EV_RANGE,
@@ -414,6 +466,28 @@ const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input) {
     for (int i = 0; i < input; i++)
         off += (size_t)(wb_event_ndim(e, i) > 0 ? wb_event_ndim(e, i) : 0);
     return p->shapes + off;
+}
+
+const int64_t *wb_prof_flow(const wb_prof *p, const wb_event *e, int *n) {
+    *n = e->kind == WB_EV_OP ? e->nflow : 0;
+    if (!*n) return NULL;
+    size_t off = e->shape_off;
+    for (int i = 0; i < e->ninputs; i++)
+        off += (size_t)(wb_event_ndim(e, i) > 0 ? wb_event_ndim(e, i) : 0);
+    return p->shapes + off;
+}
+
+int wb_prof_view_geometry(const wb_prof *p, const wb_event *e, const int64_t **in_stride, int *out_ndim,
+                          const int64_t **out_shape, const int64_t **out_stride) {
+    int n;
+    const int64_t *flow = wb_prof_flow(p, e, &n);
+    if (!flow || !e->geometry || e->ninputs < 1) return 0;
+    *in_stride = flow + n;
+    const int64_t *g = *in_stride + (wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
+    *out_ndim = (int)g[0];
+    *out_shape = g + 1;
+    *out_stride = g + 1 + WB_MAX_DIMS;
+    return 1;
 }
 
 const char *wb_prof_src(const wb_prof *p, const wb_event *e) {

@@ -28,6 +28,10 @@ enum { WB_LANE_HOST = 0, WB_LANE_CPU_DEVICE = 1, WB_LANE_CUDA = 2, WB_LANE_CPU_T
 /* Kinds as the Lua events and the trace name them ("op", "kernel", ...). */
 const char *wb_event_kind_name(int kind);
 
+/* What a device API call does (runtime events): the findings count synchronizations. */
+enum { WB_API_UNKNOWN = 0, WB_API_OTHER, WB_API_LAUNCH, WB_API_OCCUPANCY, WB_API_SYNC, WB_API_GRAPH_LAUNCH };
+const char *wb_event_api_name(int api);
+
 #define WB_EVENT_MAX_INPUTS 3
 #define WB_EVENT_NONE       0xffffffffu
 
@@ -44,6 +48,10 @@ typedef struct wb_event {
         double flops;      /* with_flops (ops), kernels */
         double live_bytes; /* memory events: bytes alive on their device after the event */
         double work;       /* thread shares: tiles or elements that thread did */
+        double run_delay_ns; /* steps: the host thread's run-queue delay inside them (runnable,
+                                not running: /proc/thread-self/schedstat, read at the step's
+                                boundaries, never inside ranges: a read costs microseconds); -1
+                                unknown (ranges) */
     };
     float bytes;        /* the fewest bytes moved (ops, kernels); memory: +allocated / -freed */
     uint32_t id;        /* ops: their correlation id; kernels: the flow id; steps: the step number */
@@ -61,7 +69,9 @@ typedef struct wb_event {
     uint8_t ninputs;                      /* shapes recorded */
     uint8_t failed;                       /* an op that returned an error */
     uint8_t in_meta[WB_EVENT_MAX_INPUTS]; /* per input: low nibble ndim + 1 (0: absent), high nibble dtype */
-    uint8_t reserved[3];
+    uint8_t nflow; /* ops: storage ids recorded after the input dims (wb_prof_flow) */
+    uint8_t api;   /* runtime events from a device tracer: WB_API_* (what the call does) */
+    uint8_t geometry; /* view ops (record_shapes): strides in and out recorded (wb_prof_view_geometry) */
 } wb_event;
 
 /* What the event is called: a kernel's formatted name, or the name recorded. */
@@ -121,6 +131,14 @@ wb_prof *wb_prof_current(void);
 size_t wb_prof_count(const wb_prof *p);
 const wb_event *wb_prof_event(const wb_prof *p, size_t i);
 const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input);
+/* An op's data flow: the storage id (unique per process, 0: none) of each input, then of its
+ * output (0 for an in-place op); *n is set to how many (0 when not recorded). Views share their
+ * base's storage, so a chain of ops through a view keeps one id. */
+const int64_t *wb_prof_flow(const wb_prof *p, const wb_event *e, int *n);
+/* A view op's strides (record_shapes): its first input's strides (as many as that input's
+ * ndim), and its output's ndim, shape and strides. Returns 0 when not recorded. */
+int wb_prof_view_geometry(const wb_prof *p, const wb_event *e, const int64_t **in_stride, int *out_ndim,
+                          const int64_t **out_shape, const int64_t **out_stride);
 /* with_stack: the event's call site, or NULL. */
 const char *wb_prof_src(const wb_prof *p, const wb_event *e);
 uint64_t wb_prof_dropped(const wb_prof *p);
@@ -134,5 +152,9 @@ double wb_prof_event_cost_ns(const wb_prof *p);
 void wb_prof_clear(wb_prof *p);
 /* Chrome-trace JSON (Perfetto, chrome://tracing), streamed to `path`. */
 wb_status wb_prof_export_chrome(const wb_prof *p, const char *path);
+/* The same, with more events (JSON objects joined by commas) after the session's, and more
+ * members ("key": value, ...) after traceEvents: the findings and what the rules read. */
+wb_status wb_prof_export_chrome_with(const wb_prof *p, const char *path, const char *extra_events,
+                                     const char *extra_members);
 
 #endif

@@ -144,6 +144,9 @@ void wb_prof_device_flush(wb_prof *p) {
                         .link = hit ? hit->external : 0,
                         .src = WB_EVENT_NONE,
                         .cbid = host ? (uint16_t)r->cbid : 0,
+                        /* the plugin's WB_CU_API_* shifted by one (0: not an API call); a
+                           synchronization record is a sync whatever its API */
+                        .api = r->kind == WB_CU_REC_SYNC ? WB_API_SYNC : host ? (uint8_t)(r->api_kind + 1) : 0,
                         .kind = host                          ? WB_EV_RUNTIME
                                 : r->kind == WB_CU_REC_KERNEL ? WB_EV_KERNEL
                                 : r->kind == WB_CU_REC_MEMSET ? WB_EV_MEMSET

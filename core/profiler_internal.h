@@ -22,6 +22,10 @@ typedef struct frame {
     uint8_t ninputs;
     uint8_t meta[WB_EVENT_MAX_INPUTS];
     uint8_t device_pushed; /* this frame's id is on the device tracer's correlation stack */
+    uint8_t nflow;         /* storage ids reserved in the shape arena (inputs, then the output) */
+    uint32_t flow_out;     /* arena index of the output's id, filled when the op ends */
+    uint32_t geometry;     /* view ops with record_shapes: arena index of the output geometry
+                              (ndim, shape[WB_MAX_DIMS], stride[WB_MAX_DIMS]), 0: none */
 } frame;
 
 struct wb_prof {
@@ -46,7 +50,7 @@ struct wb_prof {
     } ranges[MAX_RANGES];
     int nranges;
     int in_step;
-    int64_t step_ts, step_no;
+    int64_t step_ts, step_no, step_run_delay;
     int64_t mem_peak;
     double cost_ns;
     wb_dispatch_hooks hooks;

@@ -9,17 +9,20 @@
 #include "backend.h"
 #include "linear_ops.h"
 #include "op.h"
+#include "peer.h" /* wb_time_ns */
 #include "pool.h"
 #include "storage.h"
 
 static _Atomic uint64_t bytes_allocated; /* ever, for the Lua binding's GC pacing */
 static _Atomic int64_t bytes_live;
 static _Atomic int64_t bytes_live_on[WB_DEVICE_COUNT];
-static void (*observer)(wb_device device, int64_t delta, int64_t live_on_device);
+static void (*observer)(wb_device device, int64_t delta, int64_t live_on_device, int64_t start_ns);
 
 uint64_t wb_storage_bytes_allocated(void) { return atomic_load_explicit(&bytes_allocated, memory_order_relaxed); }
 uint64_t wb_storage_bytes_live(void) { return (uint64_t)atomic_load_explicit(&bytes_live, memory_order_relaxed); }
-void wb_storage_set_observer(void (*fn)(wb_device device, int64_t delta, int64_t live_on_device)) { observer = fn; }
+void wb_storage_set_observer(void (*fn)(wb_device device, int64_t delta, int64_t live_on_device, int64_t start_ns)) {
+    observer = fn;
+}
 
 void wb_format_bytes(double bytes, char *buf, size_t len) {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -40,6 +43,7 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     *out = NULL;
     wb_status st = wb_device_check_available(device);
     if (st) return st;
+    int64_t t0 = observer ? wb_time_ns() : 0; /* the profiler shows how long allocating took */
     wb_storage *s = wb_pool_take(&headers, sizeof *s);
     if (!s) return wb_error(WB_ERR_MEMORY, "out of memory allocating a storage header");
     if ((st = wb_backend_get(device)->alloc(nbytes, &s->data))) {
@@ -54,7 +58,7 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     atomic_fetch_add_explicit(&bytes_allocated, nbytes, memory_order_relaxed);
     atomic_fetch_add_explicit(&bytes_live, (int64_t)nbytes, memory_order_relaxed);
     int64_t on_device = atomic_fetch_add_explicit(&bytes_live_on[device], (int64_t)nbytes, memory_order_relaxed);
-    if (observer) observer(device, (int64_t)nbytes, on_device + (int64_t)nbytes);
+    if (observer) observer(device, (int64_t)nbytes, on_device + (int64_t)nbytes, t0);
     const wb_capture_hooks *cap = wb_capture_hooks_active();
     if (cap && cap->storage_new) cap->storage_new(cap->user, s);
     *out = s;
@@ -66,12 +70,13 @@ void wb_storage_retain(wb_storage *s) { atomic_fetch_add_explicit(&s->refcount, 
 void wb_storage_release(wb_storage *s) {
     if (!s) return;
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) == 1) {
+        int64_t t0 = observer ? wb_time_ns() : 0;
         wb_prepack_forget(s->id);
         wb_backend_get(s->device)->free(s->data, s->nbytes);
         atomic_fetch_sub_explicit(&bytes_live, (int64_t)s->nbytes, memory_order_relaxed);
         int64_t on_device =
             atomic_fetch_sub_explicit(&bytes_live_on[s->device], (int64_t)s->nbytes, memory_order_relaxed);
-        if (observer) observer(s->device, -(int64_t)s->nbytes, on_device - (int64_t)s->nbytes);
+        if (observer) observer(s->device, -(int64_t)s->nbytes, on_device - (int64_t)s->nbytes, t0);
         wb_pool_give(&headers, s, wb_alloc_cache_on());
     }
 }

@@ -47,6 +47,18 @@ const char *wb_event_kind_name(int kind) {
     return kind >= 0 && kind <= WB_EV_MEMSET ? names[kind] : "?";
 }
 
+const char *wb_event_api_name(int api) {
+    static const char *const names[] = {"unknown", "other", "launch", "occupancy", "sync", "graph_launch"};
+    return api >= 0 && api <= WB_API_GRAPH_LAUNCH ? names[api] : "unknown";
+}
+
+static void dims_json(FILE *f, const char *key, const int64_t *v, int n) {
+    fprintf(f, ", \"%s\": [", key);
+    for (int i = 0; i < n; i++)
+        fprintf(f, i ? ", %lld" : "%lld", (long long)v[i]);
+    fputc(']', f);
+}
+
 static void shapes_json(FILE *f, const wb_prof *p, const wb_event *e) {
     fputc('[', f);
     const int64_t *dims = p->shapes + e->shape_off;
@@ -77,7 +89,7 @@ static uint64_t non_finite_counts(const wb_prof *p) {
     uint64_t n = 0;
     for (size_t i = 0; i < p->n; i++) {
         const wb_event *e = &p->ev[i];
-        if (e->kind == WB_EV_MEMORY) continue; /* live bytes and deltas come from integers */
+        if (e->kind == WB_EV_MEMORY || e->kind == WB_EV_RANGE || e->kind == WB_EV_STEP) continue; /* no counts */
         if (e->kind == WB_EV_THREAD) n += !finite_count(e->work);
         else if (e->flops > 0 || e->bytes > 0 || e->flops != e->flops || e->bytes != e->bytes)
             n += !finite_count(e->flops) + !finite_count(e->bytes);
@@ -86,6 +98,11 @@ static uint64_t non_finite_counts(const wb_prof *p) {
 }
 
 wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
+    return wb_prof_export_chrome_with(p, path, NULL, NULL);
+}
+
+wb_status wb_prof_export_chrome_with(const wb_prof *p, const char *path, const char *extra_events,
+                                     const char *extra_members) {
     wb_atomic_file out;
     if (wb_atomic_open(&out, path, "export_chrome_trace") != WB_OK) return WB_ERR_ARGUMENT;
     FILE *f = out.f;
@@ -139,7 +156,7 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
             fprintf(f,
                     "{\"ph\": \"C\", \"name\": \"memory %s\", \"pid\": 0, \"ts\": %.3f, \"args\": "
                     "{\"allocated_bytes\": %lld}}",
-                    wb_device_name((wb_device)e->device), ts, (long long)e->live_bytes);
+                    wb_device_name((wb_device)e->device), ts + dur, (long long)e->live_bytes); /* after it */
             continue;
         }
         fputs("{\"ph\": \"X\", \"cat\": ", f);
@@ -154,26 +171,62 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
         fprintf(f, "\"id\": %llu", (unsigned long long)e->id);
         if (e->kind == WB_EV_OP || e->kind == WB_EV_KERNEL)
             fprintf(f, ", \"correlation\": %llu", (unsigned long long)(e->kind == WB_EV_OP ? e->id : e->link));
+        if ((e->kind == WB_EV_OP || e->kind == WB_EV_RUNTIME) && e->link)
+            fprintf(f, ", \"parent\": %llu", (unsigned long long)e->link);
         if (e->kind == WB_EV_THREAD) {
             wb_kernel_fields k;
             fprintf(f, ", \"kernel\": %llu, \"thread\": %d", (unsigned long long)e->link, e->threads);
             count_json(f, "work", e->work);
             fprintf(f, ", \"unit\": \"%s\"", wb_kernel_kind_fields(e->kernel, &k) ? "tiles" : "elements");
-        } else if (e->flops > 0 || e->bytes > 0 || e->flops != e->flops || e->bytes != e->bytes) {
+        } else if (e->kind != WB_EV_RANGE && e->kind != WB_EV_STEP &&
+                   (e->flops > 0 || e->bytes > 0 || e->flops != e->flops || e->bytes != e->bytes)) {
             count_json(f, "flops", e->flops);
             count_json(f, "bytes", (double)e->bytes);
         }
         if (e->kind == WB_EV_RUNTIME && e->cbid) fprintf(f, ", \"cbid\": %d", e->cbid);
+        if (e->kind == WB_EV_RUNTIME && e->api) fprintf(f, ", \"api\": \"%s\"", wb_event_api_name(e->api));
         if (e->kind == WB_EV_KERNEL) {
             wb_kernel_fields k;
             fprintf(f, ", \"threads\": %d", e->threads);
-            if (wb_kernel_kind_fields(e->kernel, &k))
+            /* the kind's fields, so a reader of the trace never parses the name back */
+            fputs(", \"op\": ", f);
+            json_string(f, e->kernel->op);
+            if (e->kernel->ops) {
+                fputs(", \"ops\": ", f);
+                json_string(f, e->kernel->ops);
+            }
+            if (wb_kernel_kind_fields(e->kernel, &k)) {
                 fprintf(f, ", \"isa\": \"%s\", \"tile\": \"%s\", \"layout\": \"%s\", \"epilogue\": \"%s\"", k.isa,
                         k.tile, k.layout, k.epilogue);
+            } else {
+                char epi[48];
+                fprintf(f, ", \"epilogue\": \"%s\"", wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
+            }
         }
+        if (e->kind == WB_EV_OP && e->nflow) {
+            int n;
+            const int64_t *ids = wb_prof_flow(p, e, &n);
+            fputs(", \"flow\": [", f);
+            for (int i = 0; i < n; i++)
+                fprintf(f, i ? ", %lld" : "%lld", (long long)ids[i]);
+            fputc(']', f);
+        }
+        const int64_t *in_stride, *out_shape, *out_stride;
+        int out_ndim;
+        if (e->kind == WB_EV_OP && wb_prof_view_geometry(p, e, &in_stride, &out_ndim, &out_shape, &out_stride)) {
+            dims_json(f, "in_stride", in_stride, wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
+            dims_json(f, "out_shape", out_shape, out_ndim);
+            dims_json(f, "out_stride", out_stride, out_ndim);
+        }
+        if ((e->kind == WB_EV_RANGE || e->kind == WB_EV_STEP) && e->run_delay_ns >= 0)
+            fprintf(f, ", \"run_delay_ns\": %.0f", e->run_delay_ns);
         if (e->ninputs) {
             fputs(", \"input_shapes\": ", f);
             shapes_json(f, p, e);
+            fputs(", \"input_dtypes\": [", f);
+            for (int i = 0; i < e->ninputs; i++)
+                fprintf(f, i ? ", \"%s\"" : "\"%s\"", wb_event_ndim(e, i) < 0 ? "" : wb_dtype_name((wb_dtype)wb_event_dtype(e, i)));
+            fputc(']', f);
         }
         if (e->src != WB_EVENT_NONE) {
             fputs(", \"src\": ", f);
@@ -197,7 +250,10 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path) {
                     (unsigned long long)e->id, e->lane, ts);
         }
     }
-    fputs("\n]}\n", f);
+    if (extra_events && *extra_events) fprintf(f, ",\n%s", extra_events);
+    fputs("\n]", f);
+    if (extra_members && *extra_members) fprintf(f, ", %s", extra_members);
+    fputs("}\n", f);
     free(op_ts);
     return wb_atomic_commit(&out, "export_chrome_trace");
 }

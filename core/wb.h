@@ -115,9 +115,10 @@ void wb_storage_bump_version(wb_storage *s);
 /* Bytes of storage allocated since start-up (a garbage-collected caller paces itself on it). */
 uint64_t wb_storage_bytes_allocated(void);
 /* Bytes of storage alive now (all devices), and an observer told of every allocation (delta > 0)
- * and free (delta < 0) with the bytes then live on that device. */
+ * and free (delta < 0) with the bytes then live on that device and when (CLOCK_MONOTONIC ns)
+ * the allocation or free began: it is told when it has ended. */
 uint64_t wb_storage_bytes_live(void);
-void wb_storage_set_observer(void (*fn)(wb_device device, int64_t delta, int64_t live_on_device));
+void wb_storage_set_observer(void (*fn)(wb_device device, int64_t delta, int64_t live_on_device, int64_t start_ns));
 
 /* Largest single allocation allowed, in bytes (physical memory, or WB_MAX_ALLOC_BYTES). */
 size_t wb_alloc_limit(void);

@@ -57,7 +57,15 @@ print(string.format("\nAll expectations held: per step, linear -> t (a view, no 
         for _, e in ipairs(p:events()) do if e.cat == "kernel" then return e.name end end
     end)(), flops))
 
--- graph replay and compiled linears arrive with the MLP issue; until then eager is all there is.
+-- The same lesson in the profiler's words: its findings come from the events and the kernel's
+-- kind (op, layout, epilogue), not from this script.
+print("\nWhat the profile shows (p:explain()):")
+local found = {}
+for _, f in ipairs(p:explain()) do found[f.rule] = f end
+assert(found.view and found.view.evidence.op == "t", "linear_anatomy: no view finding for t")
+assert(found.epilogue and found.epilogue.evidence.epilogue:find("bias", 1, true),
+    "linear_anatomy: no epilogue finding with the bias")
+assert(found.layout and found.layout.evidence.layout == "tn", "linear_anatomy: no layout finding for tn")
 
 assert(wb.mkdir_p(out_dir))
 local trace = p:export_chrome_trace(out_dir .. "/linear_anatomy.trace.json")

@@ -60,7 +60,7 @@ for _, mode in ipairs(modes) do
         end
     end
     rows[#rows + 1] = {mode = mode, err = err, kernels = #names, names = names, bytes = bytes, flops = flops,
-        us = device_ns / 1e3}
+        us = device_ns / 1e3, findings = p:findings()}
     assert(wb.mkdir_p(out_dir))
     p:export_chrome_trace(string.format("%s/mlp_%s.trace.json", out_dir, mode))
 end
@@ -74,6 +74,21 @@ end
 
 local inter = T * H * 4 -- one [tokens, hidden] fp32 intermediate
 local eager, fused, dual = rows[1], rows[2], rows[3]
+
+-- What each profile shows, in the profiler's words (wb.findings: from the events and the kernels'
+-- kinds, not from this script), and the lesson asserted on them.
+local function fusion_of(r)
+    for _, f in ipairs(r.findings) do if f.rule == "fusion" then return f end end
+end
+for _, r in ipairs(rows) do
+    print(string.format("\nFindings, %s:", r.mode))
+    print(require("wb.findings").format(r.findings))
+end
+local ef = fusion_of(eager)
+assert(ef and ef.evidence.chain == "gelu -> mul", "mlp_anatomy: the eager profile shows no gelu -> mul fusion chance")
+assert(ef.evidence.bytes == 2 * inter, string.format("mlp_anatomy: the fusion finding counts %s bytes, expected %d",
+    tostring(ef.evidence.bytes), 2 * inter))
+assert(not fusion_of(fused) and not fusion_of(dual), "mlp_anatomy: a fused mode still shows a fusion chance")
 if cuda then
     print(string.format("\nAll expectations held on cuda: 5 / 4 / 3 kernels per forward and the same function. " ..
         "The byte lesson below is the CPU's: its dual GEMM keeps gate and up in registers, while cuBLASLt writes " ..

@@ -125,7 +125,7 @@ local function anatomy(fn)
     return #runs[#runs].kernels, hosts[(#hosts + 1) // 2] / 1e3, runs[1].kernels, p
 end
 
-local rows, roof_points = {}, {}
+local rows, roof_points, point_findings = {}, {}, {}
 local flops_of = function(t) return 6.0 * t * dim * hidden end
 -- the bytes any forward must move: the three weights, the input and the output (intermediates
 -- that stay in caches or registers are not counted): the GB/s column's numerator
@@ -252,6 +252,12 @@ local sweep = wb.sweep{
                     gflops = e.flops / e.dur_ns, roof = roof, roof_gbs = roof_gbs}
             end
         end
+        -- what the profile of this point shows (wb.findings), kept in the JSON beside the rows
+        local kept = {}
+        for i, f in ipairs(prof:findings()) do
+            kept[i] = {rule = f.rule, severity = f.severity, message = f.message, unreliable = f.unreliable}
+        end
+        point_findings[#point_findings + 1] = {tokens = p.tokens, mode = p.mode, findings = kept}
         if p.tokens == trace_tokens then
             prof:export_chrome_trace(string.format("%s/mlp_%s_tokens%d.trace.json", out_dir, p.mode, p.tokens))
         end
@@ -368,7 +374,7 @@ local html = table.concat({
             "measured on working sets sized from the caches; each point's tooltip judges it against the level its bytes " ..
             "fit in.")},
 })
-local paths = sweep:save{dir = out_dir, html_extra = html}
+local paths = sweep:save{dir = out_dir, html_extra = html, extra = {findings = point_findings}}
 local traced = false
 for _, t in ipairs(run_tokens) do traced = traced or t == trace_tokens end
 print(string.format("\nresults: %s, %s\nreport: %s\ntraces: %s", paths.json, paths.csv, paths.html, traced and

@@ -32,6 +32,27 @@ end
 -- Busy when others run on at least half the CPUs (at least one), or steal takes 5% or more.
 M.BUSY_RUNNABLE_SHARE, M.BUSY_STEAL_PCT = 0.5, 5
 
+-- A snapshot without sleeping (the profiler takes one when it starts and one when it stops).
+function M.snapshot()
+    local stat = read("/proc/stat")
+    if not stat or not stat:match("^cpu") then return nil end
+    local total, steal = cpu_times(stat)
+    local cpus = 0
+    for _ in stat:gmatch("\ncpu%d+") do cpus = cpus + 1 end
+    return {total = total, steal = steal, cpus = cpus,
+        running = math.max(0, (tonumber(stat:match("procs_running%s+(%d+)")) or 1) - 1)}
+end
+
+-- The machine between two snapshots: steal over the interval, other runnable processes at both
+-- ends (the mean), busy by state()'s rule; nil when either snapshot is missing.
+function M.between(a, b)
+    if not a or not b then return nil end
+    local s = {cpus = b.cpus, other_runnable = (a.running + b.running) / 2,
+        steal_pct = b.total > a.total and 100 * (b.steal - a.steal) / (b.total - a.total) or 0}
+    s.busy = s.other_runnable >= math.max(1, s.cpus * M.BUSY_RUNNABLE_SHARE) * 0.75 or s.steal_pct >= M.BUSY_STEAL_PCT
+    return s
+end
+
 function M.state(samples, interval_ms)
     samples, interval_ms = samples or 5, interval_ms or 25
     local s = {}

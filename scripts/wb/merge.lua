@@ -345,8 +345,21 @@ function M.merge(out_dir, inputs, say)
     local desc = {}
     for k, v in pairs(ref) do desc[k] = v end
     desc.shard = nil
+    -- per-point data a sweep kept beside its rows (mlp_sweep's findings): the shards' lists joined
+    local findings
+    for i, doc in ipairs(docs) do
+        if type(doc.findings) == "table" then
+            findings = findings or {}
+            for _, f in ipairs(doc.findings) do
+                if type(f) == "table" then
+                    f.shard = shard_label[i]
+                    findings[#findings + 1] = f
+                end
+            end
+        end
+    end
     local paths = res:save{dir = out_dir, file = ref.name, fingerprint = fp, html_extra = table.concat(html),
-        extra = {sweep = desc, shards = shards}}
+        extra = {sweep = desc, shards = shards, findings = findings}}
     say(string.format("merged %d shard file%s of %s: %d points", #docs, #docs > 1 and "s" or "", ref.name, #merged))
     if mixed then
         say("WARNING: the shards ran on different hardware (column 'hardware'):")

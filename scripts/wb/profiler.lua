@@ -12,6 +12,7 @@
 --   p:export_chrome_trace("trace.json")   -- open in https://ui.perfetto.dev or chrome://tracing
 
 local plural = require("wb.words").plural
+local machine = require("wb.machine")
 -- the native session and ranges, captured at load: wb._* are gone under --sandbox
 local new_session, range_push, range_pop = wb._profiler_session, wb._profiler_push, wb._profiler_pop
 
@@ -159,6 +160,7 @@ end
 
 function Profiler:start()
     if self.started then fail("start(): this session is already running", 2) end
+    self.machine_start = machine.snapshot()
     native(2, self.native.start, self.native)
     self.started = true
     self:_enter_step()
@@ -182,6 +184,8 @@ function Profiler:stop()
     if not self.started then return self end
     local active = self:_phase(self.step_num) == "active"
     self.native:stop()
+    self.machine = machine.between(self.machine_start, machine.snapshot())
+    self.findings_cache, self.findings_ctx = nil, nil
     self.started = false
     -- a session without a schedule (or stopped inside its first active block) is ready when it
     -- stops; stopped part-way through a later cycle, it keeps the last completed block (_result)
@@ -201,11 +205,50 @@ end
 function Profiler:events() return self:_result():events() end
 function Profiler:stats() return self:_result():stats() end
 
+-- The trace carries the findings (instant events on a "findings" track) and what the rules read
+-- beyond the events (the ceilings, the machine, the replay cost: "workbench" member), so
+-- `workbench explain` finds the same on another machine.
 function Profiler:export_chrome_trace(path)
     if type(path) ~= "string" then fail("export_chrome_trace needs a file path", 2) end
     local session = self:_result()
-    native(2, session.export_chrome_trace, session, path) -- a refused path names the user's line, not this one
+    local events, members = require("wb.findings_trace").trace_extras(self:findings(), self:_findings_context())
+    native(2, session.export_chrome_trace, session, path, events, members) -- a refused path names the user's line
     return path
+end
+
+-- ---- findings (wb.findings) -------------------------------------------------------------
+
+-- What the rules read besides the events: the device's ceilings, the machine while recording,
+-- the measured host cost of a replayed kernel (only measured when some window is host-bound).
+function Profiler:_findings_context()
+    if self.findings_ctx then return self.findings_ctx end
+    local on_cuda = false
+    for _, e in ipairs(self:events()) do
+        if e.cat == "kernel" and e.lane:sub(1, 5) == "cuda:" then on_cuda = true; break end
+    end
+    local ok, info = pcall(wb.device_info, on_cuda and "cuda" or "cpu")
+    local ctx = {device = on_cuda and "cuda" or "cpu", device_info = ok and info or nil, machine = self.machine}
+    ctx.measure_replay = function()
+        ctx.replay_ns_per_kernel = require("wb.findings_trace").replay_cost(ctx.device)
+        return ctx.replay_ns_per_kernel
+    end
+    if not self.started then self.findings_ctx = ctx end
+    return ctx
+end
+
+-- p:findings() -> {{rule=, severity=, message=, evidence=}, ...}, most time concerned first.
+function Profiler:findings()
+    if self.findings_cache and not self.started then return self.findings_cache end
+    local f = require("wb.findings").analyze(self:events(), self:_findings_context())
+    if not self.started then self.findings_cache = f end
+    return f
+end
+
+-- p:explain(): prints the findings, one per line; returns them.
+function Profiler:explain()
+    local f = self:findings()
+    print(require("wb.findings").format(f))
+    return f
 end
 
 -- Folded stacks (flamegraph.pl, speedscope): "call site;op;kernel <ns>" per line.

@@ -262,6 +262,11 @@ function M.table(self, o)
             "%.1f GFLOP/s, %.1f GB/s", info.name, info.isa, plural(info.threads, "thread"), info.peak_gflops,
             info.bandwidth_gbs)
     end
+    if getmetatable(self) and self.findings then -- the top three findings (wb.findings)
+        local list = self:findings()
+        out[#out + 1] = string.format("Findings (top %d of %d; p:explain() prints all):", math.min(3, #list), #list)
+        out[#out + 1] = require("wb.findings").format(list, 3)
+    end
     return table.concat(out, "\n")
 end
 

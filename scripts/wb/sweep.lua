@@ -367,16 +367,24 @@ function Sweep:file_name()
     return string.format("%s.shard-%d-of-%d", self.spec.name, self.shard.index, self.shard.count)
 end
 
--- s:save{dir=, html_extra=}: the rows (after s:run()) as <dir>/<file_name>.json, .csv, .html.
+-- s:save{dir=, html_extra=, extra=}: the rows (after s:run()) as <dir>/<file_name>.json, .csv,
+-- .html; extra: more top-level fields of the JSON (per-point data that is not a row's column,
+-- such as mlp_sweep's findings), beside the sweep's own description.
 function Sweep:save(o)
     o = o or {}
     if not self.rows then error("sweep: save before run", 2) end
+    local extra = {}
+    for k, v in pairs(o.extra or {}) do
+        if k == "sweep" then error("sweep: save's extra field 'sweep' is the sweep's own", 2) end
+        extra[k] = v
+    end
+    extra.sweep = self:description()
     local keys = {}
     for i, a in ipairs(self.axes) do keys[i] = a.name end
     local r = results(self.spec.name, {keys = keys, columns = self.spec.columns, machine_start = self.machine_start,
         quiet = self.machine_start ~= nil})
     for _, row in ipairs(self.rows) do r:add(row) end
-    return r:save{dir = o.dir, html_extra = o.html_extra, file = self:file_name(), extra = {sweep = self:description()}}
+    return r:save{dir = o.dir, html_extra = o.html_extra, file = self:file_name(), extra = extra}
 end
 
 -- For scripts that parse their arguments with argparse: adds --shard, checked as it is parsed.

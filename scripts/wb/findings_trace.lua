@@ -1,0 +1,210 @@
+-- wb.findings_trace: findings and Chrome traces. Writes what the trace carries for the rules
+-- (instant events on a "findings" track, and a "workbench" member with the ceilings, the machine
+-- and the replay cost), reads a trace the workbench wrote back into events, and serves
+-- `workbench explain FILE`.
+
+local cjson = require("cjson")
+local findings = require("wb.findings")
+
+local M = {}
+
+local FORMAT = 1 -- the "workbench" member's format
+
+-- JSON-safe copy: no infinities or NaN (JSON has none), no functions, depth-limited.
+local function plain(v, depth)
+    local t = type(v)
+    if t == "number" then
+        if v ~= v or v == math.huge or v == -math.huge then return nil end
+        return v
+    elseif t == "string" or t == "boolean" then
+        return v
+    elseif t == "table" and (depth or 0) < 6 then
+        local out = {}
+        for k, x in pairs(v) do
+            if type(k) == "string" or type(k) == "number" then out[k] = plain(x, (depth or 0) + 1) end
+        end
+        return out
+    end
+    return nil
+end
+
+-- The context the rules read, as the trace keeps it.
+local function context_of(ctx)
+    local info = ctx.device_info or {}
+    return {device = ctx.device, replay_ns_per_kernel = ctx.replay_ns_per_kernel, machine = plain(ctx.machine),
+        device_info = {name = info.name, isa = info.isa, threads = info.threads, peak_gflops = info.peak_gflops,
+            bandwidth_gbs = info.bandwidth_gbs, l2_gbs = info.l2_gbs, l3_gbs = info.l3_gbs, dram_gbs = info.dram_gbs,
+            l2_bytes = info.l2_bytes, l3_bytes = info.l3_bytes}}
+end
+
+-- (events, members) for the native writer: one instant per finding on the "findings" track (the
+-- host process, thread 1000), at the time it concerns; and the "workbench" member.
+function M.trace_extras(list, ctx)
+    local ev = {'{"ph": "M", "name": "thread_name", "pid": 0, "tid": 1000, "args": {"name": "findings"}}'}
+    local kept = {}
+    for i, f in ipairs(list) do
+        kept[i] = {rule = f.rule, severity = f.severity, message = f.message, unreliable = f.unreliable,
+            evidence = plain(f.evidence)}
+        ev[#ev + 1] = cjson.encode({ph = "i", s = "t", cat = "finding", name = f.rule, pid = 0, tid = 1000,
+            ts = (f.evidence.ts_ns or 0) / 1e3, args = {severity = f.severity, message = f.message}})
+    end
+    local member = cjson.encode({format = FORMAT, context = context_of(ctx), findings = kept})
+    return table.concat(ev, ",\n"), '"workbench": ' .. member
+end
+
+-- Host time of one replayed kernel on `device`, measured: a captured graph of 16 one-element
+-- adds replayed 200 times (the best of 5 rounds over the kernel count). Cached per device.
+local replay_cache = {}
+function M.replay_cost(device)
+    if replay_cache[device] then return replay_cache[device] end
+    local ok, ns = pcall(function()
+        local a = wb.ones({1}, {device = device})
+        local g = wb.graph.capture(function()
+            local x = a
+            for _ = 1, 16 do x = wb.add(x, a) end
+            return x
+        end)
+        local best = math.huge
+        for _ = 1, 5 do
+            local t0 = wb.time_ns()
+            for _ = 1, 200 do g:replay() end
+            wb.synchronize(device)
+            best = math.min(best, (wb.time_ns() - t0) / (200 * 16))
+        end
+        g:release()
+        return best
+    end)
+    replay_cache[device] = ok and ns or nil
+    return replay_cache[device]
+end
+
+-- ---- reading a trace back ------------------------------------------------------------------
+
+local function bad(msg) error({explain = msg}, 0) end
+
+-- A trace the workbench wrote -> (events shaped like p:events(), the "workbench" member).
+-- Raises {explain = "one line"} for what cannot be read.
+function M.read(path)
+    local f = io.open(path, "rb")
+    if not f then bad(string.format("cannot open '%s'", path)) end
+    local text = f:read("a")
+    f:close()
+    if not text then bad(string.format("cannot read '%s' (a folder?)", path)) end
+    if #text == 0 then bad(string.format("'%s' is empty, not a trace", path)) end
+    local ok, doc = pcall(cjson.decode, text)
+    if not ok then
+        bad(string.format("'%s' is not complete JSON (truncated or not a trace): %s", path,
+            tostring(doc):gsub("^.-: ", "")))
+    end
+    if type(doc) ~= "table" or type(doc.traceEvents) ~= "table" then
+        bad(string.format("'%s' is not a Chrome trace (no traceEvents list)", path))
+    end
+    if type(doc.otherData) ~= "table" or doc.otherData.producer ~= "workbench" then
+        bad(string.format("'%s' was not written by the workbench (no otherData.producer = \"workbench\"): its events " ..
+            "lack the kernel kinds and data flow the rules read", path))
+    end
+    local lanes = {} -- "pid:tid" -> lane name, from the thread_name records
+    for _, e in ipairs(doc.traceEvents) do
+        if type(e) == "table" and e.ph == "M" and e.name == "thread_name" and type(e.args) == "table" then
+            lanes[tostring(e.pid) .. ":" .. tostring(e.tid)] = e.args.name
+        end
+    end
+    lanes["0:0"] = "host"
+    local events = {}
+    for _, e in ipairs(doc.traceEvents) do
+        if type(e) == "table" and e.ph == "X" and type(e.args) == "table" and type(e.ts) == "number" and
+            type(e.name) == "string" and type(e.cat) == "string" then
+            local a = e.args
+            -- fields the rules read as text or lists: anything else is dropped, not trusted
+            for _, k in ipairs({"op", "ops", "isa", "tile", "layout", "epilogue", "api"}) do
+                if a[k] ~= nil and type(a[k]) ~= "string" then a[k] = nil end
+            end
+            for _, k in ipairs({"flow", "input_shapes", "input_dtypes", "in_stride", "out_shape", "out_stride"}) do
+                if a[k] ~= nil and type(a[k]) ~= "table" then a[k] = nil end
+            end
+            for _, k in ipairs({"flow", "in_stride", "out_shape", "out_stride"}) do -- lists of integers
+                if type(a[k]) == "table" then
+                    for i, v in ipairs(a[k]) do
+                        if not math.tointeger(v) then a[k] = nil; break end
+                        a[k][i] = math.tointeger(v)
+                    end
+                end
+            end
+            local ev = {name = e.name, cat = e.cat, ts_ns = math.floor(e.ts * 1e3 + 0.5),
+                dur_ns = math.floor((tonumber(e.dur) or 0) * 1e3 + 0.5),
+                lane = lanes[tostring(e.pid) .. ":" .. tostring(e.tid)] or (tostring(e.pid) .. ":" .. tostring(e.tid)),
+                id = math.tointeger(a.id) or 0, parent = math.tointeger(a.parent) or 0,
+                flops = tonumber(a.flops) or 0, bytes = tonumber(a.bytes) or 0, args = a}
+            ev.correlation = math.tointeger(a.correlation) or (e.cat == "op" and ev.id) or 0
+            if type(a.input_shapes) == "table" then
+                ev.shapes, ev.dtypes = {}, {}
+                for i, s in ipairs(a.input_shapes) do
+                    if type(s) == "table" then
+                        for d, v in ipairs(s) do s[d] = math.tointeger(v) or v end
+                    end
+                    ev.shapes[i] = type(s) == "table" and s or false
+                    ev.dtypes[i] = type(a.input_dtypes) == "table" and a.input_dtypes[i] or false
+                end
+            end
+            events[#events + 1] = ev
+        end
+    end
+    local meta = type(doc.workbench) == "table" and doc.workbench or nil
+    return events, meta
+end
+
+-- `workbench explain FILE [--json]`: the findings of a trace; status 0, or 2 with one line.
+function M.explain_main(args)
+    local path, as_json
+    for _, a in ipairs(args) do
+        if a == "--json" then as_json = true
+        elseif a:sub(1, 2) == "--" then
+            io.stderr:write(string.format("explain: unknown option '%s' (usage: workbench explain TRACE.json [--json])\n", a))
+            return 2
+        elseif path then
+            io.stderr:write("explain: one trace at a time (usage: workbench explain TRACE.json [--json])\n")
+            return 2
+        else path = a end
+    end
+    if not path then
+        io.stderr:write("explain: no trace given (usage: workbench explain TRACE.json [--json])\n")
+        return 2
+    end
+    local ok, events, meta = pcall(M.read, path)
+    if not ok then
+        io.stderr:write("explain: " .. (type(events) == "table" and events.explain or tostring(events)) .. "\n")
+        return 2
+    end
+    local device_events = 0
+    for _, e in ipairs(events) do
+        if e.cat == "kernel" or e.cat == "memcpy" or e.cat == "memset" then device_events = device_events + 1 end
+    end
+    if #events == 0 then
+        io.stderr:write(string.format("explain: '%s' holds no events (an empty profile)\n", path))
+        return 2
+    end
+    if device_events == 0 then
+        io.stderr:write(string.format("explain: '%s' has no device events (kernels): record with activities " ..
+            "{\"cpu\", \"device\"}\n", path))
+        return 2
+    end
+    local c = meta and type(meta.context) == "table" and meta.context or {}
+    local okf, list = pcall(findings.analyze, events, {device = c.device, device_info = type(c.device_info) == "table"
+        and c.device_info or nil, machine = type(c.machine) == "table" and c.machine or nil,
+        replay_ns_per_kernel = tonumber(c.replay_ns_per_kernel)})
+    if not okf then
+        io.stderr:write(string.format("explain: '%s' has events the rules cannot read (%s)\n", path,
+            tostring(list):gsub("^.-:%d+: ", "")))
+        return 2
+    end
+    if as_json then
+        local kept = {}
+        for i, f in ipairs(list) do kept[i] = {rule = f.rule, severity = f.severity, message = f.message} end
+        print(#kept > 0 and cjson.encode(kept) or "[]")
+    else
+        print(findings.format(list))
+    end
+    return 0
+end
+
+return M

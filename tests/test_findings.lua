@@ -1,0 +1,494 @@
+-- test_findings.lua: wb.findings' rules on constructed event streams (each fires when it should,
+-- stays silent when it should not, and at its threshold's edges), on real profiles (the eager
+-- and compiled GeGLU MLP, a one-token MLP, one large GEMM), and `workbench explain` on traces.
+local lu = require("luaunit")
+local scratch = require("scratch")
+local F = require("wb.findings")
+local TH = F.THRESHOLDS
+
+local EXE = os.getenv("WB_EXE") or "build/workbench"
+
+local function rules_of(list)
+    local s = {}
+    for _, f in ipairs(list) do s[f.rule] = (s[f.rule] or 0) + 1 end
+    return s
+end
+local function find(list, rule)
+    for _, f in ipairs(list) do if f.rule == rule then return f end end
+end
+
+-- the gaps finding of a device lane (not the worker threads')
+local function device_gaps(list)
+    for _, f in ipairs(list) do if f.rule == "gaps" and f.evidence.lane then return f end end
+end
+
+-- ---- constructed event streams ---------------------------------------------------------------
+local next_id = 0
+local function op(name, ts, dur, o)
+    next_id = next_id + 1
+    o = o or {}
+    return {cat = "op", name = name, ts_ns = ts, dur_ns = dur, lane = "host", id = o.id or next_id,
+        correlation = o.id or next_id, parent = o.parent or 0, flops = 0, bytes = o.bytes or 0, shapes = o.shapes,
+        dtypes = o.dtypes, args = {flow = o.flow}}
+end
+local function kernel(launcher, ts, dur, a, o)
+    next_id = next_id + 1
+    o = o or {}
+    return {cat = "kernel", name = o.name or ("k_" .. (a.op or "?") .. (a.layout or "")), ts_ns = ts, dur_ns = dur,
+        lane = o.lane or "cpu:0 stream 0", id = next_id, correlation = launcher.id, parent = launcher.id,
+        flops = o.flops or 0, bytes = o.bytes or 0, args = a}
+end
+local function range(name, ts, dur)
+    return {cat = "range", name = name, ts_ns = ts, dur_ns = dur, lane = "host", id = 0, correlation = 0, parent = 0,
+        flops = 0, bytes = 0, args = {}}
+end
+-- a step with the host thread's run-queue delay inside it
+local function step(ts, dur, delay)
+    return {cat = "step", name = "ProfileStep#0", ts_ns = ts, dur_ns = dur, lane = "host", id = 0, correlation = 0,
+        parent = 0, flops = 0, bytes = 0, args = {run_delay_ns = delay}}
+end
+
+function test_view_fires_on_shared_storage_and_not_on_copies()
+    local t = op("t", 0, 100, {flow = {7, 7}, shapes = {{3, 4}}})
+    local c = op("contiguous", 200, 100, {flow = {7, 8}})
+    local k = kernel(c, 220, 50, {op = "copy", epilogue = "none"})
+    local list = F.analyze({t, c, k}, {})
+    local v = find(list, "view")
+    lu.assertNotNil(v)
+    lu.assertStrContains(v.message, "t is a view: no kernel, 0 bytes moved")
+    lu.assertStrContains(v.message, "[3, 4]")
+    lu.assertEquals(rules_of(list).view, 1) -- the copy is not a view
+    -- an op without a kernel whose output is new storage (an allocation) is not a view either
+    lu.assertNil(find(F.analyze({op("empty", 0, 10, {flow = {0, 9}})}, {}), "view"))
+end
+
+function test_epilogue_and_layout_from_kind_fields()
+    local lin = op("linear", 0, 1000, {flow = {1, 2, 3, 4}})
+    local mm = op("addmm", 10, 900, {parent = lin.id, flow = {3, 1, 2, 4}, shapes = {{8}, {4, 16}, {16, 8}},
+        dtypes = {"f32", "f32", "f32"}})
+    local k = kernel(mm, 20, 800, {op = "sgemm", isa = "avx2", tile = "6x16", layout = "tn", epilogue = "bias"},
+        {name = "any name at all"})
+    local list = F.analyze({lin, mm, k}, {})
+    local e = find(list, "epilogue")
+    lu.assertStrContains(e.message, "bias")
+    lu.assertEquals(e.evidence.separate_kernels, 0)
+    lu.assertEquals(e.evidence.bytes_saved, 2 * 4 * 8 * 4) -- the [4, 8] output read and written once more
+    -- an activation alone is one stage, bias and activation two
+    for epi, stages in pairs({gelu_tanh = 1, bias_gelu_tanh = 2}) do
+        local kk = kernel(mm, 20, 800, {op = "sgemm", layout = "tn", epilogue = epi})
+        lu.assertEquals(find(F.analyze({lin, mm, kk}, {}), "epilogue").evidence.bytes_saved, stages * 2 * 4 * 8 * 4)
+    end
+    local l = find(list, "layout")
+    lu.assertStrContains(l.message, "layout tn")
+    -- the same GEMM with no epilogue: no epilogue finding; the name is never read
+    local k2 = kernel(mm, 20, 800, {op = "sgemm", layout = "nn", epilogue = "none"}, {name = "x_tn_bias"})
+    local list2 = F.analyze({lin, mm, k2}, {})
+    lu.assertNil(find(list2, "epilogue"))
+    lu.assertStrContains(find(list2, "layout").message, "layout nn")
+end
+
+-- gelu(a) -> mul(g, b): g's storage read by mul only
+local function gelu_mul(extra_reader)
+    local g = op("gelu", 0, 100, {flow = {1, 2}, shapes = {{4, 8}}, dtypes = {"f32"}})
+    local kg = kernel(g, 10, 80, {op = "gelu_tanh", epilogue = "none"})
+    local m = op("mul", 200, 100, {flow = {2, 3, 4}, shapes = {{4, 8}, {4, 8}}, dtypes = {"f32", "f32"}})
+    local km = kernel(m, 210, 80, {op = "mul", epilogue = "none"})
+    local ev = {g, kg, m, km}
+    if extra_reader then
+        local a = op("add", 400, 100, {flow = {2, 5, 6}})
+        ev[#ev + 1] = a
+        ev[#ev + 1] = kernel(a, 410, 80, {op = "add", epilogue = "none"})
+    end
+    return ev
+end
+
+function test_fusion_fires_only_when_the_next_kernel_is_the_only_reader()
+    local f = find(F.analyze(gelu_mul(false), {}), "fusion")
+    lu.assertNotNil(f)
+    lu.assertStrContains(f.message, "gelu -> mul")
+    lu.assertEquals(f.evidence.bytes, 4 * 8 * 4 * 2)
+    lu.assertStrContains(f.evidence.fuser, "wb.geglu")
+    lu.assertNil(find(F.analyze(gelu_mul(true), {}), "fusion")) -- g is also read by add
+    -- kernels of a replayed graph (no op flow) never make a fusion finding
+    local ev = gelu_mul(false)
+    for _, e in ipairs(ev) do if e.cat == "op" then e.args.flow = nil end end
+    lu.assertNil(find(F.analyze(ev, {}), "fusion"))
+end
+
+-- a window of `span` ns holding kernels busy for `busy` ns
+local function window(span, busy)
+    local o = op("mm", 0, span, {flow = {1, 2}})
+    return {range("fwd", 0, span), o, kernel(o, span - busy, busy, {op = "sgemm", layout = "tn", epilogue = "none"})}
+end
+
+function test_host_bound_threshold_edges()
+    local share = TH.host_bound_idle_share
+    lu.assertNil(find(F.analyze(window(100000, math.floor(100000 * (1 - share))), {}), "host_bound")) -- exactly half
+    local f = find(F.analyze(window(100000, math.floor(100000 * (1 - share)) - 1000), {replay_ns_per_kernel = 50}),
+        "host_bound")
+    lu.assertNotNil(f)
+    lu.assertStrContains(f.message, "fwd is host-bound")
+    lu.assertEquals(f.evidence.ops, 1)
+    lu.assertEquals(f.evidence.host_ns_per_op, 51000)
+    lu.assertAlmostEquals(f.evidence.replay_saves_ns, 51000 - 50, 1)
+end
+
+function test_gaps_sum_to_total_and_script_is_outside_ops()
+    local a = op("add", 0, 1000, {flow = {1, 2, 3}})
+    local ka = kernel(a, 600, 300, {op = "add", epilogue = "none"})
+    local b = op("mul", 5000, 1000, {flow = {3, 2, 4}})
+    local kb = kernel(b, 5700, 200, {op = "mul", epilogue = "none"})
+    local f = find(F.analyze({a, ka, b, kb}, {}), "gaps")
+    local c = f.evidence.categories
+    lu.assertEquals(f.evidence.total_ns, 5700 - 900)
+    lu.assertEquals(c.other, 100)       -- add's tail after its kernel
+    lu.assertEquals(c.script, 4000)     -- between the two ops
+    lu.assertEquals(c.dispatch, 700)    -- mul before its launch
+    local sum = 0
+    for _, v in pairs(c) do sum = sum + v end
+    lu.assertEquals(sum, f.evidence.total_ns)
+    -- allocations (profile_memory: memory events last as long as the call): one inside mul's
+    -- dispatch, one outside every op (a collection freeing storage between the ops)
+    local function mem(name, ts, dur)
+        return {cat = "memory", name = name, ts_ns = ts, dur_ns = dur, lane = "host", id = 0, correlation = 0,
+            parent = 0, flops = 0, bytes = 0, args = {}}
+    end
+    local fa = find(F.analyze({a, ka, b, kb, mem("free", 2000, 500), mem("alloc", 5100, 200)}, {}), "gaps")
+    local ca = fa.evidence.categories
+    lu.assertEquals(ca.allocation, 700)
+    lu.assertEquals(ca.script, 4000 - 500)
+    lu.assertEquals(ca.dispatch, 700 - 200)
+    lu.assertEquals(ca.other, 100)
+    -- a run-queue delay in the window becomes `preempted`, and the sum still holds
+    local f2 = find(F.analyze({step(0, 6000, 1200), a, ka, b, kb}, {}), "gaps")
+    local s2 = 0
+    for _, v in pairs(f2.evidence.categories) do s2 = s2 + v end
+    lu.assertTrue(f2.evidence.categories.preempted > 0)
+    lu.assertAlmostEquals(s2, f2.evidence.total_ns, 1e-6 * s2)
+end
+
+function test_gaps_of_worker_threads_start_with_imbalance()
+    -- two parallel kernels; worker 0 finishes the first 300 ns before worker 1 and the kernel
+    local ev = {}
+    for _, t0 in ipairs({0, 10000}) do
+        local o = op("mm", t0, 2000, {flow = {1, 2}})
+        local k = kernel(o, t0 + 100, 1000, {op = "sgemm", layout = "tn", epilogue = "none"})
+        ev[#ev + 1], ev[#ev + 2] = o, k
+        for t, d in ipairs({700, 1000}) do
+            ev[#ev + 1] = {cat = "thread", name = k.name, ts_ns = t0 + 100, dur_ns = d, lane = "cpu:0 thread " .. t,
+                id = 0, correlation = 0, parent = 0, flops = 0, bytes = 0, args = {kernel = k.id, thread = t}}
+        end
+    end
+    local w
+    for _, f in ipairs(F.analyze(ev, {})) do if f.rule == "gaps" and f.evidence.workers then w = f end end
+    lu.assertNotNil(w)
+    local c = w.evidence.categories
+    lu.assertEquals(c.imbalance, 300)           -- worker 1 waited at the join
+    lu.assertEquals(c.other, 2 * 900)            -- both, in mm after the kernel (until 2000)
+    lu.assertEquals(c.script, 2 * 8000)          -- between the ops
+    lu.assertEquals(c.dispatch, 2 * 100)         -- the second mm before its launch
+    lu.assertEquals(w.evidence.total_ns, 300 + 1800 + 16000 + 200)
+end
+
+local function parallel(lo, hi)
+    local o = op("mm", 0, hi + 100, {flow = {1, 2}})
+    local k = kernel(o, 10, hi, {op = "sgemm", layout = "tn", epilogue = "none"})
+    local function share(t, d)
+        return {cat = "thread", name = k.name, ts_ns = 10, dur_ns = d, lane = "cpu thread " .. t, id = 0,
+            correlation = 0, parent = 0, flops = 0, bytes = 0, args = {kernel = k.id, thread = t}}
+    end
+    return {o, k, share(0, lo), share(1, hi)}
+end
+
+function test_imbalance_threshold_edges()
+    local lo = 100000
+    lu.assertNil(find(F.analyze(parallel(lo, math.floor(lo * (1 + TH.imbalance_ratio))), {}), "imbalance"))
+    lu.assertNotNil(find(F.analyze(parallel(lo, math.floor(lo * (1 + TH.imbalance_ratio)) + 1000), {}), "imbalance"))
+    -- a large ratio on a tiny kernel is jitter
+    lu.assertNil(find(F.analyze(parallel(1000, 1000 + TH.imbalance_min_ns - 1), {}), "imbalance"))
+end
+
+function test_roofline_names_the_binding_roof()
+    local info = {peak_gflops = 100, dram_gbs = 10, bandwidth_gbs = 10}
+    local o = op("mm", 0, 2e6, {flow = {1, 2}})
+    -- 1e6 flops over 1e6 bytes (intensity 1: DRAM-bound, 10 GFLOP/s attainable), in 1 ms: 1 GFLOP/s = 10%
+    local k = kernel(o, 0, 1e6, {op = "sgemm", layout = "tn", epilogue = "none"}, {flops = 1e6, bytes = 1e6})
+    local f = find(F.analyze({o, k}, {device_info = info}), "roofline")
+    lu.assertStrContains(f.message, "DRAM bandwidth")
+    lu.assertAlmostEquals(f.evidence.fraction, 0.1, 1e-9)
+    -- at 30% of it: silent; without ceilings: silent
+    k.dur_ns = 1e6 / 3
+    lu.assertNil(find(F.analyze({o, k}, {device_info = info}), "roofline"))
+    lu.assertNil(find(F.analyze({o, k}, {}), "roofline"))
+    -- compute-bound: intensity 100 flop/byte
+    local k2 = kernel(o, 0, 1e6, {op = "sgemm", layout = "tn", epilogue = "none"}, {flops = 1e7, bytes = 1e5})
+    lu.assertStrContains(find(F.analyze({o, k2}, {device_info = info}), "roofline").message, "FLOP/s peak")
+end
+
+function test_unreliable_marks_time_findings()
+    local ev = gelu_mul(false)
+    table.insert(ev, 1, step(0, 1000, math.floor(1000 * TH.unreliable_run_delay_share)))
+    lu.assertNil(find(F.analyze(ev, {}), "unreliable")) -- at the threshold
+    ev[1].args.run_delay_ns = 200
+    local list = F.analyze(ev, {})
+    lu.assertNotNil(find(list, "unreliable"))
+    lu.assertTrue(find(list, "fusion").unreliable)
+    lu.assertNil(find(list, "unreliable") and find(F.analyze(gelu_mul(false), {machine = {busy = false}}), "unreliable"))
+    lu.assertNotNil(find(F.analyze(gelu_mul(false), {machine = {busy = true, other_runnable = 3, steal_pct = 0}}),
+        "unreliable"))
+end
+
+function test_sync_and_memcpy_inside_a_step_only()
+    local function rt(ts, api)
+        return {cat = "runtime", name = "cudaStreamSynchronize", ts_ns = ts, dur_ns = 50, lane = "host", id = 0,
+            correlation = 0, parent = 0, flops = 0, bytes = 0, args = {api = api}}
+    end
+    local step = {cat = "step", name = "ProfileStep#0", ts_ns = 0, dur_ns = 1000, lane = "host", id = 0,
+        correlation = 0, parent = 0, flops = 0, bytes = 0, args = {}}
+    local cp = {cat = "memcpy", name = "Memcpy HtoD", ts_ns = 100, dur_ns = 30, lane = "cuda:0 stream 7", id = 0,
+        correlation = 0, parent = 0, flops = 0, bytes = 64, args = {}}
+    local list = F.analyze({step, rt(10, "sync"), rt(20, "launch"), rt(2000, "sync"), cp}, {})
+    lu.assertEquals(find(list, "sync").evidence.count, 1)
+    lu.assertEquals(find(list, "memcpy").evidence.count, 1)
+    lu.assertNil(find(F.analyze({rt(10, "sync"), cp}, {}), "sync")) -- no step or range: nothing is inside one
+end
+
+-- ---- real profiles ---------------------------------------------------------------------------
+local function profile(fn, n)
+    collectgarbage() -- a collection of an earlier test's garbage inside the range is host time too
+    local p = wb.profiler.profile{with_flops = true, record_shapes = true}
+    p:start()
+    for _ = 1, n or 3 do wb.profiler.range("fwd", fn) end
+    p:stop()
+    return p
+end
+
+function test_eager_geglu_mlp_at_16_tokens()
+    wb.manual_seed(1)
+    local T, D, H = 16, 256, 1024
+    local mlp = wb.nn.GeGLUMLP(D, H, {impl = "eager", bias = true})
+    local x = wb.randn({T, D})
+    mlp(x)
+    local p = profile(function() return mlp(x) end)
+    local list = p:findings()
+    local s = rules_of(list)
+    lu.assertNotNil(s.view, F.format(list))
+    lu.assertEquals(find(list, "view").evidence.op, "t")
+    local v = find(list, "view").evidence -- t swaps the strides: the same storage walked the other way
+    lu.assertEquals(v.output_stride, {v.input_stride[2], v.input_stride[1]})
+    lu.assertEquals(v.output_shape, {v.input_shape[2], v.input_shape[1]})
+    lu.assertStrContains(find(list, "epilogue").evidence.epilogue, "bias")
+    lu.assertEquals(find(list, "layout").evidence.layout, "tn")
+    local fu = find(list, "fusion")
+    lu.assertEquals(fu.evidence.chain, "gelu -> mul")
+    lu.assertEquals(fu.evidence.bytes, T * H * 4 * 2)
+    local g = device_gaps(list)
+    local sum = 0
+    for _, v in pairs(g.evidence.categories) do sum = sum + v end
+    lu.assertTrue(math.abs(sum - g.evidence.total_ns) <= 0.01 * g.evidence.total_ns)
+    -- the table ends with the top three
+    lu.assertStrContains(p:table(), "Findings (top 3 of")
+    -- the trace carries them: explain finds the same rule ids
+    local path = scratch.path(".trace.json")
+    p:export_chrome_trace(path)
+    local out = io.popen(EXE .. " explain --json " .. path .. " 2>&1"):read("a")
+    local got = {}
+    for _, f in ipairs(require("cjson").decode(out)) do got[f.rule] = (got[f.rule] or 0) + 1 end
+    lu.assertEquals(got, s)
+    lu.assertStrContains(io.popen(EXE .. " explain " .. path .. " 2>&1"):read("a"), find(list, "view").message)
+    local text = io.open(path):read("a")
+    lu.assertStrContains(text, '"name": "findings"')
+    lu.assertStrContains(text, '"cat":"finding"')
+end
+
+function test_compiled_mlp_has_no_fusion()
+    wb.manual_seed(2)
+    local mlp = wb.nn.GeGLUMLP(64, 256, {impl = "eager"})
+    local f = wb.compile(function(x) return mlp(x) end)
+    local x = wb.randn({16, 64})
+    f(x)
+    f(x)
+    lu.assertNil(find(profile(function() return f(x) end):findings(), "fusion"))
+end
+
+function test_one_token_mlp_is_host_bound_and_a_large_gemm_is_not()
+    wb.manual_seed(3)
+    local mlp = wb.nn.GeGLUMLP(32, 128, {impl = "eager"})
+    local x = wb.randn({1, 32})
+    mlp(x)
+    local hb = find(profile(function() return mlp(x) end, 5):findings(), "host_bound")
+    lu.assertNotNil(hb)
+    lu.assertNotNil(hb.evidence.replay_ns_per_kernel) -- measured
+    local a, b = wb.randn({1024, 1024}), wb.randn({1024, 1024})
+    wb.matmul(a, b)
+    lu.assertNil(find(profile(function() return wb.matmul(a, b) end, 1):findings(), "host_bound"))
+end
+
+function test_allocation_time_on_a_real_profile()
+    local a = wb.randn({256, 1024})
+    collectgarbage()
+    local p = wb.profiler.profile{profile_memory = true}
+    p:start()
+    for _ = 1, 20 do local _ = wb.gelu(wb.add(a, a)) end
+    p:stop()
+    local g
+    for _, f in ipairs(p:findings()) do if f.rule == "gaps" and f.evidence.lane then g = f end end
+    local sum = 0
+    for _, v in pairs(g.evidence.categories) do sum = sum + v end
+    -- (before the preempted share is carved out: on a busy machine it can take every category)
+    lu.assertTrue(g.evidence.host_categories.allocation > 0, F.format({g}))
+    lu.assertTrue(math.abs(sum - g.evidence.total_ns) <= 0.01 * g.evidence.total_ns)
+end
+
+function test_a_busy_loop_between_two_ops_lands_in_script()
+    local a, b = wb.randn({64, 64}), wb.randn({64, 64})
+    local p = profile(function()
+        local c = wb.add(a, b)
+        local t0 = wb.time_ns()
+        while wb.time_ns() - t0 < 2e6 do end -- 2 ms of Lua
+        return wb.mul(c, b)
+    end, 1)
+    local g = device_gaps(p:findings())
+    local c = g.evidence.categories
+    lu.assertTrue(c.script + c.preempted >= 1.9e6, F.format({g}))
+    lu.assertTrue(c.dispatch < 1e6)
+end
+
+function test_mlp_sweep_json_carries_each_points_findings_and_merge_joins_them()
+    local dir = scratch.path("-sweep")
+    for shard = 1, 2 do
+        local cmd = string.format("%s %s/experiments/mlp_sweep.lua --tokens 2 --dim 32 --hidden 64 --modes " ..
+            "eager,compiled --rounds 1 --iters 2 --no-peer --device cpu --shard %d/2 --out %s >/dev/null 2>&1", EXE,
+            os.getenv("WB_SOURCE_DIR") or ".", shard, dir)
+        lu.assertTrue(os.execute(cmd), cmd)
+    end
+    lu.assertTrue(os.execute(string.format("%s merge %s/merged %s >/dev/null 2>&1", EXE, dir, dir)))
+    local function read(path)
+        local f = assert(io.open(path))
+        local doc = require("cjson").decode(f:read("a"))
+        f:close()
+        return doc
+    end
+    local one = read(dir .. "/mlp_sweep.shard-1-of-2.json")
+    lu.assertEquals(#one.findings, 1) -- one point per shard
+    local by_mode = {}
+    for _, p in ipairs(read(dir .. "/merged/mlp_sweep.json").findings) do
+        lu.assertEquals(p.tokens, 2)
+        lu.assertNotNil(p.shard)
+        by_mode[p.mode] = rules_of(p.findings)
+        for _, x in ipairs(p.findings) do lu.assertStrContains(x.message, " ") end
+    end
+    lu.assertNotNil(by_mode.eager.fusion)
+    lu.assertNotNil(by_mode.eager.view)
+    lu.assertNil(by_mode.compiled.fusion)
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
+-- cuda (the mock plugin in CTest's lua_test_findings_cuda_mock; skipped without a cuda device)
+function test_cuda_sync_and_memcpy_inside_steps()
+    if not wb.cuda.is_available() then lu.skip("no cuda device (the mock plugin runs this in CTest)") end
+    local x = wb.randn({16, 16})
+    local p = wb.profiler.profile{activities = {"cpu", "device"}}
+    p:start()
+    for _ = 1, 2 do
+        local xd = x:to{device = "cuda"}
+        local y = xd + xd
+        wb.synchronize("cuda")
+        local _ = y:to{device = "cpu"}
+        p:step()
+    end
+    p:stop()
+    local list = p:findings()
+    lu.assertNotNil(find(list, "sync"), F.format(list))
+    lu.assertNotNil(find(list, "memcpy"), F.format(list))
+    lu.assertTrue(find(list, "memcpy").evidence.count >= 2)
+    -- and none on the cpu
+    local q = profile(function() return x + x end, 1)
+    lu.assertNil(find(q:findings(), "sync"))
+    lu.assertNil(find(q:findings(), "memcpy"))
+end
+
+-- ---- workbench explain: bad input ------------------------------------------------------------
+local function explain(content)
+    local path = scratch.path(".json")
+    if content then
+        local f = io.open(path, "w")
+        f:write(content)
+        f:close()
+    end
+    local err = scratch.path(".err")
+    local p = io.popen(EXE .. " explain " .. path .. " 2>" .. err)
+    local out = p:read("a")
+    local _, _, code = p:close()
+    local e = io.open(err):read("a")
+    return out, e, code
+end
+
+function test_explain_refuses_bad_traces_with_one_line()
+    local cases = {
+        {nil, "cannot open"},
+        {"", "empty"},
+        {'{"traceEvents": [{"ph": "X"', "not complete JSON"},
+        {'{"traceEvents": []}', "not written by the workbench"},
+        {'{"otherData": {"producer": "workbench"}, "traceEvents": []}', "no events"},
+        {'{"otherData": {"producer": "workbench"}, "traceEvents": [{"ph": "X", "cat": "op", "name": "add", ' ..
+            '"pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"id": 1}}]}', "no device events"},
+        {'[1, 2]', "not a Chrome trace"},
+        -- fields of the wrong type are dropped, shapes that are not numbers are refused
+        {'{"otherData": {"producer": "workbench"}, "traceEvents": [{"ph": "X", "cat": "op", "name": "gelu", ' ..
+            '"pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"id": 1, "flow": [1, 2], "input_shapes": [["a"]]}}, ' ..
+            '{"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 0, "ts": 1.5, "dur": 0.1, "args": {"id": 2, ' ..
+            '"correlation": 1, "layout": 7}}, {"ph": "X", "cat": "op", "name": "mul", "pid": 0, "tid": 0, "ts": 3, ' ..
+            '"dur": 1, "args": {"id": 3, "flow": [2, 2, 4], "input_shapes": [["a"], ["b"]]}}, {"ph": "X", "cat": ' ..
+            '"kernel", "name": "k", "pid": 1, "tid": 0, "ts": 3.5, "dur": 0.1, "args": {"id": 4, "correlation": 3}}]}',
+            "rules cannot read"},
+    }
+    local function folder() -- a folder where a file should be
+        local err = scratch.path(".err")
+        local p = io.popen(EXE .. " explain " .. scratch.root() .. " 2>" .. err)
+        p:read("a")
+        local _, _, code = p:close()
+        return io.open(err):read("a"), code
+    end
+    local ferr, fcode = folder()
+    lu.assertEquals(fcode, 2)
+    lu.assertStrContains(ferr, "a folder?")
+    for _, c in ipairs(cases) do
+        local out, err, code = explain(c[1])
+        lu.assertEquals(code, 2, err)
+        lu.assertEquals(out, "")
+        lu.assertStrContains(err, c[2])
+        lu.assertEquals(select(2, err:gsub("\n", "")), 1, err) -- one line
+        lu.assertNotStrContains(err, "traceback")
+    end
+end
+
+-- ---- cost on a large profile -----------------------------------------------------------------
+function test_findings_cost_on_a_100k_event_profile()
+    local a, b = wb.randn({4, 4}), wb.randn({4, 4})
+    local p = wb.profiler.profile{with_flops = true, record_shapes = true, max_events = 1 << 18}
+    p:start()
+    for _ = 1, 500 do
+        wb.profiler.range("step", function()
+            for _ = 1, 50 do wb.mul(wb.add(a, b), b) end
+        end)
+    end
+    p:stop()
+    local t0 = os.clock()
+    local ev = p:events()
+    local t1 = os.clock()
+    -- the better of two runs, each after a full collection: CPU time on a shared machine is noisy
+    local cost, list = math.huge, nil
+    for _ = 1, 2 do
+        collectgarbage()
+        local t2 = os.clock()
+        list = F.analyze(ev, {device_info = {peak_gflops = 100, dram_gbs = 10}})
+        cost = math.min(cost, os.clock() - t2)
+    end
+    print(string.format("\nfindings of a %d-event profile: %.3f s of CPU, the better of 2 runs (%d findings; " ..
+        "p:events() took %.3f s more)", #ev, cost, #list, t1 - t0))
+    lu.assertTrue(#ev >= 100000, tostring(#ev))
+    lu.assertTrue(cost < 1.0, string.format("%.3f s", cost))
+end
+
+scratch.exit(lu.LuaUnit.run())
