@@ -34,7 +34,8 @@
 static const char usage[] =
     "usage: workbench [options] [script.lua | -] [script args...]\n"
     "       workbench compare [options] A.json B.json   (row by row; compare --help lists the options)\n"
-    "       workbench merge OUT FILES|DIRS...   (join the shards of one wb.sweep run)\n"
+    "       workbench merge [--history] OUT FILES|DIRS...   (join the shards of one wb.sweep run)\n"
+    "       workbench history add|list|show|check|report|gc [--db PATH]   (past results; history --help)\n"
     "\n"
     "Runs a Lua experiment script with the `wb` library loaded (`-` reads the script from stdin).\n"
     "With no script: the REPL on a terminal, otherwise the script read from stdin.\n"
@@ -74,7 +75,7 @@ typedef struct options {
     int sandbox;
     int sandbox_weak;
     int script_index;       /* argv index of the script (or "-"); 0 when none */
-    const char *subcommand; /* "compare" or "merge": a Lua module's main() does the work */
+    const char *subcommand; /* "compare", "merge" or "history": a Lua module's main() does the work */
 } options;
 
 static int fail_usage(const char *fmt, const char *what) {
@@ -95,7 +96,7 @@ static int parse_args(int argc, char **argv, options *o) {
             return -1;
         }
         if (!strcmp(a, "-") || a[0] != '-') {
-            if (i == 1 && (!strcmp(a, "compare") || !strcmp(a, "merge"))) {
+            if (i == 1 && (!strcmp(a, "compare") || !strcmp(a, "merge") || !strcmp(a, "history"))) {
                 o->subcommand = a;
                 return -1;
             }
