@@ -49,7 +49,7 @@ local SCRIPT = [[
   function list(a) { return Array.isArray(a) ? a : []; } // an empty Lua table arrives as {}
   list(DATA.series).forEach(function (s, i) {
     var holder = document.getElementById("chart-" + i);
-    var W = 760, H = 230, L = 70, R = 20, T = 20, B = 30, n = s.points.length;
+    var W = 860, H = 230, L = 100, R = 20, T = 20, B = 30, n = s.points.length;
     var lo = Infinity, hi = -Infinity;
     s.points.forEach(function (p) {
       lo = Math.min(lo, p.lo != null ? p.lo : p.median);
