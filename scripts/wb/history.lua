@@ -252,7 +252,7 @@ local function rows_of(doc, path)
                     seen[name], i, name == "" and "no config columns" or name))
             end
             seen[name] = i
-            local rec = {row = name, metric = t.metric, median = t.median, lo = t.p10, hi = t.p90}
+            local rec = {row = name, metric = t.metric, median = t.median} -- no samples: no interval
             if t.samples then
                 local s = stats.summarize(t.samples)
                 local _, lo, hi = stats.median_ci(t.samples)
