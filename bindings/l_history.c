@@ -210,7 +210,10 @@ static const luaL_Reg methods[] = {
 };
 
 static const luaL_Reg metamethods[] = {
-    {"__gc", l_close}, {"__close", l_close}, {"__tostring", l_tostring}, {NULL, NULL},
+    {"__gc", l_close},
+    {"__close", l_close},
+    {"__tostring", l_tostring},
+    {NULL, NULL},
 };
 
 void wb_lua_register_history(lua_State *L) {

@@ -109,10 +109,16 @@ function DB:corrupt(found)
         local rows = self.conn:query("PRAGMA integrity_check(5)")
         found = {}
         for _, r in ipairs(rows or {}) do found[#found + 1] = r.integrity_check end
-        if #found == 0 then found = {"the file cannot be read as a database"} end
     end
+    local lines = {} -- its lines, without the "*** in database main ***" heading
+    for _, text in ipairs(found) do
+        for line in tostring(text):gmatch("[^\n]+") do
+            if not line:match("^%*%*%* in database") then lines[#lines + 1] = line end
+        end
+    end
+    if #lines == 0 then lines = {"the file cannot be read as a database"} end
     fail(string.format("%s is corrupt: PRAGMA integrity_check says: %s; nothing was changed (restore it from a " ..
-        "copy, or move it aside to start a new one)", self.path, table.concat(found, "; ")))
+        "copy, or move it aside to start a new one)", self.path, table.concat(lines, "; ")))
 end
 
 function DB:close() self.conn:close() end
