@@ -11,6 +11,7 @@
 local cjson = require("cjson")
 local compare = require("wb.compare")
 local stats = require("wb.stats")
+local words = require("wb.words")
 local sqlite_open, mkdir_p = wb._sqlite_open, wb.mkdir_p -- captured at load: wb._* are gone under --sandbox
 
 local M = {}
@@ -182,20 +183,27 @@ function M.open(o)
         for _, r in ipairs(check) do found[#found + 1] = r.quick_check end
         db:corrupt(found)
     end
+    db:must("exec", "PRAGMA foreign_keys = ON")
+    local want = math.min(o.upto or M.SCHEMA, M.SCHEMA)
+    if db.version == 0 then
+        local tables = db:must("query", "SELECT count(*) AS n FROM sqlite_master")[1].n
+        if tables > 0 then -- someone else's database: never add tables to it
+            conn:close()
+            fail(string.format("%s is a SQLite database but not a workbench history (it has %s and no schema " ..
+                "version): refusing to change it", path, words.plural(tables, "table")))
+        end
+        if not o.write then
+            conn:close()
+            fail(string.format("%s holds no history yet (record runs with: workbench history add FILE...)", path))
+        end
+    end
     if o.write then
         db:must("query", "PRAGMA journal_mode = WAL")
         -- in WAL mode NORMAL syncs at checkpoints, not at every commit: a killed process or a
         -- crash still leaves whole transactions only; a power cut may lose the last few runs
         db:must("exec", "PRAGMA synchronous = NORMAL")
     end
-    db:must("exec", "PRAGMA foreign_keys = ON")
-    local want = math.min(o.upto or M.SCHEMA, M.SCHEMA)
-    if db.version < want then
-        if not o.write and db.version == 0 and db:must("query", "SELECT count(*) AS n FROM sqlite_master")[1].n == 0 then
-            fail(string.format("%s holds no history yet (record runs with: workbench history add FILE...)", path))
-        end
-        migrate(db, want)
-    end
+    if db.version < want then migrate(db, want) end
     return db
 end
 
