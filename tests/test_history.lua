@@ -318,6 +318,23 @@ function TestHistory:test_corrupt_database()
     lu.assertEquals(read(junk), string.rep("not a database\n", 400))
 end
 
+-- Where the database is: --db, else $WB_HISTORY_DB, else $XDG_DATA_HOME/workbench/history.db,
+-- XDG_DATA_HOME defaulting to ~/.local/share (HOME here a scratch folder, never the user's).
+function TestHistory:test_default_database_path()
+    local files = series{seed = 2, runs = 1}
+    local data, home = scratch.dir(), scratch.dir()
+    local out, code = run(string.format("env -u WB_HISTORY_DB XDG_DATA_HOME=%s %s history add %s", data, EXE, files[1]))
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "added to " .. data .. "/workbench/history.db")
+    lu.assertNotNil(read(data .. "/workbench/history.db"))
+    out, code = run(string.format("env -u WB_HISTORY_DB -u XDG_DATA_HOME HOME=%s %s history add %s", home, EXE, files[1]))
+    lu.assertEquals(code, 0, out)
+    lu.assertNotNil(read(home .. "/.local/share/workbench/history.db"))
+    local other = scratch.path(".db")
+    out = run(string.format("WB_HISTORY_DB=%s XDG_DATA_HOME=%s %s history add %s", other, data, EXE, files[1]))
+    lu.assertStrContains(out, "1 run added to " .. other)
+end
+
 -- Bad arguments: one line each, exit 2.
 function TestHistory:test_bad_arguments()
     local db = scratch.path(".db")
