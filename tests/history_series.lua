@@ -32,8 +32,8 @@ local function base_file()
             local out = {}
             for i = 1, 30 do
                 local t0 = os.clock()
-                for _ = 1, 20 do wb[p.op](a, b) end
-                out[i] = (os.clock() - t0) * 1000 / 20
+                for _ = 1, 100 do wb[p.op](a, b) end
+                out[i] = (os.clock() - t0) * 1000 / 100
             end
             return out
         end}
