@@ -246,7 +246,7 @@ end
 
 local function read_all(path)
     local f, err = io.open(path, "rb")
-    if not f then fail(string.format("cannot read %s: %s", path, tostring(err))) end
+    if not f then fail("cannot read " .. tostring(err)) end -- io.open's message names the file
     local text, rerr = f:read("a")
     f:close()
     if not text then fail(string.format("cannot read %s: %s", path, tostring(rerr))) end
