@@ -35,8 +35,9 @@
 static const char usage[] =
     "usage: workbench [options] [script.lua | -] [script args...]\n"
     "       workbench compare [options] A.json B.json   (row by row; compare --help lists the options)\n"
-    "       workbench merge OUT FILES|DIRS...   (join the shards of one wb.sweep run)\n"
+    "       workbench merge [--history] OUT FILES|DIRS...   (join the shards of one wb.sweep run)\n"
     "       workbench explain TRACE.json [--json]   (the findings of a trace the workbench wrote)\n"
+    "       workbench history add|list|show|check|report|gc [--db PATH]   (past results; history --help)\n"
     "\n"
     "Runs a Lua experiment script with the `wb` library loaded (`-` reads the script from stdin).\n"
     "With no script: the REPL on a terminal, otherwise the script read from stdin.\n"
@@ -77,7 +78,7 @@ typedef struct options {
     int sandbox;
     int sandbox_weak;
     int script_index;       /* argv index of the script (or "-"); 0 when none */
-    const char *subcommand; /* "compare", "merge" or "explain": a Lua module's main() does the work */
+    const char *subcommand; /* "compare", "merge", "explain" or "history": a Lua module's main() does the work */
 } options;
 
 static int fail_usage(const char *fmt, const char *what) {
@@ -98,7 +99,8 @@ static int parse_args(int argc, char **argv, options *o) {
             return -1;
         }
         if (!strcmp(a, "-") || a[0] != '-') {
-            if (i == 1 && (!strcmp(a, "compare") || !strcmp(a, "merge") || !strcmp(a, "explain"))) {
+            if (i == 1 && (!strcmp(a, "compare") || !strcmp(a, "merge") || !strcmp(a, "explain") ||
+                           !strcmp(a, "history"))) {
                 o->subcommand = a;
                 return -1;
             }

@@ -264,7 +264,7 @@ function TestShard:test_merge_refuses_truncated_and_foreign_files()
     refused({d2}, {"point size=1 kind=a has no raw samples ('samples_ms')"})
     local usage, code = run(EXE .. " merge only_out")
     lu.assertEquals(code, 2)
-    lu.assertStrContains(usage, "usage: workbench merge OUT FILES|DIRS...")
+    lu.assertStrContains(usage, "usage: workbench merge [--history] OUT FILES|DIRS...")
 end
 
 function TestShard:test_merge_flags_shards_on_different_hardware()

@@ -141,6 +141,9 @@ local function load(path)
     doc.path = path
     return doc
 end
+-- M.load(path) -> the checked document (control characters escaped), or raises {compare_error=}
+-- naming the problem: workbench history imports what compare would read.
+M.load = load
 
 -- JSON numbers come back as floats: show whole ones as integers
 local function show(v)
@@ -157,6 +160,7 @@ local function show(v)
     if type(v) == "number" then return string.format("%.4g", v) end
     return tostring(v)
 end
+M.show = show -- a value as compare prints it (whole numbers without ".0", tables with sorted keys)
 
 local CONFIG_NAMES = {tokens = true, mode = true, dtype = true, dim = true, hidden = true, threads = true, device = true,
     m = true, n = true, k = true, batch = true, impl = true, isa = true, shape = true, layout = true, size = true,
@@ -208,7 +212,7 @@ local function key_of(row, keys)
     return table.concat(parts, " ")
 end
 
--- The row's time metric, its samples (raw or nil) and its recorded spread.
+-- The row's time metric, its samples (raw or nil) and its recorded spread (M.timing).
 local TIME_COLUMNS = {{"median_ms", "samples_ms", "p10_ms", "p90_ms"}, {"median_us", "samples_us", "p10_us", "p90_us"}}
 local function timing(row)
     for _, t in ipairs(TIME_COLUMNS) do
@@ -218,6 +222,14 @@ local function timing(row)
             return {metric = t[1], median = row[t[1]], samples = s, p10 = row[t[3]], p90 = row[t[4]]}
         end
     end
+end
+M.timing = timing
+
+-- M.row_names(doc) -> each row's name as compare aligns rows ("tokens=16 mode=dual"), in order.
+function M.row_names(doc)
+    local keys, names = config_columns(doc, doc, {}), {}
+    for i, r in ipairs(doc.rows) do names[i] = key_of(r, keys) end
+    return names
 end
 
 -- verdict(ta, tb, min_effect) -> verdict, ratio (B/A), p (or nil), basis ("samples", "noise":
@@ -273,6 +285,7 @@ local function run_config(doc)
     if c.threads == nil then c.threads = fp.threads end
     return c
 end
+M.run_config = run_config
 
 local function check_comparable(a, b, ignore)
     if a.name ~= b.name then

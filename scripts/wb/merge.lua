@@ -4,7 +4,8 @@
 -- It checks that the shards come from one sweep (name, axes, config, points), that every point is
 -- there exactly once, recomputes every statistic and derived column from the raw samples (wb.sweep's
 -- compute), keeps each shard's fingerprint and flags shards measured on different hardware.
--- On any problem it names it and writes nothing (exit status 2).
+-- On any problem it names it and writes nothing (exit status 2). With --history (or WB_HISTORY=1)
+-- the merged run is recorded in the results history (wb.history); exit status 2 if it cannot be.
 
 local cjson = require("cjson")
 local sweep = require("wb.sweep")
@@ -370,9 +371,15 @@ end
 
 -- Entry point for `workbench merge OUT FILES|DIRS...`: returns the exit status.
 function M.main(args)
+    local history_flag, rest = false, {}
+    for _, a in ipairs(args) do
+        if a == "--history" then history_flag = true else rest[#rest + 1] = a end
+    end
+    args = rest
     if #args < 2 then
-        io.stderr:write("usage: workbench merge OUT FILES|DIRS...\n" ..
-            "  joins the shards (<name>.shard-I-of-N.json) of one wb.sweep run into OUT/<name>.json, .csv, .html\n")
+        io.stderr:write("usage: workbench merge [--history] OUT FILES|DIRS...\n" ..
+            "  joins the shards (<name>.shard-I-of-N.json) of one wb.sweep run into OUT/<name>.json, .csv, .html\n" ..
+            "  --history (or WB_HISTORY=1): record the merged run in the results history (workbench history)\n")
         return 2
     end
     local inputs = {}
@@ -387,6 +394,8 @@ function M.main(args)
         return 2
     end
     print(string.format("results: %s, %s\nreport: %s", paths.json, paths.csv, paths.html))
+    local history = require("wb.history")
+    if (history_flag or os.getenv("WB_HISTORY") == "1") and not history.record(paths.json) then return 2 end
     return 0
 end
 

@@ -1,7 +1,8 @@
 -- wb.sweep: a grid of points (named axes and their values) and the function that measures one
 -- point. Any experiment built on it gets --shard I/N (a deterministic, cost-balanced share of the
 -- points), progress, and results with the raw samples of every point, saved as JSON, CSV and HTML
--- with the run's fingerprint; `workbench merge` (wb.merge) joins the shards' files.
+-- with the run's fingerprint; `workbench merge` (wb.merge) joins the shards' files; --history (or
+-- WB_HISTORY=1, or history = true) records the saved run in the results history (wb.history).
 --
 --   local s = wb.sweep{name = "my_sweep", axes = {{"tokens", {1, 16}}, {"mode", {"eager", "dual"}}},
 --                      config = {dim = 768}, measure = function(p, round) return {1.2, 1.1} end}
@@ -179,7 +180,7 @@ end
 
 local KNOWN = {name = true, axes = true, measure = true, config = true, rounds = true, shard = true, cost = true,
     prepare = true, after_round = true, finish = true, samples = true, stats = true, derived = true,
-    constants = true, columns = true, quiet = true}
+    constants = true, columns = true, quiet = true, history = true}
 
 -- wb.sweep{name=, axes=, measure=, ...}: see the top of this file and help(wb.sweep).
 local function new(spec)
@@ -384,7 +385,18 @@ function Sweep:save(o)
     local r = results(self.spec.name, {keys = keys, columns = self.spec.columns, machine_start = self.machine_start,
         quiet = self.machine_start ~= nil})
     for _, row in ipairs(self.rows) do r:add(row) end
-    return r:save{dir = o.dir, html_extra = o.html_extra, file = self:file_name(), extra = extra}
+    local paths = r:save{dir = o.dir, html_extra = o.html_extra, file = self:file_name(), extra = extra}
+    -- --history (or WB_HISTORY=1): the run goes into the results history once saved; a shard is
+    -- part of a run, recorded when `workbench merge --history` joins the shards
+    local history = require("wb.history")
+    if history.wanted(self.spec.history) then
+        if self.shard then
+            if not self.quiet then print("history: a shard is recorded when `workbench merge --history` joins the shards") end
+        else
+            history.record(paths.json, self.quiet and function() end or print)
+        end
+    end
+    return paths
 end
 
 -- For scripts that parse their arguments with argparse: adds --shard, checked as it is parsed.
@@ -395,6 +407,8 @@ function M.add_options(parser)
         if not i then return nil, err end
         return v
     end)
+    parser:flag("--history", "Record the run in the results history when it is saved (also WB_HISTORY=1; " ..
+        "the database: WB_HISTORY_DB, else $XDG_DATA_HOME/workbench/history.db; see `workbench history --help`).")
     return parser
 end
 
