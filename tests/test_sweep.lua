@@ -81,6 +81,12 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     lu.assertStrContains(out, "vs eager: eager's median over the mode's in each round, the median of the 2 rounds; in " ..
         "brackets their range")
     lu.assertStrMatches(out, ".*\ntokens +mode +median ms +p10%-p90 ms +GFLOP/s +%%peak +GB/s +kernels .*")
+    -- compare reads the main job's output as it is when the peer ran (torch_samples_ms is an array)
+    local p = io.popen(string.format("%s compare '%s/mlp_sweep.json' '%s/mlp_sweep.json' 2>&1", EXE, dir, dir))
+    local cmp = p:read("a")
+    local _, _, ccode = p:close()
+    lu.assertEquals(ccode, 0, cmp)
+    lu.assertStrContains(cmp, "verdicts: 4 SAME")
     os.execute("rm -rf '" .. dir .. "'")
 end
 

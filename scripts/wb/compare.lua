@@ -92,7 +92,10 @@ validate = function(doc, path)
                 end
                 numeric[c] = numeric[c] or i
             elseif type(v) == "table" then
-                if not c:match("^samples_") then bad("row %d, %s: %s where a single value belongs", i, clean(c), kind(v)) end
+                -- an array of numbers is raw samples whatever its name (a peer's torch_samples_ms,
+                -- a sweep's samples_ms_per_round); anything else in a cell is not a results value
+                if not is_array(v) then bad("row %d, %s: %s where a single value or an array of numbers belongs", i,
+                    clean(c), kind(v)) end
                 for j, x in pairs(v) do
                     if type(j) ~= "number" or type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
                         bad("row %d, %s[%s]: %s, expected a finite number", i, clean(c), tostring(j), kind(x))
