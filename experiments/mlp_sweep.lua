@@ -180,6 +180,7 @@ end
 -- the raw samples, from which the statistics and the columns derived from them are computed
 -- (the same way `workbench merge` recomputes them for a sharded run).
 local inputs = {} -- per token count: {run = runners, checked = true}
+local COST_GFLOPS, COST_GBS = 100, 20 -- the model machine of the shards' cost (fixed, not measured)
 local sweep = wb.sweep{
     name = "mlp_sweep",
     axes = {{"tokens", tokens_list}, {"mode", modes}},
@@ -187,12 +188,14 @@ local sweep = wb.sweep{
         peer = args.peer or ((args.no_peer or cuda or MLP ~= "GeGLU") and "none" or "torch_mlp.py"), mlp = args.mlp},
     rounds = rounds,
     shard = args.shard,
-    -- a point's share of the work: its roofline time (weights read, or flops), at least a bench's minimum
+    -- a point's share of the work: its roofline time (weights read, or flops) on a model machine
+    -- (COST_GFLOPS, COST_GBS), at least a bench's minimum. Never this machine's calibration: every
+    -- shard computes the assignment on its own, so it may depend only on the sweep's definition (a
+    -- shard that calibrated 116 GFLOP/s and one that calibrated 125 split the points differently).
     cost = function(p)
         -- what must move, and the [tokens, hidden] intermediate written and read once
         local bytes = bytes_of(p.tokens) + (args.dtype == "bf16" and 2 or 4) * 2 * p.tokens * hidden
-        return math.max(0.05, iters * math.max(flops_of(p.tokens) / (info.peak_gflops * 1e9),
-            bytes / (info.bandwidth_gbs * 1e9)))
+        return math.max(0.05, iters * math.max(flops_of(p.tokens) / (COST_GFLOPS * 1e9), bytes / (COST_GBS * 1e9)))
     end,
     -- First every point is checked against eager. Inputs are drawn for every token count, in
     -- order, so each shard sees the data the whole sweep would.

@@ -163,6 +163,36 @@ function TestShard:test_shards_partition_the_points_the_same_way_each_run()
     lu.assertEquals(seen["size=1 kind=b"], 2)
 end
 
+-- Two shards on two machines (here: two processes with different cached calibrations, one a
+-- million times faster than the other) split the points the same way: the assignment depends on
+-- the sweep's definition only, so merge finds every point exactly once.
+function TestShard:test_shards_with_different_calibrations_assign_alike()
+    local calibrate = require("wb.calibrate")
+    local key = calibrate.cache_key(1)
+    local function machine(peak, gbs)
+        local home = scratch.dir()
+        os.execute("mkdir -p '" .. home .. "/workbench'")
+        local f = assert(io.open(home .. "/workbench/calibration.json", "w"))
+        f:write(cjson.encode({[key] = {threads = 1, peak_gflops = peak, dram_gbs = gbs, l2_gbs = gbs, l3_gbs = gbs,
+            l2_bytes = 1 << 20, l3_bytes = 32 << 20, under_load = false, peak_runs = 3, peak_spread = 0,
+            peak_stable = true, date = "2026-01-01T00:00:00Z"}}))
+        f:close()
+        return home
+    end
+    local fast, slow = machine(1e6, 1e6), machine(1e-3, 1e-3)
+    local shards, out = scratch.dir(), scratch.dir() .. "/merged"
+    for i, home in ipairs({fast, slow}) do
+        local text, code = run(string.format("XDG_CACHE_HOME='%s' %s --threads 1 %s/experiments/mlp_sweep.lua --no-peer " ..
+            "--tokens 1,2,64 --modes eager --dim 32 --hidden 64 --iters 2 --rounds 1 --trace-tokens 2 --shard %d/2 " ..
+            "--out %s", home, EXE, SRC, i, shards))
+        lu.assertEquals(code, 0, text)
+        lu.assertStrContains(text, "cached calibration") -- the planted calibration was the one in use
+    end
+    local text, code = run(string.format("%s merge %s %s", EXE, out, shards))
+    lu.assertEquals(code, 0, text)
+    lu.assertStrContains(text, "merged 2 shard files of mlp_sweep: 3 points")
+end
+
 function TestShard:test_merge_equals_the_unsharded_run_and_recomputes_statistics()
     local whole_dir, shard_dir, out = scratch.dir(), scratch.dir(), scratch.dir() .. "/merged"
     local whole = toy()

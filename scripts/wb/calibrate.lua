@@ -73,6 +73,7 @@ local function key(threads)
     local build = wb.build.type .. (wb.build.sanitizers and "+sanitizers" or "")
     return table.concat({I._hostname(), I._cpu_model(), wb.cpu_isa(), tostring(threads), build}, "|")
 end
+M.cache_key = key -- the entry of the cache file that calibrate.cpu(threads) reads (tests plant one)
 
 local function theoretical(threads)
     local mhz = I._cpu_clock_mhz()

@@ -50,6 +50,9 @@ end
 -- so every shard gets every part of the grid (interleaved, not contiguous blocks). With costs:
 -- the costliest point first, each to the shard with the least cost so far (ties: the lowest
 -- shard). Deterministic: the same points, costs and count give the same assignment everywhere.
+-- Every shard computes it on its own, so a sweep's cost(point) must depend on the sweep's
+-- definition only (axes, config, constants), never on anything measured (a calibration differs
+-- from one process or node to the next, and two shards would then both run, or both skip, a point).
 function M.assign(npoints, count, cost)
     local shard_of = {}
     if not cost then
