@@ -268,7 +268,8 @@ static int run_chunk(lua_State *L, int status, int nargs_from, int argc, char **
     }
     for (int i = 0; i < nargs; i++)
         lua_pushstring(L, argv[nargs_from + i]);
-    return wb_lua_docall(L, nargs, 0) == LUA_OK ? 0 : 1;
+    if (wb_lua_docall(L, nargs, 0) == LUA_OK) return 0;
+    return wb_lua_interrupted() ? 130 : 1; /* 128 + SIGINT, as a shell reports Ctrl-C */
 }
 
 int main(int argc, char **argv) {

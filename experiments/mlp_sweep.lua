@@ -183,6 +183,7 @@ local inputs = {} -- per token count: {run = runners, checked = true}
 local COST_GFLOPS, COST_GBS = 100, 20 -- the model machine of the shards' cost (fixed, not measured)
 local sweep = wb.sweep{
     name = "mlp_sweep",
+    out = out_dir, -- where Ctrl-C's partial results go
     axes = {{"tokens", tokens_list}, {"mode", modes}},
     config = {dim = dim, hidden = hidden, dtype = args.dtype, device = device, iters = iters,
         peer = args.peer or ((args.no_peer or cuda or MLP ~= "GeGLU") and "none" or "torch_mlp.py"), mlp = args.mlp},

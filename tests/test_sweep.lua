@@ -90,6 +90,44 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     os.execute("rm -rf '" .. dir .. "'")
 end
 
+-- Ctrl-C during the rounds: one line, the rounds measured so far saved and marked partial, 130.
+function TestSweep:test_ctrl_c_saves_the_points_measured_so_far()
+    local dir, log = scratch.dir(), scratch.path(".log")
+    local cmd = string.format("%s %s %s --rounds 1000 --no-peer --trace-tokens 4 --out %s", EXE, SWEEP, SMALL, dir)
+    -- the shell waits for the second round's line, then sends SIGINT as a terminal's Ctrl-C does
+    local p = io.popen(string.format([[%s >%s 2>&1 & pid=$!
+i=0; until grep -q "round 2/1000 done" %s; do sleep 0.1; i=$((i+1)); [ $i -lt 600 ] || break; done
+kill -INT $pid; wait $pid; echo "status=$?"]], cmd, log, log))
+    local status = p:read("a")
+    p:close()
+    local out = assert(io.open(log)):read("a")
+    os.remove(log)
+    lu.assertStrContains(status, "status=130", out)
+    lu.assertNotStrContains(out, "traceback")
+    local last = out:match("([^\n]*)\n$")
+    lu.assertStrMatches(last, "workbench: mlp_sweep: interrupted %(Ctrl%-C%) after %d+ of 1000 rounds; 4 of 4 points " ..
+        "measured, saved as partial results: .*/mlp_sweep%.json %(and %.csv, %.html%)")
+    lu.assertEquals(select(2, out:gsub("interrupted", "")), 1, out)
+    local f = assert(io.open(dir .. "/mlp_sweep.json"))
+    local doc = cjson.decode(f:read("a"))
+    f:close()
+    lu.assertEquals(doc.partial.rounds, 1000)
+    lu.assertTrue(doc.partial.rounds_completed >= 2)
+    lu.assertEquals(#doc.rows, 4)
+    for _, r in ipairs(doc.rows) do
+        lu.assertTrue(r.partial)
+        lu.assertTrue(#r.samples_ms_per_round >= 2)
+        lu.assertTrue(r.median_ms > 0)
+    end
+    -- merge does not take partial results for a whole run's
+    local m = io.popen(string.format("%s merge %s/merged %s/mlp_sweep.json 2>&1", EXE, dir, dir))
+    local merged = m:read("a")
+    local _, _, mcode = m:close()
+    lu.assertEquals(mcode, 2, merged)
+    lu.assertStrContains(merged, "mlp_sweep.json holds partial results (interrupted after ")
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
 function TestSweep:test_a_failing_peer_leaves_the_results_intact()
     local dir = scratch.dir()
     local out, code = sweep(SMALL .. " --rounds 1 --trace-tokens 4 --peer false --out " .. dir)

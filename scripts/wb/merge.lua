@@ -196,7 +196,15 @@ function M.merge(out_dir, inputs, say)
         end
     end
     local docs = {}
-    for i, path in ipairs(files) do docs[i] = load(path) end
+    for i, path in ipairs(files) do
+        docs[i] = load(path)
+        local part = docs[i].partial
+        if part ~= nil and part ~= cjson.null then -- a run stopped by Ctrl-C: fewer rounds than the others
+            fail(string.format("%s holds partial results (interrupted after %s of %s rounds): run that shard again",
+                files[i], tostring(type(part) == "table" and part.rounds_completed or "?"),
+                tostring(type(part) == "table" and part.rounds or "?")))
+        end
+    end
     local ref = docs[1].sweep
     for i = 2, #docs do
         local d = differences(ref, docs[i].sweep)

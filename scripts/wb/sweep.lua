@@ -182,7 +182,7 @@ end
 
 local KNOWN = {name = true, axes = true, measure = true, config = true, rounds = true, shard = true, cost = true,
     prepare = true, after_round = true, finish = true, samples = true, stats = true, derived = true,
-    constants = true, columns = true, quiet = true}
+    constants = true, columns = true, quiet = true, out = true}
 
 -- wb.sweep{name=, axes=, measure=, ...}: see the top of this file and help(wb.sweep).
 local function new(spec)
@@ -333,35 +333,80 @@ function Sweep:run()
     if spec.prepare then spec.prepare(self.mine) end
     local samples, per_round = {}, {}
     for _, p in ipairs(self.mine) do samples[p.index], per_round[p.index] = {}, {} end
-    for round = 1, self.rounds do
-        for _, p in ipairs(self.mine) do
-            local s = spec.measure(p, round)
-            if type(s) ~= "table" or #s == 0 then
-                error(string.format("sweep: measure(%s) returned no samples (expected an array of numbers)", p.name), 0)
+    local done = 0 -- rounds completed
+    local function rounds()
+        for round = 1, self.rounds do
+            for _, p in ipairs(self.mine) do
+                local s = spec.measure(p, round)
+                if type(s) ~= "table" or #s == 0 then
+                    error(string.format("sweep: measure(%s) returned no samples (expected an array of numbers)", p.name), 0)
+                end
+                for _, v in ipairs(s) do
+                    if type(v) ~= "number" then
+                        error(string.format("sweep: measure(%s) returned a non-number sample", p.name), 0)
+                    end
+                end
+                local into = samples[p.index]
+                for _, v in ipairs(s) do into[#into + 1] = v end
+                per_round[p.index][round] = #s
             end
-            local into = samples[p.index]
-            for _, v in ipairs(s) do
-                if type(v) ~= "number" then error(string.format("sweep: measure(%s) returned a non-number sample", p.name), 0) end
-                into[#into + 1] = v
-            end
-            per_round[p.index][round] = #s
+            done = round
+            local note = spec.after_round and spec.after_round(round, self.mine)
+            say(string.format("  round %d/%d done%s", round, self.rounds, note or ""))
         end
-        local note = spec.after_round and spec.after_round(round, self.mine)
-        say(string.format("  round %d/%d done%s", round, self.rounds, note or ""))
     end
+    -- Ctrl-C (the workbench raises "interrupted!") keeps what was measured: the points' samples
+    -- so far are saved, marked partial, and the run ends in one line (the workbench exits 130)
+    local ok, err = xpcall(rounds, function(e)
+        if M.is_interrupt(e) or not (debug and debug.traceback) then return e end
+        return debug.traceback(e, 2)
+    end)
+    if not ok then
+        if not M.is_interrupt(err) then error(err, 0) end
+        return self:save_interrupted(samples, per_round, done)
+    end
+    local rows = self:rows_of(samples, per_round, spec.finish)
+    self.rows = rows
+    return rows
+end
+
+-- The interrupt the workbench raises on Ctrl-C ("...: interrupted!").
+function M.is_interrupt(e) return type(e) == "string" and e:match("interrupted!$") ~= nil end
+
+-- The rows of the points that have samples, with their statistics and derived columns (finish,
+-- when given, adds each row's other fields first).
+function Sweep:rows_of(samples, per_round, finish)
     local rows = {}
     for _, p in ipairs(self.mine) do
-        local row = {}
-        for _, a in ipairs(self.axes) do row[a.name] = p[a.name] end
-        row[self.samples] = samples[p.index]
-        row[self.samples .. "_per_round"] = per_round[p.index] -- how the samples divide into rounds
-        if spec.finish then spec.finish(p, row) end
-        rows[#rows + 1] = row
+        if #samples[p.index] > 0 then
+            local row = {}
+            for _, a in ipairs(self.axes) do row[a.name] = p[a.name] end
+            row[self.samples] = samples[p.index]
+            row[self.samples .. "_per_round"] = per_round[p.index] -- how the samples divide into rounds
+            if finish then finish(p, row) end
+            rows[#rows + 1] = row
+        end
     end
     local constants = self.constants
     M.compute(rows, self:description(), function() return constants end)
-    self.rows = rows
     return rows
+end
+
+-- After Ctrl-C: the samples so far as results marked partial (each row's `partial` column, and
+-- `partial` in the JSON: the rounds completed of those asked), in the sweep's `out` folder; then
+-- one line saying so, raised as the interrupt (the workbench prints it and exits 130).
+function Sweep:save_interrupted(samples, per_round, done)
+    local rows = self:rows_of(samples, per_round)
+    for _, r in ipairs(rows) do r.partial = true end
+    self.rows, self.partial = rows, {rounds_completed = done, rounds = self.rounds, reason = "interrupted (Ctrl-C)"}
+    local where = "nothing measured, nothing saved"
+    if #rows > 0 then
+        local okp, paths = pcall(self.save, self, {})
+        where = okp and string.format("saved as partial results: %s (and .csv, .html)", paths.json) or
+            ("the partial results could not be saved: " .. tostring(paths))
+    end
+    error(string.format("%s: interrupted (Ctrl-C) after %d of %d rounds; %d of %d points measured, %s", self.spec.name,
+        done, self.rounds, #rows, #self.mine, where), 0)
 end
 
 -- The file name of this run's results: the sweep's name, or name.shard-I-of-N for a shard.
@@ -370,16 +415,23 @@ function Sweep:file_name()
     return string.format("%s.shard-%d-of-%d", self.spec.name, self.shard.index, self.shard.count)
 end
 
--- s:save{dir=, html_extra=}: the rows (after s:run()) as <dir>/<file_name>.json, .csv, .html.
+-- s:save{dir=, html_extra=}: the rows (after s:run()) as <dir>/<file_name>.json, .csv, .html
+-- (dir: by default the sweep's `out`, else --out, else out/<name>/<time>).
 function Sweep:save(o)
     o = o or {}
     if not self.rows then error("sweep: save before run", 2) end
     local keys = {}
     for i, a in ipairs(self.axes) do keys[i] = a.name end
-    local r = results(self.spec.name, {keys = keys, columns = self.spec.columns, machine_start = self.machine_start,
+    local columns = self.spec.columns
+    if self.partial and columns then
+        columns = table.move(columns, 1, #columns, 1, {})
+        columns[#columns + 1] = "partial"
+    end
+    local r = results(self.spec.name, {keys = keys, columns = columns, machine_start = self.machine_start,
         quiet = self.machine_start ~= nil})
     for _, row in ipairs(self.rows) do r:add(row) end
-    return r:save{dir = o.dir, html_extra = o.html_extra, file = self:file_name(), extra = {sweep = self:description()}}
+    return r:save{dir = o.dir or self.spec.out, html_extra = o.html_extra, file = self:file_name(),
+        extra = {sweep = self:description(), partial = self.partial}}
 end
 
 -- For scripts that parse their arguments with argparse: adds --shard, checked as it is parsed.
