@@ -311,12 +311,14 @@ end
 print(string.format("\n%-6s %-8s %10s %17s %9s %7s %7s %8s %9s %18s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
     "GFLOP/s", "%peak", "GB/s", "kernels", "host us", "vs eager (rounds)", vs_torch))
 for _, r in ipairs(rows) do
-    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %5.0f%%%s %7.1f %8d %9.1f %18s %" ..
+    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %7s %7.1f %8d %9.1f %18s %" ..
         math.max(9, #vs_torch) .. "s%s", r.tokens, r.mode,
-        r.median_ms, r.p10_ms, r.p90_ms, r.gflops, r.pct_peak, r.pct_peak > 100 and "!" or " ", r.gbs, r.kernels, r.host_us,
+        r.median_ms, r.p10_ms, r.p90_ms, r.gflops, calibrate.pct_cell(r.pct_peak, info.under_load), r.gbs, r.kernels, r.host_us,
         vs_eager(r), r.vs_torch and string.format("%.2fx", r.vs_torch) or "-",
         r.noise and r.noise > 0.05 and string.format("  unstable (noise %.0f%%)", r.noise * 100) or ""))
 end
+print("%peak: against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops, info.calibrated) or
+    calibrate.ceiling_note(info)))
 if rounds >= 2 then
     print(string.format("vs eager: eager's median over the mode's in each round, the median of the %s; in brackets " ..
         "their %s", plural(rounds, "round"), rounds >= 6 and "95% interval" or "range"))

@@ -158,6 +158,24 @@ function M.percent(value, ceiling, what)
     return pct
 end
 
+-- A % of peak as a table shows it: "92%", "!" after it above 100 (the ceiling is too low), "~"
+-- after it when the ceiling was measured under load (it reads high: the footer says so).
+function M.pct_cell(pct, under_load)
+    if not pct then return "-" end
+    return string.format("%.0f%%%s", pct, pct > 100 and "!" or under_load and "~" or "")
+end
+
+-- The line under a table with such cells that says what the ceiling was, and when it was measured
+-- under load, that it was (the % read high).
+function M.ceiling_note(info)
+    local s = string.format("%.1f GFLOP/s, %.1f GB/s", info.peak_gflops, info.bandwidth_gbs)
+    if info.under_load then
+        return s .. ": MEASURED UNDER LOAD (no quiet calibration cached), so every % of peak reads high (marked ~); " ..
+            "calibrate on a quiet machine: wb.device_info() caches it"
+    end
+    return s .. " (" .. tostring(info.calibrated) .. ")"
+end
+
 function M.device_info(device)
     if device ~= nil and type(device) ~= "string" then
         error("device_info: device must be a string (\"cpu\", \"cuda\" or \"auto\"), got " .. type(device), 2)
