@@ -260,7 +260,10 @@ local sweep = wb.sweep{
             prof:export_chrome_trace(string.format("%s/mlp_%s_tokens%d.trace.json", out_dir, p.mode, p.tokens))
         end
     end,
-    stats = {{from = "samples_ms", median = "median_ms", p10 = "p10_ms", p90 = "p90_ms", noise = "noise"},
+    -- median_ms: the median of the rounds' medians (as vs eager is taken round by round; a pooled
+    -- median follows whichever round took the most samples); p10-p90 and noise: of all samples
+    stats = {{from = "samples_ms", median = "median_ms", median_of = "rounds", p10 = "p10_ms", p90 = "p90_ms",
+        noise = "noise"},
         {from = "torch_samples_ms", median = "torch_ms"}},
     derived = {
         {column = "gflops", num = "flops", den = "median_ms", scale = 1e-6},
@@ -319,6 +322,8 @@ for _, r in ipairs(rows) do
 end
 print("%peak: against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops, info.calibrated) or
     calibrate.ceiling_note(info)))
+print("median ms: the median of the rounds' medians; p10-p90: of all the samples" ..
+    (torch.version and "; PyTorch's: the median of all its samples" or ""))
 if rounds >= 2 then
     print(string.format("vs eager: eager's median over the mode's in each round, the median of the %s; in brackets " ..
         "their %s", plural(rounds, "round"), rounds >= 6 and "95% interval" or "range"))

@@ -193,6 +193,30 @@ function TestShard:test_shards_with_different_calibrations_assign_alike()
     lu.assertStrContains(text, "merged 2 shard files of mlp_sweep: 3 points")
 end
 
+-- Rounds with very unequal sample counts (eager 89/23/55): a pooled median follows the round with
+-- the most samples, so the median column said "fused slower" beside a "vs eager" of 1.43x taken
+-- round by round. With median_of = "rounds" both are round by round and agree.
+function TestShard:test_median_of_rounds_agrees_with_the_speedup()
+    local counts = {eager = {89, 23, 55}, fused = {30, 30, 30}}
+    local level = {1.0, 2.0, 1.5} -- each round's speed; fused takes 0.7 of eager's time in every round
+    local s = wb.sweep{
+        name = "uneven", quiet = true, rounds = 3, axes = {{"mode", {"eager", "fused"}}},
+        measure = function(p, round)
+            local out = {}
+            for i = 1, counts[p.mode][round] do out[i] = level[round] * (p.mode == "fused" and 0.7 or 1) end
+            return out
+        end,
+        stats = {{from = "samples_ms", median = "median_ms", median_of = "rounds", p10 = "p10_ms", p90 = "p90_ms"}},
+        derived = {{column = "speedup", num = "median_ms", den = "median_ms", base = {mode = "eager"}, interval = true}},
+    }
+    local rows = s:run()
+    lu.assertEquals(rows[1].median_ms, 1.5) -- the rounds' medians 1, 2, 1.5 (pooled: 1.0)
+    lu.assertAlmostEquals(rows[2].median_ms, 1.05, 1e-12)
+    lu.assertAlmostEquals(rows[2].speedup, 1 / 0.7, 1e-12)
+    lu.assertAlmostEquals(rows[1].median_ms / rows[2].median_ms, rows[2].speedup, 1e-12)
+    lu.assertEquals(rows[1].p10_ms, 1.0) -- the spread stays that of all samples
+end
+
 function TestShard:test_merge_equals_the_unsharded_run_and_recomputes_statistics()
     local whole_dir, shard_dir, out = scratch.dir(), scratch.dir(), scratch.dir() .. "/merged"
     local whole = toy()

@@ -282,7 +282,7 @@ function M.merge(out_dir, inputs, say)
     -- recompute from the raw samples: the statistics and derived columns are dropped first
     local computed = {}
     for _, spec in ipairs(ref.stats) do
-        for k, column in pairs(spec) do if k ~= "from" then computed[column] = true end end
+        for k, column in pairs(spec) do if k ~= "from" and k ~= "median_of" then computed[column] = true end end
     end
     for _, d in ipairs(ref.derived) do computed[d.column] = true end
     local shard_label, hw = {}, {}

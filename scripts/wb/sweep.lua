@@ -105,6 +105,9 @@ end
 -- round's medians (robust to a slow spell that falls in one round, as the pooled medians are
 -- not), with <column>_lo and <column>_hi, stats.median_ci's interval for it (the rounds' range
 -- below 6 rounds), and <column>_rounds, how many; elsewhere the ratio of the medians.
+-- A stats entry with median_of = "rounds" makes its median column the median of the rounds'
+-- medians (each round one vote, however many samples it took: a pooled median follows the round
+-- with the most samples, and then disagrees with an interval ratio taken round by round).
 function M.compute(rows, desc, constants_of)
     for _, spec in ipairs(desc.stats) do
         for _, r in ipairs(rows) do
@@ -113,6 +116,10 @@ function M.compute(rows, desc, constants_of)
                 local sum = stats.summarize(s)
                 for stat, column in pairs(spec) do
                     if STAT_NAMES[stat] then r[column] = sum[stat] end
+                end
+                if spec.median_of == "rounds" and spec.median then
+                    local per = round_medians(desc, r, spec.median)
+                    if per then r[spec.median] = stats.summarize(per).median end
                 end
             end
         end
