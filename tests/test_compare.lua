@@ -314,6 +314,15 @@ function TestCompareValidates:test_arrays_of_numbers_in_any_column_are_read()
         'row 1, torch_samples_ms[2]: the string "2", expected a finite number')
 end
 
+-- A row's name longer than string.format's 99-character width used to stop compare with a Lua error.
+function TestCompareValidates:test_a_long_row_name_is_printed_whole()
+    local long = string.rep("x", 120)
+    local a = write(doc({row(1, long, 3)}))
+    local out, err, code = run("--verbose " .. a, a)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "mode=" .. long .. "  ")
+end
+
 function TestCompareValidates:test_control_characters_are_escaped_in_what_it_prints()
     local a = write(doc({row(1, "eager\27[2J\27]0;owned\7", 3)}, {cpu = "X\27[31m", threads = 2, commit = "abc"}))
     local b = write(doc({row(1, "eager\27[2J\27]0;owned\7", 3)}, {cpu = "Y\r", threads = 2, commit = "abc"}))

@@ -183,14 +183,23 @@ function TestShard:test_shards_with_different_calibrations_assign_alike()
     local shards, out = scratch.dir(), scratch.dir() .. "/merged"
     for i, home in ipairs({fast, slow}) do
         local text, code = run(string.format("XDG_CACHE_HOME='%s' %s --threads 1 %s/experiments/mlp_sweep.lua --no-peer " ..
-            "--tokens 1,2,64 --modes eager --dim 32 --hidden 64 --iters 2 --rounds 1 --trace-tokens 2 --shard %d/2 " ..
+            "--tokens 1,64 --modes eager,dual,fused --dim 32 --hidden 64 --iters 2 --rounds 2 --trace-tokens 1 --shard %d/2 " ..
             "--out %s", home, EXE, SRC, i, shards))
         lu.assertEquals(code, 0, text)
         lu.assertStrContains(text, "cached calibration") -- the planted calibration was the one in use
     end
     local text, code = run(string.format("%s merge %s %s", EXE, out, shards))
     lu.assertEquals(code, 0, text)
-    lu.assertStrContains(text, "merged 2 shard files of mlp_sweep: 3 points")
+    lu.assertStrContains(text, "merged 2 shard files of mlp_sweep: 6 points")
+    -- the merged output is a whole run's: a table, the charts, and a warning for the speedups whose
+    -- two rows ran in different shards (round k of one process against round k of another)
+    lu.assertStrMatches(text, "^ *tokens +mode +median_ms .*\n +1 +eager +[%d.]+ .*")
+    lu.assertStrContains(text, "WARNING: 2 speedup_vs_eager pair rows measured by different shards")
+    lu.assertStrContains(text, "speedup_vs_eager of tokens=1 mode=dual (shard 2/2) against tokens=1 mode=eager (shard 1/2)")
+    local html = assert(io.open(out .. "/mlp_sweep.html")):read("a")
+    lu.assertEquals(select(2, html:gsub("<figure>", "")), 3)
+    lu.assertStrContains(html, "pair rows measured by different shards")
+    lu.assertStrContains(html, "<h2>Shards</h2>")
 end
 
 -- Rounds with very unequal sample counts (eager 89/23/55): a pooled median follows the round with

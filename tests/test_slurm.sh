@@ -183,10 +183,18 @@ for i, ra in ipairs(a.rows) do
     for _, k in ipairs({"median_ms", "p10_ms", "p90_ms", "gflops", "pct_peak", "speedup_vs_eager", "host_us"}) do
         check(type(rb[k]) == "number", string.format("row %d: merged %s is missing", i, k))
     end
-    local s = require("wb.stats").summarize(rb.samples_ms or {0})
+    -- mlp_sweep's median: the median of the rounds' medians (samples_ms_per_round says how they divide)
+    local stats = require("wb.stats")
+    local per, at = {}, 0
+    for r, n in ipairs(rb.samples_ms_per_round or {}) do
+        per[r] = stats.summarize(table.move(rb.samples_ms, at + 1, at + n, 1, {})).median
+        at = at + n
+    end
+    local s = stats.summarize(#per > 0 and per or {0})
     -- (to JSON's 14 digits: the samples and the median were each written that precisely)
     check(math.abs((rb.median_ms or 0) - s.median) <= 1e-12 * s.median,
-        string.format("row %d: merged median %s is not the samples' %s", i, tostring(rb.median_ms), s.median))
+        string.format("row %d: merged median %s is not the median of its rounds' medians %s", i,
+            tostring(rb.median_ms), s.median))
 end
 if #problems > 0 then
     io.stderr:write(table.concat(problems, "\n") .. "\n")

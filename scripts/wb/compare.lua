@@ -352,7 +352,9 @@ function M.compare(path_a, path_b, o)
     local worst_slower = 0
     local width = 8
     for _, pr in ipairs(pairs_) do width = math.max(width, #pr[1]) end
-    out(string.format("%-" .. width .. "s %12s %12s %8s %8s  %s\n", "row", "A", "B", "B/A", "p", "verdict"))
+    -- padded by hand: string.format's widths stop at 99, and a row's name can be longer
+    local function pad(text) return text .. string.rep(" ", width - #text) end
+    out(pad("row") .. string.format(" %12s %12s %8s %8s  %s\n", "A", "B", "B/A", "p", "verdict"))
     for _, pr in ipairs(pairs_) do
         local k, ra, rb = pr[1], pr[2], pr[3]
         local ta, tb = timing(ra), timing(rb)
@@ -364,20 +366,20 @@ function M.compare(path_a, path_b, o)
             if ra.unstable == true then flags[#flags + 1] = "A unstable" end
             if rb.unstable == true then flags[#flags + 1] = "B unstable" end
             if basis == "noise" then flags[#flags + 1] = string.format("within the noise, %.0f%%", noise * 100) end
-            out(string.format("%-" .. width .. "s %12s %12s %7.3fx %8s  %s%s\n", k, show(ta.median) .. " " ..
+            out(pad(k) .. string.format(" %12s %12s %7.3fx %8s  %s%s\n", show(ta.median) .. " " ..
                 ta.metric:match("_(%a+)$"), show(tb.median), ratio, p and string.format("%.2g", p) or "-", v,
                 #flags > 0 and " (" .. table.concat(flags, ", ") .. ")" or ""))
             if o.verbose then
                 for _, c in ipairs(a.columns) do
                     local va, vb = ra[c], rb[c]
                     if c ~= ta.metric and type(va) == "number" and type(vb) == "number" and is_metric(a, c) then
-                        out(string.format("%-" .. width .. "s   %-16s %12s %12s %7.3fx\n", "", c, show(va), show(vb),
+                        out(pad("") .. string.format("   %-16s %12s %12s %7.3fx\n", c, show(va), show(vb),
                             va ~= 0 and vb / va or 0))
                     end
                 end
             end
         else
-            out(string.format("%-" .. width .. "s (no time metric to compare)\n", k))
+            out(pad(k) .. " (no time metric to compare)\n")
         end
     end
     local only_a, only_b = {}, {}

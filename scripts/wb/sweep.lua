@@ -422,8 +422,9 @@ function Sweep:file_name()
     return string.format("%s.shard-%d-of-%d", self.spec.name, self.shard.index, self.shard.count)
 end
 
--- s:save{dir=, html_extra=}: the rows (after s:run()) as <dir>/<file_name>.json, .csv, .html
--- (dir: by default the sweep's `out`, else --out, else out/<name>/<time>).
+-- s:save{dir=, report=}: the rows (after s:run()) as <dir>/<file_name>.json, .csv, .html
+-- (dir: by default the sweep's `out`, else --out, else out/<name>/<time>; report: the HTML
+-- report's text and charts as data, see wb.results).
 function Sweep:save(o)
     o = o or {}
     if not self.rows then error("sweep: save before run", 2) end
@@ -437,7 +438,9 @@ function Sweep:save(o)
     local r = results(self.spec.name, {keys = keys, columns = columns, machine_start = self.machine_start,
         quiet = self.machine_start ~= nil})
     for _, row in ipairs(self.rows) do r:add(row) end
-    return r:save{dir = o.dir or self.spec.out, html_extra = o.html_extra, file = self:file_name(),
+    if o.html_extra ~= nil then error("sweep: html_extra is gone (a report runs no HTML from scripts): pass report = " ..
+        "{text=, charts=, ...}", 2) end
+    return r:save{dir = o.dir or self.spec.out, report = o.report, file = self:file_name(),
         extra = {sweep = self:description(), partial = self.partial}}
 end
 
