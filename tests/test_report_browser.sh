@@ -33,7 +33,7 @@ report="$dir/run/mlp_sweep.html"
 # 1. it renders: three charts, the peer's legend whole
 browse --dump-dom "$report" >"$dir/dom.html" || { cat "$dir/browser.err"; fail "chromium could not load the report"; }
 [ "$(grep -o '<figure>' "$dir/dom.html" | wc -l)" -eq 3 ] || fail "the rendered report does not have 3 charts"
-grep -q '>PyTorch fake-1.0 (BLAS open)</text>' "$dir/dom.html" || fail "the peer's legend is missing or cut"
+grep -q '>PyTorch fake-1.0 (BLAS generic)</text>' "$dir/dom.html" || fail "the peer's legend is missing or cut"
 
 # 2. the policy: a script planted in the page does not run; without the policy it does
 planted="<script>document.title='SCRIPT RAN'</script><img src='http://127.0.0.1:9/x' onerror=\"document.title='SCRIPT RAN'\">"

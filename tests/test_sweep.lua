@@ -62,9 +62,9 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     lu.assertStrContains(calls[1], "--dtype f32 --rounds 7")
     lu.assertStrContains(out, "round 2/2 done (and PyTorch's)")
     -- the column and the report name the peer's version and BLAS
-    lu.assertStrMatches(out, ".*\ntokens +mode .* vs eager %(rounds%) +vs PyTorch fake%-1%.0 %(BLAS open%)\n.*")
+    lu.assertStrMatches(out, ".*\ntokens +mode .* vs eager %(rounds%) +vs PyTorch fake%-1%.0 %(BLAS generic%)\n.*")
     local html = assert(io.open(dir .. "/mlp_sweep.html")):read("a")
-    lu.assertStrContains(html, "PyTorch fake-1.0 (BLAS open) timed after each round; its GEMMs ran on BLAS_INFO=open")
+    lu.assertStrContains(html, "PyTorch fake-1.0 (BLAS generic) timed after each round; its GEMMs ran on BLAS_INFO=generic")
     lu.assertNotStrContains(html, "Build settings") -- never the raw build string
     -- the report: three charts, the speedups' whiskers, links to the traces, one statistic said once
     lu.assertEquals(select(2, html:gsub("<figure>", "")), 3)
@@ -131,6 +131,35 @@ kill -INT $pid; wait $pid; echo "status=$?"]], cmd, log, log))
     lu.assertEquals(mcode, 2, merged)
     lu.assertStrContains(merged, "mlp_sweep.json holds partial results (interrupted after ")
     os.execute("rm -rf '" .. dir .. "'")
+end
+
+-- The peer names the BLAS it loaded ("BLAS_INFO=generic" only says torch calls libblas.so.3):
+-- the column and the report say that, never the raw build string.
+function TestSweep:test_the_peer_names_the_blas_it_ran_on()
+    local dir, log = scratch.dir(), scratch.path(".log")
+    local peer = string.format("'%s' '%s/tests/fake_peer.lua'", EXE, SRC)
+    local blas = "OpenBLAS 0.3.21 (Cooperlake kernels) through libblas.so.3"
+    local out, code = sweep(SMALL .. " --rounds 1 --trace-tokens 4 --peer \"" .. peer .. "\" --out " .. dir,
+        string.format("WB_FAKE_PEER_LOG=%s WB_FAKE_PEER_BLAS_LIBRARY='%s'", log, blas))
+    os.remove(log)
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "vs PyTorch fake-1.0 (" .. blas .. ")")
+    local html = assert(io.open(dir .. "/mlp_sweep.html")):read("a")
+    lu.assertStrContains(html, "its GEMMs ran on " .. blas)
+    lu.assertStrContains(html, ">PyTorch fake-1.0 (" .. blas .. ")</text>") -- the legend, whole
+    lu.assertNotStrContains(html, "Build settings")
+    lu.assertNotStrContains(html, "CXX_FLAGS")
+    os.execute("rm -rf '" .. dir .. "'")
+    -- and the peer's own finding, where python3 and Debian's libblas.so.3 (OpenBLAS) are installed
+    local p = io.popen(string.format("cd '%s/experiments/peers' && python3 -c 'import ctypes; " ..
+        "ctypes.CDLL(\"libblas.so.3\"); import torch_mlp; print(torch_mlp.blas_in_use())' 2>&1", SRC))
+    local found = p:read("a")
+    local ok = p:close()
+    if ok and not found:match("^%s*$") then
+        lu.assertStrMatches(found, "^OpenBLAS [%d.]+ %(%a[%w_]* kernels%) through libblas%.so%.3\n$")
+    else
+        print("(python3 with OpenBLAS's libblas.so.3 not found: the peer's own detection not checked: " .. found .. ")")
+    end
 end
 
 function TestSweep:test_a_failing_peer_leaves_the_results_intact()
