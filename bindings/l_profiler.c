@@ -60,9 +60,12 @@ static void lua_call_site(char *buf, size_t len) {
 }
 
 /* library_dir from package.wb_scripts_dir (main.c sets it beside package.path), read from the
- * loaded-modules table, which a script's `package = nil` does not reach. */
+ * loaded-modules table, which a script's `package = nil` does not reach. Once per process. */
 static void find_library_dir(lua_State *L) {
+    static int found;
     char dir[PATH_MAX];
+    if (found) return;
+    found = 1;
     library_dir[0] = '\0';
     lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     lua_getfield(L, -1, "package");
@@ -74,6 +77,11 @@ static void find_library_dir(lua_State *L) {
             library_dir[0] = '\0';
     }
     lua_pop(L, pushed);
+}
+
+int wb_lua_in_library(lua_State *L, const char *source) {
+    find_library_dir(L);
+    return in_library(source);
 }
 
 static wb_prof *check_session(lua_State *L) {

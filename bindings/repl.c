@@ -21,6 +21,7 @@
 #include <lualib.h>
 
 #include "repl.h"
+#include "wb_lua.h"
 #ifdef WB_HAVE_READLINE
 #include <readline/history.h>
 #include <readline/readline.h>
@@ -66,7 +67,7 @@ static int script_position(lua_State *L, char *buf, size_t len) {
     lua_Debug ar;
     for (int level = 1; lua_getstack(L, level, &ar); level++) {
         lua_getinfo(L, "Sl", &ar);
-        if (ar.currentline <= 0 || strstr(ar.short_src, "/wb/")) continue;
+        if (ar.currentline <= 0 || wb_lua_in_library(L, ar.source)) continue;
         snprintf(buf, len, "%s:%d:", ar.short_src, ar.currentline);
         return 1;
     }

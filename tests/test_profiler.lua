@@ -473,6 +473,7 @@ function TestExports:test_memory_timeline_json_and_chart()
     local html = h:read("a")
     h:close()
     lu.assertStrContains(html, "<svg")
+    lu.assertStrContains(html, "http-equiv='Content-Security-Policy'") -- it runs no script either
     lu.assertStrContains(html, "Allocated memory over time")
     os.remove(path)
     os.remove(html_path)

@@ -65,6 +65,11 @@ wait_line() {
 }
 
 wait_for "REPL"
+# an error inside a user's file under a folder named wb is placed there, not at the REPL's line
+mkdir -p "$TEST_DIR/wb"
+printf 'function bad_view() return wb.zeros{4}:view{5} end\n' >"$TEST_DIR/wb/user.lua"
+send "dofile('$TEST_DIR/wb/user.lua') bad_view()" Enter
+wait_line '[^ ]*wb/user\.lua:1: view: .*' # placed in the file, with no "stdin:1:" before it
 send 'x = wb.arange(6):view{3,2}' Enter
 send 'x' Enter
 wait_for "shape={3, 2}"
