@@ -1,5 +1,7 @@
 /* l_profiler.c: the Lua type wb.ProfilerSession, the native half of wb.profiler (the schedule,
  * tables and expectations live in scripts/wb/profiler.lua). Check, call the core, push. */
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "profiler.h"
@@ -12,6 +14,38 @@ typedef struct session_handle {
 } session_handle;
 
 static lua_State *stack_state; /* the interpreter whose call sites with_stack reports */
+static char library_dir[PATH_MAX]; /* the library's scripts/wb, resolved; "" when unknown */
+
+/* Whether a chunk ("@path" for a file) was loaded from the library's own folder: its folder,
+ * resolved, is library_dir exactly (not any path with a /wb/ in it: a user's scripts under a wb/
+ * folder, or a checkout under one, are the user's). Remembers the chunks it has seen, by name. */
+static int in_library(const char *source) {
+    enum { SEEN = 64 };
+    static struct {
+        char *source;
+        int inside;
+    } seen[SEEN];
+    static unsigned next;
+    if (!library_dir[0] || source[0] != '@') return 0;
+    for (int i = 0; i < SEEN; i++)
+        if (seen[i].source && !strcmp(seen[i].source, source)) return seen[i].inside;
+    char dir[PATH_MAX], resolved[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", source + 1);
+    char *slash = strrchr(dir, '/');
+    int inside = 0;
+    if (slash) {
+        *slash = '\0';
+        inside = realpath(dir[0] ? dir : "/", resolved) && !strcmp(resolved, library_dir);
+    }
+    char *copy = strdup(source);
+    if (copy) {
+        free(seen[next % SEEN].source);
+        seen[next % SEEN].source = copy;
+        seen[next % SEEN].inside = inside;
+        next++;
+    }
+    return inside;
+}
 
 /* "file:line" of the innermost Lua frame outside the library's own scripts. */
 static void lua_call_site(char *buf, size_t len) {
@@ -19,10 +53,35 @@ static void lua_call_site(char *buf, size_t len) {
     buf[0] = '\0';
     for (int level = 1; lua_getstack(stack_state, level, &ar); level++) {
         lua_getinfo(stack_state, "Sl", &ar);
-        if (ar.currentline <= 0 || strstr(ar.short_src, "/wb/")) continue;
+        if (ar.currentline <= 0 || in_library(ar.source)) continue;
         snprintf(buf, len, "%s:%d", ar.short_src, ar.currentline);
         return;
     }
+}
+
+/* library_dir from package.wb_scripts_dir (main.c sets it beside package.path), read from the
+ * loaded-modules table, which a script's `package = nil` does not reach. Once per process. */
+static void find_library_dir(lua_State *L) {
+    static int found;
+    char dir[PATH_MAX];
+    if (found) return;
+    found = 1;
+    library_dir[0] = '\0';
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, "package");
+    int pushed = 2;
+    if (lua_istable(L, -1)) {
+        pushed++;
+        if (lua_getfield(L, -1, "wb_scripts_dir") == LUA_TSTRING &&
+            snprintf(dir, sizeof dir, "%s/wb", lua_tostring(L, -1)) < (int)sizeof dir && !realpath(dir, library_dir))
+            library_dir[0] = '\0';
+    }
+    lua_pop(L, pushed);
+}
+
+int wb_lua_in_library(lua_State *L, const char *source) {
+    find_library_dir(L);
+    return in_library(source);
 }
 
 static wb_prof *check_session(lua_State *L) {
@@ -72,6 +131,7 @@ static int s_start(lua_State *L) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     stack_state = lua_tothread(L, -1);
     lua_pop(L, 1);
+    find_library_dir(L);
     wb_prof_set_stack_provider(lua_call_site);
     WB_LUA_CHECK(L, wb_prof_start(check_session(L)));
     return 0;

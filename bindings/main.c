@@ -47,7 +47,7 @@ static const char usage[] =
     "  -i               enter the REPL after running the script\n"
     "  --device DEV     default device: cpu, cuda or auto (default: auto)\n"
     "  --threads N      CPU threads for kernels (default: all cores)\n"
-    "  --out DIR        where results and traces go (default: out/<experiment>/<timestamp>/)\n"
+    "  --out DIR        where results and traces go, wb.options.out (default: out/<script>/<timestamp>)\n"
     "  --seed N         seed of the random generator\n"
     "  --sandbox        run a script from someone else: no processes, no C modules, no binary chunks,\n"
     "                   reads under the script's folder and the library, writes under --out only\n"
@@ -273,7 +273,8 @@ static int run_chunk(lua_State *L, int status, int nargs_from, int argc, char **
     }
     for (int i = 0; i < nargs; i++)
         lua_pushstring(L, argv[nargs_from + i]);
-    return wb_lua_docall(L, nargs, 0) == LUA_OK ? 0 : 1;
+    if (wb_lua_docall(L, nargs, 0) == LUA_OK) return 0;
+    return wb_lua_interrupted() ? 130 : 1; /* 128 + SIGINT, as a shell reports Ctrl-C */
 }
 
 int main(int argc, char **argv) {
@@ -321,22 +322,22 @@ int main(int argc, char **argv) {
         return rc;
     }
     char default_out[PATH_MAX];
-    if (o.sandbox) {
-        if (!o.script_index || !strcmp(argv[o.script_index], "-")) {
-            fprintf(stderr, "workbench: --sandbox runs a script file: give its path\n");
-            lua_close(L);
-            free(o.exprs);
-            return 2;
-        }
-        if (!o.out) { /* writes must go somewhere: out/<script>/<time> */
-            const char *base = strrchr(argv[o.script_index], '/');
-            base = base ? base + 1 : argv[o.script_index];
-            char stamp[32];
-            time_t now = time(NULL);
-            strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-            snprintf(default_out, sizeof default_out, "out/%.*s/%s", (int)strcspn(base, "."), base, stamp);
-            o.out = default_out;
-        }
+    if (o.sandbox && (!o.script_index || !strcmp(argv[o.script_index], "-"))) {
+        fprintf(stderr, "workbench: --sandbox runs a script file: give its path\n");
+        lua_close(L);
+        free(o.exprs);
+        return 2;
+    }
+    if (!o.out) { /* the default --help states, in wb.options.out: out/<script>/<time> (created when used) */
+        const char *script = o.script_index ? argv[o.script_index] : NULL;
+        const char *base = !script ? "repl" : !strcmp(script, "-") ? "stdin" : strrchr(script, '/');
+        base = base ? (base[0] == '/' ? base + 1 : base) : script;
+        char stamp[32];
+        time_t now = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+        int n = (int)strcspn(base, ".");
+        snprintf(default_out, sizeof default_out, "out/%.*s/%s", n ? n : (int)strlen(base), base, stamp);
+        o.out = default_out;
     }
     rc = run_options(L, &o);
     if (rc == 0 && o.timeout) rc = wb_guard_timeout(L, o.timeout);

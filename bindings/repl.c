@@ -9,6 +9,7 @@
  * to leave. */
 #include <dirent.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include <lualib.h>
 
 #include "repl.h"
+#include "wb_lua.h"
 #ifdef WB_HAVE_READLINE
 #include <readline/history.h>
 #include <readline/readline.h>
@@ -45,10 +47,15 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
     luaL_error(L, "interrupted!");
 }
 
+static volatile sig_atomic_t sigint_seen; /* Ctrl-C came during the last docall */
+
 static void on_sigint_running(int sig) {
     (void)sig;
+    sigint_seen = 1;
     if (repl_state) lua_sethook(repl_state, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
+
+int wb_lua_interrupted(void) { return sigint_seen; }
 
 /* ---- errors in the REPL: the message and where in the user's code; the traceback is kept ---- */
 
@@ -60,7 +67,7 @@ static int script_position(lua_State *L, char *buf, size_t len) {
     lua_Debug ar;
     for (int level = 1; lua_getstack(L, level, &ar); level++) {
         lua_getinfo(L, "Sl", &ar);
-        if (ar.currentline <= 0 || strstr(ar.short_src, "/wb/")) continue;
+        if (ar.currentline <= 0 || wb_lua_in_library(L, ar.source)) continue;
         snprintf(buf, len, "%s:%d:", ar.short_src, ar.currentline);
         return 1;
     }
@@ -107,6 +114,7 @@ static int docall_with(lua_State *L, int nargs, int nresults, lua_CFunction hand
     lua_pushcfunction(L, handler);
     lua_insert(L, base);
     repl_state = L;
+    sigint_seen = 0;
     void (*previous)(int) = signal(SIGINT, on_sigint_running);
     int status = lua_pcall(L, nargs, nresults, base);
     signal(SIGINT, previous);
@@ -131,6 +139,17 @@ int wb_lua_docall(lua_State *L, int nargs, int nresults) {
     int status = docall_with(L, nargs, nresults, traceback);
     if (status == LUA_ERRMEM) {
         report_memory_error();
+        fflush(stderr);
+        lua_pop(L, 1);
+    } else if (status != LUA_OK && sigint_seen) {
+        /* Ctrl-C: what was interrupted, in one line (a wb.sweep says what it saved), no traceback */
+        const char *msg = lua_tostring(L, -1);
+        const char *end = msg ? strstr(msg, "\nstack traceback:") : NULL;
+        const char *colon = msg ? strstr(msg, ": interrupted!") : NULL;
+        if (!msg || (colon && colon + strlen(": interrupted!") == (end ? end : msg + strlen(msg))))
+            fputs("workbench: interrupted (Ctrl-C)\n", stderr);
+        else
+            fprintf(stderr, "workbench: %.*s\n", (int)(end ? end - msg : (ptrdiff_t)strlen(msg)), msg);
         fflush(stderr);
         lua_pop(L, 1);
     } else if (status != LUA_OK) {

@@ -9,5 +9,7 @@ void wb_repl_run(lua_State *L);
 /* Calls the function on top of the stack (nargs below it) with a traceback handler; on error
  * prints "workbench: <message + traceback>" to stderr. Returns the Lua status. */
 int wb_lua_docall(lua_State *L, int nargs, int nresults);
+/* Whether Ctrl-C (SIGINT) came during the last wb_lua_docall: the script ends with status 130. */
+int wb_lua_interrupted(void);
 
 #endif

@@ -100,6 +100,9 @@ int wb_lua_open_tensor(lua_State *L);        /* registers the metatable; leaves 
 void wb_lua_register_ops(lua_State *L);      /* adds op functions to the table on top */
 void wb_lua_register_creation(lua_State *L); /* adds creation functions to the table on top */
 void wb_lua_register_profiler(lua_State *L); /* the session type; functions on the table on top */
+/* Whether a chunk (lua_Debug's source, "@path" for a file) is one of the library's own scripts:
+ * its folder, resolved, is the library's scripts/wb (l_profiler.c; the REPL's error positions too). */
+int wb_lua_in_library(lua_State *L, const char *source);
 void wb_lua_register_graph(lua_State *L);    /* the graph type; wb.graph on the table on top */
 void wb_lua_register_codegen(lua_State *L); /* wb.codegen on the table on top */
 void wb_lua_register_host(lua_State *L);     /* wb._realpath, _mkdir_p, _hostname on the table on top */

@@ -27,7 +27,6 @@
 
 local wbargs = require("wb.args")
 local calibrate = require("wb.calibrate")
-local report = require("wb.report")
 local plural = require("wb.words").plural
 
 local parser = wbargs.parser("mlp_sweep.lua", "GeGLU (or SwiGLU) MLP forward: tokens x modes, against eager and PyTorch")
@@ -125,7 +124,7 @@ local function anatomy(fn)
     return #runs[#runs].kernels, hosts[(#hosts + 1) // 2] / 1e3, runs[1].kernels, p
 end
 
-local rows, roof_points, point_findings = {}, {}, {}
+local rows, point_findings = {}, {}
 local flops_of = function(t) return 6.0 * t * dim * hidden end
 -- the bytes any forward must move: the three weights, the input and the output (intermediates
 -- that stay in caches or registers are not counted): the GB/s column's numerator
@@ -163,11 +162,13 @@ local function peer_round(peer_tokens)
         return
     end
     torch.version = tostring(data.torch)
-    -- what the column and the report name: the version and the BLAS its GEMMs ran on
-    local blas = type(data.blas) == "string" and data.blas ~= "" and data.blas or "BLAS not reported"
-    torch.label = string.format("PyTorch %s (%s)", torch.version, blas:match("BLAS_INFO=([%w_]+)") and
-        ("BLAS " .. blas:match("BLAS_INFO=([%w_]+)")) or blas:sub(1, 40))
-    torch.blas = blas
+    -- what the column and the report name: the version and the BLAS its GEMMs ran on: the library
+    -- the peer found loaded (BLAS_INFO=generic only says torch calls whatever libblas.so.3 is),
+    -- else the build's BLAS_INFO; never the raw build string
+    local info = type(data.blas) == "string" and data.blas:match("BLAS_INFO=([%w_]+)")
+    local library = type(data.blas_library) == "string" and data.blas_library ~= "" and data.blas_library:sub(1, 80)
+    torch.blas = library or (info and "BLAS_INFO=" .. info) or "BLAS not reported"
+    torch.label = string.format("PyTorch %s (%s)", torch.version, library or (info and "BLAS " .. info) or "BLAS not reported")
     for _, r in ipairs(data.results) do
         local s = torch.samples[r.tokens] or {}
         for _, v in ipairs(type(r.samples_ms) == "table" and r.samples_ms or {r.median_ms}) do s[#s + 1] = v end
@@ -180,19 +181,24 @@ end
 -- the raw samples, from which the statistics and the columns derived from them are computed
 -- (the same way `workbench merge` recomputes them for a sharded run).
 local inputs = {} -- per token count: {run = runners, checked = true}
+local traces = {} -- the report's links to the traces written
+local COST_GFLOPS, COST_GBS = 100, 20 -- the model machine of the shards' cost (fixed, not measured)
 local sweep = wb.sweep{
     name = "mlp_sweep",
+    out = out_dir, -- where Ctrl-C's partial results go
     axes = {{"tokens", tokens_list}, {"mode", modes}},
     config = {dim = dim, hidden = hidden, dtype = args.dtype, device = device, iters = iters,
         peer = args.peer or ((args.no_peer or cuda or MLP ~= "GeGLU") and "none" or "torch_mlp.py"), mlp = args.mlp},
     rounds = rounds,
     shard = args.shard,
-    -- a point's share of the work: its roofline time (weights read, or flops), at least a bench's minimum
+    -- a point's share of the work: its roofline time (weights read, or flops) on a model machine
+    -- (COST_GFLOPS, COST_GBS), at least a bench's minimum. Never this machine's calibration: every
+    -- shard computes the assignment on its own, so it may depend only on the sweep's definition (a
+    -- shard that calibrated 116 GFLOP/s and one that calibrated 125 split the points differently).
     cost = function(p)
         -- what must move, and the [tokens, hidden] intermediate written and read once
         local bytes = bytes_of(p.tokens) + (args.dtype == "bf16" and 2 or 4) * 2 * p.tokens * hidden
-        return math.max(0.05, iters * math.max(flops_of(p.tokens) / (info.peak_gflops * 1e9),
-            bytes / (info.bandwidth_gbs * 1e9)))
+        return math.max(0.05, iters * math.max(flops_of(p.tokens) / (COST_GFLOPS * 1e9), bytes / (COST_GBS * 1e9)))
     end,
     -- First every point is checked against eager. Inputs are drawn for every token count, in
     -- order, so each shard sees the data the whole sweep would.
@@ -244,14 +250,15 @@ local sweep = wb.sweep{
         row.kernels, row.host_us, row.rel_error, row.flops = kernels, host_us, inputs[p.tokens].err[p.mode], flops_of(p.tokens)
         row.bytes = bytes_of(p.tokens)
         row.torch_samples_ms = torch.samples[p.tokens]
+        -- the forward's kernels, for the roofline (drawn from the rows, so a merge draws it too)
+        -- (numbers only: a column of text would be configuration to compare, which rows are aligned on)
+        local kf, kb, kt = {}, {}, {}
         for _, e in ipairs(kernel_events) do
-            if e.bytes > 0 and e.flops > 0 then
-                local roof, roof_gbs = "DRAM", info.bandwidth_gbs
-                if not cuda then roof, roof_gbs = calibrate.roof_for(calibrate.cpu(wb.get_num_threads()), e.bytes) end
-                roof_points[#roof_points + 1] = {name = p.mode, kernel = e.name, intensity = e.flops / e.bytes,
-                    gflops = e.flops / e.dur_ns, roof = roof, roof_gbs = roof_gbs}
+            if e.bytes > 0 and e.flops > 0 and e.dur_ns > 0 then
+                kf[#kf + 1], kb[#kb + 1], kt[#kt + 1] = e.flops, e.bytes, e.dur_ns
             end
         end
+        row.kernel_flops, row.kernel_bytes, row.kernel_ns = kf, kb, kt
         -- what the profile of this point shows (wb.findings), kept in the JSON beside the rows
         local kept = {}
         for i, f in ipairs(prof:findings()) do
@@ -260,9 +267,14 @@ local sweep = wb.sweep{
         point_findings[#point_findings + 1] = {tokens = p.tokens, mode = p.mode, findings = kept}
         if p.tokens == trace_tokens then
             prof:export_chrome_trace(string.format("%s/mlp_%s_tokens%d.trace.json", out_dir, p.mode, p.tokens))
+            traces[#traces + 1] = {text = string.format("Perfetto trace: %s at %d tokens", p.mode, p.tokens),
+                href = string.format("mlp_%s_tokens%d.trace.json", p.mode, p.tokens)}
         end
     end,
-    stats = {{from = "samples_ms", median = "median_ms", p10 = "p10_ms", p90 = "p90_ms", noise = "noise"},
+    -- median_ms: the median of the rounds' medians (as vs eager is taken round by round; a pooled
+    -- median follows whichever round took the most samples); p10-p90 and noise: of all samples
+    stats = {{from = "samples_ms", median = "median_ms", median_of = "rounds", p10 = "p10_ms", p90 = "p90_ms",
+        noise = "noise"},
         {from = "torch_samples_ms", median = "torch_ms"}},
     derived = {
         {column = "gflops", num = "flops", den = "median_ms", scale = 1e-6},
@@ -313,68 +325,86 @@ end
 print(string.format("\n%-6s %-8s %10s %17s %9s %7s %7s %8s %9s %18s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
     "GFLOP/s", "%peak", "GB/s", "kernels", "host us", "vs eager (rounds)", vs_torch))
 for _, r in ipairs(rows) do
-    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %5.0f%%%s %7.1f %8d %9.1f %18s %" ..
+    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %7s %7.1f %8d %9.1f %18s %" ..
         math.max(9, #vs_torch) .. "s%s", r.tokens, r.mode,
-        r.median_ms, r.p10_ms, r.p90_ms, r.gflops, r.pct_peak, r.pct_peak > 100 and "!" or " ", r.gbs, r.kernels, r.host_us,
+        r.median_ms, r.p10_ms, r.p90_ms, r.gflops, calibrate.pct_cell(r.pct_peak, info.under_load), r.gbs, r.kernels, r.host_us,
         vs_eager(r), r.vs_torch and string.format("%.2fx", r.vs_torch) or "-",
         r.noise and r.noise > 0.05 and string.format("  unstable (noise %.0f%%)", r.noise * 100) or ""))
 end
+print("%peak: against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops, info.calibrated) or
+    calibrate.ceiling_note(info)))
+print("median ms: the median of the rounds' medians; p10-p90: of all the samples" ..
+    (torch.version and "; PyTorch's: the median of all its samples" or ""))
 if rounds >= 2 then
     print(string.format("vs eager: eager's median over the mode's in each round, the median of the %s; in brackets " ..
         "their %s", plural(rounds, "round"), rounds >= 6 and "95% interval" or "range"))
 end
 
--- the report
-local series, speed = {}, {}
-local groups, group_of = {}, {}
-for i, t in ipairs(run_tokens) do groups[i], group_of[t] = tostring(t), i end
-for _, m in ipairs(modes) do
-    local pts, sp = {}, {}
-    for _, r in ipairs(rows) do
-        if r.mode == m then
-            pts[#pts + 1] = {r.tokens, r.median_ms, r.p10_ms, r.p90_ms, r.noise and r.noise > 0.05}
-            sp[group_of[r.tokens]] = r.speedup_vs_eager
-        end
-    end
-    series[#series + 1] = {name = m, points = pts}
-    speed[#speed + 1] = {name = m, values = sp}
+-- the report: text and charts as data (wb.report draws them from the rows; a merge does the same)
+local ceilings
+if not cuda and info.l2_gbs then
+    local e = calibrate.cpu(wb.get_num_threads())
+    ceilings = {{name = "L2", gbs = info.l2_gbs, max_bytes = e.l2_bytes and e.l2_bytes * e.threads},
+        {name = "L3", gbs = info.l3_gbs, max_bytes = e.l3_bytes}, {name = "DRAM", gbs = info.dram_gbs}}
+else
+    ceilings = {{name = "DRAM", gbs = info.bandwidth_gbs}}
 end
-if torch.version then
-    local pts = {}
-    for _, r in ipairs(rows) do
-        if r.torch_ms and (#pts == 0 or pts[#pts][1] ~= r.tokens) then pts[#pts + 1] = {r.tokens, r.torch_ms} end
+local report_spec = {
+    text = {
+        string.format(MLP .. " MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). %s of alternating modes%s; every " ..
+            "mode checked against eager first.", dim, hidden, args.dtype, device, info.name, info.isa,
+            cuda and "" or ", " .. plural(wb.get_num_threads(), "thread"), plural(rounds, "round"),
+            torch.version and string.format(" (%s timed after each round; its GEMMs ran on %s)", torch.label,
+                torch.blas) or ""),
+        "median_ms: the median of the rounds' medians (each round one vote, however many samples it took); " ..
+            "p10_ms-p90_ms: of all the samples; speedup_vs_eager: eager's median over the mode's in each round, the " ..
+            "median of the rounds, with the rounds' range (or a 95% interval from 6 rounds) in _lo-_hi" ..
+            (torch.version and "; torch_ms: the median of all of PyTorch's samples." or "."),
+        "% of peak (pct_peak) is against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops,
+            info.calibrated) or calibrate.ceiling_note(info)) .. ".",
+    },
+    warnings = info.under_load and {"The ceilings were MEASURED UNDER LOAD: every % of peak reads high."} or nil,
+    links = traces,
+    charts = {
+        {kind = "line", title = "Latency per forward", x_label = "tokens", y_label = "median ms", log_x = true,
+            log_y = true, x = "tokens", y = "median_ms", lo = "p10_ms", hi = "p90_ms", series = "mode",
+            unstable = "unstable", extra = torch.version and {{name = torch.label, y = "torch_ms"}} or nil,
+            caption = "Median time of one forward per mode (lower is better), against the number of tokens; bars: " ..
+                "p10-p90 of the samples; hollow: unstable." ..
+                (torch.version and " PyTorch's eager CPU forward on the same shapes is drawn for comparison." or "")},
+        {kind = "bar", title = "Speedup against eager", y_label = "eager time / mode time", group = "tokens",
+            series = "mode", value = "speedup_vs_eager", lo = "speedup_vs_eager_lo", hi = "speedup_vs_eager_hi",
+            reference = 1, caption = "How much faster each mode is than eager dispatch at the same token count (the " ..
+                "dashed line is eager itself); whiskers: the rounds' range, or a 95% interval from 6 rounds. Fewer " ..
+                "kernels and no dispatch matter most where the GEMMs are small."},
+        {kind = "roofline", title = "Kernels on the roofline", x_label = "arithmetic intensity (FLOP per byte)",
+            y_label = "GFLOP/s", peak_gflops = info.peak_gflops, ceilings = ceilings, series = "mode",
+            flops = "kernel_flops", bytes = "kernel_bytes", ns = "kernel_ns",
+            caption = string.format("Each kernel of each mode (all token counts) at its arithmetic intensity (flops per " ..
+                "byte that must move) and achieved GFLOP/s, under the roofline of this device (%s): %.1f GFLOP/s " ..
+                "peak. Points near a sloped line are memory-bound (small token counts), near the flat line " ..
+                "compute-bound. %s", cuda and "datasheet rates, not measured" or info.calibrated, info.peak_gflops,
+                cuda and "The bandwidth is DRAM's: a kernel whose data stays in the caches can sit above the sloped " ..
+                "line." or "On the cpu the roofline is cache-aware: L2, L3 and DRAM roofs measured on working sets " ..
+                "sized from the caches; each point's tooltip judges it against the level its bytes fit in.")},
+    },
+}
+-- a Findings section per mode: what the profile of each point showed (wb.findings' rules)
+local finding_tables, table_of = {}, {}
+for _, pf in ipairs(point_findings) do
+    local t = table_of[pf.mode]
+    if not t then
+        t = {title = "Findings: " .. pf.mode, header = {"tokens", "severity", "rule", "finding"}, rows = {}}
+        table_of[pf.mode] = t
+        finding_tables[#finding_tables + 1] = t
     end
-    series[#series + 1] = {name = torch.label, points = pts}
+    for _, f in ipairs(pf.findings) do
+        t.rows[#t.rows + 1] = {pf.tokens, f.severity, f.rule,
+            f.message .. (f.unreliable and " (the machine was busy: a figure about time is unreliable)" or "")}
+    end
 end
-local html = table.concat({
-    string.format("<p>" .. MLP .. " MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). Medians of %s of " ..
-        "alternating modes%s; every mode checked against eager first.</p>", dim, hidden, args.dtype, device, info.name,
-        info.isa, cuda and "" or ", " .. plural(wb.get_num_threads(), "thread"), plural(rounds, "round"),
-        torch.version and string.format(" (%s timed after each round; its BLAS: %s)", torch.label,
-            (torch.blas:gsub("[&<>]", ""))) or ""),
-    report.line_chart{title = "Latency per forward", x_label = "tokens", y_label = "median ms", log_x = true,
-        log_y = true, series = series,
-        caption = "Median time of one forward per mode (lower is better), against the number of tokens." ..
-            (torch.version and " PyTorch's eager CPU forward on the same shapes is drawn for comparison." or "")},
-    report.bar_chart{title = "Speedup against eager", y_label = "eager time / mode time", groups = groups,
-        series = speed, reference = 1,
-        caption = "How much faster each mode is than eager dispatch at the same token count (the dashed line is " ..
-            "eager itself). Fewer kernels and no dispatch matter most where the GEMMs are small."},
-    report.roofline{title = "Kernels on the roofline", x_label = "arithmetic intensity (FLOP per byte)",
-        y_label = "GFLOP/s", peak_gflops = info.peak_gflops,
-        bandwidth_gbs = info.bandwidth_gbs, points = roof_points,
-        ceilings = (not cuda and info.l2_gbs) and {{name = "L2", gbs = info.l2_gbs}, {name = "L3", gbs = info.l3_gbs},
-            {name = "DRAM", gbs = info.dram_gbs}} or nil,
-        caption = string.format("Each kernel of each mode (all token counts) at its arithmetic intensity (flops per " ..
-            "byte that must move) and achieved GFLOP/s, under the roofline of this device (%s): %.1f GFLOP/s " ..
-            "peak, %.1f GB/s memory bandwidth. Points near the sloped line are memory-bound (small token counts), " ..
-            "near the flat line compute-bound. %s", cuda and "datasheet rates, not measured" or info.calibrated,
-            info.peak_gflops, info.bandwidth_gbs, cuda and "The bandwidth is DRAM's: a kernel whose data stays in the " ..
-            "caches can sit above the sloped line." or "On the cpu the roofline is cache-aware: L2, L3 and DRAM roofs " ..
-            "measured on working sets sized from the caches; each point's tooltip judges it against the level its bytes " ..
-            "fit in.")},
-})
-local paths = sweep:save{dir = out_dir, html_extra = html, extra = {findings = point_findings}}
+report_spec.tables = finding_tables
+local paths = sweep:save{dir = out_dir, report = report_spec, extra = {findings = point_findings}}
 local traced = false
 for _, t in ipairs(run_tokens) do traced = traced or t == trace_tokens end
 print(string.format("\nresults: %s, %s\nreport: %s\ntraces: %s", paths.json, paths.csv, paths.html, traced and

@@ -14,7 +14,8 @@ case "${1:-}" in
 esac
 
 packages="gcc g++ binutils make libc6-dev cmake pkg-config liblua5.4-dev lua-unit lua-cjson libseccomp-dev libreadline-dev libopenblas0-pthread lua-argparse tmux slurm-wlm munge libsqlite3-dev"
-[ "$mode" = build ] || packages="$packages dpkg-dev chromium" # dpkg-source unpacks Lua's source; chromium loads the HTML reports in tests
+[ "$mode" = build ] || packages="$packages dpkg-dev" # apt-get source unpacks Lua's source with dpkg-source
+[ "$mode" = build ] || packages="$packages chromium" # the reports checked in a real browser (headless)
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

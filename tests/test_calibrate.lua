@@ -58,6 +58,28 @@ function TestCalibrate:test_busy_calibration_is_flagged_and_not_cached()
     lu.assertStrContains(again.source, "not kept")
 end
 
+-- A ceiling measured under load (no quiet one cached) is never used for % of peak without saying
+-- so: each cell is marked ~ and the table's ceiling line says MEASURED UNDER LOAD.
+function TestCalibrate:test_a_ceiling_measured_under_load_is_said_where_it_is_used()
+    local threads = wb.get_num_threads()
+    pretend(true)
+    lu.assertTrue(calibrate.cpu(threads, {force = true}).under_load)
+    local x, w = wb.randn({16, 64}), wb.randn({64, 64})
+    local p = wb.profiler.profile({with_flops = true}, function() local _ = wb.linear(x, w) end)
+    local text = p:table{}
+    lu.assertStrMatches(text, ".*wb_sgemm_[%w_]+ .* %d+%%[~!] *\n.*")
+    lu.assertStrContains(text, "MEASURED UNDER LOAD (no quiet calibration cached), so every % of peak reads high (marked ~)")
+    lu.assertEquals(calibrate.pct_cell(92, true), "92%~")
+    lu.assertEquals(calibrate.pct_cell(92, false), "92%")
+    lu.assertEquals(calibrate.pct_cell(120, true), "120%!")
+    -- a quiet calibration is used, and named, once there is one
+    pretend(false)
+    lu.assertFalse(calibrate.cpu(threads, {force = true}).under_load)
+    text = p:table{}
+    lu.assertNotStrContains(text, "UNDER LOAD")
+    lu.assertNil(text:find("%d%%~"))
+end
+
 function TestCalibrate:test_roof_for_and_percent()
     local e = {threads = 1, l2_bytes = 2 << 20, l3_bytes = 32 << 20, l2_gbs = 100, l3_gbs = 40, dram_gbs = 15}
     lu.assertEquals({calibrate.roof_for(e, 1 << 20)}, {"L2", 100})

@@ -78,6 +78,15 @@ function TestCli:test_options_reach_the_script()
     lu.assertEquals(out, "cpu\t2\n")
 end
 
+-- The default --help states is the one a script sees: out/<script>/<time>, not nil.
+function TestCli:test_out_has_its_stated_default()
+    local script = scratch.file("print(wb.options.out)\n", ".lua")
+    local name = script:match("([^/]*)%.lua$")
+    lu.assertStrMatches(run(script), "out/" .. name .. "/%d%d%d%d%d%d%d%d%-%d%d%d%d%d%d\n")
+    lu.assertStrMatches(run([[-e "print(wb.options.out)"]]), "out/repl/%d+%-%d+\n")
+    lu.assertStrContains(select(1, run("--help")) .. select(2, run("--help")), "wb.options.out (default: out/<script>/<timestamp>)")
+end
+
 function TestCli:test_seed_makes_runs_repeat()
     local a = run([[--seed 123 -e "print(wb.randn({3}):tolist()[3])"]])
     local b = run([[--seed 123 -e "print(wb.randn({3}):tolist()[3])"]])

@@ -292,12 +292,35 @@ function TestCompareValidates:test_the_document_shape()
     refused(write({name = {1}, columns = {}, rows = {}}), good, "name must be a string, got an array")
     refused(write({name = "sweep", columns = {}, rows = {}, fingerprint = "x"}), good, 'fingerprint must be an object, got the string "x"')
     refused(write({name = "sweep", columns = {}, rows = {}, keys = {"tokens", 3}}), good, "keys[2] must be a column name, got 3")
-    refused(write(doc({row(1, {"eager"}, 3)})), good, "row 1, mode: an array where a single value belongs")
+    refused(write(doc({row(1, {"eager"}, 3)})), good, 'row 1, mode[1]: the string "eager", expected a finite number')
+    refused(write(doc({row(1, {kind = "eager"}, 3)})), good,
+        "row 1, mode: an object where a single value or an array of numbers belongs")
     refused(write(doc({row(1, "eager", 3), {1, 2}})), good, "row 2 is not an object")
     -- the second file is checked as well, and named
     local _, err, code = run(good, write(doc({row(1, "eager", 3, nil, {p10_ms = "fast"})})))
     lu.assertEquals(code, 2)
     lu.assertStrContains(err, 'p10_ms: the string "fast", expected a number')
+end
+
+-- Any array of numbers is samples, whatever its name: the main job's rows carry the peer's
+-- torch_samples_ms and samples_ms_per_round beside samples_ms.
+function TestCompareValidates:test_arrays_of_numbers_in_any_column_are_read()
+    local a = write(doc({row(1, "eager", 3, nil, {torch_samples_ms = {1, 2, 3}, samples_ms_per_round = {20, 20}}),
+        row(16, "eager", 9, nil, {torch_samples_ms = {4, 5}})}))
+    local out, err, code = run(a, a)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "verdicts: 2 SAME, 0 FASTER, 0 SLOWER, 0 UNSURE")
+    refused(write(doc({row(1, "eager", 3, nil, {torch_samples_ms = {1, "2"}})})), a,
+        'row 1, torch_samples_ms[2]: the string "2", expected a finite number')
+end
+
+-- A row's name longer than string.format's 99-character width used to stop compare with a Lua error.
+function TestCompareValidates:test_a_long_row_name_is_printed_whole()
+    local long = string.rep("x", 120)
+    local a = write(doc({row(1, long, 3)}))
+    local out, err, code = run("--verbose " .. a, a)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "mode=" .. long .. "  ")
 end
 
 function TestCompareValidates:test_control_characters_are_escaped_in_what_it_prints()

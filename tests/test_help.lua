@@ -22,7 +22,7 @@ function TestHelp:test_every_public_function_is_documented()
     for k, v in pairs(wb) do
         if type(v) == "function" and k:sub(1, 1) ~= "_" then check("wb." .. k, v) end
     end
-    for _, m in ipairs({"nn", "graph", "profiler"}) do
+    for _, m in ipairs({"nn", "graph", "profiler", "sweep", "args"}) do
         for k, v in pairs(wb[m]) do
             if type(v) == "function" then check("wb." .. m .. "." .. k, v) end
         end
@@ -33,6 +33,22 @@ function TestHelp:test_every_public_function_is_documented()
     for k, v in pairs(wb.Tensor.__methods) do check("tensor:" .. k, v) end
     table.sort(missing)
     lu.assertEquals(missing, {})
+end
+
+-- What a newcomer looked for: wb.args (converter factories), wb.compile's codegen=, a compiled
+-- function's own entry (not its field `fn`), wb.sweep{...} itself beside its helpers.
+function TestHelp:test_args_compile_and_sweep_entries()
+    lu.assertStrContains(captured(wb.args), "wb.args.int(option, lo, hi) -> a converter for parser:option(...):convert")
+    lu.assertStrContains(captured(wb.args.int), 'convert(args.int("--tokens", 1, 65536))')
+    lu.assertStrContains(captured(wb.compile), "codegen=true")
+    local f = wb.compile(function(x) return x end)
+    local text = captured(f)
+    lu.assertStrContains(text, "a compiled function (wb.compile(fn))")
+    lu.assertStrContains(text, "f:explain()")
+    lu.assertNotEquals(text, "fn")
+    lu.assertStrContains(captured(wb.sweep):match("^[^\n]*"), "wb.sweep{name=, axes=")
+    lu.assertStrContains(captured(nil), "wb.args")
+    lu.assertStrContains(captured("options"), "wb.options.out")
 end
 
 function TestHelp:test_forms()

@@ -209,6 +209,37 @@ function TestRecording:test_with_stack_points_at_the_script()
     lu.assertStrContains(p:table{group_by_stack_n = 1}, "test_profiler.lua:")
 end
 
+-- The library's frames are skipped by where the library is (its folder, resolved), not by a
+-- "/wb/" anywhere in the path: a user's script under a folder named wb (or a checkout under one)
+-- is the call site, also when it calls the library (wb.nn) that calls the ops.
+function TestRecording:test_with_stack_in_a_folder_named_wb()
+    local dir = scratch.dir() .. "/wb"
+    os.execute("mkdir -p '" .. dir .. "/wb'")
+    local script = scratch.file([[
+local lin = wb.nn.Linear(4, 4)
+local p = wb.profiler.profile({with_stack = true}, function()
+    local a = wb.ones({2, 4})
+    local _ = lin(a + a)
+end)
+for _, e in ipairs(p:events()) do
+    if e.cat == "op" then print(e.name, e.src) end
+end
+]])
+    local path = dir .. "/wb/user.lua"
+    assert(os.rename(script, path))
+    local exe = os.getenv("WB_EXE") or "build/workbench"
+    local pipe = io.popen(string.format("'%s' '%s' 2>&1", exe, path))
+    local out = pipe:read("a")
+    pipe:close()
+    local ops = 0
+    for name, src in out:gmatch("(%S+)\t(%S+)\n") do
+        ops = ops + 1
+        lu.assertStrContains(src, "wb/user.lua:", name .. " is attributed to the user's script: " .. out)
+    end
+    lu.assertTrue(ops >= 3, out) -- add, linear and the linear's own ops
+    lu.assertNotStrContains(out, "nil")
+end
+
 function TestRecording:test_dropped_events_are_counted_and_reported()
     local p = wb.profiler.profile({max_events = 16}, function()
         local a = wb.ones({1})
@@ -442,6 +473,7 @@ function TestExports:test_memory_timeline_json_and_chart()
     local html = h:read("a")
     h:close()
     lu.assertStrContains(html, "<svg")
+    lu.assertStrContains(html, "http-equiv='Content-Security-Policy'") -- it runs no script either
     lu.assertStrContains(html, "Allocated memory over time")
     os.remove(path)
     os.remove(html_path)

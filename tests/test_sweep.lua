@@ -62,10 +62,15 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     lu.assertStrContains(calls[1], "--dtype f32 --rounds 7")
     lu.assertStrContains(out, "round 2/2 done (and PyTorch's)")
     -- the column and the report name the peer's version and BLAS
-    lu.assertStrMatches(out, ".*\ntokens +mode .* vs eager %(rounds%) +vs PyTorch fake%-1%.0 %(BLAS open%)\n.*")
+    lu.assertStrMatches(out, ".*\ntokens +mode .* vs eager %(rounds%) +vs PyTorch fake%-1%.0 %(BLAS generic%)\n.*")
     local html = assert(io.open(dir .. "/mlp_sweep.html")):read("a")
-    lu.assertStrContains(html, "PyTorch fake-1.0 (BLAS open) timed after each round; its BLAS: - Build settings: " ..
-        "BLAS_INFO=open, BUILD_TYPE=Release")
+    lu.assertStrContains(html, "PyTorch fake-1.0 (BLAS generic) timed after each round; its GEMMs ran on BLAS_INFO=generic")
+    lu.assertNotStrContains(html, "Build settings") -- never the raw build string
+    -- the report: three charts, the speedups' whiskers, links to the traces, one statistic said once
+    lu.assertEquals(select(2, html:gsub("<figure>", "")), 3)
+    lu.assertStrContains(html, "(interval ")
+    lu.assertStrContains(html, "<a href='mlp_eager_tokens4.trace.json'>")
+    lu.assertStrContains(html, "median_ms: the median of the rounds&#39; medians")
     lu.assertStrMatches(out, ".*tokens 4%s+PyTorch%s+2%.000 ms %(p10 1%.000, p90 3%.000%).*")
     for _, r in ipairs(saved_rows(dir, 4)) do
         lu.assertEquals(r.torch_ms, 2.0) -- the median of 1,2,3 twice
@@ -81,7 +86,80 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     lu.assertStrContains(out, "vs eager: eager's median over the mode's in each round, the median of the 2 rounds; in " ..
         "brackets their range")
     lu.assertStrMatches(out, ".*\ntokens +mode +median ms +p10%-p90 ms +GFLOP/s +%%peak +GB/s +kernels .*")
+    -- compare reads the main job's output as it is when the peer ran (torch_samples_ms is an array)
+    local p = io.popen(string.format("%s compare '%s/mlp_sweep.json' '%s/mlp_sweep.json' 2>&1", EXE, dir, dir))
+    local cmp = p:read("a")
+    local _, _, ccode = p:close()
+    lu.assertEquals(ccode, 0, cmp)
+    lu.assertStrContains(cmp, "verdicts: 4 SAME")
     os.execute("rm -rf '" .. dir .. "'")
+end
+
+-- Ctrl-C during the rounds: one line, the rounds measured so far saved and marked partial, 130.
+function TestSweep:test_ctrl_c_saves_the_points_measured_so_far()
+    local dir, log = scratch.dir(), scratch.path(".log")
+    local cmd = string.format("%s %s %s --rounds 1000 --no-peer --trace-tokens 4 --out %s", EXE, SWEEP, SMALL, dir)
+    -- the shell waits for the second round's line, then sends SIGINT as a terminal's Ctrl-C does
+    local p = io.popen(string.format([[%s >%s 2>&1 & pid=$!
+i=0; until grep -q "round 2/1000 done" %s; do sleep 0.1; i=$((i+1)); [ $i -lt 600 ] || break; done
+kill -INT $pid; wait $pid; echo "status=$?"]], cmd, log, log))
+    local status = p:read("a")
+    p:close()
+    local out = assert(io.open(log)):read("a")
+    os.remove(log)
+    lu.assertStrContains(status, "status=130", out)
+    lu.assertNotStrContains(out, "traceback")
+    local last = out:match("([^\n]*)\n$")
+    lu.assertStrMatches(last, "workbench: mlp_sweep: interrupted %(Ctrl%-C%) after %d+ of 1000 rounds; 4 of 4 points " ..
+        "measured, saved as partial results: .*/mlp_sweep%.json %(and %.csv, %.html%)")
+    lu.assertEquals(select(2, out:gsub("interrupted", "")), 1, out)
+    local f = assert(io.open(dir .. "/mlp_sweep.json"))
+    local doc = cjson.decode(f:read("a"))
+    f:close()
+    lu.assertEquals(doc.partial.rounds, 1000)
+    lu.assertTrue(doc.partial.rounds_completed >= 2)
+    lu.assertEquals(#doc.rows, 4)
+    for _, r in ipairs(doc.rows) do
+        lu.assertTrue(r.partial)
+        lu.assertTrue(#r.samples_ms_per_round >= 2)
+        lu.assertTrue(r.median_ms > 0)
+    end
+    -- merge does not take partial results for a whole run's
+    local m = io.popen(string.format("%s merge %s/merged %s/mlp_sweep.json 2>&1", EXE, dir, dir))
+    local merged = m:read("a")
+    local _, _, mcode = m:close()
+    lu.assertEquals(mcode, 2, merged)
+    lu.assertStrContains(merged, "mlp_sweep.json holds partial results (interrupted after ")
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
+-- The peer names the BLAS it loaded ("BLAS_INFO=generic" only says torch calls libblas.so.3):
+-- the column and the report say that, never the raw build string.
+function TestSweep:test_the_peer_names_the_blas_it_ran_on()
+    local dir, log = scratch.dir(), scratch.path(".log")
+    local peer = string.format("'%s' '%s/tests/fake_peer.lua'", EXE, SRC)
+    local blas = "OpenBLAS 0.3.21 (Cooperlake kernels) through libblas.so.3"
+    local out, code = sweep(SMALL .. " --rounds 1 --trace-tokens 4 --peer \"" .. peer .. "\" --out " .. dir,
+        string.format("WB_FAKE_PEER_LOG=%s WB_FAKE_PEER_BLAS_LIBRARY='%s'", log, blas))
+    os.remove(log)
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "vs PyTorch fake-1.0 (" .. blas .. ")")
+    local html = assert(io.open(dir .. "/mlp_sweep.html")):read("a")
+    lu.assertStrContains(html, "its GEMMs ran on " .. blas)
+    lu.assertStrContains(html, ">PyTorch fake-1.0 (" .. blas .. ")</text>") -- the legend, whole
+    lu.assertNotStrContains(html, "Build settings")
+    lu.assertNotStrContains(html, "CXX_FLAGS")
+    os.execute("rm -rf '" .. dir .. "'")
+    -- and the peer's own finding, where python3 and Debian's libblas.so.3 (OpenBLAS) are installed
+    local p = io.popen(string.format("cd '%s/experiments/peers' && python3 -c 'import ctypes; " ..
+        "ctypes.CDLL(\"libblas.so.3\"); import torch_mlp; print(torch_mlp.blas_in_use())' 2>&1", SRC))
+    local found = p:read("a")
+    local ok = p:close()
+    if ok and not found:match("^%s*$") then
+        lu.assertStrMatches(found, "^OpenBLAS [%d.]+ %(%a[%w_]* kernels%) through libblas%.so%.3\n$")
+    else
+        print("(python3 with OpenBLAS's libblas.so.3 not found: the peer's own detection not checked: " .. found .. ")")
+    end
 end
 
 function TestSweep:test_a_failing_peer_leaves_the_results_intact()

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """torch_mlp.py: PyTorch's eager CPU GeGLU MLP forward on the shapes mlp_sweep.lua uses, so the
 comparison can be reproduced: the peer runs on the same machine, between rounds of ours. Prints JSON: {"torch": version, "blas": ...,
+"blas_library": the BLAS it loaded (OpenBLAS's version and kernels),
 "threads": n, "results": [{"tokens": t, "median_ms": ..., "samples_ms": [...]}, ...]}.
 mlp_sweep.lua runs it once per round with --rounds 7, between rounds of its own modes.
 
@@ -13,6 +14,39 @@ import json
 import os
 import statistics
 import time
+
+
+def blas_in_use():
+    """The BLAS library this process has loaded, as "OpenBLAS 0.3.21 (Cooperlake kernels) through
+    libblas.so.3": torch's BLAS_INFO=generic only says it calls whatever libblas.so.3 resolves to.
+    "" when no shared BLAS is loaded (a BLAS linked into torch itself, such as MKL)."""
+    import ctypes
+    seen = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                name = os.path.basename(path)
+                if path not in seen and (name.startswith("libblas.so") or name.startswith("libopenblas")):
+                    seen.append(path)
+    except OSError:
+        return ""
+    if not seen:
+        return ""
+    # what torch calls: libblas.so.3 when it is loaded (Debian's alternative behind it is OpenBLAS's)
+    seen.sort(key=lambda p: not os.path.basename(p).startswith("libblas.so"))
+    for path in seen:
+        try:
+            lib = ctypes.CDLL(path)
+            config, core = lib.openblas_get_config, lib.openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        config.restype = core.restype = ctypes.c_char_p
+        words = (config() or b"").decode(errors="replace").split()
+        version = words[1] if len(words) > 1 and words[0] == "OpenBLAS" else "?"
+        kernels = (core() or b"").decode(errors="replace").capitalize() or "unknown"
+        return "OpenBLAS %s (%s kernels) through %s" % (version, kernels, os.path.basename(seen[0]))
+    return "%s (not OpenBLAS)" % os.path.basename(seen[0])  # another BLAS (reference, BLIS)
 
 
 def main():
@@ -60,7 +94,8 @@ def main():
                 samples.append((time.perf_counter() - t0) * 1e3)
             out.append({"tokens": t, "median_ms": statistics.median(samples), "samples_ms": samples})
     blas = [line.strip() for line in torch.__config__.show().splitlines() if "BLAS" in line]
-    print(json.dumps({"torch": torch.__version__, "dtype": a.dtype, "blas": "; ".join(b[:120] for b in blas), "threads": a.threads,
+    print(json.dumps({"torch": torch.__version__, "dtype": a.dtype, "blas": "; ".join(b[:120] for b in blas),
+                      "blas_library": blas_in_use(), "threads": a.threads,
                       "coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "results": out}))
 
 

@@ -51,6 +51,13 @@ experiment=$(cd "$(dirname "$experiment")" && pwd)/$(basename "$experiment")
 exe=${WB_EXE:-$root/build/workbench}
 [ -x "$exe" ] || fail "no workbench executable at $exe (build it with scripts/bootstrap.sh, or set WB_EXE)"
 command -v sbatch >/dev/null 2>&1 || fail "sbatch not found: this needs a Slurm cluster (Debian: slurm-client)"
+# a cluster that answers, or one line saying how to get one here (sbatch alone says "fatal: Could
+# not establish a configuration source")
+local_hint="on one machine, start one with scripts/slurm/local_cluster.sh start DIR (as root) and export SLURM_CONF=DIR/slurm.conf"
+[ -z "${SLURM_CONF:-}" ] || [ -f "$SLURM_CONF" ] || fail "no Slurm cluster answers (SLURM_CONF=$SLURM_CONF: no such file): $local_hint"
+if ! why=$(timeout 20 sinfo -h -o %P 2>&1 >/dev/null); then
+    fail "no Slurm cluster answers ($(printf '%s' "${why:-no answer in 20 s}" | head -n 1 | sed 's/^sinfo: //')): $local_hint"
+fi
 
 name=$(basename "$experiment" .lua)
 [ -n "$out" ] || out="out/$name/slurm-$(date +%Y%m%d-%H%M%S)"

@@ -73,6 +73,7 @@ local function key(threads)
     local build = wb.build.type .. (wb.build.sanitizers and "+sanitizers" or "")
     return table.concat({I._hostname(), I._cpu_model(), wb.cpu_isa(), tostring(threads), build}, "|")
 end
+M.cache_key = key -- the entry of the cache file that calibrate.cpu(threads) reads (tests plant one)
 
 local function theoretical(threads)
     local mhz = I._cpu_clock_mhz()
@@ -155,6 +156,24 @@ function M.percent(value, ceiling, what)
         return pct, string.format("above the measured %s (%.0f%%): the ceiling is too low", what or "ceiling", pct)
     end
     return pct
+end
+
+-- A % of peak as a table shows it: "92%", "!" after it above 100 (the ceiling is too low), "~"
+-- after it when the ceiling was measured under load (it reads high: the footer says so).
+function M.pct_cell(pct, under_load)
+    if not pct then return "-" end
+    return string.format("%.0f%%%s", pct, pct > 100 and "!" or under_load and "~" or "")
+end
+
+-- The line under a table with such cells that says what the ceiling was, and when it was measured
+-- under load, that it was (the % read high).
+function M.ceiling_note(info)
+    local s = string.format("%.1f GFLOP/s, %.1f GB/s", info.peak_gflops, info.bandwidth_gbs)
+    if info.under_load then
+        return s .. ": MEASURED UNDER LOAD (no quiet calibration cached), so every % of peak reads high (marked ~); " ..
+            "calibrate on a quiet machine: wb.device_info() caches it"
+    end
+    return s .. " (" .. tostring(info.calibrated) .. ")"
 end
 
 function M.device_info(device)

@@ -92,7 +92,10 @@ validate = function(doc, path)
                 end
                 numeric[c] = numeric[c] or i
             elseif type(v) == "table" then
-                if not c:match("^samples_") then bad("row %d, %s: %s where a single value belongs", i, clean(c), kind(v)) end
+                -- an array of numbers is raw samples whatever its name (a peer's torch_samples_ms,
+                -- a sweep's samples_ms_per_round); anything else in a cell is not a results value
+                if not is_array(v) then bad("row %d, %s: %s where a single value or an array of numbers belongs", i,
+                    clean(c), kind(v)) end
                 for j, x in pairs(v) do
                     if type(j) ~= "number" or type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
                         bad("row %d, %s[%s]: %s, expected a finite number", i, clean(c), tostring(j), kind(x))
@@ -362,7 +365,9 @@ function M.compare(path_a, path_b, o)
     local worst_slower = 0
     local width = 8
     for _, pr in ipairs(pairs_) do width = math.max(width, #pr[1]) end
-    out(string.format("%-" .. width .. "s %12s %12s %8s %8s  %s\n", "row", "A", "B", "B/A", "p", "verdict"))
+    -- padded by hand: string.format's widths stop at 99, and a row's name can be longer
+    local function pad(text) return text .. string.rep(" ", width - #text) end
+    out(pad("row") .. string.format(" %12s %12s %8s %8s  %s\n", "A", "B", "B/A", "p", "verdict"))
     for _, pr in ipairs(pairs_) do
         local k, ra, rb = pr[1], pr[2], pr[3]
         local ta, tb = timing(ra), timing(rb)
@@ -374,20 +379,20 @@ function M.compare(path_a, path_b, o)
             if ra.unstable == true then flags[#flags + 1] = "A unstable" end
             if rb.unstable == true then flags[#flags + 1] = "B unstable" end
             if basis == "noise" then flags[#flags + 1] = string.format("within the noise, %.0f%%", noise * 100) end
-            out(string.format("%-" .. width .. "s %12s %12s %7.3fx %8s  %s%s\n", k, show(ta.median) .. " " ..
+            out(pad(k) .. string.format(" %12s %12s %7.3fx %8s  %s%s\n", show(ta.median) .. " " ..
                 ta.metric:match("_(%a+)$"), show(tb.median), ratio, p and string.format("%.2g", p) or "-", v,
                 #flags > 0 and " (" .. table.concat(flags, ", ") .. ")" or ""))
             if o.verbose then
                 for _, c in ipairs(a.columns) do
                     local va, vb = ra[c], rb[c]
                     if c ~= ta.metric and type(va) == "number" and type(vb) == "number" and is_metric(a, c) then
-                        out(string.format("%-" .. width .. "s   %-16s %12s %12s %7.3fx\n", "", c, show(va), show(vb),
+                        out(pad("") .. string.format("   %-16s %12s %12s %7.3fx\n", c, show(va), show(vb),
                             va ~= 0 and vb / va or 0))
                     end
                 end
             end
         else
-            out(string.format("%-" .. width .. "s (no time metric to compare)\n", k))
+            out(pad(k) .. " (no time metric to compare)\n")
         end
     end
     local only_a, only_b = {}, {}

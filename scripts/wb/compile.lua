@@ -29,6 +29,7 @@ local M = {}
 
 local Compiled = {}
 Compiled.__index = Compiled
+Compiled.__name = "wb.compiled" -- help(f) finds its entry by this name
 
 local codegen = require("wb.codegen")
 

@@ -62,13 +62,23 @@ local DOCS = {
     ["wb.sleep_ms"] = "wb.sleep_ms(ms): sleep (benchmarks let other libraries' threads go idle)",
     ["wb.bench"] = "wb.bench(fn | {name=fn, ...}[, {warmup=3, iters=10, min_time_ms=100, max_time_ms=2000, target_noise=0.05, plateau_checks=6, max_iters=, flush_cache=false, device=}]) -> {median_us, p10_us, p25_us, p75_us, p90_us, mean_us, min_us, max_us, iters, samples_us, noise, converged, stop_reason}; a table of functions is timed interleaved and gives one result per name",
     ["wb.results"] = "wb.results(name[, {columns=, keys=}]) -> r; r:add{...}; r:save{dir=} writes JSON, CSV and HTML with the environment fingerprint",
-    ["wb.sweep"] = "wb.sweep{name=, axes={{\"tokens\", {1, 16}}, ...}, measure=function(point, round) -> samples_ms, rounds=, config=, shard=\"I/N\", cost=, prepare=, after_round=, finish=, stats=, derived=, constants=, columns=, history=} -> s; s:run() -> rows with raw samples and statistics; s:save{dir=} writes <name>[.shard-I-of-N].json/.csv/.html (and records the run in `workbench history` with --history, WB_HISTORY=1 or history=true); `workbench merge OUT DIRS` joins shards",
+    ["wb.sweep"] = "wb.sweep{name=, axes={{\"tokens\", {1, 16}}, ...}, measure=function(point, round) -> samples_ms, rounds=, config=, shard=\"I/N\", cost=function(point) -> number (from the sweep's definition only, never measured: every shard computes the split itself), prepare=, after_round=, finish=, stats=, derived=, constants=, columns=, out=DIR, history=} -> s; s:run() -> rows with raw samples and statistics; s:save{dir=} writes <name>[.shard-I-of-N].json/.csv/.html (dir: else out=, else --out; and records the run in `workbench history` with --history, WB_HISTORY=1 or history=true); Ctrl-C during s:run() saves the points measured so far, marked partial, and ends with status 130; `workbench merge OUT DIRS` joins shards",
     ["wb.sweep.parse_shard"] = "wb.sweep.parse_shard(\"I/N\") -> I, N; or nil and what is wrong",
     ["wb.sweep.assign"] = "wb.sweep.assign(npoints, count[, costs]) -> the shard of each point: round robin, or the costliest first to the least loaded shard",
     ["wb.sweep.point_name"] = "wb.sweep.point_name(axes, row) -> \"tokens=16 mode=dual\"",
     ["wb.sweep.compute"] = "wb.sweep.compute(rows, description, constants_of) -> rows with the statistics and derived columns recomputed from their raw samples",
     ["wb.sweep.add_options"] = "wb.sweep.add_options(parser): adds --shard I/N and --history to an argparse parser",
-    ["wb.compile"] = "wb.compile(fn[, {max_signatures=8, fuse=true}]) -> a callable that traces fn per input signature, fuses (gelu+mul, dual GEMM, epilogues), captures and replays; f:explain() shows what it did",
+    ["wb.compile"] = "wb.compile(fn[, {max_signatures=8, fuse=true, codegen=true}]) -> a callable that traces fn per input signature, fuses (gelu+mul, dual GEMM, epilogues; fuse=false: no rules), generates a C (or CUDA C) kernel per group of elementwise ops (codegen=false: none), captures and replays; f:explain() shows what it did",
+    ["wb.compiled"] = "a compiled function (wb.compile(fn)): f(...) runs fn's plan for the arguments' signature (traced, fused, captured, replayed); f:explain() the ops, rules and kernels per signature; f:source(name) a generated kernel's C (CUDA C on cuda); f:signatures() how many are traced",
+    ["wb.sweep.is_interrupt"] = "wb.sweep.is_interrupt(err) -> whether an error is the workbench's Ctrl-C (\"...interrupted!\")",
+    ["wb.options"] = "wb.options: what the command line asked for: device, threads, seed (when given), out: wb.options.out is --out DIR, by default out/<script>/<timestamp>, made when something is saved there",
+    -- wb.args: an experiment's arguments (lua-argparse)
+    ["wb.args"] = "wb.args (require(\"wb.args\")): an experiment's arguments with lua-argparse: --help lists the options with defaults, a bad one prints one line and exits 2",
+    ["wb.args.parser"] = "wb.args.parser(name, description[, epilog]) -> an argparse parser named after the script",
+    ["wb.args.parse"] = "wb.args.parse(parser[, argv]) -> the parsed options (argv: the script's arg); a bad argument: one line on stderr, exit status 2",
+    ["wb.args.int"] = "wb.args.int(option, lo, hi) -> a converter for parser:option(...):convert(...): a whole number from lo to hi, e.g. parser:option(\"--tokens\", \"Tokens.\", \"16\"):convert(args.int(\"--tokens\", 1, 65536))",
+    ["wb.args.ints"] = "wb.args.ints(option, lo, hi) -> a converter: comma-separated whole numbers from lo to hi, as an array",
+    ["wb.args.names"] = "wb.args.names(option, allowed) -> a converter: a comma-separated list of names from the array allowed",
     ["wb.cuda.is_available"] = "wb.cuda.is_available() -> true when the CUDA plugin loads and a GPU is present",
     ["wb.cuda.why_not"] = "wb.cuda.why_not() -> nil, or why device cuda cannot run (plugin not built, no driver, no device)",
     ["wb.cuda.memory"] = "wb.cuda.memory() -> {allocated, reserved, peak} bytes of the caching allocator",
@@ -131,11 +141,12 @@ workbench help: help(function) or help("name") for one entry; help(x) for a tens
   views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
   modules   wb.nn.Linear wb.nn.GeGLUMLP wb.nn.SwiGLUMLP
   speed     wb.graph.capture wb.compile wb.bench wb.profiler.profile wb.results wb.sweep wb.device_info
+  scripts   wb.args (wb.args.parser wb.args.parse wb.args.int wb.args.ints wb.args.names) wb.options
   machine   wb.set_num_threads wb.set_threads_adaptive wb.cpu_isa wb.cpu_bf16 wb.cpu_blocking wb.devices
             wb.set_cpu_blocking wb.synchronize
 Tab completes names (x:tr<Tab>); a trailing ; silences a value; Ctrl-C stops a statement; Ctrl-D leaves.]]
 
-local MODULES = {"nn", "graph", "profiler", "openblas", "cuda", "sweep"}
+local MODULES = {"nn", "graph", "profiler", "openblas", "cuda", "sweep", "args"}
 
 -- The documented name of a function value, by searching wb, its modules and tensor methods.
 local function name_of(f)
@@ -180,7 +191,17 @@ local function help(x)
         return
     end
     if type(x) == "table" then
+        -- a compiled function, or a module that is also a constructor (wb.sweep{...}): its own entry first
+        local mt = getmetatable(x)
+        if type(mt) == "table" and DOCS[rawget(mt, "__name") or ""] then
+            print(DOCS[mt.__name])
+            return
+        end
         local lines = {}
+        for _, m in ipairs(MODULES) do
+            if rawget(wb, m) == x and DOCS["wb." .. m] then lines[1] = DOCS["wb." .. m] end
+        end
+        local own = lines[1]
         for k, v in pairs(x) do
             if type(v) == "function" and not (type(k) == "string" and k:sub(1, 1) == "_") then -- _: internal
                 local name = name_of(v)
@@ -188,6 +209,10 @@ local function help(x)
             end
         end
         table.sort(lines)
+        if own then -- the module's own entry stays first
+            for i, l in ipairs(lines) do if l == own then table.remove(lines, i) break end end
+            table.insert(lines, 1, own)
+        end
         print(#lines > 0 and table.concat(lines, "\n") or "no functions in this table")
         return
     end

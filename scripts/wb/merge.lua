@@ -179,10 +179,6 @@ local function hardware(fp)
     return table.concat(parts, ", ")
 end
 
-local function esc(s)
-    return (tostring(s):gsub("[&<>\"]", {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;"}))
-end
-
 -- Merges the shard files (or folders) in inputs into out; returns the paths written.
 function M.merge(out_dir, inputs, say)
     say = say or print
@@ -197,7 +193,15 @@ function M.merge(out_dir, inputs, say)
         end
     end
     local docs = {}
-    for i, path in ipairs(files) do docs[i] = load(path) end
+    for i, path in ipairs(files) do
+        docs[i] = load(path)
+        local part = docs[i].partial
+        if part ~= nil and part ~= cjson.null then -- a run stopped by Ctrl-C: fewer rounds than the others
+            fail(string.format("%s holds partial results (interrupted after %s of %s rounds): run that shard again",
+                files[i], tostring(type(part) == "table" and part.rounds_completed or "?"),
+                tostring(type(part) == "table" and part.rounds or "?")))
+        end
+    end
     local ref = docs[1].sweep
     for i = 2, #docs do
         local d = differences(ref, docs[i].sweep)
@@ -275,7 +279,7 @@ function M.merge(out_dir, inputs, say)
     -- recompute from the raw samples: the statistics and derived columns are dropped first
     local computed = {}
     for _, spec in ipairs(ref.stats) do
-        for k, column in pairs(spec) do if k ~= "from" then computed[column] = true end end
+        for k, column in pairs(spec) do if k ~= "from" and k ~= "median_of" then computed[column] = true end end
     end
     for _, d in ipairs(ref.derived) do computed[d.column] = true end
     local shard_label, hw = {}, {}
@@ -329,20 +333,27 @@ function M.merge(out_dir, inputs, say)
         row._doc = nil
         res:add(row)
     end
-    local html = {string.format("<p>Merged from %d shard files of the sweep <b>%s</b> (%d points); every statistic " ..
-        "recomputed from the raw samples.</p>", #docs, esc(ref.name), #ref.points)}
+    -- the report: the first shard's charts drawn from the merged rows, and what the merge knows
+    local rep = type(docs[1].report) == "table" and docs[1].report or {}
+    local merged_report = {charts = rep.charts, links = rep.links, text = {}, warnings = {}, tables = {}}
+    for _, t in ipairs(rep.text or {}) do merged_report.text[#merged_report.text + 1] = t end
+    table.insert(merged_report.text, 1, string.format("Merged from %d shard files of the sweep %s (%d points); every " ..
+        "statistic recomputed from the raw samples.", #docs, ref.name, #ref.points))
     if mixed then
-        html[#html + 1] = "<p style='color:#b00'><b>Warning: the shards ran on different hardware</b>; timings of " ..
-            "rows from different shards are not comparable (column <i>hardware</i>).</p>"
+        merged_report.warnings[1] = "Warning: the shards ran on different hardware; timings of rows from different " ..
+            "shards are not comparable (column hardware)."
     end
-    html[#html + 1] = "<h2>Shards</h2><table class='fp'><tr><th>shard</th><th>points</th><th>hardware</th><th>host</th>" ..
-        "<th>date</th><th>commit</th><th>file</th></tr>"
+    local across = M.paired_across_shards(merged, ref)
+    if #across > 0 then
+        merged_report.warnings[#merged_report.warnings + 1] = "Warning: " .. across.summary
+    end
+    local shard_rows = {}
     for i, s in ipairs(shards) do
         local f = s.fingerprint or {}
-        html[#html + 1] = string.format("<tr><td>%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
-            esc(s.shard), s.points, esc(hw[i]), esc(f.host or "?"), esc(f.date or "?"), esc(f.commit or "?"), esc(s.file))
+        shard_rows[i] = {s.shard, s.points, hw[i], f.host or "?", f.date or "?", f.commit or "?", s.file}
     end
-    html[#html + 1] = "</table>"
+    merged_report.tables[1] = {title = "Shards", header = {"shard", "points", "hardware", "host", "date", "commit", "file"},
+        rows = shard_rows}
     local desc = {}
     for k, v in pairs(ref) do desc[k] = v end
     desc.shard = nil
@@ -359,14 +370,83 @@ function M.merge(out_dir, inputs, say)
             end
         end
     end
-    local paths = res:save{dir = out_dir, file = ref.name, fingerprint = fp, html_extra = table.concat(html),
+    local paths = res:save{dir = out_dir, file = ref.name, fingerprint = fp, report = merged_report,
         extra = {sweep = desc, shards = shards, findings = findings}}
+    say(M.text_table(columns, merged))
     say(string.format("merged %d shard file%s of %s: %d points", #docs, #docs > 1 and "s" or "", ref.name, #merged))
     if mixed then
         say("WARNING: the shards ran on different hardware (column 'hardware'):")
         for i = 1, #docs do say(string.format("  shard %s: %s", shard_label[i], hw[i])) end
     end
+    if #across > 0 then
+        say("WARNING: " .. across.summary)
+        for _, line in ipairs(across) do say("  " .. line) end
+    end
     return paths, merged
+end
+
+-- The derived columns whose two rows (a row and its base, e.g. a mode and eager at the same
+-- tokens) ran in different shards: their ratios pair round k of one process with round k of
+-- another (another node, perhaps), measured at different times, so they carry the difference
+-- between the shards too. Returns one line per such row and, in .summary, what that means.
+function M.paired_across_shards(rows, desc)
+    local by_name = {}
+    for _, r in ipairs(rows) do by_name[sweep.point_name(desc.axes, r)] = r end
+    local lines, columns = {}, {}
+    for _, d in ipairs(desc.derived) do
+        if d.base then
+            for _, r in ipairs(rows) do
+                local other = {}
+                for _, a in ipairs(desc.axes) do other[a.name] = r[a.name] end
+                for k, v in pairs(d.base) do other[k] = v end
+                local b = by_name[sweep.point_name(desc.axes, other)]
+                if b and b ~= r and b.shard ~= r.shard and r[d.column] ~= nil then
+                    lines[#lines + 1] = string.format("%s of %s (shard %s) against %s (shard %s)", d.column,
+                        sweep.point_name(desc.axes, r), r.shard, sweep.point_name(desc.axes, b), b.shard)
+                    columns[d.column] = (columns[d.column] or 0) + 1
+                end
+            end
+        end
+    end
+    if #lines > 0 then
+        local parts = {}
+        for c, n in pairs(columns) do parts[#parts + 1] = string.format("%d %s", n, c) end
+        table.sort(parts)
+        lines.summary = string.format("%s pair%s rows measured by different shards (different processes, perhaps " ..
+            "nodes, not alternated in time): read them as comparisons across runs, not within one", table.concat(parts,
+            ", "), #lines == 1 and "s" or "")
+    end
+    return lines
+end
+
+-- The merged rows as text, one line each: the columns that hold one value (numbers to 4 digits).
+function M.text_table(columns, rows)
+    local shown = {}
+    for _, c in ipairs(columns) do
+        local scalar = false
+        for _, r in ipairs(rows) do scalar = scalar or (r[c] ~= nil and type(r[c]) ~= "table") end
+        if scalar then shown[#shown + 1] = c end
+    end
+    local cells, width = {}, {}
+    for j, c in ipairs(shown) do width[j] = #c end
+    for i, r in ipairs(rows) do
+        cells[i] = {}
+        for j, c in ipairs(shown) do
+            local v = r[c]
+            local text = v == nil and "-" or math.type(v) == "integer" and tostring(v) or type(v) == "number" and
+                string.format("%.4g", v) or words.escaped(tostring(v), true)
+            if #text > 24 then text = text:sub(1, 21) .. "..." end -- kernel names: in the JSON whole
+            cells[i][j], width[j] = text, math.max(width[j], #text)
+        end
+    end
+    local function line(vals)
+        local out = {}
+        for j, v in ipairs(vals) do out[j] = string.rep(" ", width[j] - #v) .. v end
+        return table.concat(out, "  ")
+    end
+    local out = {line(shown)}
+    for _, c in ipairs(cells) do out[#out + 1] = line(c) end
+    return table.concat(out, "\n")
 end
 
 -- Entry point for `workbench merge OUT FILES|DIRS...`: returns the exit status.

@@ -122,10 +122,10 @@ local function html_page(timeline, json_name)
         or "<p>No memory events were recorded: profile with profile_memory = true.</p>"
     local rows = {}
     for _, d in ipairs(timeline) do
-        rows[#rows + 1] = string.format("<tr><td>%s</td><td>%.1f MiB</td><td>%d</td></tr>", d.device,
+        rows[#rows + 1] = string.format("<tr><td>%s</td><td>%.1f MiB</td><td>%d</td></tr>", report.escape(d.device),
             d.peak_bytes / 1048576, #d.points - 1)
     end
-    return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>memory timeline</title></head><body>\n" ..
+    return report.page_head("memory timeline") .. "\n" ..
         "<h1>Memory timeline</h1>\n" .. chart .. "\n<table><tr><th>device</th><th>peak allocated</th>" ..
         "<th>events</th></tr>" .. table.concat(rows) .. "</table>\n</body></html>\n"
 end

@@ -3,6 +3,7 @@
 -- roofline's % of peak per kernel and the spread of a parallel kernel's worker threads.
 
 local plural = require("wb.words").plural
+local calibrate = require("wb.calibrate")
 
 local M = {}
 
@@ -228,7 +229,7 @@ function M.table(self, o)
             on_device(r) and "-" or fmt_time(r.cpu_total_ns / r.calls), fmt_time(r.self_device_ns),
             fmt_time(r.device_total_ns), fmt_time(r.device_total_ns / r.calls), r.calls, r.kernels,
             gflops and string.format("%.1f", gflops) or "-", gbs and string.format("%.1f", gbs) or "-",
-            pct and string.format("%.0f%%%s", pct, pct > 100 and "!" or "") or "-")
+            calibrate.pct_cell(pct, info.under_load))
         if pct and pct > 100 then above = above + 1 end
         if show_spread then -- slowest minus fastest worker, averaged over the launches that had workers
             line = line .. string.format(" %13s", r.spread_launches and fmt_time(r.spread_ns / r.spread_launches) or "-")
@@ -258,9 +259,8 @@ function M.table(self, o)
         out[#out + 1] = string.format("%% peak: kernels against %s (%s): %.1f GFLOP/s fp32, %.1f GB/s (%s)", info.name,
             info.isa, info.peak_gflops, info.bandwidth_gbs, info.calibrated)
     else
-        out[#out + 1] = string.format("%% peak: kernels against the roofline measured on %s (%s, %s): " ..
-            "%.1f GFLOP/s, %.1f GB/s", info.name, info.isa, plural(info.threads, "thread"), info.peak_gflops,
-            info.bandwidth_gbs)
+        out[#out + 1] = string.format("%% peak: kernels against the roofline measured on %s (%s, %s): %s", info.name,
+            info.isa, plural(info.threads, "thread"), calibrate.ceiling_note(info))
     end
     if getmetatable(self) and self.findings then -- the top three findings (wb.findings)
         local list = self:findings()

@@ -14,6 +14,7 @@
 local cjson = require("cjson")
 local machine = require("wb.machine")
 local atomic = require("wb.atomic")
+local report = require("wb.report")
 local hostname, mkdir_p = wb._hostname, wb.mkdir_p -- captured at load: wb._* are gone under --sandbox
 
 local Results = {}
@@ -127,9 +128,7 @@ local function csv_cell(v, plain)
     return s
 end
 
-local function html_escape(s)
-    return (tostring(s):gsub("[&<>\"]", {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;"}))
-end
+local html_escape = report.escape
 
 local function write(path, text) atomic.write("results", path, text, 3) end
 
@@ -159,24 +158,73 @@ local function finite_rows(rows)
     return out, count
 end
 
-local SAVE_OPTIONS = {dir = true, html_extra = true, file = true, fingerprint = true, extra = true}
+local SAVE_OPTIONS = {dir = true, report = true, file = true, fingerprint = true, extra = true}
 
--- r:save{dir=, html_extra=, file=, fingerprint=, extra=}: writes <dir>/<file>.json, .csv, .html
+-- The report's parts, all data (no HTML: every string is escaped where it is shown), saved in the
+-- JSON so that a merge draws the merged rows the same way: text (paragraphs), warnings, charts
+-- (wb.report.render specs), links ({text=, href=} to files beside the report), tables
+-- ({title=, header={...}, rows={{...}, ...}}). Returns the checked copy, or raises naming the problem.
+local REPORT_PARTS = {text = true, warnings = true, charts = true, links = true, tables = true}
+local function check_report(rep)
+    if rep == nil then return {} end
+    if type(rep) ~= "table" then error("results: report must be a table {text=, charts=, ...}, got " .. type(rep), 3) end
+    local function bad(fmt, ...) error("results: report." .. string.format(fmt, ...), 3) end
+    for k in pairs(rep) do
+        if not REPORT_PARTS[k] then bad("%s is not a part of a report (text, warnings, charts, links, tables)", tostring(k)) end
+    end
+    for _, part in ipairs({"text", "warnings"}) do
+        for i, t in ipairs(rep[part] or {}) do
+            if type(t) ~= "string" then bad("%s[%d] must be text, got %s", part, i, type(t)) end
+        end
+    end
+    for i, c in ipairs(rep.charts or {}) do
+        local why = report.check_spec(c)
+        if why then bad("charts[%d]: %s", i, why) end
+    end
+    for i, l in ipairs(rep.links or {}) do
+        -- a file beside the report, by name: no scheme, no folder, nothing to fetch from elsewhere
+        if type(l) ~= "table" or type(l.text) ~= "string" or type(l.href) ~= "string" or
+            not l.href:match("^[%w_][%w_%-%.]*$") then
+            bad("links[%d] must be {text=, href=a file name beside the report}", i)
+        end
+    end
+    for i, t in ipairs(rep.tables or {}) do
+        if type(t) ~= "table" or type(t.header) ~= "table" or type(t.rows) ~= "table" then
+            bad("tables[%d] must be {title=, header={...}, rows={{...}, ...}}", i)
+        end
+    end
+    return rep
+end
+
+-- A number as the report's tables show it: 4 significant digits (70.605042112291 -> 70.61).
+local function cell(v)
+    if math.type(v) == "integer" then return tostring(v) end
+    if type(v) == "number" then return string.format("%.4g", v) end
+    if type(v) == "table" then return #v .. " values" end
+    return v == nil and "" or tostring(v)
+end
+
+-- r:save{dir=, report=, file=, fingerprint=, extra=}: writes <dir>/<file>.json, .csv, .html
 -- (file defaults to the name; a sweep's shard is named after the shard); returns their paths.
--- fingerprint replaces this machine's (a merge of shards keeps what the shards measured on);
--- extra holds more top-level fields of the JSON (a sweep's description).
+-- report: the HTML report's text and charts, as data (above); fingerprint replaces this
+-- machine's (a merge of shards keeps what the shards measured on); extra holds more top-level
+-- fields of the JSON (a sweep's description).
 function Results:save(o)
     o = o or {}
     if type(o) ~= "table" then error("results: save options must be a table like {dir=}, got " .. type(o), 2) end
     for k in pairs(o) do
+        if k == "html_extra" then
+            error("results: html_extra is gone (a report runs no HTML from scripts): pass report = {text=, charts=, ...}", 2)
+        end
         if not SAVE_OPTIONS[k] then
-            error(string.format("results: unknown save option '%s' (expected dir, html_extra, file, fingerprint, extra)",
+            error(string.format("results: unknown save option '%s' (expected dir, report, file, fingerprint, extra)",
                 tostring(k)), 2)
         end
     end
     if o.file ~= nil and (type(o.file) ~= "string" or not o.file:match("^[%w_%-%.]+$")) then
         error("results: file must be a plain file name (letters, digits, _ - .), got " .. tostring(o.file), 2)
     end
+    local rep = check_report(o.report)
     local dir = o.dir or wb.options.out or ("out/" .. self.name .. "/" .. os.date("%Y%m%d-%H%M%S"))
     local ok, err = mkdir_p(dir)
     if not ok then error("results: " .. tostring(err), 2) end -- "cannot create DIR: reason"
@@ -194,7 +242,7 @@ function Results:save(o)
             self.name, nonfinite, nonfinite == 1 and " was" or "s were"))
     end
     local doc = {name = self.name, fingerprint = fp, columns = self.columns, rows = rows, keys = self.keys,
-        config = self.config}
+        config = self.config, report = next(rep) and rep or nil}
     for k, v in pairs(o.extra or {}) do
         if doc[k] ~= nil then error("results: extra field '" .. tostring(k) .. "' would replace the file's own", 2) end
         doc[k] = v
@@ -218,12 +266,10 @@ function Results:save(o)
     table.sort(fp_keys)
     for _, k in ipairs(fp_keys) do lines[#lines + 1] = "# " .. csv_cell(k, true) .. "=" .. csv_cell(fp[k], true) end
     write(base .. ".csv", table.concat(lines, "\n") .. "\n")
-    local h = {"<!doctype html><html><head><meta charset='utf-8'><title>", html_escape(self.name),
-        "</title><style>body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}",
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eee}",
-        "td:first-child,th:first-child{text-align:left}.fp td{text-align:left}figure{margin:2em 0}",
-        "figcaption{color:#444;max-width:900px}.warn{color:#a40}tr.unstable td{background:#fde8d8}</style></head><body><h1>", html_escape(self.name), "</h1>"}
-    if o.html_extra then h[#h + 1] = o.html_extra end
+    local h = {report.page_head(self.name), "<h1>", html_escape(self.name), "</h1>"}
+    for _, w in ipairs(rep.warnings or {}) do h[#h + 1] = "<p class='warn'><b>" .. html_escape(w) .. "</b></p>" end
+    for _, t in ipairs(rep.text or {}) do h[#h + 1] = "<p>" .. html_escape(t) .. "</p>" end
+    for _, c in ipairs(rep.charts or {}) do h[#h + 1] = report.render(c, rows) end
     local unstable = 0
     for _, r in ipairs(self.rows) do if r.unstable == true then unstable = unstable + 1 end end
     h[#h + 1] = "<h2>Results</h2>"
@@ -233,21 +279,50 @@ function Results:save(o)
         h[#h + 1] = string.format("<p class='warn'>%d of %d rows are unstable (noise, IQR / median, above %g%%): " ..
             "marked below; do not read small differences into them.</p>", unstable, #self.rows, self.target_noise * 100)
     end
-    h[#h + 1] = "<table><tr>"
-    for _, c in ipairs(self.columns) do h[#h + 1] = "<th>" .. html_escape(c) .. "</th>" end
+    -- the columns of single values (arrays, raw samples among them, are in the JSON and CSV);
+    -- names may break after an underscore, so the table fits the page
+    local shown, arrays = {}, 0
+    for _, c in ipairs(self.columns) do
+        local single = false
+        for _, r in ipairs(self.rows) do single = single or (r[c] ~= nil and type(r[c]) ~= "table") end
+        if single then shown[#shown + 1] = c else arrays = arrays + 1 end
+    end
+    if arrays > 0 then
+        h[#h + 1] = string.format("<p>%d column%s of arrays (raw samples) %s in the JSON and CSV only.</p>", arrays,
+            arrays == 1 and "" or "s", arrays == 1 and "is" or "are")
+    end
+    h[#h + 1] = "<div class='wide'><table><tr>"
+    for _, c in ipairs(shown) do h[#h + 1] = "<th>" .. html_escape(c):gsub("_", "_<wbr>") .. "</th>" end
     h[#h + 1] = "</tr>"
     for _, r in ipairs(self.rows) do
         h[#h + 1] = r.unstable == true and "<tr class='unstable' title='unstable: noise above target'>" or "<tr>"
-        for _, c in ipairs(self.columns) do
-            local v = r[c]
-            if type(v) == "table" then v = #v .. " samples" end
-            h[#h + 1] = "<td>" .. html_escape(type(v) == "number" and string.format("%.4g", v) or (v == nil and "" or v)) .. "</td>"
-        end
+        for _, c in ipairs(shown) do h[#h + 1] = "<td>" .. html_escape(cell(r[c])) .. "</td>" end
         h[#h + 1] = "</tr>"
     end
-    h[#h + 1] = "</table><h2>Environment</h2><table class='fp'>"
+    h[#h + 1] = "</table></div>"
+    for _, t in ipairs(rep.tables or {}) do
+        h[#h + 1] = "<h2>" .. html_escape(t.title or "") .. "</h2><div class='wide'><table class='fp'><tr>"
+        for _, c in ipairs(t.header) do h[#h + 1] = "<th>" .. html_escape(cell(c)) .. "</th>" end
+        h[#h + 1] = "</tr>"
+        for _, row in ipairs(t.rows) do
+            h[#h + 1] = "<tr>"
+            for _, v in ipairs(type(row) == "table" and row or {}) do h[#h + 1] = "<td>" .. html_escape(cell(v)) .. "</td>" end
+            h[#h + 1] = "</tr>"
+        end
+        h[#h + 1] = "</table></div>"
+    end
+    if rep.links and #rep.links > 0 then
+        h[#h + 1] = "<h2>Files</h2><ul>"
+        for _, l in ipairs(rep.links) do
+            h[#h + 1] = "<li><a href='" .. html_escape(l.href) .. "'>" .. html_escape(l.text) .. "</a></li>"
+        end
+        h[#h + 1] = "</ul>"
+    end
+    h[#h + 1] = "<h2>Environment</h2><table class='fp'>"
     for _, k in ipairs(fp_keys) do
-        h[#h + 1] = "<tr><th>" .. html_escape(k) .. "</th><td>" .. html_escape(tostring(fp[k])) .. "</td></tr>"
+        local v = fp[k]
+        h[#h + 1] = "<tr><th>" .. html_escape(k) .. "</th><td>" ..
+            html_escape(type(v) == "number" and string.format("%.6g", v) or tostring(v)) .. "</td></tr>"
     end
     h[#h + 1] = "</table></body></html>\n"
     write(base .. ".html", table.concat(h))

@@ -51,6 +51,9 @@ end
 -- so every shard gets every part of the grid (interleaved, not contiguous blocks). With costs:
 -- the costliest point first, each to the shard with the least cost so far (ties: the lowest
 -- shard). Deterministic: the same points, costs and count give the same assignment everywhere.
+-- Every shard computes it on its own, so a sweep's cost(point) must depend on the sweep's
+-- definition only (axes, config, constants), never on anything measured (a calibration differs
+-- from one process or node to the next, and two shards would then both run, or both skip, a point).
 function M.assign(npoints, count, cost)
     local shard_of = {}
     if not cost then
@@ -103,6 +106,9 @@ end
 -- round's medians (robust to a slow spell that falls in one round, as the pooled medians are
 -- not), with <column>_lo and <column>_hi, stats.median_ci's interval for it (the rounds' range
 -- below 6 rounds), and <column>_rounds, how many; elsewhere the ratio of the medians.
+-- A stats entry with median_of = "rounds" makes its median column the median of the rounds'
+-- medians (each round one vote, however many samples it took: a pooled median follows the round
+-- with the most samples, and then disagrees with an interval ratio taken round by round).
 function M.compute(rows, desc, constants_of)
     for _, spec in ipairs(desc.stats) do
         for _, r in ipairs(rows) do
@@ -111,6 +117,10 @@ function M.compute(rows, desc, constants_of)
                 local sum = stats.summarize(s)
                 for stat, column in pairs(spec) do
                     if STAT_NAMES[stat] then r[column] = sum[stat] end
+                end
+                if spec.median_of == "rounds" and spec.median then
+                    local per = round_medians(desc, r, spec.median)
+                    if per then r[spec.median] = stats.summarize(per).median end
                 end
             end
         end
@@ -180,7 +190,7 @@ end
 
 local KNOWN = {name = true, axes = true, measure = true, config = true, rounds = true, shard = true, cost = true,
     prepare = true, after_round = true, finish = true, samples = true, stats = true, derived = true,
-    constants = true, columns = true, quiet = true, history = true}
+    constants = true, columns = true, quiet = true, out = true, history = true}
 
 -- wb.sweep{name=, axes=, measure=, ...}: see the top of this file and help(wb.sweep).
 local function new(spec)
@@ -331,35 +341,80 @@ function Sweep:run()
     if spec.prepare then spec.prepare(self.mine) end
     local samples, per_round = {}, {}
     for _, p in ipairs(self.mine) do samples[p.index], per_round[p.index] = {}, {} end
-    for round = 1, self.rounds do
-        for _, p in ipairs(self.mine) do
-            local s = spec.measure(p, round)
-            if type(s) ~= "table" or #s == 0 then
-                error(string.format("sweep: measure(%s) returned no samples (expected an array of numbers)", p.name), 0)
+    local done = 0 -- rounds completed
+    local function rounds()
+        for round = 1, self.rounds do
+            for _, p in ipairs(self.mine) do
+                local s = spec.measure(p, round)
+                if type(s) ~= "table" or #s == 0 then
+                    error(string.format("sweep: measure(%s) returned no samples (expected an array of numbers)", p.name), 0)
+                end
+                for _, v in ipairs(s) do
+                    if type(v) ~= "number" then
+                        error(string.format("sweep: measure(%s) returned a non-number sample", p.name), 0)
+                    end
+                end
+                local into = samples[p.index]
+                for _, v in ipairs(s) do into[#into + 1] = v end
+                per_round[p.index][round] = #s
             end
-            local into = samples[p.index]
-            for _, v in ipairs(s) do
-                if type(v) ~= "number" then error(string.format("sweep: measure(%s) returned a non-number sample", p.name), 0) end
-                into[#into + 1] = v
-            end
-            per_round[p.index][round] = #s
+            done = round
+            local note = spec.after_round and spec.after_round(round, self.mine)
+            say(string.format("  round %d/%d done%s", round, self.rounds, note or ""))
         end
-        local note = spec.after_round and spec.after_round(round, self.mine)
-        say(string.format("  round %d/%d done%s", round, self.rounds, note or ""))
     end
+    -- Ctrl-C (the workbench raises "interrupted!") keeps what was measured: the points' samples
+    -- so far are saved, marked partial, and the run ends in one line (the workbench exits 130)
+    local ok, err = xpcall(rounds, function(e)
+        if M.is_interrupt(e) or not (debug and debug.traceback) then return e end
+        return debug.traceback(e, 2)
+    end)
+    if not ok then
+        if not M.is_interrupt(err) then error(err, 0) end
+        return self:save_interrupted(samples, per_round, done)
+    end
+    local rows = self:rows_of(samples, per_round, spec.finish)
+    self.rows = rows
+    return rows
+end
+
+-- The interrupt the workbench raises on Ctrl-C ("...: interrupted!").
+function M.is_interrupt(e) return type(e) == "string" and e:match("interrupted!$") ~= nil end
+
+-- The rows of the points that have samples, with their statistics and derived columns (finish,
+-- when given, adds each row's other fields first).
+function Sweep:rows_of(samples, per_round, finish)
     local rows = {}
     for _, p in ipairs(self.mine) do
-        local row = {}
-        for _, a in ipairs(self.axes) do row[a.name] = p[a.name] end
-        row[self.samples] = samples[p.index]
-        row[self.samples .. "_per_round"] = per_round[p.index] -- how the samples divide into rounds
-        if spec.finish then spec.finish(p, row) end
-        rows[#rows + 1] = row
+        if #samples[p.index] > 0 then
+            local row = {}
+            for _, a in ipairs(self.axes) do row[a.name] = p[a.name] end
+            row[self.samples] = samples[p.index]
+            row[self.samples .. "_per_round"] = per_round[p.index] -- how the samples divide into rounds
+            if finish then finish(p, row) end
+            rows[#rows + 1] = row
+        end
     end
     local constants = self.constants
     M.compute(rows, self:description(), function() return constants end)
-    self.rows = rows
     return rows
+end
+
+-- After Ctrl-C: the samples so far as results marked partial (each row's `partial` column, and
+-- `partial` in the JSON: the rounds completed of those asked), in the sweep's `out` folder; then
+-- one line saying so, raised as the interrupt (the workbench prints it and exits 130).
+function Sweep:save_interrupted(samples, per_round, done)
+    local rows = self:rows_of(samples, per_round)
+    for _, r in ipairs(rows) do r.partial = true end
+    self.rows, self.partial = rows, {rounds_completed = done, rounds = self.rounds, reason = "interrupted (Ctrl-C)"}
+    local where = "nothing measured, nothing saved"
+    if #rows > 0 then
+        local okp, paths = pcall(self.save, self, {})
+        where = okp and string.format("saved as partial results: %s (and .csv, .html)", paths.json) or
+            ("the partial results could not be saved: " .. tostring(paths))
+    end
+    error(string.format("%s: interrupted (Ctrl-C) after %d of %d rounds; %d of %d points measured, %s", self.spec.name,
+        done, self.rounds, #rows, #self.mine, where), 0)
 end
 
 -- The file name of this run's results: the sweep's name, or name.shard-I-of-N for a shard.
@@ -368,9 +423,11 @@ function Sweep:file_name()
     return string.format("%s.shard-%d-of-%d", self.spec.name, self.shard.index, self.shard.count)
 end
 
--- s:save{dir=, html_extra=, extra=}: the rows (after s:run()) as <dir>/<file_name>.json, .csv,
--- .html; extra: more top-level fields of the JSON (per-point data that is not a row's column,
--- such as mlp_sweep's findings), beside the sweep's own description.
+-- s:save{dir=, report=, extra=}: the rows (after s:run()) as <dir>/<file_name>.json, .csv, .html
+-- (dir: by default the sweep's `out`, else --out, else out/<name>/<time>; report: the HTML
+-- report's text and charts as data, see wb.results); extra: more top-level fields of the JSON
+-- (per-point data that is not a row's column, such as mlp_sweep's findings), beside the sweep's
+-- own description.
 function Sweep:save(o)
     o = o or {}
     if not self.rows then error("sweep: save before run", 2) end
@@ -382,10 +439,18 @@ function Sweep:save(o)
     extra.sweep = self:description()
     local keys = {}
     for i, a in ipairs(self.axes) do keys[i] = a.name end
-    local r = results(self.spec.name, {keys = keys, columns = self.spec.columns, machine_start = self.machine_start,
+    local columns = self.spec.columns
+    if self.partial and columns then
+        columns = table.move(columns, 1, #columns, 1, {})
+        columns[#columns + 1] = "partial"
+    end
+    local r = results(self.spec.name, {keys = keys, columns = columns, machine_start = self.machine_start,
         quiet = self.machine_start ~= nil})
     for _, row in ipairs(self.rows) do r:add(row) end
-    local paths = r:save{dir = o.dir, html_extra = o.html_extra, file = self:file_name(), extra = extra}
+    if o.html_extra ~= nil then error("sweep: html_extra is gone (a report runs no HTML from scripts): pass report = " ..
+        "{text=, charts=, ...}", 2) end
+    extra.partial = self.partial
+    local paths = r:save{dir = o.dir or self.spec.out, report = o.report, file = self:file_name(), extra = extra}
     -- --history (or WB_HISTORY=1): the run goes into the results history once saved; a shard is
     -- part of a run, recorded when `workbench merge --history` joins the shards
     local history = require("wb.history")
