@@ -163,8 +163,19 @@ local function differences(a, b)
     end
     if canon(a.axes) ~= canon(b.axes) then out[#out + 1] = "axes: " .. canon(a.axes) .. " vs " .. canon(b.axes) end
     if canon(a.points) ~= canon(b.points) then out[#out + 1] = "points differ" end
-    for _, k in ipairs({"samples", "stats", "derived", "constants", "keys"}) do
+    for _, k in ipairs({"samples", "stats", "derived", "keys"}) do
         if canon(a[k]) ~= canon(b[k]) then out[#out + 1] = k .. " differ" end
+    end
+    -- the constants' values are each run's own (a peak measured on its node, applied to its own
+    -- rows); their names are the sweep's
+    local function names(t)
+        local list = {}
+        for k in pairs(t or {}) do list[#list + 1] = tostring(k) end
+        table.sort(list)
+        return table.concat(list, ", ")
+    end
+    if names(a.constants) ~= names(b.constants) then
+        out[#out + 1] = string.format("constants differ (%s vs %s)", names(a.constants), names(b.constants))
     end
     return out
 end
