@@ -179,4 +179,4 @@ function TestCallbacks:test_tolist_of_a_tensor_released_by_a_finalizer()
     lu.assertStrContains(err, "attempt to use a released tensor")
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())
