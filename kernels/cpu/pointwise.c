@@ -28,8 +28,10 @@ static void loop_init(loop *l, int ndim, const int64_t *shape, int nops, const i
         int n = l->ndim;
         if (n > 0) {
             int merge = 1;
-            for (int k = 0; k < nops; k++)
-                if (l->stride[k][n - 1] != strides[k][d] * shape[d]) merge = 0;
+            for (int k = 0; k < nops; k++) {
+                int64_t span; /* an empty view may carry any stride: the product can overflow */
+                if (__builtin_mul_overflow(strides[k][d], shape[d], &span) || l->stride[k][n - 1] != span) merge = 0;
+            }
             if (merge) {
                 l->shape[n - 1] *= shape[d];
                 for (int k = 0; k < nops; k++)
