@@ -23,6 +23,14 @@ typedef struct loop {
 static void loop_init(loop *l, int ndim, const int64_t *shape, int nops, const int64_t *const *strides) {
     l->nops = nops;
     l->ndim = 0;
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0) { /* nothing to do; and an empty view's other sizes may be anything (2^63-1) */
+            l->ndim = 1;
+            l->shape[0] = 0;
+            for (int k = 0; k < nops; k++)
+                l->stride[k][0] = 0;
+            return;
+        }
     for (int d = 0; d < ndim; d++) {
         if (shape[d] == 1) continue;
         int n = l->ndim;
