@@ -173,6 +173,20 @@ void *wb_lua_checkudata(lua_State *L, int idx, const char *type) {
     return p;
 }
 
+int wb_lua_unfinalized(lua_State *L, lua_CFunction build) {
+    int nargs = lua_gettop(L);
+    /* 1 when running; 0 when the script stopped it (left so); -1 inside a finalizer, where no
+     * collection step runs anyway */
+    int running = lua_gc(L, LUA_GCISRUNNING) == 1;
+    lua_pushcfunction(L, build);
+    lua_insert(L, 1);
+    if (running) lua_gc(L, LUA_GCSTOP);
+    int status = lua_pcall(L, nargs, LUA_MULTRET, 0);
+    if (running) lua_gc(L, LUA_GCRESTART);
+    if (status != LUA_OK) return lua_error(L);
+    return lua_gettop(L);
+}
+
 int wb_lua_error(lua_State *L) { return wb_lua_raise(L, "%s", wb_error_message()); }
 
 /* The tensor metatable: a registry reference (an integer key: the registry's array part, no
@@ -250,20 +264,6 @@ int wb_lua_pushresult(lua_State *L, wb_status st, wb_tensor **out) {
     return 1;
 }
 
-wb_tensor *wb_lua_checkoperand(lua_State *L, int idx, const wb_tensor *like, const char *fname) {
-    if (lua_type(L, idx) == LUA_TNUMBER) {
-        wb_tensor *s;
-        WB_LUA_CHECK(L, wb_full(like ? like->dtype : WB_F32, like ? like->device : wb_default_device(), 0, NULL,
-                                lua_tonumber(L, idx), &s));
-        wb_lua_pushtensor(L, s); /* owned by Lua: collected even if the op raises */
-        return s;
-    }
-    wb_lua_tensor *h = wb_lua_testtensor(L, idx);
-    if (!h) wb_lua_raise(L, "%s: operand %d must be a tensor or a number, got %s", fname, idx, luaL_typename(L, idx));
-    if (!h->t) wb_lua_raise(L, "attempt to use a released tensor (operand %d)", idx);
-    return h->t;
-}
-
 int64_t wb_lua_checkint(lua_State *L, int idx, const char *fname, const char *what) {
     int ok;
     lua_Integer v = lua_tointegerx(L, idx, &ok);
@@ -298,15 +298,18 @@ int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, 
     return (int)n;
 }
 
-int wb_lua_checkdim(lua_State *L, int idx, const wb_tensor *t, const char *fname) {
-    if (lua_isnoneornil(L, idx)) wb_lua_raise(L, "%s: missing dimension argument", fname);
-    int64_t d = wb_lua_checkint(L, idx, fname, "dimension");
+int wb_lua_todim(lua_State *L, int64_t d, const wb_tensor *t, const char *fname) {
     if (d >= 1 && d <= t->ndim) return (int)d - 1;
     if (d <= -1 && d >= -t->ndim) return (int)(t->ndim + d);
     if (t->ndim == 0)
         wb_lua_raise(L, "%s: dimension %I is out of range: the tensor has 0 dimensions", fname, (lua_Integer)d);
     return wb_lua_raise(L, "%s: dimension %I is out of range for a tensor with %d dimension%s (expected 1..%d or -%d..-1)",
                       fname, (lua_Integer)d, t->ndim, t->ndim == 1 ? "" : "s", t->ndim, t->ndim);
+}
+
+int wb_lua_checkdim(lua_State *L, int idx, const wb_tensor *t, const char *fname) {
+    if (lua_isnoneornil(L, idx)) wb_lua_raise(L, "%s: missing dimension argument", fname);
+    return wb_lua_todim(L, wb_lua_checkint(L, idx, fname, "dimension"), t, fname);
 }
 
 void wb_lua_checkkeys(lua_State *L, int idx, const char *fname, const char *const *allowed) {
@@ -357,14 +360,40 @@ void wb_lua_checkopts(lua_State *L, int idx, const char *fname, wb_dtype *dtype,
 
 /* ---- arithmetic --------------------------------------------------------------------------------- */
 
+/* A number operand becomes a 0-d tensor like the tensor operand, pushed into its slot (owned by
+ * Lua: collected even if the op raises). Made before either tensor pointer is taken: pushing it
+ * allocates, and the collector may then run a finalizer that releases the other operand. */
+static void number_operand(lua_State *L, int idx, wb_dtype dtype, wb_device device) {
+    wb_tensor *s;
+    WB_LUA_CHECK(L, wb_full(dtype, device, 0, NULL, lua_tonumber(L, idx), &s));
+    wb_lua_pushtensor(L, s);
+    lua_replace(L, idx);
+}
+
+static wb_tensor *operand(lua_State *L, int idx, const char *fname) {
+    wb_lua_tensor *h = wb_lua_testtensor(L, idx);
+    if (!h) wb_lua_raise(L, "%s: operand %d must be a tensor or a number, got %s", fname, idx, luaL_typename(L, idx));
+    if (!h->t) wb_lua_raise(L, "attempt to use a released tensor (operand %d)", idx);
+    return h->t;
+}
+
 int wb_lua_binary(lua_State *L, wb_lua_binary_fn fn, const char *name) {
     if (lua_gettop(L) != 2) lua_settop(L, 2); /* settop is not free in 5.4; the common call has 2 */
     wb_lua_tensor *h1 = wb_lua_testtensor(L, 1), *h2 = wb_lua_testtensor(L, 2);
     wb_tensor *out;
     if (h1 && h2 && h1->t && h2->t) return wb_lua_pushresult(L, fn(h1->t, h2->t, &out), &out); /* the common case */
     /* numbers take the dtype and device of the tensor operand (wb.add(1, 2) has none: defaults) */
-    wb_tensor *like = h1 ? wb_lua_checktensor(L, 1) : h2 ? wb_lua_checktensor(L, 2) : NULL;
-    wb_tensor *a = wb_lua_checkoperand(L, 1, like, name), *b = wb_lua_checkoperand(L, 2, like, name);
+    wb_dtype dtype = WB_F32;
+    wb_device device = wb_default_device();
+    if (h1 || h2) {
+        const wb_tensor *like = h1 ? wb_lua_checktensor(L, 1) : wb_lua_checktensor(L, 2);
+        dtype = like->dtype, device = like->device; /* values: the pointer is not kept */
+    }
+    for (int i = 1; i <= 2; i++)
+        if (lua_type(L, i) != LUA_TNUMBER) operand(L, i, name); /* a bad operand raises before anything is made */
+    for (int i = 1; i <= 2; i++)
+        if (lua_type(L, i) == LUA_TNUMBER) number_operand(L, i, dtype, device);
+    wb_tensor *a = operand(L, 1, name), *b = operand(L, 2, name);
     return wb_lua_pushresult(L, fn(a, b, &out), &out);
 }
 

@@ -20,6 +20,12 @@ static const char *field_string(lua_State *L, const char *key) {
 
 static int l_build(lua_State *L) {
     wb_lua_checktable(L, 1);
+    if (wb_lua_sandboxed()) { /* no compiler runs; and its messages would name the cache folder (HOME) */
+        lua_pushnil(L);
+        lua_pushstring(L, "--sandbox: no compiler runs and no shared objects load");
+        lua_pushstring(L, "no_compiler");
+        return 3;
+    }
     const char *symbol = field_string(L, "symbol"), *source = field_string(L, "source"), *ops = field_string(L, "ops");
     const char *dtype = field_string(L, "dtype");
     wb_device device = WB_DEVICE_CPU;
@@ -86,7 +92,8 @@ static int l_compiler(lua_State *L) {
     return 1;
 }
 
-/* wb.codegen.info() -> {command=, cache_dir=, compiles=, hits=, device_compiles=, device_hits=} */
+/* wb.codegen.info() -> {command=, cache_dir=, compiles=, hits=, device_compiles=, device_hits=}
+ * (cache_dir nil under --sandbox, or when there is no cache folder) */
 static int l_info(lua_State *L) {
     long compiles, hits, dcompiles, dhits;
     wb_codegen_counts(&compiles, &hits);
@@ -95,7 +102,7 @@ static int l_info(lua_State *L) {
     wb_lua_setinteger(L, "device_compiles", (lua_Integer)dcompiles);
     wb_lua_setinteger(L, "device_hits", (lua_Integer)dhits);
     wb_lua_setstring(L, "command", wb_codegen_command());
-    wb_lua_setstring(L, "cache_dir", wb_codegen_cache_dir());
+    if (!wb_lua_sandboxed()) wb_lua_setstring(L, "cache_dir", wb_codegen_cache_dir()); /* it tells HOME */
     wb_lua_setinteger(L, "compiles", (lua_Integer)compiles);
     wb_lua_setinteger(L, "hits", (lua_Integer)hits);
     return 1;

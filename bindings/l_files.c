@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "atomic_file.h"
 #include "wb_lua.h"
@@ -32,9 +33,43 @@ int wb_lua_canonical_path(const char *path, char *out, size_t len) {
     return snprintf(out, len, "%s/%s", strcmp(buf, "/") ? buf : "", name) < (int)len;
 }
 
+/* The canonical form of the deepest part of path that resolves, with the names after it kept as
+ * written: where a write to path would land, whether or not its folders exist (so that the
+ * answer for a path under an existing file, "Not a directory", cannot differ from the one for a
+ * missing folder: no existence oracle). 0 for a relative path that does not resolve at all. */
+static int landing_path(const char *path, char *out, size_t len) {
+    char head[PATH_MAX], real[PATH_MAX];
+    if (snprintf(head, sizeof head, "%s", path) >= (int)sizeof head) return 0;
+    size_t n = strlen(head);
+    while (n > 1 && head[n - 1] == '/')
+        head[--n] = '\0';
+    for (;;) {
+        if (realpath(head[0] ? head : ".", real)) {
+            const char *rest = path + strlen(head);
+            while (*rest == '/')
+                rest++;
+            if (!*rest) return snprintf(out, len, "%s", real) < (int)len;
+            /* ".." after a missing folder cannot be resolved: refused */
+            size_t m = strlen(rest);
+            if (!strcmp(rest, "..") || !strncmp(rest, "../", 3) || strstr(rest, "/../") ||
+                (m >= 3 && !strcmp(rest + m - 3, "/..")))
+                return 0;
+            return snprintf(out, len, "%s/%s", strcmp(real, "/") ? real : "", rest) < (int)len;
+        }
+        /* only a name that is not there is kept as written: one that is there but does not
+         * resolve (a dangling symlink, which a write would follow out of the folder) is refused */
+        struct stat st;
+        if (head[0] && lstat(head, &st) == 0) return 0;
+        char *slash = strrchr(head, '/');
+        if (!slash) head[0] = '\0'; /* a relative name: resolve "." */
+        else if (slash == head) head[1] = '\0';
+        else *slash = '\0';
+    }
+}
+
 static int under(const char *path, char *const *roots) {
     char p[PATH_MAX];
-    if (!wb_lua_canonical_path(path, p, sizeof p)) return 0;
+    if (!landing_path(path, p, sizeof p)) return 0;
     for (int i = 0; roots[i]; i++) {
         size_t n = strlen(roots[i]);
         if (!strncmp(p, roots[i], n) && (p[n] == '\0' || p[n] == '/' || !strcmp(roots[i], "/"))) return 1;
@@ -68,8 +103,9 @@ static int l_check_path(lua_State *L) {
 
 static void set_roots(lua_State *L, int idx, char **roots) {
     wb_lua_checktable(L, idx);
-    int n = (int)luaL_len(L, idx);
-    if (n > MAX_ROOTS) wb_lua_raise(L, "sandbox: at most %d folders", MAX_ROOTS);
+    lua_Integer len = luaL_len(L, idx); /* a __len may answer anything: -1 would index roots[-1] */
+    if (len < 0 || len > MAX_ROOTS) wb_lua_raise(L, "sandbox: %I folders given: 0 to %d are allowed", len, MAX_ROOTS);
+    int n = (int)len;
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(L, idx, i);
         char buf[PATH_MAX];

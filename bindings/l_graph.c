@@ -35,8 +35,9 @@ static int g_replay(lua_State *L) {
     return 1;
 }
 
-/* g:nodes() -> {{name=, flops=, bytes=, threads=}, ...} in launch order */
-static int g_nodes(lua_State *L) {
+/* g:nodes() -> {{name=, flops=, bytes=, threads=}, ...} in launch order; built with the
+ * collector stopped (each table made could otherwise run a finalizer that releases g) */
+static int g_nodes_build(lua_State *L) {
     wb_graph *g = check_graph(L);
     size_t n = wb_graph_node_count(g);
     lua_createtable(L, (int)n, 0);
@@ -50,6 +51,11 @@ static int g_nodes(lua_State *L) {
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     return 1;
+}
+
+static int g_nodes(lua_State *L) {
+    check_graph(L);
+    return wb_lua_unfinalized(L, g_nodes_build);
 }
 
 static int g_held_bytes(lua_State *L) {
@@ -103,8 +109,9 @@ static int g_bind(lua_State *L) {
  * none); false, with nothing run, when the arguments are not one tensor per declared input with
  * its dtype, device and shape. A compiled call in one call: guard, binding, range and replay. */
 static int g_run(lua_State *L) {
+    check_graph(L);
+    const char *range = wb_lua_optstring(L, 2, NULL); /* a number becomes a string: an allocation */
     wb_graph *g = check_graph(L);
-    const char *range = wb_lua_optstring(L, 2, NULL);
     int n = lua_gettop(L) - 2;
     int fits = n == wb_graph_input_count(g);
     for (int i = 0; i < n && fits; i++) {
@@ -167,7 +174,9 @@ static int capture_into(lua_State *L, graph_handle *h, int recapture) {
             }
             return lua_error(L);
         }
+        h->capturing = 1; /* a finalizer that runs now may not release the graph */
         lua_gc(L, LUA_GCCOLLECT); /* the warm-up's tensors go back to the allocator's cache now */
+        h->capturing = 0;
     }
     if (recapture)
         WB_LUA_CHECK(L, wb_graph_recapture_begin(h->g));
@@ -240,6 +249,7 @@ void wb_lua_register_graph(lua_State *L) {
         lua_pop(L, 1);
     }
     wb_lua_name_function(L, g_tostring, "graph.tostring");
+    wb_lua_name_function(L, g_nodes_build, "graph.nodes");
     lua_pushcclosure(L, g_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);

@@ -46,6 +46,9 @@ static int l_mkdir_p(lua_State *L) {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return mkdir_failed(L, path, ENAMETOOLONG);
     if (wb_lua_sandboxed() && strstr(path, "..")) return wb_lua_raise(L, "mkdir: sandbox: '..' in '%s'", path);
+    /* the whole path first, as where it would land: refused the same way whether or not a file
+     * exists on the way (else "Not a directory" would tell a sandboxed script that it does) */
+    wb_lua_check_path(L, path, 1, "mkdir");
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;

@@ -28,14 +28,15 @@ static double tolerance(lua_State *L, const char *key) {
 
 static int l_allclose(lua_State *L) {
     static const char *const keys[] = {"rtol", "atol", NULL};
-    wb_tensor *a = wb_lua_checktensor(L, 1), *b = wb_lua_checktensor(L, 2);
+    wb_lua_checktensor(L, 1), wb_lua_checktensor(L, 2); /* type messages first; the pointers are taken below */
     double rtol = 1e-5, atol = 1e-8;
-    if (!lua_isnoneornil(L, 3)) {
+    if (!lua_isnoneornil(L, 3)) { /* before the tensors: the options' __index may release them */
         wb_lua_checktable(L, 3);
         wb_lua_checkkeys(L, 3, "allclose", keys);
         if (lua_getfield(L, 3, "rtol") != LUA_TNIL) rtol = tolerance(L, "rtol");
         if (lua_getfield(L, 3, "atol") != LUA_TNIL) atol = tolerance(L, "atol");
     }
+    wb_tensor *a = wb_lua_checktensor(L, 1), *b = wb_lua_checktensor(L, 2);
     int close;
     WB_LUA_CHECK(L, wb_allclose(a, b, rtol, atol, &close));
     lua_pushboolean(L, close);
@@ -65,29 +66,31 @@ static wb_activation check_activation(lua_State *L, int idx, const char *fname) 
 /* wb.linear(x, w[, b][, {activation="gelu"|"gelu_tanh"|"silu"|"none"}]) */
 static int l_linear(lua_State *L) {
     static const char *const keys[] = {"activation", NULL};
-    wb_tensor *x = wb_lua_checktensor(L, 1), *w = wb_lua_checktensor(L, 2), *bias = NULL, *out;
+    wb_lua_checktensor(L, 1), wb_lua_checktensor(L, 2); /* type messages first; the pointers are taken below */
     int opts = 0;
     if (lua_istable(L, 3))
         opts = 3;
     else {
-        if (!lua_isnoneornil(L, 3)) bias = wb_lua_checktensor(L, 3);
+        if (!lua_isnoneornil(L, 3)) wb_lua_checktensor(L, 3);
         if (lua_istable(L, 4)) /* wb.linear(x, w, nil, {activation=...}) too */
             opts = 4;
         else if (!lua_isnoneornil(L, 4))
             wb_lua_raise(L, "linear: argument 4 must be an options table, got %s", luaL_typename(L, 4));
     }
     wb_activation act = WB_ACT_NONE;
-    if (opts) {
+    if (opts) { /* before the tensors: the options' __index may release them */
         wb_lua_checkkeys(L, opts, "linear", keys);
         if (lua_getfield(L, opts, "activation") != LUA_TNIL) act = check_activation(L, -1, "linear");
     }
+    wb_tensor *x = wb_lua_checktensor(L, 1), *w = wb_lua_checktensor(L, 2), *out;
+    wb_tensor *bias = opts == 3 || lua_isnoneornil(L, 3) ? NULL : wb_lua_checktensor(L, 3);
     return wb_lua_pushresult(L, wb_linear(x, w, bias, act, &out), &out);
 }
 
 /* wb.gelu(x[, {approximate="none"|"tanh"}]): PyTorch's default is the exact (erf) form. */
 static int l_gelu(lua_State *L) {
     static const char *const keys[] = {"approximate", NULL};
-    wb_tensor *x = wb_lua_checktensor(L, 1), *out;
+    wb_lua_checktensor(L, 1); /* its type message first; the pointer is taken after the options */
     wb_activation form = WB_ACT_GELU_ERF;
     if (!lua_isnoneornil(L, 2)) {
         wb_lua_checktable(L, 2);
@@ -103,7 +106,8 @@ static int l_gelu(lua_State *L) {
                            lua_type(L, -1) == LUA_TSTRING ? v : luaL_typename(L, -1));
         }
     }
-    return wb_lua_pushresult(L, wb_gelu(x, form, &out), &out);
+    wb_tensor *out;
+    return wb_lua_pushresult(L, wb_gelu(wb_lua_checktensor(L, 1), form, &out), &out);
 }
 
 static int l_geglu(lua_State *L) {

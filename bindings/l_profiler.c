@@ -163,7 +163,9 @@ static int s_end_step(lua_State *L) {
 }
 
 static int s_push(lua_State *L) {
-    WB_LUA_CHECK(L, wb_prof_range_push(check_session(L), wb_lua_checkstring(L, 2)));
+    check_session(L);
+    const char *name = wb_lua_checkstring(L, 2); /* a number becomes a string: an allocation */
+    WB_LUA_CHECK(L, wb_prof_range_push(check_session(L), name));
     return 0;
 }
 
@@ -185,7 +187,9 @@ static int s_export(lua_State *L) {
     return 0;
 }
 
-static int s_stats(lua_State *L) {
+/* s:stats() and s:events() read the session while they make tables: built with the collector
+ * stopped, so that no finalizer frees or clears the session meanwhile */
+static int s_stats_build(lua_State *L) {
     wb_prof *p = check_session(L);
     lua_createtable(L, 0, 4);
     wb_lua_setinteger(L, "events", (lua_Integer)wb_prof_count(p));
@@ -194,6 +198,11 @@ static int s_stats(lua_State *L) {
     wb_lua_setnumber(L, "event_cost_ns", wb_prof_event_cost_ns(p));
     wb_lua_setstring(L, "device_note", wb_prof_device_note(p));
     return 1;
+}
+
+static int s_stats(lua_State *L) {
+    check_session(L);
+    return wb_lua_unfinalized(L, s_stats_build);
 }
 
 static void push_dims(lua_State *L, const int64_t *v, int n) {
@@ -205,7 +214,7 @@ static void push_dims(lua_State *L, const int64_t *v, int n) {
 }
 
 /* s:events() -> array of event tables (the shape README's profiler section documents). */
-static int s_events(lua_State *L) {
+static int s_events_build(lua_State *L) {
     wb_prof *p = check_session(L);
     size_t n = wb_prof_count(p);
     lua_createtable(L, (int)n, 0);
@@ -320,6 +329,11 @@ static int s_events(lua_State *L) {
     return 1;
 }
 
+static int s_events(lua_State *L) {
+    check_session(L);
+    return wb_lua_unfinalized(L, s_events_build);
+}
+
 static const luaL_Reg session_methods[] = {
     {"start", s_start},     {"stop", s_stop},
     {"running", s_running}, {"set_recording", s_set_recording},
@@ -357,6 +371,8 @@ void wb_lua_register_profiler(lua_State *L) {
     lua_setfield(L, -2, "__gc");
     luaL_newlib(L, session_methods);
     lua_setfield(L, -2, "__index");
+    wb_lua_name_function(L, s_stats_build, "stats");
+    wb_lua_name_function(L, s_events_build, "events");
     lua_pop(L, 1);
     luaL_setfuncs(L, functions, 0);
 }

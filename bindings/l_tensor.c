@@ -30,25 +30,24 @@ static int t_release(lua_State *L) {
 
 /* ---- metadata ---------------------------------------------------------------------------------- */
 
-static int t_stride(lua_State *L) {
+/* t:size() / t:stride(): the values are copied out before the table is made (an allocation,
+ * after which a finalizer may have released t). */
+static int sizes_or_strides(lua_State *L, int strides, const char *fname) {
     wb_tensor *t = wb_lua_checktensor(L, 1);
+    const int64_t *v = strides ? t->stride : t->shape;
     if (!lua_isnoneornil(L, 2)) {
-        lua_pushinteger(L, (lua_Integer)t->stride[wb_lua_checkdim(L, 2, t, "stride")]);
+        lua_pushinteger(L, (lua_Integer)v[wb_lua_checkdim(L, 2, t, fname)]);
         return 1;
     }
-    push_int_array(L, t->ndim, t->stride);
+    int64_t copy[WB_MAX_DIMS];
+    int n = t->ndim;
+    memcpy(copy, v, sizeof(int64_t) * (size_t)n);
+    push_int_array(L, n, copy);
     return 1;
 }
 
-static int t_size(lua_State *L) {
-    wb_tensor *t = wb_lua_checktensor(L, 1);
-    if (!lua_isnoneornil(L, 2)) {
-        lua_pushinteger(L, (lua_Integer)t->shape[wb_lua_checkdim(L, 2, t, "size")]);
-        return 1;
-    }
-    push_int_array(L, t->ndim, t->shape);
-    return 1;
-}
+static int t_stride(lua_State *L) { return sizes_or_strides(L, 1, "stride"); }
+static int t_size(lua_State *L) { return sizes_or_strides(L, 0, "size"); }
 
 static int t_dim(lua_State *L) {
     lua_pushinteger(L, wb_lua_checktensor(L, 1)->ndim);
@@ -89,22 +88,30 @@ static int t_transpose(lua_State *L) {
 }
 
 static int t_permute(lua_State *L) {
-    wb_tensor *t = wb_lua_checktensor(L, 1), *out;
+    wb_lua_checkhandle(L, 1);
+    int64_t dims[WB_MAX_DIMS];
     int perm[WB_MAX_DIMS], n;
-    if (lua_istable(L, 2)) {
-        n = (int)luaL_len(L, 2);
-        if (n > WB_MAX_DIMS) wb_lua_raise(L, "permute: %d dimensions given, the tensor has %d", n, t->ndim);
+    if (lua_istable(L, 2)) { /* read whole first: its __len or __index may release the tensor */
+        lua_Integer len = luaL_len(L, 2);
+        if (len < 0 || len > WB_MAX_DIMS)
+            wb_lua_raise(L, "permute: %I dimensions given, at most %d are supported", len, WB_MAX_DIMS);
+        n = (int)len;
         for (int i = 0; i < n; i++) {
             lua_geti(L, 2, i + 1);
-            perm[i] = wb_lua_checkdim(L, -1, t, "permute");
+            dims[i] = wb_lua_checkint(L, -1, "permute", "dimension");
             lua_pop(L, 1);
         }
     } else {
         n = lua_gettop(L) - 1;
-        if (n > WB_MAX_DIMS) wb_lua_raise(L, "permute: %d dimensions given, the tensor has %d", n, t->ndim);
-        for (int i = 0; i < n; i++)
-            perm[i] = wb_lua_checkdim(L, i + 2, t, "permute");
+        if (n > WB_MAX_DIMS) wb_lua_raise(L, "permute: %d dimensions given, at most %d are supported", n, WB_MAX_DIMS);
+        for (int i = 0; i < n; i++) {
+            if (lua_isnoneornil(L, i + 2)) wb_lua_raise(L, "permute: missing dimension argument");
+            dims[i] = wb_lua_checkint(L, i + 2, "permute", "dimension");
+        }
     }
+    wb_tensor *t = wb_lua_checktensor(L, 1), *out;
+    for (int i = 0; i < n; i++)
+        perm[i] = wb_lua_todim(L, dims[i], t, "permute");
     return wb_lua_pushresult(L, wb_permute(t, n, perm, &out), &out);
 }
 
@@ -119,26 +126,19 @@ static int shape_args(lua_State *L, int64_t *shape, const char *fname) {
     return n;
 }
 
-static int t_view(lua_State *L) {
-    wb_tensor *t = wb_lua_checktensor(L, 1), *out;
+/* The shape is read before the tensor is fetched: a shape table's __len or __index may release it. */
+typedef wb_status (*shape_fn)(wb_tensor *, int, const int64_t *, wb_tensor **);
+static int reshaping(lua_State *L, shape_fn fn, const char *fname) {
+    wb_lua_checkhandle(L, 1);
     int64_t shape[WB_MAX_DIMS];
-    int n = shape_args(L, shape, "view");
-    return wb_lua_pushresult(L, wb_view(t, n, shape, &out), &out);
+    int n = shape_args(L, shape, fname);
+    wb_tensor *out;
+    return wb_lua_pushresult(L, fn(wb_lua_checktensor(L, 1), n, shape, &out), &out);
 }
 
-static int t_reshape(lua_State *L) {
-    wb_tensor *t = wb_lua_checktensor(L, 1), *out;
-    int64_t shape[WB_MAX_DIMS];
-    int n = shape_args(L, shape, "reshape");
-    return wb_lua_pushresult(L, wb_reshape(t, n, shape, &out), &out);
-}
-
-static int t_expand(lua_State *L) {
-    wb_tensor *t = wb_lua_checktensor(L, 1), *out;
-    int64_t shape[WB_MAX_DIMS];
-    int n = shape_args(L, shape, "expand");
-    return wb_lua_pushresult(L, wb_expand(t, n, shape, &out), &out);
-}
+static int t_view(lua_State *L) { return reshaping(L, wb_view, "view"); }
+static int t_reshape(lua_State *L) { return reshaping(L, wb_reshape, "reshape"); }
+static int t_expand(lua_State *L) { return reshaping(L, wb_expand, "expand"); }
 
 static int t_flatten(lua_State *L) {
     wb_tensor *t = wb_lua_checktensor(L, 1), *out;
@@ -178,12 +178,14 @@ static int t_select(lua_State *L) {
 }
 
 static int t_as_strided(lua_State *L) {
-    wb_tensor *t = wb_lua_checktensor(L, 1), *out;
+    wb_lua_checkhandle(L, 1);
     int64_t shape[WB_MAX_DIMS], stride[WB_MAX_DIMS];
     int n = wb_lua_checkshape(L, 2, shape, "as_strided", "shape");
     int m = wb_lua_checkshape(L, 3, stride, "as_strided", "stride");
     if (n != m) wb_lua_raise(L, "as_strided: shape has %d dimensions but stride has %d", n, m);
-    int64_t offset = lua_isnoneornil(L, 4) ? t->offset : wb_lua_checkint(L, 4, "as_strided", "offset");
+    int64_t offset = lua_isnoneornil(L, 4) ? -1 : wb_lua_checkint(L, 4, "as_strided", "offset");
+    wb_tensor *t = wb_lua_checktensor(L, 1), *out;
+    if (lua_isnoneornil(L, 4)) offset = t->offset;
     return wb_lua_pushresult(L, wb_as_strided(t, n, shape, stride, offset, &out), &out);
 }
 
@@ -204,15 +206,19 @@ static const char *option_string(lua_State *L, const char *key) {
 
 static int t_to(lua_State *L) {
     static const char *const keys[] = {"dtype", "device", NULL};
-    wb_tensor *t = wb_lua_checktensor(L, 1), *out;
+    wb_lua_checkhandle(L, 1);
     wb_lua_checktable(L, 2);
     wb_lua_checkkeys(L, 2, "to", keys);
-    wb_dtype dtype = t->dtype;
-    wb_device device = t->device;
-    if (lua_getfield(L, 2, "dtype") != LUA_TNIL && wb_dtype_parse(option_string(L, "dtype"), &dtype))
-        wb_lua_raise(L, "to: %s", wb_error_message());
-    if (lua_getfield(L, 2, "device") != LUA_TNIL && wb_device_parse(option_string(L, "device"), &device))
-        wb_lua_raise(L, "to: %s", wb_error_message());
+    /* the options first (their __index may release the tensor); the tensor's own as defaults after */
+    wb_dtype dtype = WB_F32;
+    wb_device device = WB_DEVICE_CPU;
+    int has_dtype = lua_getfield(L, 2, "dtype") != LUA_TNIL, has_device;
+    if (has_dtype && wb_dtype_parse(option_string(L, "dtype"), &dtype)) wb_lua_raise(L, "to: %s", wb_error_message());
+    has_device = lua_getfield(L, 2, "device") != LUA_TNIL;
+    if (has_device && wb_device_parse(option_string(L, "device"), &device)) wb_lua_raise(L, "to: %s", wb_error_message());
+    wb_tensor *t = wb_lua_checktensor(L, 1), *out;
+    if (!has_dtype) dtype = t->dtype;
+    if (!has_device) device = t->device;
     if (wb_device_check_available(device)) wb_lua_raise(L, "to: %s", wb_error_message());
     return wb_lua_pushresult(L, wb_to(t, dtype, device, &out), &out); /* an alias when nothing changes */
 }
@@ -229,14 +235,15 @@ static int t_item(lua_State *L) {
     return 1;
 }
 
-static void push_nested(lua_State *L, const wb_tensor *t, const double *v, int dim, int64_t *pos) {
-    if (dim == t->ndim) {
+/* From copies of the values and the shape: each table made may run a finalizer that releases t. */
+static void push_nested(lua_State *L, int ndim, const int64_t *shape, const double *v, int dim, int64_t *pos) {
+    if (dim == ndim) {
         lua_pushnumber(L, v[(*pos)++]);
         return;
     }
-    lua_createtable(L, (int)t->shape[dim], 0);
-    for (int64_t i = 0; i < t->shape[dim]; i++) {
-        push_nested(L, t, v, dim + 1, pos);
+    lua_createtable(L, (int)shape[dim], 0);
+    for (int64_t i = 0; i < shape[dim]; i++) {
+        push_nested(L, ndim, shape, v, dim + 1, pos);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
 }
@@ -268,17 +275,22 @@ static int t_tolist(lua_State *L) {
         return wb_lua_raise(L, "tolist: the tensor has %I elements; as Lua numbers they need about %s, more than the %s "
                                "%s (narrow or select a part first)", (lua_Integer)n, want, have, whose);
     }
+    int ndim = t->ndim;
+    int64_t shape[WB_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)ndim);
     double *v = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof(double), 0); /* freed by the GC */
-    WB_LUA_CHECK(L, wb_to_doubles(t, v));
+    /* fetched again: the allocation may have run a finalizer that released it */
+    WB_LUA_CHECK(L, wb_to_doubles(wb_lua_checktensor(L, 1), v));
     int64_t pos = 0;
-    luaL_checkstack(L, t->ndim + 4, "tolist");
-    push_nested(L, t, v, 0, &pos);
+    luaL_checkstack(L, ndim + 4, "tolist");
+    push_nested(L, ndim, shape, v, 0, &pos);
     return 1;
 }
 
 static int t_fill_(lua_State *L) {
-    wb_tensor *t = wb_lua_checktensor(L, 1);
-    WB_LUA_CHECK(L, wb_fill_(t, wb_lua_checknumber(L, 2)));
+    wb_lua_checkhandle(L, 1);
+    double value = wb_lua_checknumber(L, 2);
+    WB_LUA_CHECK(L, wb_fill_(wb_lua_checktensor(L, 1), value));
     lua_settop(L, 1);
     return 1;
 }
@@ -326,10 +338,11 @@ static number_format choose_format(const double *v, int64_t n) {
     return f;
 }
 
-static void add_values(luaL_Buffer *b, const wb_tensor *t, const double *v, int dim, int64_t *pos, number_format f,
-                       int indent) {
+/* From copies of the values and the shape: the buffer grows by allocating (finalizers may run). */
+static void add_values(luaL_Buffer *b, int ndim, const int64_t *shape, const double *v, int dim, int64_t *pos,
+                       number_format f, int indent) {
     char buf[64];
-    if (dim == t->ndim) {
+    if (dim == ndim) {
         int w = snprintf(buf, sizeof buf, f.fmt, v[*pos]);
         for (int pad = w; pad < f.width; pad++)
             luaL_addchar(b, ' ');
@@ -338,19 +351,19 @@ static void add_values(luaL_Buffer *b, const wb_tensor *t, const double *v, int 
         return;
     }
     luaL_addchar(b, '{');
-    for (int64_t i = 0; i < t->shape[dim]; i++) {
+    for (int64_t i = 0; i < shape[dim]; i++) {
         if (i > 0) {
             luaL_addchar(b, ',');
-            if (dim == t->ndim - 1)
+            if (dim == ndim - 1)
                 luaL_addchar(b, ' ');
             else {
-                for (int k = dim; k < t->ndim - 1; k++)
+                for (int k = dim; k < ndim - 1; k++)
                     luaL_addchar(b, '\n');
                 for (int k = 0; k < indent + dim + 1; k++)
                     luaL_addchar(b, ' ');
             }
         }
-        add_values(b, t, v, dim + 1, pos, f, indent);
+        add_values(b, ndim, shape, v, dim + 1, pos, f, indent);
     }
     luaL_addchar(b, '}');
 }
@@ -380,15 +393,19 @@ static int t_tostring(lua_State *L) {
             free(v);
             return wb_lua_raise(L, "tostring: cannot read the tensor's values");
         }
+        int ndim = t->ndim;
+        int64_t dims[WB_MAX_DIMS];
+        memcpy(dims, t->shape, sizeof(int64_t) * (size_t)ndim);
+        const char *dtype = wb_dtype_name(t->dtype), *device = wb_device_name(t->device); /* static names */
         luaL_addstring(&b, "tensor(");
         int64_t pos = 0;
-        add_values(&b, t, v, 0, &pos, choose_format(v, n), 7);
+        add_values(&b, ndim, dims, v, 0, &pos, choose_format(v, n), 7);
         luaL_addstring(&b, ", shape=");
         luaL_addstring(&b, shape);
         luaL_addstring(&b, ", dtype=");
-        luaL_addstring(&b, wb_dtype_name(t->dtype));
+        luaL_addstring(&b, dtype);
         luaL_addstring(&b, ", device=");
-        luaL_addstring(&b, wb_device_name(t->device));
+        luaL_addstring(&b, device);
         luaL_addstring(&b, ")");
         free(v);
         luaL_pushresult(&b);
@@ -430,8 +447,11 @@ static int t_index(lua_State *L) {
         if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1; /* a method */
         lua_pop(L, 1);
         wb_tensor *t = wb_lua_checktensor(L, 1);
-        if (!strcmp(k, "shape")) {
-            push_int_array(L, t->ndim, t->shape);
+        if (!strcmp(k, "shape")) { /* copied first: making the table may run a finalizer that releases t */
+            int64_t shape[WB_MAX_DIMS];
+            int n = t->ndim;
+            memcpy(shape, t->shape, sizeof(int64_t) * (size_t)n);
+            push_int_array(L, n, shape);
             return 1;
         }
         if (!strcmp(k, "dtype")) {

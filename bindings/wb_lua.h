@@ -15,6 +15,19 @@ typedef struct wb_lua_tensor {
     wb_tensor *t;
 } wb_lua_tensor;
 
+/* The bindings' rule (checked by tests/test_callbacks.lua under ASan, and fuzzed by
+ * tests/fuzz/fuzz_callbacks.lua). A script can run code in the middle of a binding: a table's
+ * __len or __index (shapes, options), and a finalizer, which runs whenever Lua allocates (a
+ * string, a table, a userdata, a tensor pushed). That code may release any object it can reach
+ * (t:release(), getmetatable(x).__gc(x)). So a binding
+ *   1. reads and converts every Lua argument into C values first (shapes, options, numbers,
+ *      strings: the only steps that run script code);
+ *   2. then fetches the objects (wb_lua_checktensor and the like run no script code);
+ *   3. then calls the core; and
+ *   4. pushes its results from C values copied out of the objects, or builds them under
+ *      wb_lua_unfinalized; pushing the result tensor last is safe (the inputs are no longer read).
+ * Nothing allocates Lua memory or runs script code while a raw pointer to an object is live; a
+ * binding that must allocate in between (tolist's buffer) fetches the object again after. */
 /* Every error raised for a script starts with the name of the function it called ("view: ...").
  * wb_lua_name_functions records the names of the functions of the module table at idx (two
  * levels: wb.openblas.matmul is "openblas.matmul") and the methods of every registered type;
@@ -38,6 +51,12 @@ lua_Integer wb_lua_optinteger(lua_State *L, int idx, lua_Integer dflt);
 lua_Number wb_lua_optnumber(lua_State *L, int idx, lua_Number dflt);
 void *wb_lua_checkudata(lua_State *L, int idx, const char *type);
 
+/* Runs build (a C function given the binding's arguments) with the collector stopped, so that no
+ * finalizer runs while build reads an object and pushes values from it (g:nodes(), s:events());
+ * the collector is restarted even when build raises, and its error raised again. Returns build's
+ * number of results. Name build (wb_lua_name_function) for its messages. */
+int wb_lua_unfinalized(lua_State *L, lua_CFunction build);
+
 /* Raises the core's last error message as a Lua error, named. Never returns. */
 int wb_lua_error(lua_State *L);
 /* Raises unless status is WB_OK. */
@@ -54,9 +73,6 @@ wb_lua_tensor *wb_lua_checkhandle(lua_State *L, int idx);
 void wb_lua_set_tensor_metatable(lua_State *L, int idx);
 /* The tensor at idx; raises for another type and for a released tensor. */
 wb_tensor *wb_lua_checktensor(lua_State *L, int idx);
-/* The tensor at idx, or a new 0-d tensor (pushed on the stack, owned by Lua) for a number,
- * with the dtype and device of `like`. */
-wb_tensor *wb_lua_checkoperand(lua_State *L, int idx, const wb_tensor *like, const char *fname);
 /* Pushes a new Lua tensor owning t (or frees t and raises if Lua cannot allocate). */
 void wb_lua_pushtensor(lua_State *L, wb_tensor *t);
 /* Raises on a failed status, else pushes *out: the "call core, push" pattern. `out` is read
@@ -84,6 +100,8 @@ int wb_lua_exp(lua_State *L);
 int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, const char *what);
 /* A 1-based or negative dimension of t, as a 0-based index; raises when out of range. */
 int wb_lua_checkdim(lua_State *L, int idx, const wb_tensor *t, const char *fname);
+/* The same for a dimension already read as an integer d. */
+int wb_lua_todim(lua_State *L, int64_t d, const wb_tensor *t, const char *fname);
 /* An integer argument; raises with the function and argument name otherwise. */
 int64_t wb_lua_checkint(lua_State *L, int idx, const char *fname, const char *what);
 /* {dtype=, device=} options (idx may be none or nil); unknown keys raise. */

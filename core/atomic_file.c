@@ -15,7 +15,20 @@ wb_status wb_atomic_open(wb_atomic_file *a, const char *path, const char *what) 
     if (snprintf(a->path, sizeof a->path, "%s", path) >= (int)sizeof a->path)
         return wb_error(WB_ERR_ARGUMENT, "%s: path too long: '%.80s...'", what, path);
     struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a device or pipe: nothing to replace */
+    if (stat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
+        /* a named pipe: opened without waiting, since with no reader open() would wait forever */
+        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0 && errno == ENXIO)
+            return wb_error(WB_ERR_ARGUMENT, "%s: '%s' is a named pipe with no reader: refused (writing would wait for one "
+                                             "forever)", what, path);
+        if (fd < 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) || !(a->f = fdopen(fd, "w"))) {
+            int err = errno;
+            if (fd >= 0) close(fd);
+            return wb_error(WB_ERR_ARGUMENT, "%s: cannot open '%s' for writing: %s", what, path, strerror(err));
+        }
+        return WB_OK;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a device: nothing to replace */
         a->f = fopen(path, "w");
         if (!a->f)
             return wb_error(WB_ERR_ARGUMENT, "%s: cannot open '%s' for writing: %s", what, path, strerror(errno));

@@ -31,7 +31,9 @@ const char *wb_codegen_command(void);
 /* Compiles (or finds in the cache) `source`, which defines `void <symbol>(const wb_poi_args *)`,
  * and fills *k's fn, kind (named by symbol, carrying ops), source_path and compiled. Errors: WB_ERR_UNSUPPORTED when no C compiler can be
  * run (the message says why), WB_ERR_ARGUMENT when the compiler rejected the source (its first
- * error line and the source's path), WB_ERR_DEVICE when the cache folder is unusable. */
+ * error line and the source's path), WB_ERR_UNSUPPORTED too when the cache folder is missing or
+ * refused (another user's, or open to others: the message says why), WB_ERR_DEVICE when it cannot
+ * be written. */
 wb_status wb_codegen_build(const char *symbol, const char *ops, const char *source, wb_codegen_kernel *k);
 /* The same on a device with a compiler of its own: device_source (the device's language) is
  * compiled into an image cached under a hash of the target (compiler, architecture, options) and
@@ -47,7 +49,9 @@ const char *wb_codegen_device_compiler(wb_device device);
  * devices' compiles, counted apart. */
 void wb_codegen_counts(long *compiles, long *hits);
 void wb_codegen_device_counts(long *compiles, long *hits);
-/* The cache folder: $WB_CACHE_DIR, else $XDG_CACHE_HOME/workbench, else ~/.cache/workbench. */
+/* The cache folder: $WB_CACHE_DIR, else $XDG_CACHE_HOME/workbench, else ~/.cache/workbench (the
+ * home folder from $HOME, else the password database); NULL when there is none (no shared
+ * default: the code generator is then off). It must be this user's, mode 0700 (codegen_store.h). */
 const char *wb_codegen_cache_dir(void);
 
 /* out = the kernel applied to inputs (broadcast to out_shape): one launch of op "generated". */

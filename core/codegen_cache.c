@@ -1,11 +1,14 @@
 /* codegen_cache.c: compiling generated kernels with the system C compiler and caching the shared
  * objects on disk (see codegen.h). Entries are named by a 64-bit hash of the compile command and
- * the source: <hash>.c (the source, kept for reading and for messages) and <hash>.so. A new
- * object is compiled to a temporary name and renamed into place, so a concurrent process never
- * loads a half-written file; an entry that does not load (truncated, corrupt) is rebuilt. */
+ * the source: <hash>.c (the source, kept for reading and for messages), <hash>.so and
+ * <hash>.rec, its record (codegen_store.c: the folder must be this user's with mode 0700, files
+ * are created new and renamed into place). An object is loaded only when its record names its
+ * source, command and bytes; one that does not match or load (truncated, corrupt, planted) is
+ * rebuilt. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 
 #include "backend.h"
 #include "codegen.h"
+#include "codegen_store.h"
 #include "wb_codegen_args.h"
 #include "wb_codegen_avx2.h"
 #include "wb_codegen_avx512.h"
@@ -71,35 +75,35 @@ const char *wb_codegen_command(void) {
     return buf;
 }
 
+/* No shared default (a folder under /tmp could be made first by another user): without the
+ * variables, the user's home folder from the password database; without that, none. */
 const char *wb_codegen_cache_dir(void) {
     static char dir[400];
     const char *env = getenv("WB_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (!(home && *home)) {
+        struct passwd *pw = getpwuid(geteuid());
+        home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
+    }
     if (env && *env)
         snprintf(dir, sizeof dir, "%s", env);
     else if (xdg && *xdg)
         snprintf(dir, sizeof dir, "%s/workbench", xdg);
+    else if (home)
+        snprintf(dir, sizeof dir, "%s/.cache/workbench", home);
     else
-        snprintf(dir, sizeof dir, "%s/.cache/workbench", home && *home ? home : "/tmp");
+        return NULL;
     return dir;
+}
+
+static wb_status no_cache_dir(void) {
+    return wb_error(WB_ERR_UNSUPPORTED, "codegen: no cache folder: WB_CACHE_DIR, XDG_CACHE_HOME and HOME are unset "
+                                        "and this user has no home folder (set WB_CACHE_DIR)");
 }
 
 static uint64_t fnv1a(uint64_t h, const char *s) {
     for (const unsigned char *u = (const unsigned char *)s; *u; u++)
         h = (h ^ *u) * 0x100000001b3ull;
     return (h ^ 0xff) * 0x100000001b3ull;
-}
-
-/* mkdir -p */
-static int make_dirs(const char *path) {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0700) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0700) && errno != EEXIST ? -1 : 0;
 }
 
 static int load(const char *so, const char *symbol, wb_codegen_kernel *k) {
@@ -112,6 +116,28 @@ static int load(const char *so, const char *symbol, wb_codegen_kernel *k) {
     }
     k->fn = (void (*)(const wb_poi_args *))fn;
     return 0;
+}
+
+/* Loads dir/so only when dir/rec is the record of its bytes, made from this source and command. */
+static int load_verified(int dirfd, const char *dir, const char *so, const char *rec, const char *command,
+                         uint64_t source_hash, const char *symbol, wb_codegen_kernel *k) {
+    char *bytes, path[600];
+    size_t n;
+    if (wb_store_read(dirfd, so, &bytes, &n, NULL)) return -1;
+    int ok = wb_store_record_matches(dirfd, rec, command, source_hash, bytes, n);
+    free(bytes);
+    wb_store_path(dirfd, dir, so, path, sizeof path);
+    return ok && load(path, symbol, k) == 0 ? 0 : -1;
+}
+
+/* Takes a new name in the folder for a file another program writes (O_EXCL: no planted link). */
+static int claim(int dirfd, const char *name) {
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) { /* left by a killed process that had this pid */
+        unlinkat(dirfd, name, 0);
+        fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    }
+    return fd < 0 ? -1 : close(fd);
 }
 
 /* The first line of the compiler's output that says "error" (else its first line). */
@@ -143,7 +169,7 @@ static int run_compiler(const char *src, const char *obj, const char *err_path) 
     argv[argc] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 1, err_path, O_WRONLY | O_TRUNC | O_NOFOLLOW, 0600); /* claimed */
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     pid_t pid;
     int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
@@ -175,47 +201,64 @@ static wb_status intern_kind(const char *symbol, const char *ops, wb_codegen_ker
 wb_status wb_codegen_build(const char *symbol, const char *ops, const char *source, wb_codegen_kernel *k) {
     wb_status st = intern_kind(symbol, ops, k);
     if (st) return st;
-    const char *dir = wb_codegen_cache_dir();
-    uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, wb_codegen_command()), source);
-    char so[600], src[600], tmp[640], err[640];
-    snprintf(so, sizeof so, "%s/%016llx.so", dir, (unsigned long long)h);
-    snprintf(src, sizeof src, "%s/%016llx.c", dir, (unsigned long long)h);
-    snprintf(k->source_path, sizeof k->source_path, "%s", src);
-    if (access(so, R_OK) == 0) {
-        if (load(so, symbol, k) == 0) {
-            hits++;
-            k->compiled = 0;
-            return WB_OK;
-        }
-        unlink(so); /* corrupt or foreign: rebuild it */
+    const char *dir = wb_codegen_cache_dir(), *command = wb_codegen_command();
+    if (!dir) return no_cache_dir();
+    uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, command), source);
+    uint64_t source_hash = wb_store_hash(0xcbf29ce484222325ull, source, strlen(source));
+    char so[64], rec[64], src[64], tmp[96], err[96], path[600], tmp_path[640], err_path[640];
+    snprintf(so, sizeof so, "%016llx.so", (unsigned long long)h);
+    snprintf(rec, sizeof rec, "%016llx.rec", (unsigned long long)h);
+    snprintf(src, sizeof src, "%016llx.c", (unsigned long long)h);
+    snprintf(k->source_path, sizeof k->source_path, "%s/%s", dir, src);
+    int dirfd = wb_store_open(dir);
+    if (dirfd < 0) return WB_ERR_UNSUPPORTED;
+    if (load_verified(dirfd, dir, so, rec, command, source_hash, symbol, k) == 0) {
+        close(dirfd);
+        hits++;
+        k->compiled = 0;
+        return WB_OK;
     }
-    if (make_dirs(dir))
-        return wb_error(WB_ERR_DEVICE, "codegen: cannot create the cache folder %s: %s", dir, strerror(errno));
-    FILE *f = fopen(src, "w");
-    if (!f || fputs(source, f) < 0 || fclose(f)) {
-        if (f) fclose(f);
-        return wb_error(WB_ERR_DEVICE, "codegen: cannot write %s: %s", src, strerror(errno));
-    }
+    /* missing, corrupt, foreign or planted: rebuilt (the rename below replaces it) */
+    st = WB_OK;
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", so, (long)getpid());
     snprintf(err, sizeof err, "%s.%ld.log", so, (long)getpid());
-    int rc = run_compiler(src, tmp, err);
+    snprintf(tmp_path, sizeof tmp_path, "%s/%s", dir, tmp);
+    snprintf(err_path, sizeof err_path, "%s/%s", dir, err);
+    if (wb_store_write(dirfd, src, source, strlen(source)) || claim(dirfd, tmp) || claim(dirfd, err)) {
+        st = wb_error(WB_ERR_DEVICE, "codegen: cannot write into the cache folder %s: %s", dir, strerror(errno));
+        unlinkat(dirfd, tmp, 0);
+        close(dirfd);
+        return st;
+    }
+    int rc = run_compiler(k->source_path, tmp_path, err_path);
     compiles++;
+    char *bytes = NULL, record[1024];
+    size_t n = 0;
     if (rc == -1 || rc == 127) {
         int e = errno;
-        unlink(err);
-        return wb_error(WB_ERR_UNSUPPORTED, "no C compiler: '%s' could not be run (%s); set CC to one",
-                        compiler(), rc == 127 ? "not found" : strerror(e));
-    }
-    if (rc != 0) {
+        st = wb_error(WB_ERR_UNSUPPORTED, "no C compiler: '%s' could not be run (%s); set CC to one", compiler(),
+                      rc == 127 ? "not found" : strerror(e));
+    } else if (rc != 0) {
         char line[512];
-        first_error(err, line, sizeof line);
-        unlink(tmp);
-        return wb_error(WB_ERR_ARGUMENT, "codegen: the C compiler failed on %s: %s", src, line);
+        first_error(err_path, line, sizeof line);
+        st = wb_error(WB_ERR_ARGUMENT, "codegen: the C compiler failed on %s: %s", k->source_path, line);
+    } else if (wb_store_read(dirfd, tmp, &bytes, &n, NULL)) {
+        st = wb_error(WB_ERR_DEVICE, "codegen: cannot read back %s: %s", tmp_path, strerror(errno));
+    } else {
+        wb_store_record(record, sizeof record, command, source_hash, bytes, n);
+        free(bytes);
+        if (wb_store_write(dirfd, rec, record, strlen(record)) || renameat(dirfd, tmp, dirfd, so))
+            st = wb_error(WB_ERR_DEVICE, "codegen: cannot move %s into the cache: %s", tmp_path, strerror(errno));
     }
-    unlink(err);
-    if (rename(tmp, so)) return wb_error(WB_ERR_DEVICE, "codegen: cannot move %s into the cache: %s", tmp, strerror(errno));
-    if (load(so, symbol, k))
-        return wb_error(WB_ERR_DEVICE, "codegen: %s was compiled but does not load: %s", so, dlerror());
+    unlinkat(dirfd, err, 0);
+    unlinkat(dirfd, tmp, 0); /* gone after the rename */
+    if (!st) {
+        wb_store_path(dirfd, dir, so, path, sizeof path);
+        if (load(path, symbol, k))
+            st = wb_error(WB_ERR_DEVICE, "codegen: %s/%s was compiled but does not load: %s", dir, so, dlerror());
+    }
+    close(dirfd);
+    if (st) return st;
     k->compiled = 1;
     return WB_OK;
 }
@@ -248,22 +291,6 @@ static void first_error_in(const char *log, char *out, size_t len) {
     }
 }
 
-static int read_file(const char *path, char **data, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    int ok = fseek(f, 0, SEEK_END) == 0;
-    long n = ok ? ftell(f) : -1;
-    char *buf = n > 0 ? malloc((size_t)n) : NULL;
-    ok = buf && fseek(f, 0, SEEK_SET) == 0 && fread(buf, 1, (size_t)n, f) == (size_t)n;
-    fclose(f);
-    if (!ok) {
-        free(buf);
-        return -1;
-    }
-    *data = buf, *size = (size_t)n;
-    return 0;
-}
-
 wb_status wb_codegen_build_device(wb_device device, const char *symbol, const char *ops, const char *device_source,
                                   const char *host_source, wb_codegen_kernel *k) {
     const wb_backend *be = wb_backend_get(device);
@@ -280,29 +307,34 @@ wb_status wb_codegen_build_device(wb_device device, const char *symbol, const ch
         return st;
     }
     const char *dir = wb_codegen_cache_dir();
+    if (!dir) return no_cache_dir();
     uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, be->name), t->compiler), device_source);
-    char img[600], src[600], tmp[640];
-    snprintf(img, sizeof img, "%s/%016llx.cubin", dir, (unsigned long long)h);
-    snprintf(src, sizeof src, "%s/%016llx.cu", dir, (unsigned long long)h);
-    snprintf(k->source_path, sizeof k->source_path, "%s", src);
+    uint64_t source_hash = wb_store_hash(0xcbf29ce484222325ull, device_source, strlen(device_source));
+    char img[64], rec[64], src[64];
+    snprintf(img, sizeof img, "%016llx.cubin", (unsigned long long)h);
+    snprintf(rec, sizeof rec, "%016llx.cubin.rec", (unsigned long long)h);
+    snprintf(src, sizeof src, "%016llx.cu", (unsigned long long)h);
+    snprintf(k->source_path, sizeof k->source_path, "%s/%s", dir, src);
+    int dirfd = wb_store_open(dir);
+    if (dirfd < 0) return WB_ERR_UNSUPPORTED;
     char *data = NULL;
     size_t size = 0;
-    if (read_file(img, &data, &size) == 0) {
-        st = be->codegen_load(data, size, symbol, (void (*)(const void *))(void (*)(void))k->fn, &k->device_kernel);
+    if (wb_store_read(dirfd, img, &data, &size, NULL) == 0) {
+        st = wb_store_record_matches(dirfd, rec, t->compiler, source_hash, data, size)
+                 ? be->codegen_load(data, size, symbol, (void (*)(const void *))(void (*)(void))k->fn, &k->device_kernel)
+                 : WB_ERR_DEVICE;
         free(data);
         if (!st) {
+            close(dirfd);
             device_hits++;
             k->compiled = 0;
             return WB_OK;
         }
-        unlink(img); /* corrupt or foreign: rebuild it */
-    }
-    if (make_dirs(dir))
-        return wb_error(WB_ERR_DEVICE, "codegen: cannot create the cache folder %s: %s", dir, strerror(errno));
-    FILE *f = fopen(src, "w");
-    if (!f || fputs(device_source, f) < 0 || fclose(f)) {
-        if (f) fclose(f);
-        return wb_error(WB_ERR_DEVICE, "codegen: cannot write %s: %s", src, strerror(errno));
+    } /* missing, corrupt, foreign or planted: rebuilt (the rename below replaces it) */
+    if (wb_store_write(dirfd, src, device_source, strlen(device_source))) {
+        st = wb_error(WB_ERR_DEVICE, "codegen: cannot write %s: %s", k->source_path, strerror(errno));
+        close(dirfd);
+        return st;
     }
     char log[4096] = "";
     void *image = NULL;
@@ -310,19 +342,19 @@ wb_status wb_codegen_build_device(wb_device device, const char *symbol, const ch
     if ((st = be->codegen_compile(device_source, symbol, &image, &size, log, sizeof log))) {
         char line[512];
         first_error_in(log, line, sizeof line);
-        return wb_error(WB_ERR_ARGUMENT, "codegen: %s failed on %s: %s", t->name, src,
+        close(dirfd);
+        return wb_error(WB_ERR_ARGUMENT, "codegen: %s failed on %s: %s", t->name, k->source_path,
                         line[0] ? line : wb_error_message());
     }
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", img, (long)getpid());
-    f = fopen(tmp, "wb");
-    int written = f && fwrite(image, 1, size, f) == size;
-    if (f && fclose(f)) written = 0;
-    if (!written || rename(tmp, img)) {
+    char record[1024];
+    wb_store_record(record, sizeof record, t->compiler, source_hash, image, size);
+    if (wb_store_write(dirfd, img, image, size) || wb_store_write(dirfd, rec, record, strlen(record))) {
         int e = errno;
-        unlink(tmp);
+        close(dirfd);
         be->codegen_image_free(image);
-        return wb_error(WB_ERR_DEVICE, "codegen: cannot write %s into the cache: %s", img, strerror(e));
+        return wb_error(WB_ERR_DEVICE, "codegen: cannot write %s/%s into the cache: %s", dir, img, strerror(e));
     }
+    close(dirfd);
     st = be->codegen_load(image, size, symbol, (void (*)(const void *))(void (*)(void))k->fn, &k->device_kernel);
     be->codegen_image_free(image);
     if (st) return st;

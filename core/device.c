@@ -2,9 +2,13 @@
  * Availability comes from each device's backend table (backend.h): the CUDA device is a plugin
  * loaded at first use (cuda_backend.c); when it cannot run, every cuda request fails here with a
  * message that says why, and the executable still starts anywhere. */
+#define _GNU_SOURCE /* pthread_getattr_default_np */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -101,10 +105,62 @@ int wb_get_num_threads(void) {
 #endif
 }
 
+#ifdef _OPENMP
+/* The stack size of a worker thread: OMP_STACKSIZE / GOMP_STACKSIZE (kilobytes unless suffixed
+ * B, K, M or G), else the threads' default (RLIMIT_STACK's, as glibc takes it). */
+static double worker_stack_bytes(void) {
+    const char *env = getenv("OMP_STACKSIZE");
+    if (!env || !*env) env = getenv("GOMP_STACKSIZE");
+    if (env && *env) {
+        char *end;
+        double v = strtod(env, &end), unit = 1024;
+        while (*end == ' ')
+            end++;
+        if (*end == 'B' || *end == 'b') unit = 1;
+        else if (*end == 'M' || *end == 'm') unit = 1024.0 * 1024;
+        else if (*end == 'G' || *end == 'g') unit = 1024.0 * 1024 * 1024;
+        if (v > 0) return v * unit;
+    }
+    pthread_attr_t attr;
+    size_t size = 0;
+    if (pthread_getattr_default_np(&attr) == 0) {
+        pthread_attr_getstacksize(&attr, &size);
+        pthread_attr_destroy(&attr);
+    }
+    return size ? (double)size : 8.0 * 1024 * 1024;
+}
+
+/* libgomp ends the process when it cannot create a worker ("Thread creation failed"), with no
+ * error to catch: under an address-space limit (--max-memory, --sandbox's 8G) a team whose
+ * stacks do not fit in what is left is refused here, while it can still be said. */
+static wb_status check_thread_room(int n) {
+    struct rlimit as;
+    if (n <= 1 || getrlimit(RLIMIT_AS, &as) || as.rlim_cur == RLIM_INFINITY) return WB_OK;
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%lu", &pages) != 1) pages = 0;
+        fclose(f);
+    }
+    double used = (double)pages * (double)sysconf(_SC_PAGESIZE), left = (double)as.rlim_cur - used;
+    double need = (double)(n - 1) * (worker_stack_bytes() + 64.0 * 1024) + 64.0 * 1024 * 1024; /* and some room */
+    if (need <= left) return WB_OK;
+    char want[32], have[32];
+    wb_format_bytes(need, want, sizeof want);
+    wb_format_bytes(left > 0 ? left : 0, have, sizeof have);
+    return wb_error(WB_ERR_MEMORY,
+                    "set_num_threads: %d threads need about %s of address space for their stacks; the address-space "
+                    "limit (--max-memory) leaves %s",
+                    n, want, have);
+}
+#endif
+
 wb_status wb_set_num_threads(int n) {
     if (n < 1 || n > WB_MAX_THREADS)
         return wb_error(WB_ERR_ARGUMENT, "set_num_threads: %d threads is out of range (1..%d)", n, WB_MAX_THREADS);
 #ifdef _OPENMP
+    wb_status st = check_thread_room(n);
+    if (st) return st;
     wb_threads_set_requested(n);
     return WB_OK;
 #else

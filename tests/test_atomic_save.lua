@@ -114,4 +114,19 @@ function TestAtomicSave:test_nan_and_infinity_are_written_as_null()
     lu.assertEquals(cjson.decode(read(dir .. "/odd.json")).rows[1].s, {1, cjson.null, 3})
 end
 
+-- a named pipe with no reader: open() for writing waited forever (only --timeout ended it)
+function TestAtomicSave:test_named_pipe_without_a_reader_is_refused()
+    local fifo = dir .. "/pipe"
+    lu.assertEquals(sh("mkfifo '" .. fifo .. "'"), "")
+    local p = wb.profiler.profile({}, function() local _ = wb.ones({2}) + 1 end)
+    lu.assertErrorMsgContains("export_chrome_trace: '" .. fifo .. "' is a named pipe with no reader: refused",
+        p.export_chrome_trace, p, fifo)
+    lu.assertErrorMsgContains("export_stacks: '" .. fifo .. "' is a named pipe with no reader", p.export_stacks, p, fifo)
+    -- with a reader, the pipe gets the whole trace
+    local out = sh(string.format("cat '%s' > '%s.got' & sleep 0.2; %s -e 'wb.profiler.profile({}, function() " ..
+        "local _ = wb.ones({2}) + 1 end):export_chrome_trace(\"%s\")'; wait", fifo, fifo, EXE, fifo))
+    lu.assertEquals(out, "")
+    lu.assertStrContains(read(fifo .. ".got"), "traceEvents")
+end
+
 scratch.exit(lu.LuaUnit.run())

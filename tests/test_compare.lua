@@ -153,6 +153,13 @@ function TestCompare:test_mismatched_configs_are_not_comparable()
     _, err, code = run(write(doc({row(1, "eager", 3)})), write(other))
     lu.assertEquals(code, 2)
     lu.assertStrMatches(err, ".*not comparable: .- holds results of sweep, .- of gemm_bench.*")
+    -- a name of 30 MB was echoed whole into that one line; now cut, with its length
+    local huge = doc({row(1, "eager", 3)})
+    huge.name = string.rep("n", 30000000)
+    _, err, code = run(write(doc({row(1, "eager", 3)})), write(huge))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, string.rep("n", 80) .. "... (30000000 characters)")
+    lu.assertTrue(#err < 2000, "the message is " .. #err .. " bytes long")
 end
 
 -- A config value that is a table (a shape) is compared by value, not by its address: a file

@@ -133,4 +133,12 @@ function TestBoundedWork:test_table_with_long_names()
     lu.assertStrContains(t, name)
 end
 
+-- found by fuzz_callbacks.lua (seed 20261206) under UBSan: an empty view with a stride of
+-- 2^63-1 made the kernels' loop merge compute stride * size, a signed overflow
+function TestMemorySafety:test_empty_view_with_a_huge_stride()
+    local v = wb.zeros({4}):as_strided({0, 2}, {1, math.maxinteger})
+    lu.assertEquals((v + 1).shape, {0, 2})
+    lu.assertEquals(wb.exp(v).shape, {0, 2})
+end
+
 os.exit(lu.LuaUnit.run())

@@ -284,6 +284,35 @@ function TestShard:test_merge_refuses_shards_of_different_sweeps()
     refused({d1 .. "/toy.shard-1-of-2.json", d3 .. "/toy.shard-2-of-2.json"}, {"are shards of different sweeps", "axes"})
 end
 
+-- shards with other constants (names: each run's values are its own, like a peak measured on
+-- its node) or other keys were merged without a word
+function TestShard:test_merge_refuses_shards_with_other_constants_or_keys()
+    for _, change in ipairs({
+        {"constants differ (peak vs ceiling)", function(s) s.constants = {ceiling = 5} end},
+        {"keys differ", function(s) s.keys = {s.keys[2], s.keys[1]} end},
+    }) do
+        local d = scratch.dir()
+        save_shards(2, d)
+        local path = d .. "/toy.shard-2-of-2.json"
+        local doc = read_json(path)
+        change[2](doc.sweep)
+        local f = assert(io.open(path, "w"))
+        f:write(cjson.encode(doc))
+        f:close()
+        refused({d}, {"are shards of different sweeps", change[1]})
+    end
+    local d = scratch.dir()
+    save_shards(2, d)
+    local path = d .. "/toy.shard-2-of-2.json"
+    local doc = read_json(path)
+    doc.sweep.constants.peak = 6 -- measured on another node: merged, each row with its own run's
+    local f = assert(io.open(path, "w"))
+    f:write(cjson.encode(doc))
+    f:close()
+    local text, code = run(string.format("%s merge %s/merged %s", EXE, d, d))
+    lu.assertEquals(code, 0, text)
+end
+
 function TestShard:test_merge_names_missing_and_duplicated_points()
     local d = scratch.dir()
     save_shards(3, d)

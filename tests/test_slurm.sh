@@ -49,27 +49,30 @@ export SLURM_CONF="$tmp/cluster/slurm.conf"
 sweep_args=(--tokens "1,3,5" --modes "eager,fused,dual" --dim 32 --hidden 64 --iters 2 --rounds 2 --trace-tokens 3 --no-peer)
 "$exe" --threads 1 --device cpu --out "$tmp/whole" "$src/experiments/mlp_sweep.lua" "${sweep_args[@]}" >"$tmp/whole.log" 2>&1 ||
     { cat "$tmp/whole.log"; fail "the unsharded sweep failed"; }
+# the run's folder has a quote, a comma and a space in its name: submit.sh once broke on them
+# (the merge job's --wrap quoting, sbatch --export's comma-separated list)
+run="$tmp/it's, a run"
 start=$(date +%s)
-WB_EXE="$exe" timeout 300 "$src/scripts/slurm/submit.sh" --shards 4 --cpus 1 --partition local --out "$tmp/run" --wait \
+WB_EXE="$exe" timeout 300 "$src/scripts/slurm/submit.sh" --shards 4 --cpus 1 --partition local --out "$run" --wait \
     "$src/experiments/mlp_sweep.lua" "${sweep_args[@]}" >"$tmp/submit.log" 2>&1
 rc=$?
 cat "$tmp/submit.log"
 if [ "$rc" -ne 0 ]; then
-    for f in "$tmp"/run/logs/*.log "$tmp"/cluster/slurm*.log; do echo "--- $f"; tail -n 20 "$f"; done
+    for f in "$run"/logs/*.log "$tmp"/cluster/slurm*.log; do echo "--- $f"; tail -n 20 "$f"; done
     fail "submit.sh --wait exited with status $rc"
 fi
 echo "array + merge took $(($(date +%s) - start)) s"
 grep -q "^array job [0-9]* *: 4 tasks\|^array job [0-9]*: 4 tasks" "$tmp/submit.log" || fail "submit.sh did not print the array's job id"
 grep -q "^merge job [0-9]*: runs after every task succeeded (afterok)" "$tmp/submit.log" || fail "submit.sh did not print the merge job's id"
-grep -q "merged report: $tmp/run/merged/mlp_sweep.html" "$tmp/submit.log" || fail "submit.sh did not say where the report will be"
+grep -q "merged report: $run/merged/mlp_sweep.html" "$tmp/submit.log" || fail "submit.sh did not say where the report will be"
 for i in 1 2 3 4; do
-    [ -f "$tmp/run/shards/mlp_sweep.shard-$i-of-4.json" ] || fail "shard $i/4 wrote no results file"
-    grep -q -- "--threads 1 --device cpu" "$tmp/run/logs/shard-$i.log" || fail "task $i did not run with --threads from SLURM_CPUS_PER_TASK"
+    [ -f "$run/shards/mlp_sweep.shard-$i-of-4.json" ] || fail "shard $i/4 wrote no results file"
+    grep -q -- "--threads 1 --device cpu" "$run/logs/shard-$i.log" || fail "task $i did not run with --threads from SLURM_CPUS_PER_TASK"
 done
-[ -f "$tmp/run/merged/mlp_sweep.html" ] || fail "no merged report"
+[ -f "$run/merged/mlp_sweep.html" ] || fail "no merged report"
 
 # the merged result against the unsharded one: every point, every structural field
-WB_A="$tmp/whole/mlp_sweep.json" WB_B="$tmp/run/merged/mlp_sweep.json" "$exe" - <<'LUA' || fail "the merged result differs from the unsharded one (above)"
+WB_A="$tmp/whole/mlp_sweep.json" WB_B="$run/merged/mlp_sweep.json" "$exe" - <<'LUA' || fail "the merged result differs from the unsharded one (above)"
 local cjson = require("cjson")
 local function read(path)
     local f = assert(io.open(path))
@@ -120,7 +123,7 @@ if #problems > 0 then
 end
 print("merged = unsharded: 9 points, kernels, flops and errors identical; statistics from the raw samples")
 LUA
-"$exe" compare "$tmp/whole/mlp_sweep.json" "$tmp/run/merged/mlp_sweep.json" >"$tmp/compare.log" 2>&1 ||
+"$exe" compare "$tmp/whole/mlp_sweep.json" "$run/merged/mlp_sweep.json" >"$tmp/compare.log" 2>&1 ||
     { cat "$tmp/compare.log"; fail "workbench compare refused the merged file"; }
 grep -q "^structural differences: none" "$tmp/compare.log" || { cat "$tmp/compare.log"; fail "compare found structural differences"; }
 grep -q "^only in" "$tmp/compare.log" && { cat "$tmp/compare.log"; fail "compare found rows in only one file"; }

@@ -23,13 +23,23 @@ typedef struct loop {
 static void loop_init(loop *l, int ndim, const int64_t *shape, int nops, const int64_t *const *strides) {
     l->nops = nops;
     l->ndim = 0;
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0) { /* nothing to do; and an empty view's other sizes may be anything (2^63-1) */
+            l->ndim = 1;
+            l->shape[0] = 0;
+            for (int k = 0; k < nops; k++)
+                l->stride[k][0] = 0;
+            return;
+        }
     for (int d = 0; d < ndim; d++) {
         if (shape[d] == 1) continue;
         int n = l->ndim;
         if (n > 0) {
             int merge = 1;
-            for (int k = 0; k < nops; k++)
-                if (l->stride[k][n - 1] != strides[k][d] * shape[d]) merge = 0;
+            for (int k = 0; k < nops; k++) {
+                int64_t span; /* an empty view may carry any stride: the product can overflow */
+                if (__builtin_mul_overflow(strides[k][d], shape[d], &span) || l->stride[k][n - 1] != span) merge = 0;
+            }
             if (merge) {
                 l->shape[n - 1] *= shape[d];
                 for (int k = 0; k < nops; k++)

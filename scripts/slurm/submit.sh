@@ -22,6 +22,8 @@ usage() {
     exit 2
 }
 fail() { echo "submit.sh: $*" >&2; exit 2; }
+# one word for a shell (the merge job's --wrap): single-quoted, each ' written as '\''
+shell_quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 
 shards=4 cpus=1 gpu=0 partition="" time_limit="" out="" wait=0
 while [ $# -gt 0 ]; do
@@ -61,8 +63,13 @@ fi
 
 name=$(basename "$experiment" .lua)
 [ -n "$out" ] || out="out/$name/slurm-$(date +%Y%m%d-%H%M%S)"
+case "$out" in *"
+"*) fail "--out: a folder name with a line break is not supported" ;; esac
 mkdir -p "$out/logs" "$out/status" "$out/shards"
 out=$(cd "$out" && pwd)
+# Slurm reads %-patterns in --output (a literal % is %%); the variables travel in the environment
+# (--export=ALL), since --export's own list splits values at commas
+logs=$(printf '%s' "$out/logs" | sed 's/%/%%/g')
 
 set -- "$experiment" "$@"
 common=""
@@ -72,15 +79,14 @@ gres=""
 [ "$gpu" -eq 1 ] && gres="--gres=gpu:1"
 
 # shellcheck disable=SC2086 # common and gres are lists of options
-array=$(sbatch --parsable $common $gres --array="1-$shards" --cpus-per-task="$cpus" \
-    --output="$out/logs/shard-%a.log" --export="ALL,WB_EXE=$exe,WB_RUN_DIR=$out" \
-    "$here/sweep.sbatch" "$@") || fail "sbatch of the array failed (above)"
+array=$(WB_EXE=$exe WB_RUN_DIR=$out sbatch --parsable $common $gres --array="1-$shards" --cpus-per-task="$cpus" \
+    --output="$logs/shard-%a.log" --export=ALL "$here/sweep.sbatch" "$@") || fail "sbatch of the array failed (above)"
 array=${array%%;*}
 # The merge runs only when every task ended with status 0; if one fails, Slurm cancels it
 # (--kill-on-invalid-dep) instead of leaving it pending forever.
 # shellcheck disable=SC2086
 merge=$(sbatch --parsable $common --job-name=wb-merge --dependency="afterok:$array" --kill-on-invalid-dep=yes \
-    --output="$out/logs/merge.log" --wrap="'$exe' merge '$out/merged' '$out/shards'") ||
+    --output="$logs/merge.log" --wrap="$(shell_quote "$exe") merge $(shell_quote "$out/merged") $(shell_quote "$out/shards")") ||
     fail "sbatch of the merge job failed (above); the array $array is submitted: scancel $array to stop it"
 merge=${merge%%;*}
 

@@ -292,8 +292,8 @@ M.run_config = run_config
 
 local function check_comparable(a, b, ignore)
     if a.name ~= b.name then
-        fail(string.format("not comparable: %s holds results of %s, %s of %s", a.path, tostring(a.name), b.path,
-            tostring(b.name)))
+        fail(string.format("not comparable: %s holds results of %s, %s of %s", a.path, words.shown(a.name), b.path,
+            words.shown(b.name)))
     end
     local ca, cb = run_config(a), run_config(b)
     local names, seen = {}, {}
@@ -346,8 +346,8 @@ function M.compare(path_a, path_b, o)
         fail("not comparable: no row of A matches a row of B; the config columns differ: " ..
             (#diffs > 0 and table.concat(diffs, "; ") or table.concat(keys, ", ")))
     end
-    out(string.format("A: %s (%s, %s)\nB: %s (%s, %s)\nrows aligned on: %s\n", clean(path_a), tostring(a.name),
-        a.fingerprint and show(a.fingerprint.date) or "?", clean(path_b), tostring(b.name),
+    out(string.format("A: %s (%s, %s)\nB: %s (%s, %s)\nrows aligned on: %s\n", clean(path_a), words.shown(a.name),
+        a.fingerprint and show(a.fingerprint.date) or "?", clean(path_b), words.shown(b.name),
         b.fingerprint and show(b.fingerprint.date) or "?",
         #keys > 0 and table.concat(keys, ", ") or "(row order)"))
     local missing = {}

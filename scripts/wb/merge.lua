@@ -79,7 +79,7 @@ check = function(doc, path)
     local function bad(fmt, ...) fail(path .. ": " .. string.format(fmt, ...)) end
     local s = doc.sweep
     if type(s.name) ~= "string" or not s.name:match("^[%w_%-]+$") then
-        bad("sweep.name must be a plain name (letters, digits, _ -), got %s", tostring(s.name))
+        bad("sweep.name must be a plain name (letters, digits, _ -), got %s", words.shown(s.name))
     end
     if #s.axes == 0 or not array_of(s.axes, function(a)
         return type(a) == "table" and is_string(a.name) and array_of(a.values, function(v)
@@ -150,7 +150,7 @@ end
 -- What two shards must share to be parts of one sweep, and where they differ.
 local function differences(a, b)
     local out = {}
-    if a.name ~= b.name then out[#out + 1] = string.format("name %s vs %s", tostring(a.name), tostring(b.name)) end
+    if a.name ~= b.name then out[#out + 1] = string.format("name %s vs %s", words.shown(a.name), words.shown(b.name)) end
     local names = {}
     for k in pairs(a.config) do names[k] = true end
     for k in pairs(b.config) do names[k] = true end
@@ -164,8 +164,19 @@ local function differences(a, b)
     end
     if canon(a.axes) ~= canon(b.axes) then out[#out + 1] = "axes: " .. canon(a.axes) .. " vs " .. canon(b.axes) end
     if canon(a.points) ~= canon(b.points) then out[#out + 1] = "points differ" end
-    for _, k in ipairs({"samples", "stats", "derived"}) do
+    for _, k in ipairs({"samples", "stats", "derived", "keys"}) do
         if canon(a[k]) ~= canon(b[k]) then out[#out + 1] = k .. " differ" end
+    end
+    -- the constants' values are each run's own (a peak measured on its node, applied to its own
+    -- rows); their names are the sweep's
+    local function names(t)
+        local list = {}
+        for k in pairs(t or {}) do list[#list + 1] = tostring(k) end
+        table.sort(list)
+        return table.concat(list, ", ")
+    end
+    if names(a.constants) ~= names(b.constants) then
+        out[#out + 1] = string.format("constants differ (%s vs %s)", names(a.constants), names(b.constants))
     end
     return out
 end

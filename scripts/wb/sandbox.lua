@@ -8,7 +8,9 @@
 --   * files are read only under the script's folder, the workbench's library and --out;
 --     written, removed and renamed only under --out: every such call goes through the one check
 --     in C (bindings/l_files.c), which the library's own writers use too;
---   * the wb._* internals are gone from `wb`; the library's modules captured them at load.
+--   * the wb._* internals are gone from `wb`; the library's modules captured them at load;
+--   * nested coroutine.close calls and cjson's depth setters are bounded (crashes of Lua 5.4.4
+--     and lua-cjson: a signal, not an error, otherwise).
 -- Everything this file uses is captured before the script runs, so a script that replaces
 -- `error`, `type` or string methods changes nothing here. Installed once, by main.c.
 
@@ -125,6 +127,48 @@ return function(o)
         return concat(tried)
     end
     package.searchers = {package.searchers[1], lua_searcher}
+
+    -- crashes of the Lua and lua-cjson this ships with, refused here with a message instead of a
+    -- signal: Lua 5.4.4 does not count nested coroutine.close calls (a __close handler closing
+    -- another coroutine, and so on) against the C stack (fixed in 5.4.5); cjson's depth setters let
+    -- a document recurse far past what the C stack holds
+    local co_close = coroutine.close
+    local closing, MAX_CLOSING = 0, 100
+    local function unwind(ok, ...)
+        closing = closing - 1
+        if not ok then error((...), 0) end
+        return ...
+    end
+    coroutine.close = function(co)
+        if closing >= MAX_CLOSING then
+            error(sformat("coroutine.close: sandbox: more than %d closes nested inside each other", MAX_CLOSING), 2)
+        end
+        closing = closing + 1
+        return unwind(pcall(co_close, co))
+    end
+    local raw_cjson = package.loaded.cjson
+    if raw_cjson then
+        local MAX_DEPTH = 1000 -- lua-cjson's default
+        local function clamped(module)
+            local proxy = {}
+            for k, v in pairs(module) do proxy[k] = v end
+            for _, name in ipairs({"decode_max_depth", "encode_max_depth"}) do
+                local set = module[name]
+                proxy[name] = function(depth, ...)
+                    local n = tonumber(depth)
+                    if n and n > MAX_DEPTH then
+                        error(sformat("cjson.%s: sandbox: at most %d levels (asked for %s)", name, MAX_DEPTH,
+                            tostring(depth)), 2)
+                    end
+                    return set(depth, ...)
+                end
+            end
+            local new = module.new
+            if new then proxy.new = function(...) return clamped(new(...)) end end
+            return proxy
+        end
+        package.loaded.cjson = clamped(raw_cjson)
+    end
 
     -- string methods: a copy the script cannot change (`string.find = f` changes its own calls only)
     local string_methods = {}

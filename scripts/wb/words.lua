@@ -2,6 +2,7 @@
 -- may hand over made safe to print.
 --   words.plural(n, "thread") -> "1 thread" / "2 threads";  words.plural(n, "entry", "entries")
 --   words.escaped("a\27[31m") -> "a\\027[31m" (control characters as \027-style escapes)
+--   words.shown(s) -> s escaped, and cut after 80 characters ("abc... (30000000 characters)")
 
 local M = {}
 
@@ -15,6 +16,15 @@ function M.escaped(s, keep_newlines)
     return (s:gsub("%c", function(c)
         return keep_newlines and c == "\n" and c or string.format("\\%03d", c:byte())
     end))
+end
+
+-- A value from a file, for a one-line message: escaped, and a long string cut (a 30 MB name in a
+-- handed-over file would otherwise fill the terminal with one error).
+function M.shown(v, max)
+    if type(v) ~= "string" then return tostring(v) end
+    max = max or 80
+    if #v <= max then return M.escaped(v) end
+    return M.escaped(v:sub(1, max)) .. string.format("... (%d characters)", #v)
 end
 
 return M
