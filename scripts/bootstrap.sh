@@ -121,6 +121,12 @@ echo "== the API fuzzer under AddressSanitizer + UndefinedBehaviorSanitizer (200
 WB_MAX_ALLOC_BYTES=67108864 ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     build-asan/workbench --sandbox --out build-asan/fuzz-out tests/fuzz/fuzz_api.lua 200000 1 || failed="$failed fuzzer"
+echo "== the hostile-callbacks fuzzer under AddressSanitizer + UndefinedBehaviorSanitizer (100,000 seeded calls, --sandbox)"
+# random finalizers and metatables (__len, __index that release objects) on every argument
+WB_MAX_ALLOC_BYTES=67108864 ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    build-asan/workbench --sandbox --out build-asan/fuzz-out tests/fuzz/fuzz_callbacks.lua 100000 1 ||
+    failed="$failed callbacks-fuzzer"
 if [ -n "$failed" ]; then
     echo "!! failed:$failed (each half's own summary is above)" >&2
     exit 1

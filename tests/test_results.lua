@@ -170,4 +170,44 @@ function TestResults:test_csv_quotes_names_and_defuses_formulas()
     os.execute("rm -rf '" .. dir .. "'")
 end
 
+-- A set of files mixed between two saves (a kill between the JSON and the CSV, say) is marked:
+-- each save stamps its three files with one id, and wb.saveset and compare name the odd one.
+function TestResults:test_a_set_mixed_between_saves_is_named()
+    local dir = scratch.path("_mixed")
+    local function save(v)
+        local r = wb.results("unit", {columns = {"mode", "ms"}})
+        r:add{mode = "eager", ms = v}
+        r:add{mode = "fused", ms = v / 2}
+        return r:save{dir = dir}
+    end
+    local first = save(1)
+    local old_csv, old_html = read(first.csv), read(first.html)
+    lu.assertNil(require("wb.saveset").check(first.json))
+    local second = save(2)
+    lu.assertNotEquals(second.save_id, first.save_id)
+    lu.assertStrContains(read(second.csv), "# save_id=" .. second.save_id .. "\n")
+    lu.assertStrContains(read(second.html), "<!-- save_id=" .. second.save_id .. " -->")
+    lu.assertNil(require("wb.saveset").check(second.json))
+    local current = second
+    for name, old in pairs({csv = old_csv, html = old_html}) do
+        local f = assert(io.open(current[name], "w"))
+        f:write(old)
+        f:close()
+        local msg = require("wb.saveset").check(current.json)
+        lu.assertStrContains(tostring(msg), "unit." .. name .. " is from another save (" .. first.save_id .. ") than")
+        lu.assertStrContains(msg, "(" .. current.save_id .. "): a save was interrupted between the files")
+        current = save(3) -- whole again
+    end
+    -- compare reads the JSON and says the set is mixed
+    local latest = save(4)
+    local f = assert(io.open(latest.csv, "w"))
+    f:write(old_csv)
+    f:close()
+    local p = io.popen(os.getenv("WB_EXE") .. " compare '" .. latest.json .. "' '" .. latest.json .. "' 2>&1")
+    local out = p:read("a")
+    p:close()
+    lu.assertStrContains(out, "compare: warning: " .. dir .. "/unit.csv is from another save")
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
 scratch.exit(lu.LuaUnit.run())

@@ -140,6 +140,8 @@ local function load(path)
         fail(string.format("%s is not a workbench results file (expected name, columns, rows, fingerprint)", path))
     end
     validate(doc, path)
+    local mixed = require("wb.saveset").check(path)
+    if mixed then io.stderr:write("compare: warning: " .. mixed .. "; the JSON is what is read\n") end
     doc = clean_strings(doc)
     doc.path = path
     return doc

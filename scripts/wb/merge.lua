@@ -144,6 +144,8 @@ local function load(path)
         fail(string.format("%s was not written by a wb.sweep run (no complete 'sweep' section)", path))
     end
     check(doc, path)
+    local mixed = require("wb.saveset").check(path)
+    if mixed then io.stderr:write("merge: warning: " .. mixed .. "; the JSON is what is read\n") end
     return doc
 end
 

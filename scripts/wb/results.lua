@@ -204,6 +204,15 @@ local function cell(v)
     return v == nil and "" or tostring(v)
 end
 
+-- Each save marks its three files with one id (the JSON's save_id, a "# save_id=" line of the
+-- CSV, a comment atop the HTML): each file is written whole (wb.atomic), and a set that a kill
+-- left mixed between two saves says so (wb.saveset.check).
+local saves = 0
+local function new_save_id()
+    saves = saves + 1
+    return string.format("%s-%d-%d", os.date("!%Y%m%dT%H%M%SZ"), wb.time_ns() % 1000000000, saves)
+end
+
 -- r:save{dir=, report=, file=, fingerprint=, extra=}: writes <dir>/<file>.json, .csv, .html
 -- (file defaults to the name; a sweep's shard is named after the shard); returns their paths.
 -- report: the HTML report's text and charts, as data (above); fingerprint replaces this
@@ -241,8 +250,9 @@ function Results:save(o)
         io.stderr:write(string.format("results: %s: %d value%s NaN or infinite; written as null (empty in the CSV)\n",
             self.name, nonfinite, nonfinite == 1 and " was" or "s were"))
     end
+    local save_id = new_save_id()
     local doc = {name = self.name, fingerprint = fp, columns = self.columns, rows = rows, keys = self.keys,
-        config = self.config, report = next(rep) and rep or nil}
+        config = self.config, report = next(rep) and rep or nil, save_id = save_id}
     for k, v in pairs(o.extra or {}) do
         if doc[k] ~= nil then error("results: extra field '" .. tostring(k) .. "' would replace the file's own", 2) end
         doc[k] = v
@@ -265,8 +275,9 @@ function Results:save(o)
     for k in pairs(fp) do fp_keys[#fp_keys + 1] = k end
     table.sort(fp_keys)
     for _, k in ipairs(fp_keys) do lines[#lines + 1] = "# " .. csv_cell(k, true) .. "=" .. csv_cell(fp[k], true) end
+    lines[#lines + 1] = "# save_id=" .. save_id
     write(base .. ".csv", table.concat(lines, "\n") .. "\n")
-    local h = {report.page_head(self.name), "<h1>", html_escape(self.name), "</h1>"}
+    local h = {report.page_head(self.name), "<!-- save_id=" .. save_id .. " -->", "<h1>", html_escape(self.name), "</h1>"}
     for _, w in ipairs(rep.warnings or {}) do h[#h + 1] = "<p class='warn'><b>" .. html_escape(w) .. "</b></p>" end
     for _, t in ipairs(rep.text or {}) do h[#h + 1] = "<p>" .. html_escape(t) .. "</p>" end
     for _, c in ipairs(rep.charts or {}) do h[#h + 1] = report.render(c, rows) end
@@ -326,7 +337,7 @@ function Results:save(o)
     end
     h[#h + 1] = "</table></body></html>\n"
     write(base .. ".html", table.concat(h))
-    return {json = base .. ".json", csv = base .. ".csv", html = base .. ".html", dir = dir}
+    return {json = base .. ".json", csv = base .. ".csv", html = base .. ".html", dir = dir, save_id = save_id}
 end
 
 return results
