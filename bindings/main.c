@@ -36,6 +36,7 @@ static const char usage[] =
     "       workbench compare [options] A.json B.json   (row by row; compare --help lists the options)\n"
     "       workbench merge OUT FILES|DIRS...   (join the shards of one wb.sweep run)\n"
     "       workbench explain TRACE.json [--json]   (the findings of a trace the workbench wrote)\n"
+    "       workbench diff A.json B.json   (two traces node by node; diff --help lists the options)\n"
     "\n"
     "Runs a Lua experiment script with the `wb` library loaded (`-` reads the script from stdin).\n"
     "With no script: the REPL on a terminal, otherwise the script read from stdin.\n"
@@ -75,7 +76,7 @@ typedef struct options {
     int sandbox;
     int sandbox_weak;
     int script_index;       /* argv index of the script (or "-"); 0 when none */
-    const char *subcommand; /* "compare", "merge" or "explain": a Lua module's main() does the work */
+    const char *subcommand; /* "compare", "merge", "explain" or "diff": a Lua module's main() does the work */
 } options;
 
 static int fail_usage(const char *fmt, const char *what) {
@@ -96,7 +97,8 @@ static int parse_args(int argc, char **argv, options *o) {
             return -1;
         }
         if (!strcmp(a, "-") || a[0] != '-') {
-            if (i == 1 && (!strcmp(a, "compare") || !strcmp(a, "merge") || !strcmp(a, "explain"))) {
+            if (i == 1 && (!strcmp(a, "compare") || !strcmp(a, "merge") || !strcmp(a, "explain") ||
+                           !strcmp(a, "diff"))) {
                 o->subcommand = a;
                 return -1;
             }
