@@ -192,7 +192,9 @@ function M.model(events)
     local out_steps = {}
     for i, r in ipairs(roots) do
         visit(r, 1)
-        out_steps[i] = {host_ns = r.e.dur_ns, device_ns = r.device_ns, ts_ns = r.e.ts_ns, root = r}
+        local wait = type(r.e.args) == "table" and tonumber(r.e.args.run_delay_ns) or 0
+        out_steps[i] = {host_ns = r.e.dur_ns, device_ns = r.device_ns, ts_ns = r.e.ts_ns, root = r,
+            wait_ns = (wait == wait and wait >= 0) and wait or 0}
     end
     for _, node in pairs(nodes) do -- the kernels under a node, by name, as its first occurrence ran them
         local function collect(n)
@@ -210,9 +212,22 @@ end
 
 local function sum(t) local s = 0; for _, v in ipairs(t) do s = s + v end; return s end
 
+-- |log| of the ratio of the medians of a sample list's two halves, in recording order (0 with
+-- fewer than 4 samples: nothing to split)
+local function half_drift(s)
+    local n = #s
+    if n < 4 then return 0 end
+    local h1, h2 = {}, {}
+    for i = 1, n // 2 do h1[#h1 + 1] = s[i] end
+    for i = n - n // 2 + 1, n do h2[#h2 + 1] = s[i] end
+    local m1, m2 = stats.summarize(h1).median, stats.summarize(h2).median
+    if m1 <= 0 or m2 <= 0 then return 0 end
+    return math.abs(math.log(m1 / m2))
+end
+
 -- {median_a, median_b, ratio, lo, hi, verdict, p, basis, noise} by compare's rule, or nil when a
 -- side has no samples. lo..hi bounds B/A from the two medians' 95% intervals.
-local function judge(sa, sb, min_effect)
+local function judge(sa, sb, min_effect, common)
     if #sa == 0 or #sb == 0 then return nil end
     local ma, la, ha = stats.median_ci(sa)
     local mb, lb, hb = stats.median_ci(sb)
@@ -220,8 +235,21 @@ local function judge(sa, sb, min_effect)
     -- below the clock's and the recorder's own resolution a ratio means nothing (a 100 ns
     -- transpose "4x slower" at 400 ns): SAME, whatever the ranks say
     if math.abs(mb - ma) < M.MIN_ABS_NS then v, basis = "SAME", "resolution" end
+    -- the machine moves while a profile records: the change between the first and the second half
+    -- of one profile's occurrences is what the same program showed with nothing changed, so a
+    -- change between the profiles no larger than that is not told from it
+    local drift = math.max(half_drift(sa), half_drift(sb))
+    if (v == "SLOWER" or v == "FASTER") and math.abs(math.log(ratio)) <= drift then v, basis = "UNSURE", "drift" end
+    -- the whole program moved by a common factor (the machine between the two recordings): a node
+    -- is FASTER or SLOWER only if it still is against A scaled by that factor
+    if (v == "SLOWER" or v == "FASTER") and common and common ~= 1 then
+        local scaled = {}
+        for i, x in ipairs(sa) do scaled[i] = x * common end
+        local rel = compare.verdict({median = ma * common, samples = scaled}, {median = mb, samples = sb}, min_effect)
+        if rel ~= v then v, basis = "UNSURE", "common shift" end
+    end
     return {median_a = ma, median_b = mb, ratio = ratio, lo = ha > 0 and lb / ha or nil, hi = la > 0 and hb / la or nil,
-        verdict = v, p = p, basis = basis, noise = noise, n_a = #sa, n_b = #sb}
+        verdict = v, p = p, basis = basis, noise = noise, n_a = #sa, n_b = #sb, drift = drift}
 end
 
 local function label_with_kernels(node)
@@ -425,13 +453,52 @@ function M.diff(ma, mb, o)
         if fa[k] ~= fb[k] then diffs[#diffs + 1] = {field = k, a = fa[k], b = fb[k]} end
     end
     r.fingerprint = diffs
+    local function median_wait(m)
+        local w = {}
+        for i, st in ipairs(m.steps) do w[i] = st.wait_ns end
+        return stats.summarize(w).median
+    end
+    -- the run-queue delay: told, not used as a gate (a spinning node that is descheduled makes
+    -- its own wait, and would hide itself behind it)
+    r.wait_ns = {a = median_wait(ma), b = median_wait(mb)}
+    local function mean_wait(m)
+        local t = 0
+        for _, st in ipairs(m.steps) do t = t + st.wait_ns end
+        return t / #m.steps
+    end
+    r.wait_ns.a_mean, r.wait_ns.b_mean = mean_wait(ma), mean_wait(mb)
+    if math.max(r.wait_ns.a, r.wait_ns.b) >= M.MIN_ABS_NS then
+        r.notes[#r.notes + 1] = string.format("the host thread waited for a CPU %.1f us per step in A, %.1f us in B " ..
+            "(medians of the run-queue delay): the machine was busy, times include that wait",
+            r.wait_ns.a / 1e3, r.wait_ns.b / 1e3)
+    end
+    -- the factor every aligned node moved by (median of their ratios; nodes above the resolution,
+    -- and at least 4 of them, else none): a machine that ran faster or slower while recording
+    local logs = {}
+    for _, path in ipairs(ma.order) do
+        local a, b = ma.nodes[path], mb.nodes[path]
+        if b then
+            local sa, sb = HOST[a.cat] and a.host or a.device, HOST[a.cat] and b.host or b.device
+            if #sa > 0 and #sb > 0 then
+                local x, y = stats.summarize(sa).median, stats.summarize(sb).median
+                if x >= M.MIN_ABS_NS and y >= M.MIN_ABS_NS then logs[#logs + 1] = math.log(y / x) end
+            end
+        end
+    end
+    local common = #logs >= 4 and math.exp(stats.summarize(logs).median) or nil
+    r.common_shift = common
+    if common and math.abs(math.log(common)) >= math.log(1 + (o.min_effect or compare.MIN_EFFECT)) then
+        r.notes[#r.notes + 1] = string.format("the aligned nodes moved by %.2fx (the median of their ratios): the " ..
+            "machine ran at another speed, or the change is everywhere; a node is FASTER or SLOWER only if it " ..
+            "still is against A scaled by %.2f", common, common)
+    end
     local function step_samples(m, metric)
         local s = {}
         for i, st in ipairs(m.steps) do s[i] = st[metric .. "_ns"] end
         return s
     end
-    r.total = {host = judge(step_samples(ma, "host"), step_samples(mb, "host"), o.min_effect),
-        device = judge(step_samples(ma, "device"), step_samples(mb, "device"), o.min_effect)}
+    r.total = {host = judge(step_samples(ma, "host"), step_samples(mb, "host"), o.min_effect, common),
+        device = judge(step_samples(ma, "device"), step_samples(mb, "device"), o.min_effect, common)}
     local ca, cb = children_of(ma), children_of(mb)
     r.labels = {}
     for _, path in ipairs(ma.order) do
@@ -440,7 +507,8 @@ function M.diff(ma, mb, o)
             r.labels[path] = a.label
             local has_device = sum(a.device) > 0 or sum(b.device) > 0
             r.nodes[#r.nodes + 1] = {path = path, label = a.label, cat = a.cat, depth = a.depth,
-                host = judge(a.host, b.host, o.min_effect), device = has_device and judge(a.device, b.device, o.min_effect) or nil,
+                host = judge(a.host, b.host, o.min_effect, common),
+                device = has_device and judge(a.device, b.device, o.min_effect, common) or nil,
                 host_contribution = HOST[a.cat] and (sum(b.host) / #mb.steps - sum(a.host) / #ma.steps) or nil,
                 device_contribution = sum(b.device) / #mb.steps - sum(a.device) / #ma.steps}
         end
