@@ -100,6 +100,12 @@ function test_kernels_align_by_kind_fields_not_by_name()
     for i, o in ipairs(MLP[1][2]) do c[1][2][i] = o end
     c[1][2][1] = {name = "linear", dur = 20000, kernel = {op = "sgemm", isa = "avx512", layout = "tn", epilogue = "none", tile = "6x16"}}
     c[1][2][2] = {name = "linear", dur = 20000, kernel = {op = "sgemm", isa = "avx2", layout = "tn", epilogue = "none", tile = "8x8"}}
+    -- how many workers a launch got is not its kind
+    local d = {{"mlp", {}}}
+    for i, o in ipairs(MLP[1][2]) do d[1][2][i] = o end
+    d[1][2][1] = {name = "linear", dur = 20000, kernel = {op = "sgemm", isa = "avx2", layout = "tn", epilogue = "none",
+        tile = "6x16", threads = 2}}
+    lu.assertEquals(#diff_of({ranges = MLP}, {ranges = d}).changes, 0)
     r = diff_of({ranges = MLP}, {ranges = c})
     local lines = {}
     for _, ch in ipairs(r.changes) do lines[#lines + 1] = T.change_line(ch) end

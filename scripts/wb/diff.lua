@@ -17,12 +17,16 @@ local HOST = {range = true, op = true, runtime = true}
 local DEVICE = {kernel = true, memcpy = true, memset = true}
 local KIND_FIELDS = {"op", "dtype", "isa", "layout", "epilogue"}
 -- what a kernel of the same kind may still change: shown as a kind change, not an alignment key
-local DETAIL_FIELDS = {"tile", "threads"}
+-- (not `threads`: how many workers a launch got is the pool's choice at the time, not a kind)
+local DETAIL_FIELDS = {"tile"}
 
 local function fail(msg) error({diff_error = msg}, 0) end
 M.fail = fail
 
-local function scalar(v) return (type(v) == "string" or type(v) == "number") and tostring(v) or nil end
+local function scalar(v)
+    if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%d", v) end
+    return (type(v) == "string" or type(v) == "number") and tostring(v) or nil
+end
 
 -- A kernel's kind from its fields. One with none of them (a foreign or older event) is known by
 -- its category and whole name: compared as a whole, never taken apart.
@@ -275,7 +279,7 @@ end
 
 -- Structural changes under every parent both profiles have: the unaligned children of A and of B
 -- between the same two aligned neighbours replace one another ("gelu + mul -> geglu"); alone, they
--- were removed or added. Kernels of one kind whose details (tile, threads) differ changed kind.
+-- were removed or added. Kernels of one kind whose tile differs changed kind.
 local function structure(ma, mb)
     local ca, cb = children_of(ma), children_of(mb)
     local changes = {}
