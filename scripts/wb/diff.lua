@@ -114,23 +114,30 @@ function M.model(events)
         steps[1] = {ts_ns = lo, dur_ns = hi - lo, name = "whole trace", synthetic = true}
         notes[#notes + 1] = "no steps recorded (p:step()): the whole trace is one step"
     end
-    local function step_of(ts)
-        for i, s in ipairs(steps) do if ts >= s.ts_ns and ts <= s.ts_ns + s.dur_ns then return i end end
+    local function step_of(ts) -- steps do not overlap: the last one starting at or before ts
+        local lo, hi = 1, #steps
+        while lo < hi do
+            local mid = (lo + hi + 1) // 2
+            if steps[mid].ts_ns <= ts then lo = mid else hi = mid - 1 end
+        end
+        local s = steps[lo]
+        if s and ts >= s.ts_ns and ts <= s.ts_ns + s.dur_ns then return lo end
     end
     local inst, roots = {}, {}
     for i, s in ipairs(steps) do roots[i] = {e = s, children = {}, step = i, path = "", device_ns = 0} end
-    local ranges = {}
+    local ranges = {} -- per step: a search stays within its step
+    for i in ipairs(steps) do ranges[i] = {} end
     for _, e in ipairs(host) do
         local k = step_of(e.ts_ns)
         if k then
             inst[e] = {e = e, children = {}, step = k, device_ns = 0}
-            if e.cat == "range" then ranges[#ranges + 1] = e end
+            if e.cat == "range" then table.insert(ranges[k], e) end
         end
     end
     local function innermost_range(e, k)
         local best
-        for _, r in ipairs(ranges) do
-            if r ~= e and inst[r].step == k and r.ts_ns <= e.ts_ns and e.ts_ns + e.dur_ns <= r.ts_ns + r.dur_ns and
+        for _, r in ipairs(ranges[k]) do
+            if r ~= e and r.ts_ns <= e.ts_ns and e.ts_ns + e.dur_ns <= r.ts_ns + r.dur_ns and
                 (r.dur_ns > e.dur_ns or (r.dur_ns == e.dur_ns and r.ts_ns < e.ts_ns) or
                     (r.dur_ns == e.dur_ns and r.ts_ns == e.ts_ns and r.id < e.id)) and
                 (not best or r.dur_ns < best.dur_ns) then
