@@ -90,6 +90,15 @@ function test_repeated_ops_align_by_rank_and_replacement_is_named()
     end
 end
 
+function test_a_copy_kernel_gone_is_named()
+    local with_copy = {{"mlp", {{name = "contiguous", dur = 5000, kernel = {op = "copy", epilogue = "none"}, kname = "wb_copy"},
+        MLP[1][2][1]}}}
+    local r = diff_of({ranges = with_copy}, {ranges = {{"mlp", {MLP[1][2][1]}}}})
+    lu.assertEquals(r.kernels.gone, {{kind = "kernel op=copy,epilogue=none", name = "wb_copy", per_step = 1}})
+    lu.assertEquals(T.change_line(r.changes[1]), "mlp: removed contiguous (4x4) (wb_copy)")
+    lu.assertStrContains(table.concat(T.format(r, 100), "\n"), "kernels gone: wb_copy (1 per step)")
+end
+
 function test_kernels_align_by_kind_fields_not_by_name()
     local b = {{"mlp", {}}}
     for i, o in ipairs(MLP[1][2]) do b[1][2][i] = setmetatable({kname = "renamed_" .. i}, {__index = o}) end
