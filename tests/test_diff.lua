@@ -216,6 +216,9 @@ local function three_ranges(extra_ns)
                 if name == "b" and extra_ns > 0 then busy(extra_ns) end
                 return y
             end)
+            -- in A and B alike, outside the ranges: a thread that spun through its time slice is
+            -- descheduled soon after, and without this pause that landed in range c ("c SLOWER")
+            if name == "b" then wb.sleep_ms(2) end
         end
     end
 end
