@@ -38,6 +38,7 @@ static const char usage[] =
     "       workbench merge [--history] OUT FILES|DIRS...   (join the shards of one wb.sweep run)\n"
     "       workbench explain TRACE.json [--json]   (the findings of a trace the workbench wrote)\n"
     "       workbench history add|list|show|check|report|gc [--db PATH]   (past results; history --help)\n"
+    "       workbench diff A.json B.json   (two traces node by node; diff --help lists the options)\n"
     "\n"
     "Runs a Lua experiment script with the `wb` library loaded (`-` reads the script from stdin).\n"
     "With no script: the REPL on a terminal, otherwise the script read from stdin.\n"
@@ -78,7 +79,7 @@ typedef struct options {
     int sandbox;
     int sandbox_weak;
     int script_index;       /* argv index of the script (or "-"); 0 when none */
-    const char *subcommand; /* "compare", "merge", "explain" or "history": a Lua module's main() does the work */
+    const char *subcommand; /* "compare", "merge", "explain", "history" or "diff": a Lua module's main() does the work */
 } options;
 
 static int fail_usage(const char *fmt, const char *what) {
@@ -100,7 +101,7 @@ static int parse_args(int argc, char **argv, options *o) {
         }
         if (!strcmp(a, "-") || a[0] != '-') {
             if (i == 1 && (!strcmp(a, "compare") || !strcmp(a, "merge") || !strcmp(a, "explain") ||
-                           !strcmp(a, "history"))) {
+                           !strcmp(a, "history") || !strcmp(a, "diff"))) {
                 o->subcommand = a;
                 return -1;
             }

@@ -89,6 +89,7 @@ local DOCS = {
     ["wb.graph.capture"] = "wb.graph.capture(fn, ...) -> g: runs fn once recording its kernel launches; g:replay() re-issues them, g.outputs are fn's results, g:nodes() the kernels, g:recapture(...) records fn again (cuda: cudaGraphExecUpdate), g:release()",
     ["wb.profiler.profile"] = "wb.profiler.profile(opts[, fn]) -> p: p:start() p:step() p:stop() p:events() p:table{} p:key_averages{} p:expect{} p:findings() (what the profile shows: {rule, severity, message, evidence}) p:explain() (prints them) p:export_chrome_trace(path) p:export_stacks(path) (folded stacks for flamegraph.pl/speedscope) p:export_memory_timeline(path) (JSON + HTML chart; needs profile_memory); opts: activities, schedule, record_shapes, with_stack, with_flops, profile_memory, on_trace_ready, max_events",
     ["wb.profiler.range"] = "wb.profiler.range(name, fn, ...) -> fn(...) inside a named range of the running profiler session",
+    ["wb.profiler.diff"] = "wb.profiler.diff(pa, pb[, {min_effect=0.05}]) -> two stopped profiles aligned node by node: {changes (replacements, added, removed, kernel kind changes), kernels {gone, new, moved}, nodes (host/device medians, ratio, verdict), total, attribution {host, device}, fingerprint, notes}; `workbench diff A B` on traces",
     ["wb.profiler.push"] = "wb.profiler.push(name): open a named range (close it with pop)",
     ["wb.profiler.pop"] = "wb.profiler.pop(): close the innermost range",
     ["wb.openblas.matmul"] = "wb.openblas.matmul(a, b) -> OpenBLAS's sgemm on the same operands (a comparison peer)",

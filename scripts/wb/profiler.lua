@@ -426,6 +426,10 @@ function M.pop()
     open_ranges[#open_ranges] = nil
 end
 
+-- wb.profiler.diff(pa, pb[, {min_effect =}]): two stopped profiles aligned node by node (wb.diff):
+-- structural changes, verdicts per node, and where the change per step went; a table.
+function M.diff(pa, pb, o) return require("wb.diff_text").profiles(pa, pb, o) end
+
 -- wb.profiler.range(name, fn, ...): fn(...) inside a named range; returns fn's results.
 function M.range(name, fn, ...)
     if type(name) ~= "string" then fail("range needs a name", 2) end

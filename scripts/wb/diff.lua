@@ -1,0 +1,549 @@
+-- wb.diff: two profiles (p:events() of stopped sessions, or Chrome traces the workbench wrote, read
+-- back by wb.findings_trace) aligned node by node: what changed in the structure, which nodes got
+-- faster or slower beyond the noise (compare's rule), and where the total's change went.
+--
+-- A node is a range, a host op, a runtime call or a device kernel, named by its path: the ranges
+-- around it, then each op as name + input shapes + dtypes + its rank among siblings with that
+-- signature, then each kernel by its kind (op, dtype, isa, layout, epilogue: fields the kernel
+-- carries, never read out of its name) and rank. Every occurrence, in every step, is a sample.
+-- Formatting lives in wb.diff_text and wb.diff_html; this module only computes.
+
+local stats = require("wb.stats")
+local compare = require("wb.compare")
+
+local M = {MIN_ABS_NS = 1000} -- medians closer than this are SAME (see judge)
+
+local HOST = {range = true, op = true, runtime = true}
+local DEVICE = {kernel = true, memcpy = true, memset = true}
+local KIND_FIELDS = {"op", "dtype", "isa", "layout", "epilogue"}
+-- what a kernel of the same kind may still change: shown as a kind change, not an alignment key
+-- (not `threads`: how many workers a launch got is the pool's choice at the time, not a kind)
+local DETAIL_FIELDS = {"tile"}
+
+local function fail(msg) error({diff_error = msg}, 0) end
+M.fail = fail
+
+local function scalar(v)
+    if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%d", v) end
+    return (type(v) == "string" or type(v) == "number") and tostring(v) or nil
+end
+
+-- A kernel's kind from its fields. One with none of them (a foreign or older event) is known by
+-- its category and whole name: compared as a whole, never taken apart.
+local function kind_key(e)
+    local a, parts = e.args or {}, {}
+    for _, f in ipairs(KIND_FIELDS) do
+        local v = scalar(a[f])
+        if v then parts[#parts + 1] = f .. "=" .. v end
+    end
+    if #parts == 0 then return e.cat .. " " .. e.name end
+    return e.cat .. " " .. table.concat(parts, ",")
+end
+M.kind_key = kind_key
+
+local function shapes_text(e)
+    if type(e.shapes) ~= "table" then return "" end
+    local parts = {}
+    for i, s in ipairs(e.shapes) do
+        if type(s) == "table" then
+            local dims = {}
+            for d, v in ipairs(s) do dims[d] = tostring(v) end
+            parts[i] = table.concat(dims, "x")
+            if #dims == 0 then parts[i] = "scalar" end
+        else
+            parts[i] = "-"
+        end
+    end
+    return table.concat(parts, ", ")
+end
+
+local function dtypes_text(e)
+    if type(e.dtypes) ~= "table" then return "" end
+    local parts = {}
+    for i, d in ipairs(e.dtypes) do parts[i] = scalar(d) or "-" end
+    return table.concat(parts, ",")
+end
+
+-- (alignment key without the rank, label shown)
+local function signature(e)
+    if e.cat == "range" then return "range " .. e.name, e.name end
+    if e.cat == "op" then
+        local s = shapes_text(e)
+        return "op " .. e.name .. "(" .. s .. ")[" .. dtypes_text(e) .. "]", s ~= "" and e.name .. " (" .. s .. ")" or e.name
+    end
+    if HOST[e.cat] then return e.cat .. " " .. e.name, e.name end
+    return kind_key(e), e.name
+end
+
+local function sorted_by_time(list)
+    table.sort(list, function(x, y)
+        if x.ts_ns ~= y.ts_ns then return x.ts_ns < y.ts_ns end
+        return x.dur_ns > y.dur_ns -- the enclosing one first
+    end)
+    return list
+end
+
+-- model(events) -> {nodes = {path -> node}, order = {paths}, steps = {{host_ns, device_ns,
+-- ts_ns, roots}}, notes = {...}}. A node: {path, parent, label, cat, depth, host = {samples},
+-- device = {samples}, fields (a kernel's), kernels = {names under it}, order}.
+function M.model(events)
+    if type(events) ~= "table" then fail("expected a list of events") end
+    local steps, host, device, by_id = {}, {}, {}, {}
+    for _, e in ipairs(events) do
+        if type(e) == "table" and type(e.ts_ns) == "number" and type(e.dur_ns) == "number" and type(e.name) == "string" then
+            if e.cat == "step" then steps[#steps + 1] = e
+            elseif HOST[e.cat] then host[#host + 1] = e; if e.cat ~= "range" then by_id[e.id] = e end
+            elseif DEVICE[e.cat] then device[#device + 1] = e end
+        end
+    end
+    local notes = {}
+    sorted_by_time(steps)
+    sorted_by_time(host)
+    sorted_by_time(device)
+    if #host + #device == 0 then fail("holds no ranges, ops or kernels (an empty profile)") end
+    -- the step p:step() opens after the last one of a loop holds nothing: not a sample
+    local function holds_something(s)
+        for _, e in ipairs(host) do if e.ts_ns >= s.ts_ns and e.ts_ns < s.ts_ns + s.dur_ns then return true end end
+        return false
+    end
+    while #steps > 1 and not holds_something(steps[#steps]) do steps[#steps] = nil end
+    if #steps == 0 then
+        local lo, hi = math.huge, -math.huge
+        for _, e in ipairs(host) do lo = math.min(lo, e.ts_ns); hi = math.max(hi, e.ts_ns + e.dur_ns) end
+        if lo == math.huge then for _, e in ipairs(device) do lo = math.min(lo, e.ts_ns); hi = math.max(hi, e.ts_ns + e.dur_ns) end end
+        steps[1] = {ts_ns = lo, dur_ns = hi - lo, name = "whole trace", synthetic = true}
+        notes[#notes + 1] = "no steps recorded (p:step()): the whole trace is one step"
+    end
+    local function step_of(ts) -- steps do not overlap: the last one starting at or before ts
+        local lo, hi = 1, #steps
+        while lo < hi do
+            local mid = (lo + hi + 1) // 2
+            if steps[mid].ts_ns <= ts then lo = mid else hi = mid - 1 end
+        end
+        local s = steps[lo]
+        if s and ts >= s.ts_ns and ts <= s.ts_ns + s.dur_ns then return lo end
+    end
+    local inst, roots = {}, {}
+    for i, s in ipairs(steps) do roots[i] = {e = s, children = {}, step = i, path = "", device_ns = 0} end
+    local ranges = {} -- per step: a search stays within its step
+    for i in ipairs(steps) do ranges[i] = {} end
+    for _, e in ipairs(host) do
+        local k = step_of(e.ts_ns)
+        if k then
+            inst[e] = {e = e, children = {}, step = k, device_ns = 0}
+            if e.cat == "range" then table.insert(ranges[k], e) end
+        end
+    end
+    local function innermost_range(e, k)
+        local best
+        for _, r in ipairs(ranges[k]) do
+            if r ~= e and r.ts_ns <= e.ts_ns and e.ts_ns + e.dur_ns <= r.ts_ns + r.dur_ns and
+                (r.dur_ns > e.dur_ns or (r.dur_ns == e.dur_ns and r.ts_ns < e.ts_ns) or
+                    (r.dur_ns == e.dur_ns and r.ts_ns == e.ts_ns and r.id < e.id)) and
+                (not best or r.dur_ns < best.dur_ns) then
+                best = r
+            end
+        end
+        return best and inst[best] or roots[k]
+    end
+    for _, e in ipairs(host) do
+        local n = inst[e]
+        if n then
+            local p = e.cat ~= "range" and e.parent ~= 0 and by_id[e.parent] and inst[by_id[e.parent]]
+            if not p or p == n then p = innermost_range(e, n.step) end
+            n.parent = p
+            p.children[#p.children + 1] = n
+        end
+    end
+    for _, e in ipairs(device) do
+        local launcher = by_id[e.correlation] and inst[by_id[e.correlation]]
+        local p = launcher
+        if not p then
+            local k = step_of(e.ts_ns)
+            p = k and innermost_range(e, k)
+        end
+        if p then
+            local n = {e = e, children = {}, step = p.step, device_ns = e.dur_ns, parent = p}
+            p.children[#p.children + 1] = n
+            local q = p
+            while q do q.device_ns = q.device_ns + e.dur_ns; q = q.parent end
+        end
+    end
+    local nodes, order = {}, {}
+    local function visit(n, depth)
+        table.sort(n.children, function(x, y)
+            if x.e.ts_ns ~= y.e.ts_ns then return x.e.ts_ns < y.e.ts_ns end
+            return x.e.dur_ns > y.e.dur_ns
+        end)
+        local rank = {}
+        for _, c in ipairs(n.children) do
+            local key, label = signature(c.e)
+            rank[key] = (rank[key] or 0) + 1
+            c.path = n.path .. "/" .. key .. "#" .. rank[key]
+            local node = nodes[c.path]
+            if not node then
+                node = {path = c.path, parent = n.path, label = rank[key] > 1 and label .. " #" .. rank[key] or label,
+                    name = c.e.name, cat = c.e.cat, depth = depth, host = {}, device = {}, kernels = {},
+                    order = #order + 1, first = c}
+                if DEVICE[c.e.cat] then
+                    node.fields = {}
+                    for _, f in ipairs(KIND_FIELDS) do node.fields[f] = scalar((c.e.args or {})[f]) end
+                    for _, f in ipairs(DETAIL_FIELDS) do node.fields[f] = scalar((c.e.args or {})[f]) end
+                end
+                nodes[c.path] = node
+                order[#order + 1] = c.path
+            end
+            if HOST[c.e.cat] then node.host[#node.host + 1] = c.e.dur_ns end
+            node.device[#node.device + 1] = c.device_ns
+            node.steps = node.steps or {}
+            node.steps[c.step] = (node.steps[c.step] or 0) + 1
+            visit(c, depth + 1)
+        end
+    end
+    local out_steps = {}
+    for i, r in ipairs(roots) do
+        visit(r, 1)
+        local wait = type(r.e.args) == "table" and tonumber(r.e.args.run_delay_ns) or 0
+        out_steps[i] = {host_ns = r.e.dur_ns, device_ns = r.device_ns, ts_ns = r.e.ts_ns, root = r,
+            wait_ns = (wait == wait and wait >= 0) and wait or 0}
+    end
+    for _, node in pairs(nodes) do -- the kernels under a node, by name, as its first occurrence ran them
+        local function collect(n)
+            for _, c in ipairs(n.children) do
+                if DEVICE[c.e.cat] then node.kernels[#node.kernels + 1] = c.e.name end
+                collect(c)
+            end
+        end
+        if DEVICE[node.cat] then node.kernels[1] = node.name else collect(node.first) end
+    end
+    return {nodes = nodes, order = order, steps = out_steps, notes = notes}
+end
+
+-- ---- statistics -------------------------------------------------------------------------------
+
+local function sum(t) local s = 0; for _, v in ipairs(t) do s = s + v end; return s end
+
+-- |log| of the ratio of the medians of a sample list's two halves, in recording order (0 with
+-- fewer than 4 samples: nothing to split)
+local function half_drift(s)
+    local n = #s
+    if n < 4 then return 0 end
+    local h1, h2 = {}, {}
+    for i = 1, n // 2 do h1[#h1 + 1] = s[i] end
+    for i = n - n // 2 + 1, n do h2[#h2 + 1] = s[i] end
+    local m1, m2 = stats.summarize(h1).median, stats.summarize(h2).median
+    if m1 <= 0 or m2 <= 0 then return 0 end
+    return math.abs(math.log(m1 / m2))
+end
+
+-- {median_a, median_b, ratio, lo, hi, verdict, p, basis, noise} by compare's rule, or nil when a
+-- side has no samples. lo..hi bounds B/A from the two medians' 95% intervals.
+local function judge(sa, sb, min_effect, common)
+    if #sa == 0 or #sb == 0 then return nil end
+    local ma, la, ha = stats.median_ci(sa)
+    local mb, lb, hb = stats.median_ci(sb)
+    local v, ratio, p, basis, noise = compare.verdict({median = ma, samples = sa}, {median = mb, samples = sb}, min_effect)
+    -- below the clock's and the recorder's own resolution a ratio means nothing (a 100 ns
+    -- transpose "4x slower" at 400 ns): SAME, whatever the ranks say
+    if math.abs(mb - ma) < M.MIN_ABS_NS then v, basis = "SAME", "resolution" end
+    -- the machine moves while a profile records: the change between the first and the second half
+    -- of one profile's occurrences is what the same program showed with nothing changed, so a
+    -- change between the profiles no larger than that is not told from it
+    local drift = math.max(half_drift(sa), half_drift(sb))
+    if (v == "SLOWER" or v == "FASTER") and math.abs(math.log(ratio)) <= drift then v, basis = "UNSURE", "drift" end
+    -- the whole program moved by a common factor (the machine between the two recordings): a node
+    -- is FASTER or SLOWER only if it still is against A scaled by that factor
+    if (v == "SLOWER" or v == "FASTER") and common and common ~= 1 then
+        local scaled = {}
+        for i, x in ipairs(sa) do scaled[i] = x * common end
+        local rel = compare.verdict({median = ma * common, samples = scaled}, {median = mb, samples = sb}, min_effect)
+        if rel ~= v then v, basis = "UNSURE", "common shift" end
+    end
+    return {median_a = ma, median_b = mb, ratio = ratio, lo = ha > 0 and lb / ha or nil, hi = la > 0 and hb / la or nil,
+        verdict = v, p = p, basis = basis, noise = noise, n_a = #sa, n_b = #sb, drift = drift}
+end
+
+local function label_with_kernels(node)
+    if #node.kernels == 0 or DEVICE[node.cat] then return node.label end
+    local seen, names = {}, {}
+    for _, k in ipairs(node.kernels) do
+        if not seen[k] then seen[k] = true; names[#names + 1] = k end
+    end
+    if #names > 3 then names = {names[1], names[2], string.format("%d more", #names - 2)} end
+    return node.label .. " (" .. table.concat(names, ", ") .. ")"
+end
+M.label_with_kernels = label_with_kernels
+
+local function children_of(model)
+    local ch = {}
+    for _, path in ipairs(model.order) do
+        local n = model.nodes[path]
+        ch[n.parent] = ch[n.parent] or {}
+        table.insert(ch[n.parent], n)
+    end
+    return ch
+end
+
+-- Structural changes under every parent both profiles have: the unaligned children of A and of B
+-- between the same two aligned neighbours replace one another ("gelu + mul -> geglu"); alone, they
+-- were removed or added. Kernels of one kind whose tile differs changed kind.
+local function structure(ma, mb)
+    local ca, cb = children_of(ma), children_of(mb)
+    local changes = {}
+    local parents = {""}
+    for _, path in ipairs(ma.order) do if mb.nodes[path] then parents[#parents + 1] = path end end
+    for _, parent in ipairs(parents) do
+        local gaps, gap_order = {}, {}
+        local function group(list, other, side)
+            local gap = "^"
+            for _, n in ipairs(list or {}) do
+                if other.nodes[n.path] then gap = n.path
+                else
+                    if not gaps[gap] then gaps[gap] = {a = {}, b = {}}; gap_order[#gap_order + 1] = gap end
+                    table.insert(gaps[gap][side], n)
+                end
+            end
+        end
+        group(ca[parent], mb, "a")
+        group(cb[parent], ma, "b")
+        for _, gap in ipairs(gap_order) do
+            local g = gaps[gap]
+            local kind = #g.a > 0 and #g.b > 0 and "replaced" or #g.a > 0 and "removed" or "added"
+            local all_kernels = true
+            for _, side in ipairs({g.a, g.b}) do for _, n in ipairs(side) do all_kernels = all_kernels and DEVICE[n.cat] ~= nil end end
+            if kind == "replaced" and all_kernels then kind = "kernel kind" end
+            changes[#changes + 1] = {kind = kind, parent = parent, a = g.a, b = g.b,
+                parent_label = parent ~= "" and ma.nodes[parent].label or nil}
+        end
+    end
+    for _, path in ipairs(ma.order) do
+        local a, b = ma.nodes[path], mb.nodes[path]
+        if b and a.fields then
+            local diffs = {}
+            for _, f in ipairs(DETAIL_FIELDS) do
+                if a.fields[f] ~= b.fields[f] then
+                    diffs[#diffs + 1] = {field = f, a = a.fields[f], b = b.fields[f]}
+                end
+            end
+            if #diffs > 0 then
+                changes[#changes + 1] = {kind = "kernel kind", parent = a.parent, a = {a}, b = {b}, fields = diffs,
+                    parent_label = a.parent ~= "" and ma.nodes[a.parent] and ma.nodes[a.parent].label or nil}
+            end
+        end
+    end
+    -- for a replaced kernel, the fields that differ; then plain data (no instance trees) to return
+    local function plain(n)
+        return {path = n.path, label = n.label, cat = n.cat, kernels = n.kernels, fields = n.fields,
+            described = label_with_kernels(n)}
+    end
+    for _, c in ipairs(changes) do
+        if c.kind == "kernel kind" and not c.fields and #c.a == 1 and #c.b == 1 then
+            c.fields = {}
+            for _, f in ipairs(KIND_FIELDS) do
+                if c.a[1].fields[f] ~= c.b[1].fields[f] then c.fields[#c.fields + 1] = {field = f, a = c.a[1].fields[f], b = c.b[1].fields[f]} end
+            end
+        end
+        for _, side in ipairs({"a", "b"}) do
+            for i, n in ipairs(c[side]) do c[side][i] = plain(n) end
+        end
+    end
+    return changes
+end
+
+-- Kernels per step by kind in each profile: the kinds one of them lacks, and the counts that moved.
+local function census(ma, mb)
+    local function count(m)
+        local c, names, order = {}, {}, {}
+        for _, path in ipairs(m.order) do
+            local n = m.nodes[path]
+            if DEVICE[n.cat] then
+                local key = kind_key(n.first.e)
+                if not c[key] then order[#order + 1] = key; names[key] = n.name; c[key] = 0 end
+                c[key] = c[key] + #n.device
+            end
+        end
+        for k, v in pairs(c) do c[k] = v / #m.steps end
+        return c, names, order
+    end
+    local a, na, oa = count(ma)
+    local b, nb, ob = count(mb)
+    local gone, new, moved = {}, {}, {}
+    for _, k in ipairs(oa) do
+        if not b[k] then gone[#gone + 1] = {kind = k, name = na[k], per_step = a[k]}
+        elseif math.abs(a[k] - b[k]) > 1e-9 then moved[#moved + 1] = {kind = k, name = na[k], a = a[k], b = b[k]} end
+    end
+    for _, k in ipairs(ob) do if not a[k] then new[#new + 1] = {kind = k, name = nb[k], per_step = b[k]} end end
+    return {gone = gone, new = new, moved = moved}
+end
+
+-- The change of the mean per-step time of `parent` (the step itself for "") split into its aligned
+-- children's changes, the added and the removed children, and what no child covers.
+local function attribute(ma, mb, parent, metric, ca, cb)
+    local na, nb = #ma.steps, #mb.steps
+    local total_a, total_b
+    if parent == "" then
+        total_a, total_b = 0, 0
+        for _, s in ipairs(ma.steps) do total_a = total_a + s[metric .. "_ns"] end
+        for _, s in ipairs(mb.steps) do total_b = total_b + s[metric .. "_ns"] end
+    else
+        total_a, total_b = sum(ma.nodes[parent][metric]), sum(mb.nodes[parent][metric])
+    end
+    local r = {parent = parent, metric = metric, a_per_step = total_a / na, b_per_step = total_b / nb, rows = {},
+        added = 0, removed = 0}
+    r.change = r.b_per_step - r.a_per_step
+    local covered = 0
+    for _, n in ipairs(ca[parent] or {}) do
+        local other = mb.nodes[n.path]
+        if other then
+            local c = sum(other[metric]) / nb - sum(n[metric]) / na
+            r.rows[#r.rows + 1] = {path = n.path, label = n.label, contribution = c}
+            covered = covered + c
+        else
+            r.removed = r.removed - sum(n[metric]) / na
+        end
+    end
+    for _, n in ipairs(cb[parent] or {}) do
+        if not ma.nodes[n.path] then r.added = r.added + sum(n[metric]) / nb end
+    end
+    r.unattributed = r.change - covered - r.added - r.removed
+    table.sort(r.rows, function(x, y) return math.abs(x.contribution) > math.abs(y.contribution) end)
+    return r
+end
+
+-- A profile's fingerprint as flat "name = value" pairs, from the context the trace carries.
+function M.fingerprint(ctx)
+    local fp = {}
+    if type(ctx) ~= "table" then return fp end
+    fp.device = scalar(ctx.device)
+    local info = type(ctx.device_info) == "table" and ctx.device_info or {}
+    fp.machine = scalar(info.name)
+    fp.isa = scalar(info.isa)
+    fp.threads = scalar(info.threads)
+    local m = type(ctx.machine) == "table" and ctx.machine or {}
+    fp.cpus = scalar(m.cpus)
+    fp.build = scalar(ctx.build)
+    return fp
+end
+
+local function top_names(m)
+    local names, seen = {}, {}
+    for _, path in ipairs(m.order) do
+        local n = m.nodes[path]
+        if n.depth == 1 and not seen[n.label] then seen[n.label] = true; names[#names + 1] = n.label end
+    end
+    if #names > 6 then names = {names[1], names[2], names[3], names[4], names[5], string.format("%d more", #names - 5)} end
+    return table.concat(names, ", ")
+end
+
+-- diff(ma, mb, o) -> the whole comparison of two models (see M.model). o: min_effect (fraction),
+-- fingerprint_a/_b (flat tables), name_a/_b. Raises {diff_error} when nothing aligns.
+function M.diff(ma, mb, o)
+    o = o or {}
+    local aligned_top = false
+    for _, path in ipairs(ma.order) do
+        if ma.nodes[path].depth == 1 and mb.nodes[path] then aligned_top = true; break end
+    end
+    if not aligned_top then
+        fail(string.format("nothing aligns: these look like different programs (A's top level: %s; B's: %s)",
+            top_names(ma), top_names(mb)))
+    end
+    local r = {a = {name = o.name_a or "A", steps = #ma.steps}, b = {name = o.name_b or "B", steps = #mb.steps},
+        notes = {}, nodes = {}, changes = structure(ma, mb), kernels = census(ma, mb)}
+    for _, n in ipairs(ma.notes) do r.notes[#r.notes + 1] = "A: " .. n end
+    for _, n in ipairs(mb.notes) do r.notes[#r.notes + 1] = "B: " .. n end
+    if #ma.steps ~= #mb.steps then
+        r.notes[#r.notes + 1] = string.format("A has %d step(s), B %d: contributions are per step (means); with fewer " ..
+            "than 3 samples on a side no change is called FASTER or SLOWER", #ma.steps, #mb.steps)
+    elseif #ma.steps < 3 then
+        r.notes[#r.notes + 1] = string.format("%d step(s) each: nodes that occur once per step have too few samples " ..
+            "for a verdict (UNSURE unless the change is under the minimum effect)", #ma.steps)
+    end
+    -- fingerprint differences
+    local fa, fb, diffs = o.fingerprint_a or {}, o.fingerprint_b or {}, {}
+    for _, k in ipairs({"device", "machine", "isa", "threads", "cpus", "build"}) do
+        if fa[k] ~= fb[k] then diffs[#diffs + 1] = {field = k, a = fa[k], b = fb[k]} end
+    end
+    r.fingerprint = diffs
+    local function median_wait(m)
+        local w = {}
+        for i, st in ipairs(m.steps) do w[i] = st.wait_ns end
+        return stats.summarize(w).median
+    end
+    -- the run-queue delay: told, not used as a gate (a spinning node that is descheduled makes
+    -- its own wait, and would hide itself behind it)
+    r.wait_ns = {a = median_wait(ma), b = median_wait(mb)}
+    local function mean_wait(m)
+        local t = 0
+        for _, st in ipairs(m.steps) do t = t + st.wait_ns end
+        return t / #m.steps
+    end
+    r.wait_ns.a_mean, r.wait_ns.b_mean = mean_wait(ma), mean_wait(mb)
+    if math.max(r.wait_ns.a, r.wait_ns.b) >= M.MIN_ABS_NS then
+        r.notes[#r.notes + 1] = string.format("the host thread waited for a CPU %.1f us per step in A, %.1f us in B " ..
+            "(medians of the run-queue delay): the machine was busy, times include that wait",
+            r.wait_ns.a / 1e3, r.wait_ns.b / 1e3)
+    end
+    -- the factor every aligned node moved by (median of their ratios; nodes above the resolution,
+    -- and at least 4 of them, else none): a machine that ran faster or slower while recording
+    local logs = {}
+    for _, path in ipairs(ma.order) do
+        local a, b = ma.nodes[path], mb.nodes[path]
+        if b then
+            local sa, sb = HOST[a.cat] and a.host or a.device, HOST[a.cat] and b.host or b.device
+            if #sa > 0 and #sb > 0 then
+                local x, y = stats.summarize(sa).median, stats.summarize(sb).median
+                if x >= M.MIN_ABS_NS and y >= M.MIN_ABS_NS then logs[#logs + 1] = math.log(y / x) end
+            end
+        end
+    end
+    local common = #logs >= 4 and math.exp(stats.summarize(logs).median) or nil
+    r.common_shift = common
+    if common and math.abs(math.log(common)) >= math.log(1 + (o.min_effect or compare.MIN_EFFECT)) then
+        r.notes[#r.notes + 1] = string.format("the aligned nodes moved by %.2fx (the median of their ratios): the " ..
+            "machine ran at another speed, or the change is everywhere; a node is FASTER or SLOWER only if it " ..
+            "still is against A scaled by %.2f", common, common)
+    end
+    local function step_samples(m, metric)
+        local s = {}
+        for i, st in ipairs(m.steps) do s[i] = st[metric .. "_ns"] end
+        return s
+    end
+    r.total = {host = judge(step_samples(ma, "host"), step_samples(mb, "host"), o.min_effect, common),
+        device = judge(step_samples(ma, "device"), step_samples(mb, "device"), o.min_effect, common)}
+    local ca, cb = children_of(ma), children_of(mb)
+    r.labels = {}
+    for _, path in ipairs(ma.order) do
+        local a, b = ma.nodes[path], mb.nodes[path]
+        if b then
+            r.labels[path] = a.label
+            local has_device = sum(a.device) > 0 or sum(b.device) > 0
+            r.nodes[#r.nodes + 1] = {path = path, label = a.label, cat = a.cat, depth = a.depth,
+                host = judge(a.host, b.host, o.min_effect, common),
+                device = has_device and judge(a.device, b.device, o.min_effect, common) or nil,
+                host_contribution = HOST[a.cat] and (sum(b.host) / #mb.steps - sum(a.host) / #ma.steps) or nil,
+                device_contribution = sum(b.device) / #mb.steps - sum(a.device) / #ma.steps}
+        end
+    end
+    r.attribution = {host = {attribute(ma, mb, "", "host", ca, cb)}, device = {attribute(ma, mb, "", "device", ca, cb)}}
+    for _, path in ipairs(ma.order) do
+        if ma.nodes[path].cat == "range" and mb.nodes[path] then
+            table.insert(r.attribution.host, attribute(ma, mb, path, "host", ca, cb))
+        end
+    end
+    return r
+end
+
+-- `workbench diff ...` (bindings/main.c requires wb.<subcommand> and calls its main)
+function M.main(args) return require("wb.diff_text").main(args) end
+
+-- The largest percentage by which the total or a node is SLOWER (0 when none is).
+function M.worst_slower(r)
+    local worst = 0
+    local function see(j) if j and j.verdict == "SLOWER" then worst = math.max(worst, (j.ratio - 1) * 100) end end
+    see(r.total.host)
+    see(r.total.device)
+    for _, n in ipairs(r.nodes) do see(n.host); see(n.device) end
+    return worst
+end
+
+return M

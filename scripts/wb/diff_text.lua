@@ -1,0 +1,258 @@
+-- wb.diff_text: `workbench diff A.json B.json` and wb.profiler.diff(pa, pb): reads the two traces
+-- (or takes two stopped profiles), runs wb.diff, and prints the result as a table fitted to the
+-- terminal, as JSON (--json) or as an HTML page (--html FILE, wb.diff_html).
+
+local cjson = require("cjson")
+local diff = require("wb.diff")
+local words = require("wb.words")
+
+local M = {}
+
+local USAGE = "usage: workbench diff [--json] [--html FILE] [--fail-on-slower PCT] [--min-effect PCT] " ..
+    "[--width N] A.trace.json B.trace.json"
+local HELP = [[
+  two Chrome traces the workbench wrote (p:export_chrome_trace), aligned node by node: structural
+  changes, then each aligned range/op/kernel's host and device time (every occurrence a sample)
+  with a verdict SAME/FASTER/SLOWER/UNSURE by compare's rule, and where the change per step went
+  --json                the whole comparison as JSON on stdout
+  --html FILE           also write FILE: one step of each trace side by side, aligned nodes linked
+  --fail-on-slower PCT  exit with status 1 when the total or a node is SLOWER by more than PCT percent
+  --min-effect PCT      the smallest change called FASTER or SLOWER (default 5)
+  --width N             the table's width (default: $COLUMNS, else 120)
+  --help, -h            this text]]
+
+local function clean(s) return words.escaped(tostring(s)) end
+
+local function ns(v)
+    if v == nil then return "-" end
+    local a = math.abs(v)
+    if a >= 1e6 then return string.format("%.2f ms", v / 1e6) end
+    if a >= 1e3 then return string.format("%.1f us", v / 1e3) end
+    return string.format("%.0f ns", v)
+end
+
+local function signed(v)
+    if v == nil then return "-" end
+    return (v >= 0 and "+" or "-") .. ns(math.abs(v))
+end
+
+local function ratio_text(j)
+    if not j then return "-" end
+    if j.ratio == math.huge then return "new time" end
+    local r = string.format("%.2fx", j.ratio)
+    if j.lo and j.hi then r = r .. string.format(" [%.2f,%.2f]", j.lo, j.hi) end
+    return r
+end
+
+local function fit(s, w)
+    if #s <= w then return s .. string.rep(" ", w - #s) end
+    if w <= 3 then return s:sub(1, w) end
+    return s:sub(1, w - 3) .. "..."
+end
+
+local function change_line(c)
+    local function side(list)
+        local parts = {}
+        for i, n in ipairs(list) do parts[i] = n.described end
+        return table.concat(parts, " + ")
+    end
+    local where = c.parent_label and (c.parent_label .. ": ") or ""
+    if c.kind == "replaced" then return where .. side(c.a) .. " -> " .. side(c.b) end
+    if c.kind == "removed" then return where .. "removed " .. side(c.a) end
+    if c.kind == "added" then return where .. "added " .. side(c.b) end
+    local fields = {}
+    for i, f in ipairs(c.fields or {}) do fields[i] = string.format("%s %s -> %s", f.field, f.a or "-", f.b or "-") end
+    return string.format("%skernel kind changed: %s -> %s (%s)", where, side(c.a), side(c.b), table.concat(fields, ", "))
+end
+M.change_line = change_line
+
+-- The result as lines of text, `width` columns wide at most (the node column takes what is left).
+function M.format(r, width)
+    width = math.max(width or 100, 60)
+    local out = {}
+    local function add(s) out[#out + 1] = clean(s) end
+    add(string.format("A: %s (%d steps)   B: %s (%d steps)", r.a.name, r.a.steps, r.b.name, r.b.steps))
+    if #r.fingerprint > 0 then
+        add("fingerprint differences:")
+        for _, f in ipairs(r.fingerprint) do add(string.format("  %s: %s -> %s", f.field, f.a or "?", f.b or "?")) end
+    else
+        add("fingerprint differences: none")
+    end
+    for _, n in ipairs(r.notes) do add("note: " .. n) end
+    add(#r.changes > 0 and "structural changes:" or "structural changes: none")
+    for _, c in ipairs(r.changes) do add("  " .. change_line(c)) end
+    local k = r.kernels
+    local function list(t, f)
+        local parts = {}
+        for i, x in ipairs(t) do parts[i] = f(x) end
+        return table.concat(parts, ", ")
+    end
+    if #k.gone > 0 then add("kernels gone: " .. list(k.gone, function(x) return string.format("%s (%g per step)", x.name, x.per_step) end)) end
+    if #k.new > 0 then add("kernels new: " .. list(k.new, function(x) return string.format("%s (%g per step)", x.name, x.per_step) end)) end
+    if #k.moved > 0 then add("kernel counts changed: " .. list(k.moved, function(x) return string.format("%s %g -> %g per step", x.name, x.a, x.b) end)) end
+    add("")
+    -- the node table, in the order A ran them: fixed columns, the name column takes what is left
+    local cols = {{"host A", 9}, {"host B", 9}, {"B/A [95%]", 18}, {"host", 6}, {"dev A", 9}, {"dev B", 9},
+        {"dev", 6}, {"contrib", 10}}
+    local fixed = 0
+    for _, c in ipairs(cols) do fixed = fixed + c[2] + 1 end
+    local name_w = math.max(16, width - fixed)
+    local function row(name, h, d, contribution)
+        local vals = {h and ns(h.median_a), h and ns(h.median_b), h and ratio_text(h), h and h.verdict,
+            d and ns(d.median_a), d and ns(d.median_b), d and d.verdict, signed(contribution)}
+        local cells = {fit(name, name_w)}
+        for i, c in ipairs(cols) do cells[#cells + 1] = string.format("%" .. c[2] .. "s", fit(vals[i] or "-", c[2]):gsub("%s+$", "")) end
+        return table.concat(cells, " ")
+    end
+    local head = {fit("node (medians per occurrence; contrib: change per step)", name_w)}
+    for _, c in ipairs(cols) do head[#head + 1] = string.format("%" .. c[2] .. "s", c[1]) end
+    add(table.concat(head, " "))
+    add(row("total (per step)", r.total.host, r.total.device, r.attribution.host[1].change))
+    for _, n in ipairs(r.nodes) do
+        add(row(string.rep(" ", math.min(n.depth - 1, 8)) .. n.label, n.host, n.device,
+            n.host_contribution or n.device_contribution))
+    end
+    add("")
+    -- attribution: the change of the mean per step, split exactly
+    for _, metric in ipairs({"host", "device"}) do
+        for i, a in ipairs(r.attribution[metric]) do
+            if i == 1 or #a.rows > 0 then
+                local where = a.parent == "" and "the step" or r.labels[a.parent]
+                local aligned = 0
+                for _, x in ipairs(a.rows) do aligned = aligned + x.contribution end
+                add(string.format("%s time of %s, mean per step %s -> %s: %s = aligned %s, added %s, removed %s, " ..
+                    "unattributed %s", metric, where, ns(a.a_per_step), ns(a.b_per_step), signed(a.change), signed(aligned),
+                    signed(a.added), signed(a.removed), signed(a.unattributed)))
+                for j, x in ipairs(a.rows) do
+                    if j > 8 then add(string.format("  ... %d more", #a.rows - 8)); break end
+                    add(string.format("  %12s  %s", signed(x.contribution), x.label))
+                end
+            end
+        end
+    end
+    add(string.format("verdicts by compare's rule: rank test p < %g and a change of at least %g%%, above both sides' " ..
+        "noise (IQR / median)", require("wb.compare").ALPHA, (r.min_effect or require("wb.compare").MIN_EFFECT) * 100))
+    return out
+end
+
+-- JSON-safe copy: no infinities or NaN.
+local function plain(v)
+    if type(v) == "number" then
+        if v ~= v or v == math.huge or v == -math.huge then return nil end
+        return v
+    end
+    if type(v) ~= "table" then return v end
+    local out = {}
+    for k, x in pairs(v) do out[k] = plain(x) end
+    return out
+end
+M.plain = plain
+
+-- wb.profiler.diff(pa, pb[, o]): two stopped profiles -> the comparison as a table.
+function M.profiles(pa, pb, o)
+    o = o or {}
+    local function events_of(p, which)
+        if type(p) ~= "table" or type(p.events) ~= "function" then
+            error(string.format("profiler.diff: %s must be a profiler (wb.profiler.profile), got %s", which, type(p)), 3)
+        end
+        if p.started then error(string.format("profiler.diff: %s is still recording: call p:stop() first", which), 3) end
+        return p:events()
+    end
+    local ea, eb = events_of(pa, "the first argument"), events_of(pb, "the second argument")
+    if rawequal(pa, pb) then error("profiler.diff: the same profile given twice: nothing to compare", 2) end
+    local ok, r = pcall(function()
+        local ma, mb = diff.model(ea), diff.model(eb)
+        return diff.diff(ma, mb, {min_effect = o.min_effect, name_a = "A", name_b = "B",
+            fingerprint_a = diff.fingerprint(pa:_findings_context()), fingerprint_b = diff.fingerprint(pb:_findings_context())}), ma, mb
+    end)
+    if not ok then error("profiler.diff: " .. (type(r) == "table" and r.diff_error or tostring(r)), 2) end
+    return r
+end
+
+local function read_trace(path, which)
+    local ok, events, meta = pcall(require("wb.findings_trace").read, path)
+    if not ok then diff.fail(type(events) == "table" and events.explain or tostring(events)) end
+    local okm, model = pcall(diff.model, events)
+    if not okm then
+        diff.fail(string.format("'%s' (%s) %s", path, which, type(model) == "table" and model.diff_error or tostring(model)))
+    end
+    local ctx = type(meta) == "table" and type(meta.context) == "table" and meta.context or nil
+    return model, diff.fingerprint(ctx)
+end
+
+local function same_file(a, b)
+    if a == b then return true end
+    local fa, fb = io.open(a, "rb"), io.open(b, "rb")
+    local ta, tb = fa and fa:read("a"), fb and fb:read("a")
+    if fa then fa:close() end
+    if fb then fb:close() end
+    return ta ~= nil and ta == tb
+end
+
+-- Entry point for `workbench diff ...`: returns the exit status.
+function M.main(args)
+    local o, files = {}, {}
+    local function usage_error(msg)
+        io.stderr:write("workbench diff: " .. msg .. "\n" .. USAGE .. "\n")
+        return 2
+    end
+    local i = 1
+    while i <= #args do
+        local a = args[i]
+        if a == "--help" or a == "-h" then io.write(USAGE, "\n", HELP, "\n"); return 0
+        elseif a == "--json" then o.json = true
+        elseif a == "--html" then
+            if not args[i + 1] then return usage_error("--html takes a file name") end
+            o.html = args[i + 1]
+            i = i + 1
+        elseif a == "--fail-on-slower" or a == "--min-effect" or a == "--width" then
+            local v = tonumber(args[i + 1])
+            if not v or v < 0 or v > (a == "--width" and 10000 or 1000) then
+                return usage_error(string.format("%s takes a number%s, got %s", a, a == "--width" and "" or
+                    " (a percentage from 0 to 1000)", tostring(args[i + 1])))
+            end
+            if a == "--fail-on-slower" then o.fail_on_slower = v elseif a == "--min-effect" then o.min_effect = v / 100
+            else o.width = math.floor(v) end
+            i = i + 1
+        elseif a:match("^%-%-?%a") then return usage_error("unknown option " .. clean(a))
+        else files[#files + 1] = a end
+        i = i + 1
+    end
+    if #files ~= 2 then return usage_error("expected two traces, got " .. #files) end
+    local ok, r, ma, mb = pcall(function()
+        if same_file(files[1], files[2]) then
+            diff.fail(string.format("the same trace given twice ('%s'): nothing to compare", files[1]))
+        end
+        local ma, fa = read_trace(files[1], "A")
+        local mb, fb = read_trace(files[2], "B")
+        return diff.diff(ma, mb, {min_effect = o.min_effect, name_a = files[1], name_b = files[2], fingerprint_a = fa,
+            fingerprint_b = fb}), ma, mb
+    end)
+    if not ok then
+        io.stderr:write("workbench diff: " .. clean(type(r) == "table" and (r.diff_error or r.explain) or tostring(r)) .. "\n")
+        return 2
+    end
+    r.min_effect = o.min_effect
+    if o.json then
+        print(cjson.encode(plain(r)))
+    else
+        local width = o.width or tonumber(os.getenv("COLUMNS") or "") or 120
+        print(table.concat(M.format(r, width), "\n"))
+    end
+    if o.html then
+        local okh, err = pcall(require("wb.diff_html").write, o.html, r, ma, mb)
+        if not okh then
+            io.stderr:write("workbench diff: cannot write " .. clean(o.html) .. ": " .. clean(tostring(err)) .. "\n")
+            return 2
+        end
+    end
+    local worst = diff.worst_slower(r)
+    if o.fail_on_slower and worst > o.fail_on_slower then
+        io.stderr:write(string.format("workbench diff: slower by %.1f%% (more than --fail-on-slower %g)\n", worst,
+            o.fail_on_slower))
+        return 1
+    end
+    return 0
+end
+
+return M

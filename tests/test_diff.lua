@@ -1,0 +1,416 @@
+-- test_diff.lua: wb.diff on constructed event streams (alignment by path and kernel kind, the
+-- replacement and kind-change rules, attribution that sums exactly, verdicts), on real profiles
+-- (a program profiled twice, eager vs fused and compiled GeGLU MLP, a 2 ms busy loop in one range),
+-- and `workbench diff` on traces: text, --json, --html, --fail-on-slower and bad input.
+local lu = require("luaunit")
+local cjson = require("cjson")
+local scratch = require("scratch")
+local D = require("wb.diff")
+local T = require("wb.diff_text")
+
+local EXE = os.getenv("WB_EXE") or "build/workbench"
+
+-- ---- constructed event streams ---------------------------------------------------------------
+-- prog{steps =, ranges = {{name, {ops}}}} with ops {name, shapes, dur, kernel = {fields}, kname}:
+-- every step runs the ranges one after the other; jitter(step, i) perturbs each duration.
+local function prog(spec)
+    local ev, id, ts = {}, 0, 1000
+    local function add(e)
+        e.lane = e.lane or "host"
+        e.flops, e.bytes, e.args = 0, 0, e.args or {}
+        e.parent, e.correlation = e.parent or 0, e.correlation or 0
+        ev[#ev + 1] = e
+        return e
+    end
+    for s = 1, spec.steps or 5 do
+        local step_ts = ts
+        for _, r in ipairs(spec.ranges) do
+            local r_ts = ts
+            ts = ts + 100
+            for i, o in ipairs(r[2]) do
+                id = id + 1
+                local dur = math.floor(o.dur * (spec.jitter and spec.jitter(s, i) or 1))
+                local op = add({cat = "op", name = o.name, ts_ns = ts, dur_ns = dur, id = id, correlation = id,
+                    shapes = o.shapes or {{4, 4}}, dtypes = {"f32"}})
+                if o.kernel then
+                    local kid = id + 100000
+                    add({cat = "kernel", name = o.kname or "k", ts_ns = ts + 10, dur_ns = math.floor(dur / 2), id = kid,
+                        parent = id, correlation = id, lane = "cpu:0 stream 0", args = o.kernel})
+                end
+                ts = ts + dur + 50
+            end
+            ts = ts + (r.extra and r.extra(s) or 0)
+            add({cat = "range", name = r[1], ts_ns = r_ts, dur_ns = ts - r_ts, id = 0})
+            ts = ts + 20
+        end
+        add({cat = "step", name = "ProfileStep#" .. s, ts_ns = step_ts - 10, dur_ns = ts - step_ts + 30, id = s})
+        ts = ts + 100
+    end
+    return ev
+end
+
+local function diff_of(a, b, o) return D.diff(D.model(prog(a)), D.model(prog(b)), o) end
+
+local function node(r, label)
+    for _, n in ipairs(r.nodes) do if n.label == label then return n end end
+end
+
+local function sums_exactly(a)
+    local s = a.added + a.removed + a.unattributed
+    for _, x in ipairs(a.rows) do s = s + x.contribution end
+    lu.assertAlmostEquals(s, a.change, 1e-6 * math.max(1, math.abs(a.change)))
+end
+
+local function saw(s, i) return 1 + 0.02 * (((s * 7 + i * 3) % 5) - 2) end -- +-4%, deterministic
+
+local MLP = {{"mlp", {{name = "linear", dur = 20000, kernel = {op = "sgemm", isa = "avx2", layout = "tn", epilogue = "none", tile = "6x16"}},
+    {name = "linear", dur = 20000, kernel = {op = "sgemm", isa = "avx2", layout = "tn", epilogue = "none", tile = "6x16"}},
+    {name = "gelu", dur = 8000, kernel = {op = "gelu_tanh", epilogue = "none"}, kname = "wb_gelu"},
+    {name = "mul", dur = 6000, shapes = {{4, 4}, {4, 4}}, kernel = {op = "mul", epilogue = "none"}, kname = "wb_mul"},
+    {name = "linear", dur = 20000, shapes = {{4, 8}}, kernel = {op = "sgemm", isa = "avx2", layout = "tn", epilogue = "none"}}}}}
+
+local function fused()
+    local r = {MLP[1][1], {MLP[1][2][1], MLP[1][2][2], {name = "geglu", dur = 9000, shapes = {{4, 4}, {4, 4}},
+        kernel = {op = "geglu", epilogue = "none"}, kname = "wb_geglu"}, MLP[1][2][5]}}
+    return {r}
+end
+
+function test_repeated_ops_align_by_rank_and_replacement_is_named()
+    local r = diff_of({ranges = MLP, jitter = saw}, {ranges = fused(), jitter = saw})
+    lu.assertEquals(#r.changes, 1)
+    local line = T.change_line(r.changes[1])
+    lu.assertEquals(line, "mlp: gelu (4x4) (wb_gelu) + mul (4x4, 4x4) (wb_mul) -> geglu (4x4, 4x4) (wb_geglu)")
+    lu.assertNotNil(node(r, "linear (4x4)"))
+    lu.assertNotNil(node(r, "linear (4x4) #2")) -- the second call with the same signature
+    lu.assertNotNil(node(r, "linear (4x8)"))   -- after the replaced ops, still aligned
+    lu.assertEquals(#r.kernels.gone, 2)
+    lu.assertEquals(r.kernels.new[1].name, "wb_geglu")
+    for _, n in ipairs(r.nodes) do -- the range itself did get faster: only the aligned ops are the same
+        if n.label ~= "mlp" then lu.assertEquals(n.host and n.host.verdict or "SAME", "SAME", n.label) end
+    end
+end
+
+function test_a_copy_kernel_gone_is_named()
+    local with_copy = {{"mlp", {{name = "contiguous", dur = 5000, kernel = {op = "copy", epilogue = "none"}, kname = "wb_copy"},
+        MLP[1][2][1]}}}
+    local r = diff_of({ranges = with_copy}, {ranges = {{"mlp", {MLP[1][2][1]}}}})
+    lu.assertEquals(r.kernels.gone, {{kind = "kernel op=copy,epilogue=none", name = "wb_copy", per_step = 1}})
+    lu.assertEquals(T.change_line(r.changes[1]), "mlp: removed contiguous (4x4) (wb_copy)")
+    lu.assertStrContains(table.concat(T.format(r, 100), "\n"), "kernels gone: wb_copy (1 per step)")
+end
+
+function test_kernels_align_by_kind_fields_not_by_name()
+    local b = {{"mlp", {}}}
+    for i, o in ipairs(MLP[1][2]) do b[1][2][i] = setmetatable({kname = "renamed_" .. i}, {__index = o}) end
+    local r = diff_of({ranges = MLP}, {ranges = b})
+    lu.assertEquals(#r.changes, 0) -- new names, the same kinds: nothing changed
+    -- the same name with another isa is a kind change, with the field named
+    local c = {{"mlp", {}}}
+    for i, o in ipairs(MLP[1][2]) do c[1][2][i] = o end
+    c[1][2][1] = {name = "linear", dur = 20000, kernel = {op = "sgemm", isa = "avx512", layout = "tn", epilogue = "none", tile = "6x16"}}
+    c[1][2][2] = {name = "linear", dur = 20000, kernel = {op = "sgemm", isa = "avx2", layout = "tn", epilogue = "none", tile = "8x8"}}
+    -- how many workers a launch got is not its kind
+    local d = {{"mlp", {}}}
+    for i, o in ipairs(MLP[1][2]) do d[1][2][i] = o end
+    d[1][2][1] = {name = "linear", dur = 20000, kernel = {op = "sgemm", isa = "avx2", layout = "tn", epilogue = "none",
+        tile = "6x16", threads = 2}}
+    lu.assertEquals(#diff_of({ranges = MLP}, {ranges = d}).changes, 0)
+    r = diff_of({ranges = MLP}, {ranges = c})
+    local lines = {}
+    for _, ch in ipairs(r.changes) do lines[#lines + 1] = T.change_line(ch) end
+    table.sort(lines)
+    lu.assertEquals(lines, {"linear (4x4) #2: kernel kind changed: k -> k (tile 6x16 -> 8x8)",
+        "linear (4x4): kernel kind changed: k -> k (isa avx2 -> avx512)"})
+end
+
+function test_attribution_sums_exactly_and_names_the_slower_range()
+    local three = {{"a", {{name = "x", dur = 30000}}}, {"b", {{name = "y", dur = 30000}}}, {"c", {{name = "z", dur = 30000}}}}
+    local slow = {three[1], {"b", three[2][2], extra = function() return 2000000 end}, three[3]}
+    local r = diff_of({ranges = three, steps = 8, jitter = saw}, {ranges = slow, steps = 8, jitter = saw})
+    lu.assertEquals(node(r, "b").host.verdict, "SLOWER")
+    lu.assertEquals(node(r, "a").host.verdict, "SAME")
+    lu.assertEquals(node(r, "c").host.verdict, "SAME")
+    local top = r.attribution.host[1]
+    lu.assertEquals(top.rows[1].label, "b")
+    lu.assertAlmostEquals(top.rows[1].contribution, 2000000, 1)
+    sums_exactly(top)
+    for _, a in ipairs(r.attribution.host) do sums_exactly(a) end
+    for _, a in ipairs(r.attribution.device) do sums_exactly(a) end
+    -- added and removed nodes land in their own terms
+    local more = {three[1], three[2], {"d", {{name = "w", dur = 5000}}}}
+    r = diff_of({ranges = three}, {ranges = more})
+    top = r.attribution.host[1]
+    lu.assertAlmostEquals(top.added, 5000 + 100 + 50, 1e-9)   -- d's range: its op, the gaps inside it
+    lu.assertAlmostEquals(top.removed, -(30000 + 150), 1e-9) -- c's range
+    sums_exactly(top)
+end
+
+function test_a_common_shift_is_not_a_node_verdict()
+    local six = {}
+    for i = 1, 6 do six[i] = {"r" .. i, {{name = "op" .. i, dur = 40000}}} end
+    local slow_all = function(s, i) return 1.5 * saw(s, i) end
+    -- every node 1.5x: the machine (or everything); no node is called SLOWER, and it is said
+    local r = diff_of({ranges = six, steps = 10, jitter = saw}, {ranges = six, steps = 10, jitter = slow_all})
+    for _, n in ipairs(r.nodes) do lu.assertEquals(n.host.verdict, "UNSURE", n.label) end
+    lu.assertAlmostEquals(r.common_shift, 1.5, 0.05)
+    lu.assertStrContains(table.concat(r.notes, " "), "the aligned nodes moved by 1.50x")
+    -- one range 1.5x, the rest as they were: that range alone is SLOWER
+    local one = {}
+    for i = 1, 6 do one[i] = six[i] end
+    one[3] = {"r3", {{name = "op3", dur = 60000}}}
+    r = diff_of({ranges = six, steps = 10, jitter = saw}, {ranges = one, steps = 10, jitter = saw})
+    for _, n in ipairs(r.nodes) do
+        lu.assertEquals(n.host.verdict, (n.label == "r3" or n.label == "op3 (4x4)") and "SLOWER" or "SAME", n.label)
+    end
+end
+
+function test_nothing_aligns_names_both_top_levels()
+    local ok, err = pcall(diff_of, {ranges = MLP}, {ranges = {{"train", {{name = "x", dur = 10}}}}})
+    lu.assertFalse(ok)
+    lu.assertStrContains(err.diff_error, "nothing aligns")
+    lu.assertStrContains(err.diff_error, "A's top level: mlp")
+    lu.assertStrContains(err.diff_error, "B's: train")
+end
+
+function test_one_step_against_many_states_the_limit()
+    local r = diff_of({ranges = MLP, steps = 1}, {ranges = MLP, steps = 6, jitter = saw})
+    local text = table.concat(T.format(r, 120), "\n")
+    lu.assertStrContains(text, "A has 1 step(s), B 6")
+    for _, n in ipairs(r.nodes) do lu.assertNotEquals(n.host and n.host.verdict, "SLOWER") end
+end
+
+-- ---- real profiles ---------------------------------------------------------------------------
+local function profile(fn, steps, seed)
+    wb.manual_seed(seed or 0)
+    local p = wb.profiler.profile{activities = {"cpu", "device"}, record_shapes = true,
+        schedule = {wait = 0, warmup = 1, active = steps or 10}}
+    p:start()
+    for _ = 1, (steps or 10) + 1 do fn(); p:step() end
+    p:stop()
+    return p
+end
+
+local function mlp_program(impl)
+    local mlp = wb.nn.GeGLUMLP(64, 256, {impl = impl == "compiled" and "eager" or impl})
+    local x = wb.randn({16, 64})
+    local f = impl == "compiled" and wb.compile(function(v) return mlp(v) end) or function(v) return mlp(v) end
+    return function() wb.profiler.range("mlp", function() return f(x) end) end
+end
+
+local function busy(ns)
+    local t0 = wb.time_ns()
+    while wb.time_ns() - t0 < ns do end
+end
+
+-- three ranges of ~0.1 ms each; `extra_ns` of busy loop inside "b". One thread: the run-queue
+-- delay the profiler samples is the calling thread's, and a pool thread waiting for a CPU would
+-- stall the GEMM unseen (on a shared 2-CPU host that drifted whole sessions by 35%).
+local function three_ranges(extra_ns)
+    wb.set_num_threads(1)
+    local w = wb.randn({256, 256})
+    local x = wb.randn({64, 256})
+    return function()
+        for _, name in ipairs({"a", "b", "c"}) do
+            wb.profiler.range(name, function()
+                local y = wb.linear(x, w)
+                if name == "b" and extra_ns > 0 then busy(extra_ns) end
+                return y
+            end)
+            -- in A and B alike, outside the ranges: a thread that spun through its time slice is
+            -- descheduled soon after, and without this pause that landed in range c ("c SLOWER")
+            if name == "b" then wb.sleep_ms(2) end
+        end
+    end
+end
+
+function test_same_program_twice_gives_no_false_verdicts()
+    local false_verdicts, judged = 0, 0
+    for seed = 1, 20 do
+        local f = three_ranges(0)
+        local r = wb.profiler.diff(profile(f, 20, seed), profile(f, 20, seed))
+        for _, j in ipairs({r.total.host, r.total.device}) do
+            judged = judged + 1
+            if j.verdict == "SLOWER" or j.verdict == "FASTER" then false_verdicts = false_verdicts + 1 end
+        end
+        for _, n in ipairs(r.nodes) do
+            for _, j in ipairs({n.host, n.device}) do
+                judged = judged + 1
+                if j.verdict == "SLOWER" or j.verdict == "FASTER" then
+                    false_verdicts = false_verdicts + 1
+                    print(string.format("  seed %d: %s %s %.2fx (noise %.2f)", seed, n.label, j.verdict, j.ratio, j.noise or 0))
+                end
+            end
+        end
+        for _, a in ipairs(r.attribution.host) do sums_exactly(a) end
+    end
+    print(string.format("same program twice, 20 seeded pairs: %d false SLOWER/FASTER verdicts of %d", false_verdicts, judged))
+    lu.assertEquals(false_verdicts, 0)
+end
+
+function test_busy_loop_in_one_range_is_slower_by_two_ms_per_step()
+    local r = wb.profiler.diff(profile(three_ranges(0), 20), profile(three_ranges(2000000), 20))
+    local b = node(r, "b")
+    lu.assertEquals(b.host.verdict, "SLOWER", string.format("b %.2fx, basis %s, noise %.2f, half drift %.2f, common " ..
+        "shift %s", b.host.ratio, b.host.basis, b.host.noise or 0, b.host.drift, tostring(r.common_shift)))
+    -- the median occurrence is 2 ms longer; the mean per step (what sums exactly) more on a busy
+    -- host, where a thread spinning through its time slice is descheduled and ends its loop late
+    local median_change = b.host.median_b - b.host.median_a
+    -- at least the loop. No upper bound: on a shared host a thread descheduled while it spins ends
+    -- the loop late (+3 to +25 ms per step seen here with other tests running), which the printed
+    -- run-queue delay shows
+    lu.assertTrue(median_change > 1.9e6, "b's median moved " .. median_change)
+    lu.assertTrue(b.host_contribution > 1.8e6, "b contributes " .. b.host_contribution)
+    local others = {}
+    for _, name in ipairs({"a", "c"}) do
+        local v = node(r, name).host.verdict
+        others[#others + 1] = name .. " " .. v
+        lu.assertTrue(v == "SAME" or v == "UNSURE", name .. " " .. v)
+    end
+    local top = r.attribution.host[1]
+    lu.assertEquals(top.rows[1].label, "b")
+    sums_exactly(top)
+    print(string.format("  waits per step (mean): A %.3f ms, B %.3f ms; contribution minus the wait's growth %.3f ms",
+        r.wait_ns.a_mean / 1e6, r.wait_ns.b_mean / 1e6, (b.host_contribution - (r.wait_ns.b_mean - r.wait_ns.a_mean)) / 1e6))
+    print(string.format("busy loop of 2 ms in b: b %s, median %+.3f ms, contribution %+.3f ms per step; %s; step " ..
+        "total change %+.3f ms", b.host.verdict, median_change / 1e6, b.host_contribution / 1e6, table.concat(others, ", "),
+        top.change / 1e6))
+end
+
+function test_eager_fused_and_compiled_mlp()
+    local eager = profile(mlp_program("eager"), 4)
+    local r = wb.profiler.diff(eager, profile(mlp_program("fused"), 4))
+    local lines = {}
+    for _, c in ipairs(r.changes) do lines[#lines + 1] = T.change_line(c) end
+    lu.assertEquals(#lines, 1)
+    lu.assertStrMatches(lines[1], "mlp: gelu %(16x256%) %(wb_gelu_tanh_%w+%) %+ mul %(16x256, 16x256%) " ..
+        "%(wb_mul_[%w_]+%) %-> geglu %(16x256, 16x256%) %(wb_geglu_%w+%)")
+    r = wb.profiler.diff(eager, profile(mlp_program("compiled"), 4))
+    local gone = {}
+    for _, k in ipairs(r.kernels.gone) do gone[#gone + 1] = k.name end
+    local text = table.concat(T.format(r, 120), "\n")
+    lu.assertStrContains(text, "kernels gone: wb_gelu_tanh_")
+    lu.assertStrContains(table.concat(gone, " "), "wb_mul_")
+    lu.assertStrContains(text, "kernels new: wb_dual_sgemm")
+end
+
+function test_layout_change_is_a_kernel_kind_change()
+    local x, w = wb.randn({16, 64}), wb.randn({128, 64})
+    local wt = w:t():contiguous():t() -- the same shape, column-major
+    local r = wb.profiler.diff(profile(function() wb.linear(x, w) end, 3), profile(function() wb.linear(x, wt) end, 3))
+    lu.assertEquals(#r.changes, 1)
+    lu.assertStrMatches(T.change_line(r.changes[1]), "mm %(16x64, 64x128%): kernel kind changed: .* %(layout tn %-> nn%)")
+end
+
+function test_profiler_diff_refuses_bad_arguments()
+    local p = profile(three_ranges(0), 3)
+    lu.assertErrorMsgContains("the same profile given twice", wb.profiler.diff, p, p)
+    lu.assertErrorMsgContains("must be a profiler", wb.profiler.diff, p, 3)
+end
+
+-- ---- the command line ------------------------------------------------------------------------
+local function run(args)
+    local err = scratch.path(".err")
+    local p = io.popen(string.format("%s diff %s 2>%s", EXE, args, err))
+    local out = p:read("a")
+    local _, _, code = p:close()
+    local f = io.open(err)
+    local e = f:read("a")
+    f:close()
+    return out, e, code
+end
+
+local function trace(fn, steps)
+    local path = scratch.path(".json")
+    profile(fn, steps or 5):export_chrome_trace(path)
+    return path
+end
+
+local traces -- made once: {eager, fused, slow, other, one}
+local function get_traces()
+    if traces then return traces end
+    local weird = function() wb.profiler.range("<script>alert(1)</script>", function() wb.ones({4}) end) end
+    traces = {eager = trace(mlp_program("eager")), fused = trace(mlp_program("fused")), fast = trace(three_ranges(0), 8),
+        slow = trace(three_ranges(2000000), 8), weird = trace(weird), one = trace(three_ranges(0), 1)}
+    return traces
+end
+
+function test_cli_text_json_html()
+    local t = get_traces()
+    local out, err, code = run(string.format("--width 100 '%s' '%s'", t.eager, t.fused))
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "fingerprint differences: none")
+    lu.assertStrMatches(out, ".*structural changes:\n  mlp: gelu .* %+ mul .* %-> geglu .*")
+    for line in out:gmatch("[^\n]+") do
+        if line:match("^ *mlp ") then lu.assertTrue(#line <= 100, line) end
+    end
+    out, err, code = run(string.format("--json '%s' '%s'", t.fast, t.slow))
+    lu.assertEquals(code, 0, err)
+    local doc = cjson.decode(out)
+    lu.assertEquals(doc.a.steps, 8)
+    lu.assertEquals(doc.attribution.host[1].rows[1].label, "b")
+    local html = scratch.path(".html")
+    out, err, code = run(string.format("--html '%s' '%s' '%s'", html, t.weird, t.weird:gsub("%.json$", ".json")))
+    lu.assertEquals(code, 2) -- the same file twice
+    lu.assertStrContains(err, "the same trace given twice")
+    out, err, code = run(string.format("--html '%s' '%s' '%s'", html, t.fast, t.weird))
+    lu.assertEquals(code, 2, out)
+    lu.assertStrContains(err, "nothing aligns")
+    lu.assertStrContains(err, "<script>alert(1)</script>")
+    local weird2 = trace(function() wb.profiler.range("<script>alert(1)</script>", function() wb.ones({4}) end) end, 4)
+    out, err, code = run(string.format("--html '%s' '%s' '%s'", html, t.weird, weird2))
+    lu.assertEquals(code, 0, err)
+    local f = assert(io.open(html))
+    local page = f:read("a")
+    f:close()
+    lu.assertStrContains(page, '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'')
+    lu.assertNil(page:find("<script", 1, true))
+    lu.assertStrContains(page, "&lt;script&gt;alert(1)&lt;/script&gt;")
+    lu.assertNil(page:find("https?://"))
+    lu.assertStrContains(page, 'id="a1" href="#b1"')
+    lu.assertStrContains(page, 'id="b1" href="#a1"')
+end
+
+function test_cli_fail_on_slower()
+    local t = get_traces()
+    local _, err, code = run(string.format("--fail-on-slower 50 '%s' '%s'", t.fast, t.slow))
+    lu.assertEquals(code, 1)
+    lu.assertStrContains(err, "more than --fail-on-slower 50")
+    _, err, code = run(string.format("--fail-on-slower 100000 '%s' '%s'", t.fast, t.slow))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "--fail-on-slower takes a number")
+end
+
+function test_cli_bad_input_one_line_status_2()
+    local t = get_traces()
+    local f = assert(io.open(t.fast))
+    local text = f:read("a")
+    f:close()
+    local cases = {
+        {scratch.file(text:sub(1, #text // 2), ".json"), "truncated"},
+        {scratch.file('{"traceEvents": []}', ".json"), "not written by the workbench"},
+        {scratch.file('{"rows": []}', ".json"), "not a Chrome trace"},
+        {scratch.path(".json"), "cannot open"},
+        {scratch.dir(), "a folder"},
+        {scratch.file('{"traceEvents": [], "otherData": {"producer": "workbench"}}', ".json"), "empty profile"},
+    }
+    for _, c in ipairs(cases) do
+        local out, err, code = run(string.format("'%s' '%s'", t.fast, c[1]))
+        lu.assertEquals(code, 2, c[2] .. ": " .. out .. err)
+        lu.assertStrContains(err, c[2])
+        lu.assertEquals(select(2, err:gsub("\n", "")), 1, err) -- one line
+        lu.assertNil(err:find("traceback", 1, true))
+    end
+    local _, err, code = run(string.format("'%s'", t.fast))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "expected two traces")
+    _, err, code = run(string.format("--bogus '%s' '%s'", t.fast, t.slow))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "unknown option --bogus")
+    -- one step against many: a diff, the limit stated
+    local out
+    out, err, code = run(string.format("'%s' '%s'", t.one, t.fast))
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "note: A has 1 step(s), B 8")
+end
+
+scratch.exit(lu.LuaUnit.run())
