@@ -488,7 +488,8 @@ function test_findings_cost_on_a_100k_event_profile()
     print(string.format("\nfindings of a %d-event profile: %.3f s of CPU, the better of 2 runs (%d findings; " ..
         "p:events() took %.3f s more)", #ev, cost, #list, t1 - t0))
     lu.assertTrue(#ev >= 100000, tostring(#ev))
-    lu.assertTrue(cost < 1.0, string.format("%.3f s", cost))
+    -- the bar is the Release build's (the sanitizer build's instrumented interpreter takes ~2x)
+    if not wb.build.sanitizers then lu.assertTrue(cost < 1.0, string.format("%.3f s", cost)) end
 end
 
 scratch.exit(lu.LuaUnit.run())
