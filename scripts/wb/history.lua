@@ -169,7 +169,13 @@ function M.open(o)
     local conn, msg, code = sqlite_open(path, false, M.busy_ms())
     if not conn then fail(explain(path, "cannot open", msg, code)) end
     local db = setmetatable({conn = conn, path = path}, DB)
+    -- the version and the tables read in one snapshot: another process creating the database
+    -- commits both at once, and reading them apart once saw its tables without their version
+    -- (a new history refused as someone else's, in test_concurrent_writers)
+    db:must("exec", "BEGIN")
     db.version = db:must("query", "PRAGMA user_version")[1].user_version
+    local tables = db:must("query", "SELECT count(*) AS n FROM sqlite_master")[1].n
+    db:must("exec", "COMMIT")
     if db.version > M.SCHEMA then
         conn:close()
         fail(string.format("%s has schema version %d, newer than this workbench's %d: refusing to use it (use the " ..
@@ -186,7 +192,6 @@ function M.open(o)
     db:must("exec", "PRAGMA foreign_keys = ON")
     local want = math.min(o.upto or M.SCHEMA, M.SCHEMA)
     if db.version == 0 then
-        local tables = db:must("query", "SELECT count(*) AS n FROM sqlite_master")[1].n
         if tables > 0 then -- someone else's database: never add tables to it
             conn:close()
             fail(string.format("%s is a SQLite database but not a workbench history (it has %s and no schema " ..
