@@ -123,10 +123,10 @@ static wb_status check_bounds(const wb_storage *s, wb_dtype dtype, int ndim, con
     if (last >= capacity) {
         char bs[256], bt[256];
         return wb_error(WB_ERR_RANGE,
-                        "shape %s with strides %s at offset %" PRId64 " needs %" PRId64
+                        "shape %s with strides %s at offset %" PRId64 " needs %" PRIu64
                         " elements but the storage has %" PRId64,
                         wb_shape_format(ndim, shape, bs, sizeof bs), wb_shape_format(ndim, stride, bt, sizeof bt),
-                        offset, last + 1, capacity);
+                        offset, (uint64_t)last + 1, capacity); /* last may be INT64_MAX itself */
     }
     return WB_OK;
 }
@@ -142,9 +142,12 @@ wb_status wb_tensor_empty(wb_dtype dtype, wb_device device, int ndim, const int6
     if ((unsigned)dtype >= WB_DTYPE_COUNT) return wb_error(WB_ERR_DTYPE, "invalid dtype id %d", (int)dtype);
     wb_status st = wb_shape_check(ndim, shape, dtype, NULL);
     if (st) return st;
-    int64_t numel = 1;
+    int64_t numel = 1; /* a zero dimension anywhere makes it 0: {2^63-1, 2, 0} must not overflow first */
     for (int i = 0; i < ndim; i++)
-        numel *= shape[i];
+        if (shape[i] == 0) numel = 0;
+    for (int i = 0; i < ndim && numel; i++)
+        if (__builtin_mul_overflow(numel, shape[i], &numel))
+            return wb_error(WB_ERR_RANGE, "a tensor of %d dimensions has more elements than fit in 63 bits", ndim);
     wb_tensor *t = header_new();
     if (!t) return wb_error(WB_ERR_MEMORY, "out of memory allocating a tensor header");
     st = wb_storage_new(device, (size_t)numel * wb_dtype_size(dtype), &t->storage);

@@ -103,6 +103,16 @@ function TestMemorySafety:test_thread_counts_are_checked_before_narrowing_to_int
     end
 end
 
+-- Found by fuzz_api (seed 20261211) under UBSan: a view reaching exactly element 2^63 - 1 made its
+-- refusal compute 2^63 in 64 signed bits; and an empty shape's element count overflowed before its
+-- zero dimension was reached.
+function TestMemorySafety:test_a_view_reaching_int64_max_and_a_huge_empty_shape()
+    local t = wb.zeros({4})
+    lu.assertErrorMsgContains("shape {2} with strides {9223372036854775807} at offset 0 needs 9223372036854775808 "
+        .. "elements but the storage has 4", function() return t:as_strided({2}, {9223372036854775807}, 0) end)
+    lu.assertEquals(wb.empty({9223372036854775807, 2, 0}):numel(), 0)
+end
+
 TestBoundedWork = {}
 
 function TestBoundedWork:test_printing_empty_and_huge_tensors()
