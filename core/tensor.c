@@ -80,6 +80,8 @@ void wb_broadcast_strides(const wb_tensor *x, int ndim, const int64_t *shape, in
 }
 
 int64_t wb_tensor_numel(const wb_tensor *t) {
+    for (int i = 0; i < t->ndim; i++) /* a zero dimension first: {2^63-1, 2, 0} must not overflow */
+        if (t->shape[i] == 0) return 0;
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++)
         n *= t->shape[i];
