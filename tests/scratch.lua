@@ -52,6 +52,14 @@ function scratch.remove()
     root = nil
 end
 
+-- Runs a shell command, stdout and stderr together: out, exit status (the suites' one copy).
+function scratch.run(cmd)
+    local p = io.popen(cmd .. " 2>&1")
+    local out = p:read("a")
+    local _, _, code = p:close()
+    return out, code
+end
+
 -- Removes the folder, then exits with the status: `scratch.exit(lu.LuaUnit.run())`.
 function scratch.exit(status)
     scratch.remove()

@@ -8,12 +8,7 @@ local series = require("history_series").series
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"
 
-local function run(cmd)
-    local p = io.popen(cmd .. " 2>&1")
-    local out = p:read("a")
-    local _, _, code = p:close()
-    return out, code
-end
+local run = scratch.run
 
 local function read(path)
     local f = assert(io.open(path, "rb"))
