@@ -408,11 +408,6 @@ static int unary(lua_State *L, wb_status (*fn)(wb_tensor *, wb_tensor **)) {
 }
 
 int wb_lua_neg(lua_State *L) { return unary(L, wb_neg); }
-int wb_lua_silu(lua_State *L) { return unary(L, wb_silu); }
-int wb_lua_sigmoid(lua_State *L) { return unary(L, wb_sigmoid); }
-int wb_lua_relu(lua_State *L) { return unary(L, wb_relu); }
-int wb_lua_tanh(lua_State *L) { return unary(L, wb_tanh); }
-int wb_lua_exp(lua_State *L) { return unary(L, wb_exp); }
 
 void wb_lua_setstring(lua_State *L, const char *key, const char *v) {
     lua_pushstring(L, v);

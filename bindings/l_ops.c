@@ -216,6 +216,32 @@ static const luaL_Reg openblas[] = {
     {NULL, NULL},
 };
 
+/* wb.<name>(x) and t:<name>() for activation i of the op list, i the upvalue. */
+static int l_unary(lua_State *L) {
+    wb_tensor *out;
+    int i = (int)lua_tointeger(L, lua_upvalueindex(1));
+    return wb_lua_pushresult(L, wb_unary(i, wb_lua_checktensor(L, 1), &out), &out);
+}
+
+/* wb._ops() -> {{name=, kind="unary", arity=1, formula=, expr_c=, expr_cuda=}, ...}: the op list
+ * as wb.compile, wb.codegen and wb.help read it (each op declared once, in C). */
+static int l_ops_list(lua_State *L) {
+    int n = wb_unary_count();
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        const wb_unary_info *u = wb_unary_get(i);
+        lua_createtable(L, 0, 6);
+        wb_lua_setstring(L, "name", u->name);
+        wb_lua_setstring(L, "kind", "unary");
+        wb_lua_setinteger(L, "arity", 1);
+        wb_lua_setstring(L, "formula", u->formula);
+        wb_lua_setstring(L, "expr_c", u->expr_c);
+        wb_lua_setstring(L, "expr_cuda", u->expr_cuda);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
 static const luaL_Reg ops[] = {
     {"time_ns", l_time_ns},
     {"sleep_ms", l_sleep_ms},
@@ -228,11 +254,7 @@ static const luaL_Reg ops[] = {
     {"geglu_linear", l_geglu_linear},
     {"swiglu", l_swiglu},
     {"swiglu_linear", l_swiglu_linear},
-    {"silu", wb_lua_silu},
-    {"sigmoid", wb_lua_sigmoid},
-    {"relu", wb_lua_relu},
-    {"tanh", wb_lua_tanh},
-    {"exp", wb_lua_exp},
+    {"_ops", l_ops_list},
     {"cpu_isa", l_cpu_isa},
     {"cpu_bf16", l_cpu_bf16},
     {"cpu_bf16_pair_speed", l_cpu_bf16_pair_speed},
@@ -249,6 +271,19 @@ static const luaL_Reg ops[] = {
 
 void wb_lua_register_ops(lua_State *L) {
     luaL_setfuncs(L, ops, 0);
+    /* the activations: one closure each, the same value as wb.<name> and as the tensor method (so
+     * help(x.sigmoid) finds wb.sigmoid, as it did when both were one C function) */
+    int wbt = lua_absindex(L, -1);
+    luaL_getmetatable(L, WB_TENSOR_TYPE);
+    lua_getfield(L, -1, "__methods");
+    for (int i = 0; i < wb_unary_count(); i++) {
+        lua_pushinteger(L, i);
+        lua_pushcclosure(L, l_unary, 1);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, -3, wb_unary_get(i)->name);
+        lua_setfield(L, wbt, wb_unary_get(i)->name);
+    }
+    lua_pop(L, 2);
     luaL_newlib(L, openblas); /* wb.openblas: a comparison peer for benchmarks */
     lua_setfield(L, -2, "openblas");
 }

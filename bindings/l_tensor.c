@@ -503,11 +503,7 @@ static const luaL_Reg methods[] = {
     {"mul", wb_lua_mul},
     {"div", wb_lua_div},
     {"neg", wb_lua_neg},
-    {"silu", wb_lua_silu},
-    {"sigmoid", wb_lua_sigmoid},
-    {"relu", wb_lua_relu},
-    {"tanh", wb_lua_tanh},
-    {"exp", wb_lua_exp},
+    /* and the activations of the op list (silu, sigmoid, ...): wb_lua_register_ops adds them */
     {NULL, NULL},
 };
 

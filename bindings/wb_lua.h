@@ -89,12 +89,6 @@ int wb_lua_sub(lua_State *L);
 int wb_lua_mul(lua_State *L);
 int wb_lua_div(lua_State *L);
 int wb_lua_neg(lua_State *L);
-/* silu, sigmoid, relu, tanh, exp: wb.<name>(x) and the tensor methods */
-int wb_lua_silu(lua_State *L);
-int wb_lua_sigmoid(lua_State *L);
-int wb_lua_relu(lua_State *L);
-int wb_lua_tanh(lua_State *L);
-int wb_lua_exp(lua_State *L);
 
 /* Shapes: a table {2, 3} (or a single integer for 1-D). Returns ndim. */
 int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, const char *what);

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include <wb_kernels/act_list.h>
+
 #include "kernel.h"
 #include "wb.h"
 
@@ -42,11 +44,10 @@ typedef enum wb_op_id {
     WB_OP_MM,
     WB_OP_ADDMM,
     WB_OP_GEGLU_LINEAR,
-    WB_OP_SILU, /* the activations of core/ops_activation.c */
-    WB_OP_SIGMOID,
-    WB_OP_RELU,
-    WB_OP_TANH,
-    WB_OP_EXP,
+    /* the activations of <wb_kernels/act_list.h> (core/ops_activation.c) */
+#define WB_OP_ACT_ID(ID, ...) WB_OP_##ID,
+    WB_ACT_LIST(WB_OP_ACT_ID)
+#undef WB_OP_ACT_ID
     WB_OP_SWIGLU,
     WB_OP_SWIGLU_LINEAR,
     WB_OP_GENERATED, /* a generated pointwise kernel (core/codegen.c) */

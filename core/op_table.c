@@ -151,11 +151,9 @@ static const wb_op_def op_table[] = {
                             .flops = wb_flops_geglu_linear,
                             .bytes = wb_bytes_geglu_linear,
                             .impl = CPU_CUDA(wb_cpu_geglu_linear_impl, wb_cuda_geglu_linear_impl)},
-    ACTIVATION_ROW(WB_OP_SILU, "silu"),
-    ACTIVATION_ROW(WB_OP_SIGMOID, "sigmoid"),
-    ACTIVATION_ROW(WB_OP_RELU, "relu"),
-    ACTIVATION_ROW(WB_OP_TANH, "tanh"),
-    ACTIVATION_ROW(WB_OP_EXP, "exp"),
+#define ACT_LIST_ROW(ID, name, ...) ACTIVATION_ROW(WB_OP_##ID, #name),
+    WB_ACT_LIST(ACT_LIST_ROW)
+#undef ACT_LIST_ROW
     [WB_OP_SWIGLU] = {.id = WB_OP_SWIGLU,
                       .name = "swiglu",
                       .kind = WB_OP_KIND_KERNEL,

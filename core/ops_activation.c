@@ -1,7 +1,8 @@
-/* ops_activation.c: the elementwise activations silu, sigmoid, relu, tanh, exp and the fused
- * swiglu (silu(gate) * up) on the cpu: one kernel each, run by the active ISA's vectorised
- * routine (wb_cpu_act_run, the same math as the GEMM's silu epilogue), and their public entry
- * points. bf16 goes through ops_bf16.c (f32 math, one rounding). No cuda kernels yet. */
+/* ops_activation.c: the elementwise activations of <wb_kernels/act_list.h> (silu, sigmoid, relu,
+ * tanh, exp, ...) and the fused swiglu (silu(gate) * up) on the cpu: one kernel each, run by the
+ * active ISA's vectorised routine (wb_cpu_act_run, the same math as the GEMM's silu epilogue), and
+ * their public entry points. bf16 goes through ops_bf16.c (f32 math, one rounding). No cuda
+ * kernels yet. */
 #include <wb_kernels/gemm.h>
 #include <wb_kernels/pointwise.h>
 
@@ -11,10 +12,10 @@
 
 int wb_cpu_act_of(wb_op_id id) {
     switch (id) {
-    case WB_OP_SIGMOID: return WB_CPU_SIGMOID;
-    case WB_OP_RELU: return WB_CPU_RELU;
-    case WB_OP_TANH: return WB_CPU_TANH;
-    case WB_OP_EXP: return WB_CPU_EXP;
+#define ACT_OF_CASE(ID, ...)                                                                                           \
+    case WB_OP_##ID: return WB_CPU_##ID;
+        WB_ACT_LIST(ACT_OF_CASE)
+#undef ACT_OF_CASE
     case WB_OP_SWIGLU: return WB_CPU_SWIGLU;
     default: return WB_CPU_SILU;
     }
@@ -72,6 +73,29 @@ wb_status wb_sigmoid(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_SIGMOID
 wb_status wb_relu(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_RELU, x, out); }
 wb_status wb_tanh(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_TANH, x, out); }
 wb_status wb_exp(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_EXP, x, out); }
+
+/* The list as data, for the bindings (wb.<name>, t:<name>(), wb._ops()); the expressions are
+ * the list's own text. */
+#define ACT_INFO_ROW(ID, NAME, VEC, REF, CUDA, FORMULA)                                                                \
+    {.name = #NAME, .formula = FORMULA, .expr_c = #VEC, .expr_cuda = #CUDA},
+static const wb_unary_info unary_info[] = {WB_ACT_LIST(ACT_INFO_ROW)};
+#undef ACT_INFO_ROW
+#define ACT_ID_ROW(ID, ...) WB_OP_##ID,
+static const wb_op_id unary_ids[] = {WB_ACT_LIST(ACT_ID_ROW)};
+#undef ACT_ID_ROW
+enum { UNARY_COUNT = sizeof unary_ids / sizeof unary_ids[0] };
+
+int wb_unary_count(void) { return UNARY_COUNT; }
+
+const wb_unary_info *wb_unary_get(int i) { return i >= 0 && i < UNARY_COUNT ? &unary_info[i] : NULL; }
+
+wb_status wb_unary(int i, wb_tensor *x, wb_tensor **out) {
+    if (i < 0 || i >= UNARY_COUNT) {
+        *out = NULL;
+        return wb_error(WB_ERR_ARGUMENT, "unary op %d: no such activation (0..%d)", i, UNARY_COUNT - 1);
+    }
+    return unary(unary_ids[i], x, out);
+}
 
 wb_status wb_swiglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out) {
     wb_op_call c = {.in = {gate, up}, .nin = 2};

@@ -33,11 +33,9 @@ wb_status wb_cpu_bf16_pointwise(wb_op_call *c) {
     case WB_OP_NEG: op = WB_BF16_NEG; break;
     case WB_OP_GELU: op = c->p.gemm.activation == WB_ACT_GELU_ERF ? WB_BF16_GELU_ERF : WB_BF16_GELU_TANH; break;
     case WB_OP_GEGLU: op = WB_BF16_GEGLU; break;
-    case WB_OP_SILU:
-    case WB_OP_SIGMOID:
-    case WB_OP_RELU:
-    case WB_OP_TANH:
-    case WB_OP_EXP:
+#define ACT_LIST_CASE(ID, ...) case WB_OP_##ID:
+        WB_ACT_LIST(ACT_LIST_CASE)
+#undef ACT_LIST_CASE
     case WB_OP_SWIGLU: op = WB_BF16_ACT; break;
     default: return wb_error(WB_ERR_UNSUPPORTED, "no bf16 cpu kernel for this op");
     }

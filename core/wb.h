@@ -235,6 +235,19 @@ wb_status wb_relu(wb_tensor *x, wb_tensor **out);    /* max(x, 0); NaN stays NaN
 wb_status wb_tanh(wb_tensor *x, wb_tensor **out);
 wb_status wb_exp(wb_tensor *x, wb_tensor **out);
 wb_status wb_swiglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out); /* silu(gate) * up, fused */
+/* The same activations as data, in the order of the list they are declared in (one line each,
+ * kernels/cpu/include/wb_kernels/act_list.h): the bindings register wb.<name> and t:<name>()
+ * from it, and wb._ops() hands it to wb.compile, codegen and help. */
+typedef struct wb_unary_info {
+    const char *name;      /* "sigmoid": the op, its kernel, wb.sigmoid and t:sigmoid() */
+    const char *formula;   /* help's text after "wb.<name>(x) -> " */
+    const char *expr_c;    /* the generated C kernels' math, over a vector `x` (vecmath.inc) */
+    const char *expr_cuda; /* the generated CUDA kernels' math, over a float `x` */
+} wb_unary_info;
+int wb_unary_count(void);
+const wb_unary_info *wb_unary_get(int i); /* i in 0..count-1, else NULL */
+/* Activation i of the list on x: wb_sigmoid(x, out) is wb_unary(1, x, out). */
+wb_status wb_unary(int i, wb_tensor *x, wb_tensor **out);
 /* The CPU kernel path in use ("avx512", "avx2" or "scalar"), and a switch for tests/benchmarks. */
 const char *wb_cpu_isa_name(void);
 wb_status wb_cpu_isa_select(const char *name);

@@ -138,11 +138,10 @@ double wb_gelu_erf_ref(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
 double wb_act_ref(wb_cpu_act act, double x, double u) {
     switch (act) {
-    case WB_CPU_SILU: return x / (1.0 + exp(-x));
-    case WB_CPU_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case WB_CPU_RELU: return x != x ? x : x > 0 ? x : 0.0;
-    case WB_CPU_TANH: return tanh(x);
-    case WB_CPU_EXP: return exp(x);
+#define ACT_REF_CASE(ID, name, VEC, REF, ...)                                                                          \
+    case WB_CPU_##ID: return REF;
+        WB_ACT_LIST(ACT_REF_CASE)
+#undef ACT_REF_CASE
     case WB_CPU_SWIGLU: return x / (1.0 + exp(-x)) * u;
     default: return x;
     }

@@ -20,14 +20,17 @@ local EXPR = {
     mul = function(a, b) return "v_mul(" .. a .. ", " .. b .. ")" end,
     div = function(a, b) return "v_div(" .. a .. ", " .. b .. ")" end,
     neg = function(a) return "v_mul(" .. a .. ", v_set1(-1.0f))" end,
-    silu = function(a) return "v_silu(" .. a .. ")" end,
-    sigmoid = function(a) return "v_sigmoid(" .. a .. ")" end,
-    relu = function(a) return "v_max_nan(v_set1(0.0f), " .. a .. ")" end,
-    tanh = function(a) return "v_tanh(" .. a .. ")" end,
-    exp = function(a) return "v_exp(" .. a .. ")" end,
     gelu = function(a) return "v_gelu_erf(" .. a .. ")" end,
     gelu_tanh = function(a) return "v_gelu_tanh(" .. a .. ")" end,
 }
+-- The activations of the op list (wb._ops(): silu, sigmoid, ...) bring their own C and CUDA C,
+-- expressions in x: x becomes the operand (a whole word only: expf and fmaxf keep theirs).
+local CUDA = {}
+for _, op in ipairs(wb._ops()) do
+    local c, cuda = op.expr_c, op.expr_cuda
+    EXPR[op.name] = function(a) return (c:gsub("%f[%w_]x%f[^%w_]", function() return a end)) end
+    CUDA[op.name] = function(a) return (cuda:gsub("%f[%w_]x%f[^%w_]", function() return a end)) end
+end
 M.OPS = EXPR
 
 local ARITY = {add = 2, sub = 2, mul = 2, div = 2}
@@ -141,22 +144,15 @@ end
 
 -- ---- CUDA C ----------------------------------------------------------------------------------------
 
--- The ops as CUDA C over float values (the math of the hand-written .cu kernels where they have
--- it; no fast-math intrinsics).
-local CUDA = {
-    add = function(a, b) return "(" .. a .. " + " .. b .. ")" end,
-    sub = function(a, b) return "(" .. a .. " - " .. b .. ")" end,
-    mul = function(a, b) return "(" .. a .. " * " .. b .. ")" end,
-    div = function(a, b) return "(" .. a .. " / " .. b .. ")" end,
-    neg = function(a) return "(" .. a .. " * -1.0f)" end,
-    silu = function(a) return "wb_silu(" .. a .. ")" end,
-    sigmoid = function(a) return "wb_sigmoid(" .. a .. ")" end,
-    relu = function(a) return "wb_relu(" .. a .. ")" end,
-    tanh = function(a) return "tanhf(" .. a .. ")" end,
-    exp = function(a) return "expf(" .. a .. ")" end,
-    gelu = function(a) return "wb_gelu_erf(" .. a .. ")" end,
-    gelu_tanh = function(a) return "wb_gelu_tanh(" .. a .. ")" end,
-}
+-- The other ops as CUDA C over float values (the math of the hand-written .cu kernels where they
+-- have it; no fast-math intrinsics); the activations came with the op list above.
+CUDA.add = function(a, b) return "(" .. a .. " + " .. b .. ")" end
+CUDA.sub = function(a, b) return "(" .. a .. " - " .. b .. ")" end
+CUDA.mul = function(a, b) return "(" .. a .. " * " .. b .. ")" end
+CUDA.div = function(a, b) return "(" .. a .. " / " .. b .. ")" end
+CUDA.neg = function(a) return "(" .. a .. " * -1.0f)" end
+CUDA.gelu = function(a) return "wb_gelu_erf(" .. a .. ")" end
+CUDA.gelu_tanh = function(a) return "wb_gelu_tanh(" .. a .. ")" end
 
 -- What every CUDA kernel starts with: no headers (NVRTC has none of the system's), the argument
 -- struct laid out as the plugin ABI's wb_cuda_poi_args (asserted), the math, bf16 conversions.

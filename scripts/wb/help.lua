@@ -29,11 +29,6 @@ local DOCS = {
     ["wb.geglu_linear"] = "wb.geglu_linear(x, w_gate, w_up[, b_gate, b_up]) -> gelu_tanh(x w_gate^T + b_gate) * (x w_up^T + b_up) in one dual-GEMM kernel",
     ["wb.swiglu"] = "wb.swiglu(gate, up) -> silu(gate) * up in one pointwise kernel",
     ["wb.swiglu_linear"] = "wb.swiglu_linear(x, w_gate, w_up[, b_gate, b_up]) -> silu(x w_gate^T + b_gate) * (x w_up^T + b_up) in one dual-GEMM kernel (cpu)",
-    ["wb.silu"] = "wb.silu(x) -> x * sigmoid(x) = x / (1 + exp(-x)); also x:silu()",
-    ["wb.sigmoid"] = "wb.sigmoid(x) -> 1 / (1 + exp(-x)); also x:sigmoid()",
-    ["wb.relu"] = "wb.relu(x) -> max(x, 0) (NaN stays NaN); also x:relu()",
-    ["wb.tanh"] = "wb.tanh(x) -> tanh(x); also x:tanh()",
-    ["wb.exp"] = "wb.exp(x) -> exp(x); also x:exp()",
     ["wb.allclose"] = "wb.allclose(a, b[, {rtol=1e-5, atol=1e-8}]) -> true when |a-b| <= atol + rtol |b| everywhere (NaN is never close)",
     ["wb.max_abs_diff"] = "wb.max_abs_diff(a, b) -> the largest |a - b|",
     ["wb.rel_error"] = "wb.rel_error(out, ref) -> ||out - ref|| / ||ref|| in double precision",
@@ -126,18 +121,13 @@ local DOCS = {
     ["mul"] = "t:mul(b) -> t * b elementwise (broadcasting)",
     ["div"] = "t:div(b) -> t / b elementwise (broadcasting)",
     ["neg"] = "t:neg() -> -t",
-    ["silu"] = "t:silu() -> wb.silu(t)",
-    ["sigmoid"] = "t:sigmoid() -> wb.sigmoid(t)",
-    ["relu"] = "t:relu() -> wb.relu(t)",
-    ["tanh"] = "t:tanh() -> wb.tanh(t)",
-    ["exp"] = "t:exp() -> wb.exp(t)",
 }
 
 local TOPICS = [[
 workbench help: help(function) or help("name") for one entry; help(x) for a tensor.
   creation  wb.tensor wb.empty wb.zeros wb.ones wb.full wb.rand wb.randn wb.arange wb.manual_seed
   ops       a+b a-b a*b a/b -a  wb.matmul wb.addmm wb.linear wb.gelu wb.geglu wb.geglu_linear
-            wb.silu wb.sigmoid wb.relu wb.tanh wb.exp wb.swiglu wb.swiglu_linear
+            ACTIVATIONS wb.swiglu wb.swiglu_linear
   checks    wb.allclose wb.max_abs_diff wb.rel_error
   views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
   modules   wb.nn.Linear wb.nn.GeGLUMLP wb.nn.SwiGLUMLP
@@ -146,6 +136,15 @@ workbench help: help(function) or help("name") for one entry; help(x) for a tens
   machine   wb.set_num_threads wb.set_threads_adaptive wb.cpu_isa wb.cpu_bf16 wb.cpu_blocking wb.devices
             wb.set_cpu_blocking wb.synchronize
 Tab completes names (x:tr<Tab>); a trailing ; silences a value; Ctrl-C stops a statement; Ctrl-D leaves.]]
+
+-- The activations of the op list (wb._ops(), declared once in C): their entries and the topic line.
+local activations = {}
+for _, op in ipairs(wb._ops()) do
+    DOCS["wb." .. op.name] = string.format("wb.%s(x) -> %s; also x:%s()", op.name, op.formula, op.name)
+    DOCS[op.name] = string.format("t:%s() -> wb.%s(t)", op.name, op.name)
+    activations[#activations + 1] = "wb." .. op.name
+end
+TOPICS = TOPICS:gsub("ACTIVATIONS", table.concat(activations, " "))
 
 local MODULES = {"nn", "graph", "profiler", "openblas", "cuda", "sweep", "args"}
 

@@ -9,7 +9,9 @@
 #include "linear_ops.h"
 #include "kernel.h"
 #include "op.h"
+#include "pointwise_ops.h"
 #include "profiler.h"
+#include <wb_kernels/gemm.h>
 #include <wb_kernels/pointwise.h>
 #include "wb.h"
 
@@ -50,6 +52,28 @@ static void test_op_table(void) {
     CHECK(!strcmp(wb_op_name(WB_OP_T), "t"));
     CHECK(!strcmp(wb_op_name(WB_OP_ADD), "add"));
     CHECK(wb_op_get(WB_OP_COUNT) == NULL);
+    /* the activation list: each entry's op id, name and kernel act agree, in the list's order */
+    int n = wb_unary_count();
+    CHECK(n >= 5 && wb_unary_get(n) == NULL && wb_unary_get(-1) == NULL);
+    CHECK(!strcmp(wb_unary_get(0)->name, "silu") && !strcmp(wb_unary_get(1)->name, "sigmoid"));
+    for (int i = 0; i < n; i++) {
+        const wb_unary_info *u = wb_unary_get(i);
+        CHECK(!strcmp(wb_op_name((wb_op_id)(WB_OP_SILU + i)), u->name));
+        CHECK(wb_cpu_act_of((wb_op_id)(WB_OP_SILU + i)) == WB_CPU_SILU + i);
+        CHECK(u->formula[0] && strstr(u->expr_c, "x") && strstr(u->expr_cuda, "x"));
+    }
+    const int64_t shape[] = {3};
+    wb_tensor *x, *y = (wb_tensor *)&y;
+    CHECK_OK(wb_tensor_empty(WB_F32, WB_DEVICE_CPU, 1, shape, &x));
+    CHECK_ERR(wb_unary(n, x, &y), WB_ERR_ARGUMENT, "no such activation");
+    CHECK(y == NULL);
+    CHECK_ERR(wb_unary(-1, x, &y), WB_ERR_ARGUMENT, "no such activation");
+    CHECK_OK(wb_fill_(x, 0.0));
+    CHECK_OK(wb_unary(1, x, &y)); /* sigmoid(0) = 0.5 */
+    double v[3];
+    CHECK_OK(wb_to_doubles(y, v));
+    CHECK(v[0] == 0.5 && v[2] == 0.5);
+    wb_tensor_free(x), wb_tensor_free(y);
 }
 
 static void test_storage_alignment_and_refcount(void) {

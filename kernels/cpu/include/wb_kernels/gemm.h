@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wb_kernels/act_list.h"
+
 /* What happens to the accumulators when a tile is stored after its last K block. */
 typedef enum wb_gemm_store {
     WB_STORE_PLAIN = 0,
@@ -18,13 +20,11 @@ typedef enum wb_gemm_store {
 } wb_gemm_store;
 
 /* The elementwise activations beyond GELU (contiguous routines of each ISA, the same math as
- * the epilogues); SWIGLU is gated: y = silu(x) * u. */
+ * the epilogues): those of the list in act_list.h, then SWIGLU, gated: y = silu(x) * u. */
 typedef enum wb_cpu_act {
-    WB_CPU_SILU,    /* x / (1 + exp(-x)) */
-    WB_CPU_SIGMOID, /* 1 / (1 + exp(-x)) */
-    WB_CPU_RELU,    /* max(x, 0), NaN stays NaN */
-    WB_CPU_TANH,
-    WB_CPU_EXP,
+#define WB_CPU_ACT_ID(ID, ...) WB_CPU_##ID,
+    WB_ACT_LIST(WB_CPU_ACT_ID)
+#undef WB_CPU_ACT_ID
     WB_CPU_SWIGLU,
     WB_CPU_ACT_COUNT
 } wb_cpu_act;
