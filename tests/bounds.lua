@@ -19,7 +19,7 @@ B.TINY = 2 ^ -126 -- below it, ULPs are absolute (subnormals)
 
 -- Each activation: its largest |f'| over the reals (how an input error grows) and the ULPs the
 -- vectorised kernels stay within against a double reference (test_gemm.c checks 8 for the GELUs,
--- 4 for silu, sigmoid, tanh and exp). exp's derivative is itself: `relative` says so.
+-- 4 for silu, sigmoid, tanh, exp and softplus). exp's derivative is itself: `relative` says so.
 B.ACT = {
     none = {lip = 1, ulps = 0, f = function(x) return x end},
     gelu_tanh = {lip = 1.13, ulps = 8},
@@ -28,7 +28,21 @@ B.ACT = {
     sigmoid = {lip = 0.25, ulps = 4, f = function(x) return 1 / (1 + math.exp(-x)) end},
     tanh = {lip = 1, ulps = 4, f = function(x) return (math.exp(2 * x) - 1) / (math.exp(2 * x) + 1) end},
     relu = {lip = 1, ulps = 0, f = function(x) return x > 0 and x or 0 end},
+    softplus = {lip = 1, ulps = 4}, -- its slope is sigmoid's value, in (0, 1)
 }
+
+-- log1p(e) for e in [0, 1] to double precision: the series below 1e-5 (log(1 + e) would lose
+-- the digits 1 + e drops), log(1 + e) above (it loses at most 1e-11 of the result there).
+local function log1p(e)
+    if e < 1e-5 then return e - e * e / 2 + e * e * e / 3 end
+    return math.log(1 + e)
+end
+-- softplus(x) = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), NaN stays NaN
+B.ACT.softplus.f = function(x)
+    if x ~= x then return x end
+    if x > 0 then return x + log1p(math.exp(-x)) end
+    return log1p(math.exp(x))
+end
 
 function B.gamma(k, u)
     u = u or B.U32

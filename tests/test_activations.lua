@@ -1,7 +1,9 @@
--- test_activations.lua: silu, sigmoid, relu, tanh, exp, swiglu and the silu epilogues (linear,
--- swiglu_linear) against double-precision references in Lua: awkward sizes, strided inputs,
--- special values, the threaded path, bf16, and the kernel names the profiler sees.
+-- test_activations.lua: silu, sigmoid, relu, tanh, exp, softplus, swiglu and the silu epilogues
+-- (linear, swiglu_linear) against double-precision references in Lua: awkward sizes, strided
+-- inputs, special values, the threaded path, bf16, generated code, and the kernel names the
+-- profiler sees.
 local lu = require("luaunit")
+local B = require("bounds")
 
 local ref = {
     silu = function(x) return x / (1 + math.exp(-x)) end,
@@ -14,6 +16,7 @@ local ref = {
         return (e - 1) / (e + 1)
     end,
     exp = math.exp,
+    softplus = B.ACT.softplus.f,
 }
 
 -- Relative error against the reference, with an absolute floor for results near 0.
@@ -110,6 +113,38 @@ function test_silu_epilogue_of_linear_and_the_dual_gemm()
         local db = wb.swiglu_linear(x, w, wu, b, b)
         lu.assertTrue(wb.rel_error(db, wb.swiglu(wb.linear(x, w, b), wb.linear(x, wu, b))) < 1e-5)
     end
+end
+
+-- softplus eager (f32, bf16) and in a generated kernel within the forward error bound of its
+-- computation (bounds.lua: 4 ULP of its own, slope below 1), over [-40, 40] where both branches,
+-- the subnormal-free tail (exp(x) alone below -16.7) and x + tiny above 16 are all exercised.
+function test_softplus_within_its_forward_error_bound()
+    local x, y = wb.rand({9, 131}) * 80 - 40, wb.randn({9, 131})
+    B.assert_within_bound(wb.softplus(x), B.act("softplus", B.input(x)), "softplus f32")
+    local xb = x:to{dtype = "bf16"}
+    B.assert_within_bound(xb:softplus(), B.round(B.act("softplus", B.input(xb)), "bf16"), "softplus bf16")
+    local fn = function(a, b) return wb.softplus(a * b) + a end
+    for _, dtype in ipairs({"f32", "bf16"}) do
+        local a, b = x:to{dtype = dtype}, y:to{dtype = dtype}
+        local o = dtype == "bf16" and {u = B.UBF16} or nil
+        -- the eager program's bound (every op rounded): the generated kernel rounds less
+        local s = B.act("softplus", B.mul(B.input(a), B.input(b), o))
+        local z = B.add(dtype == "bf16" and B.round(s, "bf16") or s, B.input(a), o)
+        local f = wb.compile(fn)
+        local got = f(a, b)
+        lu.assertStrContains(f:explain(), "group wb_poi_fused_mul_softplus_add_0")
+        B.assert_within_bound(fn(a, b), z, "softplus eager chain " .. dtype)
+        B.assert_within_bound(got, z, "softplus generated " .. dtype)
+    end
+    local p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    wb.softplus(x)
+    wb.softplus(xb)
+    p:stop()
+    local names = {}
+    for _, e in ipairs(p:events()) do if e.cat == "kernel" then names[#names + 1] = e.name end end
+    lu.assertStrMatches(names[1], "wb_softplus_.*")
+    lu.assertStrMatches(names[2], "wb_softplus_bf16_.*")
 end
 
 function test_kernel_names_spell_the_epilogue()

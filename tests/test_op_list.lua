@@ -71,6 +71,23 @@ function test_compile_traces_and_generates_each()
     end
 end
 
+-- The CUDA C of a group holding each activation uses the list's CUDA expression (eager cuda has
+-- no activation kernels, so no trace reaches it on a device: the text is what can be checked).
+function test_cuda_source_uses_the_list()
+    local codegen = require("wb.codegen")
+    local a = wb.randn({2, 3})
+    for _, op in ipairs(wb._ops()) do
+        local t1, t2 = wb.empty({2, 3}), wb.empty({2, 3})
+        local g = {symbol = "wb_poi_fused_" .. op.name .. "_neg_0", ops = op.name .. " neg", inputs = {a},
+            dtype = "f32", inner_broadcast = {},
+            nodes = {{op = op.name, args = {a}, out = t1}, {op = "neg", args = {t1}, out = t2}}}
+        local src = codegen.cuda_source(g)
+        local want = op.expr_cuda:gsub("%f[%w_]x%f[^%w_]", "v0")
+        lu.assertStrContains(src, "const float t1 = " .. want .. "; /* " .. op.name .. " */")
+        lu.assertStrContains(codegen.source(g), "vf t1 = " .. op.expr_c:gsub("%f[%w_]x%f[^%w_]", "v0") .. ";")
+    end
+end
+
 function test_bad_arguments()
     for _, op in ipairs(wb._ops()) do
         local n = op.name

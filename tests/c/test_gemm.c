@@ -510,8 +510,8 @@ static void test_blocking_rule(void) {
     printf("blocking rule: %s\n", failures == before ? "ok" : "FAILED");
 }
 
-/* silu, sigmoid, tanh and exp against wb_act_ref: the GELU points, plus 200k points where exp,
- * sigmoid and silu round into the subnormals or underflow to 0 (x in [-110, -80]) and every
+/* silu, sigmoid, tanh, exp and softplus against wb_act_ref: the GELU points, plus 200k points where
+ * exp, sigmoid, silu and softplus round into the subnormals or underflow to 0 (x in [-110, -80]) and every
  * float in [88.72, 88.73), around where exp overflows: these are rounded by a separate scaling
  * step. */
 static void test_act_ulps(const wb_cpu_isa *isa) {
@@ -525,9 +525,9 @@ static void test_act_ulps(const wb_cpu_isa *isa) {
     const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 3.4e38f, -3.4e38f, 100.0f};
     for (int i = 0; i < 10; i++)
         x[n++] = specials[i];
-    const wb_cpu_act acts[] = {WB_CPU_SILU, WB_CPU_SIGMOID, WB_CPU_TANH, WB_CPU_EXP};
-    const char *names[] = {"silu", "sigmoid", "tanh", "exp"};
-    for (int a = 0; a < 4; a++) {
+    const wb_cpu_act acts[] = {WB_CPU_SILU, WB_CPU_SIGMOID, WB_CPU_TANH, WB_CPU_EXP, WB_CPU_SOFTPLUS};
+    const char *names[] = {"silu", "sigmoid", "tanh", "exp", "softplus"};
+    for (int a = 0; a < 5; a++) {
         isa->activation(acts[a], x, NULL, y, n);
         double worst = 0, where = 0;
         for (int i = 0; i < n; i++) {

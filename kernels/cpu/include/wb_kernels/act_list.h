@@ -19,6 +19,8 @@
     X(RELU, relu, v_max_nan(v_set1(0.0f), x), x != x ? x : x > 0 ? x : 0.0, wb_relu(x), "max(x, 0) (NaN stays NaN)")  \
     X(TANH, tanh, v_tanh(x), tanh(x), tanhf(x), "tanh(x)")                                                             \
     X(EXP, exp, v_exp(x), exp(x), expf(x), "exp(x)")                                                                   \
+    X(SOFTPLUS, softplus, v_softplus(x), x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)),                                   \
+      (fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)))), "log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))")                    \
     /* one line per activation, above this one */
 
 #endif
