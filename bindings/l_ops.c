@@ -4,6 +4,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <wb_kernels/act_list.h>
+
 #include "peer.h"
 #include "wb_lua.h"
 
@@ -216,12 +218,24 @@ static const luaL_Reg openblas[] = {
     {NULL, NULL},
 };
 
-/* wb.<name>(x) and t:<name>() for activation i of the op list, i the upvalue. */
-static int l_unary(lua_State *L) {
-    wb_tensor *out;
-    int i = (int)lua_tointeger(L, lua_upvalueindex(1));
-    return wb_lua_pushresult(L, wb_unary(i, wb_lua_checktensor(L, 1), &out), &out);
-}
+/* wb.<name>(x) and t:<name>() for each activation of the list: a C function each, its index a
+ * constant (a closure's upvalue cost 60 instructions a call: lua_tointegerx), written by the list. */
+enum {
+#define ACT_INDEX(ID, ...) ACT_##ID,
+    WB_ACT_LIST(ACT_INDEX)
+#undef ACT_INDEX
+    ACT_COUNT
+};
+#define ACT_FUNCTION(ID, NAME, ...)                                                                                    \
+    static int l_act_##NAME(lua_State *L) {                                                                            \
+        wb_tensor *out;                                                                                                \
+        return wb_lua_pushresult(L, wb_unary(ACT_##ID, wb_lua_checktensor(L, 1), &out), &out);                         \
+    }
+WB_ACT_LIST(ACT_FUNCTION)
+#undef ACT_FUNCTION
+#define ACT_ENTRY(ID, NAME, ...) l_act_##NAME,
+static const lua_CFunction act_functions[ACT_COUNT] = {WB_ACT_LIST(ACT_ENTRY)};
+#undef ACT_ENTRY
 
 /* wb._ops() -> {{name=, kind="unary", arity=1, formula=, expr_c=, expr_cuda=}, ...}: the op list
  * as wb.compile, wb.codegen and wb.help read it (each op declared once, in C). */
@@ -271,16 +285,15 @@ static const luaL_Reg ops[] = {
 
 void wb_lua_register_ops(lua_State *L) {
     luaL_setfuncs(L, ops, 0);
-    /* the activations: one closure each, the same value as wb.<name> and as the tensor method (so
-     * help(x.sigmoid) finds wb.sigmoid, as it did when both were one C function) */
+    /* the activations, one function each under its name in wb and in the tensor's methods (one
+     * value: help(x.sigmoid) finds wb.sigmoid); the core's list is the same list */
     int wbt = lua_absindex(L, -1);
     luaL_getmetatable(L, WB_TENSOR_TYPE);
     lua_getfield(L, -1, "__methods");
-    for (int i = 0; i < wb_unary_count(); i++) {
-        lua_pushinteger(L, i);
-        lua_pushcclosure(L, l_unary, 1);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, -3, wb_unary_get(i)->name);
+    for (int i = 0; i < ACT_COUNT && i < wb_unary_count(); i++) {
+        lua_pushcfunction(L, act_functions[i]);
+        lua_setfield(L, -2, wb_unary_get(i)->name);
+        lua_pushcfunction(L, act_functions[i]);
         lua_setfield(L, wbt, wb_unary_get(i)->name);
     }
     lua_pop(L, 2);
