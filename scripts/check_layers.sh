@@ -32,28 +32,28 @@ forbid() {
     fi
 }
 
-core=$(ls core/*.c core/*.h core/abi/*.h)
+core=$(find core -name '*.c' -o -name '*.h')
 kcpu=$(find kernels/cpu -name '*.c' -o -name '*.h' -o -name '*.inc')
-kcuda=$(ls kernels/cuda/*.c kernels/cuda/*.h kernels/cuda/*.cu)
+kcuda=$(find kernels/cuda -name '*.c' -o -name '*.h' -o -name '*.cu')
 bind=$(ls bindings/*.c bindings/*.h)
 
-core_headers=$(ls core/*.h | xargs -n1 basename | sed 's/\./\\./g' | paste -sd'|' -)
+core_headers=$(find core -name '*.h' | xargs -n1 basename | sed 's/\./\\./g' | paste -sd'|' -)
 forbid "core includes Lua" '^(lua|lauxlib|lualib)\.h$' $core
 forbid "core includes the bindings" '^(wb_lua|repl|guard)\.h$' $core
 forbid "core includes CUDA headers" '^(cuda\\.h|cuda_runtime|cublas|cupti|nvrtc)' $core
 forbid "core includes by relative path" '^\.\./' $core
 forbid "core includes the CUDA plugin's files" '^plugin_internal\.h$' $core
-forbid "a CPU kernel includes the core" "^(\\.\\./|($core_headers)\$|abi/)" $kcpu
+forbid "a CPU kernel includes the core" "^(\\.\\./|($core_headers)\$)" $kcpu
 forbid "a CPU kernel includes Lua or CUDA" '^(lua|lauxlib|lualib|cuda\\.h|cuda_runtime|cublas|cupti)' $kcpu
 forbid "the CUDA plugin includes the core (beyond wb_cuda_abi.h)" "^(\\.\\./|($core_headers)\$)" $kcuda
 forbid "the bindings include CUDA headers or the plugin's files" '^(cuda\\.h|cuda_runtime|cublas|cupti|nvrtc|cuda_plugin\\.h|plugin_internal\\.h)' $bind
 
 # `if cuda` outside the backend's own files
 hits=$(grep -HnE 'WB_DEVICE_CUDA|wb_cuda_api_get|wb_cuda_check' $core $bind |
-    grep -vE '^core/(cuda_[a-z_]+\.[ch]|backend_cpu\.c|backend\.h|abi/)' |
-    grep -vE '^core/wb\.h:.*typedef enum wb_device' |
-    grep -vE '^core/device\.c:.*(\[WB_DEVICE_CUDA\] = "cuda"|cuda:0|WB_DEVICE_CUDA :|\*out = WB_DEVICE_CUDA)' |
-    grep -vE '^core/op_table\.c:.*\[WB_DEVICE_CUDA\] =' |
+    grep -vE '^core/(cuda/|base/backend_cpu\.c|base/backend\.h)' |
+    grep -vE '^core/base/wb\.h:.*typedef enum wb_device' |
+    grep -vE '^core/base/device\.c:.*(\[WB_DEVICE_CUDA\] = "cuda"|cuda:0|WB_DEVICE_CUDA :|\*out = WB_DEVICE_CUDA)' |
+    grep -vE '^core/ops/op_table\.c:.*\[WB_DEVICE_CUDA\] =' |
     grep -vE '^bindings/l_wb\.c:.*(WB_DEVICE_CUDA\)|cuda\.)' )
 if [ -n "$hits" ]; then
     echo "check_layers: device-specific code outside the backend's files:" >&2

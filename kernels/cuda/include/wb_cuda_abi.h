@@ -1,4 +1,4 @@
-/* wb_cuda_abi.h: the C interface between libwb (core/cuda_backend.c) and the CUDA plugin
+/* wb_cuda_abi.h: the C interface between libwb (core/cuda/cuda_backend.c) and the CUDA plugin
  * libwb_cuda.so. The core owns it; the plugin (kernels/cuda/) includes it.
  *
  * The plugin is a CMake MODULE that libwb dlopens at the first use of device "cuda", so the

@@ -25,7 +25,7 @@ wb_status wb_matmul_impl(wb_op_call *c);
 wb_status wb_linear_impl(wb_op_call *c);
 
 /* Weights packed once for the active ISA, keyed by storage identity and version (see
- * core/prepack.c). bf16: the storage holds bf16 and is widened to f32 while packing. Returns
+ * core/cpu/prepack.c). bf16: the storage holds bf16 and is widened to f32 while packing. Returns
  * NULL when the packing does not fit the cache: pack per call then. */
 const float *wb_prepack_get(const void *isa, wb_storage *b, int64_t b_offset, int64_t k, int64_t n, int64_t rsb,
                             int64_t csb, wb_storage *b_up, int64_t up_offset, int bf16);

@@ -45,7 +45,7 @@ static void refresh_gemm(void *v) {
 }
 
 /* packed_b is not listed: refresh re-resolves it from b_storage (a graph never rebinds a weight
- * whose storage a context names: core/graph.c) */
+ * whose storage a context names: core/observe/graph.c) */
 static const wb_launch_layout gemm_layout = {
     .size = sizeof(gemm_launch),
     .refresh = refresh_gemm,

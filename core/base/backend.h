@@ -4,14 +4,14 @@
  * Members marked (optional) may be NULL; callers ask before they call. Ops reach devices
  * through the op table's per-device column (op.h), not through this table.
  *
- * The CUDA plugin's ABI (abi/wb_cuda_abi.h) is owned by the core too: the plugin includes it. */
+ * The CUDA plugin's ABI (wb_cuda_abi.h) is owned by the core too: the plugin includes it. */
 #ifndef WB_BACKEND_H
 #define WB_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "abi/wb_cuda_abi.h"
+#include "wb_cuda_abi.h"
 #include "wb.h"
 
 /* A record of device activity as the device's tracer hands it over (CUPTI's, flattened). */
@@ -67,7 +67,7 @@ typedef struct wb_backend {
     wb_status (*graph_launch)(void *exec);
     void (*graph_destroy)(void *exec);
 
-    /* (optional, all or none) Generated kernels compiled for the device (core/codegen_cache.c
+    /* (optional, all or none) Generated kernels compiled for the device (core/cpu/codegen_cache.c
      * keeps the disk cache; the launch is the op "generated" in the op table's device column).
      * target: WB_ERR_UNSUPPORTED when the device cannot compile now (the message says why; asked
      * once). compile: source -> an image (released with image_free); on failure the compiler's

@@ -147,7 +147,7 @@ void wb_broadcast_strides(const wb_tensor *x, int ndim, const int64_t *shape, in
 wb_status wb_shape_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out,
                              const char *context);
 
-/* ---- ops (every one goes through the dispatcher, see core/dispatch.c) ------------------ */
+/* ---- ops (every one goes through the dispatcher, see core/ops/dispatch.c) ------------------ */
 
 /* Views: share storage, launch nothing. */
 wb_status wb_t(wb_tensor *x, wb_tensor **out);
@@ -228,7 +228,7 @@ wb_status wb_geglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out); /* gelu_tan
 /* silu(x W_gate^T + b_gate) * (x W_up^T + b_up) in one kernel (cpu), as wb_geglu_linear. */
 wb_status wb_swiglu_linear(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor *b_gate, wb_tensor *b_up,
                            wb_tensor **out);
-/* Elementwise activations, one kernel each (core/ops_activation.c). */
+/* Elementwise activations, one kernel each (core/ops/ops_activation.c). */
 wb_status wb_silu(wb_tensor *x, wb_tensor **out);    /* x / (1 + exp(-x)) */
 wb_status wb_sigmoid(wb_tensor *x, wb_tensor **out); /* 1 / (1 + exp(-x)) */
 wb_status wb_relu(wb_tensor *x, wb_tensor **out);    /* max(x, 0); NaN stays NaN */

@@ -8,7 +8,7 @@
 
 #include <wb_kernels/generated.h>
 
-#include "abi/wb_cuda_abi.h"
+#include "wb_cuda_abi.h"
 #include "op.h"
 
 _Static_assert(WB_CUDA_MAX_DIMS == WB_MAX_DIMS, "the plugin's dimension limit is the core's");
