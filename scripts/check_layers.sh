@@ -3,9 +3,12 @@
 #   core/          never includes Lua, the bindings, CUDA headers, or kernels by relative path;
 #                  it reaches the CPU kernels only through their public folder (<wb_kernels/...>)
 #   kernels/cpu/   never includes the core (nor Lua, nor CUDA): pointers and strides only
-#   kernels/cuda/  includes the core's plugin ABI (wb_cuda_abi.h) and nothing else of the core
+#   kernels/cuda/  includes nothing of the core: the plugin's ABI (wb_cuda_abi.h) is in the kernels'
+#                  public folder (kernels/cuda/include/), which the core includes; no kernel target
+#                  has a folder of core/ on its include path
 #   bindings/      never includes CUDA headers or the plugin's files
 #   the executable links no CUDA library (the plugin is dlopen'ed at first use)
+#   one clock: only core/base/clock.h reads the time (wb_now_ns), in the core and the bindings
 #   no `if cuda` outside the backend's own files: WB_DEVICE_CUDA appears only in the device
 #                  registry, the op table's device column and the wb.cuda bindings
 # Usage: scripts/check_layers.sh [BUILD_DIR]   (with BUILD_DIR, also checks the executable's links)
@@ -45,7 +48,7 @@ forbid "core includes by relative path" '^\.\./' $core
 forbid "core includes the CUDA plugin's files" '^plugin_internal\.h$' $core
 forbid "a CPU kernel includes the core" "^(\\.\\./|($core_headers)\$)" $kcpu
 forbid "a CPU kernel includes Lua or CUDA" '^(lua|lauxlib|lualib|cuda\\.h|cuda_runtime|cublas|cupti)' $kcpu
-forbid "the CUDA plugin includes the core (beyond wb_cuda_abi.h)" "^(\\.\\./|($core_headers)\$)" $kcuda
+forbid "the CUDA plugin includes the core" "^(\\.\\./|($core_headers)\$)" $kcuda
 forbid "the bindings include CUDA headers or the plugin's files" '^(cuda\\.h|cuda_runtime|cublas|cupti|nvrtc|cuda_plugin\\.h|plugin_internal\\.h)' $bind
 
 # `if cuda` outside the backend's own files
@@ -57,6 +60,23 @@ hits=$(grep -HnE 'WB_DEVICE_CUDA|wb_cuda_api_get|wb_cuda_check' $core $bind |
     grep -vE '^bindings/l_wb\.c:.*(WB_DEVICE_CUDA\)|cuda\.)' )
 if [ -n "$hits" ]; then
     echo "check_layers: device-specific code outside the backend's files:" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
+
+# one clock: the core and the bindings read time through wb_now_ns (core/base/clock.h) only
+hits=$(grep -HnE '(clock_gettime|gettimeofday|timespec_get)[[:space:]]*\(' $core $bind | grep -v '^core/base/clock\.h:')
+if [ -n "$hits" ]; then
+    echo "check_layers: a clock read outside core/base/clock.h (use wb_now_ns):" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
+
+# the kernels stand below the core: no kernel target has a folder of core/ on its include path
+hits=$(tr '\n' ' ' <CMakeLists.txt | grep -oE 'target_include_directories\((wb_kernels_cpu|wb_cuda|wb_cuda_mock)[[:space:]][^)]*\)' |
+    grep -E '[[:space:]/]core(/|[[:space:])])')
+if [ -n "$hits" ]; then
+    echo "check_layers: a kernel target includes a folder of the core:" >&2
     echo "$hits" | sed 's/^/  /' >&2
     bad=1
 fi

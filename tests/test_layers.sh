@@ -7,7 +7,7 @@ src=$1 build=$2
 sh "$src/scripts/check_layers.sh" "$build" || { echo "FAIL: the tree itself crosses a line"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-(cd "$src" && tar cf - core kernels bindings scripts/check_layers.sh) | (cd "$tmp" && tar xf -)
+(cd "$src" && tar cf - CMakeLists.txt core kernels bindings scripts/check_layers.sh) | (cd "$tmp" && tar xf -)
 fails=0
 plant() { # FILE LINE WHAT
     cp "$tmp/$1" "$tmp/saved"
@@ -29,5 +29,8 @@ plant core/observe/graph.c '#include <cuda_runtime_api.h>' "core includes a CUDA
 plant kernels/cuda/mock_plugin.c '#include "op.h"' "the plugin includes the core"
 plant bindings/l_wb.c '#include <cupti.h>' "the bindings include a CUDA header"
 plant core/observe/graph.c 'static int x = WB_DEVICE_CUDA;' "an if-cuda outside the backend's files"
+plant bindings/l_host.c 'static void t(struct timespec *ts) { clock_gettime(CLOCK_MONOTONIC, ts); }' "a clock read outside clock.h"
+plant core/cpu/peak.c 'static void t(struct timeval *tv) { gettimeofday(tv, 0); }' "a second clock in the core"
+plant CMakeLists.txt 'target_include_directories(wb_cuda_mock PRIVATE kernels/cuda core/base)' "a kernel target includes a core folder"
 [ "$fails" -eq 0 ] && echo "test_layers: every crossing caught"
 exit "$fails"

@@ -1,10 +1,10 @@
 /* backend.h: one table of functions per device (internal to libwb; the model is ggml's
  * ggml_backend_i). Storage, devices, graphs, the profiler and the bindings reach a device only
- * through its table: no `if cuda` outside the backends' own files (backend_cpu.c, cuda_*.c).
+ * through its table: no `if cuda` outside the backends' own files (backend_cpu.c, core/cuda/).
  * Members marked (optional) may be NULL; callers ask before they call. Ops reach devices
  * through the op table's per-device column (op.h), not through this table.
  *
- * The CUDA plugin's ABI (wb_cuda_abi.h) is owned by the core too: the plugin includes it. */
+ * The CUDA plugin's ABI (wb_cuda_abi.h) comes from the plugin's public folder, below the core. */
 #ifndef WB_BACKEND_H
 #define WB_BACKEND_H
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "peer.h"
+#include "clock.h"
 #include "profiler.h"
 #include "storage.h"
 
@@ -123,7 +123,7 @@ static wb_status cpu_ok(void) { return WB_OK; }
 
 /* The cpu runs kernels synchronously: nothing to wait for, but the call shows in a trace. */
 static wb_status cpu_synchronize(void) {
-    wb_prof_runtime("synchronize", wb_time_ns());
+    wb_prof_runtime("synchronize", wb_now_ns());
     return WB_OK;
 }
 static int cpu_in_use(void) { return 1; }

@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "linear_ops.h"
 #include "op.h"
-#include "peer.h" /* wb_time_ns */
 #include "pool.h"
 #include "storage.h"
 
@@ -43,7 +43,7 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     *out = NULL;
     wb_status st = wb_device_check_available(device);
     if (st) return st;
-    int64_t t0 = observer ? wb_time_ns() : 0; /* the profiler shows how long allocating took */
+    int64_t t0 = observer ? wb_now_ns() : 0; /* the profiler shows how long allocating took */
     wb_storage *s = wb_pool_take(&headers, sizeof *s);
     if (!s) return wb_error(WB_ERR_MEMORY, "out of memory allocating a storage header");
     if ((st = wb_backend_get(device)->alloc(nbytes, &s->data))) {
@@ -70,7 +70,7 @@ void wb_storage_retain(wb_storage *s) { atomic_fetch_add_explicit(&s->refcount, 
 void wb_storage_release(wb_storage *s) {
     if (!s) return;
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) == 1) {
-        int64_t t0 = observer ? wb_time_ns() : 0;
+        int64_t t0 = observer ? wb_now_ns() : 0;
         wb_prepack_forget(s->id);
         wb_backend_get(s->device)->free(s->data, s->nbytes);
         atomic_fetch_sub_explicit(&bytes_live, (int64_t)s->nbytes, memory_order_relaxed);

@@ -18,7 +18,7 @@
 #include <omp.h>
 #endif
 
-#include "peer.h" /* wb_time_ns */
+#include "clock.h"
 #include "wb.h"
 
 #define WINDOW_NS 20000000    /* re-decide every 20 ms of wall time */
@@ -105,7 +105,7 @@ int wb_threads_set_adaptive(int on) {
 void wb_threads_adapt(void) {
     if (!adaptive()) return;
     wb_threads_requested(); /* remember the default before the first change */
-    int64_t now = wb_time_ns();
+    int64_t now = wb_now_ns();
     if (now - window_start < WINDOW_NS) return;
     int64_t wait = own_wait_ns();
     /* a window much longer than WINDOW_NS was mostly idle time (no kernels): start a new one */

@@ -1,19 +1,13 @@
-/* peak.c: the measured limits benchmarks quote against (GFLOP/s of the active CPU path) and
- * the wall clock they time with. */
+/* peak.c: the measured limits benchmarks quote against (GFLOP/s of the active CPU path, read
+ * bandwidth), timed with the one clock (clock.h). */
 #include <stdlib.h>
-#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include <wb_kernels/gemm.h>
+#include "clock.h"
 #include "peer.h"
-
-int64_t wb_time_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static volatile double sink;
 
@@ -23,9 +17,9 @@ double wb_cpu_measure_peak_gflops(int threads, double ms) {
     int64_t iters = 1 << 16;
     /* Calibrate on one thread until one run takes ~5 ms, then scale to the requested time. */
     for (;;) {
-        int64_t t0 = wb_time_ns();
+        int64_t t0 = wb_now_ns();
         sink = isa->fma_loop(iters);
-        int64_t dt = wb_time_ns() - t0;
+        int64_t dt = wb_now_ns() - t0;
         if (dt > 5000000 || iters > ((int64_t)1 << 40)) {
             iters = (int64_t)((double)iters * (ms * 1e6) / (double)dt) + 1;
             break;
@@ -35,10 +29,10 @@ double wb_cpu_measure_peak_gflops(int threads, double ms) {
     if (threads < 1) threads = 1;
     double best = 0;
     for (int rep = 0; rep < 3; rep++) { /* best of 3: the peak is a maximum, not a median */
-        int64_t t0 = wb_time_ns();
+        int64_t t0 = wb_now_ns();
 #pragma omp parallel num_threads(threads)
         sink = isa->fma_loop(iters);
-        double gflops = flops_per_iter * (double)iters * threads / (double)(wb_time_ns() - t0);
+        double gflops = flops_per_iter * (double)iters * threads / (double)(wb_now_ns() - t0);
         if (gflops > best) best = gflops;
     }
     return best;
@@ -59,7 +53,7 @@ double wb_cpu_measure_bandwidth_gbs(int threads) {
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
         double total = 0;
-        int64_t t0 = wb_time_ns();
+        int64_t t0 = wb_now_ns();
 #pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
         for (int64_t i = 0; i < n; i += 16) {
             float s = 0;
@@ -68,7 +62,7 @@ double wb_cpu_measure_bandwidth_gbs(int threads) {
             total += s;
         }
         sink = total;
-        double gbs = (double)n * sizeof(float) / (double)(wb_time_ns() - t0);
+        double gbs = (double)n * sizeof(float) / (double)(wb_now_ns() - t0);
         if (gbs > best) best = gbs;
     }
     return best;

@@ -18,7 +18,4 @@ double wb_cpu_measure_peak_gflops(int threads, double ms);
 /* Read bandwidth from DRAM-sized buffers, GB/s. */
 double wb_cpu_measure_bandwidth_gbs(int threads);
 
-/* Monotonic wall clock in nanoseconds. */
-int64_t wb_time_ns(void);
-
 #endif

@@ -7,18 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "cuda_plugin.h"
 #include "profiler.h"
-
-static int64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static const wb_cuda_api *api;
 static int tried;
@@ -135,7 +129,7 @@ static int cuda_tracing(void);
 static void cuda_trace_pop(void);
 
 static wb_status cuda_synchronize(void) {
-    int64_t t0 = monotonic_ns();
+    int64_t t0 = wb_now_ns();
     if (api->synchronize()) return wb_cuda_plugin_error("synchronize");
     if (!cuda_tracing()) wb_prof_runtime("cudaStreamSynchronize", t0); /* else CUPTI's record shows it */
     return WB_OK;
@@ -174,9 +168,9 @@ static int cuda_trace_start(void) {
     clock_offset = 0;
     if (api->trace_clock() == WB_CU_CLOCK_MONOTONIC) return 1;
     uint64_t cupti = 0;
-    int64_t t0 = monotonic_ns();
+    int64_t t0 = wb_now_ns();
     api->timestamp(&cupti);
-    int64_t t1 = monotonic_ns();
+    int64_t t1 = wb_now_ns();
     clock_offset = (int64_t)cupti - (t0 + (t1 - t0) / 2);
     return 1;
 }

@@ -95,7 +95,7 @@ static void on_op_begin(void *user, const wb_op_call *c) {
             if (buf[0]) f->src = arena_string(p, buf);
         }
     }
-    f->ts = clock_ns(); /* last, so the bookkeeping above is not billed to the op */
+    f->ts = wb_now_ns(); /* last, so the bookkeeping above is not billed to the op */
 }
 
 /* Closes the innermost frame (its correlation comes off the device tracer's stack); returns it
@@ -111,7 +111,7 @@ static frame *pop_frame(wb_prof *p) {
 static uint32_t parent_of(const wb_prof *p, const frame *f) { return f > p->stack ? f[-1].id : 0; }
 
 static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
-    int64_t now = clock_ns();
+    int64_t now = wb_now_ns();
     wb_prof *p = user;
     frame *f = pop_frame(p);
     if (!f) return;
@@ -154,7 +154,7 @@ static void on_kernel_begin(void *user, const wb_kernel_desc *desc) {
         p->spans.count = 0;
         wb_cpu_spans_set(&p->spans);
     }
-    p->kernel_ts = clock_ns();
+    p->kernel_ts = wb_now_ns();
 }
 
 /* A parallel kernel's worker threads: one event each on its own lane, linked to the kernel. */
@@ -177,7 +177,7 @@ static void record_shares(wb_prof *p, const wb_kernel_desc *desc, uint32_t kerne
 }
 
 static void on_kernel_end(void *user, const wb_kernel_desc *desc) {
-    int64_t now = clock_ns();
+    int64_t now = wb_now_ns();
     wb_prof *p = user;
     if (wb_cpu_spans_get() == &p->spans) wb_cpu_spans_set(NULL);
     if (!p->recording || !p->o.record_device) return;
@@ -205,7 +205,7 @@ static void on_memory(wb_device device, int64_t delta, int64_t live_on_device, i
     if (!p->recording || !p->o.record_host || !p->o.profile_memory) return;
     wb_event *e = slot(p);
     if (!e) return;
-    int64_t now = clock_ns();
+    int64_t now = wb_now_ns();
     *e = (wb_event){.name = delta >= 0 ? "alloc" : "free",
                     .ts_ns = (start_ns > 0 && start_ns <= now ? start_ns : now) - p->t0,
                     .dur_ns = start_ns > 0 && start_ns <= now ? now - start_ns : 0, /* the call's own time */
@@ -221,7 +221,7 @@ static void on_memory(wb_device device, int64_t delta, int64_t live_on_device, i
 void wb_prof_runtime(const char *name, int64_t t0_ns) {
     wb_prof *p = current;
     if (!p || !p->recording || !p->o.record_host) return;
-    int64_t now = clock_ns();
+    int64_t now = wb_now_ns();
     wb_event *e = slot(p);
     if (!e) return;
     *e = (wb_event){.name = name,
@@ -241,13 +241,13 @@ void wb_prof_scope_begin(void) {
         p->device->trace_push(f->id);
         f->device_pushed = 1;
     }
-    if (f) f->ts = clock_ns();
+    if (f) f->ts = wb_now_ns();
 }
 
 void wb_prof_scope_end(const char *name) {
     wb_prof *p = current;
     if (!p || p->depth == 0) return;
-    int64_t now = clock_ns();
+    int64_t now = wb_now_ns();
     frame *f = pop_frame(p);
     if (!f) return;
     wb_event *e = slot(p);
@@ -320,7 +320,7 @@ wb_status wb_prof_new(const wb_prof_options *opts, wb_prof **out) {
     }
     /* Touch the buffer now: page faults during recording would be billed to the ops. */
     memset(p->ev, 0, p->cap * sizeof(wb_event));
-    p->t0 = clock_ns();
+    p->t0 = wb_now_ns();
     *out = p;
     return WB_OK;
 }
@@ -339,13 +339,13 @@ static double calibrate(wb_prof *p) {
     wb_op_call call = {.def = &def};
     size_t n = p->n, dropped = p->dropped;
     uint64_t next = p->next_id;
-    int64_t t0 = clock_ns();
+    int64_t t0 = wb_now_ns();
     for (int i = 0; i < N; i++) {
         on_op_begin(p, &call);
         on_op_end(p, &call, WB_OK);
         if (p->n > n) p->n = n; /* do not keep calibration events */
     }
-    double cost = (double)(clock_ns() - t0) / N;
+    double cost = (double)(wb_now_ns() - t0) / N;
     p->n = n, p->dropped = dropped, p->next_id = next;
     return cost;
 }
@@ -412,7 +412,7 @@ void wb_prof_end_step(wb_prof *p) {
     if (!e) return;
     *e = (wb_event){.name = "ProfileStep",
                     .ts_ns = p->step_ts - p->t0,
-                    .dur_ns = clock_ns() - p->step_ts,
+                    .dur_ns = wb_now_ns() - p->step_ts,
                     .run_delay_ns = run_delay_since(p->step_run_delay),
                     .id = (uint32_t)p->step_no,
                     .src = WB_EVENT_NONE,
@@ -425,20 +425,20 @@ void wb_prof_step(wb_prof *p, int64_t number) {
     p->in_step = 1;
     p->step_no = number;
     p->step_run_delay = p->recording && p->o.record_host ? run_delay_now() : -1;
-    p->step_ts = clock_ns();
+    p->step_ts = wb_now_ns();
 }
 
 wb_status wb_prof_range_push(wb_prof *p, const char *name) {
     if (p->nranges == MAX_RANGES)
         return wb_error(WB_ERR_RANGE, "profiler: more than %d nested ranges (missing pop?)", MAX_RANGES);
     p->ranges[p->nranges].name = arena_string(p, name);
-    p->ranges[p->nranges++].ts = clock_ns();
+    p->ranges[p->nranges++].ts = wb_now_ns();
     return WB_OK;
 }
 
 wb_status wb_prof_range_pop(wb_prof *p) {
     if (p->nranges == 0) return wb_error(WB_ERR_RANGE, "profiler: pop() without a matching push()");
-    int64_t now = clock_ns();
+    int64_t now = wb_now_ns();
     p->nranges--;
     if (!p->recording || !p->o.record_host) return WB_OK;
     wb_event *e = slot(p);

@@ -3,7 +3,7 @@
 #ifndef WB_PROFILER_INTERNAL_H
 #define WB_PROFILER_INTERNAL_H
 
-#include <time.h>
+#include "clock.h"
 
 #include <wb_kernels/spans.h>
 
@@ -69,12 +69,6 @@ typedef struct launch_note {
     const wb_kernel_kind *kind;
     double flops, bytes;
 } launch_note;
-
-static inline int64_t clock_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* The next free event, or NULL (counted as dropped) when the buffer is full. Callers fill
  * every field with one struct store. */

@@ -1,5 +1,7 @@
 /* wb_cuda_abi.h: the C interface between libwb (core/cuda/cuda_backend.c) and the CUDA plugin
- * libwb_cuda.so. The core owns it; the plugin (kernels/cuda/) includes it.
+ * libwb_cuda.so. It lives in the plugin's public folder (kernels/cuda/include/), below both sides:
+ * the plugin includes it from there and the core reaches it the way it reaches the CPU kernels'
+ * headers, so no include runs from kernels/ up into core/.
  *
  * The plugin is a CMake MODULE that libwb dlopens at the first use of device "cuda", so the
  * workbench executable links no CUDA library and starts on machines without a driver or GPU.
