@@ -86,6 +86,24 @@ const wb_backend *wb_backend_get(wb_device device);
 /* The table when the device is loaded and usable now, else NULL; never tries to load it. */
 const wb_backend *wb_backend_in_use(wb_device device);
 
+/* Observers of the devices (all members optional), installed by the profiler while a session
+ * runs. The backends and the cuda ops stand below the profiler, so they report through these
+ * instead of calling it. */
+struct wb_kernel_desc;
+typedef struct wb_device_hooks {
+    void *user;
+    /* a runtime call (synchronize, ...) that took [t0_ns, now) on the host */
+    void (*runtime)(void *user, const char *name, int64_t t0_ns);
+    /* a device with a tracer has just become usable: a session tracing devices turns it on */
+    void (*device_ready)(void *user, wb_device device);
+    /* a kernel queued on a device whose own tracer times it (its kind and work counts) */
+    void (*device_launch)(void *user, const struct wb_kernel_desc *desc);
+} wb_device_hooks;
+/* Installs hooks (NULL removes them). */
+void wb_device_set_hooks(const wb_device_hooks *hooks);
+/* The installed hooks, or NULL. */
+const wb_device_hooks *wb_device_hooks_active(void);
+
 extern const wb_backend wb_backend_cpu;
 extern const wb_backend wb_backend_cuda;
 

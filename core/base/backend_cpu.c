@@ -10,7 +10,6 @@
 
 #include "backend.h"
 #include "clock.h"
-#include "profiler.h"
 #include "storage.h"
 
 #define WB_ALIGN 64
@@ -121,9 +120,14 @@ static wb_status cpu_alloc(size_t nbytes, void **ptr) {
 
 static wb_status cpu_ok(void) { return WB_OK; }
 
+static const wb_device_hooks *device_hooks;
+void wb_device_set_hooks(const wb_device_hooks *hooks) { device_hooks = hooks; }
+const wb_device_hooks *wb_device_hooks_active(void) { return device_hooks; }
+
 /* The cpu runs kernels synchronously: nothing to wait for, but the call shows in a trace. */
 static wb_status cpu_synchronize(void) {
-    wb_prof_runtime("synchronize", wb_now_ns());
+    const wb_device_hooks *h = device_hooks;
+    if (h && h->runtime) h->runtime(h->user, "synchronize", wb_now_ns());
     return WB_OK;
 }
 static int cpu_in_use(void) { return 1; }

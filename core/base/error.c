@@ -1,5 +1,6 @@
-/* error.c: the thread-local error message behind every failed wb_status.
- * The core never aborts on bad input: it returns a status and leaves a message here. */
+/* error.c: the thread-local error message behind every failed wb_status, and the byte counts
+ * messages quote. The core never aborts on bad input: it returns a status and leaves a message
+ * here. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +19,19 @@ wb_status wb_error(wb_status status, const char *fmt, ...) {
     vsnprintf(error_message, sizeof error_message, fmt, ap);
     va_end(ap);
     return status;
+}
+
+void wb_format_bytes(double bytes, char *buf, size_t len) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 6) {
+        bytes /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%.0f B", bytes);
+    else
+        snprintf(buf, len, "%.1f %s", bytes, units[u]);
 }
 
 wb_status wb_error_prefix(wb_status status, const char *context) {

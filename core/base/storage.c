@@ -8,8 +8,6 @@
 
 #include "backend.h"
 #include "clock.h"
-#include "linear_ops.h"
-#include "op.h"
 #include "pool.h"
 #include "storage.h"
 
@@ -17,25 +15,17 @@ static _Atomic uint64_t bytes_allocated; /* ever, for the Lua binding's GC pacin
 static _Atomic int64_t bytes_live;
 static _Atomic int64_t bytes_live_on[WB_DEVICE_COUNT];
 static void (*observer)(wb_device device, int64_t delta, int64_t live_on_device, int64_t start_ns);
+static const wb_storage_hooks *capture;
+static void (*on_free)(uint64_t id);
 
 uint64_t wb_storage_bytes_allocated(void) { return atomic_load_explicit(&bytes_allocated, memory_order_relaxed); }
 uint64_t wb_storage_bytes_live(void) { return (uint64_t)atomic_load_explicit(&bytes_live, memory_order_relaxed); }
 void wb_storage_set_observer(void (*fn)(wb_device device, int64_t delta, int64_t live_on_device, int64_t start_ns)) {
     observer = fn;
 }
-
-void wb_format_bytes(double bytes, char *buf, size_t len) {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    int u = 0;
-    while (bytes >= 1024.0 && u < 6) {
-        bytes /= 1024.0;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, len, "%.0f B", bytes);
-    else
-        snprintf(buf, len, "%.1f %s", bytes, units[u]);
-}
+void wb_storage_set_capture(const wb_storage_hooks *hooks) { capture = hooks; }
+const wb_storage_hooks *wb_storage_capture_active(void) { return capture; }
+void wb_storage_set_free_hook(void (*fn)(uint64_t id)) { on_free = fn; }
 
 static wb_pool headers; /* see pool.h */
 
@@ -59,8 +49,8 @@ wb_status wb_storage_new(wb_device device, size_t nbytes, wb_storage **out) {
     atomic_fetch_add_explicit(&bytes_live, (int64_t)nbytes, memory_order_relaxed);
     int64_t on_device = atomic_fetch_add_explicit(&bytes_live_on[device], (int64_t)nbytes, memory_order_relaxed);
     if (observer) observer(device, (int64_t)nbytes, on_device + (int64_t)nbytes, t0);
-    const wb_capture_hooks *cap = wb_capture_hooks_active();
-    if (cap && cap->storage_new) cap->storage_new(cap->user, s);
+    const wb_storage_hooks *cap = capture;
+    if (cap && cap->hold) cap->hold(cap->user, s);
     *out = s;
     return WB_OK;
 }
@@ -71,7 +61,7 @@ void wb_storage_release(wb_storage *s) {
     if (!s) return;
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) == 1) {
         int64_t t0 = observer ? wb_now_ns() : 0;
-        wb_prepack_forget(s->id);
+        if (on_free) on_free(s->id);
         wb_backend_get(s->device)->free(s->data, s->nbytes);
         atomic_fetch_sub_explicit(&bytes_live, (int64_t)s->nbytes, memory_order_relaxed);
         int64_t on_device =
@@ -87,7 +77,7 @@ int wb_storage_refcount(const wb_storage *s) { return atomic_load(&((wb_storage 
 uint64_t wb_storage_version(const wb_storage *s) { return s->version; }
 void wb_storage_bump_version(wb_storage *s) {
     s->version++;
-    const wb_capture_hooks *cap = wb_capture_hooks_active();
-    if (cap && cap->storage_written) cap->storage_written(cap->user, s);
+    const wb_storage_hooks *cap = capture;
+    if (cap && cap->written) cap->written(cap->user, s);
 }
 uint64_t wb_storage_id(const wb_storage *s) { return s->id; }

@@ -141,6 +141,6 @@ const float *wb_prepack_get(const void *isa_ptr, wb_storage *b, int64_t b_offset
                          .bytes = bytes,
                          .last_use = ++clock_ticks};
     cache_bytes += bytes;
-    cache_entries++;
+    if (cache_entries++ == 0) wb_storage_set_free_hook(wb_prepack_forget); /* storage is below us */
     return data;
 }

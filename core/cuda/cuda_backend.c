@@ -12,7 +12,6 @@
 #include "backend.h"
 #include "clock.h"
 #include "cuda_plugin.h"
-#include "profiler.h"
 
 static const wb_cuda_api *api;
 static int tried;
@@ -86,8 +85,9 @@ wb_status wb_cuda_check(void) {
             else
                 api = a;
             /* A plugin that cannot run stays loaded: the CUDA libraries do not unload cleanly. */
-            if (api)
-                wb_prof_device_ready(WB_DEVICE_CUDA); /* a session already recording device activity traces it too */
+            const wb_device_hooks *hooks = wb_device_hooks_active();
+            if (api && hooks && hooks->device_ready) /* a session already recording device activity traces it too */
+                hooks->device_ready(hooks->user, WB_DEVICE_CUDA);
         }
     }
     if (api) return WB_OK;
@@ -131,7 +131,9 @@ static void cuda_trace_pop(void);
 static wb_status cuda_synchronize(void) {
     int64_t t0 = wb_now_ns();
     if (api->synchronize()) return wb_cuda_plugin_error("synchronize");
-    if (!cuda_tracing()) wb_prof_runtime("cudaStreamSynchronize", t0); /* else CUPTI's record shows it */
+    const wb_device_hooks *h = wb_device_hooks_active();
+    if (h && h->runtime && !cuda_tracing()) /* else CUPTI's record shows it */
+        h->runtime(h->user, "cudaStreamSynchronize", t0);
     return WB_OK;
 }
 

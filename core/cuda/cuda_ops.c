@@ -8,11 +8,11 @@
 
 #include <wb_kernels/bf16.h>
 
+#include "backend.h"
 #include "codegen.h"
 #include "convert.h"
 #include "cuda_plugin.h"
 #include "linear_ops.h"
-#include "profiler.h"
 #include "storage.h"
 
 /* ---- launches -------------------------------------------------------------------------------- */
@@ -22,7 +22,8 @@ static void device_launch(const wb_op_call *c, const wb_kernel_kind *key) {
     wb_kernel_desc d = wb_kernel_desc_for(c, key, 0);
     const wb_capture_hooks *cap = wb_capture_hooks_active();
     if (cap && cap->launch) cap->launch(cap->user, &d, NULL, NULL, NULL);
-    wb_prof_device_launch(&d);
+    const wb_device_hooks *h = wb_device_hooks_active();
+    if (h && h->device_launch) h->device_launch(h->user, &d);
 }
 
 static void fill_strides(int64_t *dst, const wb_tensor *t) {
@@ -366,10 +367,10 @@ wb_status wb_cuda_geglu_linear_impl(wb_op_call *c) {
     wb_status st = concat_get(wg, wu, bg, bu, &e);
     if (st) return st;
     /* The graph being captured (if any) must keep the concatenated weights alive. */
-    const wb_capture_hooks *cap = wb_capture_hooks_active();
-    if (cap && cap->storage_new) {
-        cap->storage_new(cap->user, e->w->storage);
-        if (e->b) cap->storage_new(cap->user, e->b->storage);
+    const wb_storage_hooks *cap = wb_storage_capture_active();
+    if (cap && cap->hold) {
+        cap->hold(cap->user, e->w->storage);
+        if (e->b) cap->hold(cap->user, e->b->storage);
     }
     int64_t h = wg->shape[0], k = x->shape[x->ndim - 1], m = wb_tensor_numel(x) / (k ? k : 1);
     wb_tensor *x2 = NULL, *wt = NULL, *prod = NULL;

@@ -99,9 +99,8 @@ static wb_status start(wb_graph *g, const char *what) {
     if (capturing) return wb_error(WB_ERR_UNSUPPORTED, "%s: a capture is already running (captures do not nest)", what);
     g->hooks = (wb_capture_hooks){.user = g,
                                   .launch = on_launch,
-                                  .op_inputs = on_op_inputs,
-                                  .storage_new = on_storage_new,
-                                  .storage_written = on_storage_written};
+                                  .op_inputs = on_op_inputs};
+    g->storage_hooks = (wb_storage_hooks){.user = g, .hold = on_storage_new, .written = on_storage_written};
     /* a device in use that captures its own queue (cuda): capture it too (left empty by a
      * cpu-only function) */
     const wb_backend *queue = NULL;
@@ -120,6 +119,7 @@ static wb_status start(wb_graph *g, const char *what) {
     g->capturing = 1;
     capturing = g;
     wb_capture_set_hooks(&g->hooks);
+    wb_storage_set_capture(&g->storage_hooks);
     return WB_OK;
 }
 
@@ -158,6 +158,7 @@ static void end_capture(wb_graph *g, int run_once) {
     g->capturing = 0;
     capturing = NULL;
     wb_capture_set_hooks(NULL);
+    wb_storage_set_capture(NULL);
     if (g->stream_capture) {
         g->stream_capture = 0;
         if (g->queue->graph_end(&g->exec)) {

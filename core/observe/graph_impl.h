@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "graph.h"
 #include "ptrset.h"
+#include "storage.h"
 
 typedef struct node {
     wb_kernel_desc desc;
@@ -41,6 +42,7 @@ struct wb_graph {
     int ninputs;
     int capturing, failed;
     wb_capture_hooks hooks;
+    wb_storage_hooks storage_hooks;
     const wb_backend *queue; /* the device whose queue is captured (cuda), or NULL */
     int stream_capture;      /* that queue is being captured now */
     size_t cpu_nodes, device_nodes;

@@ -350,6 +350,13 @@ static double calibrate(wb_prof *p) {
     return cost;
 }
 
+static void on_runtime(void *user, const char *name, int64_t t0_ns) {
+    (void)user;
+    wb_prof_runtime(name, t0_ns);
+}
+static void on_device_ready(void *user, wb_device device) { wb_prof_device_ready(user, device); }
+static void on_device_launch(void *user, const wb_kernel_desc *desc) { wb_prof_device_launch(user, desc); }
+
 wb_status wb_prof_start(wb_prof *p) {
     if (current == p) return WB_OK;
     if (current)
@@ -362,13 +369,16 @@ wb_status wb_prof_start(wb_prof *p) {
     p->recording = was;
     p->previous = wb_dispatch_set_hooks(&p->hooks);
     wb_storage_set_observer(on_memory);
+    p->device_hooks = (wb_device_hooks){
+        .user = p, .runtime = on_runtime, .device_ready = on_device_ready, .device_launch = on_device_launch};
+    wb_device_set_hooks(&p->device_hooks);
     p->mem_peak = (int64_t)wb_storage_bytes_live();
     p->depth = 0;
     p->running = 1;
     current = p;
     p->device_note[0] = '\0';
     for (int d = 0; d < WB_DEVICE_COUNT; d++) /* a traceable device in use in this process: trace it */
-        if (wb_backend_in_use((wb_device)d)) wb_prof_device_ready((wb_device)d);
+        if (wb_backend_in_use((wb_device)d)) wb_prof_device_ready(p, (wb_device)d);
     return WB_OK;
 }
 
@@ -396,6 +406,7 @@ void wb_prof_stop(wb_prof *p) {
     p->device_on = 0;
     wb_dispatch_set_hooks(p->previous);
     wb_storage_set_observer(NULL);
+    wb_device_set_hooks(NULL);
     p->running = 0;
     if (current == p) current = NULL;
 }

@@ -113,18 +113,12 @@ void wb_prof_end_step(wb_prof *p);
 /* User ranges on the host lane. */
 wb_status wb_prof_range_push(wb_prof *p, const char *name);
 wb_status wb_prof_range_pop(wb_prof *p);
-/* A runtime call (sync, graph launch, ...) that took [t0, now). */
+/* A runtime call (sync, graph launch, ...) that took [t0, now). The backends report theirs
+ * through the device hooks (backend.h) this session installs. */
 void wb_prof_runtime(const char *name, int64_t t0_ns);
 /* A runtime scope (graph launch): kernels launched inside it are correlated to it. */
 void wb_prof_scope_begin(void);
 void wb_prof_scope_end(const char *name);
-/* A kernel queued on an asynchronous device (cuda) by the running op: its flops and bytes are
- * attached to the kernel record that arrives later. */
-struct wb_kernel_desc;
-void wb_prof_device_launch(const struct wb_kernel_desc *desc);
-/* A device with a tracer has just become usable (or a session starts while it is): a session
- * that records device activity turns its tracer on. */
-void wb_prof_device_ready(wb_device device);
 /* The running session (NULL when none). */
 wb_prof *wb_prof_current(void);
 

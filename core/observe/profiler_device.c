@@ -31,8 +31,7 @@ static void collect(void *user, const wb_trace_record *r) {
 
 /* A kernel queued on a device by the op now running: the tracer's record will carry the name
  * and the times; the kind and work counts come from here (matched by op, in launch order). */
-void wb_prof_device_launch(const wb_kernel_desc *desc) {
-    wb_prof *p = wb_prof_current();
+void wb_prof_device_launch(wb_prof *p, const wb_kernel_desc *desc) {
     if (!p || !p->device_on || !p->recording) return;
     if (p->nnotes == p->cap_notes) {
         size_t cap = p->cap_notes ? p->cap_notes * 2 : 256;
@@ -163,8 +162,7 @@ void wb_prof_device_flush(wb_prof *p) {
     p->nnotes = 0;
 }
 
-void wb_prof_device_ready(wb_device device) {
-    wb_prof *p = wb_prof_current();
+void wb_prof_device_ready(wb_prof *p, wb_device device) {
     const wb_backend *b = wb_backend_get(device);
     if (!p || p->device_on || !p->o.record_device || !b->trace_start) return;
     char saved[512]; /* whatever error the caller is reporting stays its own */

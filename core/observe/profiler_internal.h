@@ -55,6 +55,7 @@ struct wb_prof {
     double cost_ns;
     wb_dispatch_hooks hooks;
     const wb_dispatch_hooks *previous;
+    wb_device_hooks device_hooks; /* installed while the session runs (backend.h) */
     const wb_backend *device;  /* the device whose tracer this session turned on (kept after stop) */
     int device_on;             /* that tracer is on now */
     struct launch_note *notes; /* device launches: the op, the kernel kind and the work declared */
@@ -87,5 +88,11 @@ static inline uint32_t enclosing_op(const wb_prof *p) {
 
 /* Merges the device tracer's buffered records into p's events (profiler_device.c). */
 void wb_prof_device_flush(wb_prof *p);
+/* A kernel queued on an asynchronous device (cuda) by the running op: its flops and bytes are
+ * attached to the kernel record that arrives later (the device hooks' device_launch). */
+void wb_prof_device_launch(wb_prof *p, const wb_kernel_desc *desc);
+/* A device with a tracer has just become usable (or a session starts while it is): a session
+ * that records device activity turns its tracer on (the device hooks' device_ready). */
+void wb_prof_device_ready(wb_prof *p, wb_device device);
 
 #endif
