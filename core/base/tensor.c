@@ -98,6 +98,11 @@ int wb_tensor_is_contiguous(const wb_tensor *t) {
     return 1;
 }
 
+int wb_same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b) {
+    return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) &&
+           wb_tensor_is_contiguous(a) && wb_tensor_is_contiguous(b);
+}
+
 void *wb_tensor_data(const wb_tensor *t) {
     return (char *)t->storage->data + t->offset * (int64_t)wb_dtype_size(t->dtype);
 }

@@ -134,6 +134,8 @@ void wb_tensor_free(wb_tensor *t);
 
 int64_t wb_tensor_numel(const wb_tensor *t);
 int wb_tensor_is_contiguous(const wb_tensor *t);
+/* Both contiguous and of one shape (elementwise kernels then index every operand alike). */
+int wb_same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b);
 /* Pointer to element (0, ..., 0). */
 void *wb_tensor_data(const wb_tensor *t);
 /* Writes "{2, 3}" into buf; returns buf. */

@@ -1,6 +1,6 @@
-/* cuda_plugin.h: what the cuda backend's own files share (internal to libwb): the loaded plugin and
- * the op implementations on device "cuda" for op_table.c. Everything else reaches the device
- * through its backend table (backend.h). */
+/* cuda_plugin.h: what the cuda backend's own files share (internal to libwb): the loaded plugin
+ * (the op implementations on device "cuda" are declared for op_table.c in cuda_ops.h). Everything
+ * else reaches the device through its backend table (backend.h). */
 #ifndef WB_CUDA_PLUGIN_H
 #define WB_CUDA_PLUGIN_H
 
@@ -9,6 +9,7 @@
 #include <wb_kernels/generated.h>
 
 #include "wb_cuda_abi.h"
+#include "cuda_ops.h"
 #include "op.h"
 
 _Static_assert(WB_CUDA_MAX_DIMS == WB_MAX_DIMS, "the plugin's dimension limit is the core's");
@@ -30,17 +31,5 @@ const wb_cuda_api *wb_cuda_api_get(void);
 wb_status wb_cuda_check(void);
 /* The plugin's last error as the core's error: "<what>: <reason>". */
 wb_status wb_cuda_plugin_error(const char *what);
-
-/* Op implementations on device cuda (op_table.c). */
-wb_status wb_cuda_copy_impl(wb_op_call *c);
-wb_status wb_cuda_fill_impl(wb_op_call *c);
-wb_status wb_cuda_creation_impl(wb_op_call *c);
-wb_status wb_cuda_binary_impl(wb_op_call *c);
-wb_status wb_cuda_neg_impl(wb_op_call *c);
-wb_status wb_cuda_gelu_impl(wb_op_call *c);
-wb_status wb_cuda_geglu_impl(wb_op_call *c);
-wb_status wb_cuda_mm_impl(wb_op_call *c);
-wb_status wb_cuda_geglu_linear_impl(wb_op_call *c);
-wb_status wb_cuda_generated_impl(wb_op_call *c);
 
 #endif

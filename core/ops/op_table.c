@@ -4,7 +4,7 @@
 #include "pointwise_ops.h"
 #include "views.h"
 #include "linear_ops.h"
-#include "cuda_plugin.h"
+#include "cuda_ops.h"
 #include "codegen.h"
 
 /* Views are device-independent: the same implementation serves every device. */

@@ -9,17 +9,6 @@
 #include "pointwise_ops.h"
 #include "storage.h"
 
-int wb_cpu_act_of(wb_op_id id) {
-    switch (id) {
-    case WB_OP_SIGMOID: return WB_CPU_SIGMOID;
-    case WB_OP_RELU: return WB_CPU_RELU;
-    case WB_OP_TANH: return WB_CPU_TANH;
-    case WB_OP_EXP: return WB_CPU_EXP;
-    case WB_OP_SWIGLU: return WB_CPU_SWIGLU;
-    default: return WB_CPU_SILU;
-    }
-}
-
 typedef struct act_launch {
     const wb_cpu_isa *isa;
     wb_cpu_act act;

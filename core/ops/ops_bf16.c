@@ -19,6 +19,18 @@ static const wb_launch_layout bf16_layout = {.size = sizeof(wb_cpu_bf16_launch),
                                                           offsetof(wb_cpu_bf16_launch, a),
                                                           offsetof(wb_cpu_bf16_launch, b)}};
 
+/* Below the activations' launcher (which sends bf16 here), so the op-to-activation map lives here. */
+int wb_cpu_act_of(wb_op_id id) {
+    switch (id) {
+    case WB_OP_SIGMOID: return WB_CPU_SIGMOID;
+    case WB_OP_RELU: return WB_CPU_RELU;
+    case WB_OP_TANH: return WB_CPU_TANH;
+    case WB_OP_EXP: return WB_CPU_EXP;
+    case WB_OP_SWIGLU: return WB_CPU_SWIGLU;
+    default: return WB_CPU_SILU;
+    }
+}
+
 wb_status wb_cpu_bf16_pointwise(wb_op_call *c) {
     static const char *const ops[] = {
         [WB_BF16_ADD] = "add",           [WB_BF16_SUB] = "sub",    [WB_BF16_MUL] = "mul",

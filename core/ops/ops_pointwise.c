@@ -22,11 +22,6 @@ static wb_kernel_desc generic_desc(const wb_op_call *c, const char *op, const ch
 
 static const char *const binary_ops[4] = {"add", "sub", "mul", "div"};
 
-int wb_same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b) {
-    return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) &&
-           wb_tensor_is_contiguous(a) && wb_tensor_is_contiguous(b);
-}
-
 static double numel_of_out(const wb_op_call *c) {
     double n = 1;
     for (int i = 0; i < c->out_ndim; i++)
