@@ -133,14 +133,11 @@ fi
 # callgraph OBJECTS...: "D symbol object" for every function defined, "R object symbol" for
 # every call
 callgraph() {
-    for o in "$@"; do
-        nm --defined-only "$o" | awk -v o="$o" 'NF == 3 && $2 ~ /^[TW]$/ {print "D", $3, o}'
-    done
-    for o in "$@"; do
-        readelf -rW "$o" | awk -v o="$o" '
-            /^Relocation section/ {sec = $3; gsub("\047", "", sec); next}
-            NF >= 5 && sec ~ /^\.rela?\.text/ && $3 ~ /_(PLT32|CALL26|JUMP26)$/ {print "R", o, $5}'
-    done
+    nm -A --defined-only "$@" | awk '{n = split($1, f, ":"); if ($2 ~ /^[TW]$/) print "D", $3, f[1]}'
+    readelf -rW "$@" | awk -v o="$1" '
+        /^File: / {o = $2; next}
+        /^Relocation section/ {sec = $3; gsub("\047", "", sec); next}
+        NF >= 5 && sec ~ /^\.rela?\.text/ && $3 ~ /_(PLT32|CALL26|JUMP26)$/ {print "R", o, $5}'
 }
 # calls GROUP OBJECTS...: reports back edges between floors and call circles among the objects
 calls() {
