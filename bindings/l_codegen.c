@@ -1,4 +1,4 @@
-/* l_codegen.c: wb.codegen, the C side of wb.compile's code generation (core/codegen.h): build a
+/* l_codegen.c: wb.codegen, the C side of wb.compile's code generation (core/ops/codegen.h): build a
  * generated kernel from its source (compiled or found in the disk cache) and launch it. */
 #include <string.h>
 

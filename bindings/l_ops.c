@@ -6,6 +6,7 @@
 
 #include <wb_kernels/act_list.h>
 
+#include "clock.h"
 #include "peer.h"
 #include "wb_lua.h"
 
@@ -167,7 +168,7 @@ static int l_sleep_ms(lua_State *L) {
 }
 
 static int l_time_ns(lua_State *L) {
-    lua_pushinteger(L, (lua_Integer)wb_time_ns());
+    lua_pushinteger(L, (lua_Integer)wb_now_ns());
     return 1;
 }
 

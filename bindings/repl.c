@@ -20,6 +20,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "clock.h"
 #include "repl.h"
 #include "wb_lua.h"
 #ifdef WB_HAVE_READLINE
@@ -389,11 +390,7 @@ static void print_results(lua_State *L, int base) {
     lua_settop(L, base);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return (double)wb_now_ns() * 1e-9; }
 
 /* A chunk whose last non-blank character is ';' asks for silence. */
 static int silenced(const char *chunk) {

@@ -1,14 +1,21 @@
 #!/bin/sh
 # check_layers.sh: fails when an include or a link crosses a line the house keeps:
+#   core/          floors, bottom to top: base, ops, cpu, cuda, observe; a floor includes and
+#                  calls only its own and those below it (calls read from a build's objects), and
+#                  no files of core/ or kernels/ call each other in a circle
 #   core/          never includes Lua, the bindings, CUDA headers, or kernels by relative path;
 #                  it reaches the CPU kernels only through their public folder (<wb_kernels/...>)
 #   kernels/cpu/   never includes the core (nor Lua, nor CUDA): pointers and strides only
-#   kernels/cuda/  includes the core's plugin ABI (wb_cuda_abi.h) and nothing else of the core
+#   kernels/cuda/  includes nothing of the core: the plugin's ABI (wb_cuda_abi.h) is in the kernels'
+#                  public folder (kernels/cuda/include/), which the core includes; no kernel target
+#                  has a folder of core/ on its include path
 #   bindings/      never includes CUDA headers or the plugin's files
 #   the executable links no CUDA library (the plugin is dlopen'ed at first use)
+#   one clock: only core/base/clock.h reads the time (wb_now_ns), in the core and the bindings
 #   no `if cuda` outside the backend's own files: WB_DEVICE_CUDA appears only in the device
 #                  registry, the op table's device column and the wb.cuda bindings
-# Usage: scripts/check_layers.sh [BUILD_DIR]   (with BUILD_DIR, also checks the executable's links)
+# Usage: scripts/check_layers.sh [BUILD_DIR]   (with BUILD_DIR, also checks the calls
+#                                               between its objects and the executable's links)
 set -u
 cd "$(dirname "$0")/.."
 build=${1:-}
@@ -32,31 +39,71 @@ forbid() {
     fi
 }
 
-core=$(ls core/*.c core/*.h core/abi/*.h)
+core=$(find core -name '*.c' -o -name '*.h')
 kcpu=$(find kernels/cpu -name '*.c' -o -name '*.h' -o -name '*.inc')
-kcuda=$(ls kernels/cuda/*.c kernels/cuda/*.h kernels/cuda/*.cu)
+kcuda=$(find kernels/cuda -name '*.c' -o -name '*.h' -o -name '*.cu')
 bind=$(ls bindings/*.c bindings/*.h)
 
-core_headers=$(ls core/*.h | xargs -n1 basename | sed 's/\./\\./g' | paste -sd'|' -)
+core_headers=$(find core -name '*.h' | xargs -n1 basename | sed 's/\./\\./g' | paste -sd'|' -)
 forbid "core includes Lua" '^(lua|lauxlib|lualib)\.h$' $core
 forbid "core includes the bindings" '^(wb_lua|repl|guard)\.h$' $core
 forbid "core includes CUDA headers" '^(cuda\\.h|cuda_runtime|cublas|cupti|nvrtc)' $core
 forbid "core includes by relative path" '^\.\./' $core
 forbid "core includes the CUDA plugin's files" '^plugin_internal\.h$' $core
-forbid "a CPU kernel includes the core" "^(\\.\\./|($core_headers)\$|abi/)" $kcpu
+forbid "a CPU kernel includes the core" "^(\\.\\./|($core_headers)\$)" $kcpu
 forbid "a CPU kernel includes Lua or CUDA" '^(lua|lauxlib|lualib|cuda\\.h|cuda_runtime|cublas|cupti)' $kcpu
-forbid "the CUDA plugin includes the core (beyond wb_cuda_abi.h)" "^(\\.\\./|($core_headers)\$)" $kcuda
+forbid "the CUDA plugin includes the core" "^(\\.\\./|($core_headers)\$)" $kcuda
 forbid "the bindings include CUDA headers or the plugin's files" '^(cuda\\.h|cuda_runtime|cublas|cupti|nvrtc|cuda_plugin\\.h|plugin_internal\\.h)' $bind
+
+# The floors of core/, bottom to top: base, ops, cpu, cuda, observe (the kernels below them all).
+# floor_rank PATH: 0 for the kernels, 1-5 for the floors, 9 for anything else
+floor_rank() {
+    case /$1 in
+    */kernels/*) echo 0 ;; */core/base/*) echo 1 ;; */core/ops/*) echo 2 ;; */core/cpu/*) echo 3 ;;
+    */core/cuda/*) echo 4 ;; */core/observe/*) echo 5 ;; *) echo 9 ;;
+    esac
+}
+# a file of core/ includes headers of its own floor or below (every floor is on the include path)
+header_ranks=$(for h in $(find core -name '*.h'); do echo "$(basename "$h") $(floor_rank "$h")"; done)
+file_ranks=$(for f in $core; do echo "$f $(floor_rank "$f")"; done)
+hits=$(includes $core | awk -F: -v hr="$header_ranks" -v fr="$file_ranks" '
+    BEGIN {
+        n = split(hr, a, "\n"); for (i = 1; i <= n; i++) { split(a[i], f, " "); h[f[1]] = f[2] }
+        n = split(fr, a, "\n"); for (i = 1; i <= n; i++) { split(a[i], f, " "); r[f[1]] = f[2] }
+    }
+    ($3 in h) && h[$3] > r[$1] {print $1 ":" $2 ": " $3}')
+if [ -n "$hits" ]; then
+    echo "check_layers: a floor of core/ includes a header of a floor above it:" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
 
 # `if cuda` outside the backend's own files
 hits=$(grep -HnE 'WB_DEVICE_CUDA|wb_cuda_api_get|wb_cuda_check' $core $bind |
-    grep -vE '^core/(cuda_[a-z_]+\.[ch]|backend_cpu\.c|backend\.h|abi/)' |
-    grep -vE '^core/wb\.h:.*typedef enum wb_device' |
-    grep -vE '^core/device\.c:.*(\[WB_DEVICE_CUDA\] = "cuda"|cuda:0|WB_DEVICE_CUDA :|\*out = WB_DEVICE_CUDA)' |
-    grep -vE '^core/op_table\.c:.*\[WB_DEVICE_CUDA\] =' |
+    grep -vE '^core/(cuda/|base/backend_cpu\.c|base/backend\.h)' |
+    grep -vE '^core/base/wb\.h:.*typedef enum wb_device' |
+    grep -vE '^core/base/device\.c:.*(\[WB_DEVICE_CUDA\] = "cuda"|cuda:0|WB_DEVICE_CUDA :|\*out = WB_DEVICE_CUDA)' |
+    grep -vE '^core/ops/op_table\.c:.*\[WB_DEVICE_CUDA\] =' |
     grep -vE '^bindings/l_wb\.c:.*(WB_DEVICE_CUDA\)|cuda\.)' )
 if [ -n "$hits" ]; then
     echo "check_layers: device-specific code outside the backend's files:" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
+
+# one clock: the core and the bindings read time through wb_now_ns (core/base/clock.h) only
+hits=$(grep -HnE '(clock_gettime|gettimeofday|timespec_get)[[:space:]]*\(' $core $bind | grep -v '^core/base/clock\.h:')
+if [ -n "$hits" ]; then
+    echo "check_layers: a clock read outside core/base/clock.h (use wb_now_ns):" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
+
+# the kernels stand below the core: no kernel target has a folder of core/ on its include path
+hits=$(tr '\n' ' ' <CMakeLists.txt | grep -oE 'target_include_directories\((wb_kernels_cpu|wb_cuda|wb_cuda_mock)[[:space:]][^)]*\)' |
+    grep -E '[[:space:]/]core(/|[[:space:])])')
+if [ -n "$hits" ]; then
+    echo "check_layers: a kernel target includes a folder of the core:" >&2
     echo "$hits" | sed 's/^/  /' >&2
     bad=1
 fi
@@ -75,6 +122,87 @@ if [ -n "$build" ]; then
             bad=1
         fi
     fi
+fi
+
+# Calls, from the objects of a build: a floor calls only floors below it (or itself), and no
+# files of core/ or kernels/ call each other in a circle. An edge is a call: a call or jump
+# relocation in code (nm alone cannot tell a call from an address). A function's or a table's
+# address stored in a table or passed to a setter is not one: that is how an upward need is
+# met, through a registered hook (the op table's per-device column, the backend registry, the
+# dispatcher's, storage's and the devices' observers).
+# callgraph OBJECTS...: "D symbol object" for every function defined, "R object symbol" for
+# every call
+callgraph() {
+    nm -A --defined-only "$@" | awk '{n = split($1, f, ":"); if ($2 ~ /^[TW]$/) print "D", $3, f[1]}'
+    readelf -rW "$@" | awk -v o="$1" '
+        /^File: / {o = $2; next}
+        /^Relocation section/ {sec = $3; gsub("\047", "", sec); next}
+        NF >= 5 && sec ~ /^\.rela?\.text/ && $3 ~ /_(PLT32|CALL26|JUMP26)$/ {print "R", o, $5}'
+}
+# calls GROUP OBJECTS...: reports back edges between floors and call circles among the objects
+calls() {
+    group=$1
+    shift
+    [ $# -gt 0 ] || return 0
+    ranks=$(for o in "$@"; do echo "$o $(floor_rank "$o")"; done)
+    out=$(callgraph "$@" | awk -v ranks="$ranks" -v group="$group" '
+        function short(o) { sub(/^.*\.dir\//, "", o); sub(/\.o$/, "", o); return o }
+        BEGIN {
+            n = split(ranks, r, "\n")
+            for (i = 1; i <= n; i++) { split(r[i], f, " "); rank[f[1]] = f[2] }
+            split("kernels base ops cpu cuda observe", names, " ")
+        }
+        $1 == "D" { def[$2] = $3; next }
+        $1 == "R" && ($3 in def) && def[$3] != $2 {
+            a = $2; b = def[$3]
+            if (!((a, b) in edge)) { edge[a, b] = $3; node[a]; node[b] }
+        }
+        END {
+            for (e in edge) {
+                split(e, ab, SUBSEP); a = ab[1]; b = ab[2]
+                if (rank[b] > rank[a] && rank[b] != 9)
+                    printf "back %s (floor %s) calls %s of %s (floor %s)\n", short(a), names[rank[a] + 1], edge[e], short(b), names[rank[b] + 1]
+                reach[a, b] = 1
+            }
+            for (k in node) for (i in node) if ((i, k) in reach) for (j in node) if ((k, j) in reach) reach[i, j] = 1
+            for (i in node) {
+                if (!((i, i) in reach) || (i in done)) continue
+                line = ""
+                for (j in node) if ((i, j) in reach && (j, i) in reach) { done[j]; line = line " " short(j) }
+                printf "circle in %s:%s\n", group, line
+            }
+        }')
+    back=$(echo "$out" | grep '^back ' | sed 's/^back //' | sort)
+    circles=$(echo "$out" | grep '^circle ' | sed 's/^circle //')
+    if [ -n "$back" ]; then
+        echo "check_layers: a floor calls a floor above it (use a registered hook):" >&2
+        echo "$back" | sed 's/^/  /' >&2
+        bad=1
+    fi
+    if [ -n "$circles" ]; then
+        echo "check_layers: files that call each other in a circle:" >&2
+        echo "$circles" | sed 's/^/  /' >&2
+        bad=1
+    fi
+}
+if [ -n "$build" ]; then
+    # the objects of a target whose source is still in the tree (a build folder keeps the objects
+    # of files since moved or deleted)
+    objs() {
+        [ -d "$build/CMakeFiles/$1.dir" ] || return 0
+        find "$build/CMakeFiles/$1.dir" -name '*.o' | sort | while read -r o; do
+            src=${o#"$build/CMakeFiles/$1.dir/"}
+            [ -f "${src%.o}" ] && echo "$o"
+        done
+    }
+    core_objs=$(objs wb)
+    if [ -z "$core_objs" ]; then
+        echo "check_layers: no objects of libwb under $build/CMakeFiles/wb.dir (build first)" >&2
+        bad=1
+    fi
+    calls libwb $core_objs $(objs wb_kernels_cpu)
+    calls "the mock plugin" $(objs wb_cuda_mock)
+    calls "the CUDA plugin" $(objs wb_cuda)
 fi
 
 [ "$bad" -eq 0 ] && echo "check_layers: ok (core, kernels, bindings and the executable keep their lines)"

@@ -96,7 +96,7 @@ find_lib() {
 : > "$OUT/libs.txt"
 missing=""
 # libnvrtc.so.13: the plugin dlopens it for wb.compile's generated kernels (too large to bundle;
-# without it test_cuda's codegen test fails, saying so)
+# without it test_cuda_gpu's codegen test fails, saying so)
 for lib in libcudart.so.13 libcublasLt.so.13 libcupti.so.13 libcuda.so.1 libnvrtc.so.13; do
     if [ -e ".gpu/lib/$lib" ] && [ "$BUILD" = .gpu/bin ]; then
         dir="$PWD/.gpu/lib"
@@ -130,8 +130,11 @@ status "cuda" "available"
 
 # 4. the GPU tests, every skip a failure (WB_REQUIRE_GPU), then the lessons and the sweeps
 WB_REQUIRE_GPU=1 WB_EXE="$PWD/$WB" LUA_PATH="${LUA_PATH:-$PWD/tests/?.lua;;}" \
-    step test_cuda 90 "$WB" tests/test_cuda.lua -o text -v
+    step test_cuda 30 "$WB" tests/test_cuda.lua -o text -v
+WB_REQUIRE_GPU=1 WB_EXE="$PWD/$WB" LUA_PATH="${LUA_PATH:-$PWD/tests/?.lua;;}" \
+    step test_cuda_gpu 90 "$WB" tests/test_cuda_gpu.lua -o text -v
 grep -qE ", [1-9][0-9]* skipped" "$OUT/test_cuda.log" && status "test_cuda skips" "FAILED (a test skipped)"
+grep -qE ", [1-9][0-9]* skipped" "$OUT/test_cuda_gpu.log" && status "test_cuda_gpu skips" "FAILED (a test skipped)"
 step linear_anatomy 30 "$WB" --device cuda experiments/linear_anatomy.lua --out "$OUT/linear_anatomy"
 step mlp_anatomy 30 "$WB" --device cuda experiments/mlp_anatomy.lua --out "$OUT/mlp_anatomy"
 step mlp_sweep_bf16 80 "$WB" --device cuda experiments/mlp_sweep.lua --tokens 8192 --dtype bf16 --rounds 2 \
@@ -141,8 +144,8 @@ step mlp_sweep_f32 40 "$WB" --device cuda experiments/mlp_sweep.lua --tokens 1,1
 
 # 5. what the logs say, then the table last
 echo "== facts from the tests =="
-grep -E "linear kernel:|launch records:|GELU_BIAS epilogue|codegen on cuda:" "$OUT/test_cuda.log" | sed 's/^ *//' | sort -u
-grep -E "^(FAILED|Ran |OK)|^[0-9]+\)" "$OUT/test_cuda.log" | head -20
+grep -E "linear kernel:|launch records:|GELU_BIAS epilogue|codegen on cuda:" "$OUT/test_cuda_gpu.log" | sed 's/^ *//' | sort -u
+grep -E "^(FAILED|Ran |OK)|^[0-9]+\)" "$OUT/test_cuda.log" "$OUT/test_cuda_gpu.log" | head -20
 echo "== lessons (cuda) =="
 grep -hE "All expectations|rel. error|failed|^(eager|fused|dual) " "$OUT/linear_anatomy.log" "$OUT/mlp_anatomy.log" | head -10
 echo "== mlp_sweep (tokens, mode, median ms, ..., kernels, host us, vs eager) =="

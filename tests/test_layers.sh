@@ -1,13 +1,14 @@
 #!/bin/sh
-# test_layers.sh: scripts/check_layers.sh passes on the tree and fails on each kind of crossing
-# planted into a copy of it (so the check cannot pass by checking nothing).
+# test_layers.sh: scripts/check_layers.sh passes on the tree and its build, and fails on each kind
+# of crossing planted into a copy of them (so the check cannot pass by checking nothing): includes
+# and clocks in the sources, calls between floors and call circles in the objects.
 # Usage: tests/test_layers.sh SOURCE_DIR BUILD_DIR
 set -u
 src=$1 build=$2
 sh "$src/scripts/check_layers.sh" "$build" || { echo "FAIL: the tree itself crosses a line"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-(cd "$src" && tar cf - core kernels bindings scripts/check_layers.sh) | (cd "$tmp" && tar xf -)
+(cd "$src" && tar cf - CMakeLists.txt core kernels bindings scripts/check_layers.sh) | (cd "$tmp" && tar xf -)
 fails=0
 plant() { # FILE LINE WHAT
     cp "$tmp/$1" "$tmp/saved"
@@ -22,12 +23,52 @@ plant() { # FILE LINE WHAT
 }
 plant kernels/cpu/gemm.c '#include "wb.h"' "a CPU kernel includes the core"
 plant kernels/cpu/include/wb_kernels/gemm.h '#include "storage.h"' "a kernel header includes the core"
-plant core/graph.c '#include <lua.h>' "core includes Lua"
-plant core/storage.c '#include "wb_lua.h"' "core includes the bindings"
-plant core/graph.c '#include "../kernels/cpu/include/wb_kernels/gemm.h"' "core includes kernels by relative path"
-plant core/graph.c '#include <cuda_runtime_api.h>' "core includes a CUDA header"
+plant core/observe/graph.c '#include <lua.h>' "core includes Lua"
+plant core/base/storage.c '#include "wb_lua.h"' "core includes the bindings"
+plant core/observe/graph.c '#include "../kernels/cpu/include/wb_kernels/gemm.h"' "core includes kernels by relative path"
+plant core/observe/graph.c '#include <cuda_runtime_api.h>' "core includes a CUDA header"
 plant kernels/cuda/mock_plugin.c '#include "op.h"' "the plugin includes the core"
 plant bindings/l_wb.c '#include <cupti.h>' "the bindings include a CUDA header"
-plant core/graph.c 'static int x = WB_DEVICE_CUDA;' "an if-cuda outside the backend's files"
+plant core/observe/graph.c 'static int x = WB_DEVICE_CUDA;' "an if-cuda outside the backend's files"
+plant bindings/l_host.c 'static void t(struct timespec *ts) { clock_gettime(CLOCK_MONOTONIC, ts); }' "a clock read outside clock.h"
+plant core/cpu/peak.c 'static void t(struct timeval *tv) { gettimeofday(tv, 0); }' "a second clock in the core"
+plant CMakeLists.txt 'target_include_directories(wb_cuda_mock PRIVATE kernels/cuda core/base)' "a kernel target includes a core folder"
+plant core/base/storage.c '#include "profiler.h"' "a floor includes a header of a floor above it"
+
+# Calls: the check reads them from the build's objects, so the plants are objects compiled here
+# (each with its source beside the copy of the tree, as the check only reads objects whose
+# source exists) and added to a copy of the build's objects.
+(cd "$build/CMakeFiles" && find wb.dir wb_kernels_cpu.dir wb_cuda_mock.dir -name '*.o' | tar cf - -T -) |
+    (mkdir -p "$tmp/build/CMakeFiles" && cd "$tmp/build/CMakeFiles" && tar xf -)
+ln -s "$(cd "$build" && pwd)/workbench" "$tmp/build/workbench"
+sh "$tmp/scripts/check_layers.sh" "$tmp/build" >"$tmp/out" 2>&1 || { echo "FAIL: the copy of the build fails the check"; cat "$tmp/out"; exit 1; }
+plant_objects() { # WHAT TARGET:FILE:CODE...
+    what=$1
+    shift
+    planted=""
+    for spec in "$@"; do
+        target=${spec%%:*} rest=${spec#*:}
+        file=${rest%%:*} code=${rest#*:}
+        mkdir -p "$(dirname "$tmp/$file")" "$(dirname "$tmp/build/CMakeFiles/$target.dir/$file")"
+        echo "$code" >"$tmp/$file"
+        ${CC:-cc} -O1 -c "$tmp/$file" -o "$tmp/build/CMakeFiles/$target.dir/$file.o" || { echo "FAIL: cannot compile a plant"; exit 1; }
+        planted="$planted $tmp/$file $tmp/build/CMakeFiles/$target.dir/$file.o"
+    done
+    if sh "$tmp/scripts/check_layers.sh" "$tmp/build" >"$tmp/out" 2>&1; then
+        echo "FAIL: not caught: $what"
+        fails=$((fails + 1))
+    else
+        echo "ok: caught: $what -> $(head -2 "$tmp/out" | tr '\n' ' ')"
+    fi
+    rm -f $planted
+}
+plant_objects "the base floor calls the profiler (a floor above it)" \
+    'wb:core/base/planted.c:void wb_prof_scope_end(const char *); void wb_planted(void) { wb_prof_scope_end("x"); }'
+plant_objects "two files of one floor call each other (a circle in core/)" \
+    'wb:core/ops/planted_a.c:void wb_planted_b(int); void wb_planted_a(int n) { if (n) wb_planted_b(n - 1); }' \
+    'wb:core/ops/planted_b.c:void wb_planted_a(int); void wb_planted_b(int n) { if (n) wb_planted_a(n - 1); }'
+plant_objects "two CPU kernels call each other (a circle in kernels/)" \
+    'wb_kernels_cpu:kernels/cpu/planted_a.c:void wb_planted_d(int); void wb_planted_c(int n) { if (n) wb_planted_d(n - 1); }' \
+    'wb_kernels_cpu:kernels/cpu/planted_b.c:void wb_planted_c(int); void wb_planted_d(int n) { if (n) wb_planted_c(n - 1); }'
 [ "$fails" -eq 0 ] && echo "test_layers: every crossing caught"
 exit "$fails"

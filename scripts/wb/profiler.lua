@@ -1,4 +1,4 @@
--- wb.profiler: what ran, on which lane, for how long. The recording is native (core/profiler.c,
+-- wb.profiler: what ran, on which lane, for how long. The recording is native (core/observe/profiler.c,
 -- bindings/l_profiler.c); this module adds the session's schedule, the key_averages table and
 -- expectations a script can assert.
 --

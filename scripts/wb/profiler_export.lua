@@ -1,6 +1,6 @@
 -- wb.profiler_export: the profiler's exports built from p:events() in Lua: folded stacks (for
 -- flamegraph.pl and speedscope) and the memory timeline (JSON plus an HTML chart). The Chrome
--- trace is written natively (core/profiler.c); these follow its rules for paths and --sandbox.
+-- trace is written natively (core/observe/profiler.c); these follow its rules for paths and --sandbox.
 
 local cjson = require("cjson")
 local report = require("wb.report")

@@ -2,7 +2,7 @@
  * checks in front of it: in a child process confined to a read folder and a write folder,
  * files elsewhere cannot be read or written (the library cannot be planted into), execve,
  * ptrace and sockets are refused, and the allowed folders still work. Skips (77) without
- * Landlock. Also the atomic writer (core/atomic_file.c): a failed write leaves the old file. */
+ * Landlock. Also the atomic writer (core/base/atomic_file.c): a failed write leaves the old file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

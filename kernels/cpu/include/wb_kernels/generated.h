@@ -1,4 +1,4 @@
-/* generated.h: what a generated pointwise kernel (wb.compile's code generation, core/codegen.c)
+/* generated.h: what a generated pointwise kernel (wb.compile's code generation, core/ops/codegen.c)
  * receives: the output as [rows, cols] with cols the innermost dimension, and per input the
  * strides of the outer dimensions (row r's offset) and the stride along cols (0: broadcast, or
  * 1). A generated kernel is `void wb_poi_<name>(const wb_poi_args *a)`; this text is compiled into

@@ -1,0 +1,92 @@
+/* calibrate.c: the raw measurements and machine facts the roofline's ceilings are built from:
+ * the nominal clock and read bandwidth over a working set of a given size (so that L2, L3 and
+ * DRAM each get their own ceiling); the cache sizes come from the CPU kernels, whose GEMM driver
+ * reads them too (wb_cpu_cache_bytes). Repeating, keeping the best, checking the
+ * spread and caching per machine are the Lua side's job (scripts/wb/calibrate.lua). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <wb_kernels/gemm.h>
+#include "calibrate.h"
+#include "clock.h"
+#include "peer.h"
+
+double wb_cpu_clock_mhz(void) {
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+    if (f) {
+        long khz = 0;
+        int ok = fscanf(f, "%ld", &khz) == 1;
+        fclose(f);
+        if (ok && khz > 0) return khz / 1000.0;
+    }
+    f = fopen("/proc/cpuinfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double mhz = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "cpu MHz : %lf", &mhz) == 1 || sscanf(line, "cpu MHz\t: %lf", &mhz) == 1) break;
+    fclose(f);
+    return mhz;
+}
+
+int wb_cpu_fma_lanes(void) { return wb_cpu_isa_active()->lanes; }
+
+static volatile double sink;
+
+/* One timed pass: `sweeps` reads of buf[0, n) split over the threads. It reads only its own
+ * buffer, in bounds by construction; left uninstrumented in the sanitizer build, where checking
+ * each load would time the sanitizer instead of the memory (and take minutes of its tests). */
+__attribute__((no_sanitize("address", "undefined"))) static double read_pass(const float *buf, int64_t n,
+                                                                             int64_t sweeps, int threads) {
+    double total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+        /* 32 independent sums: the compiler vectorises them without reassociating anything,
+         * so the loop is bound by loads, not by the latency of one chain of adds */
+        float acc[32] = {0};
+        for (int64_t r = 0; r < sweeps; r++) {
+#pragma omp for schedule(static) nowait
+            for (int64_t i = 0; i < n - 31; i += 32)
+                for (int k = 0; k < 32; k++)
+                    acc[k] += buf[i + k];
+        }
+        for (int k = 0; k < 32; k++)
+            total += acc[k];
+    }
+    return total;
+}
+
+double wb_cpu_measure_read_gbs(int threads, int64_t bytes, int passes) {
+    static float *buf;
+    static int64_t have;
+    int64_t n = bytes / (int64_t)sizeof(float);
+    n -= n % 32;
+    if (n < 32 * threads || passes < 1) return 0;
+    if (n > have) {
+        free(buf);
+        buf = malloc((size_t)n * sizeof(float));
+        if (!buf) {
+            have = 0;
+            return 0;
+        }
+        have = n;
+        for (int64_t i = 0; i < n; i++)
+            buf[i] = (float)(i & 7);
+    }
+    if (threads < 1) threads = 1;
+    /* a pass reads at least 256 MiB (a small working set many times over, each thread its own
+     * share: it stays in that thread's cache), so fork and join cost nothing in the figure */
+    int64_t sweeps = ((int64_t)256 << 20) / (n * (int64_t)sizeof(float)) + 1;
+    double best = 0;
+    for (int rep = 0; rep <= passes; rep++) { /* pass 0 warms the caches (and the pages) */
+        int64_t t0 = wb_now_ns();
+        sink = read_pass(buf, n, sweeps, threads);
+        double gbs = (double)sweeps * (double)n * sizeof(float) / (double)(wb_now_ns() - t0);
+        if (rep > 0 && gbs > best) best = gbs;
+    }
+    return best;
+}

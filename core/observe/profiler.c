@@ -1,0 +1,514 @@
+/* profiler.c: the event recorder behind wb.profiler (see profiler.h). Recording is an append
+ * into a preallocated buffer with two clock reads per op. Device tracers' records are merged in
+ * by profiler_device.c; trace_chrome.c writes the Chrome trace. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profiler_internal.h"
+#include "storage.h"
+
+_Static_assert(sizeof(wb_event) == 64, "an event is one cache line");
+
+static wb_prof *current;
+static wb_prof_stack_fn stack_provider;
+
+void wb_prof_set_stack_provider(wb_prof_stack_fn fn) { stack_provider = fn; }
+wb_prof *wb_prof_current(void) { return current; }
+
+/* Copies s into the string arena; returns its offset, or WB_EVENT_NONE when full. */
+static uint32_t arena_string(wb_prof *p, const char *s) {
+    size_t len = strlen(s) + 1;
+    if (p->str_n + len > p->str_cap) return WB_EVENT_NONE;
+    memcpy(p->strings + p->str_n, s, len);
+    p->str_n += len;
+    return (uint32_t)(p->str_n - len);
+}
+
+/* ---- dispatcher hooks ------------------------------------------------------------------------- */
+
+/* Opens a frame on the op stack (an op, or a runtime scope such as a graph launch); NULL past
+ * MAX_DEPTH, where the depth is still counted so the matching end stays balanced. */
+static frame *push_frame(wb_prof *p) {
+    int d = p->depth++;
+    if (d >= MAX_DEPTH) return NULL;
+    frame *f = &p->stack[d];
+    f->id = ++p->next_id;
+    f->ninputs = 0;
+    f->device_pushed = 0;
+    f->shape_off = 0;
+    f->nflow = 0;
+    f->geometry = 0;
+    f->src = WB_EVENT_NONE;
+    return f;
+}
+
+static void on_op_begin(void *user, const wb_op_call *c) {
+    wb_prof *p = user;
+    frame *f = push_frame(p);
+    if (!f) return;
+    /* kernels and copies -> this op; a `to` whose target is the traced device copies onto it
+     * (its call names the source's device until its shape rule runs) */
+    int on_device = p->device_on && (c->device == p->device->device ||
+                                     (c->def->id == WB_OP_TO && c->p.to.device == p->device->device));
+    if (on_device) {
+        p->device->trace_push(f->id);
+        f->device_pushed = 1;
+    }
+    if (p->recording && p->o.record_host) {
+        f->shape_off = (uint32_t)p->shapes_n;
+        if (p->o.record_shapes) {
+            for (int i = 0; i < c->nin && i < WB_EVENT_MAX_INPUTS; i++) {
+                const wb_tensor *t = c->in[i];
+                int nd = t ? t->ndim : -1; /* -1: an absent optional input */
+                if (p->shapes_n + (size_t)(nd > 0 ? nd : 0) > p->shapes_cap) break;
+                for (int k = 0; k < nd; k++)
+                    p->shapes[p->shapes_n++] = t->shape[k];
+                f->meta[i] = (uint8_t)((nd + 1) | ((t ? (int)t->dtype : 0) << 4));
+                f->ninputs++;
+            }
+        }
+        /* the data flow (findings: which kernel's output only the next one reads): storage ids of
+         * the inputs now, the output's slot filled at the end */
+        int nin = c->nin < WB_EVENT_MAX_INPUTS ? c->nin : WB_EVENT_MAX_INPUTS, nflow = nin + 1;
+        if ((!p->o.record_shapes || f->ninputs == nin) && p->shapes_n + (size_t)nflow <= p->shapes_cap) {
+            for (int i = 0; i < nflow - 1; i++)
+                p->shapes[p->shapes_n++] = c->in[i] ? (int64_t)wb_storage_id(c->in[i]->storage) : 0;
+            f->flow_out = (uint32_t)p->shapes_n;
+            p->shapes[p->shapes_n++] = 0;
+            f->nflow = (uint8_t)nflow;
+            /* a view's strides in and out (the view finding shows them): the input's now, the
+             * output's slots filled at the end */
+            const wb_tensor *in0 = c->nin > 0 ? c->in[0] : NULL;
+            size_t need = in0 ? (size_t)in0->ndim + 1 + 2 * WB_MAX_DIMS : 0;
+            if (p->o.record_shapes && c->def->kind == WB_OP_KIND_VIEW && in0 && p->shapes_n + need <= p->shapes_cap) {
+                for (int k = 0; k < in0->ndim; k++)
+                    p->shapes[p->shapes_n++] = in0->stride[k];
+                f->geometry = (uint32_t)p->shapes_n;
+                p->shapes[p->shapes_n] = 0; /* ndim 0 until the view exists */
+                p->shapes_n += 1 + 2 * WB_MAX_DIMS;
+            }
+        }
+        if (p->o.with_stack && stack_provider) {
+            char buf[256];
+            stack_provider(buf, sizeof buf);
+            if (buf[0]) f->src = arena_string(p, buf);
+        }
+    }
+    f->ts = wb_now_ns(); /* last, so the bookkeeping above is not billed to the op */
+}
+
+/* Closes the innermost frame (its correlation comes off the device tracer's stack); returns it
+ * when its event is to be recorded, else NULL. */
+static frame *pop_frame(wb_prof *p) {
+    int d = --p->depth;
+    if (d < MAX_DEPTH && p->stack[d].device_pushed && p->device_on) p->device->trace_pop();
+    if (d >= MAX_DEPTH || !p->recording || !p->o.record_host) return NULL;
+    return &p->stack[d];
+}
+
+/* The op enclosing frame f (0 at the top level). */
+static uint32_t parent_of(const wb_prof *p, const frame *f) { return f > p->stack ? f[-1].id : 0; }
+
+static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
+    int64_t now = wb_now_ns();
+    wb_prof *p = user;
+    frame *f = pop_frame(p);
+    if (!f) return;
+    wb_event *e = slot(p);
+    if (!e) return;
+    if (f->nflow && c->out && c->out->storage) p->shapes[f->flow_out] = (int64_t)wb_storage_id(c->out->storage);
+    if (f->geometry && c->out) {
+        int64_t *g = p->shapes + f->geometry;
+        g[0] = c->out->ndim;
+        for (int k = 0; k < c->out->ndim; k++)
+            g[1 + k] = c->out->shape[k], g[1 + WB_MAX_DIMS + k] = c->out->stride[k];
+    }
+    double flops = 0, bytes = 0;
+    if (p->o.with_flops && status == WB_OK) {
+        flops = c->def->flops ? c->def->flops(c) : 0;
+        bytes = c->def->bytes ? c->def->bytes(c) : 0;
+    }
+    *e = (wb_event){.name = c->def->name,
+                    .ts_ns = f->ts - p->t0,
+                    .dur_ns = now - f->ts,
+                    .flops = flops,
+                    .bytes = (float)bytes,
+                    .id = f->id,
+                    .link = parent_of(p, f),
+                    .src = f->src,
+                    .shape_off = f->shape_off,
+                    .kind = WB_EV_OP,
+                    .lane = WB_LANE_HOST,
+                    .ninputs = f->ninputs,
+                    .failed = status != WB_OK,
+                    .in_meta = {f->meta[0], f->meta[1], f->meta[2]},
+                    .nflow = f->nflow,
+                    .geometry = f->geometry && c->out ? 1 : 0};
+}
+
+static void on_kernel_begin(void *user, const wb_kernel_desc *desc) {
+    (void)desc;
+    wb_prof *p = user;
+    if (p->recording && p->o.record_device) { /* per-thread shares of a parallel kernel */
+        p->spans.count = 0;
+        wb_cpu_spans_set(&p->spans);
+    }
+    p->kernel_ts = wb_now_ns();
+}
+
+/* A parallel kernel's worker threads: one event each on its own lane, linked to the kernel. */
+static void record_shares(wb_prof *p, const wb_kernel_desc *desc, uint32_t kernel_id) {
+    for (int t = 0; t < p->spans.count && t < WB_LANE_CPU_THREADS; t++) {
+        const wb_cpu_span *sp = &p->spans.span[t];
+        wb_event *e = slot(p);
+        if (!e) return;
+        *e = (wb_event){.kernel = desc->kind,
+                        .ts_ns = sp->start_ns - p->t0,
+                        .dur_ns = sp->end_ns - sp->start_ns,
+                        .work = (double)sp->work,
+                        .id = ++p->next_id,
+                        .link = kernel_id,
+                        .src = WB_EVENT_NONE,
+                        .threads = (uint16_t)t,
+                        .kind = WB_EV_THREAD,
+                        .lane = (uint8_t)(WB_LANE_CPU_THREAD0 + t)};
+    }
+}
+
+static void on_kernel_end(void *user, const wb_kernel_desc *desc) {
+    int64_t now = wb_now_ns();
+    wb_prof *p = user;
+    if (wb_cpu_spans_get() == &p->spans) wb_cpu_spans_set(NULL);
+    if (!p->recording || !p->o.record_device) return;
+    wb_event *e = slot(p);
+    if (!e) return;
+    *e = (wb_event){.kernel = desc->kind,
+                    .ts_ns = p->kernel_ts - p->t0,
+                    .dur_ns = now - p->kernel_ts,
+                    .flops = desc->flops,
+                    .bytes = (float)desc->bytes,
+                    .id = ++p->next_id,
+                    .link = enclosing_op(p),
+                    .src = WB_EVENT_NONE,
+                    .threads = (uint16_t)desc->threads,
+                    .kind = WB_EV_KERNEL,
+                    .lane = WB_LANE_CPU_DEVICE};
+    if (p->spans.count > 1) record_shares(p, desc, e->id);
+}
+
+static void on_memory(wb_device device, int64_t delta, int64_t live_on_device, int64_t start_ns) {
+    wb_prof *p = current;
+    if (!p) return;
+    int64_t live = (int64_t)wb_storage_bytes_live();
+    if (live > p->mem_peak) p->mem_peak = live;
+    if (!p->recording || !p->o.record_host || !p->o.profile_memory) return;
+    wb_event *e = slot(p);
+    if (!e) return;
+    int64_t now = wb_now_ns();
+    *e = (wb_event){.name = delta >= 0 ? "alloc" : "free",
+                    .ts_ns = (start_ns > 0 && start_ns <= now ? start_ns : now) - p->t0,
+                    .dur_ns = start_ns > 0 && start_ns <= now ? now - start_ns : 0, /* the call's own time */
+                    .live_bytes = (double)live_on_device,
+                    .bytes = (float)delta,
+                    .link = enclosing_op(p),
+                    .src = WB_EVENT_NONE,
+                    .device = (uint16_t)device,
+                    .kind = WB_EV_MEMORY,
+                    .lane = WB_LANE_HOST};
+}
+
+void wb_prof_runtime(const char *name, int64_t t0_ns) {
+    wb_prof *p = current;
+    if (!p || !p->recording || !p->o.record_host) return;
+    int64_t now = wb_now_ns();
+    wb_event *e = slot(p);
+    if (!e) return;
+    *e = (wb_event){.name = name,
+                    .ts_ns = t0_ns - p->t0,
+                    .dur_ns = now - t0_ns,
+                    .id = ++p->next_id,
+                    .link = enclosing_op(p),
+                    .src = WB_EVENT_NONE,
+                    .kind = WB_EV_RUNTIME,
+                    .lane = WB_LANE_HOST};
+}
+
+void wb_prof_scope_begin(void) {
+    wb_prof *p = current;
+    frame *f = p ? push_frame(p) : NULL;
+    if (f && p->device_on) { /* a graph's kernels -> the graph launch */
+        p->device->trace_push(f->id);
+        f->device_pushed = 1;
+    }
+    if (f) f->ts = wb_now_ns();
+}
+
+void wb_prof_scope_end(const char *name) {
+    wb_prof *p = current;
+    if (!p || p->depth == 0) return;
+    int64_t now = wb_now_ns();
+    frame *f = pop_frame(p);
+    if (!f) return;
+    wb_event *e = slot(p);
+    if (!e) return;
+    *e = (wb_event){.name = name,
+                    .ts_ns = f->ts - p->t0,
+                    .dur_ns = now - f->ts,
+                    .id = f->id,
+                    .link = parent_of(p, f),
+                    .src = WB_EVENT_NONE,
+                    .kind = WB_EV_RUNTIME,
+                    .lane = WB_LANE_HOST};
+}
+
+/* The calling thread's run-queue delay so far (ns runnable but not running), -1 when unknown. */
+static int64_t run_delay_now(void) {
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (!f) return -1;
+    unsigned long long run = 0, wait = 0;
+    int n = fscanf(f, "%llu %llu", &run, &wait);
+    fclose(f);
+    return n == 2 ? (int64_t)wait : -1;
+}
+
+static double run_delay_since(int64_t start) {
+    int64_t now = start >= 0 ? run_delay_now() : -1;
+    return now >= start && start >= 0 ? (double)(now - start) : -1;
+}
+
+/* ---- sessions ---------------------------------------------------------------------------------- */
+
+/* MemAvailable from /proc/meminfo in bytes; 0 when unknown. */
+static double available_memory_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+wb_status wb_prof_new(const wb_prof_options *opts, wb_prof **out) {
+    *out = NULL;
+    if (opts->max_events < 16 || opts->max_events > ((int64_t)1 << 28))
+        return wb_error(WB_ERR_ARGUMENT, "profiler: max_events must be between 16 and 2^28, got %lld",
+                        (long long)opts->max_events);
+    /* the buffers are touched at once (below): ask for no more than half the memory available */
+    double need = (double)opts->max_events * (double)(sizeof(wb_event) + 4 * sizeof(int64_t) + 16);
+    double avail = available_memory_bytes();
+    if (avail > 0 && need > avail / 2)
+        return wb_error(WB_ERR_MEMORY,
+                        "profiler: max_events %lld needs %.2f GiB of buffers, more than half of the %.2f GiB of memory "
+                        "available; lower max_events",
+                        (long long)opts->max_events, need / (1 << 30), avail / (1 << 30));
+    wb_prof *p = calloc(1, sizeof *p);
+    if (!p) return wb_error(WB_ERR_MEMORY, "profiler: out of memory");
+    p->o = *opts;
+    p->cap = (size_t)opts->max_events;
+    p->ev = aligned_alloc(64, p->cap * sizeof(wb_event));
+    p->shapes_cap = p->cap * 4;
+    p->shapes = malloc(p->shapes_cap * sizeof(int64_t));
+    p->str_cap = p->cap * 16 + 4096;
+    p->strings = malloc(p->str_cap);
+    if (!p->ev || !p->shapes || !p->strings) {
+        wb_prof_free(p);
+        return wb_error(WB_ERR_MEMORY, "profiler: cannot allocate a buffer for %lld events",
+                        (long long)opts->max_events);
+    }
+    /* Touch the buffer now: page faults during recording would be billed to the ops. */
+    memset(p->ev, 0, p->cap * sizeof(wb_event));
+    p->t0 = wb_now_ns();
+    *out = p;
+    return WB_OK;
+}
+
+void wb_prof_free(wb_prof *p) {
+    if (!p) return;
+    if (p->running) wb_prof_stop(p);
+    free(p->ev), free(p->shapes), free(p->strings), free(p->notes), free(p);
+}
+
+/* What one recorded op costs the caller: two clock reads and an append, timed on a scratch
+ * copy of the real path (an op begin/end pair writes one event). */
+static double calibrate(wb_prof *p) {
+    enum { N = 4096 };
+    wb_op_def def = {.name = "calibration"};
+    wb_op_call call = {.def = &def};
+    size_t n = p->n, dropped = p->dropped;
+    uint64_t next = p->next_id;
+    int64_t t0 = wb_now_ns();
+    for (int i = 0; i < N; i++) {
+        on_op_begin(p, &call);
+        on_op_end(p, &call, WB_OK);
+        if (p->n > n) p->n = n; /* do not keep calibration events */
+    }
+    double cost = (double)(wb_now_ns() - t0) / N;
+    p->n = n, p->dropped = dropped, p->next_id = next;
+    return cost;
+}
+
+static void on_runtime(void *user, const char *name, int64_t t0_ns) {
+    (void)user;
+    wb_prof_runtime(name, t0_ns);
+}
+static void on_device_ready(void *user, wb_device device) { wb_prof_device_ready(user, device); }
+static void on_device_launch(void *user, const wb_kernel_desc *desc) { wb_prof_device_launch(user, desc); }
+
+wb_status wb_prof_start(wb_prof *p) {
+    if (current == p) return WB_OK;
+    if (current)
+        return wb_error(WB_ERR_UNSUPPORTED, "profiler: a session is already running (sessions do not nest; "
+                                            "stop the other one first)");
+    p->hooks = (wb_dispatch_hooks){p, on_op_begin, on_op_end, on_kernel_begin, on_kernel_end};
+    int was = p->recording;
+    p->recording = 1;
+    p->cost_ns = calibrate(p);
+    p->recording = was;
+    p->previous = wb_dispatch_set_hooks(&p->hooks);
+    wb_storage_set_observer(on_memory);
+    p->device_hooks = (wb_device_hooks){
+        .user = p, .runtime = on_runtime, .device_ready = on_device_ready, .device_launch = on_device_launch};
+    wb_device_set_hooks(&p->device_hooks);
+    p->mem_peak = (int64_t)wb_storage_bytes_live();
+    p->depth = 0;
+    p->running = 1;
+    current = p;
+    p->device_note[0] = '\0';
+    for (int d = 0; d < WB_DEVICE_COUNT; d++) /* a traceable device in use in this process: trace it */
+        if (wb_backend_in_use((wb_device)d)) wb_prof_device_ready(p, (wb_device)d);
+    return WB_OK;
+}
+
+const char *wb_prof_device_note(const wb_prof *p) { return p->device_note; }
+
+const char *wb_prof_lane_name(const wb_prof *p, int lane) {
+    static char buf[64];
+    if (lane == WB_LANE_HOST) return "host";
+    if (lane == WB_LANE_CPU_DEVICE) return "cpu:0 stream 0";
+    if (lane >= WB_LANE_CPU_THREAD0) {
+        snprintf(buf, sizeof buf, "cpu:0 thread %d", lane - WB_LANE_CPU_THREAD0);
+        return buf;
+    }
+    snprintf(buf, sizeof buf, "%s:0 stream %u", p->device ? p->device->name : "device", p->device_stream);
+    return buf;
+}
+
+void wb_prof_stop(wb_prof *p) {
+    if (!p->running) return;
+    wb_prof_end_step(p);
+    while (p->nranges > 0)
+        wb_prof_range_pop(p);
+    wb_prof_device_flush(p);
+    if (p->device_on) p->device->trace_stop();
+    p->device_on = 0;
+    wb_dispatch_set_hooks(p->previous);
+    wb_storage_set_observer(NULL);
+    wb_device_set_hooks(NULL);
+    p->running = 0;
+    if (current == p) current = NULL;
+}
+
+int wb_prof_is_running(const wb_prof *p) { return p->running; }
+void wb_prof_set_recording(wb_prof *p, int on) { p->recording = on; }
+
+void wb_prof_end_step(wb_prof *p) {
+    if (!p->in_step) return;
+    wb_prof_device_flush(p); /* a step's device records belong to it (on_trace_ready reads them) */
+    p->in_step = 0;
+    if (!p->recording) return;
+    wb_event *e = slot(p);
+    if (!e) return;
+    *e = (wb_event){.name = "ProfileStep",
+                    .ts_ns = p->step_ts - p->t0,
+                    .dur_ns = wb_now_ns() - p->step_ts,
+                    .run_delay_ns = run_delay_since(p->step_run_delay),
+                    .id = (uint32_t)p->step_no,
+                    .src = WB_EVENT_NONE,
+                    .kind = WB_EV_STEP,
+                    .lane = WB_LANE_HOST};
+}
+
+void wb_prof_step(wb_prof *p, int64_t number) {
+    wb_prof_end_step(p);
+    p->in_step = 1;
+    p->step_no = number;
+    p->step_run_delay = p->recording && p->o.record_host ? run_delay_now() : -1;
+    p->step_ts = wb_now_ns();
+}
+
+wb_status wb_prof_range_push(wb_prof *p, const char *name) {
+    if (p->nranges == MAX_RANGES)
+        return wb_error(WB_ERR_RANGE, "profiler: more than %d nested ranges (missing pop?)", MAX_RANGES);
+    p->ranges[p->nranges].name = arena_string(p, name);
+    p->ranges[p->nranges++].ts = wb_now_ns();
+    return WB_OK;
+}
+
+wb_status wb_prof_range_pop(wb_prof *p) {
+    if (p->nranges == 0) return wb_error(WB_ERR_RANGE, "profiler: pop() without a matching push()");
+    int64_t now = wb_now_ns();
+    p->nranges--;
+    if (!p->recording || !p->o.record_host) return WB_OK;
+    wb_event *e = slot(p);
+    if (!e) return WB_OK;
+    uint32_t name = p->ranges[p->nranges].name;
+    *e = (wb_event){.name = name == WB_EVENT_NONE ? "?" : p->strings + name,
+                    .ts_ns = p->ranges[p->nranges].ts - p->t0,
+                    .dur_ns = now - p->ranges[p->nranges].ts,
+                    .run_delay_ns = -1, /* not sampled: a range may be as short as one call */
+                    .id = ++p->next_id,
+                    .src = WB_EVENT_NONE,
+                    .kind = WB_EV_RANGE,
+                    .lane = WB_LANE_HOST};
+    return WB_OK;
+}
+
+size_t wb_prof_count(const wb_prof *p) { return p->n; }
+const wb_event *wb_prof_event(const wb_prof *p, size_t i) { return i < p->n ? &p->ev[i] : NULL; }
+uint64_t wb_prof_dropped(const wb_prof *p) { return p->dropped; }
+int64_t wb_prof_peak_memory(const wb_prof *p) { return p->mem_peak; }
+double wb_prof_event_cost_ns(const wb_prof *p) { return p->cost_ns; }
+
+const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input) {
+    size_t off = e->shape_off;
+    for (int i = 0; i < input; i++)
+        off += (size_t)(wb_event_ndim(e, i) > 0 ? wb_event_ndim(e, i) : 0);
+    return p->shapes + off;
+}
+
+const int64_t *wb_prof_flow(const wb_prof *p, const wb_event *e, int *n) {
+    *n = e->kind == WB_EV_OP ? e->nflow : 0;
+    if (!*n) return NULL;
+    size_t off = e->shape_off;
+    for (int i = 0; i < e->ninputs; i++)
+        off += (size_t)(wb_event_ndim(e, i) > 0 ? wb_event_ndim(e, i) : 0);
+    return p->shapes + off;
+}
+
+int wb_prof_view_geometry(const wb_prof *p, const wb_event *e, const int64_t **in_stride, int *out_ndim,
+                          const int64_t **out_shape, const int64_t **out_stride) {
+    int n;
+    const int64_t *flow = wb_prof_flow(p, e, &n);
+    if (!flow || !e->geometry || e->ninputs < 1) return 0;
+    *in_stride = flow + n;
+    const int64_t *g = *in_stride + (wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
+    *out_ndim = (int)g[0];
+    *out_shape = g + 1;
+    *out_stride = g + 1 + WB_MAX_DIMS;
+    return 1;
+}
+
+const char *wb_prof_src(const wb_prof *p, const wb_event *e) {
+    return e->src == WB_EVENT_NONE ? NULL : p->strings + e->src;
+}
+
+void wb_prof_clear(wb_prof *p) {
+    p->n = 0;
+    p->dropped = 0;
+    p->shapes_n = 0;
+    /* strings of open ranges must survive: keep the arena when ranges are open */
+    if (p->nranges == 0) p->str_n = 0;
+}

@@ -1,0 +1,211 @@
+/* op_table.c: every op, declared once. The table is indexed by wb_op_id; the static_assert
+ * and wb_op_table_check (run by the C tests) make a missing or misplaced entry a failure. */
+#include "op.h"
+#include "pointwise_ops.h"
+#include "views.h"
+#include "linear_ops.h"
+#include "cuda_ops.h"
+#include "codegen.h"
+
+/* Views are device-independent: the same implementation serves every device. */
+#define ALL_DEVICES(fn)                                                                                                \
+    { [WB_DEVICE_CPU] = fn, [WB_DEVICE_CUDA] = fn }
+#define CPU_CUDA(cpu, cuda)                                                                                            \
+    { [WB_DEVICE_CPU] = cpu, [WB_DEVICE_CUDA] = cuda }
+
+/* Rows of one family differ only in id, name and shape rule; each macro spells its fields out. */
+#define VIEW_ROW(ID, NAME, SHAPE)                                                                                      \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_VIEW,                                                                                   \
+            .arity = 1,                                                                                                \
+            .shape = SHAPE,                                                                                            \
+            .impl = ALL_DEVICES(wb_view_impl)}
+#define COMPOSITE_ROW(ID, NAME, ARITY, OPTIONAL, SHAPE, IMPL)                                                          \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_COMPOSITE,                                                                              \
+            .arity = ARITY,                                                                                            \
+            .optional = OPTIONAL,                                                                                      \
+            .shape = SHAPE,                                                                                            \
+            .impl = ALL_DEVICES(IMPL)}
+#define CREATION_ROW(ID, NAME)                                                                                         \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_KERNEL,                                                                                 \
+            .arity = 0,                                                                                                \
+            .allocates_output = 1,                                                                                     \
+            .shape = wb_shape_creation,                                                                                \
+            .bytes = wb_bytes_creation,                                                                                \
+            .impl = CPU_CUDA(wb_cpu_creation_impl, wb_cuda_creation_impl)}
+#define ACTIVATION_ROW(ID, NAME)                                                                                       \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_KERNEL,                                                                                 \
+            .arity = 1,                                                                                                \
+            .allocates_output = 1,                                                                                     \
+            .shape = wb_shape_unary,                                                                                   \
+            .bytes = wb_bytes_unary,                                                                                   \
+            .impl = {[WB_DEVICE_CPU] = wb_cpu_activation_impl}}
+#define BINARY_ROW(ID, NAME)                                                                                           \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_KERNEL,                                                                                 \
+            .arity = 2,                                                                                                \
+            .allocates_output = 1,                                                                                     \
+            .shape = wb_shape_binary,                                                                                  \
+            .flops = wb_flops_elementwise,                                                                             \
+            .bytes = wb_bytes_binary,                                                                                  \
+            .impl = CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)}
+
+/* clang-format off: one op per row reads better than one field per line */
+static const wb_op_def op_table[] = {
+    VIEW_ROW(WB_OP_T, "t", wb_shape_t),
+    VIEW_ROW(WB_OP_TRANSPOSE, "transpose", wb_shape_transpose),
+    VIEW_ROW(WB_OP_PERMUTE, "permute", wb_shape_permute),
+    VIEW_ROW(WB_OP_VIEW, "view", wb_shape_view),
+    VIEW_ROW(WB_OP_NARROW, "narrow", wb_shape_narrow),
+    VIEW_ROW(WB_OP_SELECT, "select", wb_shape_select),
+    VIEW_ROW(WB_OP_AS_STRIDED, "as_strided", wb_shape_as_strided),
+    VIEW_ROW(WB_OP_EXPAND, "expand", wb_shape_expand),
+    VIEW_ROW(WB_OP_ALIAS, "alias", wb_shape_alias),
+
+    COMPOSITE_ROW(WB_OP_RESHAPE, "reshape", 1, 0, wb_shape_reshape, wb_reshape_impl),
+    COMPOSITE_ROW(WB_OP_FLATTEN, "flatten", 1, 0, wb_shape_flatten, wb_flatten_impl),
+    COMPOSITE_ROW(WB_OP_CONTIGUOUS, "contiguous", 1, 0, wb_shape_same, wb_contiguous_impl),
+    COMPOSITE_ROW(WB_OP_CLONE, "clone", 1, 0, wb_shape_same, wb_clone_impl),
+
+    [WB_OP_COPY_] = {.id = WB_OP_COPY_,
+                     .name = "copy_",
+                     .kind = WB_OP_KIND_KERNEL,
+                     .arity = 2,
+                     .shape = wb_shape_copy_,
+                     .bytes = wb_bytes_copy_,
+                     .impl = CPU_CUDA(wb_cpu_copy_impl, wb_cuda_copy_impl)},
+    [WB_OP_FILL_] = {.id = WB_OP_FILL_,
+                     .name = "fill_",
+                     .kind = WB_OP_KIND_KERNEL,
+                     .arity = 1,
+                     .shape = wb_shape_fill_,
+                     .bytes = wb_bytes_fill_,
+                     .impl = CPU_CUDA(wb_cpu_fill_impl, wb_cuda_fill_impl)},
+    CREATION_ROW(WB_OP_ARANGE, "arange"),
+    CREATION_ROW(WB_OP_RAND, "rand"),
+    CREATION_ROW(WB_OP_RANDN, "randn"),
+    BINARY_ROW(WB_OP_ADD, "add"),
+    BINARY_ROW(WB_OP_SUB, "sub"),
+    BINARY_ROW(WB_OP_MUL, "mul"),
+    BINARY_ROW(WB_OP_DIV, "div"),
+    [WB_OP_NEG] = {.id = WB_OP_NEG,
+                   .name = "neg",
+                   .kind = WB_OP_KIND_KERNEL,
+                   .arity = 1,
+                   .allocates_output = 1,
+                   .shape = wb_shape_unary,
+                   .flops = wb_flops_elementwise,
+                   .bytes = wb_bytes_unary,
+                   .impl = CPU_CUDA(wb_cpu_neg_impl, wb_cuda_neg_impl)},
+    [WB_OP_GELU] = {.id = WB_OP_GELU,
+                    .name = "gelu",
+                    .kind = WB_OP_KIND_KERNEL,
+                    .arity = 1,
+                    .allocates_output = 1,
+                    .shape = wb_shape_unary,
+                    .flops = wb_flops_gelu,
+                    .bytes = wb_bytes_unary,
+                    .impl = CPU_CUDA(wb_cpu_gelu_impl, wb_cuda_gelu_impl)},
+    [WB_OP_GEGLU] = {.id = WB_OP_GEGLU,
+                     .name = "geglu",
+                     .kind = WB_OP_KIND_KERNEL,
+                     .arity = 2,
+                     .allocates_output = 1,
+                     .shape = wb_shape_geglu,
+                     .flops = wb_flops_geglu,
+                     .bytes = wb_bytes_binary,
+                     .impl = CPU_CUDA(wb_cpu_geglu_impl, wb_cuda_geglu_impl)},
+    [WB_OP_MM] = {.id = WB_OP_MM,
+                  .name = "mm",
+                  .kind = WB_OP_KIND_KERNEL,
+                  .arity = 2,
+                  .allocates_output = 1,
+                  .shape = wb_shape_mm,
+                  .flops = wb_flops_mm,
+                  .bytes = wb_bytes_mm,
+                  .impl = CPU_CUDA(wb_cpu_mm_impl, wb_cuda_mm_impl)},
+    [WB_OP_ADDMM] = {.id = WB_OP_ADDMM,
+                     .name = "addmm",
+                     .kind = WB_OP_KIND_KERNEL,
+                     .arity = 3,
+                     .allocates_output = 1,
+                     .shape = wb_shape_addmm,
+                     .flops = wb_flops_mm,
+                     .bytes = wb_bytes_mm,
+                     .impl = CPU_CUDA(wb_cpu_mm_impl, wb_cuda_mm_impl)},
+    [WB_OP_GEGLU_LINEAR] = {.id = WB_OP_GEGLU_LINEAR,
+                            .name = "geglu_linear",
+                            .kind = WB_OP_KIND_KERNEL,
+                            .arity = 5,
+                            .optional = 2,
+                            .allocates_output = 1,
+                            .shape = wb_shape_geglu_linear,
+                            .flops = wb_flops_geglu_linear,
+                            .bytes = wb_bytes_geglu_linear,
+                            .impl = CPU_CUDA(wb_cpu_geglu_linear_impl, wb_cuda_geglu_linear_impl)},
+#define ACT_LIST_ROW(ID, name, ...) ACTIVATION_ROW(WB_OP_##ID, #name),
+    WB_ACT_LIST(ACT_LIST_ROW)
+#undef ACT_LIST_ROW
+    [WB_OP_SWIGLU] = {.id = WB_OP_SWIGLU,
+                      .name = "swiglu",
+                      .kind = WB_OP_KIND_KERNEL,
+                      .arity = 2,
+                      .allocates_output = 1,
+                      .shape = wb_shape_geglu,
+                      .flops = wb_flops_geglu,
+                      .bytes = wb_bytes_binary,
+                      .impl = {[WB_DEVICE_CPU] = wb_cpu_activation_impl}},
+    [WB_OP_SWIGLU_LINEAR] = {.id = WB_OP_SWIGLU_LINEAR,
+                             .name = "swiglu_linear",
+                             .kind = WB_OP_KIND_KERNEL,
+                             .arity = 5,
+                             .optional = 2,
+                             .allocates_output = 1,
+                             .shape = wb_shape_geglu_linear,
+                             .flops = wb_flops_geglu_linear,
+                             .bytes = wb_bytes_geglu_linear,
+                             .impl = {[WB_DEVICE_CPU] = wb_cpu_geglu_linear_impl}},
+    [WB_OP_GENERATED] = {.id = WB_OP_GENERATED,
+                         .name = "generated",
+                         .kind = WB_OP_KIND_KERNEL,
+                         .arity = WB_OP_MAX_INPUTS,
+                         .optional = WB_OP_MAX_INPUTS - 1,
+                         .allocates_output = 1,
+                         .shape = wb_shape_generated,
+                         .bytes = wb_bytes_generated,
+                         .impl = CPU_CUDA(wb_cpu_generated_impl, wb_cuda_generated_impl)},
+    [WB_OP_TO] = {.id = WB_OP_TO,
+                  .name = "to",
+                  .kind = WB_OP_KIND_KERNEL,
+                  .arity = 1,
+                  .allocates_output = 1,
+                  .shape = wb_shape_to,
+                  .bytes = wb_bytes_unary,
+                  .impl = ALL_DEVICES(wb_to_impl)},
+
+    COMPOSITE_ROW(WB_OP_MATMUL, "matmul", 2, 0, wb_shape_matmul, wb_matmul_impl),
+    COMPOSITE_ROW(WB_OP_LINEAR, "linear", 3, 1, wb_shape_linear, wb_linear_impl),
+};
+/* clang-format on */
+_Static_assert(sizeof op_table / sizeof op_table[0] == WB_OP_COUNT, "every wb_op_id needs an op_table entry");
+
+const wb_op_def *wb_op_get(wb_op_id id) { return (unsigned)id < WB_OP_COUNT ? &op_table[id] : NULL; }
+
+const char *wb_op_name(wb_op_id id) { return (unsigned)id < WB_OP_COUNT ? op_table[id].name : "?"; }
+
+/* Returns the first op whose entry is incomplete or out of place, or -1 when all are sound. */
+int wb_op_table_check(void) {
+    for (int i = 0; i < WB_OP_COUNT; i++) {
+        const wb_op_def *d = &op_table[i];
+        if ((int)d->id != i || !d->name || !d->shape || !d->impl[WB_DEVICE_CPU]) return i;
+    }
+    return -1;
+}
