@@ -35,8 +35,7 @@ local codegen = require("wb.codegen")
 
 -- The activations of the op list (silu, sigmoid, ...: wb._ops(), declared once in C) are traced
 -- as functions and as methods, after neg in both lists.
-local ACTIVATIONS = {}
-for i, op in ipairs(wb._ops()) do ACTIVATIONS[i] = op.name end
+local ACTIVATIONS = {}; for i, op in ipairs(wb._ops()) do ACTIVATIONS[i] = op.name end
 local function with_activations(before, after)
     local names = table.move(before, 1, #before, 1, {})
     table.move(ACTIVATIONS, 1, #ACTIVATIONS, #names + 1, names)
