@@ -213,7 +213,7 @@ static void push_dims(lua_State *L, const int64_t *v, int n) {
     }
 }
 
-/* s:events() -> array of event tables (the shape README's profiler section documents). */
+/* s:events() -> array of event tables (the shape docs/profiler.md documents). */
 static int s_events_build(lua_State *L) {
     wb_prof *p = check_session(L);
     size_t n = wb_prof_count(p);

@@ -1,4 +1,4 @@
-/* main.c: the workbench executable. Parses the command line (README, "Using it"),
+/* main.c: the workbench executable. Parses the command line (docs/cli.md),
  * opens Lua with `wb` as a global, sets `arg` as the standalone lua does, then runs -e
  * statements, the script (or stdin) and the REPL. A script error prints a traceback and the
  * process exits non-zero. */

@@ -283,7 +283,7 @@ function TestCli:test_gemm_bench_only_runs_the_sections_named()
     for _, r in ipairs(rows) do labels[#labels + 1] = r.row end
     table.sort(labels)
     lu.assertEquals(labels, {"n=64 nn", "n=64 tn"})
-    -- --rounds above the default --max-rounds (15) raises it: --only dual --rounds 21 is the README's example
+    -- --rounds above the default --max-rounds (15) raises it: --only dual --rounds 21 is docs/cpu-kernels.md's example
     local _, more = gemm_bench("--only squares --sizes 32 --threads 1 --layouts nn --rounds 16")
     lu.assertEquals(more[1].rounds, 16)
     local _, e2, c2 = run(EXPERIMENTS .. "/gemm_bench.lua --only dual,gemv")

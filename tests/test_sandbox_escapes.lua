@@ -121,7 +121,7 @@ end
 
 -- 13: memory was unlimited
 function TestEscapes:test_memory_is_limited()
-    if wb.build.sanitizers then return end -- AddressSanitizer cannot run under RLIMIT_AS (README)
+    if wb.build.sanitizers then return end -- AddressSanitizer cannot run under RLIMIT_AS (docs/cli.md)
     local out = assert_blocked('local t = wb.empty{3 * 2^30}') -- 12 GiB: over the default 8G
     lu.assertStrContains(out, "empty")
     out = assert_blocked('local t = wb.empty{2^28}', "--max-memory 512M") -- 1 GiB

@@ -1,6 +1,6 @@
 #!/bin/bash
 # test_slurm.sh: submit.sh without a cluster says how to get one; then a real single-node Slurm on
-# this machine, started as the README says (scripts/slurm/local_cluster.sh: munged, slurmctld,
+# this machine, started as docs/sweeps.md says (scripts/slurm/local_cluster.sh: munged, slurmctld,
 # slurmd, with a configuration generated into a temporary folder), a small mlp_sweep submitted through
 # scripts/slurm/submit.sh as a 4-task job array plus its merge job, and the merged result checked
 # against the same sweep run unsharded: the same points and columns, identical kernel counts,

@@ -1,5 +1,5 @@
 /* op.h: the op table and the dispatcher every op goes through (internal to libwb).
- * An op is declared once in core/op_table.c: its name, kind, arity, shape rule, flops and bytes
+ * An op is declared once in core/ops/op_table.c: its name, kind, arity, shape rule, flops and bytes
  * formulas and one implementation per device. The dispatcher is the single place where the
  * profiler and graph capture hook in (wb_dispatch_hooks, wb_capture_hooks). */
 #ifndef WB_OP_H
@@ -44,13 +44,13 @@ typedef enum wb_op_id {
     WB_OP_MM,
     WB_OP_ADDMM,
     WB_OP_GEGLU_LINEAR,
-    /* the activations of <wb_kernels/act_list.h> (core/ops_activation.c) */
+    /* the activations of <wb_kernels/act_list.h> (core/ops/ops_activation.c) */
 #define WB_OP_ACT_ID(ID, ...) WB_OP_##ID,
     WB_ACT_LIST(WB_OP_ACT_ID)
 #undef WB_OP_ACT_ID
     WB_OP_SWIGLU,
     WB_OP_SWIGLU_LINEAR,
-    WB_OP_GENERATED, /* a generated pointwise kernel (core/codegen.c) */
+    WB_OP_GENERATED, /* a generated pointwise kernel (core/ops/codegen.c) */
     WB_OP_TO, /* between devices and dtypes */
     /* composites over the GEMM ops */
     WB_OP_MATMUL,
@@ -177,7 +177,7 @@ typedef struct wb_kernel_desc {
 /* How a launch context is laid out, for graph capture: its size (capture keeps a copy), an
  * optional `refresh` that re-resolves cached state in a copied context before a replay (a GEMM's
  * packed weights), and the byte offsets of its data pointers (replay points them at new input
- * buffers: core/graph.c). One static const row per kernel family, declared beside its struct. */
+ * buffers: core/observe/graph.c). One static const row per kernel family, declared beside its struct. */
 #define WB_LAUNCH_MAX_POINTERS 8
 typedef struct wb_launch_layout {
     size_t size;
@@ -196,15 +196,13 @@ wb_kernel_desc wb_kernel_desc_for(const wb_op_call *c, const wb_kernel_kind *key
  * copy and re-issue it on the same or rebound inputs. */
 void wb_kernel_launch(const wb_kernel_desc *desc, void (*fn)(void *ctx), void *ctx, const wb_launch_layout *layout);
 
-/* Graph capture observes launches, op inputs, new storages and storage writes (core/graph.c). */
+/* Graph capture observes launches, op inputs, new storages and storage writes (core/observe/graph.c). */
 typedef struct wb_capture_hooks {
     void *user;
     /* fn and ctx NULL: queued on a device that captures its own queue (cuda) */
     void (*launch)(void *user, const wb_kernel_desc *desc, void (*fn)(void *), const void *ctx,
                    const wb_launch_layout *layout);
     void (*op_inputs)(void *user, const wb_op_call *call);
-    void (*storage_new)(void *user, wb_storage *s);     /* allocated during capture */
-    void (*storage_written)(void *user, wb_storage *s); /* written by a captured kernel */
 } wb_capture_hooks;
 void wb_capture_set_hooks(const wb_capture_hooks *hooks);
 const wb_capture_hooks *wb_capture_hooks_active(void);

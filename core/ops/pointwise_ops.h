@@ -21,13 +21,11 @@ wb_status wb_cpu_neg_impl(wb_op_call *c);
 wb_status wb_cpu_copy_impl(wb_op_call *c);
 wb_status wb_cpu_fill_impl(wb_op_call *c);
 wb_status wb_cpu_creation_impl(wb_op_call *c);
-/* Both contiguous and of one shape (elementwise kernels then index every operand alike). */
-int wb_same_geometry_contiguous(const wb_tensor *a, const wb_tensor *b);
-/* silu, sigmoid, relu, tanh, exp, swiglu on the cpu (core/ops_activation.c). */
+/* silu, sigmoid, relu, tanh, exp, swiglu on the cpu (core/ops/ops_activation.c). */
 wb_status wb_cpu_activation_impl(wb_op_call *c);
 /* The kernels' wb_cpu_act for one of those ops. */
 int wb_cpu_act_of(wb_op_id id);
-/* bf16 on the cpu: f32 math, one rounding (core/ops_bf16.c). */
+/* bf16 on the cpu: f32 math, one rounding (core/ops/ops_bf16.c). */
 wb_status wb_cpu_bf16_pointwise(wb_op_call *c);
 
 /* `to` between any two devices and dtypes (to.c). */

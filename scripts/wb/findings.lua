@@ -8,7 +8,7 @@
 
 local M = {}
 
--- Thresholds, each with its reason (the README's Findings section repeats them).
+-- Thresholds, each with its reason (docs/profiler.md's Findings section repeats them).
 M.THRESHOLDS = {
     -- host_bound: a window whose device lane is idle more than half its span: the host, not the
     -- kernels, sets its time, so faster kernels cannot help it and replay can.
