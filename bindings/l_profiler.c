@@ -406,8 +406,8 @@ static int s_events_build(lua_State *L) {
         f.to_ns = int_field(L, 2, "to_ns", INT64_MAX);
         first = int_field(L, 2, "first", 1);
         limit = int_field(L, 2, "limit", INT64_MAX);
-        if (first < 1) return wb_lua_raise(L, "events: filter.first must be >= 1, got %lld", (long long)first);
-        if (limit < 1) return wb_lua_raise(L, "events: filter.limit must be >= 1, got %lld", (long long)limit);
+        if (first < 1) return wb_lua_raise(L, "events: filter.first must be >= 1, got %I", (lua_Integer)first);
+        if (limit < 1) return wb_lua_raise(L, "events: filter.limit must be >= 1, got %I", (lua_Integer)limit);
     }
     size_t total = wb_prof_count(p);
     lua_createtable(L, limit < (int64_t)total && limit < (1 << 24) ? (int)limit : (int)(total < (1u << 24) ? total : 1u << 24), 0);

@@ -16,6 +16,11 @@
 static void json_string(wb_out *f, const char *s) {
     wb_out_char(f, '"');
     const unsigned char *u = (const unsigned char *)(s ? s : "");
+    size_t plain = 0; /* the common case: printable ASCII, copied whole */
+    while (u[plain] >= 0x20 && u[plain] < 0x80 && u[plain] != '"' && u[plain] != '\\')
+        plain++;
+    wb_out_write(f, (const char *)u, plain);
+    u += plain;
     while (*u) {
         unsigned char c = *u;
         if (c == '"' || c == '\\') {
@@ -80,6 +85,14 @@ static void shapes_json(wb_out *f, const wb_prof *p, const wb_event *e) {
         ints_json(f, wb_prof_shape(p, e, i), wb_event_ndim(e, i));
     }
     wb_out_char(f, ']');
+}
+
+/* , "key": "value" (both plain: names of fields the workbench writes) */
+static void field_str(wb_out *f, const char *key, const char *v) {
+    wb_out_str(f, ", \"");
+    wb_out_str(f, key);
+    wb_out_str(f, "\": ");
+    json_string(f, v);
 }
 
 /* JSON has no NaN or Infinity: a count that is not finite (a kernel descriptor's flops or bytes
@@ -214,11 +227,13 @@ static void write_event(wb_out *f, const wb_prof *p, const wb_event *e, uint64_t
             json_string(f, e->kernel->ops);
         }
         if (wb_kernel_kind_fields(e->kernel, &k)) {
-            wb_out_printf(f, ", \"isa\": \"%s\", \"tile\": \"%s\", \"layout\": \"%s\", \"epilogue\": \"%s\"", k.isa,
-                          k.tile, k.layout, k.epilogue);
+            field_str(f, "isa", k.isa);
+            field_str(f, "tile", k.tile);
+            field_str(f, "layout", k.layout);
+            field_str(f, "epilogue", k.epilogue);
         } else {
             char epi[48];
-            wb_out_printf(f, ", \"epilogue\": \"%s\"", wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
+            field_str(f, "epilogue", wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
         }
     }
     if (e->kind == WB_EV_OP && e->nflow) {

@@ -56,7 +56,7 @@ void wb_out_flush(wb_out *o) {
     o->n = 0;
 }
 
-void wb_out_write(wb_out *o, const char *s, size_t n) {
+void wb_out_write_slow(wb_out *o, const char *s, size_t n) {
     while (n > 0) {
         if (o->n == sizeof o->buf) wb_out_flush(o);
         size_t k = sizeof o->buf - o->n < n ? sizeof o->buf - o->n : n;
@@ -65,24 +65,39 @@ void wb_out_write(wb_out *o, const char *s, size_t n) {
     }
 }
 
+static const char two_digits[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                    "8081828384858687888990919293949596979899";
+
 void wb_out_int(wb_out *o, int64_t v) {
     char tmp[24];
     int i = sizeof tmp;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[--i] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    while (u >= 100) { /* two digits a division */
+        unsigned d = (unsigned)(u % 100) * 2;
+        u /= 100;
+        tmp[--i] = two_digits[d + 1], tmp[--i] = two_digits[d];
+    }
+    if (u >= 10) {
+        unsigned d = (unsigned)u * 2;
+        tmp[--i] = two_digits[d + 1], tmp[--i] = two_digits[d];
+    } else {
+        tmp[--i] = (char)('0' + u);
+    }
     if (v < 0) tmp[--i] = '-';
-    wb_out_write(o, tmp + i, sizeof tmp - (size_t)i);
+    wb_out_need(o, sizeof tmp);
+    for (; i < (int)sizeof tmp; i++) /* a few digits: no call to memcpy */
+        o->buf[o->n++] = tmp[i];
 }
 
 void wb_out_us(wb_out *o, int64_t ns) {
     uint64_t u = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
     if (ns < 0) wb_out_char(o, '-');
     wb_out_int(o, (int64_t)(u / 1000));
-    char frac[4] = {'.', (char)('0' + u / 100 % 10), (char)('0' + u / 10 % 10), (char)('0' + u % 10)};
-    wb_out_write(o, frac, 4);
+    wb_out_need(o, 4);
+    char *b = o->buf + o->n;
+    b[0] = '.', b[1] = (char)('0' + u / 100 % 10), b[2] = (char)('0' + u / 10 % 10), b[3] = (char)('0' + u % 10);
+    o->n += 4;
 }
 
 void wb_out_printf(wb_out *o, const char *fmt, ...) {

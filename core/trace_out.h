@@ -5,6 +5,7 @@
 #define WB_TRACE_OUT_H
 
 #include <stdint.h>
+#include <string.h>
 #include <zlib.h>
 
 #include "atomic_file.h"
@@ -31,13 +32,17 @@ void wb_out_abort(wb_out *o);
 static inline void wb_out_need(wb_out *o, size_t n) {
     if (o->n + n > sizeof o->buf) wb_out_flush(o);
 }
-void wb_out_write(wb_out *o, const char *s, size_t n);
-static inline void wb_out_str(wb_out *o, const char *s) {
-    size_t n = 0;
-    while (s[n])
-        n++;
-    wb_out_write(o, s, n);
+void wb_out_write_slow(wb_out *o, const char *s, size_t n);
+static inline void wb_out_write(wb_out *o, const char *s, size_t n) {
+    if (o->n + n <= sizeof o->buf) {
+        memcpy(o->buf + o->n, s, n);
+        o->n += n;
+    } else {
+        wb_out_write_slow(o, s, n);
+    }
 }
+/* (inlined: the length of a literal is known where it is written) */
+static inline void wb_out_str(wb_out *o, const char *s) { wb_out_write(o, s, __builtin_strlen(s)); }
 static inline void wb_out_char(wb_out *o, char c) {
     wb_out_need(o, 1);
     o->buf[o->n++] = c;

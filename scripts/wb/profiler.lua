@@ -260,7 +260,11 @@ function Profiler:stats() return self:_result():stats() end
 function Profiler:export_chrome_trace(path)
     if type(path) ~= "string" then fail("export_chrome_trace needs a file path", 2) end
     local session = self:_result()
-    local extra_events, members = require("wb.findings_trace").trace_extras(self:findings(), self:_findings_context())
+    -- the rules read every event as a Lua table: a large session's trace goes without them (and
+    -- says so); `workbench explain` on the trace runs them
+    local left_out = session:stats().events > require("wb.profiler_table").FINDINGS_IN_TABLE_MAX
+    local extra_events, members = require("wb.findings_trace").trace_extras(left_out and {} or self:findings(),
+        self:_findings_context(), left_out)
     -- a refused path names the user's line
     local n, bytes = native(2, session.export_chrome_trace, session, path, extra_events, members)
     self.last_export = {path = path, events = n, bytes = bytes}
