@@ -483,6 +483,31 @@ static const luaL_Reg session_methods[] = {
     {NULL, NULL},
 };
 
+/* wb._profiler_load(path, {max_memory=, memory_policy=, spill_dir=}) -> a stopped session holding
+ * the trace's events, and the lines read. */
+static int l_load(lua_State *L) {
+    const char *path = wb_lua_checkstring(L, 1);
+    wb_lua_check_path(L, path, 0, "load_trace");
+    wb_lua_checktable(L, 2);
+    wb_prof_options o = {.record_host = 1, .record_device = 1, .max_memory = (int64_t)256 << 20,
+                         .policy = WB_PROF_SPILL};
+    if (lua_getfield(L, 2, "max_memory") != LUA_TNIL) o.max_memory = wb_lua_checkint(L, -1, "load_trace", "max_memory");
+    lua_pop(L, 1);
+    if (lua_getfield(L, 2, "memory_policy") != LUA_TNIL) {
+        const char *policy = lua_tostring(L, -1);
+        o.policy = policy && !strcmp(policy, "ring") ? WB_PROF_RING : policy && !strcmp(policy, "stop") ? WB_PROF_STOP : WB_PROF_SPILL;
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, 2, "spill_dir") != LUA_TNIL) o.spill_dir = lua_tostring(L, -1);
+    session_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
+    h->p = NULL;
+    luaL_setmetatable(L, SESSION_TYPE);
+    uint64_t lines = 0;
+    WB_LUA_CHECK(L, wb_prof_load_chrome(path, &o, &h->p, &lines));
+    lua_pushinteger(L, (lua_Integer)lines);
+    return 2;
+}
+
 /* wb._profiler_current_push(name) / pop(): ranges on the running session, if any. */
 static int l_range_push(lua_State *L) {
     const char *name = wb_lua_checkstring(L, 1);
@@ -501,6 +526,7 @@ static const luaL_Reg functions[] = {
     {"_profiler_session", l_session_new},
     {"_profiler_push", l_range_push},
     {"_profiler_pop", l_range_pop},
+    {"_profiler_load", l_load},
     {NULL, NULL},
 };
 

@@ -196,6 +196,10 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path);
 wb_status wb_prof_export_chrome_with(const wb_prof *p, const char *path, const char *extra_events,
                                      const char *extra_members, uint64_t *events, uint64_t *bytes);
 
+/* A Chrome trace the workbench wrote (plain or .gz), read back in one streaming pass into a new,
+ * stopped session stored under opts' max_memory and policy (trace_read.c). *lines: lines read. */
+wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_prof **out, uint64_t *lines);
+
 /* ---- aggregation (profiler_aggregate.c): key_averages over the records ---- */
 typedef struct wb_prof_row {
     const char *name; /* interned or static; valid while the session lives */

@@ -306,4 +306,77 @@ function TestGzip:test_gz_trace_is_the_plain_trace_compressed()
     f:close()
 end
 
+TestLoad = {}
+
+local function rows_text(rows)
+    local t = {}
+    for _, r in ipairs(rows) do
+        t[#t + 1] = string.format("%s|%s|%s|%s %d %d %d %d %d %d %.0f %.0f %s %s", r.kind, r.name,
+            tostring(r.input_shapes), tostring(r.src), r.calls, r.self_cpu_ns, r.cpu_total_ns, r.self_device_ns,
+            r.device_total_ns, r.kernels, r.flops, r.bytes, tostring(r.spread_ns), tostring(r.spread_launches))
+    end
+    table.sort(t)
+    return table.concat(t, "\n")
+end
+
+-- a trace read back (streaming, .json.gz here) gives the same table and the same events
+function TestLoad:test_trace_read_back_gives_the_same_table()
+    wb.manual_seed(2)
+    local lin = wb.nn.Linear(64, 96, {bias = true})
+    local x, big = wb.randn({64, 64}), wb.randn({256, 256})
+    local p = wb.profiler.profile({record_shapes = true, with_stack = true, with_flops = true}, function(q)
+        for _ = 1, 3 do
+            wb.profiler.range("forward", function()
+                local _ = lin(x)
+                wb.profiler.range("inner", function() local _ = wb.matmul(big, big) end)
+            end)
+            q:step()
+        end
+    end)
+    local path = scratch.path(".json.gz")
+    p:export_chrome_trace(path)
+    local q = wb.profiler.load_trace(path, {max_memory = SMALL})
+    for _, o in ipairs({{}, {group_by_input_shape = true, group_by_stack_n = 1}}) do
+        lu.assertEquals(rows_text(q:key_averages(o)), rows_text(p:key_averages(o)))
+    end
+    local a, b = p:events(), q:events()
+    lu.assertEquals(#b, #a)
+    for i, e in ipairs(a) do
+        for _, k in ipairs({"name", "cat", "ts_ns", "dur_ns", "lane", "id", "correlation", "parent", "flops", "bytes",
+            "src"}) do
+            lu.assertEquals(b[i][k], e[k], string.format("event %d %s", i, k))
+        end
+        lu.assertEquals(b[i].shapes, e.shapes)
+        lu.assertEquals(b[i].args.flow, e.args.flow)
+    end
+end
+
+-- many events: the reader's counts are the recording's (spilled on both sides)
+function TestLoad:test_counts_come_back_from_a_large_gz_trace()
+    local p = wb.profiler.profile({max_memory = SMALL}, function() adds(60000) end)
+    local path = scratch.path(".json.gz")
+    p:export_chrome_trace(path)
+    local q = wb.profiler.load_trace(path, {max_memory = SMALL})
+    lu.assertEquals(q:stats().events, p:stats().events)
+    lu.assertTrue(q:stats().spill_bytes > 0)
+    lu.assertEquals(rows_text(q:key_averages()), rows_text(p:key_averages()))
+end
+
+function TestLoad:test_bad_traces_are_refused_in_one_line()
+    lu.assertErrorMsgContains("load_trace: cannot open '/nonexistent/t.json'", wb.profiler.load_trace, "/nonexistent/t.json")
+    lu.assertErrorMsgContains("is empty, not a trace", wb.profiler.load_trace, scratch.file("", ".json"))
+    lu.assertErrorMsgContains("was not written by the workbench", wb.profiler.load_trace,
+        scratch.file('{"traceEvents": [\n{"ph": "X", "name": "a", "ts": 1, "dur": 1}\n]}\n', ".json"))
+    local p = wb.profiler.profile({}, function() adds(3) end)
+    local good = scratch.path(".json")
+    p:export_chrome_trace(good)
+    local f = assert(io.open(good))
+    local text = f:read("a")
+    f:close()
+    local broken = scratch.file(text:gsub('\n{"ph": "X", "cat": "op"', '\n{"ph": "X", "cat": "op", "ts": }', 1), ".json")
+    lu.assertErrorMsgContains("is not an event the workbench writes", wb.profiler.load_trace, broken)
+    lu.assertErrorMsgContains("load_trace: unknown option 'policy'", wb.profiler.load_trace, good, {policy = "ring"})
+    lu.assertErrorMsgContains("load_trace needs a trace path", wb.profiler.load_trace, 3)
+end
+
 scratch.exit(lu.LuaUnit.run())

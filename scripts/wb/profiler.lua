@@ -15,6 +15,7 @@ local plural = require("wb.words").plural
 local machine = require("wb.machine")
 -- the native session and ranges, captured at load: wb._* are gone under --sandbox
 local new_session, range_push, range_pop = wb._profiler_session, wb._profiler_push, wb._profiler_pop
+local load_session = wb._profiler_load
 
 local M = {}
 
@@ -485,6 +486,28 @@ end
 -- wb.profiler.diff(pa, pb[, {min_effect =}]): two stopped profiles aligned node by node (wb.diff):
 -- structural changes, verdicts per node, and where the change per step went; a table.
 function M.diff(pa, pb, o) return require("wb.diff_text").profiles(pa, pb, o) end
+
+-- wb.profiler.load_trace(path[, {max_memory=, memory_policy=, spill_dir=}]): a Chrome trace the
+-- workbench wrote (.json or .json.gz), read back in one streaming pass into a stopped profile:
+-- p:table(), p:key_averages(), p:events(), p:findings(), p:export_chrome_trace() as after recording.
+function M.load_trace(path, o)
+    if type(path) ~= "string" then fail("load_trace needs a trace path", 2) end
+    o = o or {}
+    if type(o) ~= "table" then fail("load_trace: options must be a table, got " .. type(o), 2) end
+    for k in pairs(o) do
+        if k ~= "max_memory" and k ~= "memory_policy" and k ~= "spill_dir" then
+            fail(string.format("load_trace: unknown option '%s' (expected max_memory, memory_policy, spill_dir)",
+                tostring(k)), 2)
+        end
+    end
+    if o.memory_policy ~= nil and not POLICIES[o.memory_policy] then
+        fail(string.format('load_trace: memory_policy must be "spill", "ring" or "stop", got %s', tostring(o.memory_policy)), 2)
+    end
+    local ok, session = pcall(load_session, path, o)
+    if not ok then error(session, 2) end
+    return setmetatable({native = session, native_opts = o, started = false, opts = {}, step_num = 0,
+        cycles_done = 0, cycles_kept = 0, loaded_from = path}, Profiler)
+end
 
 -- wb.profiler.range(name, fn, ...): fn(...) inside a named range; returns fn's results.
 function M.range(name, fn, ...)
