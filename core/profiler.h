@@ -197,8 +197,11 @@ wb_status wb_prof_export_chrome_with(const wb_prof *p, const char *path, const c
                                      const char *extra_members, uint64_t *events, uint64_t *bytes);
 
 /* A Chrome trace the workbench wrote (plain or .gz), read back in one streaming pass into a new,
- * stopped session stored under opts' max_memory and policy (trace_read.c). *lines: lines read. */
-wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_prof **out, uint64_t *lines);
+ * stopped session stored under opts' max_memory and policy (trace_read.c). *lines: lines read;
+ * *header: its first line (otherData), *tail: the lines after the events (the members after
+ * traceEvents); both malloc'ed (the caller frees them), NULL on failure. */
+wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_prof **out, uint64_t *lines,
+                              char **header, char **tail);
 
 /* ---- aggregation (profiler_aggregate.c): key_averages over the records ---- */
 typedef struct wb_prof_row {

@@ -167,7 +167,7 @@ static int jints(jp *j, int64_t *v, int max) {
 /* ---- one event ------------------------------------------------------------------------------- */
 
 typedef struct parsed {
-    char ph[4], cat[16], name[512], src[512], op[64], ops[256], api[32];
+    char ph[4], cat[16], name[512], src[512], op[64], ops[256], api[32], isa[32], tile[24], layout[8], epilogue[48];
     int64_t pid, tid, ts, dur;
     int64_t id, correlation, parent, threads, kernel, thread, cbid;
     double flops, bytes, work, run_delay, allocated;
@@ -200,6 +200,10 @@ static void parse_args(jp *j, parsed *e) {
         else if (!strcmp(key, "op")) jstring(j, e->op, sizeof e->op);
         else if (!strcmp(key, "ops")) jstring(j, e->ops, sizeof e->ops);
         else if (!strcmp(key, "api")) jstring(j, e->api, sizeof e->api);
+        else if (!strcmp(key, "isa")) jstring(j, e->isa, sizeof e->isa);
+        else if (!strcmp(key, "tile")) jstring(j, e->tile, sizeof e->tile);
+        else if (!strcmp(key, "layout")) jstring(j, e->layout, sizeof e->layout);
+        else if (!strcmp(key, "epilogue")) jstring(j, e->epilogue, sizeof e->epilogue);
         else if (!strcmp(key, "src")) jstring(j, e->src, sizeof e->src);
         else if (!strcmp(key, "failed")) e->failed = (ws(j), !strncmp(j->s, "true", 4)), jskip(j);
         else if (!strcmp(key, "flow")) e->nflow = jints(j, e->flow, WB_EVENT_MAX_INPUTS + 1);
@@ -247,6 +251,7 @@ static int parse_event(const char *line, parsed *e) {
     jp j = {.s = line};
     char key[16];
     e->ph[0] = e->cat[0] = e->name[0] = e->src[0] = e->op[0] = e->ops[0] = e->api[0] = '\0';
+    e->isa[0] = e->tile[0] = e->layout[0] = e->epilogue[0] = '\0';
     memset(&e->pid, 0, offsetof(parsed, flow) - offsetof(parsed, pid));
     if (!eat(&j, '{')) return 0;
     do {
@@ -274,6 +279,25 @@ static int api_of(const char *name) {
     for (int a = WB_API_UNKNOWN; a <= WB_API_GRAPH_LAUNCH; a++)
         if (!strcmp(name, wb_event_api_name(a))) return a;
     return WB_API_UNKNOWN;
+}
+
+/* A kernel's kind from its args: named as the trace names it, with the fields the trace carries
+ * (op, isa, tile, layout, epilogue), so the rules read the same data as on the recording. */
+static const wb_kernel_kind *kind_from(const parsed *x) {
+    wb_kernel_kind key = {.external = x->name, .op = lasting(x->op), .ops = lasting(x->ops), .isa = lasting(x->isa)};
+    if (x->tile[0] && sscanf(x->tile, "%dx%d", &key.tile_m, &key.tile_n) != 2) key.tile_m = key.tile_n = 0;
+    snprintf(key.layout, sizeof key.layout, "%.2s", x->layout);
+    for (int bias = 0; bias <= 1 && x->epilogue[0]; bias++)
+        for (int act = 0; act < WB_ACT_COUNT; act++) {
+            wb_kernel_kind probe = {.bias = bias, .act = (wb_activation)act};
+            char epi[48];
+            if (!strcmp(wb_kernel_kind_epilogue(&probe, epi, sizeof epi), x->epilogue)) {
+                key.bias = bias, key.act = (wb_activation)act;
+                bias = 2;
+                break;
+            }
+        }
+    return wb_kernel_kind_intern(&key);
 }
 
 /* Appends the parsed event to the store; 0 when it is not one the workbench writes. */
@@ -320,8 +344,7 @@ static int append(wb_prof *p, const parsed *x) {
         wb_device_parse(x->name + 7, &d);
         ev.device = (uint16_t)d;
     } else if (kind == WB_EV_KERNEL || kind == WB_EV_THREAD) {
-        wb_kernel_kind key = {.external = x->name, .op = lasting(x->op), .ops = lasting(x->ops)};
-        ev.kernel = wb_kernel_kind_intern(&key);
+        ev.kernel = kind_from(x);
     } else if (kind == WB_EV_STEP) {
         ev.name = "ProfileStep";
     } else {
@@ -368,8 +391,21 @@ static int read_line(gzFile g, char **buf, size_t *cap) {
     }
 }
 
-wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_prof **out, uint64_t *lines_out) {
+/* Appends s to the growing string *buf. */
+static int keep(char **buf, size_t *n, const char *s) {
+    size_t len = strlen(s);
+    char *q = realloc(*buf, *n + len + 1);
+    if (!q) return 0;
+    memcpy(q + *n, s, len + 1);
+    *buf = q, *n += len;
+    return 1;
+}
+
+wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_prof **out, uint64_t *lines_out,
+                              char **header, char **tail) {
     *out = NULL;
+    *header = *tail = NULL;
+    size_t header_n = 0, tail_n = 0;
     gzFile g = gzopen(path, "rb"); /* a plain file reads through as it is */
     if (!g) return wb_error(WB_ERR_ARGUMENT, "load_trace: cannot open '%s'", path);
     gzbuffer(g, 1 << 17);
@@ -383,11 +419,22 @@ wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_
     while (read_line(g, &line, &cap)) {
         lineno++;
         if (lineno == 1) {
-            workbench = strstr(line, "\"producer\": \"workbench\"") != NULL;
+            /* the writer's own layout: otherData on the first line, which opens traceEvents;
+             * then one event a line (a trace rewritten by another tool is not read here) */
+            size_t n = strlen(line);
+            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+                n--;
+            workbench = strstr(line, "\"producer\": \"workbench\"") != NULL && n >= 16 &&
+                        !strncmp(line + n - 16, "\"traceEvents\": [", 16);
             if (!workbench) break;
+            if (!keep(header, &header_n, line)) break;
             continue;
         }
-        if (strncmp(line, "{\"ph\"", 5)) continue; /* the closing lines */
+        if (tail_n || line[0] == ']') { /* the closing lines: the members after traceEvents */
+            if (!keep(tail, &tail_n, line)) break;
+            continue;
+        }
+        if (strncmp(line, "{\"ph\"", 5)) continue;
         size_t n = strlen(line);
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ',' || line[n - 1] == '\r'))
             line[--n] = '\0';
@@ -404,12 +451,14 @@ wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_
         st = wb_error(WB_ERR_ARGUMENT, "load_trace: reading '%s' failed: %s", path, zmsg);
     if (st == WB_OK && lineno == 0) st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is empty, not a trace", path);
     if (st == WB_OK && !workbench)
-        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' was not written by the workbench (no otherData.producer = "
-                                       "\"workbench\" on its first line)", path);
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' was not written by the workbench's export (its first line "
+                                       "has no otherData.producer = \"workbench\" opening traceEvents)", path);
     free(line);
     gzclose(g);
     if (st != WB_OK) {
         wb_prof_free(p);
+        free(*header), free(*tail);
+        *header = *tail = NULL;
         return st;
     }
     if (lines_out) *lines_out = lineno;

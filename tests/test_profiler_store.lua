@@ -362,10 +362,29 @@ function TestLoad:test_counts_come_back_from_a_large_gz_trace()
     lu.assertEquals(rows_text(q:key_averages()), rows_text(p:key_averages()))
 end
 
+-- workbench explain reads a .json.gz trace in the streaming pass: the findings of the profile
+function TestLoad:test_explain_reads_a_gz_trace()
+    wb.manual_seed(4)
+    local mlp = wb.nn.GeGLUMLP(64, 128, {impl = "eager"})
+    local x = wb.randn({8, 64})
+    local p = wb.profiler.profile({record_shapes = true, with_flops = true}, function(q)
+        for _ = 1, 3 do local _ = mlp(x); q:step() end
+    end)
+    local path = scratch.path(".json.gz")
+    p:export_chrome_trace(path)
+    local out, code = scratch.run(os.getenv("WB_EXE") .. " explain " .. path .. " --json")
+    lu.assertEquals(code, 0, out)
+    local want, got = {}, {}
+    for _, f in ipairs(p:findings()) do want[f.rule] = true end
+    for _, f in ipairs(cjson.decode(out:match("%[.*%]"))) do got[f.rule] = true end
+    lu.assertTrue(want.fusion, "the eager GeGLU MLP has a fusion finding")
+    lu.assertEquals(got, want)
+end
+
 function TestLoad:test_bad_traces_are_refused_in_one_line()
     lu.assertErrorMsgContains("load_trace: cannot open '/nonexistent/t.json'", wb.profiler.load_trace, "/nonexistent/t.json")
     lu.assertErrorMsgContains("is empty, not a trace", wb.profiler.load_trace, scratch.file("", ".json"))
-    lu.assertErrorMsgContains("was not written by the workbench", wb.profiler.load_trace,
+    lu.assertErrorMsgContains("was not written by the workbench's export", wb.profiler.load_trace,
         scratch.file('{"traceEvents": [\n{"ph": "X", "name": "a", "ts": 1, "dur": 1}\n]}\n', ".json"))
     local p = wb.profiler.profile({}, function() adds(3) end)
     local good = scratch.path(".json")

@@ -84,9 +84,25 @@ end
 
 local function bad(msg) error({explain = msg}, 0) end
 
--- A trace the workbench wrote -> (events shaped like p:events(), the "workbench" member).
--- Raises {explain = "one line"} for what cannot be read.
+-- A trace in the workbench's own layout (one event a line, as export_chrome_trace writes it;
+-- .json or .json.gz), read in one streaming pass (wb.profiler.load_trace): its events (the memory
+-- counters left out, as below) and its members; nil when it is not such a trace.
+local function read_streaming(path)
+    local ok, q = pcall(require("wb.profiler").load_trace, path)
+    if not ok then return nil end
+    local events = {}
+    for e in q:each_event() do
+        if e.cat ~= "memory" then events[#events + 1] = e end
+    end
+    local meta = type(q.trace_members.workbench) == "table" and q.trace_members.workbench or nil
+    return events, meta, q.trace_other
+end
+
+-- A trace the workbench wrote -> (events shaped like p:events(), the "workbench" member,
+-- otherData). Raises {explain = "one line"} for what cannot be read.
 function M.read(path)
+    local events, meta, other = read_streaming(path)
+    if events then return events, meta, other end
     local f = io.open(path, "rb")
     if not f then bad(string.format("cannot open '%s'", path)) end
     local text = f:read("a")

@@ -1,0 +1,62 @@
+-- profiler_scale.lua: the profiler on a long stretch of eager code: N eager `x + 1` ops (four
+-- events each: fill_, add and their kernels) under activities {"cpu", "device"}, then the table,
+-- the export and the trace read back. Run under /usr/bin/time -v for the peak RSS.
+--
+--   /usr/bin/time -v workbench experiments/profiler_scale.lua [--ops 2000000] [--trace PATH]
+--
+-- Expectation (issue 36): nothing dropped, p:table() under 2 s, the export under 10 s, the same
+-- table from the exported trace, peak RSS under 400 MB at 2,000,000 ops (max_memory 256 MiB:
+-- the rest spills to a file under $TMPDIR).
+
+local args = require("wb.args")
+local parser = args.parser("profiler_scale.lua", "The profiler on N eager ops: recording, table, export, read back.")
+parser:option("--ops", "Eager x + 1 ops to record.", "2000000"):convert(args.int("--ops", 1, 100000000))
+parser:option("--trace", "Where the trace goes (.json or .json.gz).", nil)
+local o = args.parse(parser)
+local trace = o.trace or ((os.getenv("TMPDIR") or "/tmp") .. "/profiler_scale.trace.json")
+
+local function seconds(t0) return (wb.time_ns() - t0) / 1e9 end
+
+local x = wb.ones({1})
+local p = wb.profiler.profile{activities = {"cpu", "device"}}
+local t0 = wb.time_ns()
+p:start()
+for _ = 1, o.ops do local _ = x + 1 end
+p:stop()
+local record_s = seconds(t0)
+local st = p:stats()
+
+t0 = wb.time_ns()
+local tab = p:table()
+local table_s = seconds(t0)
+
+t0 = wb.time_ns()
+p:export_chrome_trace(trace)
+local export_s = seconds(t0)
+
+t0 = wb.time_ns()
+local q = wb.profiler.load_trace(trace)
+local load_s = seconds(t0)
+
+local function rows_text(rows)
+    local t = {}
+    for _, r in ipairs(rows) do
+        t[#t + 1] = string.format("%s|%s %d %d %d %d %d %d", r.kind, r.name, r.calls, r.self_cpu_ns, r.cpu_total_ns,
+            r.self_device_ns, r.device_total_ns, r.kernels)
+    end
+    table.sort(t)
+    return table.concat(t, "\n")
+end
+local same = rows_text(q:key_averages()) == rows_text(p:key_averages())
+
+print(tab)
+print(string.format("\n== %d eager ops: %d events kept, %d dropped; %.0f MiB of records in memory, %.0f MiB spilled",
+    o.ops, st.events, st.dropped, st.memory_bytes / 2 ^ 20, st.spill_bytes / 2 ^ 20))
+print(string.format("recording %.2f s (%.0f ns per op with the profiler)", record_s, record_s * 1e9 / o.ops))
+print(string.format("p:table() %.2f s (bar: 2 s)", table_s))
+print(string.format("export %.2f s, %d bytes per event (bar: 10 s) -> %s", export_s,
+    p.last_export.bytes // math.max(1, p.last_export.events), trace))
+print(string.format("read back %.2f s: %d events; the same table: %s", load_s, q:stats().events, tostring(same)))
+print(string.format("Lua heap at the end: %.1f MiB", collectgarbage("count") / 1024))
+assert(st.dropped == 0, "events were dropped")
+assert(same, "the table from the trace differs")
