@@ -41,6 +41,23 @@ static void chunk_unmap(wb_prof_chunk *c) {
     if (c) munmap(c, WB_CHUNK_BYTES);
 }
 
+/* Chunks of released sessions, kept for the next one (up to 32 MiB): a new session then records
+ * into memory that is already mapped and touched, as the preallocated buffer of old was, instead
+ * of taking page faults inside the ops it times. (Sessions live on the interpreter's thread.) */
+#define POOL_CHUNKS 16
+static wb_prof_chunk *pool[POOL_CHUNKS];
+static int pooled;
+
+static wb_prof_chunk *chunk_get(void) { return pooled ? pool[--pooled] : chunk_map(); }
+
+static void chunk_put(wb_prof_chunk *c) {
+    if (!c) return;
+    if (pooled < POOL_CHUNKS)
+        pool[pooled++] = c;
+    else
+        chunk_unmap(c);
+}
+
 static int grow(void **v, size_t *cap, size_t need, size_t size) {
     if (need <= *cap) return 1;
     size_t cap2 = *cap ? *cap * 2 : 64;
@@ -218,7 +235,7 @@ static void seal_open(wb_prof *p) {
 static wb_prof_chunk *next_chunk(wb_prof *p) {
     if (p->nspare) return p->spare[--p->nspare];
     if ((int64_t)((p->resident + 1) * WB_CHUNK_BYTES) <= p->o.max_memory || p->resident < 2) {
-        wb_prof_chunk *c = chunk_map();
+        wb_prof_chunk *c = chunk_get();
         if (c) p->resident++;
         else snprintf(p->spill_error, sizeof p->spill_error, "out of memory for a new chunk of events");
         return c;
@@ -281,7 +298,7 @@ void wb_store_clear(wb_prof *p) {
         if (p->chunks[i].mem && grow((void **)&p->spare, &p->cap_spare, p->nspare + 1, sizeof *p->spare))
             p->spare[p->nspare++] = p->chunks[i].mem;
         else if (p->chunks[i].mem)
-            chunk_unmap(p->chunks[i].mem), p->resident--;
+            chunk_put(p->chunks[i].mem), p->resident--;
     p->nchunks = 0;
     p->sealed_events = p->accepted = 0;
     if (p->spill_fd >= 0 && ftruncate(p->spill_fd, 0) != 0) { /* a later spill writes over it */
@@ -300,11 +317,11 @@ void wb_store_clear(wb_prof *p) {
 }
 
 void wb_store_free(wb_prof *p) {
-    chunk_unmap(p->open);
+    chunk_put(p->open);
     for (size_t i = 0; i < p->nchunks; i++)
-        chunk_unmap(p->chunks[i].mem);
+        chunk_put(p->chunks[i].mem);
     for (size_t i = 0; i < p->nspare; i++)
-        chunk_unmap(p->spare[i]);
+        chunk_put(p->spare[i]);
     free(p->chunks), free(p->spare);
     if (p->spill_fd >= 0) close(p->spill_fd);
     for (size_t i = 0; i < p->nstr_blocks; i++)
@@ -401,7 +418,7 @@ static int cursor_load(wb_prof_cursor *c) {
         c->at = r->mem->ev, c->end = r->mem->ev + r->n;
         return 1;
     }
-    if (!c->buf && !(c->buf = chunk_map())) {
+    if (!c->buf && !(c->buf = chunk_get())) {
         c->status = wb_error(WB_ERR_MEMORY, "profiler: out of memory reading the spill file back");
         return 0;
     }
@@ -445,7 +462,7 @@ void wb_prof_cursor_seek(wb_prof_cursor *c, uint64_t first) {
 }
 
 void wb_prof_cursor_close(wb_prof_cursor *c) {
-    chunk_unmap(c->buf);
+    chunk_put(c->buf);
     c->buf = NULL;
 }
 
