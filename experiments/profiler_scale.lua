@@ -34,9 +34,18 @@ t0 = wb.time_ns()
 p:export_chrome_trace(trace)
 local export_s = seconds(t0)
 
+local plain = p.last_export
+t0 = wb.time_ns()
+p:export_chrome_trace(trace .. ".gz")
+local gz_s = seconds(t0)
+local gz = p.last_export
+
 t0 = wb.time_ns()
 local q = wb.profiler.load_trace(trace)
 local load_s = seconds(t0)
+t0 = wb.time_ns()
+local qz = wb.profiler.load_trace(trace .. ".gz")
+local load_gz_s = seconds(t0)
 
 local function rows_text(rows)
     local t = {}
@@ -55,8 +64,11 @@ print(string.format("\n== %d eager ops: %d events kept, %d dropped; %.0f MiB of 
 print(string.format("recording %.2f s (%.0f ns per op with the profiler)", record_s, record_s * 1e9 / o.ops))
 print(string.format("p:table() %.2f s (bar: 2 s)", table_s))
 print(string.format("export %.2f s, %d bytes per event (bar: 10 s) -> %s", export_s,
-    p.last_export.bytes // math.max(1, p.last_export.events), trace))
+    plain.bytes // math.max(1, plain.events), trace))
+print(string.format("export .json.gz %.2f s, %.1f bytes per event -> %s.gz", gz_s, gz.bytes / math.max(1, gz.events), trace))
 print(string.format("read back %.2f s: %d events; the same table: %s", load_s, q:stats().events, tostring(same)))
+print(string.format("read back the .gz %.2f s: %d events", load_gz_s, qz:stats().events))
 print(string.format("Lua heap at the end: %.1f MiB", collectgarbage("count") / 1024))
 assert(st.dropped == 0, "events were dropped")
 assert(same, "the table from the trace differs")
+assert(qz:stats().events == st.events, "the .gz trace read back has other counts")
