@@ -149,6 +149,7 @@ static int span_cmp(const void *a, const void *b) {
 }
 
 static void spans_nest(span *s, size_t n) {
+    if (!n) return; /* s is NULL then */
     qsort(s, n, sizeof *s, span_cmp);
     int32_t top = -1;
     for (size_t i = 0; i < n; i++) {
@@ -285,8 +286,8 @@ wb_status wb_prof_aggregate(const wb_prof *p, int by_shape, int by_stack, wb_pro
     /* host rows first, then device rows */
     out->row = malloc((host.n + dev.n + 1) * sizeof *out->row);
     if (!out->row) goto oom;
-    memcpy(out->row, host.row, host.n * sizeof *out->row);
-    memcpy(out->row + host.n, dev.row, dev.n * sizeof *out->row);
+    if (host.n) memcpy(out->row, host.row, host.n * sizeof *out->row); /* (row is NULL when there are none) */
+    if (dev.n) memcpy(out->row + host.n, dev.row, dev.n * sizeof *out->row);
     out->n = host.n + dev.n;
     free(host.row), free(dev.row);
     host.row = dev.row = NULL; /* handed over */
