@@ -372,6 +372,9 @@ function TestLoad:test_explain_reads_a_gz_trace()
     end)
     local path = scratch.path(".json.gz")
     p:export_chrome_trace(path)
+    local f = assert(io.open(path, "rb"))
+    lu.assertEquals(f:read(2), "\31\139") -- gzip indeed
+    f:close()
     local out, code = scratch.run(os.getenv("WB_EXE") .. " explain " .. path .. " --json")
     lu.assertEquals(code, 0, out)
     local want, got = {}, {}
