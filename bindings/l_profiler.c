@@ -98,24 +98,41 @@ static int bool_field(lua_State *L, int idx, const char *key, int dflt) {
 }
 
 /* wb._profiler_session{record_host=, record_device=, record_shapes=, with_stack=, with_flops=,
- * profile_memory=, max_events=} */
+ * profile_memory=, max_events=, max_memory=, memory_policy=, spill_dir=} */
 static int l_session_new(lua_State *L) {
     wb_lua_checktable(L, 1);
-    wb_prof_options o = {bool_field(L, 1, "record_host", 1),
-                         bool_field(L, 1, "record_device", 1),
-                         bool_field(L, 1, "record_shapes", 0),
-                         bool_field(L, 1, "with_stack", 0),
-                         bool_field(L, 1, "with_flops", 0),
-                         bool_field(L, 1, "profile_memory", 0),
-                         1 << 20};
+    wb_prof_options o = {.record_host = bool_field(L, 1, "record_host", 1),
+                         .record_device = bool_field(L, 1, "record_device", 1),
+                         .record_shapes = bool_field(L, 1, "record_shapes", 0),
+                         .with_stack = bool_field(L, 1, "with_stack", 0),
+                         .with_flops = bool_field(L, 1, "with_flops", 0),
+                         .profile_memory = bool_field(L, 1, "profile_memory", 0),
+                         .max_events = 0,
+                         .max_memory = (int64_t)256 << 20,
+                         .policy = WB_PROF_SPILL};
     if (lua_getfield(L, 1, "max_events") != LUA_TNIL) o.max_events = wb_lua_checkint(L, -1, "profiler", "max_events");
     lua_pop(L, 1);
+    if (lua_getfield(L, 1, "max_memory") != LUA_TNIL) o.max_memory = wb_lua_checkint(L, -1, "profiler", "max_memory");
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "memory_policy") != LUA_TNIL) {
+        const char *policy = lua_tostring(L, -1);
+        if (policy && !strcmp(policy, "ring"))
+            o.policy = WB_PROF_RING;
+        else if (policy && !strcmp(policy, "stop"))
+            o.policy = WB_PROF_STOP;
+        else if (!policy || strcmp(policy, "spill"))
+            return wb_lua_raise(L, "profiler: memory_policy must be \"spill\", \"ring\" or \"stop\", got %s",
+                                policy ? policy : luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "spill_dir") != LUA_TNIL) o.spill_dir = lua_tostring(L, -1); /* copied by wb_prof_new */
     session_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
     h->p = NULL;
     luaL_setmetatable(L, SESSION_TYPE);
     WB_LUA_CHECK(L, wb_prof_new(&o, &h->p));
     return 1;
 }
+
 
 static int s_gc(lua_State *L) {
     session_handle *h = wb_lua_checkudata(L, 1, SESSION_TYPE);
@@ -183,17 +200,32 @@ static int s_export(lua_State *L) {
     const char *path = wb_lua_checkstring(L, 2);
     wb_lua_check_path(L, path, 1, "export_chrome_trace");
     const char *extra_events = luaL_optstring(L, 3, NULL), *extra_members = luaL_optstring(L, 4, NULL);
-    WB_LUA_CHECK(L, wb_prof_export_chrome_with(check_session(L), path, extra_events, extra_members));
-    return 0;
+    uint64_t events = 0, bytes = 0;
+    WB_LUA_CHECK(L, wb_prof_export_chrome_with(check_session(L), path, extra_events, extra_members, &events, &bytes));
+    lua_pushinteger(L, (lua_Integer)events);
+    lua_pushinteger(L, (lua_Integer)bytes);
+    return 2;
 }
 
 /* s:stats() and s:events() read the session while they make tables: built with the collector
  * stopped, so that no finalizer frees or clears the session meanwhile */
 static int s_stats_build(lua_State *L) {
     wb_prof *p = check_session(L);
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 12);
+    wb_prof_store_stats st;
+    wb_prof_store_stats_get(p, &st);
+    char note[1024];
+    wb_prof_drop_note(p, note, sizeof note);
     wb_lua_setinteger(L, "events", (lua_Integer)wb_prof_count(p));
     wb_lua_setinteger(L, "dropped", (lua_Integer)wb_prof_dropped(p));
+    wb_lua_setstring(L, "dropped_note", note);
+    wb_lua_setinteger(L, "memory_bytes", st.memory_bytes);
+    wb_lua_setinteger(L, "spill_bytes", st.spill_bytes);
+    wb_lua_setinteger(L, "max_memory", st.max_memory);
+    wb_lua_setstring(L, "memory_policy", wb_prof_policy_name(st.policy));
+    wb_lua_setstring(L, "spill_error", st.spill_error);
+    lua_pushboolean(L, wb_prof_has_device_lane(p));
+    lua_setfield(L, -2, "device_lane");
     wb_lua_setinteger(L, "peak_memory", (lua_Integer)wb_prof_peak_memory(p));
     wb_lua_setnumber(L, "event_cost_ns", wb_prof_event_cost_ns(p));
     wb_lua_setstring(L, "device_note", wb_prof_device_note(p));
@@ -213,125 +245,231 @@ static void push_dims(lua_State *L, const int64_t *v, int n) {
     }
 }
 
-/* s:events() -> array of event tables (the shape docs/profiler.md documents). */
+/* One event as a table (the shape docs/profiler.md documents). */
+static void push_event(lua_State *L, const wb_prof *p, const wb_event *e) {
+    lua_createtable(L, 0, 12);
+    if (e->kind == WB_EV_STEP)
+        lua_pushfstring(L, "ProfileStep#%d", (int)e->id);
+    else
+        lua_pushstring(L, wb_event_name(e));
+    lua_setfield(L, -2, "name");
+    wb_lua_setstring(L, "cat", wb_event_kind_name(e->kind));
+    wb_lua_setinteger(L, "ts_ns", e->ts_ns);
+    wb_lua_setinteger(L, "dur_ns", e->dur_ns);
+    wb_lua_setstring(L, "lane", wb_prof_lane_name(p, e->lane));
+    wb_lua_setinteger(L, "id", (lua_Integer)e->id);
+    /* correlation: an op's own id, a kernel's launching op; parent: the enclosing op */
+    wb_lua_setinteger(L, "correlation", (lua_Integer)(e->kind == WB_EV_OP ? e->id : e->link));
+    wb_lua_setinteger(L, "parent", (lua_Integer)e->link);
+    wb_lua_setnumber(L, "flops", e->kind == WB_EV_MEMORY || e->kind == WB_EV_THREAD || e->kind == WB_EV_RANGE ||
+                                         e->kind == WB_EV_STEP
+                                     ? 0
+                                     : e->flops);
+    wb_lua_setnumber(L, "bytes", (double)e->bytes);
+    if (wb_prof_src(p, e)) {
+        wb_lua_setstring(L, "src", wb_prof_src(p, e));
+    }
+    if (e->ninputs) {
+        lua_createtable(L, e->ninputs, 0); /* shapes */
+        lua_createtable(L, e->ninputs, 0); /* dtypes */
+        for (int k = 0; k < e->ninputs; k++) {
+            if (wb_event_ndim(e, k) < 0) {
+                lua_pushboolean(L, 0); /* an absent optional input */
+                lua_rawseti(L, -3, k + 1);
+                lua_pushboolean(L, 0);
+                lua_rawseti(L, -2, k + 1);
+                continue;
+            }
+            const int64_t *dims = wb_prof_shape(p, e, k);
+            lua_createtable(L, wb_event_ndim(e, k), 0);
+            for (int d = 0; d < wb_event_ndim(e, k); d++) {
+                lua_pushinteger(L, (lua_Integer)dims[d]);
+                lua_rawseti(L, -2, d + 1);
+            }
+            lua_rawseti(L, -3, k + 1);
+            lua_pushstring(L, wb_dtype_name((wb_dtype)wb_event_dtype(e, k)));
+            lua_rawseti(L, -2, k + 1);
+        }
+        lua_setfield(L, -3, "dtypes");
+        lua_setfield(L, -2, "shapes");
+    }
+    lua_createtable(L, 0, 3); /* args */
+    if (e->kind == WB_EV_KERNEL) {
+        wb_lua_setinteger(L, "threads", e->threads);
+        if (e->kernel->ops) wb_lua_setstring(L, "ops", e->kernel->ops); /* a generated kernel's group */
+        if (e->kernel->op) wb_lua_setstring(L, "op", e->kernel->op); /* the kind's op: "sgemm", "mul" */
+        wb_kernel_fields k;
+        if (wb_kernel_kind_fields(e->kernel, &k)) {
+            wb_lua_setstring(L, "isa", k.isa);
+            wb_lua_setstring(L, "tile", k.tile);
+            wb_lua_setstring(L, "layout", k.layout);
+            wb_lua_setstring(L, "epilogue", k.epilogue);
+        } else {
+            char epi[48];
+            wb_lua_setstring(L, "epilogue", wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
+        }
+    }
+    if (e->kind == WB_EV_OP && e->nflow) { /* storage ids: the inputs', then the output's */
+        int nflow;
+        const int64_t *ids = wb_prof_flow(p, e, &nflow);
+        lua_createtable(L, nflow, 0);
+        for (int i = 0; i < nflow; i++) {
+            lua_pushinteger(L, (lua_Integer)ids[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, "flow");
+    }
+    const int64_t *in_stride, *out_shape, *out_stride;
+    int out_ndim;
+    if (e->kind == WB_EV_OP && wb_prof_view_geometry(p, e, &in_stride, &out_ndim, &out_shape, &out_stride)) {
+        push_dims(L, in_stride, wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
+        lua_setfield(L, -2, "in_stride");
+        push_dims(L, out_shape, out_ndim);
+        lua_setfield(L, -2, "out_shape");
+        push_dims(L, out_stride, out_ndim);
+        lua_setfield(L, -2, "out_stride");
+    }
+    if ((e->kind == WB_EV_RANGE || e->kind == WB_EV_STEP) && e->run_delay_ns >= 0)
+        wb_lua_setnumber(L, "run_delay_ns", e->run_delay_ns);
+    if (e->kind == WB_EV_THREAD) { /* a worker's share of the kernel whose id is `kernel` */
+        wb_kernel_fields k;
+        wb_lua_setinteger(L, "kernel", (lua_Integer)e->link);
+        wb_lua_setinteger(L, "thread", e->threads);
+        wb_lua_setnumber(L, "work", e->work);
+        wb_lua_setstring(L, "unit", wb_kernel_kind_fields(e->kernel, &k) ? "tiles" : "elements");
+    }
+    if (e->kind == WB_EV_MEMORY) { /* bytes live on that device after the event */
+        wb_lua_setinteger(L, "allocated_bytes", (lua_Integer)e->live_bytes);
+        wb_lua_setstring(L, "device", wb_device_name((wb_device)e->device));
+    }
+    if (e->kind == WB_EV_RUNTIME && e->cbid) { /* a device API record */
+        wb_lua_setinteger(L, "cbid", e->cbid);
+    }
+    if (e->kind == WB_EV_RUNTIME && e->api) wb_lua_setstring(L, "api", wb_event_api_name(e->api));
+    if (e->failed) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "failed");
+    }
+    lua_setfield(L, -2, "args");
+}
+
+/* What s:events(filter) keeps: a category, a lane, a name, a start in [from_ns, to_ns). */
+typedef struct event_filter {
+    int kind; /* -1: any */
+    const char *lane, *name;
+    int64_t from_ns, to_ns;
+} event_filter;
+
+static int filter_keeps(const wb_prof *p, const event_filter *f, const wb_event *e) {
+    if (f->kind >= 0 && e->kind != f->kind) return 0;
+    if (e->ts_ns < f->from_ns || e->ts_ns >= f->to_ns) return 0;
+    if (f->lane && strcmp(wb_prof_lane_name(p, e->lane), f->lane)) return 0;
+    if (f->name && (e->kind == WB_EV_STEP || strcmp(wb_event_name(e), f->name))) return 0;
+    return 1;
+}
+
+static const char *string_field(lua_State *L, int idx, const char *key) {
+    int t = lua_getfield(L, idx, key);
+    const char *v = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL; /* stays: the filter table holds it */
+    if (t != LUA_TNIL && t != LUA_TSTRING) wb_lua_raise(L, "events: filter.%s must be a string, got %s", key, lua_typename(L, t));
+    lua_pop(L, 1);
+    return v;
+}
+
+static int64_t int_field(lua_State *L, int idx, const char *key, int64_t dflt) {
+    int64_t v = dflt;
+    if (lua_getfield(L, idx, key) != LUA_TNIL) v = wb_lua_checkint(L, -1, "events", key);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* s:events([filter]) -> array of event tables, and the index to continue from (nil at the end).
+ * filter = {cat=, lane=, name=, from_ns=, to_ns=, first= (1-based index among all events),
+ * limit= (tables built at most)}: tables are built only for the events kept. */
 static int s_events_build(lua_State *L) {
     wb_prof *p = check_session(L);
-    size_t n = wb_prof_count(p);
-    lua_createtable(L, (int)n, 0);
-    for (size_t i = 0; i < n; i++) {
-        const wb_event *e = wb_prof_event(p, i);
-        lua_createtable(L, 0, 12);
-        if (e->kind == WB_EV_STEP)
-            lua_pushfstring(L, "ProfileStep#%d", (int)e->id);
-        else
-            lua_pushstring(L, wb_event_name(e));
-        lua_setfield(L, -2, "name");
-        wb_lua_setstring(L, "cat", wb_event_kind_name(e->kind));
-        wb_lua_setinteger(L, "ts_ns", e->ts_ns);
-        wb_lua_setinteger(L, "dur_ns", e->dur_ns);
-        wb_lua_setstring(L, "lane", wb_prof_lane_name(p, e->lane));
-        wb_lua_setinteger(L, "id", (lua_Integer)e->id);
-        /* correlation: an op's own id, a kernel's launching op; parent: the enclosing op */
-        wb_lua_setinteger(L, "correlation", (lua_Integer)(e->kind == WB_EV_OP ? e->id : e->link));
-        wb_lua_setinteger(L, "parent", (lua_Integer)e->link);
-        wb_lua_setnumber(L, "flops", e->kind == WB_EV_MEMORY || e->kind == WB_EV_THREAD || e->kind == WB_EV_RANGE ||
-                                             e->kind == WB_EV_STEP
-                                         ? 0
-                                         : e->flops);
-        wb_lua_setnumber(L, "bytes", (double)e->bytes);
-        if (wb_prof_src(p, e)) {
-            wb_lua_setstring(L, "src", wb_prof_src(p, e));
+    event_filter f = {.kind = -1, .from_ns = INT64_MIN, .to_ns = INT64_MAX};
+    int64_t first = 1, limit = INT64_MAX;
+    if (!lua_isnoneornil(L, 2)) {
+        wb_lua_checktable(L, 2);
+        const char *cat = string_field(L, 2, "cat");
+        if (cat) {
+            for (int k = 0; k <= WB_EV_MEMSET && f.kind < 0; k++)
+                if (!strcmp(cat, wb_event_kind_name(k))) f.kind = k;
+            if (f.kind < 0)
+                return wb_lua_raise(L, "events: unknown cat '%s' (expected op, kernel, runtime, memory, range, step, "
+                                       "memcpy, thread or memset)", cat);
         }
-        if (e->ninputs) {
-            lua_createtable(L, e->ninputs, 0); /* shapes */
-            lua_createtable(L, e->ninputs, 0); /* dtypes */
-            for (int k = 0; k < e->ninputs; k++) {
-                if (wb_event_ndim(e, k) < 0) {
-                    lua_pushboolean(L, 0); /* an absent optional input */
-                    lua_rawseti(L, -3, k + 1);
-                    lua_pushboolean(L, 0);
-                    lua_rawseti(L, -2, k + 1);
-                    continue;
-                }
-                const int64_t *dims = wb_prof_shape(p, e, k);
-                lua_createtable(L, wb_event_ndim(e, k), 0);
-                for (int d = 0; d < wb_event_ndim(e, k); d++) {
-                    lua_pushinteger(L, (lua_Integer)dims[d]);
-                    lua_rawseti(L, -2, d + 1);
-                }
-                lua_rawseti(L, -3, k + 1);
-                lua_pushstring(L, wb_dtype_name((wb_dtype)wb_event_dtype(e, k)));
-                lua_rawseti(L, -2, k + 1);
-            }
-            lua_setfield(L, -3, "dtypes");
-            lua_setfield(L, -2, "shapes");
-        }
-        lua_createtable(L, 0, 3); /* args */
-        if (e->kind == WB_EV_KERNEL) {
-            wb_lua_setinteger(L, "threads", e->threads);
-            if (e->kernel->ops) wb_lua_setstring(L, "ops", e->kernel->ops); /* a generated kernel's group */
-            if (e->kernel->op) wb_lua_setstring(L, "op", e->kernel->op); /* the kind's op: "sgemm", "mul" */
-            wb_kernel_fields k;
-            if (wb_kernel_kind_fields(e->kernel, &k)) {
-                wb_lua_setstring(L, "isa", k.isa);
-                wb_lua_setstring(L, "tile", k.tile);
-                wb_lua_setstring(L, "layout", k.layout);
-                wb_lua_setstring(L, "epilogue", k.epilogue);
-            } else {
-                char epi[48];
-                wb_lua_setstring(L, "epilogue", wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
-            }
-        }
-        if (e->kind == WB_EV_OP && e->nflow) { /* storage ids: the inputs', then the output's */
-            int nflow;
-            const int64_t *ids = wb_prof_flow(p, e, &nflow);
-            lua_createtable(L, nflow, 0);
-            for (int i = 0; i < nflow; i++) {
-                lua_pushinteger(L, (lua_Integer)ids[i]);
-                lua_rawseti(L, -2, i + 1);
-            }
-            lua_setfield(L, -2, "flow");
-        }
-        const int64_t *in_stride, *out_shape, *out_stride;
-        int out_ndim;
-        if (e->kind == WB_EV_OP && wb_prof_view_geometry(p, e, &in_stride, &out_ndim, &out_shape, &out_stride)) {
-            push_dims(L, in_stride, wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
-            lua_setfield(L, -2, "in_stride");
-            push_dims(L, out_shape, out_ndim);
-            lua_setfield(L, -2, "out_shape");
-            push_dims(L, out_stride, out_ndim);
-            lua_setfield(L, -2, "out_stride");
-        }
-        if ((e->kind == WB_EV_RANGE || e->kind == WB_EV_STEP) && e->run_delay_ns >= 0)
-            wb_lua_setnumber(L, "run_delay_ns", e->run_delay_ns);
-        if (e->kind == WB_EV_THREAD) { /* a worker's share of the kernel whose id is `kernel` */
-            wb_kernel_fields k;
-            wb_lua_setinteger(L, "kernel", (lua_Integer)e->link);
-            wb_lua_setinteger(L, "thread", e->threads);
-            wb_lua_setnumber(L, "work", e->work);
-            wb_lua_setstring(L, "unit", wb_kernel_kind_fields(e->kernel, &k) ? "tiles" : "elements");
-        }
-        if (e->kind == WB_EV_MEMORY) { /* bytes live on that device after the event */
-            wb_lua_setinteger(L, "allocated_bytes", (lua_Integer)e->live_bytes);
-            wb_lua_setstring(L, "device", wb_device_name((wb_device)e->device));
-        }
-        if (e->kind == WB_EV_RUNTIME && e->cbid) { /* a device API record */
-            wb_lua_setinteger(L, "cbid", e->cbid);
-        }
-        if (e->kind == WB_EV_RUNTIME && e->api) wb_lua_setstring(L, "api", wb_event_api_name(e->api));
-        if (e->failed) {
-            lua_pushboolean(L, 1);
-            lua_setfield(L, -2, "failed");
-        }
-        lua_setfield(L, -2, "args");
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
+        f.lane = string_field(L, 2, "lane");
+        f.name = string_field(L, 2, "name");
+        f.from_ns = int_field(L, 2, "from_ns", INT64_MIN);
+        f.to_ns = int_field(L, 2, "to_ns", INT64_MAX);
+        first = int_field(L, 2, "first", 1);
+        limit = int_field(L, 2, "limit", INT64_MAX);
+        if (first < 1) return wb_lua_raise(L, "events: filter.first must be >= 1, got %I", (lua_Integer)first);
+        if (limit < 1) return wb_lua_raise(L, "events: filter.limit must be >= 1, got %I", (lua_Integer)limit);
     }
-    return 1;
+    size_t total = wb_prof_count(p);
+    lua_createtable(L, limit < (int64_t)total && limit < (1 << 24) ? (int)limit : (int)(total < (1u << 24) ? total : 1u << 24), 0);
+    wb_prof_cursor c;
+    wb_prof_cursor_open(&c, p);
+    wb_prof_cursor_seek(&c, (uint64_t)first - 1);
+    lua_Integer n = 0, next = 0;
+    for (const wb_event *e; (e = wb_prof_cursor_next(&c));) {
+        if (!filter_keeps(p, &f, e)) continue;
+        if (n == limit) {
+            next = (lua_Integer)c.index; /* this event's 1-based index */
+            break;
+        }
+        push_event(L, p, e);
+        lua_rawseti(L, -2, ++n);
+    }
+    wb_prof_cursor_close(&c);
+    if (c.status != WB_OK) return wb_lua_error(L);
+    if (next) lua_pushinteger(L, next);
+    else lua_pushnil(L);
+    return 2;
 }
 
 static int s_events(lua_State *L) {
     check_session(L);
     return wb_lua_unfinalized(L, s_events_build);
+}
+
+/* s:key_averages(by_input_shape, by_stack) -> the rows aggregated in C (profiler_aggregate.c). */
+static int s_key_averages_build(lua_State *L) {
+    wb_prof *p = check_session(L);
+    wb_prof_rows rows;
+    WB_LUA_CHECK(L, wb_prof_aggregate(p, lua_toboolean(L, 2), lua_toboolean(L, 3), &rows));
+    lua_createtable(L, rows.n < (1u << 24) ? (int)rows.n : 0, 0);
+    for (size_t i = 0; i < rows.n; i++) {
+        const wb_prof_row *r = &rows.row[i];
+        lua_createtable(L, 0, 16);
+        wb_lua_setstring(L, "name", r->name);
+        wb_lua_setstring(L, "kind", wb_event_kind_name(r->kind));
+        wb_lua_setinteger(L, "calls", r->calls);
+        wb_lua_setinteger(L, "self_cpu_ns", r->self_cpu_ns);
+        wb_lua_setinteger(L, "cpu_total_ns", r->cpu_total_ns);
+        wb_lua_setinteger(L, "self_device_ns", r->self_device_ns);
+        wb_lua_setinteger(L, "device_total_ns", r->device_total_ns);
+        wb_lua_setinteger(L, "kernels", r->kernels);
+        wb_lua_setnumber(L, "flops", r->flops);
+        wb_lua_setnumber(L, "bytes", r->bytes);
+        if (r->input_shapes) wb_lua_setstring(L, "input_shapes", r->input_shapes);
+        if (r->src) wb_lua_setstring(L, "src", r->src);
+        if (r->spread_launches) {
+            wb_lua_setinteger(L, "spread_ns", r->spread_ns);
+            wb_lua_setinteger(L, "spread_launches", r->spread_launches);
+        }
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    wb_prof_rows_free(&rows);
+    return 1;
+}
+
+static int s_key_averages(lua_State *L) {
+    check_session(L);
+    return wb_lua_unfinalized(L, s_key_averages_build);
 }
 
 static const luaL_Reg session_methods[] = {
@@ -341,8 +479,38 @@ static const luaL_Reg session_methods[] = {
     {"push", s_push},       {"pop", s_pop},
     {"clear", s_clear},     {"export_chrome_trace", s_export},
     {"stats", s_stats},     {"events", s_events},
+    {"key_averages", s_key_averages},
     {NULL, NULL},
 };
+
+/* wb._profiler_load(path, {max_memory=, memory_policy=, spill_dir=}) -> a stopped session holding
+ * the trace's events, the lines read, the first line and the lines after the events. */
+static int l_load(lua_State *L) {
+    const char *path = wb_lua_checkstring(L, 1);
+    wb_lua_check_path(L, path, 0, "load_trace");
+    wb_lua_checktable(L, 2);
+    wb_prof_options o = {.record_host = 1, .record_device = 1, .max_memory = (int64_t)256 << 20,
+                         .policy = WB_PROF_SPILL};
+    if (lua_getfield(L, 2, "max_memory") != LUA_TNIL) o.max_memory = wb_lua_checkint(L, -1, "load_trace", "max_memory");
+    lua_pop(L, 1);
+    if (lua_getfield(L, 2, "memory_policy") != LUA_TNIL) {
+        const char *policy = lua_tostring(L, -1);
+        o.policy = policy && !strcmp(policy, "ring") ? WB_PROF_RING : policy && !strcmp(policy, "stop") ? WB_PROF_STOP : WB_PROF_SPILL;
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, 2, "spill_dir") != LUA_TNIL) o.spill_dir = lua_tostring(L, -1);
+    session_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
+    h->p = NULL;
+    luaL_setmetatable(L, SESSION_TYPE);
+    uint64_t lines = 0;
+    char *header, *tail;
+    WB_LUA_CHECK(L, wb_prof_load_chrome(path, &o, &h->p, &lines, &header, &tail));
+    lua_pushinteger(L, (lua_Integer)lines);
+    lua_pushstring(L, header ? header : ""); /* (a memory error here leaks the two strings: rare, small) */
+    lua_pushstring(L, tail ? tail : "");
+    free(header), free(tail);
+    return 4;
+}
 
 /* wb._profiler_current_push(name) / pop(): ranges on the running session, if any. */
 static int l_range_push(lua_State *L) {
@@ -362,6 +530,7 @@ static const luaL_Reg functions[] = {
     {"_profiler_session", l_session_new},
     {"_profiler_push", l_range_push},
     {"_profiler_pop", l_range_pop},
+    {"_profiler_load", l_load},
     {NULL, NULL},
 };
 
@@ -373,6 +542,7 @@ void wb_lua_register_profiler(lua_State *L) {
     lua_setfield(L, -2, "__index");
     wb_lua_name_function(L, s_stats_build, "stats");
     wb_lua_name_function(L, s_events_build, "events");
+    wb_lua_name_function(L, s_key_averages_build, "key_averages");
     lua_pop(L, 1);
     luaL_setfuncs(L, functions, 0);
 }

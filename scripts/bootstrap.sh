@@ -13,7 +13,7 @@ case "${1:-}" in
     *) echo "usage: scripts/bootstrap.sh [--test]" >&2; exit 2 ;;
 esac
 
-packages="gcc g++ binutils make libc6-dev cmake pkg-config liblua5.4-dev lua-unit lua-cjson libseccomp-dev libreadline-dev libopenblas0-pthread lua-argparse tmux slurm-wlm munge libsqlite3-dev"
+packages="gcc g++ binutils make libc6-dev cmake pkg-config liblua5.4-dev lua-unit lua-cjson libseccomp-dev libreadline-dev libopenblas0-pthread lua-argparse tmux slurm-wlm munge libsqlite3-dev zlib1g-dev"
 [ "$mode" = build ] || packages="$packages dpkg-dev" # apt-get source unpacks Lua's source with dpkg-source
 [ "$mode" = build ] || packages="$packages chromium" # the reports checked in a real browser (headless)
 missing=""

@@ -132,8 +132,12 @@ function TestBoundedWork:test_writes_into_expanded_views_are_refused()
         function() return wb.zeros({1}):expand({1 << 40}):fill_(1) end)
 end
 
-function TestBoundedWork:test_max_events_is_capped_by_available_memory()
-    lu.assertErrorMsgContains("lower max_events", wb.profiler.profile, {max_events = 1 << 28})
+-- memory is the bound now (max_memory): a budget over half the memory available is refused, and
+-- a large max_events alone takes nothing up front (chunks come as events do)
+function TestBoundedWork:test_max_memory_is_capped_by_available_memory()
+    lu.assertErrorMsgContains("lower max_memory", wb.profiler.profile, {max_memory = 1 << 50})
+    local p = wb.profiler.profile{max_events = 1 << 28}
+    lu.assertEquals(p:stats().memory_bytes, 0)
 end
 
 function TestBoundedWork:test_table_with_long_names()

@@ -1,6 +1,6 @@
 /* profiler.c: the event recorder behind wb.profiler (see profiler.h). Recording is an append
- * into a preallocated buffer with two clock reads per op. Device tracers' records are merged in
- * by profiler_device.c; trace_chrome.c writes the Chrome trace. */
+ * into the current chunk of the store (profiler_store.c) with two clock reads per op. Device
+ * tracers' records are merged in by profiler_device.c; trace_chrome.c writes the Chrome trace. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +16,6 @@ static wb_prof_stack_fn stack_provider;
 void wb_prof_set_stack_provider(wb_prof_stack_fn fn) { stack_provider = fn; }
 wb_prof *wb_prof_current(void) { return current; }
 
-/* Copies s into the string arena; returns its offset, or WB_EVENT_NONE when full. */
-static uint32_t arena_string(wb_prof *p, const char *s) {
-    size_t len = strlen(s) + 1;
-    if (p->str_n + len > p->str_cap) return WB_EVENT_NONE;
-    memcpy(p->strings + p->str_n, s, len);
-    p->str_n += len;
-    return (uint32_t)(p->str_n - len);
-}
-
 /* ---- dispatcher hooks ------------------------------------------------------------------------- */
 
 /* Opens a frame on the op stack (an op, or a runtime scope such as a graph launch); NULL past
@@ -36,7 +27,7 @@ static frame *push_frame(wb_prof *p) {
     f->id = ++p->next_id;
     f->ninputs = 0;
     f->device_pushed = 0;
-    f->shape_off = 0;
+    f->side_n = 0;
     f->nflow = 0;
     f->geometry = 0;
     f->src = WB_EVENT_NONE;
@@ -56,14 +47,15 @@ static void on_op_begin(void *user, const wb_op_call *c) {
         f->device_pushed = 1;
     }
     if (p->recording && p->o.record_host) {
-        f->shape_off = (uint32_t)p->shapes_n;
+        /* side data goes to the frame now and into the event's chunk when the op ends */
+        int64_t *side = f->side;
+        uint32_t n = 0;
         if (p->o.record_shapes) {
             for (int i = 0; i < c->nin && i < WB_EVENT_MAX_INPUTS; i++) {
                 const wb_tensor *t = c->in[i];
                 int nd = t ? t->ndim : -1; /* -1: an absent optional input */
-                if (p->shapes_n + (size_t)(nd > 0 ? nd : 0) > p->shapes_cap) break;
                 for (int k = 0; k < nd; k++)
-                    p->shapes[p->shapes_n++] = t->shape[k];
+                    side[n++] = t->shape[k];
                 f->meta[i] = (uint8_t)((nd + 1) | ((t ? (int)t->dtype : 0) << 4));
                 f->ninputs++;
             }
@@ -71,28 +63,28 @@ static void on_op_begin(void *user, const wb_op_call *c) {
         /* the data flow (findings: which kernel's output only the next one reads): storage ids of
          * the inputs now, the output's slot filled at the end */
         int nin = c->nin < WB_EVENT_MAX_INPUTS ? c->nin : WB_EVENT_MAX_INPUTS, nflow = nin + 1;
-        if ((!p->o.record_shapes || f->ninputs == nin) && p->shapes_n + (size_t)nflow <= p->shapes_cap) {
+        if (!p->o.record_shapes || f->ninputs == nin) {
             for (int i = 0; i < nflow - 1; i++)
-                p->shapes[p->shapes_n++] = c->in[i] ? (int64_t)wb_storage_id(c->in[i]->storage) : 0;
-            f->flow_out = (uint32_t)p->shapes_n;
-            p->shapes[p->shapes_n++] = 0;
+                side[n++] = c->in[i] ? (int64_t)wb_storage_id(c->in[i]->storage) : 0;
+            f->flow_out = n;
+            side[n++] = 0;
             f->nflow = (uint8_t)nflow;
             /* a view's strides in and out (the view finding shows them): the input's now, the
              * output's slots filled at the end */
             const wb_tensor *in0 = c->nin > 0 ? c->in[0] : NULL;
-            size_t need = in0 ? (size_t)in0->ndim + 1 + 2 * WB_MAX_DIMS : 0;
-            if (p->o.record_shapes && c->def->kind == WB_OP_KIND_VIEW && in0 && p->shapes_n + need <= p->shapes_cap) {
+            if (p->o.record_shapes && c->def->kind == WB_OP_KIND_VIEW && in0) {
                 for (int k = 0; k < in0->ndim; k++)
-                    p->shapes[p->shapes_n++] = in0->stride[k];
-                f->geometry = (uint32_t)p->shapes_n;
-                p->shapes[p->shapes_n] = 0; /* ndim 0 until the view exists */
-                p->shapes_n += 1 + 2 * WB_MAX_DIMS;
+                    side[n++] = in0->stride[k];
+                f->geometry = n;
+                side[n] = 0; /* ndim 0 until the view exists */
+                n += 1 + 2 * WB_MAX_DIMS;
             }
         }
+        f->side_n = n;
         if (p->o.with_stack && stack_provider) {
             char buf[256];
             stack_provider(buf, sizeof buf);
-            if (buf[0]) f->src = arena_string(p, buf);
+            if (buf[0]) f->src = wb_store_intern(p, buf);
         }
     }
     f->ts = wb_now_ns(); /* last, so the bookkeeping above is not billed to the op */
@@ -115,15 +107,18 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
     wb_prof *p = user;
     frame *f = pop_frame(p);
     if (!f) return;
-    wb_event *e = slot(p);
+    int64_t *side = NULL;
+    wb_event *e = f->side_n ? slot_side(p, f->side_n, &side) : slot(p);
     if (!e) return;
-    if (f->nflow && c->out && c->out->storage) p->shapes[f->flow_out] = (int64_t)wb_storage_id(c->out->storage);
+    uint32_t shape_off = side ? (uint32_t)(side - wb_chunk_of(e)->side) : 0;
+    if (f->nflow && c->out && c->out->storage) f->side[f->flow_out] = (int64_t)wb_storage_id(c->out->storage);
     if (f->geometry && c->out) {
-        int64_t *g = p->shapes + f->geometry;
+        int64_t *g = f->side + f->geometry;
         g[0] = c->out->ndim;
         for (int k = 0; k < c->out->ndim; k++)
             g[1 + k] = c->out->shape[k], g[1 + WB_MAX_DIMS + k] = c->out->stride[k];
     }
+    if (side) memcpy(side, f->side, f->side_n * sizeof *side);
     double flops = 0, bytes = 0;
     if (p->o.with_flops && status == WB_OK) {
         flops = c->def->flops ? c->def->flops(c) : 0;
@@ -137,7 +132,7 @@ static void on_op_end(void *user, const wb_op_call *c, wb_status status) {
                     .id = f->id,
                     .link = parent_of(p, f),
                     .src = f->src,
-                    .shape_off = f->shape_off,
+                    .shape_off = shape_off,
                     .kind = WB_EV_OP,
                     .lane = WB_LANE_HOST,
                     .ninputs = f->ninputs,
@@ -293,33 +288,30 @@ static double available_memory_bytes(void) {
 
 wb_status wb_prof_new(const wb_prof_options *opts, wb_prof **out) {
     *out = NULL;
-    if (opts->max_events < 16 || opts->max_events > ((int64_t)1 << 28))
-        return wb_error(WB_ERR_ARGUMENT, "profiler: max_events must be between 16 and 2^28, got %lld",
+    if (opts->max_events != 0 && (opts->max_events < 16 || opts->max_events > ((int64_t)1 << 40)))
+        return wb_error(WB_ERR_ARGUMENT, "profiler: max_events must be between 16 and 2^40, got %lld",
                         (long long)opts->max_events);
-    /* the buffers are touched at once (below): ask for no more than half the memory available */
-    double need = (double)opts->max_events * (double)(sizeof(wb_event) + 4 * sizeof(int64_t) + 16);
+    int64_t min_memory = 2 * (int64_t)WB_CHUNK_BYTES;
+    if (opts->max_memory < min_memory)
+        return wb_error(WB_ERR_ARGUMENT, "profiler: max_memory must be at least %lld bytes (4 MiB: two chunks), got %lld",
+                        (long long)min_memory, (long long)opts->max_memory);
+    if (opts->policy < WB_PROF_SPILL || opts->policy > WB_PROF_STOP)
+        return wb_error(WB_ERR_ARGUMENT, "profiler: unknown memory policy %d", opts->policy);
+    /* memory is taken as events come, up to max_memory: no more than half of what is available */
     double avail = available_memory_bytes();
-    if (avail > 0 && need > avail / 2)
+    if (avail > 0 && (double)opts->max_memory > avail / 2)
         return wb_error(WB_ERR_MEMORY,
-                        "profiler: max_events %lld needs %.2f GiB of buffers, more than half of the %.2f GiB of memory "
-                        "available; lower max_events",
-                        (long long)opts->max_events, need / (1 << 30), avail / (1 << 30));
+                        "profiler: max_memory %.2f GiB is more than half of the %.2f GiB of memory available; lower "
+                        "max_memory (memory_policy \"spill\" keeps the rest on disk)",
+                        (double)opts->max_memory / (1 << 30), avail / (1 << 30));
     wb_prof *p = calloc(1, sizeof *p);
     if (!p) return wb_error(WB_ERR_MEMORY, "profiler: out of memory");
     p->o = *opts;
-    p->cap = (size_t)opts->max_events;
-    p->ev = aligned_alloc(64, p->cap * sizeof(wb_event));
-    p->shapes_cap = p->cap * 4;
-    p->shapes = malloc(p->shapes_cap * sizeof(int64_t));
-    p->str_cap = p->cap * 16 + 4096;
-    p->strings = malloc(p->str_cap);
-    if (!p->ev || !p->shapes || !p->strings) {
-        wb_prof_free(p);
-        return wb_error(WB_ERR_MEMORY, "profiler: cannot allocate a buffer for %lld events",
-                        (long long)opts->max_events);
+    if (opts->spill_dir && !(p->o.spill_dir = strdup(opts->spill_dir))) {
+        free(p);
+        return wb_error(WB_ERR_MEMORY, "profiler: out of memory");
     }
-    /* Touch the buffer now: page faults during recording would be billed to the ops. */
-    memset(p->ev, 0, p->cap * sizeof(wb_event));
+    wb_store_init(p);
     p->t0 = wb_now_ns();
     *out = p;
     return WB_OK;
@@ -328,7 +320,8 @@ wb_status wb_prof_new(const wb_prof_options *opts, wb_prof **out) {
 void wb_prof_free(wb_prof *p) {
     if (!p) return;
     if (p->running) wb_prof_stop(p);
-    free(p->ev), free(p->shapes), free(p->strings), free(p->notes), free(p);
+    wb_store_free(p);
+    free((char *)p->o.spill_dir), free(p->notes), free(p);
 }
 
 /* What one recorded op costs the caller: two clock reads and an append, timed on a scratch
@@ -337,16 +330,23 @@ static double calibrate(wb_prof *p) {
     enum { N = 4096 };
     wb_op_def def = {.name = "calibration"};
     wb_op_call call = {.def = &def};
-    size_t n = p->n, dropped = p->dropped;
+    uint64_t dropped = p->dropped, dropped_by[WB_DROP_DEVICE + 1];
+    int first_drop = p->first_drop;
+    memcpy(dropped_by, p->dropped_by, sizeof dropped_by);
+    wb_store_ensure(p); /* room for one event in the current chunk: each is taken back */
+    wb_event *cur = p->cur;
+    uint32_t side_n = p->open ? p->open->side_n : 0;
     uint64_t next = p->next_id;
     int64_t t0 = wb_now_ns();
     for (int i = 0; i < N; i++) {
         on_op_begin(p, &call);
         on_op_end(p, &call, WB_OK);
-        if (p->n > n) p->n = n; /* do not keep calibration events */
+        p->cur = cur; /* do not keep calibration events */
+        if (p->open) p->open->side_n = side_n;
     }
     double cost = (double)(wb_now_ns() - t0) / N;
-    p->n = n, p->dropped = dropped, p->next_id = next;
+    p->dropped = dropped, p->first_drop = first_drop, p->next_id = next;
+    memcpy(p->dropped_by, dropped_by, sizeof dropped_by);
     return cost;
 }
 
@@ -442,7 +442,7 @@ void wb_prof_step(wb_prof *p, int64_t number) {
 wb_status wb_prof_range_push(wb_prof *p, const char *name) {
     if (p->nranges == MAX_RANGES)
         return wb_error(WB_ERR_RANGE, "profiler: more than %d nested ranges (missing pop?)", MAX_RANGES);
-    p->ranges[p->nranges].name = arena_string(p, name);
+    p->ranges[p->nranges].name = wb_store_intern(p, name);
     p->ranges[p->nranges++].ts = wb_now_ns();
     return WB_OK;
 }
@@ -455,7 +455,7 @@ wb_status wb_prof_range_pop(wb_prof *p) {
     wb_event *e = slot(p);
     if (!e) return WB_OK;
     uint32_t name = p->ranges[p->nranges].name;
-    *e = (wb_event){.name = name == WB_EVENT_NONE ? "?" : p->strings + name,
+    *e = (wb_event){.name = wb_store_string(p, name),
                     .ts_ns = p->ranges[p->nranges].ts - p->t0,
                     .dur_ns = now - p->ranges[p->nranges].ts,
                     .run_delay_ns = -1, /* not sampled: a range may be as short as one call */
@@ -466,26 +466,34 @@ wb_status wb_prof_range_pop(wb_prof *p) {
     return WB_OK;
 }
 
-size_t wb_prof_count(const wb_prof *p) { return p->n; }
-const wb_event *wb_prof_event(const wb_prof *p, size_t i) { return i < p->n ? &p->ev[i] : NULL; }
-uint64_t wb_prof_dropped(const wb_prof *p) { return p->dropped; }
+/* What a ring hides (the partial step at its start) is dropped too. */
+uint64_t wb_prof_dropped(const wb_prof *p) {
+    if (p->ring_cut_ns < 0) return p->dropped;
+    wb_prof_store_stats s;
+    wb_prof_store_stats_get(p, &s);
+    return p->dropped + (s.kept - wb_prof_count(p));
+}
+int wb_prof_has_device_lane(const wb_prof *p) { return p->cuda_lane; }
 int64_t wb_prof_peak_memory(const wb_prof *p) { return p->mem_peak; }
 double wb_prof_event_cost_ns(const wb_prof *p) { return p->cost_ns; }
 
+/* Side data sits in the event's own chunk (in memory, or the cursor's read-back buffer). */
 const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input) {
+    (void)p;
     size_t off = e->shape_off;
     for (int i = 0; i < input; i++)
         off += (size_t)(wb_event_ndim(e, i) > 0 ? wb_event_ndim(e, i) : 0);
-    return p->shapes + off;
+    return wb_chunk_of(e)->side + off;
 }
 
 const int64_t *wb_prof_flow(const wb_prof *p, const wb_event *e, int *n) {
+    (void)p;
     *n = e->kind == WB_EV_OP ? e->nflow : 0;
     if (!*n) return NULL;
     size_t off = e->shape_off;
     for (int i = 0; i < e->ninputs; i++)
         off += (size_t)(wb_event_ndim(e, i) > 0 ? wb_event_ndim(e, i) : 0);
-    return p->shapes + off;
+    return wb_chunk_of(e)->side + off;
 }
 
 int wb_prof_view_geometry(const wb_prof *p, const wb_event *e, const int64_t **in_stride, int *out_ndim,
@@ -502,13 +510,8 @@ int wb_prof_view_geometry(const wb_prof *p, const wb_event *e, const int64_t **i
 }
 
 const char *wb_prof_src(const wb_prof *p, const wb_event *e) {
-    return e->src == WB_EVENT_NONE ? NULL : p->strings + e->src;
+    return e->src == WB_EVENT_NONE ? NULL : wb_store_string(p, e->src);
 }
 
-void wb_prof_clear(wb_prof *p) {
-    p->n = 0;
-    p->dropped = 0;
-    p->shapes_n = 0;
-    /* strings of open ranges must survive: keep the arena when ranges are open */
-    if (p->nranges == 0) p->str_n = 0;
-}
+/* Interned strings stay (open ranges hold their names; a name is stored once anyway). */
+void wb_prof_clear(wb_prof *p) { wb_store_clear(p); }

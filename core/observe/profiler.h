@@ -1,7 +1,9 @@
 /* profiler.h: recording what ran. A session hooks the dispatcher and the storage allocator and
- * fills a preallocated event buffer: host ops (nested, with correlation ids), kernels on the
- * device lane (each correlated to the op that launched it), memory (bytes allocated and freed),
- * ranges, steps and runtime calls. A full buffer counts dropped events; nothing crashes. */
+ * appends fixed-size records to a chunked store: host ops (nested, with correlation ids), kernels
+ * on the device lane (each correlated to the op that launched it), memory (bytes allocated and
+ * freed), ranges, steps and runtime calls. Memory is bounded by max_memory: past it the oldest
+ * chunks go to a spill file (default), are dropped (ring), or recording stops; whatever is not
+ * kept is counted and named. */
 #ifndef WB_PROFILER_H
 #define WB_PROFILER_H
 
@@ -58,7 +60,7 @@ typedef struct wb_event {
     uint32_t link;      /* ops: the enclosing op; kernels: the op that launched them (0: none);
                            thread shares: their kernel's id */
     uint32_t src;       /* with_stack: offset of "file:line" in the string arena, or WB_EVENT_NONE */
-    uint32_t shape_off; /* record_shapes: first dim in the shape arena */
+    uint32_t shape_off; /* record_shapes: first dim in its chunk's side data */
     union {
         uint16_t threads; /* cpu kernels: threads used; thread shares: the thread's index */
         uint16_t cbid;    /* runtime events from a device tracer: the API's callback id */
@@ -90,8 +92,14 @@ typedef struct wb_prof_options {
     int with_stack;
     int with_flops;
     int profile_memory; /* an event per storage allocation and free (the peak is tracked anyway) */
-    int64_t max_events; /* capacity of the event buffer */
+    int64_t max_events; /* events kept at most (0: no limit but memory) */
+    int64_t max_memory; /* bytes of event chunks in memory */
+    int policy;         /* WB_PROF_SPILL, WB_PROF_RING or WB_PROF_STOP: what happens at max_memory */
+    const char *spill_dir; /* where the spill file goes (NULL: $TMPDIR, else /tmp); copied */
 } wb_prof_options;
+
+enum { WB_PROF_SPILL = 0, WB_PROF_RING, WB_PROF_STOP };
+const char *wb_prof_policy_name(int policy);
 
 typedef struct wb_prof wb_prof;
 
@@ -122,8 +130,25 @@ void wb_prof_scope_end(const char *name);
 /* The running session (NULL when none). */
 wb_prof *wb_prof_current(void);
 
+/* Events kept (and visible: a ring hides the partial step at its start). */
 size_t wb_prof_count(const wb_prof *p);
-const wb_event *wb_prof_event(const wb_prof *p, size_t i);
+/* Reads the kept events in recording order, chunk by chunk (a spilled chunk is read back into
+ * the cursor's own buffer: an event pointer is good until the next call). */
+typedef struct wb_prof_cursor {
+    const wb_prof *p;
+    size_t chunk;       /* next sealed chunk to load; nchunks: the open one */
+    const wb_event *at, *end;
+    struct wb_prof_chunk *buf; /* read-back buffer, allocated at the first spilled chunk */
+    int64_t visible_from;      /* ring: events that start before are hidden */
+    uint64_t index;            /* events returned so far */
+    int done;
+    wb_status status;          /* not WB_OK when reading the spill file failed (message set) */
+} wb_prof_cursor;
+void wb_prof_cursor_open(wb_prof_cursor *c, const wb_prof *p);
+/* The event with index `first` (0-based among visible events) comes next. */
+void wb_prof_cursor_seek(wb_prof_cursor *c, uint64_t first);
+const wb_event *wb_prof_cursor_next(wb_prof_cursor *c);
+void wb_prof_cursor_close(wb_prof_cursor *c);
 const int64_t *wb_prof_shape(const wb_prof *p, const wb_event *e, int input);
 /* An op's data flow: the storage id (unique per process, 0: none) of each input, then of its
  * output (0 for an in-place op); *n is set to how many (0 when not recorded). Views share their
@@ -136,6 +161,18 @@ int wb_prof_view_geometry(const wb_prof *p, const wb_event *e, const int64_t **i
 /* with_stack: the event's call site, or NULL. */
 const char *wb_prof_src(const wb_prof *p, const wb_event *e);
 uint64_t wb_prof_dropped(const wb_prof *p);
+/* One line naming what was dropped and why ("" when nothing was). */
+void wb_prof_drop_note(const wb_prof *p, char *buf, size_t len);
+/* The store's state: bytes in memory, bytes spilled, the policy, and the spill error ("" none). */
+typedef struct wb_prof_store_stats {
+    int64_t memory_bytes, spill_bytes, max_memory;
+    int policy;
+    uint64_t kept;
+    const char *spill_error;
+} wb_prof_store_stats;
+void wb_prof_store_stats_get(const wb_prof *p, wb_prof_store_stats *s);
+/* The session's device kernels ran on a cuda lane (set when the device's records arrive). */
+int wb_prof_has_device_lane(const wb_prof *p);
 /* Display name of a lane ("host", "cpu:0 stream 0", "cuda:0 stream 13"). */
 const char *wb_prof_lane_name(const wb_prof *p, int lane);
 /* Why device kernels on cuda are not in this session ("" when they are, or cuda is unused). */
@@ -144,11 +181,40 @@ int64_t wb_prof_peak_memory(const wb_prof *p);
 /* Measured cost of recording one event, in ns (calibrated when the session starts). */
 double wb_prof_event_cost_ns(const wb_prof *p);
 void wb_prof_clear(wb_prof *p);
-/* Chrome-trace JSON (Perfetto, chrome://tracing), streamed to `path`. */
+/* Chrome-trace JSON (Perfetto, chrome://tracing), streamed to `path` chunk by chunk; gzip when
+ * the path ends in ".gz". */
 wb_status wb_prof_export_chrome(const wb_prof *p, const char *path);
 /* The same, with more events (JSON objects joined by commas) after the session's, and more
- * members ("key": value, ...) after traceEvents: the findings and what the rules read. */
+ * members ("key": value, ...) after traceEvents: the findings and what the rules read. The
+ * events and bytes written are returned in *events and *bytes (either may be NULL). */
 wb_status wb_prof_export_chrome_with(const wb_prof *p, const char *path, const char *extra_events,
-                                     const char *extra_members);
+                                     const char *extra_members, uint64_t *events, uint64_t *bytes);
+
+/* A Chrome trace the workbench wrote (plain or .gz), read back in one streaming pass into a new,
+ * stopped session stored under opts' max_memory and policy (trace_read.c). *lines: lines read;
+ * *header: its first line (otherData), *tail: the lines after the events (the members after
+ * traceEvents); both malloc'ed (the caller frees them), NULL on failure. */
+wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_prof **out, uint64_t *lines,
+                              char **header, char **tail);
+
+/* ---- aggregation (profiler_aggregate.c): key_averages over the records ---- */
+typedef struct wb_prof_row {
+    const char *name; /* interned or static; valid while the session lives */
+    int kind;         /* WB_EV_* */
+    char *input_shapes; /* group_by_input_shape: "[[2, 3], [3]]" (owned), else NULL */
+    const char *src;    /* group_by_stack_n: the call site, else NULL */
+    int64_t calls, kernels;
+    int64_t self_cpu_ns, cpu_total_ns, self_device_ns, device_total_ns;
+    double flops, bytes;
+    int64_t spread_ns, spread_launches; /* parallel kernels: slowest minus fastest worker */
+} wb_prof_row;
+typedef struct wb_prof_rows {
+    wb_prof_row *row;
+    size_t n;
+} wb_prof_rows;
+/* One row per op / range / runtime name (and input shapes, call site when asked) and per
+ * kernel / copy name, in the order first seen (ops and the like first, then device rows). */
+wb_status wb_prof_aggregate(const wb_prof *p, int by_input_shape, int by_stack, wb_prof_rows *out);
+void wb_prof_rows_free(wb_prof_rows *r);
 
 #endif

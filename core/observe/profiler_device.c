@@ -101,7 +101,7 @@ void wb_prof_device_flush(wb_prof *p) {
         return;
     }
     if (!p->recording) b.n = 0; /* drained, not kept: the schedule is not recording this step */
-    p->dropped += dropped + (b.oom ? 1 : 0);
+    wb_store_drop(p, WB_DROP_DEVICE, dropped + (b.oom ? 1 : 0));
     size_t npairs = 0;
     corr_pair *pairs = malloc((b.n ? b.n : 1) * sizeof *pairs);
     for (size_t i = 0; pairs && i < b.n; i++)
@@ -132,6 +132,7 @@ void wb_prof_device_flush(wb_prof *p) {
         launch_note *note = NULL;
         if (r->kind == WB_CU_REC_KERNEL) {
             p->device_stream = r->stream;
+            p->cuda_lane = 1;
             if (hit) note = note_for(p, hit->external);
         }
         *e = (wb_event){.name = r->name, /* kernels: replaced by their kind below */

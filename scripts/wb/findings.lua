@@ -427,7 +427,8 @@ M.RULES = ORDER
 
 -- The findings of `events` (p:events() or a trace read back), most time concerned first.
 -- ctx: device_info (the roofline's ceilings), machine (busy, other_runnable, steal_pct),
--- replay_ns_per_kernel (host cost of a replayed kernel); each optional.
+-- replay_ns_per_kernel (host cost of a replayed kernel), dropped and dropped_note (events the
+-- session did not keep: a "dropped" finding comes first); each optional.
 function M.analyze(events, ctx)
     ctx = ctx or {}
     local ix = index(events)
@@ -451,6 +452,12 @@ function M.analyze(events, ctx)
         return a.order < b.order
     end)
     for _, f in ipairs(out) do f.order = nil end
+    -- events the session did not keep: first, whatever the rules above say is about the rest
+    if (tonumber(ctx.dropped) or 0) > 0 then
+        table.insert(out, 1, {rule = "dropped", severity = "warn", evidence = {dropped = ctx.dropped},
+            message = string.format("the findings cover only the events kept: %s", ctx.dropped_note ~= "" and
+                ctx.dropped_note or (tostring(ctx.dropped) .. " events dropped"))})
+    end
     return out
 end
 

@@ -39,7 +39,7 @@ end
 
 -- (events, members) for the native writer: one instant per finding on the "findings" track (the
 -- host process, thread 1000), at the time it concerns; and the "workbench" member.
-function M.trace_extras(list, ctx)
+function M.trace_extras(list, ctx, left_out)
     local ev = {'{"ph": "M", "name": "thread_name", "pid": 0, "tid": 1000, "args": {"name": "findings"}}'}
     local kept = {}
     for i, f in ipairs(list) do
@@ -48,7 +48,9 @@ function M.trace_extras(list, ctx)
         ev[#ev + 1] = cjson.encode({ph = "i", s = "t", cat = "finding", name = f.rule, pid = 0, tid = 1000,
             ts = (f.evidence.ts_ns or 0) / 1e3, args = {severity = f.severity, message = f.message}})
     end
-    local member = cjson.encode({format = FORMAT, context = context_of(ctx), findings = kept})
+    -- left_out: the session was too large to run the rules on at export (`workbench explain` runs them)
+    local member = cjson.encode({format = FORMAT, context = context_of(ctx), findings = kept,
+        findings_left_out = left_out or nil})
     return table.concat(ev, ",\n"), '"workbench": ' .. member
 end
 
@@ -82,9 +84,25 @@ end
 
 local function bad(msg) error({explain = msg}, 0) end
 
--- A trace the workbench wrote -> (events shaped like p:events(), the "workbench" member).
--- Raises {explain = "one line"} for what cannot be read.
+-- A trace in the workbench's own layout (one event a line, as export_chrome_trace writes it;
+-- .json or .json.gz), read in one streaming pass (wb.profiler.load_trace): its events (the memory
+-- counters left out, as below) and its members; nil when it is not such a trace.
+local function read_streaming(path)
+    local ok, q = pcall(require("wb.profiler").load_trace, path)
+    if not ok then return nil end
+    local events = {}
+    for e in q:each_event() do
+        if e.cat ~= "memory" then events[#events + 1] = e end
+    end
+    local meta = type(q.trace_members.workbench) == "table" and q.trace_members.workbench or nil
+    return events, meta, q.trace_other
+end
+
+-- A trace the workbench wrote -> (events shaped like p:events(), the "workbench" member,
+-- otherData). Raises {explain = "one line"} for what cannot be read.
 function M.read(path)
+    local events, meta, other = read_streaming(path)
+    if events then return events, meta, other end
     local f = io.open(path, "rb")
     if not f then bad(string.format("cannot open '%s'", path)) end
     local text = f:read("a")
@@ -150,7 +168,7 @@ function M.read(path)
         end
     end
     local meta = type(doc.workbench) == "table" and doc.workbench or nil
-    return events, meta
+    return events, meta, doc.otherData
 end
 
 -- `workbench explain FILE [--json]`: the findings of a trace; status 0, or 2 with one line.
@@ -170,7 +188,7 @@ function M.explain_main(args)
         io.stderr:write("explain: no trace given (usage: workbench explain TRACE.json [--json])\n")
         return 2
     end
-    local ok, events, meta = pcall(M.read, path)
+    local ok, events, meta, other = pcall(M.read, path)
     if not ok then
         io.stderr:write("explain: " .. (type(events) == "table" and events.explain or tostring(events)) .. "\n")
         return 2
@@ -191,7 +209,9 @@ function M.explain_main(args)
     local c = meta and type(meta.context) == "table" and meta.context or {}
     local okf, list = pcall(findings.analyze, events, {device = c.device, device_info = type(c.device_info) == "table"
         and c.device_info or nil, machine = type(c.machine) == "table" and c.machine or nil,
-        replay_ns_per_kernel = tonumber(c.replay_ns_per_kernel)})
+        replay_ns_per_kernel = tonumber(c.replay_ns_per_kernel),
+        dropped = type(other) == "table" and math.tointeger(other.dropped_events) or nil,
+        dropped_note = type(other) == "table" and type(other.dropped) == "string" and other.dropped or ""})
     if not okf then
         io.stderr:write(string.format("explain: '%s' has events the rules cannot read (%s)\n", path,
             tostring(list):gsub("^.-:%d+: ", "")))

@@ -15,6 +15,7 @@ local plural = require("wb.words").plural
 local machine = require("wb.machine")
 -- the native session and ranges, captured at load: wb._* are gone under --sandbox
 local new_session, range_push, range_pop = wb._profiler_session, wb._profiler_push, wb._profiler_pop
+local load_session = wb._profiler_load
 
 local M = {}
 
@@ -22,7 +23,9 @@ local Profiler = {}
 Profiler.__index = Profiler
 
 local OPTION_KEYS = {activities = true, schedule = true, record_shapes = true, with_stack = true,
-    with_flops = true, profile_memory = true, on_trace_ready = true, max_events = true}
+    with_flops = true, profile_memory = true, on_trace_ready = true, max_events = true, max_memory = true,
+    memory_policy = true, spill_dir = true}
+local POLICIES = {spill = true, ring = true, stop = true}
 local SCHEDULE_KEYS = {wait = true, warmup = true, active = true, repeat_ = true}
 
 local function fail(msg, level) error("profiler: " .. msg, (level or 1) + 1) end
@@ -49,7 +52,7 @@ function M.profile(opts, fn)
     for k in pairs(opts) do
         if not OPTION_KEYS[k] then
             fail(string.format("unknown option '%s' (expected activities, schedule, record_shapes, with_stack, " ..
-                "with_flops, profile_memory, on_trace_ready, max_events)", tostring(k)), 2)
+                "with_flops, profile_memory, on_trace_ready, max_events, max_memory, memory_policy, spill_dir)", tostring(k)), 2)
         end
     end
     local host, device = true, true
@@ -82,17 +85,32 @@ function M.profile(opts, fn)
     if opts.on_trace_ready ~= nil and type(opts.on_trace_ready) ~= "function" then
         fail("on_trace_ready must be a function", 2)
     end
-    local max_events = opts.max_events or (1 << 20)
-    if math.type(max_events) ~= "integer" or max_events < 16 then
+    -- memory is the bound (max_memory, then the policy); max_events is an optional cap on top
+    local max_events = opts.max_events
+    if max_events ~= nil and (math.type(max_events) ~= "integer" or max_events < 16) then
         fail(string.format("max_events must be an integer >= 16, got %s", tostring(max_events)), 2)
+    end
+    local max_memory = opts.max_memory or (256 << 20)
+    if math.type(max_memory) ~= "integer" or max_memory < (4 << 20) then
+        fail(string.format("max_memory must be an integer number of bytes >= 4 MiB (4194304), got %s",
+            tostring(max_memory)), 2)
+    end
+    local policy = opts.memory_policy or "spill"
+    if not POLICIES[policy] then
+        fail(string.format('memory_policy must be "spill", "ring" or "stop", got %s', tostring(policy)), 2)
+    end
+    if opts.spill_dir ~= nil and type(opts.spill_dir) ~= "string" then
+        fail("spill_dir must be a folder path, got " .. type(opts.spill_dir), 2)
     end
     local native_opts = {record_host = host, record_device = device,
         record_shapes = opts.record_shapes and true or false, with_stack = opts.with_stack and true or false,
         with_flops = opts.with_flops and true or false, profile_memory = opts.profile_memory and true or false,
-        max_events = max_events}
+        max_events = max_events, max_memory = max_memory, memory_policy = policy, spill_dir = opts.spill_dir}
     -- native: the session recording now; done: the one holding the last completed active block
     -- of a schedule while the next cycle records (two buffers, used in turn)
-    local p = setmetatable({native = new_session(native_opts), native_opts = native_opts, done = nil,
+    local ok, session = pcall(new_session, native_opts)
+    if not ok then error(session, 2) end
+    local p = setmetatable({native = session, native_opts = native_opts, done = nil,
         schedule = sched, on_trace_ready = opts.on_trace_ready, step_num = 0, cycles_done = 0, cycles_kept = 0,
         started = false, opts = opts}, Profiler)
     if fn then
@@ -184,6 +202,13 @@ function Profiler:stop()
     if not self.started then return self end
     local active = self:_phase(self.step_num) == "active"
     self.native:stop()
+    -- a spill file that could not be written stopped the recording: loud, the events so far kept
+    local spill_error = self.native:stats().spill_error
+    if spill_error ~= "" and not self.spill_reported then
+        self.spill_reported = true
+        self.started = false
+        fail("recording stopped: " .. spill_error, 2)
+    end
     self.machine = machine.between(self.machine_start, machine.snapshot())
     self.findings_cache, self.findings_ctx = nil, nil
     self.started = false
@@ -202,7 +227,32 @@ function Profiler:_result()
     return self.native
 end
 
-function Profiler:events() return self:_result():events() end
+-- p:events([filter]) -> array of event tables; filter = {cat=, lane=, name=, from_ns=, to_ns=,
+-- first=, limit=}: tables are built only for the events kept (a second result: the index to
+-- continue from, when limit stopped it).
+function Profiler:events(filter)
+    if filter ~= nil and type(filter) ~= "table" then fail("events: the filter must be a table, got " .. type(filter), 2) end
+    return native(2, self:_result().events, self:_result(), filter)
+end
+
+-- for e in p:each_event([filter]) do ... end: the events one at a time, tables built in batches.
+function Profiler:each_event(filter)
+    if filter ~= nil and type(filter) ~= "table" then fail("each_event: the filter must be a table, got " .. type(filter), 2) end
+    local f = {}
+    for k, v in pairs(filter or {}) do f[k] = v end
+    f.limit = 4096
+    local session, batch, i, next_first = self:_result(), {}, 0, f.first or 1
+    return function()
+        i = i + 1
+        if i > #batch then
+            if not next_first then return nil end
+            f.first = next_first
+            batch, next_first = native(2, session.events, session, f)
+            i = 1
+        end
+        return batch[i]
+    end
+end
 function Profiler:stats() return self:_result():stats() end
 
 -- The trace carries the findings (instant events on a "findings" track) and what the rules read
@@ -211,8 +261,16 @@ function Profiler:stats() return self:_result():stats() end
 function Profiler:export_chrome_trace(path)
     if type(path) ~= "string" then fail("export_chrome_trace needs a file path", 2) end
     local session = self:_result()
-    local events, members = require("wb.findings_trace").trace_extras(self:findings(), self:_findings_context())
-    native(2, session.export_chrome_trace, session, path, events, members) -- a refused path names the user's line
+    -- the rules read every event as a Lua table: a large session's trace goes without them (and
+    -- says so); `workbench explain` on the trace runs them
+    local left_out = session:stats().events > require("wb.profiler_table").FINDINGS_IN_TABLE_MAX
+    local extra_events, members = require("wb.findings_trace").trace_extras(left_out and {} or self:findings(),
+        self:_findings_context(), left_out)
+    -- a refused path names the user's line
+    local n, bytes = native(2, session.export_chrome_trace, session, path, extra_events, members)
+    self.last_export = {path = path, events = n, bytes = bytes}
+    io.stderr:write(string.format("export_chrome_trace: %s, %.1f MiB (%.0f bytes per event) -> %s\n",
+        plural(n, "event"), bytes / 1048576, n > 0 and bytes / n or 0, path))
     return path
 end
 
@@ -222,10 +280,7 @@ end
 -- the measured host cost of a replayed kernel (only measured when some window is host-bound).
 function Profiler:_findings_context()
     if self.findings_ctx then return self.findings_ctx end
-    local on_cuda = false
-    for _, e in ipairs(self:events()) do
-        if e.cat == "kernel" and e.lane:sub(1, 5) == "cuda:" then on_cuda = true; break end
-    end
+    local on_cuda = self:stats().device_lane
     local ok, info = pcall(wb.device_info, on_cuda and "cuda" or "cpu")
     local ctx = {device = on_cuda and "cuda" or "cpu", device_info = ok and info or nil, machine = self.machine}
     ctx.measure_replay = function()
@@ -239,7 +294,9 @@ end
 -- p:findings() -> {{rule=, severity=, message=, evidence=}, ...}, most time concerned first.
 function Profiler:findings()
     if self.findings_cache and not self.started then return self.findings_cache end
-    local f = require("wb.findings").analyze(self:events(), self:_findings_context())
+    local ctx = self:_findings_context()
+    ctx.dropped, ctx.dropped_note = self:stats().dropped, self:stats().dropped_note
+    local f = require("wb.findings").analyze(self:events(), ctx)
     if not self.started then self.findings_cache = f end
     return f
 end
@@ -258,7 +315,8 @@ end
 
 -- Allocated bytes over time per device: JSON at path, an HTML chart beside it.
 function Profiler:export_memory_timeline(path)
-    return require("wb.profiler_export").export_memory_timeline(self:events(), path, self.opts.profile_memory)
+    -- the memory events only: tables for the others are never built
+    return require("wb.profiler_export").export_memory_timeline(self:events{cat = "memory"}, path, self.opts.profile_memory)
 end
 
 -- ---- key_averages and the table (wb.profiler_table) ---------------------------------------
@@ -429,6 +487,36 @@ end
 -- wb.profiler.diff(pa, pb[, {min_effect =}]): two stopped profiles aligned node by node (wb.diff):
 -- structural changes, verdicts per node, and where the change per step went; a table.
 function M.diff(pa, pb, o) return require("wb.diff_text").profiles(pa, pb, o) end
+
+-- wb.profiler.load_trace(path[, {max_memory=, memory_policy=, spill_dir=}]): a Chrome trace the
+-- workbench wrote (.json or .json.gz), read back in one streaming pass into a stopped profile:
+-- p:table(), p:key_averages(), p:events(), p:findings(), p:export_chrome_trace() as after recording.
+function M.load_trace(path, o)
+    if type(path) ~= "string" then fail("load_trace needs a trace path", 2) end
+    o = o or {}
+    if type(o) ~= "table" then fail("load_trace: options must be a table, got " .. type(o), 2) end
+    for k in pairs(o) do
+        if k ~= "max_memory" and k ~= "memory_policy" and k ~= "spill_dir" then
+            fail(string.format("load_trace: unknown option '%s' (expected max_memory, memory_policy, spill_dir)",
+                tostring(k)), 2)
+        end
+    end
+    if o.memory_policy ~= nil and not POLICIES[o.memory_policy] then
+        fail(string.format('load_trace: memory_policy must be "spill", "ring" or "stop", got %s', tostring(o.memory_policy)), 2)
+    end
+    local ok, session, lines, header, tail = pcall(load_session, path, o)
+    if not ok then error(session, 2) end
+    -- what the trace says beyond its events: otherData (first line), the members after traceEvents
+    local cjson = require("cjson")
+    local other, members = {}, {}
+    local okh, doc = pcall(cjson.decode, header .. "]}")
+    if okh and type(doc) == "table" and type(doc.otherData) == "table" then other = doc.otherData end
+    local okt, rest = pcall(cjson.decode, "{" .. (tail:match("^%s*%]%s*,(.*)}%s*$") or "") .. "}")
+    if okt and type(rest) == "table" then members = rest end
+    return setmetatable({native = session, native_opts = o, started = false, opts = {}, step_num = 0,
+        cycles_done = 0, cycles_kept = 0, loaded_from = path, trace_lines = lines, trace_other = other,
+        trace_members = members}, Profiler)
+end
 
 -- wb.profiler.range(name, fn, ...): fn(...) inside a named range; returns fn's results.
 function M.range(name, fn, ...)

@@ -7,6 +7,9 @@ local calibrate = require("wb.calibrate")
 
 local M = {}
 
+-- Above this many events p:table() leaves the findings out (and says so).
+M.FINDINGS_IN_TABLE_MAX = 200000
+
 local function fail(msg, level) error("profiler: " .. msg, (level or 1) + 1) end
 
 local function shapes_string(e)
@@ -18,7 +21,8 @@ local function shapes_string(e)
     return "[" .. table.concat(parts, ", ") .. "]"
 end
 
--- Rows per op name (and input shapes / call site when asked) and per kernel name.
+-- Rows per op name (and input shapes / call site when asked) and per kernel name, aggregated in
+-- C over the session's records (core/profiler_aggregate.c): no table per event is built.
 function M.key_averages(self, o)
     o = o or {}
     if type(o) ~= "table" then fail("key_averages: options must be a table, got " .. type(o), 3) end
@@ -28,101 +32,8 @@ function M.key_averages(self, o)
                 tostring(k)), 2)
         end
     end
-    local events = self:events()
-    local by_id, child_cpu, own_kernels = {}, {}, {}
-    for _, e in ipairs(events) do
-        if e.cat == "op" then by_id[e.id] = e end
-    end
-    for _, e in ipairs(events) do
-        if e.cat == "op" and e.parent ~= 0 then child_cpu[e.parent] = (child_cpu[e.parent] or 0) + e.dur_ns end
-    end
-    -- a range's self time excludes the top-level ops (and runtime calls) inside it
-    local range_child = {}
-    for _, r in ipairs(events) do
-        if r.cat == "range" then
-            local t0, t1, inner = r.ts_ns, r.ts_ns + r.dur_ns, 0
-            for _, e in ipairs(events) do
-                if (e.cat == "op" or e.cat == "runtime") and e.parent == 0 and e.ts_ns >= t0 and e.ts_ns + e.dur_ns <= t1 then
-                    inner = inner + e.dur_ns
-                end
-            end
-            range_child[r] = inner
-        end
-    end
-    -- device time: a kernel (or a device copy: cuda's memcpy/memset) counts as self for the op
-    -- that launched it and as total for every op above that one
-    local dev_self, dev_total, nk = {}, {}, {}
-    for _, e in ipairs(events) do
-        if e.cat == "kernel" or e.cat == "memcpy" or e.cat == "memset" then
-            own_kernels[#own_kernels + 1] = e
-            local id = e.correlation
-            dev_self[id] = (dev_self[id] or 0) + e.dur_ns
-            while id and id ~= 0 do
-                dev_total[id] = (dev_total[id] or 0) + e.dur_ns
-                if e.cat == "kernel" then nk[id] = (nk[id] or 0) + 1 end
-                id = by_id[id] and by_id[id].parent
-            end
-        end
-    end
-    local rows, index = {}, {}
-    local function row(key, name, kind, extra)
-        local r = index[key]
-        if not r then
-            r = {name = name, kind = kind, calls = 0, self_cpu_ns = 0, cpu_total_ns = 0, self_device_ns = 0,
-                device_total_ns = 0, kernels = 0, flops = 0, bytes = 0, input_shapes = extra and extra.shapes,
-                src = extra and extra.src}
-            index[key] = r
-            rows[#rows + 1] = r
-        end
-        return r
-    end
-    for _, e in ipairs(events) do
-        if e.cat == "op" or e.cat == "range" or e.cat == "runtime" then
-            local key, shapes, src = e.cat .. ":" .. e.name, nil, nil
-            if o.group_by_input_shape and e.cat == "op" then
-                shapes = shapes_string(e)
-                key = key .. "|" .. shapes
-            end
-            if o.group_by_stack_n and e.src then
-                src = e.src
-                key = key .. "|" .. src
-            end
-            local r = row(key, e.name, e.cat, {shapes = shapes, src = src})
-            r.calls = r.calls + 1
-            r.cpu_total_ns = r.cpu_total_ns + e.dur_ns
-            r.self_cpu_ns = r.self_cpu_ns + e.dur_ns - (e.cat == "op" and (child_cpu[e.id] or 0) or range_child[e] or 0)
-            if e.cat == "op" then
-                r.self_device_ns = r.self_device_ns + (dev_self[e.id] or 0)
-                r.device_total_ns = r.device_total_ns + (dev_total[e.id] or 0)
-                r.kernels = r.kernels + (nk[e.id] or 0)
-                r.flops = r.flops + e.flops
-                r.bytes = r.bytes + e.bytes
-            end
-        end
-    end
-    -- a parallel cpu kernel's worker threads: the spread between its fastest and slowest thread
-    local fastest, slowest = {}, {}
-    for _, e in ipairs(events) do
-        if e.cat == "thread" then
-            local k = e.args.kernel
-            fastest[k] = math.min(fastest[k] or math.huge, e.dur_ns)
-            slowest[k] = math.max(slowest[k] or 0, e.dur_ns)
-        end
-    end
-    for _, e in ipairs(own_kernels) do
-        local r = row(e.cat .. ":" .. e.name, e.name, e.cat)
-        r.calls = r.calls + 1
-        if e.cat == "kernel" then r.kernels = r.kernels + 1 end
-        if slowest[e.id] then
-            r.spread_ns = (r.spread_ns or 0) + slowest[e.id] - fastest[e.id]
-            r.spread_launches = (r.spread_launches or 0) + 1
-        end
-        r.self_device_ns = r.self_device_ns + e.dur_ns
-        r.device_total_ns = r.device_total_ns + e.dur_ns
-        r.flops = r.flops + e.flops
-        r.bytes = r.bytes + e.bytes
-    end
-    return rows
+    local session = self.native and self:_result() or self
+    return session:key_averages(o.group_by_input_shape and true or false, o.group_by_stack_n and true or false)
 end
 
 local function fmt_time(ns)
@@ -165,12 +76,11 @@ function M.table(self, o)
         if a[sort_key] ~= b[sort_key] then return a[sort_key] > b[sort_key] end
         return a.name < b.name
     end)
+    local st = self:stats()
     local on_cuda = false
-    for _, e in ipairs(self:events()) do
-        if e.cat == "kernel" and e.lane:sub(1, 4) == "cuda" then
-            on_cuda = e.lane
-            break
-        end
+    if st.device_lane then
+        local first = self:events{cat = "kernel", limit = 1}[1]
+        on_cuda = first and first.lane or "cuda"
     end
     local info = wb.device_info(on_cuda and "cuda" or nil)
     local self_total, dev_total = 0, 0
@@ -198,10 +108,9 @@ function M.table(self, o)
     if show_src then head = head .. "  Source" end
     local rule = string.rep("-", #head)
     local out = {}
-    local st = self:stats()
-    if st.dropped > 0 then
-        out[#out + 1] = string.format("WARNING: %s dropped (the event buffer or CUPTI's buffers filled " ..
-            "up; raise max_events)", plural(st.dropped, "event was", "events were"))
+    if st.dropped > 0 then -- what was dropped and why, first: the rows below do not cover it
+        out[#out + 1] = string.format("WARNING: %s dropped: %s", plural(st.dropped, "event was", "events were"),
+            st.dropped_note:gsub("^%d+ events dropped: ", ""))
     end
     if st.device_note and st.device_note ~= "" then out[#out + 1] = "WARNING: " .. st.device_note end
     out[#out + 1] = rule
@@ -253,6 +162,9 @@ function M.table(self, o)
     end
     out[#out + 1] = string.format("Events: %d recorded, %d dropped; peak storage memory %.1f MiB", st.events,
         st.dropped, st.peak_memory / 1048576)
+    out[#out + 1] = string.format("Event store: %.0f MiB in memory of max_memory %.0f MiB, %.1f MiB spilled to disk " ..
+        "(memory_policy \"%s\")", st.memory_bytes / 1048576, st.max_memory / 1048576, st.spill_bytes / 1048576,
+        st.memory_policy)
     out[#out + 1] = string.format("Profiler overhead: about %.0f ns per recorded op (measured at start), %s in all",
         st.event_cost_ns, fmt_time(st.event_cost_ns * st.events))
     if on_cuda then
@@ -262,7 +174,11 @@ function M.table(self, o)
         out[#out + 1] = string.format("%% peak: kernels against the roofline measured on %s (%s, %s): %s", info.name,
             info.isa, plural(info.threads, "thread"), calibrate.ceiling_note(info))
     end
-    if getmetatable(self) and self.findings then -- the top three findings (wb.findings)
+    if getmetatable(self) and self.findings and st.events > M.FINDINGS_IN_TABLE_MAX then
+        -- the rules read every event as a Lua table: at this size that would cost more than the table
+        out[#out + 1] = string.format("Findings: left out of the table for %d events (over %d, the rules read every " ..
+            "event as a Lua table); p:findings() or p:explain() computes them", st.events, M.FINDINGS_IN_TABLE_MAX)
+    elseif getmetatable(self) and self.findings then -- the top three findings (wb.findings)
         local list = self:findings()
         out[#out + 1] = string.format("Findings (top %d of %d; p:explain() prints all):", math.min(3, #list), #list)
         out[#out + 1] = require("wb.findings").format(list, 3)

@@ -378,7 +378,7 @@ static void no_work(void *ctx) { (void)ctx; }
 /* A kernel whose descriptor counts are not finite (a plugin's, say) still gives a trace that is
  * valid JSON: null in their place, and the count in otherData. */
 static void test_trace_with_non_finite_counts(void) {
-    wb_prof_options o = {.record_host = 1, .record_device = 1, .max_events = 1024};
+    wb_prof_options o = {.record_host = 1, .record_device = 1, .max_events = 1024, .max_memory = 4 << 20};
     wb_prof *p;
     CHECK_OK(wb_prof_new(&o, &p));
     CHECK_OK(wb_prof_start(p));

@@ -1,0 +1,404 @@
+-- test_profiler_store.lua: the profiler's event store at scale: max_memory with its policies
+-- (spill, ring, stop), nothing dropped silently, the spill file gone on release and on kill -9, a
+-- failed spill write as a clear error, events built only for what is asked, key_averages in C
+-- against the reference computed from the event tables, and .json.gz traces.
+local lu = require("luaunit")
+local cjson = require("cjson")
+local scratch = require("scratch")
+
+local SMALL = 4 << 20 -- the least max_memory: two chunks of 24,575 events
+
+-- n eager adds of 1-element tensors (an op and its kernel: two events each)
+local A = wb.ones({1})
+local function adds(n)
+    for _ = 1, n do local _ = A + A end
+end
+
+local function count_by_cat(events)
+    local c = {}
+    for _, e in ipairs(events) do c[e.cat] = (c[e.cat] or 0) + 1 end
+    return c
+end
+
+local function trace_doc(path)
+    local f = assert(io.open(path, "rb"))
+    local doc = cjson.decode(f:read("a"))
+    f:close()
+    return doc
+end
+
+TestSpill = {}
+
+-- past max_memory the oldest chunks go to the spill file and come back for every reader
+function TestSpill:test_spilled_events_all_come_back()
+    local p = wb.profiler.profile({max_memory = SMALL, spill_dir = scratch.dir()}, function() adds(40000) end)
+    local st = p:stats()
+    lu.assertEquals(st.dropped, 0)
+    lu.assertEquals(st.events, 80001) -- and the step that stop() closes
+    lu.assertTrue(st.spill_bytes >= 30000 * 64, "spilled " .. st.spill_bytes)
+    lu.assertTrue(st.memory_bytes <= SMALL)
+    local c = count_by_cat(p:events())
+    lu.assertEquals(c.op, 40000)
+    lu.assertEquals(c.kernel, 40000)
+    local calls = {}
+    for _, r in ipairs(p:key_averages()) do calls[r.kind .. ":" .. r.name] = r.calls end
+    lu.assertEquals(calls["op:add"], 40000)
+    local path = scratch.path(".json")
+    p:export_chrome_trace(path)
+    local x = 0
+    for _, e in ipairs(trace_doc(path).traceEvents) do if e.ph == "X" then x = x + 1 end end
+    lu.assertEquals(x, 80001)
+    lu.assertStrContains(p:table(), "spilled to disk (memory_policy \"spill\")")
+end
+
+-- the file has no name while it exists: nothing in its folder, and it is gone with the session
+function TestSpill:test_spill_file_has_no_name_and_goes_with_the_session()
+    local dir = scratch.dir()
+    local p = wb.profiler.profile{max_memory = SMALL, spill_dir = dir}
+    p:start()
+    adds(40000)
+    p:stop()
+    lu.assertTrue(p:stats().spill_bytes > 0)
+    lu.assertEquals(scratch.run("ls -A " .. dir), "")
+    local function open_in_dir()
+        local out = scratch.run("ls -l /proc/$PPID/fd") -- the shell's parent: this process
+        return out:find(dir, 1, true) ~= nil
+    end
+    lu.assertTrue(open_in_dir(), "the spill file should be open")
+    p = nil
+    collectgarbage()
+    collectgarbage()
+    lu.assertFalse(open_in_dir(), "the spill file outlived its session")
+end
+
+-- kill -9 while spilling: nothing is left behind in the spill folder
+function TestSpill:test_kill_9_leaves_no_spill_file()
+    local dir = scratch.dir()
+    local script = scratch.file(string.format([[
+        local p = wb.profiler.profile{max_memory = 4 << 20, spill_dir = %q}
+        p:start()
+        local a = wb.ones({1})
+        for _ = 1, 40000 do local _ = a + a end
+        assert(p:stats().spill_bytes > 0, "no spill")
+        io.stdout:write("spilling\n")
+        io.stdout:flush()
+        os.execute("kill -9 $PPID")
+    ]], dir), ".lua")
+    local out = scratch.run(os.getenv("WB_EXE") .. " " .. script)
+    lu.assertStrContains(out, "spilling")
+    lu.assertEquals(scratch.run("ls -A " .. dir), "")
+end
+
+-- a write that fails (here: the file size limit, as a full disk would) stops the recording with
+-- a clear error; what was recorded before is kept
+function TestSpill:test_failed_spill_write_is_a_clear_error_and_keeps_the_events()
+    local dir = scratch.dir()
+    local script = scratch.file(string.format([[
+        local p = wb.profiler.profile{max_memory = 4 << 20, spill_dir = %q}
+        p:start()
+        local a = wb.ones({1})
+        for _ = 1, 60000 do local _ = a + a end
+        local ok, err = pcall(p.stop, p)
+        print("stop:", ok, err)
+        local st = p:stats()
+        print(string.format("kept %%d dropped %%d", st.events, st.dropped))
+        print(p:table():match("WARNING[^\n]*"))
+    ]], dir), ".lua")
+    -- 2048 blocks: under one spilled chunk; the signal ignored so that write() fails instead
+    local out = scratch.run("ulimit -f 2048; trap '' XFSZ; " .. os.getenv("WB_EXE") .. " " .. script)
+    lu.assertStrContains(out, "stop:\tfalse")
+    lu.assertStrContains(out, "recording stopped: writing")
+    lu.assertStrContains(out, "File too large")
+    local kept, dropped = out:match("kept (%d+) dropped (%d+)")
+    lu.assertTrue(tonumber(kept) >= 24575, out)
+    lu.assertEquals(tonumber(kept) + tonumber(dropped), 120003) -- the adds, ones() (an op and a kernel), the step
+    lu.assertStrContains(out, "because the spill file failed")
+end
+
+TestRing = {}
+
+-- ring keeps the newest steps whole: consecutive, ending with the last, each with all its ops
+function TestRing:test_ring_keeps_whole_newest_steps()
+    local a = wb.ones({1})
+    local p = wb.profiler.profile{max_memory = SMALL, memory_policy = "ring"}
+    p:start()
+    for _ = 1, 100 do
+        for _ = 1, 1000 do local _ = a + a end
+        p:step()
+    end
+    p:stop()
+    local ev = p:events()
+    local steps = {}
+    for _, e in ipairs(ev) do
+        if e.cat == "step" then steps[#steps + 1] = e end
+    end
+    table.sort(steps, function(x, y) return x.ts_ns < y.ts_ns end)
+    lu.assertTrue(#steps >= 10 and #steps < 101, "steps kept: " .. #steps)
+    lu.assertEquals(steps[#steps].name, "ProfileStep#100") -- the empty one closed by stop()
+    for i = 2, #steps do
+        lu.assertEquals(steps[i].name, "ProfileStep#" .. (tonumber(steps[1].name:match("%d+")) + i - 1))
+    end
+    for i = 1, #steps - 1 do
+        local s, n = steps[i], 0
+        for _, e in ipairs(ev) do
+            if e.cat == "op" and e.ts_ns >= s.ts_ns and e.ts_ns <= s.ts_ns + s.dur_ns then n = n + 1 end
+        end
+        lu.assertEquals(n, 1000, s.name)
+    end
+    for _, e in ipairs(ev) do lu.assertTrue(e.ts_ns >= steps[1].ts_ns, "an event before the first kept step") end
+    local st = p:stats()
+    lu.assertEquals(st.events, #ev)
+    lu.assertEquals(st.events + st.dropped, 100 * 2001 + 1)
+    lu.assertStrContains(st.dropped_note, "left the ring")
+    lu.assertStrContains(p:table(), "WARNING: " .. st.dropped .. " events were dropped")
+end
+
+TestStop = {}
+
+-- stop says where it stopped: the event count, the time and the step, in the table, the stats,
+-- the trace's metadata and the findings
+function TestStop:test_stop_names_where_it_stopped()
+    local a = wb.ones({1})
+    local p = wb.profiler.profile{max_memory = SMALL, memory_policy = "stop"}
+    p:start()
+    for _ = 1, 30 do
+        for _ = 1, 1000 do local _ = a + a end
+        p:step()
+    end
+    p:stop()
+    local st = p:stats()
+    lu.assertEquals(st.events, 2 * 24575)
+    lu.assertEquals(st.events + st.dropped, 30 * 2001 + 1)
+    lu.assertStrMatches(st.dropped_note, "%d+ events dropped: recording stopped after 49150 events at [%d.]+ ms " ..
+        "%(step 24%) because max_memory %(4 MiB%) reached with memory_policy \"stop\"")
+    lu.assertStrContains(p:table(), "recording stopped after 49150 events")
+    local path = scratch.path(".json")
+    p:export_chrome_trace(path)
+    local doc = trace_doc(path)
+    lu.assertEquals(doc.otherData.dropped_events, st.dropped)
+    lu.assertEquals(doc.otherData.dropped, st.dropped_note)
+    local f = p:findings()
+    lu.assertEquals(f[1].rule, "dropped")
+    lu.assertStrContains(f[1].message, "recording stopped after 49150 events")
+end
+
+TestEvents = {}
+
+-- filters and batches: tables only for what is asked, and the same events as the whole list
+function TestEvents:test_filters_and_the_iterator()
+    local p = wb.profiler.profile({}, function()
+        wb.profiler.range("r", function() adds(10) end)
+        adds(5)
+    end)
+    local all = p:events()
+    lu.assertEquals(#all, 32) -- 15 ops, 15 kernels, the range and the step
+    lu.assertEquals(#p:events{cat = "kernel"}, 15)
+    lu.assertEquals(#p:events{name = "add"}, 15)
+    lu.assertEquals(#p:events{lane = "cpu:0 stream 0"}, 15)
+    local r = p:events{cat = "range"}[1]
+    lu.assertEquals(#p:events{cat = "op", from_ns = r.ts_ns, to_ns = r.ts_ns + r.dur_ns}, 10)
+    local page, next_first = p:events{limit = 4, first = 3}
+    lu.assertEquals(#page, 4)
+    lu.assertEquals(page[1].id, all[3].id)
+    lu.assertEquals(next_first, 7)
+    local n = 0
+    for e in p:each_event() do
+        n = n + 1
+        lu.assertEquals(e.id, all[n].id)
+    end
+    lu.assertEquals(n, 32)
+    n = 0
+    for e in p:each_event{cat = "op"} do n = n + 1; lu.assertEquals(e.cat, "op") end
+    lu.assertEquals(n, 15)
+end
+
+function TestEvents:test_bad_filters()
+    local p = wb.profiler.profile({}, function() adds(2) end)
+    lu.assertErrorMsgContains("events: unknown cat 'kernels'", p.events, p, {cat = "kernels"})
+    lu.assertErrorMsgContains("events: filter.limit must be >= 1, got 0", p.events, p, {limit = 0})
+    lu.assertErrorMsgContains("events: filter.first must be >= 1, got 0", p.events, p, {first = 0})
+    lu.assertErrorMsgContains("events: the filter must be a table, got string", p.events, p, "op")
+    lu.assertErrorMsgContains("events: filter.lane must be a string, got number", p.events, p, {lane = 1})
+end
+
+function TestEvents:test_bad_memory_options()
+    lu.assertErrorMsgContains('memory_policy must be "spill", "ring" or "stop", got drop', wb.profiler.profile,
+        {memory_policy = "drop"})
+    lu.assertErrorMsgContains("max_memory must be an integer number of bytes >= 4 MiB", wb.profiler.profile,
+        {max_memory = 1000})
+    lu.assertErrorMsgContains("spill_dir must be a folder path, got number", wb.profiler.profile, {spill_dir = 3})
+    -- a spill folder that does not exist: the first spill fails loudly at stop, events kept
+    local p = wb.profiler.profile{max_memory = SMALL, spill_dir = "/nonexistent/spill"}
+    p:start()
+    adds(40000)
+    local ok, err = pcall(p.stop, p)
+    lu.assertFalse(ok)
+    lu.assertStrContains(err, "recording stopped: cannot create a spill file in /nonexistent/spill")
+    lu.assertEquals(p:stats().events, 2 * 24575)
+end
+
+TestAggregate = {}
+
+-- the table no longer builds a Lua table per event: its Lua memory does not grow with them
+function TestAggregate:test_table_builds_no_event_tables()
+    local p = wb.profiler.profile({}, function() adds(100000) end)
+    collectgarbage()
+    collectgarbage("stop")
+    local before = collectgarbage("count")
+    local t = p:table()
+    local grew_kb = collectgarbage("count") - before
+    collectgarbage("restart")
+    lu.assertStrContains(t, "200001 recorded")
+    lu.assertTrue(grew_kb < 4096, string.format("p:table() took %.0f KiB of Lua memory for 200001 events", grew_kb))
+end
+
+-- key_averages in C against the reference computed from the event tables (nested ops, ranges,
+-- parallel kernels' threads, grouping by shapes and call sites)
+function TestAggregate:test_key_averages_matches_the_reference()
+    local reference = require("profiler_reference")
+    wb.manual_seed(2)
+    local lin = wb.nn.Linear(64, 96, {bias = true})
+    local x, big = wb.randn({64, 64}), wb.randn({256, 256})
+    local p = wb.profiler.profile({record_shapes = true, with_stack = true, with_flops = true}, function(q)
+        for _ = 1, 3 do
+            wb.profiler.range("forward", function()
+                local _ = lin(x)
+                wb.profiler.range("inner", function() local _ = wb.matmul(big, big) end)
+            end)
+            local _ = x + 1
+            q:step()
+        end
+    end)
+    for _, o in ipairs({{}, {group_by_input_shape = true}, {group_by_stack_n = 1},
+        {group_by_input_shape = true, group_by_stack_n = 1}}) do
+        local want, got = reference.key_averages(p:events(), o), p:key_averages(o)
+        local function keyed(rows)
+            local t = {}
+            for _, r in ipairs(rows) do
+                t[r.kind .. "|" .. r.name .. "|" .. tostring(r.input_shapes) .. "|" .. tostring(r.src)] = r
+            end
+            return t
+        end
+        local w, g = keyed(want), keyed(got)
+        lu.assertEquals(#got, #want)
+        for k, r in pairs(w) do
+            lu.assertNotNil(g[k], "row missing: " .. k)
+            for _, f in ipairs({"calls", "self_cpu_ns", "cpu_total_ns", "self_device_ns", "device_total_ns", "kernels",
+                "flops", "bytes", "spread_ns", "spread_launches"}) do
+                lu.assertEquals(g[k][f], r[f], k .. " " .. f)
+            end
+        end
+    end
+end
+
+TestGzip = {}
+
+-- .json.gz: gzip's own reader opens it, and the events are those of the plain trace
+function TestGzip:test_gz_trace_is_the_plain_trace_compressed()
+    local p = wb.profiler.profile({}, function() adds(3000) end)
+    local plain, gz = scratch.path(".json"), scratch.path(".json.gz")
+    p:export_chrome_trace(plain)
+    p:export_chrome_trace(gz)
+    local out, code = scratch.run("gzip -dc " .. gz .. " | cmp - " .. plain)
+    lu.assertEquals(code, 0, out)
+    local f = assert(io.open(gz, "rb"))
+    lu.assertEquals(f:read(2), "\31\139") -- the gzip magic
+    f:close()
+end
+
+TestLoad = {}
+
+local function rows_text(rows)
+    local t = {}
+    for _, r in ipairs(rows) do
+        t[#t + 1] = string.format("%s|%s|%s|%s %d %d %d %d %d %d %.0f %.0f %s %s", r.kind, r.name,
+            tostring(r.input_shapes), tostring(r.src), r.calls, r.self_cpu_ns, r.cpu_total_ns, r.self_device_ns,
+            r.device_total_ns, r.kernels, r.flops, r.bytes, tostring(r.spread_ns), tostring(r.spread_launches))
+    end
+    table.sort(t)
+    return table.concat(t, "\n")
+end
+
+-- a trace read back (streaming, .json.gz here) gives the same table and the same events
+function TestLoad:test_trace_read_back_gives_the_same_table()
+    wb.manual_seed(2)
+    local lin = wb.nn.Linear(64, 96, {bias = true})
+    local x, big = wb.randn({64, 64}), wb.randn({256, 256})
+    local p = wb.profiler.profile({record_shapes = true, with_stack = true, with_flops = true}, function(q)
+        for _ = 1, 3 do
+            wb.profiler.range("forward", function()
+                local _ = lin(x)
+                wb.profiler.range("inner", function() local _ = wb.matmul(big, big) end)
+            end)
+            q:step()
+        end
+    end)
+    local path = scratch.path(".json.gz")
+    p:export_chrome_trace(path)
+    local q = wb.profiler.load_trace(path, {max_memory = SMALL})
+    for _, o in ipairs({{}, {group_by_input_shape = true, group_by_stack_n = 1}}) do
+        lu.assertEquals(rows_text(q:key_averages(o)), rows_text(p:key_averages(o)))
+    end
+    local a, b = p:events(), q:events()
+    lu.assertEquals(#b, #a)
+    for i, e in ipairs(a) do
+        for _, k in ipairs({"name", "cat", "ts_ns", "dur_ns", "lane", "id", "correlation", "parent", "flops", "bytes",
+            "src"}) do
+            lu.assertEquals(b[i][k], e[k], string.format("event %d %s", i, k))
+        end
+        lu.assertEquals(b[i].shapes, e.shapes)
+        lu.assertEquals(b[i].args.flow, e.args.flow)
+    end
+end
+
+-- many events: the reader's counts are the recording's (spilled on both sides)
+function TestLoad:test_counts_come_back_from_a_large_gz_trace()
+    local p = wb.profiler.profile({max_memory = SMALL}, function() adds(60000) end)
+    local path = scratch.path(".json.gz")
+    p:export_chrome_trace(path)
+    local q = wb.profiler.load_trace(path, {max_memory = SMALL})
+    lu.assertEquals(q:stats().events, p:stats().events)
+    lu.assertTrue(q:stats().spill_bytes > 0)
+    lu.assertEquals(rows_text(q:key_averages()), rows_text(p:key_averages()))
+end
+
+-- workbench explain reads a .json.gz trace in the streaming pass: the findings of the profile
+function TestLoad:test_explain_reads_a_gz_trace()
+    wb.manual_seed(4)
+    local mlp = wb.nn.GeGLUMLP(64, 128, {impl = "eager"})
+    local x = wb.randn({8, 64})
+    local p = wb.profiler.profile({record_shapes = true, with_flops = true}, function(q)
+        for _ = 1, 3 do local _ = mlp(x); q:step() end
+    end)
+    local path = scratch.path(".json.gz")
+    p:export_chrome_trace(path)
+    local f = assert(io.open(path, "rb"))
+    lu.assertEquals(f:read(2), "\31\139") -- gzip indeed
+    f:close()
+    local out, code = scratch.run(os.getenv("WB_EXE") .. " explain " .. path .. " --json")
+    lu.assertEquals(code, 0, out)
+    local want, got = {}, {}
+    for _, f in ipairs(p:findings()) do want[f.rule] = true end
+    for _, f in ipairs(cjson.decode(out:match("%[.*%]"))) do got[f.rule] = true end
+    lu.assertTrue(want.fusion, "the eager GeGLU MLP has a fusion finding")
+    lu.assertEquals(got, want)
+end
+
+function TestLoad:test_bad_traces_are_refused_in_one_line()
+    lu.assertErrorMsgContains("load_trace: cannot open '/nonexistent/t.json'", wb.profiler.load_trace, "/nonexistent/t.json")
+    lu.assertErrorMsgContains("is empty, not a trace", wb.profiler.load_trace, scratch.file("", ".json"))
+    lu.assertErrorMsgContains("was not written by the workbench's export", wb.profiler.load_trace,
+        scratch.file('{"traceEvents": [\n{"ph": "X", "name": "a", "ts": 1, "dur": 1}\n]}\n', ".json"))
+    local p = wb.profiler.profile({}, function() adds(3) end)
+    local good = scratch.path(".json")
+    p:export_chrome_trace(good)
+    local f = assert(io.open(good))
+    local text = f:read("a")
+    f:close()
+    local broken = scratch.file(text:gsub('\n{"ph": "X", "cat": "op"', '\n{"ph": "X", "cat": "op", "ts": }', 1), ".json")
+    lu.assertErrorMsgContains("is not an event the workbench writes", wb.profiler.load_trace, broken)
+    lu.assertErrorMsgContains("load_trace: unknown option 'policy'", wb.profiler.load_trace, good, {policy = "ring"})
+    lu.assertErrorMsgContains("load_trace needs a trace path", wb.profiler.load_trace, 3)
+end
+
+scratch.exit(lu.LuaUnit.run())
