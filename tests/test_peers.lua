@@ -184,4 +184,28 @@ function TestMissing:test_blis_missing()
     lu.assertStrContains(out, "blis.set_num_threads: BLIS (blis-pthread) is not installed (apt-get install libblis4-pthread)")
 end
 
+-- gemm_bench at a toy size: a column per peer present, with its version and kernels named in
+-- the header; a peer missing is one line and no column, and the run goes on without it.
+local function gemm_bench(env)
+    local cmd = string.format("%s '%s' '%s/experiments/gemm_bench.lua' --only squares --sizes 32 --threads 1 " ..
+        "--layouts nn --rounds 1 --max-rounds 1 --out '%s'", env, exe, os.getenv("WB_SOURCE_DIR") or ".",
+        scratch.path("-gemm_bench"))
+    local out, code = scratch.run(cmd)
+    lu.assertEquals(code, 0, out)
+    return out
+end
+
+function TestMissing:test_gemm_bench_columns_and_missing_peers()
+    local out = gemm_bench("")
+    lu.assertStrContains(out, "best peer")
+    if wb.blis.available() then lu.assertStrMatches(out, ".*peer: BLIS [%d.]+, kernels for %S+ %(1 thread: blis%-serial%).*") end
+    if wb.dnnl.available() then lu.assertStrMatches(out, ".*peer: oneDNN [%d.]+ %(.- runtime%), JIT kernels for %S+ .*") end
+    out = gemm_bench("WB_DNNL_PEER=/nonexistent/libwb_dnnl_peer.so WB_BLIS_DIR=/nonexistent")
+    lu.assertStrContains(out, "peer oneDNN: oneDNN peer not built (no /nonexistent/libwb_dnnl_peer.so; install " ..
+        "libdnnl-dev and configure again): no oneDNN column\n")
+    lu.assertStrContains(out, "peer BLIS: BLIS (blis-serial) is not installed (apt-get install libblis4-serial): ")
+    lu.assertNotStrContains(out, "peer: BLIS")
+    lu.assertNotStrContains(out, "oneDNN 2")
+end
+
 scratch.exit(lu.LuaUnit.run())
