@@ -341,7 +341,14 @@ if run_section.linears then
             assert(err < 1e-5,
                 string.format("gemm_bench: linear %d->%d at %d tokens disagrees (%.2e)", k, n, tokens, err))
             -- oneDNN as one would use it for a linear layer: a primitive for this shape, made once
-            local prim = have_dnnl and wb.dnnl.linear(w, nil, tokens)
+            -- per thread count (a primitive runs on the threads there were when it was made)
+            local prims = {}
+            for _, t in ipairs(have_dnnl and thread_counts or {}) do
+                wb.set_num_threads(t)
+                wb.dnnl.set_num_threads(t)
+                prims[t] = wb.dnnl.linear(w, nil, tokens)
+            end
+            local prim = prims[thread_counts[1]]
             for _, p in ipairs(peers) do
                 local pe = wb.rel_error(y, p.key == "dnnl" and prim(x) or wb[p.key].matmul(x, w:t()))
                 assert(pe < 1e-5, string.format("gemm_bench: linear %d->%d at %d tokens disagrees with %s (%.2e)", k,
@@ -350,10 +357,11 @@ if run_section.linears then
             local flops = 2.0 * tokens * k * n
             gemm_rows("mlp", string.format("%s %d->%d tokens %d", name, k, n, tokens), flops,
                 function() local _ = wb.linear(x, w) end, {openblas = function() local _ = wb.openblas.matmul(x, w:t()) end,
-                    blis = function() local _ = wb.blis.matmul(x, w:t()) end, dnnl = function() local _ = prim(x) end},
+                    blis = function() local _ = wb.blis.matmul(x, w:t()) end,
+                    dnnl = function() local _ = prims[wb.get_num_threads()](x) end},
                 tokens >= 128 and 1.0 or nil, math.max(2, math.floor(3e8 / flops)),
                 prim and "oneDNN's matmul primitive: " .. prim:kernel())
-            if prim then prim:release() end
+            for _, pr in pairs(prims) do pr:release() end
         end
     end
 end

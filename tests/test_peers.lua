@@ -208,4 +208,44 @@ function TestMissing:test_gemm_bench_columns_and_missing_peers()
     lu.assertNotStrContains(out, "oneDNN 2")
 end
 
+-- mlp_sweep at toy sizes: oneDNN's MLP checked against eager and timed at every token count, a
+-- "vs oneDNN" ratio in every row, its kernels named; without the module, one line saying why.
+local function mlp_sweep(env, extra)
+    local dir = scratch.path("-mlp_sweep")
+    local cmd = string.format("%s '%s' --threads 1 '%s/experiments/mlp_sweep.lua' --tokens 1,5 --dim 32 --hidden 64 " ..
+        "--modes eager,dual --rounds 2 --iters 2 --trace-tokens 5 --no-peer --out '%s' %s", env, exe,
+        os.getenv("WB_SOURCE_DIR") or ".", dir, extra or "")
+    local out, code = scratch.run(cmd)
+    lu.assertEquals(code, 0, out)
+    local f = assert(io.open(dir .. "/mlp_sweep.json"))
+    local doc = require("cjson").decode(f:read("a"))
+    f:close()
+    return out, doc.rows
+end
+
+function TestMissing:test_mlp_sweep_vs_onednn()
+    lu.skipIf(not wb.dnnl.available(), "oneDNN peer not available")
+    for _, kind in ipairs({"geglu", "swiglu"}) do
+        local out, rows = mlp_sweep("", "--mlp " .. kind)
+        lu.assertStrContains(out, "all modes and oneDNN's MLP agree with eager")
+        lu.assertStrMatches(out, ".*vs oneDNN [%d.]+ %(.- runtime%) %(%S+, 1 thread%).*")
+        lu.assertStrContains(out, kind == "geglu" and "gelu_tanh+mul" or "swish+mul")
+        lu.assertEquals(#rows, 4)
+        for _, r in ipairs(rows) do
+            lu.assertTrue(type(r.vs_dnnl) == "number" and r.vs_dnnl > 0, r.mode .. " at " .. r.tokens)
+            lu.assertEquals(#r.dnnl_samples_ms, 2 * 7, "two rounds of 7 samples")
+        end
+    end
+    local out, rows = mlp_sweep("", "--no-dnnl")
+    lu.assertNotStrContains(out, "oneDNN's MLP")
+    lu.assertNil(rows[1].vs_dnnl)
+end
+
+function TestMissing:test_mlp_sweep_without_onednn()
+    local out, rows = mlp_sweep("WB_DNNL_PEER=/nonexistent/libwb_dnnl_peer.so")
+    lu.assertStrContains(out, "(no oneDNN column: oneDNN peer not built (no /nonexistent/libwb_dnnl_peer.so; install " ..
+        "libdnnl-dev and configure again))\n")
+    lu.assertNil(rows[1].vs_dnnl)
+end
+
 scratch.exit(lu.LuaUnit.run())
