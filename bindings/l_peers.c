@@ -57,8 +57,10 @@ static int l_dnnl_available(lua_State *L) {
 /* wb.dnnl.why_not() -> the reason it is not available, or nil */
 static int l_dnnl_why_not(lua_State *L) {
     const char *why = wb_dnnl_why_not();
-    if (why) lua_pushstring(L, why);
-    else lua_pushnil(L);
+    if (why)
+        lua_pushstring(L, why);
+    else
+        lua_pushnil(L);
     return 1;
 }
 
@@ -126,8 +128,7 @@ static int l_dnnl_mlp(lua_State *L) {
     int64_t tokens = wb_lua_checkint(L, 4, "dnnl.mlp", "tokens");
     const char *kind = wb_lua_optstring(L, 5, "geglu");
     int swiglu = strcmp(kind, "swiglu") == 0;
-    if (!swiglu && strcmp(kind, "geglu") != 0)
-        wb_lua_raise(L, "dnnl.mlp: unknown MLP '%s' (geglu or swiglu)", kind);
+    if (!swiglu && strcmp(kind, "geglu") != 0) wb_lua_raise(L, "dnnl.mlp: unknown MLP '%s' (geglu or swiglu)", kind);
     mlp_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
     memset(h, 0, sizeof *h);
     luaL_setmetatable(L, MLP_TYPE);
@@ -162,11 +163,8 @@ static int mlp_release(lua_State *L) {
 }
 
 static const luaL_Reg blis[] = {
-    {"available", l_blis_available},
-    {"info", l_blis_info},
-    {"set_num_threads", l_blis_set_num_threads},
-    {"matmul", l_blis_matmul},
-    {NULL, NULL},
+    {"available", l_blis_available}, {"info", l_blis_info}, {"set_num_threads", l_blis_set_num_threads},
+    {"matmul", l_blis_matmul},       {NULL, NULL},
 };
 
 static const luaL_Reg dnnl[] = {

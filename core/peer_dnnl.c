@@ -36,8 +36,8 @@ static wb_status load(void) {
         char path[PATH_MAX + 32];
         module_path(path, sizeof path);
         if (access(path, F_OK) != 0) {
-            snprintf(why_not, sizeof why_not,
-                     "oneDNN peer not built (no %s; install libdnnl-dev and configure again)", path);
+            snprintf(why_not, sizeof why_not, "oneDNN peer not built (no %s; install libdnnl-dev and configure again)",
+                     path);
         } else {
             void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
             wb_dnnl_peer_fn entry = h ? (wb_dnnl_peer_fn)dlsym(h, WB_DNNL_PEER_SYMBOL) : NULL;

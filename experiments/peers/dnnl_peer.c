@@ -31,7 +31,7 @@ static int fail(const char *fmt, ...) {
 #define TRY(call)                                                                                                      \
     do {                                                                                                               \
         dnnl_status_t st_ = (call);                                                                                    \
-        if (st_ != dnnl_success) return fail("oneDNN: %s failed (%s)", #call, dnnl_status2str(st_));                  \
+        if (st_ != dnnl_success) return fail("oneDNN: %s failed (%s)", #call, dnnl_status2str(st_));                   \
     } while (0)
 
 static const char *last_error(void) { return error_text; }
@@ -46,9 +46,10 @@ static int ready(void) {
 static const char *version(void) {
     static char text[96];
     const dnnl_version_t *v = dnnl_version();
-    const char *runtime = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : v->cpu_runtime == DNNL_RUNTIME_TBB ? "TBB"
-                          : v->cpu_runtime == DNNL_RUNTIME_SEQ                                              ? "sequential"
-                                                                                                            : "other";
+    const char *runtime = v->cpu_runtime == DNNL_RUNTIME_OMP   ? "OpenMP"
+                          : v->cpu_runtime == DNNL_RUNTIME_TBB ? "TBB"
+                          : v->cpu_runtime == DNNL_RUNTIME_SEQ ? "sequential"
+                                                               : "other";
     snprintf(text, sizeof text, "oneDNN %d.%d.%d (%s runtime)", v->major, v->minor, v->patch, runtime);
     return text;
 }
