@@ -370,7 +370,11 @@ for i, r in ipairs(rows) do
 end
 
 local vs_torch = torch.label and ("vs " .. torch.label) or "vs torch"
-local vs_dnnl = dnnl.label and "vs " .. dnnl.label or "vs oneDNN"
+local vs_dnnl = dnnl.label and "vs " .. dnnl.label -- a column only when oneDNN ran
+local function dnnl_cell(r)
+    if not vs_dnnl then return "" end
+    return string.format("  %" .. #vs_dnnl .. "s", r.vs_dnnl and string.format("%.2fx", r.vs_dnnl) or "-")
+end
 -- % of peak above 100 means the ceiling is wrong (calibrated low, or under load): never shown
 -- as an ordinary figure (marked "!"; wb.device_info's calibration says how it was measured)
 local above = 0
@@ -388,13 +392,13 @@ local function vs_eager(r)
     end
     return string.format("%.2fx (%.2f-%.2f)", r.speedup_vs_eager, r.speedup_vs_eager_lo, r.speedup_vs_eager_hi)
 end
-print(string.format("\n%-6s %-8s %10s %17s %9s %7s %7s %8s %9s %18s %9s  %s", "tokens", "mode", "median ms", "p10-p90 ms",
-    "GFLOP/s", "%peak", "GB/s", "kernels", "host us", "vs eager (rounds)", vs_torch, vs_dnnl))
+print(string.format("\n%-6s %-8s %10s %17s %9s %7s %7s %8s %9s %18s %9s%s", "tokens", "mode", "median ms", "p10-p90 ms",
+    "GFLOP/s", "%peak", "GB/s", "kernels", "host us", "vs eager (rounds)", vs_torch, vs_dnnl and "  " .. vs_dnnl or ""))
 for _, r in ipairs(rows) do
     print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %7s %7.1f %8d %9.1f %18s %" ..
-        math.max(9, #vs_torch) .. "s  %" .. #vs_dnnl .. "s%s", r.tokens, r.mode,
+        math.max(9, #vs_torch) .. "s%s%s", r.tokens, r.mode,
         r.median_ms, r.p10_ms, r.p90_ms, r.gflops, calibrate.pct_cell(r.pct_peak, info.under_load), r.gbs, r.kernels, r.host_us,
-        vs_eager(r), r.vs_torch and string.format("%.2fx", r.vs_torch) or "-", r.vs_dnnl and string.format("%.2fx", r.vs_dnnl) or "-",
+        vs_eager(r), r.vs_torch and string.format("%.2fx", r.vs_torch) or "-", dnnl_cell(r),
         r.noise and r.noise > 0.05 and string.format("  unstable (noise %.0f%%)", r.noise * 100) or ""))
 end
 print("%peak: against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops, info.calibrated) or
