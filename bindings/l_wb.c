@@ -322,6 +322,7 @@ int luaopen_wb(lua_State *L) {
     wb_lua_register_calibrate(L);
     wb_lua_register_files(L);
     wb_lua_register_history(L);
+    wb_lua_register_peers(L);
     lua_newtable(L); /* wb.cuda */
     lua_pushcfunction(L, l_cuda_is_available);
     lua_setfield(L, -2, "is_available");

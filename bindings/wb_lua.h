@@ -121,6 +121,7 @@ void wb_lua_register_host(lua_State *L);     /* wb._realpath, _mkdir_p, _hostnam
 void wb_lua_register_calibrate(lua_State *L); /* wb._read_gbs ...; wb.device_info via wb.calibrate */
 void wb_lua_register_files(lua_State *L);    /* wb._check_path, _sandbox_roots, _write_file (l_files.c) */
 void wb_lua_register_history(lua_State *L);  /* wb._sqlite_open: SQLite for wb.history (l_history.c) */
+void wb_lua_register_peers(lua_State *L);    /* wb.blis, wb.dnnl: comparison peers (l_peers.c) */
 
 /* --sandbox's one check (l_files.c): raises "<what>: sandbox: may not write '<path>' ..." unless
  * the sandbox is off or allows it. Every writer calls it, native ones included. */

@@ -1,5 +1,5 @@
--- gemm_bench.lua: our GEMMs against OpenBLAS and against the CPU's measured FMA peak, every row
--- with its bar and a verdict.
+-- gemm_bench.lua: our GEMMs against the strongest CPU GEMM libraries at hand (OpenBLAS, BLIS,
+-- oneDNN) and against the CPU's measured FMA peak, every row with its bar and a verdict.
 --
 --   workbench experiments/gemm_bench.lua [--sizes 512,1024,2048] [--threads 1,2] [--layouts nn,tn]
 --                                        [--tokens 16,128,512] [--rounds 5] [--max-rounds 15]
@@ -8,17 +8,21 @@
 --
 -- (also printed, without a bar: what each fused epilogue costs against a plain GEMM)
 --
--- Expectation (the bars, on the machine at hand): fp32 GEMM >= 1.0x OpenBLAS's best kernel for
--- this CPU at every square size and at the MLP's shapes (768 -> 3072 and 3072 -> 768, tokens 128
+-- Expectation (the bars, on the machine at hand): fp32 GEMM >= 1.0x the best of the peers (each
+-- with its best kernel for this CPU) at every square size and at the MLP's shapes (768 -> 3072 and 3072 -> 768, tokens 128
 -- and 512), 1 and 2 threads; the dual GeGLU MLP at 512 tokens >= 90% of the calibrated FMA peak on
 -- 1 thread; bf16 GEMM >= 1.8x own f32 where the CPU has AVX512_BF16 and >= 0.95x where it does
 -- not; the one-token bf16 MLP >= 1.8x f32 (it moves half the bytes).
 -- Method: every result is first checked against a double-precision reference (sampled elements)
--- and against OpenBLAS. Within a row, the contenders and the thread counts alternate round by
--- round (ours and OpenBLAS on 1 thread, then on 2, ...), each timed over a few calls; a round's
--- ratio compares the two libraries measured back to back, so a slow spell of a shared host
--- moves both. Figures are medians over all calls; ratios are the median of the rounds' ratios,
--- with a 95% confidence interval for that median (distribution-free, from the rounds' order
+-- and against every peer. The peers, each loaded at run time when installed: OpenBLAS (cblas_sgemm),
+-- BLIS (bli_sgemm; its serial build on 1 thread, its pthread build on more), oneDNN (dnnl_sgemm
+-- for the squares; for the MLP's linears a matmul primitive made once per shape, its weights
+-- reordered once, as ours are packed once); the header names each one's version and the kernels
+-- or ISA it chose, a linear row oneDNN's primitive. Within a row, the contenders and the thread
+-- counts alternate round by round (ours and each peer on 1 thread, then on 2, ...), each timed
+-- over a few calls; a round's ratio is the fastest peer's time in that round over ours, all
+-- measured back to back, so a slow spell of a shared host moves them all. Figures are medians
+-- over all calls; ratios are the median of the rounds' ratios, with a 95% confidence interval for that median (distribution-free, from the rounds' order
 -- statistics: with 5 rounds their range). A row whose interval holds its bar after --rounds keeps
 -- alternating, up to --max-rounds, so that a verdict near the bar rests on more rounds (the
 -- interval narrows as they come; repeated looks make its coverage somewhat under 95%). After
@@ -71,6 +75,25 @@ assert(wb.mkdir_p(out_dir))
 -- otherwise drop to one thread then, and "2 threads" would not mean 2)
 wb.set_threads_adaptive(false)
 local have_peer = wb.openblas.available()
+-- the peers present, each set to every thread count asked for once (BLIS's pthread build may be
+-- missing while its serial one is there: then no BLIS column at all)
+local peers = {}
+local function add_peer(key, name, lib)
+    local ok, err = true, nil
+    for _, t in ipairs(thread_counts) do
+        if ok then ok, err = pcall(lib.set_num_threads, t) end -- its error says what is missing
+    end
+    if ok then
+        peers[#peers + 1] = {key = key, name = name, set_threads = lib.set_num_threads}
+    else
+        print(string.format("peer %s: %s: no %s column", name, (tostring(err):gsub("^[%w_.]+: ", "")), name))
+    end
+end
+add_peer("openblas", "OpenBLAS", wb.openblas)
+add_peer("blis", "BLIS", wb.blis)
+add_peer("dnnl", "oneDNN", wb.dnnl)
+local have_dnnl = false
+for _, p in ipairs(peers) do have_dnnl = have_dnnl or p.key == "dnnl" end
 local cpuinfo = io.open("/proc/cpuinfo")
 -- the bf16 bar depends on the pair instruction the path in use has (WB_CPU_ISA=avx2 stands for
 -- an AVX2 CPU, bf16 included)
@@ -96,8 +119,31 @@ if have_peer then
         print("WARNING: OpenBLAS runs its SSE kernels here; the comparison understates it (set OPENBLAS_CORETYPE)")
     end
 else
-    print("peer: OpenBLAS not installed (apt-get install libopenblas0-pthread): no ratios, no verdicts against it")
+    print("peer: OpenBLAS not installed (apt-get install libopenblas0-pthread)")
 end
+if wb.blis.available() then
+    local builds = {}
+    for _, t in ipairs(thread_counts) do
+        wb.blis.set_num_threads(t)
+        local i = wb.blis.info()
+        builds[#builds + 1] = string.format("%s: %s", plural(t, "thread"), i.build)
+    end
+    local i = wb.blis.info()
+    print(string.format("peer: BLIS %s, kernels for %s (%s)", i.version, i.arch, table.concat(builds, "; ")))
+end
+if have_dnnl then
+    local i = wb.dnnl.info()
+    print(string.format("peer: %s, JIT kernels for %s (dnnl_sgemm for the squares; the linears' matmul primitives " ..
+        "name theirs in their rows)", i.version, i.isa))
+end
+if #peers == 0 then print("no peer installed: no ratios, no verdicts against one") end
+local peer_names = {} -- the configuration saved with the results: which peers, which versions
+for _, p in ipairs(peers) do
+    local i = p.key ~= "openblas" and wb[p.key].info()
+    peer_names[#peer_names + 1] = p.key == "openblas" and "OpenBLAS " .. peer_core or
+        p.key == "blis" and string.format("BLIS %s %s", i.version, i.arch) or string.format("%s %s", i.version, i.isa)
+end
+peer_names = table.concat(peer_names, "; ")
 local peaks = {}
 for _, t in ipairs(thread_counts) do
     local e = calibrate.cpu(t)
@@ -148,7 +194,7 @@ local function race(contenders, iters, beside_peak, unsettled)
         res.rounds = round
         for _, t in ipairs(thread_counts) do
             wb.set_num_threads(t)
-            if have_peer then wb.openblas.set_num_threads(t) end
+            for _, p in ipairs(peers) do p.set_threads(t) end
             for _, c in ipairs(contenders) do
                 wb.sleep_ms(last_peer_threads > 1 and 150 or 20)
                 local before = beside_peak and wb.cpu_peak_gflops(t, 5)
@@ -206,35 +252,51 @@ local function verdict(row)
     return (row.meets and "meets" or "BELOW") .. (row.settled and "" or "~")
 end
 
--- One row per thread count: ours against OpenBLAS on the same operation.
-local function gemm_rows(kind, label, flops, ours, peer, bar, iters)
+-- per round, the fastest peer's time over ours (above 1: ours is faster than every peer)
+local function best_ratios(res_t)
+    local r = {}
+    for i, ours_us in ipairs(res_t.ours.per_round) do
+        local best = math.huge
+        for _, p in ipairs(peers) do best = math.min(best, res_t[p.key].per_round[i]) end
+        r[i] = best / ours_us
+    end
+    return r
+end
+
+-- One row per thread count: ours against every peer on the same operation (peer_fns[key] = fn;
+-- note: what the row says of a peer's kernel, such as oneDNN's matmul primitive's).
+local function gemm_rows(kind, label, flops, ours, peer_fns, bar, iters, note)
     local contenders = {{"ours", ours, "workbench"}}
-    if have_peer then contenders[2] = {"openblas", peer, "openblas"} end
-    local function ratio_ci(res, t) return stats.median_ci(round_ratios(res[t].openblas, res[t].ours)) end
-    local res = race(contenders, iters, false, have_peer and unsettled_when(ratio_ci, function() return bar end))
+    for _, p in ipairs(peers) do contenders[#contenders + 1] = {p.key, peer_fns[p.key], p.key} end
+    local function ratio_ci(res, t) return stats.median_ci(best_ratios(res[t])) end
+    local res = race(contenders, iters, false, #peers > 0 and unsettled_when(ratio_ci, function() return bar end))
     for _, t in ipairs(thread_counts) do
         local o = res[t].ours
         local us = quantile(o.samples, 0.5)
         local row = {kind = kind, label = label, threads = t, us = us, gflops = flops / us / 1e3,
-            p10 = flops / quantile(o.samples, 0.9) / 1e3, p90 = flops / quantile(o.samples, 0.1) / 1e3}
+            p10 = flops / quantile(o.samples, 0.9) / 1e3, p90 = flops / quantile(o.samples, 0.1) / 1e3, peer = {}}
         row.pct = 100 * row.gflops / peaks[t]
-        if res[t].openblas then
-            row.peer_gflops = flops / quantile(res[t].openblas.samples, 0.5) / 1e3
-            row.ratio, row.ratio_lo, row.ratio_hi, row.coverage = ratio_ci(res, t)
+        local cells, best_us = {}, math.huge
+        for _, p in ipairs(peers) do
+            local p_us = quantile(res[t][p.key].samples, 0.5)
+            row.peer[p.key] = flops / p_us / 1e3
+            if p_us < best_us then best_us, row.best_peer = p_us, p.name end
+            cells[#cells + 1] = string.format("%s %.1f", p.name, row.peer[p.key])
         end
+        if #peers > 0 then row.ratio, row.ratio_lo, row.ratio_hi, row.coverage = ratio_ci(res, t) end
         row.rounds = res.rounds
-        row.bar = bar and have_peer and bar or nil
+        row.bar = #peers > 0 and bar or nil
         judge(row, row.ratio, row.bar, row.ratio_lo, row.ratio_hi, row.coverage)
         row.samples = o.samples
         rows[#rows + 1] = row
         local ratio = ""
         if row.ratio then
             local v, lo, hi = stats.against_bar(2, row.bar, row.ratio, row.ratio_lo, row.ratio_hi)
-            ratio = string.format("   OpenBLAS %7.1f   ratio %sx (%s-%s, %s)  %s", row.peer_gflops, v, lo, hi,
-                plural(row.rounds, "round"), verdict(row))
+            ratio = string.format("   %s   vs best (%s) %sx (%s-%s, %s)  %s", table.concat(cells, "  "),
+                row.best_peer, v, lo, hi, plural(row.rounds, "round"), verdict(row))
         end
-        print(string.format("  %-26s %-10s ours %7.1f GFLOP/s (%3.0f%% of peak)%s", label, plural(t, "thread"),
-            row.gflops, row.pct, ratio))
+        print(string.format("  %-26s %-10s ours %7.1f GFLOP/s (%3.0f%% of peak)%s%s", label, plural(t, "thread"),
+            row.gflops, row.pct, ratio, note and t == thread_counts[#thread_counts] and "\n    " .. note or ""))
     end
 end
 
@@ -247,26 +309,28 @@ local function operands(n, layout)
 end
 
 if run_section.squares then
-    print("\n-- square GEMMs (bar: >= 1.00x OpenBLAS)")
+    print("\n-- square GEMMs (bar: >= 1.00x the best peer)")
     for _, n in ipairs(opts.sizes) do
         for _, layout in ipairs(opts.layouts) do
             local a, b = operands(n, layout)
             local c = wb.matmul(a, b)
             local err = sampled_rel_error(c, a, b, 48)
             assert(err < 1e-4, string.format("gemm_bench: rel. error %.2e at n=%d %s: result is wrong", err, n, layout))
-            if have_peer then
-                local pe = wb.rel_error(c, wb.openblas.matmul(a, b))
-                assert(pe < 1e-5, string.format("gemm_bench: n=%d %s disagrees with OpenBLAS (%.2e)", n, layout, pe))
+            for _, p in ipairs(peers) do
+                local pe = wb.rel_error(c, wb[p.key].matmul(a, b))
+                assert(pe < 1e-5, string.format("gemm_bench: n=%d %s disagrees with %s (%.2e)", n, layout, p.name, pe))
             end
             local flops = 2.0 * n * n * n
             gemm_rows("square", string.format("n=%d %s", n, layout), flops, function() local _ = wb.matmul(a, b) end,
-                function() local _ = wb.openblas.matmul(a, b) end, 1.0, math.max(2, math.floor(1e9 / flops)))
+                {openblas = function() local _ = wb.openblas.matmul(a, b) end,
+                    blis = function() local _ = wb.blis.matmul(a, b) end,
+                    dnnl = function() local _ = wb.dnnl.matmul(a, b) end}, 1.0, math.max(2, math.floor(1e9 / flops)))
         end
     end
 end
 
 if run_section.linears then
-    print("\n-- the MLP's linears: x[tokens, K] W[N, K]^T, W packed once (bar at tokens >= 128: >= 1.00x OpenBLAS)")
+    print("\n-- the MLP's linears: x[tokens, K] W[N, K]^T, W packed once (bar at tokens >= 128: >= 1.00x the best peer)")
     for _, shape in ipairs({{768, 3072, "up"}, {3072, 768, "down"}}) do
         local k, n, name = shape[1], shape[2], shape[3]
         local w = wb.randn({n, k})
@@ -276,10 +340,28 @@ if run_section.linears then
             local err = wb.rel_error(y, have_peer and wb.openblas.matmul(x, w:t()) or wb.matmul(x, w:t()))
             assert(err < 1e-5,
                 string.format("gemm_bench: linear %d->%d at %d tokens disagrees (%.2e)", k, n, tokens, err))
+            -- oneDNN as one would use it for a linear layer: a primitive for this shape, made once
+            -- per thread count (a primitive runs on the threads there were when it was made)
+            local prims = {}
+            for _, t in ipairs(have_dnnl and thread_counts or {}) do
+                wb.set_num_threads(t)
+                wb.dnnl.set_num_threads(t)
+                prims[t] = wb.dnnl.linear(w, nil, tokens)
+            end
+            local prim = prims[thread_counts[1]]
+            for _, p in ipairs(peers) do
+                local pe = wb.rel_error(y, p.key == "dnnl" and prim(x) or wb[p.key].matmul(x, w:t()))
+                assert(pe < 1e-5, string.format("gemm_bench: linear %d->%d at %d tokens disagrees with %s (%.2e)", k,
+                    n, tokens, p.name, pe))
+            end
             local flops = 2.0 * tokens * k * n
             gemm_rows("mlp", string.format("%s %d->%d tokens %d", name, k, n, tokens), flops,
-                function() local _ = wb.linear(x, w) end, function() local _ = wb.openblas.matmul(x, w:t()) end,
-                tokens >= 128 and 1.0 or nil, math.max(2, math.floor(3e8 / flops)))
+                function() local _ = wb.linear(x, w) end, {openblas = function() local _ = wb.openblas.matmul(x, w:t()) end,
+                    blis = function() local _ = wb.blis.matmul(x, w:t()) end,
+                    dnnl = function() local _ = prims[wb.get_num_threads()](x) end},
+                tokens >= 128 and 1.0 or nil, math.max(2, math.floor(3e8 / flops)),
+                prim and "oneDNN's matmul primitive: " .. prim:kernel())
+            for _, pr in pairs(prims) do pr:release() end
         end
     end
 end
@@ -391,10 +473,10 @@ if run_section.bf16 then
     speed_rows("bf16 MLP 1 token", r1, 1.8, true)
 end
 
-print(string.format("\n== results: %s, path %s, OpenBLAS core %s (GFLOP/s medians; ratio = OpenBLAS time / ours, " ..
-    "median of rounds, 95%% interval) ==", wb.device_info().name, wb.cpu_isa(), peer_core))
-print(string.format("%-27s %-3s %9s %15s %6s %9s %20s %6s %7s %s", "row", "thr", "GFLOP/s", "p10-p90", "%peak",
-    "OpenBLAS", "ratio (interval)", "rounds", "bar", "verdict"))
+print(string.format("\n== results: %s, path %s, OpenBLAS core %s (GFLOP/s medians; ratio = the fastest peer's " ..
+    "time / ours, median of rounds, 95%% interval) ==", wb.device_info().name, wb.cpu_isa(), peer_core))
+print(string.format("%-27s %-3s %9s %15s %6s %9s %7s %7s %-9s %20s %6s %7s %s", "row", "thr", "GFLOP/s", "p10-p90",
+    "%peak", "OpenBLAS", "BLIS", "oneDNN", "best peer", "ratio (interval)", "rounds", "bar", "verdict"))
 local met, below = 0, 0
 for _, r in ipairs(rows) do
     local bar = r.bar and string.format("%.2fx", r.bar) or r.bar_pct and string.format("%d%%", r.bar_pct) or "-"
@@ -404,10 +486,12 @@ for _, r in ipairs(rows) do
     elseif r.pct_run then
         ratio = string.format("%s%% (%s-%s)*", stats.against_bar(1, r.bar_pct, r.pct_run, r.pct_run_lo, r.pct_run_hi))
     end
-    print(string.format("%-27s %-3d %9s %15s %6s %9s %20s %6s %7s %s", r.label, r.threads,
+    local function peer_cell(key) return r.peer and r.peer[key] and string.format("%.1f", r.peer[key]) or "-" end
+    print(string.format("%-27s %-3d %9s %15s %6s %9s %7s %7s %-9s %20s %6s %7s %s", r.label, r.threads,
         r.gflops and string.format("%.1f", r.gflops) or "-",
         r.p10 and string.format("%.1f-%.1f", r.p10, r.p90) or "-", r.pct and string.format("%.0f%%", r.pct) or "-",
-        r.peer_gflops and string.format("%.1f", r.peer_gflops) or "-", ratio, r.rounds or "-", bar, verdict(r)))
+        peer_cell("openblas"), peer_cell("blis"), peer_cell("dnnl"), r.best_peer or "-", ratio, r.rounds or "-", bar,
+        verdict(r)))
     if r.meets == true then met = met + 1 elseif r.meets == false then below = below + 1 end
 end
 print(string.format("\n%s, %s (~: the median's 95%% interval still holds the bar after %s, or fewer " ..
@@ -427,11 +511,12 @@ end
 -- strings would be taken for configuration)
 local results = wb.results("gemm_bench", {keys = {"row", "threads"}, quiet = true,
     config = {sizes = table.concat(opts.sizes, ","), layouts = table.concat(opts.layouts, ","),
-        tokens = table.concat(opts.tokens, ","), bf16_size = opts.bf16_size, peer = peer_core}})
+        tokens = table.concat(opts.tokens, ","), bf16_size = opts.bf16_size, peer = peer_core, peers = peer_names}})
 for _, r in ipairs(rows) do
     results:add{row = r.label, threads = r.threads, median_us = r.us, samples_us = r.samples,
         p10_us = r.samples and quantile(r.samples, 0.1), p90_us = r.samples and quantile(r.samples, 0.9),
-        gflops = r.gflops, pct_peak = r.pct, pct_peak_in_run = r.pct_run, openblas_gflops = r.peer_gflops, ratio = r.ratio, ratio_lo = r.ratio_lo,
+        gflops = r.gflops, pct_peak = r.pct, pct_peak_in_run = r.pct_run, openblas_gflops = r.peer and r.peer.openblas,
+        blis_gflops = r.peer and r.peer.blis, dnnl_gflops = r.peer and r.peer.dnnl, ratio = r.ratio, ratio_lo = r.ratio_lo,
         ratio_hi = r.ratio_hi, rounds = r.rounds, bar = r.bar or (r.bar_pct and r.bar_pct / 100), meets_bar = r.meets,
         settled = r.settled}
 end

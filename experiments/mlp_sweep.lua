@@ -21,7 +21,11 @@
 -- the profiler. Results (JSON, CSV),
 -- an HTML report with charts and a Perfetto trace per mode (at --trace-tokens) go under --out.
 -- When python3 with torch is installed, PyTorch's eager CPU forward is timed on the same shapes
--- (experiments/peers/torch_mlp.py) after each round of ours, and shown beside ours.
+-- (experiments/peers/torch_mlp.py) after each round of ours, and shown beside ours. So is oneDNN's
+-- (when its peer module was built, from experiments/peers/dnnl_peer.c): the same MLP as three
+-- matmul primitives made once per token count, the gate's activation and the multiply by the up
+-- projection as post-ops, on our weights and inputs, checked against eager like every mode; the
+-- column "vs oneDNN" is its time over ours (above 1: ours is faster), with its version and kernels.
 -- It is a wb.sweep (tokens x modes): --shard I/N measures one shard of the points, and
 -- `workbench merge` joins the shards into the rows of the whole sweep.
 
@@ -44,6 +48,7 @@ parser:option("--trace-tokens", "Token count at which a Perfetto trace per mode 
     :convert(wbargs.int("--trace-tokens", 1, 65536))
 parser:option("--out", "Output folder (default: out/mlp_sweep/<timestamp>).")
 parser:flag("--no-peer", "Do not time PyTorch even when it is installed.")
+parser:flag("--no-dnnl", "Do not time oneDNN's MLP even when its peer is built.")
 parser:option("--peer", "Command of the peer to time instead of experiments/peers/torch_mlp.py (same options, same JSON).")
 wb.sweep.add_options(parser)
 local args = wbargs.parse(parser)
@@ -130,6 +135,8 @@ local flops_of = function(t) return 6.0 * t * dim * hidden end
 -- that stay in caches or registers are not counted): the GB/s column's numerator
 local bytes_of = function(t) return (args.dtype == "bf16" and 2 or 4) * (3.0 * dim * hidden + 2.0 * t * dim) end
 
+local inputs_of -- the input drawn for a token count (set with the inputs below)
+
 -- The PyTorch peer (when installed): one run of experiments/peers/torch_mlp.py per round, after
 -- our modes' round, so that ours and the peer's samples come from the same stretches of time
 -- (alternate the contenders: this machine's speed drifts between minutes).
@@ -176,18 +183,48 @@ local function peer_round(peer_tokens)
     end
 end
 
+-- The oneDNN peer (cpu, when built): per token count a wb.dnnl.mlp on our weights, checked in
+-- prepare like every mode, timed after each round of ours (after PyTorch's) for PEER_SAMPLES calls.
+-- Its primitives are made for, and run on, the thread count asked for (a primitive runs on the
+-- threads there were when it was made); ours may drop to one under contention (wb.set_threads_adaptive).
+local dnnl = {samples = {}, mlp = {}, kernels = {}, threads = wb.get_num_threads()}
+if not args.no_dnnl and not cuda then
+    if wb.dnnl.available() then
+        local i = wb.dnnl.info()
+        dnnl.label = string.format("%s (%s, %s)", i.version, i.isa, plural(dnnl.threads, "thread"))
+    else
+        dnnl.why_not = wb.dnnl.why_not()
+    end
+end
+local function dnnl_round(peer_tokens)
+    if not dnnl.label then return end
+    wb.dnnl.set_num_threads(dnnl.threads)
+    for _, t in ipairs(peer_tokens) do
+        local m, x = dnnl.mlp[t], inputs_of(t)
+        if m then
+            local b = wb.bench(function() m(x) end, {warmup = 1, iters = PEER_SAMPLES, max_iters = PEER_SAMPLES,
+                min_time_ms = 0})
+            local s = dnnl.samples[t] or {}
+            for _, v in ipairs(b.samples_us) do s[#s + 1] = v / 1e3 end
+            dnnl.samples[t] = s
+        end
+    end
+    wb.set_num_threads(dnnl.threads) -- the same OpenMP setting as ours: theirs again, adaptive as before
+end
+
 -- The sweep: tokens x modes. wb.sweep runs the rounds (every mode at every token count, in
 -- order, then the peer's round) and, with --shard I/N, only this shard's points; the rows keep
 -- the raw samples, from which the statistics and the columns derived from them are computed
 -- (the same way `workbench merge` recomputes them for a sharded run).
 local inputs = {} -- per token count: {run = runners, checked = true}
+inputs_of = function(t) return inputs[t].x end
 local traces = {} -- the report's links to the traces written
 local COST_GFLOPS, COST_GBS = 100, 20 -- the model machine of the shards' cost (fixed, not measured)
 local sweep = wb.sweep{
     name = "mlp_sweep",
     out = out_dir, -- where Ctrl-C's partial results go
     axes = {{"tokens", tokens_list}, {"mode", modes}},
-    config = {dim = dim, hidden = hidden, dtype = args.dtype, device = device, iters = iters,
+    config = {dim = dim, hidden = hidden, dtype = args.dtype, device = device, iters = iters, dnnl = dnnl.label or "none",
         peer = args.peer or ((args.no_peer or cuda or MLP ~= "GeGLU") and "none" or "torch_mlp.py"), mlp = args.mlp},
     rounds = rounds,
     shard = args.shard,
@@ -215,7 +252,23 @@ local sweep = wb.sweep{
                     print(string.format("  tokens %-5d bf16 eager vs the f32 MLP with the same weights: rel. error %.2e",
                         tokens, wb.rel_error(ref, mlp32(x:to{dtype = "f32"}))))
                 end
-                inputs[tokens] = {run = run, ref = ref, err = {}}
+                inputs[tokens] = {run = run, ref = ref, err = {}, x = x}
+                if dnnl.label then -- oneDNN's MLP, checked against eager before any timing
+                    wb.dnnl.set_num_threads(dnnl.threads)
+                    local ok, m = pcall(wb.dnnl.mlp, mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight,
+                        tokens, args.mlp)
+                    if not ok then
+                        dnnl.label, dnnl.why_not = nil, tostring(m)
+                    else
+                        local err = wb.rel_error(m(x), ref)
+                        if err >= tolerance then
+                            error(string.format("mlp_sweep: oneDNN's MLP disagrees with eager at tokens %d (rel. " ..
+                                "error %.2e)", tokens, err), 0)
+                        end
+                        dnnl.mlp[tokens], dnnl.kernels[tokens] = m, m:kernels()
+                    end
+                    wb.set_num_threads(dnnl.threads)
+                end
             end
         end
         for _, p in ipairs(points) do
@@ -227,7 +280,8 @@ local sweep = wb.sweep{
             end
             input.err[p.mode] = err
         end
-        print(string.format("  all modes agree with eager (rel. error < %.0e)", tolerance))
+        print(string.format("  all modes%s agree with eager (rel. error < %.0e)", dnnl.label and " and oneDNN's MLP" or
+            "", tolerance))
     end,
     measure = function(p)
         local b = wb.bench(inputs[p.tokens].run[p.mode], {warmup = 2, iters = iters, min_time_ms = 50, device = device})
@@ -242,7 +296,11 @@ local sweep = wb.sweep{
             seen[p.tokens] = true
         end
         peer_round(peer_tokens)
-        return torch.version and " (and PyTorch's)" or ""
+        dnnl_round(peer_tokens)
+        local also = {}
+        if torch.version then also[#also + 1] = "PyTorch's" end
+        if dnnl.label then also[#also + 1] = "oneDNN's" end
+        return #also > 0 and " (and " .. table.concat(also, " and ") .. ")" or ""
     end,
     -- kernels and host time from the profiler, the trace, the check's error and the peer's samples
     finish = function(p, row)
@@ -250,6 +308,7 @@ local sweep = wb.sweep{
         row.kernels, row.host_us, row.rel_error, row.flops = kernels, host_us, inputs[p.tokens].err[p.mode], flops_of(p.tokens)
         row.bytes = bytes_of(p.tokens)
         row.torch_samples_ms = torch.samples[p.tokens]
+        row.dnnl_samples_ms = dnnl.samples[p.tokens]
         -- the forward's kernels, for the roofline (drawn from the rows, so a merge draws it too)
         -- (numbers only: a column of text would be configuration to compare, which rows are aligned on)
         local kf, kb, kt = {}, {}, {}
@@ -275,17 +334,18 @@ local sweep = wb.sweep{
     -- median follows whichever round took the most samples); p10-p90 and noise: of all samples
     stats = {{from = "samples_ms", median = "median_ms", median_of = "rounds", p10 = "p10_ms", p90 = "p90_ms",
         noise = "noise"},
-        {from = "torch_samples_ms", median = "torch_ms"}},
+        {from = "torch_samples_ms", median = "torch_ms"}, {from = "dnnl_samples_ms", median = "dnnl_ms"}},
     derived = {
         {column = "gflops", num = "flops", den = "median_ms", scale = 1e-6},
         {column = "pct_peak", num = "gflops", den = "@peak_gflops", scale = 100},
         {column = "gbs", num = "bytes", den = "median_ms", scale = 1e-6},
         {column = "speedup_vs_eager", num = "median_ms", den = "median_ms", base = {mode = "eager"}, interval = true},
         {column = "vs_torch", num = "torch_ms", den = "median_ms"},
+        {column = "vs_dnnl", num = "dnnl_ms", den = "median_ms"},
     },
     constants = {peak_gflops = info.peak_gflops},
     columns = {"tokens", "mode", "median_ms", "p10_ms", "p90_ms", "gflops", "pct_peak", "gbs", "kernels", "host_us",
-        "speedup_vs_eager", "speedup_vs_eager_lo", "speedup_vs_eager_hi", "rel_error", "torch_ms", "vs_torch"},
+        "speedup_vs_eager", "speedup_vs_eager_lo", "speedup_vs_eager_hi", "rel_error", "torch_ms", "vs_torch", "dnnl_ms", "vs_dnnl"},
 }
 rows = sweep:run()
 local summarize = require("wb.stats").summarize
@@ -301,10 +361,20 @@ for i, r in ipairs(rows) do
             print(string.format("  tokens %-5d %-8s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s", r.tokens, "PyTorch",
                 s.median, s.p10, s.p90, flops_of(r.tokens) / (s.median * 1e6)))
         end
+        if r.dnnl_samples_ms then
+            local s = summarize(r.dnnl_samples_ms)
+            print(string.format("  tokens %-5d %-8s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s  kernels: %s", r.tokens,
+                "oneDNN", s.median, s.p10, s.p90, flops_of(r.tokens) / (s.median * 1e6), dnnl.kernels[r.tokens] or "?"))
+        end
     end
 end
 
 local vs_torch = torch.label and ("vs " .. torch.label) or "vs torch"
+local vs_dnnl = dnnl.label and "vs " .. dnnl.label -- a column only when oneDNN ran
+local function dnnl_cell(r)
+    if not vs_dnnl then return "" end
+    return string.format("  %" .. #vs_dnnl .. "s", r.vs_dnnl and string.format("%.2fx", r.vs_dnnl) or "-")
+end
 -- % of peak above 100 means the ceiling is wrong (calibrated low, or under load): never shown
 -- as an ordinary figure (marked "!"; wb.device_info's calibration says how it was measured)
 local above = 0
@@ -322,13 +392,13 @@ local function vs_eager(r)
     end
     return string.format("%.2fx (%.2f-%.2f)", r.speedup_vs_eager, r.speedup_vs_eager_lo, r.speedup_vs_eager_hi)
 end
-print(string.format("\n%-6s %-8s %10s %17s %9s %7s %7s %8s %9s %18s %9s", "tokens", "mode", "median ms", "p10-p90 ms",
-    "GFLOP/s", "%peak", "GB/s", "kernels", "host us", "vs eager (rounds)", vs_torch))
+print(string.format("\n%-6s %-8s %10s %17s %9s %7s %7s %8s %9s %18s %9s%s", "tokens", "mode", "median ms", "p10-p90 ms",
+    "GFLOP/s", "%peak", "GB/s", "kernels", "host us", "vs eager (rounds)", vs_torch, vs_dnnl and "  " .. vs_dnnl or ""))
 for _, r in ipairs(rows) do
     print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %7s %7.1f %8d %9.1f %18s %" ..
-        math.max(9, #vs_torch) .. "s%s", r.tokens, r.mode,
+        math.max(9, #vs_torch) .. "s%s%s", r.tokens, r.mode,
         r.median_ms, r.p10_ms, r.p90_ms, r.gflops, calibrate.pct_cell(r.pct_peak, info.under_load), r.gbs, r.kernels, r.host_us,
-        vs_eager(r), r.vs_torch and string.format("%.2fx", r.vs_torch) or "-",
+        vs_eager(r), r.vs_torch and string.format("%.2fx", r.vs_torch) or "-", dnnl_cell(r),
         r.noise and r.noise > 0.05 and string.format("  unstable (noise %.0f%%)", r.noise * 100) or ""))
 end
 print("%peak: against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops, info.calibrated) or
@@ -349,6 +419,9 @@ if not cuda and info.l2_gbs then
 else
     ceilings = {{name = "DRAM", gbs = info.bandwidth_gbs}}
 end
+local peer_series = {} -- the peers' lines on the latency chart
+if torch.version then peer_series[#peer_series + 1] = {name = torch.label, y = "torch_ms"} end
+if dnnl.label then peer_series[#peer_series + 1] = {name = dnnl.label, y = "dnnl_ms"} end
 local report_spec = {
     text = {
         string.format(MLP .. " MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). %s of alternating modes%s; every " ..
@@ -368,10 +441,12 @@ local report_spec = {
     charts = {
         {kind = "line", title = "Latency per forward", x_label = "tokens", y_label = "median ms", log_x = true,
             log_y = true, x = "tokens", y = "median_ms", lo = "p10_ms", hi = "p90_ms", series = "mode",
-            unstable = "unstable", extra = torch.version and {{name = torch.label, y = "torch_ms"}} or nil,
+            unstable = "unstable", extra = #peer_series > 0 and peer_series or nil,
             caption = "Median time of one forward per mode (lower is better), against the number of tokens; bars: " ..
                 "p10-p90 of the samples; hollow: unstable." ..
-                (torch.version and " PyTorch's eager CPU forward on the same shapes is drawn for comparison." or "")},
+                (torch.version and " PyTorch's eager CPU forward on the same shapes is drawn for comparison." or "") ..
+                (dnnl.label and " So is oneDNN's: matmul primitives with the gate's activation and the multiply as " ..
+                    "post-ops, on the same weights." or "")},
         {kind = "bar", title = "Speedup against eager", y_label = "eager time / mode time", group = "tokens",
             series = "mode", value = "speedup_vs_eager", lo = "speedup_vs_eager_lo", hi = "speedup_vs_eager_hi",
             reference = 1, caption = "How much faster each mode is than eager dispatch at the same token count (the " ..
@@ -389,6 +464,15 @@ local report_spec = {
                 "sized from the caches; each point's tooltip judges it against the level its bytes fit in.")},
     },
 }
+if dnnl.label then
+    local k = {}
+    for _, t in ipairs(run_tokens) do
+        if dnnl.kernels[t] then k[#k + 1] = string.format("%d tokens: %s", t, dnnl.kernels[t]) end
+    end
+    table.insert(report_spec.text, 2, string.format("%s timed after each round too, on the same weights and inputs " ..
+        "(checked against eager first); dnnl_ms: the median of all its samples; its kernels: %s.", dnnl.label,
+        table.concat(k, "; ")))
+end
 -- a Findings section per mode: what the profile of each point showed (wb.findings' rules)
 local finding_tables, table_of = {}, {}
 for _, pf in ipairs(point_findings) do
@@ -415,3 +499,4 @@ if args.peer and not torch.version then
 elseif not torch.version and not args.no_peer and not cuda and MLP == "GeGLU" then
     print("(PyTorch not found: install python3-torch to time its eager CPU forward beside these figures)")
 end
+if dnnl.why_not then print("(no oneDNN column: " .. dnnl.why_not .. ")") end
