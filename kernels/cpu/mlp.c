@@ -287,6 +287,7 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
         run_empty(p);
         return 0;
     }
+    if (!p->packed_gate_up || !p->packed_down) return -1;
     const geometry g = geometry_of(isa, p);
     int nt;
     const wb_mlp_split split = wb_mlp_plan(isa, p, &nt);

@@ -34,7 +34,8 @@ typedef enum wb_mlp_split {
 wb_mlp_split wb_mlp_plan(const wb_cpu_isa *isa, const wb_mlp_problem *p, int *threads);
 
 /* Runs the MLP on an f32 ISA (not a k-pair one). Returns 0, or -1 when a buffer cannot be
- * allocated (out is then incomplete). */
+ * allocated or the packed weights are missing (out is then incomplete). A problem with no input
+ * or hidden feature needs no packed weights: out is the bias, or zero. */
 int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p);
 
 #endif
