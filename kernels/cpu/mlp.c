@@ -19,15 +19,15 @@
 #define MIN_TILES_PER_THREAD 4
 
 typedef struct mlp_buffers {
-    float *xa, *hidden, *out;
-    size_t xa_cap, hidden_cap, out_cap;
+    float *xa, *hidden;
+    size_t xa_cap, hidden_cap;
 } mlp_buffers;
 
-/* Per-thread buffers kept across calls (as the GEMM's packing buffers), and the shared ones of
- * the column split: one MLP runs at a time. */
+/* Per-thread buffers kept across calls (as the GEMM's packing buffers), and the shared ones (the
+ * token split's packed x and the column split's hidden; bf16's f32 output): one MLP runs at a time. */
 static mlp_buffers thread_buffers[MAX_THREADS];
-static float *shared_hidden, *shared_out;
-static size_t shared_hidden_cap, shared_out_cap;
+static float *shared_x, *shared_hidden, *shared_out;
+static size_t shared_x_cap, shared_hidden_cap, shared_out_cap;
 
 /* Everything a thread needs about the problem's packed layouts. */
 typedef struct geometry {
@@ -181,29 +181,35 @@ static void round_out(const wb_mlp_problem *p, const float *src, int64_t lds, in
         for (int64_t j = col0; j < col1; j++) out[(row0 + i) * p->ldo + j] = wb_f32_to_bf16(src[i * lds + j]);
 }
 
-/* Token split: row tiles [it0, it1) in blocks of at most block_tiles; per block, per hidden
- * chunk: the gated tiles into the chunk's packed A, then the down GEMM over that chunk. */
-static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t block_tiles, mlp_buffers *buf) {
+/* Token split: row tiles [it0, it1) in blocks of at most block_tiles. x is packed once (into the
+ * shared xa, at the thread's rows); then per panel of hidden columns (chunks whose weights share
+ * the L3 with the other threads' panels), per block, per hidden chunk: the gated tiles into the
+ * chunk's packed A, then the down GEMM over that chunk, accumulating into the block's output
+ * rows. The panel's weights are read from memory once and reused from L3 by every block. */
+static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t block_tiles, int64_t panel, float *xa,
+                       mlp_buffers *buf, float *o, int64_t ldo) {
     const wb_mlp_problem *p = g->p;
     const int mr = g->mr;
-    for (int64_t ib = it0; ib < it1; ib += block_tiles) {
-        int64_t rt = min64(block_tiles, it1 - ib), row0 = ib * mr, rows = min64(rt * mr, p->m - row0);
-        float *o = p->out_bf16 ? buf->out : (float *)p->out + row0 * p->ldo;
-        int64_t ldo = p->out_bf16 ? p->n : p->ldo;
-        pack_x(g, row0, rt, buf->xa);
-        for (int64_t c0 = 0; c0 < p->h; c0 += g->kc_down) {
-            int64_t kc = min64(g->kc_down, p->h - c0);
-            float tile[MAX_MR * MAX_NR / 2] __attribute__((aligned(64)));
-            for (int64_t jt = c0 / g->width; jt * g->width < c0 + kc; jt++)
-                for (int64_t it = 0; it < rt; it++) {
-                    int r = (int)min64(mr, rows - it * mr);
-                    gated_tile(g, buf->xa, rt, it, jt, r, it == 0, tile);
-                    scatter(g, tile, r, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
-                }
-            down_block(g, buf->hidden, rt, rows, c0, kc, 0, g->tiles_n, o, ldo);
+    float tile[MAX_MR * MAX_NR / 2] __attribute__((aligned(64)));
+    for (int64_t ib = it0; ib < it1; ib += block_tiles) pack_x(g, ib * mr, min64(block_tiles, it1 - ib), xa + ib * mr * p->k);
+    for (int64_t p0 = 0; p0 < p->h; p0 += panel) {
+        int64_t p1 = min64(p0 + panel, p->h);
+        for (int64_t ib = it0; ib < it1; ib += block_tiles) {
+            int64_t rt = min64(block_tiles, it1 - ib), row0 = ib * mr, rows = min64(rt * mr, p->m - row0);
+            const float *xb = xa + ib * mr * p->k;
+            for (int64_t c0 = p0; c0 < p1; c0 += g->kc_down) {
+                int64_t kc = min64(g->kc_down, p->h - c0);
+                for (int64_t jt = c0 / g->width; jt * g->width < c0 + kc; jt++)
+                    for (int64_t it = 0; it < rt; it++) {
+                        int r = (int)min64(mr, rows - it * mr);
+                        gated_tile(g, xb, rt, it, jt, r, it == 0, tile);
+                        scatter(g, tile, r, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
+                    }
+                down_block(g, buf->hidden, rt, rows, c0, kc, 0, g->tiles_n, o + row0 * ldo, ldo);
+            }
         }
-        if (p->out_bf16) round_out(p, o, ldo, row0, rows, 0, p->n);
     }
+    if (p->out_bf16 && it0 < it1) round_out(p, o + it0 * mr * ldo, ldo, it0 * mr, min64((it1 - it0) * mr, p->m - it0 * mr), 0, p->n);
 }
 
 /* Column split (all tokens in one block): thread t of `team` computes its share of the dual tiles
@@ -269,6 +275,15 @@ static int64_t block_tiles_of(const geometry *g, int64_t share) {
     return (share + blocks - 1) / blocks;
 }
 
+/* Hidden columns per panel of the token split: whole chunks whose weights (gate, up and down:
+ * 2k + n floats a column) fill at most half of this CPU's share of L3, at least one chunk. */
+static int64_t panel_of(const geometry *g) {
+    const wb_gemm_blocking bl = wb_gemm_blocking_of(g->isa);
+    int64_t cols = bl.l3_share / 2 / ((int64_t)sizeof(float) * (2 * g->p->k + g->p->n));
+    int64_t chunks = cols / g->kc_down;
+    return (chunks > 1 ? chunks : 1) * g->kc_down;
+}
+
 /* Output = bias (or zero) where there is no hidden or no input feature to sum over. */
 static void run_empty(const wb_mlp_problem *p) {
     for (int64_t i = 0; i < p->m; i++)
@@ -293,26 +308,23 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
     const wb_mlp_split split = wb_mlp_plan(isa, p, &nt);
     const int64_t row_tiles = (p->m + g.mr - 1) / g.mr;
     /* every buffer reserved before the threads start: none can fail between the barrier's sides */
-    int64_t block_tiles = split == WB_MLP_SPLIT_TOKENS ? block_tiles_of(&g, (row_tiles + nt - 1) / nt) : row_tiles;
-    size_t xa = (size_t)(block_tiles * g.mr * p->k), hid = (size_t)(block_tiles * g.mr * g.kc_down);
-    size_t out = p->out_bf16 ? (size_t)(block_tiles * g.mr * p->n) : 0;
+    const int tokens = split == WB_MLP_SPLIT_TOKENS;
+    const int64_t block_tiles = tokens ? block_tiles_of(&g, (row_tiles + nt - 1) / nt) : row_tiles;
     for (int t = 0; t < nt; t++) {
         mlp_buffers *b = &thread_buffers[t];
-        if (!wb_cpu_reserve(&b->xa, &b->xa_cap, xa)) return -1;
-        if (split == WB_MLP_SPLIT_TOKENS && !wb_cpu_reserve(&b->hidden, &b->hidden_cap, hid)) return -1;
-        if (split == WB_MLP_SPLIT_TOKENS && out && !wb_cpu_reserve(&b->out, &b->out_cap, out)) return -1;
+        if (tokens && !wb_cpu_reserve(&b->hidden, &b->hidden_cap, (size_t)(block_tiles * g.mr * g.kc_down))) return -1;
+        if (!tokens && !wb_cpu_reserve(&b->xa, &b->xa_cap, (size_t)(row_tiles * g.mr * p->k))) return -1;
     }
-    float *hidden = NULL, *o = NULL;
+    float *xa = NULL, *hidden = NULL, *o = (float *)p->out;
     int64_t ldo = p->ldo;
-    if (split == WB_MLP_SPLIT_COLUMNS) {
-        if (!(hidden = wb_cpu_reserve(&shared_hidden, &shared_hidden_cap, (size_t)(row_tiles * g.mr * p->h))))
-            return -1;
-        o = (float *)p->out;
-        if (p->out_bf16) {
-            if (!(o = wb_cpu_reserve(&shared_out, &shared_out_cap, (size_t)(p->m * p->n)))) return -1;
-            ldo = p->n;
-        }
+    if (tokens && !(xa = wb_cpu_reserve(&shared_x, &shared_x_cap, (size_t)(row_tiles * g.mr * p->k)))) return -1;
+    if (!tokens && !(hidden = wb_cpu_reserve(&shared_hidden, &shared_hidden_cap, (size_t)(row_tiles * g.mr * p->h))))
+        return -1;
+    if (p->out_bf16) {
+        if (!(o = wb_cpu_reserve(&shared_out, &shared_out_cap, (size_t)(p->m * p->n)))) return -1;
+        ldo = p->n;
     }
+    const int64_t panel = tokens ? panel_of(&g) : p->h;
     wb_cpu_spans *spans = wb_cpu_spans_open(split == WB_MLP_SPLIT_TOKENS ? "row tiles" : "column tiles");
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
@@ -320,7 +332,7 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
         int64_t t0 = wb_cpu_span_start(spans);
         if (split == WB_MLP_SPLIT_TOKENS) {
             int64_t lo = row_tiles * t / team, hi = row_tiles * (t + 1) / team;
-            run_tokens(&g, lo, hi, block_tiles, &thread_buffers[t]);
+            run_tokens(&g, lo, hi, block_tiles, panel, xa, &thread_buffers[t], o, ldo);
             wb_cpu_span_done(spans, t0, hi - lo);
         } else {
             run_columns(&g, t, team, &thread_buffers[t], hidden, o, ldo);
