@@ -76,7 +76,7 @@ static void pack_x(const geometry *g, int64_t row0, int64_t rt, float *xa) {
 /* One dual tile (hidden columns [jt*width, +width)) of row tile `it` of a buffer of rt row tiles:
  * act(x Wg^T) * (x Wu^T), accumulated over the dual K blocks, into tile[rows x width]. */
 static void gated_tile(const geometry *g, const float *xa, int64_t rt, int64_t it, int64_t jt, int rows, int prefetch,
-                       float *tile) {
+                       const float *pf_next, int64_t pf_floats, float *tile) {
     const wb_mlp_problem *p = g->p;
     const int mr = g->mr, nr = g->nr;
     float partial[MAX_MR * MAX_NR] __attribute__((aligned(64)));
@@ -88,13 +88,29 @@ static void gated_tile(const geometry *g, const float *xa, int64_t rt, int64_t i
                           .b = p->packed_gate_up + pc * g->tiles_h * nr + jt * kc * nr,
                           .c_in = first ? NULL : partial,
                           .ldc_in = nr,
-                          .prefetch_b = prefetch};
+                          .prefetch_b = prefetch,
+                          .pf_next = last ? pf_next : NULL,
+                          .pf_floats = last ? pf_floats : 0};
         if (last)
             t.c_out = tile, t.ldc_out = g->width, t.store = p->act;
         else
             t.c_out = partial, t.ldc_out = nr, t.store = WB_STORE_PLAIN;
         g->isa->ukernel(&t, rows);
     }
+}
+
+/* The gate/up sliver after dual tile jt (while that tile is still in the chunk ending at column
+ * c_end), which the passes over tile jt (its full row tiles) fetch into L2 a share at a time (*share floats each),
+ * so that its first pass finds it there rather than in L3; NULL when the driver's rule would not
+ * spread (see gemm.c: fewer than SPREAD_MIN_PASSES full row tiles, or the dual K in blocks). */
+#define SPREAD_MIN_PASSES 4
+static const float *spread_share(const geometry *g, int64_t rows, int64_t jt, int64_t c_end, int64_t *share) {
+    int64_t passes = rows / g->mr;
+    if (passes < SPREAD_MIN_PASSES || g->kc_dual < g->p->k || (jt + 1) * g->width >= c_end || jt + 1 >= g->tiles_h)
+        return NULL;
+    int64_t floats = g->p->k * g->nr;
+    *share = (floats + passes - 1) / passes;
+    return g->p->packed_gate_up + (jt + 1) * floats;
 }
 
 /* Writes the tile's hidden columns in [lo, hi) into the down GEMM's packed A: the column's K
@@ -199,12 +215,16 @@ static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t bloc
             const float *xb = xa + ib * mr * p->k;
             for (int64_t c0 = p0; c0 < p1; c0 += g->kc_down) {
                 int64_t kc = min64(g->kc_down, p->h - c0);
-                for (int64_t jt = c0 / g->width; jt * g->width < c0 + kc; jt++)
+                for (int64_t jt = c0 / g->width; jt * g->width < c0 + kc; jt++) {
+                    /* the passes over this sliver fetch the next one into L2 (see spread_share) */
+                    int64_t share = 0;
+                    const float *next = spread_share(g, rows, jt, c0 + kc, &share);
                     for (int64_t it = 0; it < rt; it++) {
                         int r = (int)min64(mr, rows - it * mr);
-                        gated_tile(g, xb, rt, it, jt, r, it == 0, tile);
+                        gated_tile(g, xb, rt, it, jt, r, it == 0, next ? next + it * share : NULL, next ? share : 0, tile);
                         scatter(g, tile, r, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
                     }
+                }
                 down_block(g, buf->hidden, rt, rows, c0, kc, 0, g->tiles_n, o + row0 * ldo, ldo);
             }
         }
@@ -224,7 +244,7 @@ static void run_columns(const geometry *g, int t, int team, mlp_buffers *buf, fl
     for (int64_t jt = jt0; jt < jt1; jt++)
         for (int64_t it = 0; it < rt; it++) {
             int r = (int)min64(mr, p->m - it * mr);
-            gated_tile(g, buf->xa, rt, it, jt, r, it == 0, tile);
+            gated_tile(g, buf->xa, rt, it, jt, r, it == 0, NULL, 0, tile);
             scatter(g, tile, r, jt, 0, p->h, hidden, 0, rt, it);
         }
 #pragma omp barrier
