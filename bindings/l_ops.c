@@ -137,6 +137,19 @@ static int dual_linear(lua_State *L, dual_fn fn) {
 static int l_geglu_linear(lua_State *L) { return dual_linear(L, wb_geglu_linear); }
 static int l_swiglu_linear(lua_State *L) { return dual_linear(L, wb_swiglu_linear); }
 
+typedef wb_status (*mlp_fn)(wb_tensor *, wb_tensor *, wb_tensor *, wb_tensor *, wb_tensor *, wb_tensor **);
+
+/* wb.geglu_mlp / wb.swiglu_mlp(x, w_gate, w_up, w_down[, b_down]) */
+static int gated_mlp(lua_State *L, mlp_fn fn) {
+    wb_tensor *out;
+    wb_tensor *x = wb_lua_checktensor(L, 1), *g = wb_lua_checktensor(L, 2), *u = wb_lua_checktensor(L, 3);
+    wb_tensor *d = wb_lua_checktensor(L, 4), *b = lua_isnoneornil(L, 5) ? NULL : wb_lua_checktensor(L, 5);
+    return wb_lua_pushresult(L, fn(x, g, u, d, b, &out), &out);
+}
+
+static int l_geglu_mlp(lua_State *L) { return gated_mlp(L, wb_geglu_mlp); }
+static int l_swiglu_mlp(lua_State *L) { return gated_mlp(L, wb_swiglu_mlp); }
+
 /* wb.cpu_isa() -> "avx2"; wb.cpu_isa("scalar") switches the CPU kernels (tests, benchmarks). */
 static int l_cpu_isa(lua_State *L) {
     if (!lua_isnoneornil(L, 1)) WB_LUA_CHECK(L, wb_cpu_isa_select(wb_lua_checkstring(L, 1)));
@@ -270,6 +283,8 @@ static const luaL_Reg ops[] = {
     {"swiglu", l_swiglu},
     {"swiglu_linear", l_swiglu_linear},
     {"_ops", l_ops_list},
+    {"geglu_mlp", l_geglu_mlp},
+    {"swiglu_mlp", l_swiglu_mlp},
     {"cpu_isa", l_cpu_isa},
     {"cpu_bf16", l_cpu_bf16},
     {"cpu_bf16_pair_speed", l_cpu_bf16_pair_speed},

@@ -2,7 +2,7 @@
 -- token counts and execution modes, on the default device; --mlp swiglu sweeps Llama's SwiGLU MLP
 -- (silu in place of gelu_tanh; cpu only, and no PyTorch peer: torch_mlp.py times GeGLU).
 --
---   workbench experiments/mlp_sweep.lua [--tokens 1,16,128,512] [--modes eager,fused,dual,compiled,graph]
+--   workbench experiments/mlp_sweep.lua [--tokens 1,16,128,512] [--modes eager,fused,dual,fused_mlp,compiled,graph]
 --                                       [--dim 768] [--hidden 3072] [--iters 10] [--out DIR]
 --                                       [--device cpu|cuda] [--dtype f32|bf16] [--shard I/N]
 --                                       [--mlp geglu|swiglu]
@@ -11,6 +11,8 @@
 --   eager     linear, linear, gelu, mul, linear: 5 kernels, each dispatched from Lua
 --   fused     gelu and mul fused into one pointwise kernel: 4 kernels
 --   dual      the dual-GEMM GeGLU (gate and up in one kernel, never in memory), then down: 2
+--   fused_mlp the whole MLP in one kernel (wb.geglu_mlp: the hidden activation never in memory
+--             either): 1 on the cpu (asserted with p:expect), the dual's 2 on cuda
 --   graph     the eager forward captured once and replayed: 5 kernels, no dispatch
 --   compiled  wb.compile of the eager forward: fusion rules bring it to 2 kernels, replayed
 -- Expectation: all modes compute the same function (rel. error vs eager well under 1e-5);
@@ -35,8 +37,9 @@ local plural = require("wb.words").plural
 
 local parser = wbargs.parser("mlp_sweep.lua", "GeGLU (or SwiGLU) MLP forward: tokens x modes, against eager and PyTorch")
 parser:option("--tokens", "Token counts, comma-separated.", "1,16,128,512"):convert(wbargs.ints("--tokens", 1, 65536))
-parser:option("--modes", "Modes, comma-separated (eager, fused, dual, compiled, graph).", "eager,fused,dual,compiled,graph")
-    :convert(wbargs.names("--modes", {"eager", "fused", "dual", "compiled", "graph"}))
+parser:option("--modes", "Modes, comma-separated (eager, fused, dual, fused_mlp, compiled, graph).",
+    "eager,fused,dual,fused_mlp,compiled,graph")
+    :convert(wbargs.names("--modes", {"eager", "fused", "dual", "fused_mlp", "compiled", "graph"}))
 parser:option("--dim", "Model dimension.", "768"):convert(wbargs.int("--dim", 1, 65536))
 parser:option("--hidden", "Hidden dimension.", "3072"):convert(wbargs.int("--hidden", 1, 262144))
 parser:option("--dtype", "Data type (f32 or bf16).", "f32"):choices({"f32", "bf16"})
@@ -87,7 +90,7 @@ end
 local function runners(x)
     local r = {}
     local function as(impl) return function() mlp.impl = impl; return mlp(x) end end
-    r.eager, r.fused, r.dual = as("eager"), as("fused"), as("dual")
+    r.eager, r.fused, r.dual, r.fused_mlp = as("eager"), as("fused"), as("dual"), as("fused_mlp")
     local g
     r.graph = function()
         if not g then
@@ -107,13 +110,18 @@ end
 -- cpu the kernels run inside the forward, so host time = forward - kernels; on cuda they run
 -- asynchronously, so host time is the forward's own duration (launches only) and the kernels
 -- are counted over the five forwards (each followed by a synchronize outside the range).
-local function anatomy(fn)
+-- The kernels a mode's forward must launch, where the mode promises a count (checked per forward
+-- with p:expect): fused_mlp's one kernel on the cpu (on cuda it is the dual mode's kernels, which
+-- cuBLASLt may split further: not counted there).
+local EXPECT_KERNELS = cuda and {} or {fused_mlp = 1}
+local function anatomy(fn, mode)
     local p = wb.profiler.profile({with_flops = true}, function()
         for _ = 1, 5 do
             wb.profiler.range("fwd", fn)
             if cuda then wb.synchronize("cuda") end
         end
     end)
+    if EXPECT_KERNELS[mode] then p:expect{range = "fwd", kernels = EXPECT_KERNELS[mode]} end
     local runs = p:range_instances("fwd")
     local hosts = {}
     for i, r in ipairs(runs) do hosts[i] = cuda and r.dur_ns or r.host_ns end
@@ -304,7 +312,7 @@ local sweep = wb.sweep{
     end,
     -- kernels and host time from the profiler, the trace, the check's error and the peer's samples
     finish = function(p, row)
-        local kernels, host_us, kernel_events, prof = anatomy(inputs[p.tokens].run[p.mode])
+        local kernels, host_us, kernel_events, prof = anatomy(inputs[p.tokens].run[p.mode], p.mode)
         row.kernels, row.host_us, row.rel_error, row.flops = kernels, host_us, inputs[p.tokens].err[p.mode], flops_of(p.tokens)
         row.bytes = bytes_of(p.tokens)
         row.torch_samples_ms = torch.samples[p.tokens]
@@ -351,14 +359,14 @@ rows = sweep:run()
 local summarize = require("wb.stats").summarize
 local run_tokens = {} -- the token counts this run measured, in order
 for i, r in ipairs(rows) do
-    print(string.format("  tokens %-5d %-8s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s  %d kernels  host %.1f us",
+    print(string.format("  tokens %-5d %-9s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s  %d kernels  host %.1f us",
         r.tokens, r.mode, r.median_ms, r.p10_ms, r.p90_ms, r.gflops, r.kernels, r.host_us))
     local nxt = rows[i + 1]
     if not nxt or nxt.tokens ~= r.tokens then
         run_tokens[#run_tokens + 1] = r.tokens
         if r.torch_samples_ms then
             local s = summarize(r.torch_samples_ms)
-            print(string.format("  tokens %-5d %-8s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s", r.tokens, "PyTorch",
+            print(string.format("  tokens %-5d %-9s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s", r.tokens, "PyTorch",
                 s.median, s.p10, s.p90, flops_of(r.tokens) / (s.median * 1e6)))
         end
         if r.dnnl_samples_ms then
@@ -392,10 +400,10 @@ local function vs_eager(r)
     end
     return string.format("%.2fx (%.2f-%.2f)", r.speedup_vs_eager, r.speedup_vs_eager_lo, r.speedup_vs_eager_hi)
 end
-print(string.format("\n%-6s %-8s %10s %17s %9s %7s %7s %8s %9s %18s %9s%s", "tokens", "mode", "median ms", "p10-p90 ms",
+print(string.format("\n%-6s %-9s %10s %17s %9s %7s %7s %8s %9s %18s %9s%s", "tokens", "mode", "median ms", "p10-p90 ms",
     "GFLOP/s", "%peak", "GB/s", "kernels", "host us", "vs eager (rounds)", vs_torch, vs_dnnl and "  " .. vs_dnnl or ""))
 for _, r in ipairs(rows) do
-    print(string.format("%-6d %-8s %10.3f %8.3f-%-8.3f %9.1f %7s %7.1f %8d %9.1f %18s %" ..
+    print(string.format("%-6d %-9s %10.3f %8.3f-%-8.3f %9.1f %7s %7.1f %8d %9.1f %18s %" ..
         math.max(9, #vs_torch) .. "s%s%s", r.tokens, r.mode,
         r.median_ms, r.p10_ms, r.p90_ms, r.gflops, calibrate.pct_cell(r.pct_peak, info.under_load), r.gbs, r.kernels, r.host_us,
         vs_eager(r), r.vs_torch and string.format("%.2fx", r.vs_torch) or "-", dnnl_cell(r),

@@ -91,7 +91,7 @@ function TestGeGLUMLP:test_bad_input()
     local mlp = wb.nn.GeGLUMLP(8, 16)
     lu.assertErrorMsgContains("GeGLUMLP(dim=8, hidden=16, impl=eager, bias=false): input has 7 features, expected 8",
         function() return mlp(wb.zeros({2, 7})) end)
-    lu.assertErrorMsgContains("GeGLUMLP: unknown impl 'fast' (expected eager, fused or dual)",
+    lu.assertErrorMsgContains("GeGLUMLP: unknown impl 'fast' (expected eager, fused, dual or fused_mlp)",
         function() wb.nn.GeGLUMLP(8, 16, {impl = "fast"}) end)
     mlp.impl = "turbo"
     lu.assertErrorMsgContains("GeGLUMLP: unknown impl 'turbo'", function() return mlp(wb.zeros({2, 8})) end)

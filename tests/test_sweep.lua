@@ -31,7 +31,7 @@ TestSweep = {}
 
 function TestSweep:test_bad_options_are_named()
     local cases = {
-        {"--modes eager,warp", "--modes 'warp': expected a comma-separated list of eager, fused, dual, compiled, graph"},
+        {"--modes eager,warp", "--modes 'warp': expected a comma-separated list of eager, fused, dual, fused_mlp, compiled, graph"},
         {"--tokens 1,0", "--tokens '0': expected whole numbers from 1 to 65536"},
         {"--tokens 1,x", "--tokens 'x': expected whole numbers from 1 to 65536"},
         {"--dim 0", "--dim '0': expected a whole number from 1 to 65536"},

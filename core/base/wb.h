@@ -230,6 +230,13 @@ wb_status wb_geglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out); /* gelu_tan
 /* silu(x W_gate^T + b_gate) * (x W_up^T + b_up) in one kernel (cpu), as wb_geglu_linear. */
 wb_status wb_swiglu_linear(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor *b_gate, wb_tensor *b_up,
                            wb_tensor **out);
+/* The gated MLP, (gelu_tanh(x W_gate^T) * (x W_up^T)) W_down^T + b_down, b_down may be NULL:
+ * one kernel on the CPU (the hidden activation never reaches memory); on cuda the dual GEMM
+ * then the down linear. wb_swiglu_mlp: silu in place of gelu_tanh. */
+wb_status wb_geglu_mlp(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor *w_down, wb_tensor *b_down,
+                       wb_tensor **out);
+wb_status wb_swiglu_mlp(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor *w_down, wb_tensor *b_down,
+                        wb_tensor **out);
 /* Elementwise activations, one kernel each (core/ops/ops_activation.c). */
 wb_status wb_silu(wb_tensor *x, wb_tensor **out);    /* x / (1 + exp(-x)) */
 wb_status wb_sigmoid(wb_tensor *x, wb_tensor **out); /* 1 / (1 + exp(-x)) */

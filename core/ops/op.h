@@ -50,6 +50,8 @@ typedef enum wb_op_id {
 #undef WB_OP_ACT_ID
     WB_OP_SWIGLU,
     WB_OP_SWIGLU_LINEAR,
+    WB_OP_GEGLU_MLP, /* the whole gated MLP (core/ops/mlp_ops.c) */
+    WB_OP_SWIGLU_MLP,
     WB_OP_GENERATED, /* a generated pointwise kernel (core/ops/codegen.c) */
     WB_OP_TO, /* between devices and dtypes */
     /* composites over the GEMM ops */

@@ -5,6 +5,7 @@
 #include "views.h"
 #include "linear_ops.h"
 #include "cuda_ops.h"
+#include "mlp_ops.h"
 #include "codegen.h"
 
 /* Views are device-independent: the same implementation serves every device. */
@@ -173,6 +174,26 @@ static const wb_op_def op_table[] = {
                              .flops = wb_flops_geglu_linear,
                              .bytes = wb_bytes_geglu_linear,
                              .impl = {[WB_DEVICE_CPU] = wb_cpu_geglu_linear_impl}},
+    [WB_OP_GEGLU_MLP] = {.id = WB_OP_GEGLU_MLP,
+                          .name = "geglu_mlp",
+                          .kind = WB_OP_KIND_KERNEL,
+                          .arity = 5,
+                          .optional = 1,
+                          .allocates_output = 0, /* cpu: the kernel's output; cuda: the down linear's */
+                          .shape = wb_shape_mlp,
+                          .flops = wb_flops_mlp,
+                          .bytes = wb_bytes_mlp,
+                          .impl = CPU_CUDA(wb_cpu_mlp_impl, wb_cuda_mlp_impl)},
+    [WB_OP_SWIGLU_MLP] = {.id = WB_OP_SWIGLU_MLP,
+                          .name = "swiglu_mlp",
+                          .kind = WB_OP_KIND_KERNEL,
+                          .arity = 5,
+                          .optional = 1,
+                          .allocates_output = 0, /* cpu: the kernel's output; cuda: the down linear's */
+                          .shape = wb_shape_mlp,
+                          .flops = wb_flops_mlp,
+                          .bytes = wb_bytes_mlp,
+                          .impl = CPU_CUDA(wb_cpu_mlp_impl, wb_cuda_mlp_impl)},
     [WB_OP_GENERATED] = {.id = WB_OP_GENERATED,
                          .name = "generated",
                          .kind = WB_OP_KIND_KERNEL,

@@ -140,6 +140,11 @@ static int64_t block_k(const wb_gemm_blocking *blocking, int64_t k, int dual) {
     return blocking->kc;
 }
 
+int64_t wb_gemm_block_k(const wb_cpu_isa *isa, int64_t k, int dual) {
+    const wb_gemm_blocking blocking = wb_gemm_blocking_of(isa);
+    return block_k(&blocking, k, dual);
+}
+
 /* Packed B is block-major, as the driver walks it: K block by K block, and within a block tile
  * after tile (kc x NR each), so the slivers one block's pass reads are one sequential stream
  * (what the microkernel's prefetch runs ahead on). */

@@ -27,6 +27,8 @@ local DOCS = {
     ["wb.gelu"] = "wb.gelu(x[, {approximate=\"none\"|\"tanh\"}]) -> GELU (default: the exact erf form, as PyTorch)",
     ["wb.geglu"] = "wb.geglu(gate, up) -> gelu_tanh(gate) * up in one pointwise kernel",
     ["wb.geglu_linear"] = "wb.geglu_linear(x, w_gate, w_up[, b_gate, b_up]) -> gelu_tanh(x w_gate^T + b_gate) * (x w_up^T + b_up) in one dual-GEMM kernel",
+    ["wb.geglu_mlp"] = "wb.geglu_mlp(x, w_gate, w_up, w_down[, b_down]) -> (gelu_tanh(x w_gate^T) * (x w_up^T)) w_down^T + b_down: the whole MLP in one CPU kernel (per block of tokens the hidden activation goes from the dual GEMM's registers into the down GEMM's packed input, never to memory); bf16 computes in f32 with the weights widened once; on cuda it runs as the existing kernels (geglu_linear, then linear: 2 kernels)",
+    ["wb.swiglu_mlp"] = "wb.swiglu_mlp(x, w_gate, w_up, w_down[, b_down]) -> (silu(x w_gate^T) * (x w_up^T)) w_down^T + b_down in one CPU kernel, as wb.geglu_mlp (cpu only: swiglu_linear, its cuda form, has no cuda kernel)",
     ["wb.swiglu"] = "wb.swiglu(gate, up) -> silu(gate) * up in one pointwise kernel",
     ["wb.swiglu_linear"] = "wb.swiglu_linear(x, w_gate, w_up[, b_gate, b_up]) -> silu(x w_gate^T + b_gate) * (x w_up^T + b_up) in one dual-GEMM kernel (cpu)",
     ["wb.allclose"] = "wb.allclose(a, b[, {rtol=1e-5, atol=1e-8}]) -> true when |a-b| <= atol + rtol |b| everywhere (NaN is never close)",
@@ -79,8 +81,8 @@ local DOCS = {
     ["wb.cuda.memory"] = "wb.cuda.memory() -> {allocated, reserved, peak} bytes of the caching allocator",
     -- modules
     ["wb.nn.Linear"] = "wb.nn.Linear(in, out[, {bias=true, dtype=, device=}]) -> a module: m(x), m.weight [out, in], m.bias, m:parameters(), m:to{}",
-    ["wb.nn.SwiGLUMLP"] = "wb.nn.SwiGLUMLP(dim, hidden[, {impl=\"eager\"|\"fused\"|\"dual\", bias=false, dtype=, device=}]) -> down(silu(gate(x)) * up(x)) (Llama's MLP); 5 / 4 / 2 kernels per forward (cpu)",
-    ["wb.nn.GeGLUMLP"] = "wb.nn.GeGLUMLP(dim, hidden[, {impl=\"eager\"|\"fused\"|\"dual\", bias=false, dtype=, device=}]) -> down(gelu_tanh(gate(x)) * up(x)); 5 / 4 / 2 kernels per forward; m.impl can be switched",
+    ["wb.nn.SwiGLUMLP"] = "wb.nn.SwiGLUMLP(dim, hidden[, {impl=\"eager\"|\"fused\"|\"dual\"|\"fused_mlp\", bias=false, dtype=, device=}]) -> down(silu(gate(x)) * up(x)) (Llama's MLP); 5 / 4 / 2 / 1 kernels per forward (cpu); fused_mlp (wb.swiglu_mlp) needs bias=false",
+    ["wb.nn.GeGLUMLP"] = "wb.nn.GeGLUMLP(dim, hidden[, {impl=\"eager\"|\"fused\"|\"dual\"|\"fused_mlp\", bias=false, dtype=, device=}]) -> down(gelu_tanh(gate(x)) * up(x)); 5 / 4 / 2 / 1 kernels per forward (fused_mlp: wb.geglu_mlp, 1 on the cpu, 2 on cuda; needs bias=false); m.impl can be switched",
     ["wb.graph.capture"] = "wb.graph.capture(fn, ...) -> g: runs fn once recording its kernel launches; g:replay() re-issues them, g.outputs are fn's results, g:nodes() the kernels, g:recapture(...) records fn again (cuda: cudaGraphExecUpdate), g:held_bytes() what it keeps alive, g:input(t) declares a captured input (-> its index), g:bind(i, t) replays on t instead (no copy), g:run(range, t1, ...) binds every input and replays inside a profiler range, g:release()",
     ["wb.profiler.profile"] = "wb.profiler.profile(opts[, fn]) -> p: p:start() p:step() p:stop() p:events() p:table{} p:key_averages{} p:expect{} p:findings() (what the profile shows: {rule, severity, message, evidence}) p:explain() (prints them) p:export_chrome_trace(path) p:export_stacks(path) (folded stacks for flamegraph.pl/speedscope) p:export_memory_timeline(path) (JSON + HTML chart; needs profile_memory) p:range_instances(name) (each instance of a range: its kernels, kernel and host time) p:each_event(filter) (events{cat=, lane=, name=, from_ns=, to_ns=, first=, limit=} builds only those); opts: activities, schedule, record_shapes, with_stack, with_flops, profile_memory, on_trace_ready, max_memory (default 256 MiB), memory_policy (\"spill\" | \"ring\" | \"stop\"), spill_dir, max_events; see also wb.profiler.load_trace",
     ["wb.profiler.range"] = "wb.profiler.range(name, fn, ...) -> fn(...) inside a named range of the running profiler session",
@@ -130,7 +132,7 @@ local TOPICS = [[
 workbench help: help(function) or help("name") for one entry; help(x) for a tensor.
   creation  wb.tensor wb.empty wb.zeros wb.ones wb.full wb.rand wb.randn wb.arange wb.manual_seed
   ops       a+b a-b a*b a/b -a  wb.matmul wb.addmm wb.linear wb.gelu wb.geglu wb.geglu_linear
-            ACTIVATIONS wb.swiglu wb.swiglu_linear
+            ACTIVATIONS wb.swiglu wb.swiglu_linear wb.geglu_mlp wb.swiglu_mlp
   checks    wb.allclose wb.max_abs_diff wb.rel_error
   views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
   modules   wb.nn.Linear wb.nn.GeGLUMLP wb.nn.SwiGLUMLP

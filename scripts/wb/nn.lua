@@ -75,13 +75,17 @@ end
 --                                                  and the gate/up products travel through memory)
 --   fused: linear, linear, geglu|swiglu, linear   (4 kernels: act and mul in one pass)
 --   dual:  geglu_linear|swiglu_linear, linear     (2 kernels: gate and up never reach memory)
-local IMPLS = {eager = true, fused = true, dual = true}
+--   fused_mlp: geglu_mlp|swiglu_mlp               (1 kernel on the cpu: nor does the hidden
+--                                                  activation; on cuda the dual's 2 kernels);
+--                                                  the down bias only: refused with bias = true
+local IMPLS = {eager = true, fused = true, dual = true, fused_mlp = true}
 local MLP_OPTS = {impl = true, bias = true, dtype = true, device = true}
 
 -- What differs between the two gated MLPs: the activation, the fused kernel, the dual GEMM.
 local GATES = {
-    GeGLUMLP = {act = function(g) return wb.gelu(g, {approximate = "tanh"}) end, fused = "geglu", dual = "geglu_linear"},
-    SwiGLUMLP = {act = function(g) return wb.silu(g) end, fused = "swiglu", dual = "swiglu_linear"},
+    GeGLUMLP = {act = function(g) return wb.gelu(g, {approximate = "tanh"}) end, fused = "geglu", dual = "geglu_linear",
+        mlp = "geglu_mlp"},
+    SwiGLUMLP = {act = function(g) return wb.silu(g) end, fused = "swiglu", dual = "swiglu_linear", mlp = "swiglu_mlp"},
 }
 
 local function gated_mlp(name)
@@ -91,7 +95,16 @@ local function gated_mlp(name)
 
     local function check_impl(impl, level)
         if not IMPLS[impl] then
-            error(string.format("%s: unknown impl '%s' (expected eager, fused or dual)", name, tostring(impl)), level + 1)
+            error(string.format("%s: unknown impl '%s' (expected eager, fused, dual or fused_mlp)", name, tostring(impl)),
+                level + 1)
+        end
+    end
+
+    -- the one-kernel MLP adds the down projection's bias only
+    local function check_fused_mlp(self, level)
+        if self.impl == "fused_mlp" and (self.gate_proj.bias or self.up_proj.bias) then
+            error(string.format("%s: impl fused_mlp takes no gate or up bias (build it with bias = false, or use impl " ..
+                "dual)", name), level + 1)
         end
     end
 
@@ -108,8 +121,10 @@ local function gated_mlp(name)
         local impl = opts.impl or "eager"
         check_impl(impl, 2)
         local lin_opts = {bias = opts.bias == true, dtype = opts.dtype, device = opts.device}
-        return setmetatable({dim = dim, hidden = hidden, impl = impl, gate_proj = M.Linear(dim, hidden, lin_opts),
+        local self = setmetatable({dim = dim, hidden = hidden, impl = impl, gate_proj = M.Linear(dim, hidden, lin_opts),
             up_proj = M.Linear(dim, hidden, lin_opts), down_proj = M.Linear(hidden, dim, lin_opts)}, class)
+        check_fused_mlp(self, 2)
+        return self
     end
 
     function class:__call(x)
@@ -120,6 +135,11 @@ local function gated_mlp(name)
         end
         check_impl(self.impl, 2)
         local g, u = self.gate_proj, self.up_proj
+        if self.impl == "fused_mlp" then
+            check_fused_mlp(self, 2)
+            local d = self.down_proj
+            return wb[gate.mlp](x, g.weight, u.weight, d.weight, d.bias)
+        end
         local h
         if self.impl == "dual" then
             h = wb[gate.dual](x, g.weight, u.weight, g.bias, u.bias)

@@ -186,6 +186,8 @@ float *wb_cpu_reserve(float **p, size_t *cap, size_t floats);
 
 /* Floats needed to hold B (and B_up) packed for `isa` over the whole K. */
 size_t wb_gemm_packed_b_floats(const wb_cpu_isa *isa, int64_t k, int64_t n, int dual);
+/* The depth of the K blocks of B packed by wb_gemm_pack_b (what a caller walking packed B needs). */
+int64_t wb_gemm_block_k(const wb_cpu_isa *isa, int64_t k, int dual);
 /* Packs B (and B_up when non-NULL) for reuse across calls. */
 void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b, int64_t rsb, int64_t csb,
                     const float *b_up, float *packed);

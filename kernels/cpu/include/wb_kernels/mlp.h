@@ -1,0 +1,41 @@
+/* mlp.h: the gated MLP as one CPU kernel: out = act(x Wg^T) * (x Wu^T) Wd^T [+ b], the hidden
+ * activation produced block by block into the down GEMM's packed-A layout and consumed there,
+ * never written to memory as a [tokens, hidden] matrix. Pointers and strides only. */
+#ifndef WB_CPU_MLP_H
+#define WB_CPU_MLP_H
+
+#include <stdint.h>
+
+#include "wb_kernels/gemm.h"
+
+typedef struct wb_mlp_problem {
+    int64_t m, k, h, n;     /* tokens, input features, hidden features, output features */
+    const void *x;          /* x[i][p] at x[i*rsx + p*csx]: f32, or bf16 (uint16_t) when x_bf16 */
+    int64_t rsx, csx;
+    int x_bf16;
+    const float *packed_gate_up; /* wb_gemm_pack_b(isa, k, h, Wg^T, ..., Wu^T): the dual layout */
+    const float *packed_down;    /* wb_gemm_pack_b(isa, h, n, Wd^T, ..., NULL) */
+    const void *bias;            /* n values added to the output (f32, or bf16 when bias_bf16), or NULL */
+    int bias_bf16;
+    void *out; /* out[i][j] at out[i*ldo + j]: f32, or bf16 (rounded once from f32) when out_bf16 */
+    int64_t ldo;
+    int out_bf16;
+    wb_gemm_store act; /* WB_STORE_GEGLU or WB_STORE_SWIGLU */
+    int threads;
+} wb_mlp_problem;
+
+/* How a run splits its work (for the launch's description and the tests). */
+typedef enum wb_mlp_split {
+    WB_MLP_SPLIT_TOKENS,  /* each thread owns row blocks of tokens, all hidden and output columns */
+    WB_MLP_SPLIT_COLUMNS, /* few tokens: threads split the hidden columns, meet, then the output columns */
+} wb_mlp_split;
+
+/* The split and thread count wb_mlp_run uses for p on isa. */
+wb_mlp_split wb_mlp_plan(const wb_cpu_isa *isa, const wb_mlp_problem *p, int *threads);
+
+/* Runs the MLP on an f32 ISA (not a k-pair one). Returns 0, or -1 when a buffer cannot be
+ * allocated or the packed weights are missing (out is then incomplete). A problem with no input
+ * or hidden feature needs no packed weights: out is the bias, or zero. */
+int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p);
+
+#endif

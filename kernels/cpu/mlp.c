@@ -1,0 +1,363 @@
+/* mlp.c: the one-kernel gated MLP (see wb_kernels/mlp.h) around the GEMM's microkernels. For a
+ * block of token rows, the dual GEMM's tiles (activation applied in registers) are scattered into
+ * the down GEMM's packed-A layout, one K block of the down GEMM (a hidden chunk) at a time, in a
+ * per-thread buffer sized to L2; the down GEMM accumulates that chunk into the output block. */
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "wb_kernels/bf16.h"
+#include "wb_kernels/mlp.h"
+#include "wb_kernels/spans.h"
+
+#define MAX_THREADS 256
+#define MAX_MR      12
+#define MAX_NR      32
+/* Split by tokens when every thread gets at least this many row tiles; with fewer, the weights
+ * (read once per row block) dominate and threads split columns instead. */
+#define MIN_TILES_PER_THREAD 4
+
+typedef struct mlp_buffers {
+    float *xa, *hidden;
+    size_t xa_cap, hidden_cap;
+} mlp_buffers;
+
+/* Per-thread buffers kept across calls (as the GEMM's packing buffers), and the shared ones (the
+ * token split's packed x and the column split's hidden; bf16's f32 output): one MLP runs at a time. */
+static mlp_buffers thread_buffers[MAX_THREADS];
+static float *shared_x, *shared_hidden, *shared_out;
+static size_t shared_x_cap, shared_hidden_cap, shared_out_cap;
+
+/* Everything a thread needs about the problem's packed layouts. */
+typedef struct geometry {
+    const wb_cpu_isa *isa;
+    const wb_mlp_problem *p;
+    int mr, nr, width;        /* register tile; width: hidden columns per dual tile (nr / 2) */
+    int64_t kc_dual, kc_down; /* K block depths of the two packed weights */
+    int64_t tiles_h, tiles_n; /* dual tiles over the hidden, down tiles over the output */
+} geometry;
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Packs rows [row0, row0 + rt*mr) of x (rows past m repeat row 0 of the block: computed, never
+ * stored) for every dual K block: block pc at xa[pc*rt*mr + tile*kc*mr + kk*mr + r]. */
+static void pack_x(const geometry *g, int64_t row0, int64_t rt, float *xa) {
+    const wb_mlp_problem *p = g->p;
+    const int mr = g->mr;
+    for (int64_t pc = 0; pc < p->k; pc += g->kc_dual) {
+        int64_t kc = min64(g->kc_dual, p->k - pc);
+        for (int64_t it = 0; it < rt; it++) {
+            float *dst = xa + pc * rt * mr + it * kc * mr;
+            int64_t rows[MAX_MR];
+            for (int r = 0; r < mr; r++) {
+                int64_t row = row0 + it * mr + r;
+                rows[r] = row < p->m ? row : row0;
+            }
+            if (p->csx == 1 && !p->x_bf16 && g->isa->pack_rows) {
+                const float *src[MAX_MR];
+                for (int r = 0; r < mr; r++) src[r] = (const float *)p->x + rows[r] * p->rsx + pc;
+                g->isa->pack_rows(dst, src, mr, kc);
+            } else if (p->csx == 1 && p->x_bf16 && g->isa->pack_rows_bf16) {
+                const uint16_t *src[MAX_MR];
+                for (int r = 0; r < mr; r++) src[r] = (const uint16_t *)p->x + rows[r] * p->rsx + pc;
+                g->isa->pack_rows_bf16(dst, src, mr, kc);
+            } else {
+                for (int r = 0; r < mr; r++)
+                    for (int64_t kk = 0; kk < kc; kk++) {
+                        int64_t at = rows[r] * p->rsx + (pc + kk) * p->csx;
+                        dst[kk * mr + r] = p->x_bf16 ? wb_bf16_to_f32(((const uint16_t *)p->x)[at]) : ((const float *)p->x)[at];
+                    }
+            }
+        }
+    }
+}
+
+/* One dual tile (hidden columns [jt*width, +width)) of row tile `it` of a buffer of rt row tiles:
+ * act(x Wg^T) * (x Wu^T), accumulated over the dual K blocks, into tile[rows x width]. */
+static void gated_tile(const geometry *g, const float *xa, int64_t rt, int64_t it, int64_t jt, int rows, int prefetch,
+                       const float *pf_next, int64_t pf_floats, float *tile) {
+    const wb_mlp_problem *p = g->p;
+    const int mr = g->mr, nr = g->nr;
+    float partial[MAX_MR * MAX_NR] __attribute__((aligned(64)));
+    for (int64_t pc = 0; pc < p->k; pc += g->kc_dual) {
+        int64_t kc = min64(g->kc_dual, p->k - pc);
+        int first = pc == 0, last = pc + kc >= p->k;
+        wb_gemm_tile t = {.kc = kc,
+                          .a = xa + pc * rt * mr + it * kc * mr,
+                          .b = p->packed_gate_up + pc * g->tiles_h * nr + jt * kc * nr,
+                          .c_in = first ? NULL : partial,
+                          .ldc_in = nr,
+                          .prefetch_b = prefetch,
+                          .pf_next = last ? pf_next : NULL,
+                          .pf_floats = last ? pf_floats : 0};
+        if (last)
+            t.c_out = tile, t.ldc_out = g->width, t.store = p->act;
+        else
+            t.c_out = partial, t.ldc_out = nr, t.store = WB_STORE_PLAIN;
+        g->isa->ukernel(&t, rows);
+    }
+}
+
+/* The gate/up sliver after dual tile jt (while that tile is still in the chunk ending at column
+ * c_end), which the passes over tile jt (its full row tiles) fetch into L2 a share at a time (*share floats each),
+ * so that its first pass finds it there rather than in L3; NULL when the driver's rule would not
+ * spread (see gemm.c: fewer than SPREAD_MIN_PASSES full row tiles, or the dual K in blocks). */
+#define SPREAD_MIN_PASSES 4
+static const float *spread_share(const geometry *g, int64_t rows, int64_t jt, int64_t c_end, int64_t *share) {
+    int64_t passes = rows / g->mr;
+    if (passes < SPREAD_MIN_PASSES || g->kc_dual < g->p->k || (jt + 1) * g->width >= c_end || jt + 1 >= g->tiles_h)
+        return NULL;
+    int64_t floats = g->p->k * g->nr;
+    *share = (floats + passes - 1) / passes;
+    return g->p->packed_gate_up + (jt + 1) * floats;
+}
+
+/* Writes the tile's hidden columns in [lo, hi) into the down GEMM's packed A: the column's K
+ * block q (of kc_down) starts at column c0 = q*kc_down; its row tile `it` of rt is a kc x mr
+ * sliver at buffer + (c0 - buffer_c0)*rt*mr + it*kc*mr (the driver's packed-A layout per block). */
+static void scatter(const geometry *g, const float *tile, int rows, int64_t jt, int64_t lo, int64_t hi, float *buffer,
+                    int64_t buffer_c0, int64_t rt, int64_t it) {
+    const int mr = g->mr;
+    int64_t c_lo = jt * g->width > lo ? jt * g->width : lo, c_hi = min64(jt * g->width + g->width, hi);
+    for (int64_t col = c_lo; col < c_hi; col++) {
+        int64_t c0 = col / g->kc_down * g->kc_down, kc = min64(g->kc_down, g->p->h - c0);
+        float *dst = buffer + (c0 - buffer_c0) * rt * mr + it * kc * mr + (col - c0) * mr;
+        const float *src = tile + (col - jt * g->width);
+        for (int r = 0; r < rows; r++) dst[r] = src[r * g->width];
+    }
+}
+
+/* The bias of down tile jd, padded to nr lanes (NULL: none). */
+static const float *tile_bias(const geometry *g, int64_t jd, float *buf) {
+    const wb_mlp_problem *p = g->p;
+    if (!p->bias) return NULL;
+    for (int j = 0; j < g->nr; j++) {
+        int64_t col = jd * g->nr + j;
+        buf[j] = col >= p->n                    ? 0.0f
+                 : p->bias_bf16 ? wb_bf16_to_f32(((const uint16_t *)p->bias)[col])
+                                : ((const float *)p->bias)[col];
+    }
+    return buf;
+}
+
+/* One down tile: out[rows x nr at column tile jd] (+)= hidden sliver x packed Wd^T sliver; a tile
+ * past n goes through padded buffers. */
+static void down_tile(const geometry *g, wb_gemm_tile t, int rows, int64_t jd) {
+    const int nr = g->nr;
+    int64_t cols = min64(nr, g->p->n - jd * nr);
+    if (cols == nr) {
+        g->isa->ukernel(&t, rows);
+        return;
+    }
+    float tin[MAX_MR * MAX_NR], tout[MAX_MR * MAX_NR];
+    if (t.c_in) {
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < nr; j++) tin[i * nr + j] = j < cols ? t.c_in[i * t.ldc_in + j] : 0.0f;
+        t.c_in = tin, t.ldc_in = nr;
+    }
+    float *out = t.c_out;
+    int64_t ldc = t.ldc_out;
+    t.c_out = tout, t.ldc_out = nr;
+    g->isa->ukernel(&t, rows);
+    for (int i = 0; i < rows; i++) memcpy(out + i * ldc, tout + i * nr, sizeof(float) * (size_t)cols);
+}
+
+/* Down K block [c0, c0 + kc) for row tiles [0, rt) of a hidden buffer (block at `hidden`), output
+ * tiles [jd0, jd1), rows [row0, row0 + rows) of the f32 output o (ld ldo; row0 is its first row). */
+static void down_block(const geometry *g, const float *hidden, int64_t rt, int64_t rows, int64_t c0, int64_t kc,
+                       int64_t jd0, int64_t jd1, float *o, int64_t ldo) {
+    const int mr = g->mr, nr = g->nr;
+    float bias[MAX_NR] __attribute__((aligned(64)));
+    for (int64_t jd = jd0; jd < jd1; jd++) {
+        const float *b = c0 == 0 ? tile_bias(g, jd, bias) : NULL;
+        for (int64_t it = 0; it < rt; it++) {
+            int r = (int)min64(mr, rows - it * mr);
+            float *c = o + it * mr * ldo + jd * nr;
+            wb_gemm_tile t = {.kc = kc,
+                              .a = hidden + it * kc * mr,
+                              .b = g->p->packed_down + c0 * g->tiles_n * nr + jd * kc * nr,
+                              .c_in = c0 == 0 ? NULL : c,
+                              .ldc_in = ldo,
+                              .bias = b,
+                              .c_out = c,
+                              .ldc_out = ldo,
+                              .store = WB_STORE_PLAIN,
+                              .prefetch_b = it == 0};
+            down_tile(g, t, r, jd);
+        }
+    }
+}
+
+/* Rounds f32 rows x [col0, col1) of src (ld lds) into the bf16 output at row0. */
+static void round_out(const wb_mlp_problem *p, const float *src, int64_t lds, int64_t row0, int64_t rows, int64_t col0,
+                      int64_t col1) {
+    uint16_t *out = (uint16_t *)p->out;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = col0; j < col1; j++) out[(row0 + i) * p->ldo + j] = wb_f32_to_bf16(src[i * lds + j]);
+}
+
+/* Token split: row tiles [it0, it1) in blocks of at most block_tiles. x is packed once (into the
+ * shared xa, at the thread's rows); then per panel of hidden columns (chunks whose weights share
+ * the L3 with the other threads' panels), per block, per hidden chunk: the gated tiles into the
+ * chunk's packed A, then the down GEMM over that chunk, accumulating into the block's output
+ * rows. The panel's weights are read from memory once and reused from L3 by every block. */
+static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t block_tiles, int64_t panel, float *xa,
+                       mlp_buffers *buf, float *o, int64_t ldo) {
+    const wb_mlp_problem *p = g->p;
+    const int mr = g->mr;
+    float tile[MAX_MR * MAX_NR / 2] __attribute__((aligned(64)));
+    for (int64_t ib = it0; ib < it1; ib += block_tiles) pack_x(g, ib * mr, min64(block_tiles, it1 - ib), xa + ib * mr * p->k);
+    for (int64_t p0 = 0; p0 < p->h; p0 += panel) {
+        int64_t p1 = min64(p0 + panel, p->h);
+        for (int64_t ib = it0; ib < it1; ib += block_tiles) {
+            int64_t rt = min64(block_tiles, it1 - ib), row0 = ib * mr, rows = min64(rt * mr, p->m - row0);
+            const float *xb = xa + ib * mr * p->k;
+            for (int64_t c0 = p0; c0 < p1; c0 += g->kc_down) {
+                int64_t kc = min64(g->kc_down, p->h - c0);
+                for (int64_t jt = c0 / g->width; jt * g->width < c0 + kc; jt++) {
+                    /* the passes over this sliver fetch the next one into L2 (see spread_share) */
+                    int64_t share = 0;
+                    const float *next = spread_share(g, rows, jt, c0 + kc, &share);
+                    for (int64_t it = 0; it < rt; it++) {
+                        int r = (int)min64(mr, rows - it * mr);
+                        gated_tile(g, xb, rt, it, jt, r, it == 0, next ? next + it * share : NULL, next ? share : 0, tile);
+                        scatter(g, tile, r, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
+                    }
+                }
+                down_block(g, buf->hidden, rt, rows, c0, kc, 0, g->tiles_n, o + row0 * ldo, ldo);
+            }
+        }
+    }
+    if (p->out_bf16 && it0 < it1) round_out(p, o + it0 * mr * ldo, ldo, it0 * mr, min64((it1 - it0) * mr, p->m - it0 * mr), 0, p->n);
+}
+
+/* Column split (all tokens in one block): thread t of `team` computes its share of the dual tiles
+ * into the shared hidden (every chunk), the team meets, then it runs its share of output tiles. */
+static void run_columns(const geometry *g, int t, int team, mlp_buffers *buf, float *hidden, float *o, int64_t ldo) {
+    const wb_mlp_problem *p = g->p;
+    const int mr = g->mr;
+    const int64_t rt = (p->m + mr - 1) / mr;
+    float tile[MAX_MR * MAX_NR / 2] __attribute__((aligned(64)));
+    pack_x(g, 0, rt, buf->xa);
+    int64_t jt0 = g->tiles_h * t / team, jt1 = g->tiles_h * (t + 1) / team;
+    for (int64_t jt = jt0; jt < jt1; jt++)
+        for (int64_t it = 0; it < rt; it++) {
+            int r = (int)min64(mr, p->m - it * mr);
+            gated_tile(g, buf->xa, rt, it, jt, r, it == 0, NULL, 0, tile);
+            scatter(g, tile, r, jt, 0, p->h, hidden, 0, rt, it);
+        }
+#pragma omp barrier
+    int64_t jd0 = g->tiles_n * t / team, jd1 = g->tiles_n * (t + 1) / team;
+    for (int64_t c0 = 0; c0 < p->h; c0 += g->kc_down) {
+        int64_t kc = min64(g->kc_down, p->h - c0);
+        down_block(g, hidden + c0 * rt * mr, rt, p->m, c0, kc, jd0, jd1, o, ldo);
+    }
+    if (p->out_bf16 && jd0 < jd1) round_out(p, o, ldo, 0, p->m, jd0 * g->nr, min64(jd1 * g->nr, p->n));
+}
+
+static geometry geometry_of(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
+    geometry g = {.isa = isa, .p = p, .mr = isa->mr, .nr = isa->nr, .width = isa->nr / 2};
+    g.kc_dual = wb_gemm_block_k(isa, p->k, 1);
+    g.kc_down = wb_gemm_block_k(isa, p->h, 0);
+    g.tiles_h = (p->h + g.width - 1) / g.width;
+    g.tiles_n = (p->n + g.nr - 1) / g.nr;
+    return g;
+}
+
+wb_mlp_split wb_mlp_plan(const wb_cpu_isa *isa, const wb_mlp_problem *p, int *threads) {
+    int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
+#ifdef _OPENMP
+    if (nt > omp_get_max_threads()) nt = omp_get_max_threads(); /* the core lowers it while the cores are busy */
+#endif
+    /* not worth a fork: the work of a 4 MFLOP GEMM */
+    if (2.0 * (double)p->m * (double)p->h * (double)(2 * p->k + p->n) < 4e6) nt = 1;
+    const int64_t row_tiles = (p->m + isa->mr - 1) / isa->mr;
+    if (nt == 1 || row_tiles >= (int64_t)MIN_TILES_PER_THREAD * nt) {
+        if (nt > row_tiles) nt = (int)(row_tiles > 0 ? row_tiles : 1);
+        *threads = nt;
+        return WB_MLP_SPLIT_TOKENS;
+    }
+    *threads = nt;
+    return WB_MLP_SPLIT_COLUMNS;
+}
+
+/* Row tiles per block of the token split: the block's packed x (k), hidden chunk (kc_down) and
+ * f32 output rows (n) in three quarters of L2, leaving the rest to the weight slivers streaming
+ * through; blocks evened out over the thread's share. */
+static int64_t block_tiles_of(const geometry *g, int64_t share) {
+    const wb_gemm_blocking bl = wb_gemm_blocking_of(g->isa);
+    int64_t per_tile = (int64_t)sizeof(float) * g->mr * (g->p->k + g->kc_down + g->p->n);
+    int64_t most = bl.l2 * 3 / 4 / per_tile;
+    if (most < 1) most = 1;
+    if (share <= 0) return most;
+    int64_t blocks = (share + most - 1) / most;
+    return (share + blocks - 1) / blocks;
+}
+
+/* Hidden columns per panel of the token split: whole chunks whose weights (gate, up and down:
+ * 2k + n floats a column) fill at most half of this CPU's share of L3, at least one chunk. */
+static int64_t panel_of(const geometry *g) {
+    const wb_gemm_blocking bl = wb_gemm_blocking_of(g->isa);
+    int64_t cols = bl.l3_share / 2 / ((int64_t)sizeof(float) * (2 * g->p->k + g->p->n));
+    int64_t chunks = cols / g->kc_down;
+    return (chunks > 1 ? chunks : 1) * g->kc_down;
+}
+
+/* Output = bias (or zero) where there is no hidden or no input feature to sum over. */
+static void run_empty(const wb_mlp_problem *p) {
+    for (int64_t i = 0; i < p->m; i++)
+        for (int64_t j = 0; j < p->n; j++) {
+            float v = !p->bias ? 0.0f : p->bias_bf16 ? wb_bf16_to_f32(((const uint16_t *)p->bias)[j]) : ((const float *)p->bias)[j];
+            if (p->out_bf16)
+                ((uint16_t *)p->out)[i * p->ldo + j] = wb_f32_to_bf16(v);
+            else
+                ((float *)p->out)[i * p->ldo + j] = v;
+        }
+}
+
+int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
+    if (p->m <= 0 || p->n <= 0) return 0;
+    if (p->k <= 0 || p->h <= 0) {
+        run_empty(p);
+        return 0;
+    }
+    if (!p->packed_gate_up || !p->packed_down) return -1;
+    const geometry g = geometry_of(isa, p);
+    int nt;
+    const wb_mlp_split split = wb_mlp_plan(isa, p, &nt);
+    const int64_t row_tiles = (p->m + g.mr - 1) / g.mr;
+    /* every buffer reserved before the threads start: none can fail between the barrier's sides */
+    const int tokens = split == WB_MLP_SPLIT_TOKENS;
+    const int64_t block_tiles = tokens ? block_tiles_of(&g, (row_tiles + nt - 1) / nt) : row_tiles;
+    for (int t = 0; t < nt; t++) {
+        mlp_buffers *b = &thread_buffers[t];
+        if (tokens && !wb_cpu_reserve(&b->hidden, &b->hidden_cap, (size_t)(block_tiles * g.mr * g.kc_down))) return -1;
+        if (!tokens && !wb_cpu_reserve(&b->xa, &b->xa_cap, (size_t)(row_tiles * g.mr * p->k))) return -1;
+    }
+    float *xa = NULL, *hidden = NULL, *o = (float *)p->out;
+    int64_t ldo = p->ldo;
+    if (tokens && !(xa = wb_cpu_reserve(&shared_x, &shared_x_cap, (size_t)(row_tiles * g.mr * p->k)))) return -1;
+    if (!tokens && !(hidden = wb_cpu_reserve(&shared_hidden, &shared_hidden_cap, (size_t)(row_tiles * g.mr * p->h))))
+        return -1;
+    if (p->out_bf16) {
+        if (!(o = wb_cpu_reserve(&shared_out, &shared_out_cap, (size_t)(p->m * p->n)))) return -1;
+        ldo = p->n;
+    }
+    const int64_t panel = tokens ? panel_of(&g) : p->h;
+    wb_cpu_spans *spans = wb_cpu_spans_open(split == WB_MLP_SPLIT_TOKENS ? "row tiles" : "column tiles");
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int t = wb_cpu_thread(), team = wb_cpu_team();
+        int64_t t0 = wb_cpu_span_start(spans);
+        if (split == WB_MLP_SPLIT_TOKENS) {
+            int64_t lo = row_tiles * t / team, hi = row_tiles * (t + 1) / team;
+            run_tokens(&g, lo, hi, block_tiles, panel, xa, &thread_buffers[t], o, ldo);
+            wb_cpu_span_done(spans, t0, hi - lo);
+        } else {
+            run_columns(&g, t, team, &thread_buffers[t], hidden, o, ldo);
+            wb_cpu_span_done(spans, t0, g.tiles_n * (t + 1) / team - g.tiles_n * t / team);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,213 @@
+-- test_mlp.lua: wb.geglu_mlp / wb.swiglu_mlp, the MLP as one CPU kernel, against the forward error
+-- bound of the eager MLP (tests/bounds.lua) over token counts that leave ragged row blocks, 1 and 2
+-- threads, f32 and bf16, both activations, the default blocking and one that splits every K; one
+-- kernel per forward; graph replay; wb.nn's fused_mlp forward; bad shapes refused by name. Run
+-- once per CPU path (WB_CPU_ISA=scalar, avx2, avx512); a path this CPU cannot run exits 77 (skipped).
+local lu = require("luaunit")
+local B = require("bounds")
+
+local want_isa = os.getenv("WB_CPU_ISA")
+if want_isa and want_isa ~= "" and wb.cpu_isa() ~= want_isa then
+    print("WB_CPU_ISA=" .. want_isa .. " is not supported by this CPU (running " .. wb.cpu_isa() .. "): skipped")
+    os.exit(77)
+end
+
+local function raises(pattern, fn)
+    local ok, err = pcall(fn)
+    lu.assertFalse(ok, "expected an error containing: " .. pattern)
+    lu.assertStrContains(tostring(err), pattern)
+end
+
+local ACTS = {geglu = {module = "GeGLUMLP", fn = wb.geglu_mlp}, swiglu = {module = "SwiGLUMLP", fn = wb.swiglu_mlp}}
+-- K blocks of 20: the dual GEMM's K (k = 24) in two blocks, the hidden in chunks that do not
+-- fall on the dual tiles' edges (tiles of 8 or 16 hidden columns straddle them)
+local SPLIT_BLOCKING = "20,12,32"
+
+-- One forward of the module's weights through the one-kernel op, in the module's dtype.
+local function fused(act, m, x)
+    return ACTS[act].fn(x, m.gate_proj.weight, m.up_proj.weight, m.down_proj.weight, m.down_proj.bias)
+end
+
+local function with_threads(n, fn)
+    local was_n, was_adaptive = wb.get_num_threads(), wb.set_threads_adaptive(false)
+    wb.set_num_threads(n)
+    local ok, err = pcall(fn)
+    wb.set_num_threads(was_n)
+    wb.set_threads_adaptive(was_adaptive)
+    if not ok then error(err, 0) end
+end
+
+-- (a blocking forced from the environment is replaced for fn, then the rule returns)
+local function with_blocking(spec, fn)
+    wb.set_cpu_blocking(spec)
+    local ok, err = pcall(fn)
+    wb.set_cpu_blocking(nil)
+    if not ok then error(err, 0) end
+end
+
+TestMlp = {}
+
+-- The small model: every token count, both dtypes and activations, 1 and 2 threads, two blockings.
+-- With 2 threads the larger token counts split token rows across the threads (the smaller ones
+-- are below the size worth a fork; TestMlp:test_few_tokens_split_columns covers those).
+function TestMlp:test_within_the_eager_bound()
+    for act, a in pairs(ACTS) do
+        wb.manual_seed(31)
+        local m32 = wb.nn[a.module](24, 56, {bias = false})
+        m32.down_proj.bias = wb.randn({24}) -- the down bias is the one the op takes
+        local m16 = wb.nn[a.module](24, 56, {bias = false}):to{dtype = "bf16"}
+        for _, name in ipairs({"gate_proj", "up_proj", "down_proj"}) do
+            m16[name].weight = m32[name].weight:to{dtype = "bf16"}
+        end
+        m16.down_proj.bias = m32.down_proj.bias:to{dtype = "bf16"}
+        for _, tokens in ipairs({1, 7, 16, 128, 512, 1000}) do
+            local x = wb.randn({tokens, 24})
+            local x16 = x:to{dtype = "bf16"}
+            local z32 = B.mlp(m32, x)
+            local z16 = B.mlp(m32, x, {bf16 = true, inputs_rounded = true})
+            for _, threads in ipairs({1, 2}) do
+                for _, blocking in ipairs({"rule", SPLIT_BLOCKING}) do
+                    local function check()
+                        local what = string.format("%s_mlp, %d tokens, %d threads, blocking %s", act, tokens, threads, blocking)
+                        B.assert_within_bound(fused(act, m32, x), z32, what .. ", f32")
+                        local y16 = fused(act, m16, x16)
+                        lu.assertEquals(y16.dtype, "bf16")
+                        B.assert_within_bound(y16, z16, what .. ", bf16")
+                    end
+                    with_threads(threads, function()
+                        if blocking == "rule" then check() else with_blocking(blocking, check) end
+                    end)
+                end
+            end
+        end
+    end
+end
+
+-- Few tokens on 2 threads: the threads split the hidden columns, meet, then split the output
+-- columns. Each model is just large enough to be worth the fork at its token count.
+function TestMlp:test_few_tokens_split_columns()
+    local cases = {{tokens = 1, dim = 384, hidden = 1800}, {tokens = 7, dim = 160, hidden = 600},
+        {tokens = 16, dim = 96, hidden = 448}}
+    for i, c in ipairs(cases) do
+        local act = i % 2 == 1 and "geglu" or "swiglu"
+        wb.manual_seed(40 + i)
+        local m = wb.nn[ACTS[act].module](c.dim, c.hidden, {bias = false})
+        m.down_proj.bias = wb.randn({c.dim})
+        local x = wb.randn({c.tokens, c.dim})
+        local z = B.mlp(m, x)
+        with_threads(2, function()
+            local p = wb.profiler.profile({activities = {"cpu", "device"}})
+            p:start()
+            local y = fused(act, m, x)
+            p:stop()
+            B.assert_within_bound(y, z, string.format("%s_mlp, %d tokens, 2 threads", act, c.tokens))
+            local kernels = {}
+            for _, e in ipairs(p:events()) do if e.cat == "kernel" then kernels[#kernels + 1] = e end end
+            lu.assertEquals(#kernels, 1)
+            if wb.get_num_threads() >= 2 then lu.assertEquals(kernels[1].args.threads, 2, "the fork was not taken") end
+            -- and in bf16 (the weights rounded once; x rounded too)
+            local m16 = wb.nn[ACTS[act].module](c.dim, c.hidden, {bias = false})
+            for _, name in ipairs({"gate_proj", "up_proj", "down_proj"}) do
+                m16[name].weight = m[name].weight:to{dtype = "bf16"}
+            end
+            m16.down_proj.bias = m.down_proj.bias:to{dtype = "bf16"}
+            if c.tokens == 1 then
+                B.assert_within_bound(fused(act, m16, x:to{dtype = "bf16"}), B.mlp(m, x, {bf16 = true, inputs_rounded = true}),
+                    act .. "_mlp bf16, 1 token, 2 threads")
+            end
+        end)
+    end
+end
+
+function TestMlp:test_one_kernel_named_by_its_fields()
+    local m = wb.nn.SwiGLUMLP(32, 80, {bias = false})
+    m.down_proj.bias = wb.randn({32})
+    local x = wb.randn({9, 32})
+    local p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    wb.profiler.range("fwd", function() fused("swiglu", m, x) end)
+    p:stop()
+    p:expect{range = "fwd", kernels = 1, ops = {swiglu_mlp = 1}}
+    for _, e in ipairs(p:events()) do
+        if e.cat == "kernel" then
+            lu.assertStrMatches(e.name, "wb_mlp_" .. wb.cpu_isa() .. "_%d+x%d+_tn_bias_swiglu")
+            lu.assertEquals(e.flops, 2 * 9 * 80 * (2 * 32 + 32))
+            lu.assertEquals(e.args.op, "mlp")
+        end
+    end
+end
+
+-- Odd geometry: x as a transposed view and as 3-D, input and output features that differ, a
+-- hidden of one, no token, no hidden (the output is then the bias).
+function TestMlp:test_views_and_edges()
+    wb.manual_seed(5)
+    local wg, wu, wd, b = wb.randn({37, 19}), wb.randn({37, 19}), wb.randn({11, 37}), wb.randn({11})
+    local mod = {gate_proj = {weight = wg}, up_proj = {weight = wu}, down_proj = {weight = wd, bias = b}}
+    local xt = wb.randn({19, 13}):t() -- {13, 19}, unit stride along the tokens
+    B.assert_within_bound(wb.geglu_mlp(xt, wg, wu, wd, b), B.mlp(mod, xt, {act = "gelu_tanh"}), "transposed x")
+    local x3 = wb.randn({2, 5, 19})
+    local y3 = wb.swiglu_mlp(x3, wg, wu, wd, b)
+    lu.assertEquals(y3.shape, {2, 5, 11})
+    B.assert_within_bound(y3:reshape({10, 11}), B.mlp(mod, x3:reshape({10, 19}), {act = "silu"}), "3-D x")
+    local one = {gate_proj = {weight = wg:narrow(1, 1, 1)}, up_proj = {weight = wu:narrow(1, 1, 1)},
+        down_proj = {weight = wd:narrow(2, 1, 1)}}
+    B.assert_within_bound(wb.geglu_mlp(xt, one.gate_proj.weight, one.up_proj.weight, one.down_proj.weight),
+        B.mlp(one, xt, {act = "gelu_tanh"}), "hidden 1, w_down a strided view")
+    lu.assertEquals(wb.geglu_mlp(wb.randn({0, 19}), wg, wu, wd, b).shape, {0, 11})
+    local y0 = wb.geglu_mlp(wb.randn({3, 19}), wb.randn({0, 19}), wb.randn({0, 19}), wb.randn({11, 0}), b)
+    lu.assertEquals(wb.max_abs_diff(y0, b:reshape({1, 11}):expand({3, 11}):contiguous()), 0)
+end
+
+function TestMlp:test_graph_replay_follows_new_inputs_and_weights()
+    local m = wb.nn.GeGLUMLP(24, 64, {bias = false})
+    local x = wb.randn({10, 24})
+    local g = wb.graph.capture(function() return fused("geglu", m, x) end)
+    x:copy_(wb.randn({10, 24}))
+    m.down_proj.weight:copy_(wb.randn({24, 64})) -- a write to a weight must re-pack it
+    g:replay()
+    B.assert_within_bound(g.outputs[1], B.mlp(m, x), "replayed after new x and w_down")
+    g:release()
+end
+
+function TestMlp:test_nn_fused_mlp_forward()
+    for act, a in pairs(ACTS) do
+        local m = wb.nn[a.module](32, 96, {impl = "fused_mlp"})
+        lu.assertEquals(tostring(m), a.module .. "(dim=32, hidden=96, impl=fused_mlp, bias=false)")
+        local x = wb.randn({17, 32})
+        local p = wb.profiler.profile({activities = {"cpu", "device"}})
+        p:start()
+        local y
+        wb.profiler.range("fwd", function() y = m(x) end)
+        p:stop()
+        p:expect{range = "fwd", kernels = 1}
+        B.assert_within_bound(y, B.mlp(m, x), act .. " module, fused_mlp")
+        raises(a.module .. ": impl fused_mlp takes no gate or up bias (build it with bias = false, or use impl dual)",
+            function() wb.nn[a.module](8, 16, {impl = "fused_mlp", bias = true}) end)
+        local biased = wb.nn[a.module](8, 16, {bias = true})
+        biased.impl = "fused_mlp"
+        raises("impl fused_mlp takes no gate or up bias", function() return biased(wb.randn({2, 8})) end)
+    end
+end
+
+function TestMlp:test_bad_shapes_are_named()
+    local x, wg, wu, wd = wb.zeros({4, 16}), wb.zeros({40, 16}), wb.zeros({40, 16}), wb.zeros({16, 40})
+    raises("geglu_mlp: x has 12 features but w_gate and w_up expect 16",
+        function() return wb.geglu_mlp(wb.zeros({4, 12}), wg, wu, wd) end)
+    raises("swiglu_mlp: w_gate is {40, 16} but w_up is {40, 15}: both must be [hidden, in_features]",
+        function() return wb.swiglu_mlp(x, wg, wb.zeros({40, 15}), wd) end)
+    raises("geglu_mlp: w_down is {16, 41} but must be [out_features, 40] (the hidden size of w_gate {40, 16})",
+        function() return wb.geglu_mlp(x, wg, wu, wb.zeros({16, 41})) end)
+    raises("geglu_mlp: w_down is {640} but must be [out_features, 40]",
+        function() return wb.geglu_mlp(x, wg, wu, wb.zeros({640})) end)
+    raises("geglu_mlp: w_gate must be 2-D [hidden, in_features], got shape {40, 16, 1}",
+        function() return wb.geglu_mlp(x, wb.zeros({40, 16, 1}), wu, wd) end)
+    raises("geglu_mlp: b_down has shape {17} but w_down has 16 output features",
+        function() return wb.geglu_mlp(x, wg, wu, wd, wb.zeros({17})) end)
+    raises("geglu_mlp: w_up is bf16 but x is f32 (convert one with :to{dtype=...})",
+        function() return wb.geglu_mlp(x, wg, wu:to{dtype = "bf16"}, wd) end)
+    raises("geglu_mlp: x must have at least 1 dimension, got a scalar",
+        function() return wb.geglu_mlp(wb.tensor(1.0), wg, wu, wd) end)
+    raises("geglu_mlp: bad argument #4", function() return wb.geglu_mlp(x, wg, wu) end)
+end
+
+os.exit(lu.LuaUnit.run())
