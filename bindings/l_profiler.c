@@ -368,11 +368,12 @@ static int filter_keeps(const wb_prof *p, const event_filter *f, const wb_event 
     return 1;
 }
 
+/* The value stays on the stack, which keeps the string alive: a filter's __index may return one
+ * that nothing else holds. */
 static const char *string_field(lua_State *L, int idx, const char *key) {
     int t = lua_getfield(L, idx, key);
-    const char *v = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL; /* stays: the filter table holds it */
+    const char *v = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
     if (t != LUA_TNIL && t != LUA_TSTRING) wb_lua_raise(L, "events: filter.%s must be a string, got %s", key, lua_typename(L, t));
-    lua_pop(L, 1);
     return v;
 }
 
@@ -387,7 +388,7 @@ static int64_t int_field(lua_State *L, int idx, const char *key, int64_t dflt) {
  * filter = {cat=, lane=, name=, from_ns=, to_ns=, first= (1-based index among all events),
  * limit= (tables built at most)}: tables are built only for the events kept. */
 static int s_events_build(lua_State *L) {
-    wb_prof *p = check_session(L);
+    check_session(L);
     event_filter f = {.kind = -1, .from_ns = INT64_MIN, .to_ns = INT64_MAX};
     int64_t first = 1, limit = INT64_MAX;
     if (!lua_isnoneornil(L, 2)) {
@@ -409,6 +410,9 @@ static int s_events_build(lua_State *L) {
         if (first < 1) return wb_lua_raise(L, "events: filter.first must be >= 1, got %I", (lua_Integer)first);
         if (limit < 1) return wb_lua_raise(L, "events: filter.limit must be >= 1, got %I", (lua_Integer)limit);
     }
+    /* fetched after the filter is read: its __index may have released the session (the bindings'
+     * rule, wb_lua.h; lua_test_callbacks caught the use after free under ASan) */
+    wb_prof *p = check_session(L);
     size_t total = wb_prof_count(p);
     lua_createtable(L, limit < (int64_t)total && limit < (1 << 24) ? (int)limit : (int)(total < (1u << 24) ? total : 1u << 24), 0);
     wb_prof_cursor c;
