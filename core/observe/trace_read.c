@@ -453,6 +453,14 @@ wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_
     if (st == WB_OK && !workbench)
         st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' was not written by the workbench's export (its first line "
                                        "has no otherData.producer = \"workbench\" opening traceEvents)", path);
+    if (st == WB_OK) { /* the export ends with the lines that close traceEvents and the document */
+        size_t n = tail_n;
+        while (n > 0 && (*tail)[n - 1] && strchr(" \t\r\n", (*tail)[n - 1]))
+            n--;
+        if (n == 0 || (*tail)[n - 1] != '}')
+            st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is truncated: it ends before traceEvents and the "
+                                           "document are closed (an export cut short?)", path);
+    }
     free(line);
     gzclose(g);
     if (st != WB_OK) {
