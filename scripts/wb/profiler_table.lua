@@ -22,7 +22,7 @@ local function shapes_string(e)
 end
 
 -- Rows per op name (and input shapes / call site when asked) and per kernel name, aggregated in
--- C over the session's records (core/profiler_aggregate.c): no table per event is built.
+-- C over the session's records (core/observe/profiler_aggregate.c): no table per event is built.
 function M.key_averages(self, o)
     o = o or {}
     if type(o) ~= "table" then fail("key_averages: options must be a table, got " .. type(o), 3) end
