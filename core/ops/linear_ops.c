@@ -105,7 +105,7 @@ wb_status wb_shape_geglu_linear(wb_op_call *c) {
     return WB_OK;
 }
 
-static double rows_of(const wb_op_call *c) {
+double wb_out_rows(const wb_op_call *c) {
     double m = 1;
     for (int i = 0; i < c->out_ndim - 1; i++)
         m *= (double)c->out_shape[i];
@@ -113,11 +113,11 @@ static double rows_of(const wb_op_call *c) {
 }
 
 double wb_flops_geglu_linear(const wb_op_call *c) {
-    return 4.0 * rows_of(c) * (double)c->in[1]->shape[0] * (double)c->in[1]->shape[1];
+    return 4.0 * wb_out_rows(c) * (double)c->in[1]->shape[0] * (double)c->in[1]->shape[1];
 }
 
 double wb_bytes_geglu_linear(const wb_op_call *c) {
-    double m = rows_of(c), h = (double)c->in[1]->shape[0], k = (double)c->in[1]->shape[1];
+    double m = wb_out_rows(c), h = (double)c->in[1]->shape[0], k = (double)c->in[1]->shape[1];
     return (double)wb_dtype_size(c->in[0]->dtype) *
            (m * k + 2 * h * k + m * h + (c->in[3] ? h : 0) + (c->in[4] ? h : 0));
 }
@@ -131,7 +131,7 @@ double wb_flops_gelu(const wb_op_call *c) {
 }
 
 double wb_flops_geglu(const wb_op_call *c) { /* a 0-d geglu is one element */
-    return rows_of(c) * (c->out_ndim ? (double)c->out_shape[c->out_ndim - 1] : 1.0);
+    return wb_out_rows(c) * (c->out_ndim ? (double)c->out_shape[c->out_ndim - 1] : 1.0);
 }
 
 wb_status wb_shape_geglu(wb_op_call *c) {

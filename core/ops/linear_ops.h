@@ -11,6 +11,8 @@ wb_status wb_shape_matmul(wb_op_call *c);
 wb_status wb_shape_linear(wb_op_call *c);
 wb_status wb_shape_geglu_linear(wb_op_call *c);
 wb_status wb_shape_geglu(wb_op_call *c);
+/* The output's rows: the product of every dimension but the last (the GEMM family's m). */
+double wb_out_rows(const wb_op_call *c);
 double wb_flops_mm(const wb_op_call *c);
 double wb_bytes_mm(const wb_op_call *c);
 double wb_flops_geglu_linear(const wb_op_call *c);

@@ -47,20 +47,14 @@ wb_status wb_shape_mlp(wb_op_call *c) {
     return WB_OK;
 }
 
-static double rows_of(const wb_op_call *c) {
-    double m = 1;
-    for (int i = 0; i < c->out_ndim - 1; i++) m *= (double)c->out_shape[i];
-    return m;
-}
-
 double wb_flops_mlp(const wb_op_call *c) {
     double h = (double)c->in[1]->shape[0], k = (double)c->in[1]->shape[1], n = (double)c->in[3]->shape[0];
-    return 2.0 * rows_of(c) * h * (2 * k + n);
+    return 2.0 * wb_out_rows(c) * h * (2 * k + n);
 }
 
 /* The fewest bytes: x, the three weights, the output (and bias); the hidden never moves. */
 double wb_bytes_mlp(const wb_op_call *c) {
-    double m = rows_of(c), h = (double)c->in[1]->shape[0], k = (double)c->in[1]->shape[1], n = (double)c->in[3]->shape[0];
+    double m = wb_out_rows(c), h = (double)c->in[1]->shape[0], k = (double)c->in[1]->shape[1], n = (double)c->in[3]->shape[0];
     return (double)wb_dtype_size(c->in[0]->dtype) * (m * k + 2 * h * k + h * n + m * n + (c->in[4] ? n : 0));
 }
 

@@ -12,15 +12,6 @@ M.FINDINGS_IN_TABLE_MAX = 200000
 
 local function fail(msg, level) error("profiler: " .. msg, (level or 1) + 1) end
 
-local function shapes_string(e)
-    if not e.shapes then return "" end
-    local parts = {}
-    for i, s in ipairs(e.shapes) do
-        parts[i] = s and ("[" .. table.concat(s, ", ") .. "]") or "None"
-    end
-    return "[" .. table.concat(parts, ", ") .. "]"
-end
-
 -- Rows per op name (and input shapes / call site when asked) and per kernel name, aggregated in
 -- C over the session's records (core/observe/profiler_aggregate.c): no table per event is built.
 function M.key_averages(self, o)
