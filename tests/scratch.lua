@@ -60,6 +60,20 @@ function scratch.run(cmd)
     return out, code
 end
 
+-- Runs a shell command with stdout and stderr apart (stderr through a scratch file): out, err,
+-- exit status.
+function scratch.run_split(cmd)
+    local err = scratch.path(".err")
+    local p = io.popen(cmd .. " 2>'" .. err .. "'")
+    local out = p:read("a")
+    local _, _, code = p:close()
+    local f = assert(io.open(err))
+    local e = f:read("a")
+    f:close()
+    os.remove(err)
+    return out, e, code
+end
+
 -- Removes the folder, then exits with the status: `scratch.exit(lu.LuaUnit.run())`.
 function scratch.exit(status)
     scratch.remove()

@@ -7,12 +7,7 @@ local scratch = require("scratch")
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"
 
-local function sh(cmd)
-    local p = io.popen(cmd .. " 2>&1")
-    local out = p:read("a")
-    local _, _, code = p:close()
-    return out, code
-end
+local sh = scratch.run
 
 local function read(path)
     local f = io.open(path, "rb")

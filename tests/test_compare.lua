@@ -17,15 +17,8 @@ end
 
 -- a may start with options: "--fail-on-slower 20 /tmp/a.json"
 local function run(a, b)
-    local err = scratch.path(".err")
     local opts, file = a:match("^(.* )(/[^ ]+)$")
-    local p = io.popen(string.format("%s compare %s'%s' '%s' 2>%s", EXE, opts or "", file or a, b, err))
-    local out = p:read("a")
-    local _, _, code = p:close()
-    local f = io.open(err)
-    local e = f:read("a")
-    f:close()
-    return out, e, code
+    return scratch.run_split(string.format("%s compare %s'%s' '%s'", EXE, opts or "", file or a, b))
 end
 
 local function doc(rows, fp)

@@ -331,14 +331,7 @@ end
 
 -- ---- the command line ------------------------------------------------------------------------
 local function run(args)
-    local err = scratch.path(".err")
-    local p = io.popen(string.format("%s diff %s 2>%s", EXE, args, err))
-    local out = p:read("a")
-    local _, _, code = p:close()
-    local f = io.open(err)
-    local e = f:read("a")
-    f:close()
-    return out, e, code
+    return scratch.run_split(string.format("%s diff %s", EXE, args))
 end
 
 local function trace(fn, steps)

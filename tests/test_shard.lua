@@ -10,12 +10,7 @@ local stats = require("wb.stats")
 local EXE = os.getenv("WB_EXE") or "build/workbench"
 local SRC = os.getenv("WB_SOURCE_DIR") or "."
 
-local function run(cmd)
-    local p = io.popen(cmd .. " 2>&1")
-    local out = p:read("a")
-    local _, _, code = p:close()
-    return out, code
-end
+local run = scratch.run
 
 local function read_json(path)
     local f = assert(io.open(path))
