@@ -12,7 +12,7 @@
 #include "codegen.h"
 #include "convert.h"
 #include "cuda_plugin.h"
-#include "linear_ops.h"
+#include "linear.h"
 #include "storage.h"
 
 /* ---- launches -------------------------------------------------------------------------------- */

@@ -1,11 +1,11 @@
 /* op_table.c: every op, declared once. The table is indexed by wb_op_id; the static_assert
  * and wb_op_table_check (run by the C tests) make a missing or misplaced entry a failure. */
 #include "op.h"
-#include "pointwise_ops.h"
+#include "pointwise.h"
 #include "views.h"
-#include "linear_ops.h"
+#include "linear.h"
 #include "cuda_ops.h"
-#include "mlp_ops.h"
+#include "mlp.h"
 #include "codegen.h"
 
 /* Views are device-independent: the same implementation serves every device. */

@@ -8,9 +8,9 @@
 #include <wb_kernels/pointwise.h>
 
 #include "convert.h"
-#include "linear_ops.h"
+#include "linear.h"
 #include "op.h"
-#include "pointwise_ops.h"
+#include "pointwise.h"
 
 static void run_bf16(void *v) { wb_cpu_bf16_pointwise_run(v); }
 static const wb_launch_layout bf16_layout = {.size = sizeof(wb_cpu_bf16_launch),

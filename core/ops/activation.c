@@ -7,7 +7,7 @@
 #include <wb_kernels/pointwise.h>
 
 #include "op.h"
-#include "pointwise_ops.h"
+#include "pointwise.h"
 #include "storage.h"
 
 typedef struct act_launch {

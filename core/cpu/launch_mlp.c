@@ -5,8 +5,8 @@
 
 #include <wb_kernels/mlp.h>
 
-#include "linear_ops.h"
-#include "mlp_ops.h"
+#include "linear.h"
+#include "mlp.h"
 #include "storage.h"
 #include "views.h"
 

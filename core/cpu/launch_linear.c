@@ -8,8 +8,8 @@
 #include <wb_kernels/gemm.h>
 #include <wb_kernels/pointwise.h>
 
-#include "linear_ops.h"
-#include "pointwise_ops.h"
+#include "linear.h"
+#include "pointwise.h"
 #include "storage.h"
 #include "views.h"
 

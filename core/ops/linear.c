@@ -6,8 +6,8 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "linear_ops.h"
-#include "pointwise_ops.h"
+#include "linear.h"
+#include "pointwise.h"
 #include "storage.h"
 #include "views.h"
 

@@ -11,7 +11,7 @@
 
 #include "convert.h"
 #include "op.h"
-#include "pointwise_ops.h"
+#include "pointwise.h"
 #include "storage.h"
 
 /* The portable kernels are named wb_<op>_generic[_contig|_strided]. */
