@@ -237,7 +237,7 @@ wb_status wb_geglu_mlp(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tens
                        wb_tensor **out);
 wb_status wb_swiglu_mlp(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor *w_down, wb_tensor *b_down,
                         wb_tensor **out);
-/* Elementwise activations, one kernel each (core/ops/ops_activation.c). */
+/* Elementwise activations, one kernel each (core/ops/activation.c). */
 wb_status wb_silu(wb_tensor *x, wb_tensor **out);    /* x / (1 + exp(-x)) */
 wb_status wb_sigmoid(wb_tensor *x, wb_tensor **out); /* 1 / (1 + exp(-x)) */
 wb_status wb_relu(wb_tensor *x, wb_tensor **out);    /* max(x, 0); NaN stays NaN */

@@ -1,4 +1,4 @@
-/* cpu_mlp.c: the CPU launcher of geglu_mlp / swiglu_mlp (core/ops/mlp_ops.c defines the op): packs
+/* launch_mlp.c: the CPU launcher of geglu_mlp / swiglu_mlp (core/ops/mlp.c defines the op): packs
  * the three weights once (core/cpu/prepack.c), plans the threads and launches the one kernel of
  * kernels/cpu/mlp.c, re-resolving the packed weights before a graph replay. */
 #include <stddef.h>

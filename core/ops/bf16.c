@@ -1,7 +1,7 @@
-/* ops_bf16.c: the cpu launcher of the pointwise ops on bf16 tensors (add, sub, mul, div, neg,
- * gelu, geglu, and the activations of ops_activation.c): storage is bf16, the math is f32, the result is rounded once (the kernel is
+/* bf16.c: the cpu launcher of the pointwise ops on bf16 tensors (add, sub, mul, div, neg,
+ * gelu, geglu, and the activations of activation.c): storage is bf16, the math is f32, the result is rounded once (the kernel is
  * wb_cpu_bf16_pointwise_run). One kernel per op, as in f32, so kernel counts and graphs read
- * the same in both dtypes. (The GEMMs are in cpu_linear.c.) */
+ * the same in both dtypes. (The GEMMs are in launch_linear.c.) */
 #include <string.h>
 
 #include <wb_kernels/bf16.h>

@@ -44,13 +44,13 @@ typedef enum wb_op_id {
     WB_OP_MM,
     WB_OP_ADDMM,
     WB_OP_GEGLU_LINEAR,
-    /* the activations of <wb_kernels/act_list.h> (core/ops/ops_activation.c) */
+    /* the activations of <wb_kernels/act_list.h> (core/ops/activation.c) */
 #define WB_OP_ACT_ID(ID, ...) WB_OP_##ID,
     WB_ACT_LIST(WB_OP_ACT_ID)
 #undef WB_OP_ACT_ID
     WB_OP_SWIGLU,
     WB_OP_SWIGLU_LINEAR,
-    WB_OP_GEGLU_MLP, /* the whole gated MLP (core/ops/mlp_ops.c) */
+    WB_OP_GEGLU_MLP, /* the whole gated MLP (core/ops/mlp.c) */
     WB_OP_SWIGLU_MLP,
     WB_OP_GENERATED, /* a generated pointwise kernel (core/ops/codegen.c) */
     WB_OP_TO, /* between devices and dtypes */

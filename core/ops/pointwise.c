@@ -1,4 +1,4 @@
-/* ops_pointwise.c: the elementwise and creation ops (copy_, fill_, arange, rand, randn,
+/* pointwise.c: the elementwise and creation ops (copy_, fill_, arange, rand, randn,
  * add, sub, mul, div, neg): shape rules, work counts, CPU launchers and the public entry
  * points. Each CPU launcher poses a pointer-and-stride problem for the kernels
  * (wb_kernels/pointwise.h, wb_kernels/bf16.h) and launches one kernel through wb_kernel_launch. */
