@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include <wb_kernels/act_list.h>
+#include <wb_kernels/arith_list.h>
 
 #include "kernel.h"
 #include "wb.h"
@@ -34,11 +35,11 @@ typedef enum wb_op_id {
     WB_OP_ARANGE,
     WB_OP_RAND,
     WB_OP_RANDN,
-    WB_OP_ADD,
-    WB_OP_SUB,
-    WB_OP_MUL,
-    WB_OP_DIV,
-    WB_OP_NEG,
+    /* the arithmetic ops of <wb_kernels/arith_list.h> (core/ops/pointwise.c): add, sub, mul, div, neg */
+#define WB_OP_ARITH_ID(ID, ...) WB_OP_##ID,
+    WB_BINARY_LIST(WB_OP_ARITH_ID)
+    WB_ARITH_UNARY_LIST(WB_OP_ARITH_ID)
+#undef WB_OP_ARITH_ID
     WB_OP_GELU,
     WB_OP_GEGLU,
     WB_OP_MM,

@@ -59,6 +59,17 @@
             .bytes = wb_bytes_binary,                                                                                  \
             .impl = CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)}
 
+#define ARITH_UNARY_ROW(ID, NAME)                                                                                      \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_KERNEL,                                                                                 \
+            .arity = 1,                                                                                                \
+            .allocates_output = 1,                                                                                     \
+            .shape = wb_shape_unary,                                                                                   \
+            .flops = wb_flops_elementwise,                                                                             \
+            .bytes = wb_bytes_unary,                                                                                   \
+            .impl = CPU_CUDA(wb_cpu_unary_impl, wb_cuda_unary_impl)}
+
 /* clang-format off: one op per row reads better than one field per line */
 static const wb_op_def op_table[] = {
     VIEW_ROW(WB_OP_T, "t", wb_shape_t),
@@ -93,19 +104,12 @@ static const wb_op_def op_table[] = {
     CREATION_ROW(WB_OP_ARANGE, "arange"),
     CREATION_ROW(WB_OP_RAND, "rand"),
     CREATION_ROW(WB_OP_RANDN, "randn"),
-    BINARY_ROW(WB_OP_ADD, "add"),
-    BINARY_ROW(WB_OP_SUB, "sub"),
-    BINARY_ROW(WB_OP_MUL, "mul"),
-    BINARY_ROW(WB_OP_DIV, "div"),
-    [WB_OP_NEG] = {.id = WB_OP_NEG,
-                   .name = "neg",
-                   .kind = WB_OP_KIND_KERNEL,
-                   .arity = 1,
-                   .allocates_output = 1,
-                   .shape = wb_shape_unary,
-                   .flops = wb_flops_elementwise,
-                   .bytes = wb_bytes_unary,
-                   .impl = CPU_CUDA(wb_cpu_neg_impl, wb_cuda_neg_impl)},
+#define BINARY_LIST_ROW(ID, name, ...) BINARY_ROW(WB_OP_##ID, #name),
+    WB_BINARY_LIST(BINARY_LIST_ROW)
+#undef BINARY_LIST_ROW
+#define UNARY_LIST_ROW(ID, name, ...) ARITH_UNARY_ROW(WB_OP_##ID, #name),
+    WB_ARITH_UNARY_LIST(UNARY_LIST_ROW)
+#undef UNARY_LIST_ROW
     [WB_OP_GELU] = {.id = WB_OP_GELU,
                     .name = "gelu",
                     .kind = WB_OP_KIND_KERNEL,

@@ -17,7 +17,7 @@ double wb_bytes_copy_(const wb_op_call *c);
 double wb_bytes_fill_(const wb_op_call *c);
 double wb_bytes_creation(const wb_op_call *c);
 wb_status wb_cpu_binary_impl(wb_op_call *c);
-wb_status wb_cpu_neg_impl(wb_op_call *c);
+wb_status wb_cpu_unary_impl(wb_op_call *c); /* neg and the other unary ops of arith_list.h */
 wb_status wb_cpu_copy_impl(wb_op_call *c);
 wb_status wb_cpu_fill_impl(wb_op_call *c);
 wb_status wb_cpu_creation_impl(wb_op_call *c);
