@@ -13,17 +13,25 @@
 #include "kernel.h"
 #include "wb.h"
 
+/* The views (share storage, launch no kernel) and the creation ops (a new tensor from a shape and
+ * the generator), each declared once: X(ID, name) gives WB_OP_<ID> and its op-table row, named
+ * "name"; a view's shape rule is wb_shape_<name> (core/ops/views.c). Their Lua bindings and help
+ * stay written out: each takes its own arguments. */
+#define WB_VIEW_LIST(X)                                                                                                \
+    X(T, t)                                                                                                            \
+    X(TRANSPOSE, transpose)                                                                                            \
+    X(PERMUTE, permute)                                                                                                \
+    X(VIEW, view)                                                                                                      \
+    X(NARROW, narrow)                                                                                                  \
+    X(SELECT, select)                                                                                                  \
+    X(AS_STRIDED, as_strided)                                                                                          \
+    X(EXPAND, expand)                                                                                                  \
+    X(ALIAS, alias)
+#define WB_CREATION_LIST(X) X(ARANGE, arange) X(RAND, rand) X(RANDN, randn)
+
 typedef enum wb_op_id {
-    /* views: share storage, launch no kernel */
-    WB_OP_T = 0,
-    WB_OP_TRANSPOSE,
-    WB_OP_PERMUTE,
-    WB_OP_VIEW,
-    WB_OP_NARROW,
-    WB_OP_SELECT,
-    WB_OP_AS_STRIDED,
-    WB_OP_EXPAND,
-    WB_OP_ALIAS,
+#define WB_OP_LIST_ID(ID, ...) WB_OP_##ID,
+    WB_VIEW_LIST(WB_OP_LIST_ID) /* views first: WB_OP_T is 0 */
     /* composites: call other ops */
     WB_OP_RESHAPE,
     WB_OP_FLATTEN,
@@ -32,9 +40,8 @@ typedef enum wb_op_id {
     /* kernels */
     WB_OP_COPY_,
     WB_OP_FILL_,
-    WB_OP_ARANGE,
-    WB_OP_RAND,
-    WB_OP_RANDN,
+    WB_CREATION_LIST(WB_OP_LIST_ID)
+#undef WB_OP_LIST_ID
     /* the arithmetic ops of <wb_kernels/arith_list.h> (core/ops/pointwise.c): add, sub, mul, div, neg */
 #define WB_OP_ARITH_ID(ID, ...) WB_OP_##ID,
     WB_BINARY_LIST(WB_OP_ARITH_ID)

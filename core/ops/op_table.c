@@ -72,15 +72,9 @@
 
 /* clang-format off: one op per row reads better than one field per line */
 static const wb_op_def op_table[] = {
-    VIEW_ROW(WB_OP_T, "t", wb_shape_t),
-    VIEW_ROW(WB_OP_TRANSPOSE, "transpose", wb_shape_transpose),
-    VIEW_ROW(WB_OP_PERMUTE, "permute", wb_shape_permute),
-    VIEW_ROW(WB_OP_VIEW, "view", wb_shape_view),
-    VIEW_ROW(WB_OP_NARROW, "narrow", wb_shape_narrow),
-    VIEW_ROW(WB_OP_SELECT, "select", wb_shape_select),
-    VIEW_ROW(WB_OP_AS_STRIDED, "as_strided", wb_shape_as_strided),
-    VIEW_ROW(WB_OP_EXPAND, "expand", wb_shape_expand),
-    VIEW_ROW(WB_OP_ALIAS, "alias", wb_shape_alias),
+#define VIEW_LIST_ROW(ID, name) VIEW_ROW(WB_OP_##ID, #name, wb_shape_##name),
+    WB_VIEW_LIST(VIEW_LIST_ROW)
+#undef VIEW_LIST_ROW
 
     COMPOSITE_ROW(WB_OP_RESHAPE, "reshape", 1, 0, wb_shape_reshape, wb_reshape_impl),
     COMPOSITE_ROW(WB_OP_FLATTEN, "flatten", 1, 0, wb_shape_flatten, wb_flatten_impl),
@@ -101,9 +95,9 @@ static const wb_op_def op_table[] = {
                      .shape = wb_shape_fill_,
                      .bytes = wb_bytes_fill_,
                      .impl = CPU_CUDA(wb_cpu_fill_impl, wb_cuda_fill_impl)},
-    CREATION_ROW(WB_OP_ARANGE, "arange"),
-    CREATION_ROW(WB_OP_RAND, "rand"),
-    CREATION_ROW(WB_OP_RANDN, "randn"),
+#define CREATION_LIST_ROW(ID, name) CREATION_ROW(WB_OP_##ID, #name),
+    WB_CREATION_LIST(CREATION_LIST_ROW)
+#undef CREATION_LIST_ROW
 #define BINARY_LIST_ROW(ID, name, ...) BINARY_ROW(WB_OP_##ID, #name),
     WB_BINARY_LIST(BINARY_LIST_ROW)
 #undef BINARY_LIST_ROW
