@@ -1,7 +1,7 @@
 /* l_aux.c: what the binding files share, in the manner of lauxlib: the tensor userdata (test,
  * check, push with GC pacing), argument checks that raise clear Lua errors naming the function,
  * turning a failed core status into a Lua error, and the arithmetic functions that serve both
- * wb.add/sub/mul/div/neg and the tensor metamethods. No arithmetic of its own. */
+ * the arithmetic ops' functions (wb.add, ..., the tensor metamethods). No arithmetic of its own. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <string.h>
@@ -397,17 +397,22 @@ int wb_lua_binary(lua_State *L, wb_lua_binary_fn fn, const char *name) {
     return wb_lua_pushresult(L, fn(a, b, &out), &out);
 }
 
-int wb_lua_add(lua_State *L) { return wb_lua_binary(L, wb_add, "add"); }
-int wb_lua_sub(lua_State *L) { return wb_lua_binary(L, wb_sub, "sub"); }
-int wb_lua_mul(lua_State *L) { return wb_lua_binary(L, wb_mul, "mul"); }
-int wb_lua_div(lua_State *L) { return wb_lua_binary(L, wb_div, "div"); }
+/* One function per op of the list, here beside wb_lua_binary so that it inlines (this is the
+ * path of every a + b). */
+#define BINARY_FUNCTION(ID, name, ...)                                                                                 \
+    int wb_lua_##name(lua_State *L) { return wb_lua_binary(L, wb_##name, #name); }
+WB_BINARY_LIST(BINARY_FUNCTION)
+#undef BINARY_FUNCTION
 
 static int unary(lua_State *L, wb_status (*fn)(wb_tensor *, wb_tensor **)) {
     wb_tensor *out;
     return wb_lua_pushresult(L, fn(wb_lua_checktensor(L, 1), &out), &out);
 }
 
-int wb_lua_neg(lua_State *L) { return unary(L, wb_neg); }
+#define UNARY_FUNCTION(ID, name, ...)                                                                                  \
+    int wb_lua_##name(lua_State *L) { return unary(L, wb_##name); }
+WB_ARITH_UNARY_LIST(UNARY_FUNCTION)
+#undef UNARY_FUNCTION
 
 void wb_lua_setstring(lua_State *L, const char *key, const char *v) {
     lua_pushstring(L, v);

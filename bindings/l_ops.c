@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <wb_kernels/act_list.h>
+#include <wb_kernels/arith_list.h>
 
 #include "clock.h"
 #include "peer.h"
@@ -251,11 +252,30 @@ WB_ACT_LIST(ACT_FUNCTION)
 static const lua_CFunction act_functions[ACT_COUNT] = {WB_ACT_LIST(ACT_ENTRY)};
 #undef ACT_ENTRY
 
-/* wb._ops() -> {{name=, kind="unary", arity=1, formula=, expr_c=, expr_cuda=}, ...}: the op list
- * as wb.compile, wb.codegen and wb.help read it (each op declared once, in C). */
+/* The arithmetic ops of <wb_kernels/arith_list.h> as data: their Lua functions (l_aux.c) and
+ * what wb._ops() tells wb.compile, wb.codegen and help; the expressions are the list's own text. */
+typedef struct arith_info {
+    const char *name, *expr_c, *expr_cuda, *op, *metamethod, *formula, *method;
+    int arity;
+    lua_CFunction fn;
+} arith_info;
+#define BINARY_INFO(ID, NAME, SCALAR, VEC, CUDA, OP, META, FORMULA, METHOD)                                            \
+    {#NAME, #VEC, #CUDA, OP, META, FORMULA, METHOD, 2, wb_lua_##NAME},
+#define UNARY_INFO(ID, NAME, SCALAR, VEC, CUDA, OP, META, FORMULA, METHOD)                                             \
+    {#NAME, #VEC, #CUDA, OP, META, FORMULA, METHOD, 1, wb_lua_##NAME},
+static const arith_info arith[] = {WB_BINARY_LIST(BINARY_INFO) WB_ARITH_UNARY_LIST(UNARY_INFO)};
+#undef BINARY_INFO
+#undef UNARY_INFO
+enum { ARITH_COUNT = sizeof arith / sizeof arith[0] };
+
+/* wb._ops() -> the op lists as wb.compile, wb.codegen and wb.help read them (each op declared
+ * once, in C): first the activations, {name=, kind="unary", arity=1, formula=, expr_c=,
+ * expr_cuda=}; then the arithmetic ops, {name=, kind="binary"|"unary", arity=2|1, formula=,
+ * method=, operator=, metamethod=, expr_c=, expr_cuda=} (operator and metamethod when the op
+ * has one; the expressions in a and b, or in x). */
 static int l_ops_list(lua_State *L) {
     int n = wb_unary_count();
-    lua_createtable(L, n, 0);
+    lua_createtable(L, n + ARITH_COUNT, 0);
     for (int i = 0; i < n; i++) {
         const wb_unary_info *u = wb_unary_get(i);
         lua_createtable(L, 0, 6);
@@ -266,6 +286,20 @@ static int l_ops_list(lua_State *L) {
         wb_lua_setstring(L, "expr_c", u->expr_c);
         wb_lua_setstring(L, "expr_cuda", u->expr_cuda);
         lua_rawseti(L, -2, i + 1);
+    }
+    for (int i = 0; i < ARITH_COUNT; i++) {
+        const arith_info *a = &arith[i];
+        lua_createtable(L, 0, 9);
+        wb_lua_setstring(L, "name", a->name);
+        wb_lua_setstring(L, "kind", a->arity == 2 ? "binary" : "unary");
+        wb_lua_setinteger(L, "arity", a->arity);
+        wb_lua_setstring(L, "formula", a->formula);
+        wb_lua_setstring(L, "method", a->method);
+        if (*a->op) wb_lua_setstring(L, "operator", a->op);
+        if (*a->metamethod) wb_lua_setstring(L, "metamethod", a->metamethod);
+        wb_lua_setstring(L, "expr_c", a->expr_c);
+        wb_lua_setstring(L, "expr_cuda", a->expr_cuda);
+        lua_rawseti(L, -2, n + i + 1);
     }
     return 1;
 }
@@ -288,11 +322,6 @@ static const luaL_Reg ops[] = {
     {"cpu_isa", l_cpu_isa},
     {"cpu_bf16", l_cpu_bf16},
     {"cpu_bf16_pair_speed", l_cpu_bf16_pair_speed},
-    {"add", wb_lua_add},
-    {"sub", wb_lua_sub},
-    {"mul", wb_lua_mul},
-    {"div", wb_lua_div},
-    {"neg", wb_lua_neg},
     {"max_abs_diff", l_max_abs_diff},
     {"rel_error", l_rel_error},
     {"allclose", l_allclose},
@@ -311,6 +340,17 @@ void wb_lua_register_ops(lua_State *L) {
         lua_setfield(L, -2, wb_unary_get(i)->name);
         lua_pushcfunction(L, act_functions[i]);
         lua_setfield(L, wbt, wb_unary_get(i)->name);
+    }
+    /* the arithmetic ops: one function each as wb.<name>, t:<name>() and the tensor's metamethod */
+    for (int i = 0; i < ARITH_COUNT; i++) {
+        lua_pushcfunction(L, arith[i].fn);
+        lua_setfield(L, -2, arith[i].name);
+        lua_pushcfunction(L, arith[i].fn);
+        lua_setfield(L, wbt, arith[i].name);
+        if (*arith[i].metamethod) {
+            lua_pushcfunction(L, arith[i].fn);
+            lua_setfield(L, -3, arith[i].metamethod);
+        }
     }
     lua_pop(L, 2);
     luaL_newlib(L, openblas); /* wb.openblas: a comparison peer for benchmarks */

@@ -1,5 +1,5 @@
 /* l_tensor.c: the Lua tensor type (wb.Tensor): lifetime (__gc, __close, release), fields,
- * methods and printing (the arithmetic metamethods are l_aux.c's, shared with wb.add...). Each
+ * methods and printing (the arithmetic methods and metamethods are l_aux.c's, registered by l_ops.c). Each
  * method checks its arguments, calls the core, and pushes the result; dims and indices arrive
  * 1-based (negative from the end). */
 #include <float.h>
@@ -498,19 +498,13 @@ static const luaL_Reg methods[] = {
     {"fill_", t_fill_},
     {"copy_", t_copy_},
     {"release", t_release},
-    {"add", wb_lua_add},
-    {"sub", wb_lua_sub},
-    {"mul", wb_lua_mul},
-    {"div", wb_lua_div},
-    {"neg", wb_lua_neg},
-    /* and the activations of the op list (silu, sigmoid, ...): wb_lua_register_ops adds them */
+    /* and the ops of the op lists (add, ..., neg, silu, ...): wb_lua_register_ops adds them */
     {NULL, NULL},
 };
 
+/* the arithmetic ones (__add, ..., __unm) come with their ops from wb_lua_register_ops */
 static const luaL_Reg metamethods[] = {
-    {"__gc", t_release},        {"__close", t_release}, {"__tostring", t_tostring}, {"__add", wb_lua_add},
-    {"__sub", wb_lua_sub},      {"__mul", wb_lua_mul},  {"__div", wb_lua_div},      {"__unm", wb_lua_neg},
-    {"__newindex", t_newindex}, {NULL, NULL},
+    {"__gc", t_release}, {"__close", t_release}, {"__tostring", t_tostring}, {"__newindex", t_newindex}, {NULL, NULL},
 };
 
 int wb_lua_open_tensor(lua_State *L) {

@@ -83,12 +83,12 @@ int wb_lua_pushresult(lua_State *L, wb_status st, wb_tensor **out);
  * body of the arithmetic metamethods and of wb.add/sub/mul/div. */
 typedef wb_status (*wb_lua_binary_fn)(wb_tensor *, wb_tensor *, wb_tensor **);
 int wb_lua_binary(lua_State *L, wb_lua_binary_fn fn, const char *name);
-/* wb.add/sub/mul/div/neg and the tensor's __add/__sub/__mul/__div/__unm (one function each). */
-int wb_lua_add(lua_State *L);
-int wb_lua_sub(lua_State *L);
-int wb_lua_mul(lua_State *L);
-int wb_lua_div(lua_State *L);
-int wb_lua_neg(lua_State *L);
+/* wb_lua_add, wb_lua_sub, ..., wb_lua_neg: one function per op of <wb_kernels/arith_list.h>,
+ * registered as wb.<name>, t:<name>() and the tensor's metamethod (__add, ..., __unm). */
+#define WB_LUA_ARITH_DECLARE(ID, name, ...) int wb_lua_##name(lua_State *L);
+WB_BINARY_LIST(WB_LUA_ARITH_DECLARE)
+WB_ARITH_UNARY_LIST(WB_LUA_ARITH_DECLARE)
+#undef WB_LUA_ARITH_DECLARE
 
 /* Shapes: a table {2, 3} (or a single integer for 1-D). Returns ndim. */
 int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, const char *what);

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <wb_kernels/arith_list.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -187,11 +189,14 @@ wb_status wb_from_doubles(wb_dtype dtype, wb_device device, int ndim, const int6
                           wb_tensor **out);
 
 /* Elementwise with NumPy broadcasting. */
-wb_status wb_add(wb_tensor *a, wb_tensor *b, wb_tensor **out);
-wb_status wb_sub(wb_tensor *a, wb_tensor *b, wb_tensor **out);
-wb_status wb_mul(wb_tensor *a, wb_tensor *b, wb_tensor **out);
-wb_status wb_div(wb_tensor *a, wb_tensor *b, wb_tensor **out);
-wb_status wb_neg(wb_tensor *a, wb_tensor **out);
+/* wb_add, wb_sub, wb_mul, wb_div (a op b) and wb_neg (-a): one function per op of the list they
+ * are declared in, kernels/cpu/include/wb_kernels/arith_list.h. */
+#define WB_BINARY_DECLARE(ID, name, ...) wb_status wb_##name(wb_tensor *a, wb_tensor *b, wb_tensor **out);
+WB_BINARY_LIST(WB_BINARY_DECLARE)
+#undef WB_BINARY_DECLARE
+#define WB_ARITH_UNARY_DECLARE(ID, name, ...) wb_status wb_##name(wb_tensor *a, wb_tensor **out);
+WB_ARITH_UNARY_LIST(WB_ARITH_UNARY_DECLARE)
+#undef WB_ARITH_UNARY_DECLARE
 
 /* GEMM family (CPU: kernels/cpu/gemm.c). Layout letters in kernel names follow BLAS's
  * column-major convention, so a linear (x times a transposed row-major weight) shows "tn". */
@@ -237,7 +242,7 @@ wb_status wb_geglu_mlp(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tens
                        wb_tensor **out);
 wb_status wb_swiglu_mlp(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor *w_down, wb_tensor *b_down,
                         wb_tensor **out);
-/* Elementwise activations, one kernel each (core/ops/ops_activation.c). */
+/* Elementwise activations, one kernel each (core/ops/activation.c). */
 wb_status wb_silu(wb_tensor *x, wb_tensor **out);    /* x / (1 + exp(-x)) */
 wb_status wb_sigmoid(wb_tensor *x, wb_tensor **out); /* 1 / (1 + exp(-x)) */
 wb_status wb_relu(wb_tensor *x, wb_tensor **out);    /* max(x, 0); NaN stays NaN */

@@ -8,7 +8,7 @@
 
 #include <wb_kernels/gemm.h>
 #include "convert.h"
-#include "linear_ops.h"
+#include "linear.h"
 #include "storage.h"
 
 #define CACHE_ENTRIES 64

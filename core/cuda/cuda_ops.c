@@ -12,7 +12,7 @@
 #include "codegen.h"
 #include "convert.h"
 #include "cuda_plugin.h"
-#include "linear_ops.h"
+#include "linear.h"
 #include "storage.h"
 
 /* ---- launches -------------------------------------------------------------------------------- */
@@ -100,13 +100,24 @@ wb_status wb_cuda_creation_impl(wb_op_call *c) {
 
 /* ---- pointwise ------------------------------------------------------------------------------ */
 
+/* The arithmetic ops of <wb_kernels/arith_list.h> run the plugin's own kernels, named by its ABI;
+ * an op of the list that has none yet is refused here, by name. */
 wb_status wb_cuda_binary_impl(wb_op_call *c) {
-    static const char *const names[] = {"add", "sub", "mul", "div"};
-    int k = c->def->id - WB_OP_ADD;
-    return run_ew(WB_CU_EW_ADD + k, c->out, c->in[0], c->in[1], 0, names[k], c);
+    int k;
+    switch (c->def->id) {
+    case WB_OP_ADD: k = WB_CU_EW_ADD; break;
+    case WB_OP_SUB: k = WB_CU_EW_SUB; break;
+    case WB_OP_MUL: k = WB_CU_EW_MUL; break;
+    case WB_OP_DIV: k = WB_CU_EW_DIV; break;
+    default: return wb_error(WB_ERR_UNSUPPORTED, "no cuda kernel for %s yet", c->def->name);
+    }
+    return run_ew(k, c->out, c->in[0], c->in[1], 0, c->def->name, c);
 }
 
-wb_status wb_cuda_neg_impl(wb_op_call *c) { return run_ew(WB_CU_EW_NEG, c->out, c->in[0], NULL, 0, "neg", c); }
+wb_status wb_cuda_unary_impl(wb_op_call *c) {
+    if (c->def->id != WB_OP_NEG) return wb_error(WB_ERR_UNSUPPORTED, "no cuda kernel for %s yet", c->def->name);
+    return run_ew(WB_CU_EW_NEG, c->out, c->in[0], NULL, 0, "neg", c);
+}
 
 wb_status wb_cuda_gelu_impl(wb_op_call *c) {
     int erf = c->p.gemm.activation == WB_ACT_GELU_ERF;

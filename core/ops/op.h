@@ -8,21 +8,30 @@
 #include <stddef.h>
 
 #include <wb_kernels/act_list.h>
+#include <wb_kernels/arith_list.h>
 
 #include "kernel.h"
 #include "wb.h"
 
+/* The views (share storage, launch no kernel) and the creation ops (a new tensor from a shape and
+ * the generator), each declared once: X(ID, name) gives WB_OP_<ID> and its op-table row, named
+ * "name"; a view's shape rule is wb_shape_<name> (core/ops/views.c). Their Lua bindings and help
+ * stay written out: each takes its own arguments. */
+#define WB_VIEW_LIST(X)                                                                                                \
+    X(T, t)                                                                                                            \
+    X(TRANSPOSE, transpose)                                                                                            \
+    X(PERMUTE, permute)                                                                                                \
+    X(VIEW, view)                                                                                                      \
+    X(NARROW, narrow)                                                                                                  \
+    X(SELECT, select)                                                                                                  \
+    X(AS_STRIDED, as_strided)                                                                                          \
+    X(EXPAND, expand)                                                                                                  \
+    X(ALIAS, alias)
+#define WB_CREATION_LIST(X) X(ARANGE, arange) X(RAND, rand) X(RANDN, randn)
+
 typedef enum wb_op_id {
-    /* views: share storage, launch no kernel */
-    WB_OP_T = 0,
-    WB_OP_TRANSPOSE,
-    WB_OP_PERMUTE,
-    WB_OP_VIEW,
-    WB_OP_NARROW,
-    WB_OP_SELECT,
-    WB_OP_AS_STRIDED,
-    WB_OP_EXPAND,
-    WB_OP_ALIAS,
+#define WB_OP_LIST_ID(ID, ...) WB_OP_##ID,
+    WB_VIEW_LIST(WB_OP_LIST_ID) /* views first: WB_OP_T is 0 */
     /* composites: call other ops */
     WB_OP_RESHAPE,
     WB_OP_FLATTEN,
@@ -31,26 +40,25 @@ typedef enum wb_op_id {
     /* kernels */
     WB_OP_COPY_,
     WB_OP_FILL_,
-    WB_OP_ARANGE,
-    WB_OP_RAND,
-    WB_OP_RANDN,
-    WB_OP_ADD,
-    WB_OP_SUB,
-    WB_OP_MUL,
-    WB_OP_DIV,
-    WB_OP_NEG,
+    WB_CREATION_LIST(WB_OP_LIST_ID)
+#undef WB_OP_LIST_ID
+    /* the arithmetic ops of <wb_kernels/arith_list.h> (core/ops/pointwise.c): add, sub, mul, div, neg */
+#define WB_OP_ARITH_ID(ID, ...) WB_OP_##ID,
+    WB_BINARY_LIST(WB_OP_ARITH_ID)
+    WB_ARITH_UNARY_LIST(WB_OP_ARITH_ID)
+#undef WB_OP_ARITH_ID
     WB_OP_GELU,
     WB_OP_GEGLU,
     WB_OP_MM,
     WB_OP_ADDMM,
     WB_OP_GEGLU_LINEAR,
-    /* the activations of <wb_kernels/act_list.h> (core/ops/ops_activation.c) */
+    /* the activations of <wb_kernels/act_list.h> (core/ops/activation.c) */
 #define WB_OP_ACT_ID(ID, ...) WB_OP_##ID,
     WB_ACT_LIST(WB_OP_ACT_ID)
 #undef WB_OP_ACT_ID
     WB_OP_SWIGLU,
     WB_OP_SWIGLU_LINEAR,
-    WB_OP_GEGLU_MLP, /* the whole gated MLP (core/ops/mlp_ops.c) */
+    WB_OP_GEGLU_MLP, /* the whole gated MLP (core/ops/mlp.c) */
     WB_OP_SWIGLU_MLP,
     WB_OP_GENERATED, /* a generated pointwise kernel (core/ops/codegen.c) */
     WB_OP_TO, /* between devices and dtypes */

@@ -1,11 +1,11 @@
 /* op_table.c: every op, declared once. The table is indexed by wb_op_id; the static_assert
  * and wb_op_table_check (run by the C tests) make a missing or misplaced entry a failure. */
 #include "op.h"
-#include "pointwise_ops.h"
+#include "pointwise.h"
 #include "views.h"
-#include "linear_ops.h"
+#include "linear.h"
 #include "cuda_ops.h"
-#include "mlp_ops.h"
+#include "mlp.h"
 #include "codegen.h"
 
 /* Views are device-independent: the same implementation serves every device. */
@@ -59,17 +59,22 @@
             .bytes = wb_bytes_binary,                                                                                  \
             .impl = CPU_CUDA(wb_cpu_binary_impl, wb_cuda_binary_impl)}
 
+#define ARITH_UNARY_ROW(ID, NAME)                                                                                      \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_KERNEL,                                                                                 \
+            .arity = 1,                                                                                                \
+            .allocates_output = 1,                                                                                     \
+            .shape = wb_shape_unary,                                                                                   \
+            .flops = wb_flops_elementwise,                                                                             \
+            .bytes = wb_bytes_unary,                                                                                   \
+            .impl = CPU_CUDA(wb_cpu_unary_impl, wb_cuda_unary_impl)}
+
 /* clang-format off: one op per row reads better than one field per line */
 static const wb_op_def op_table[] = {
-    VIEW_ROW(WB_OP_T, "t", wb_shape_t),
-    VIEW_ROW(WB_OP_TRANSPOSE, "transpose", wb_shape_transpose),
-    VIEW_ROW(WB_OP_PERMUTE, "permute", wb_shape_permute),
-    VIEW_ROW(WB_OP_VIEW, "view", wb_shape_view),
-    VIEW_ROW(WB_OP_NARROW, "narrow", wb_shape_narrow),
-    VIEW_ROW(WB_OP_SELECT, "select", wb_shape_select),
-    VIEW_ROW(WB_OP_AS_STRIDED, "as_strided", wb_shape_as_strided),
-    VIEW_ROW(WB_OP_EXPAND, "expand", wb_shape_expand),
-    VIEW_ROW(WB_OP_ALIAS, "alias", wb_shape_alias),
+#define VIEW_LIST_ROW(ID, name) VIEW_ROW(WB_OP_##ID, #name, wb_shape_##name),
+    WB_VIEW_LIST(VIEW_LIST_ROW)
+#undef VIEW_LIST_ROW
 
     COMPOSITE_ROW(WB_OP_RESHAPE, "reshape", 1, 0, wb_shape_reshape, wb_reshape_impl),
     COMPOSITE_ROW(WB_OP_FLATTEN, "flatten", 1, 0, wb_shape_flatten, wb_flatten_impl),
@@ -90,22 +95,15 @@ static const wb_op_def op_table[] = {
                      .shape = wb_shape_fill_,
                      .bytes = wb_bytes_fill_,
                      .impl = CPU_CUDA(wb_cpu_fill_impl, wb_cuda_fill_impl)},
-    CREATION_ROW(WB_OP_ARANGE, "arange"),
-    CREATION_ROW(WB_OP_RAND, "rand"),
-    CREATION_ROW(WB_OP_RANDN, "randn"),
-    BINARY_ROW(WB_OP_ADD, "add"),
-    BINARY_ROW(WB_OP_SUB, "sub"),
-    BINARY_ROW(WB_OP_MUL, "mul"),
-    BINARY_ROW(WB_OP_DIV, "div"),
-    [WB_OP_NEG] = {.id = WB_OP_NEG,
-                   .name = "neg",
-                   .kind = WB_OP_KIND_KERNEL,
-                   .arity = 1,
-                   .allocates_output = 1,
-                   .shape = wb_shape_unary,
-                   .flops = wb_flops_elementwise,
-                   .bytes = wb_bytes_unary,
-                   .impl = CPU_CUDA(wb_cpu_neg_impl, wb_cuda_neg_impl)},
+#define CREATION_LIST_ROW(ID, name) CREATION_ROW(WB_OP_##ID, #name),
+    WB_CREATION_LIST(CREATION_LIST_ROW)
+#undef CREATION_LIST_ROW
+#define BINARY_LIST_ROW(ID, name, ...) BINARY_ROW(WB_OP_##ID, #name),
+    WB_BINARY_LIST(BINARY_LIST_ROW)
+#undef BINARY_LIST_ROW
+#define UNARY_LIST_ROW(ID, name, ...) ARITH_UNARY_ROW(WB_OP_##ID, #name),
+    WB_ARITH_UNARY_LIST(UNARY_LIST_ROW)
+#undef UNARY_LIST_ROW
     [WB_OP_GELU] = {.id = WB_OP_GELU,
                     .name = "gelu",
                     .kind = WB_OP_KIND_KERNEL,

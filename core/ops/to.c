@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "pointwise_ops.h"
+#include "pointwise.h"
 #include "storage.h"
 
 wb_status wb_shape_to(wb_op_call *c) {

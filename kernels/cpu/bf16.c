@@ -140,26 +140,20 @@ done:
 
 static void compute(const wb_cpu_bf16_launch *k, const float *a, const float *b, float *y, int64_t len) {
     switch (k->op) {
-    case WB_BF16_ADD:
-        for (int64_t i = 0; i < len; i++)
-            y[i] = a[i] + b[i];
+#define BF16_BINARY_CASE(ID, ...)                                                                                      \
+    case WB_BF16_##ID:                                                                                                 \
+        for (int64_t i = 0; i < len; i++)                                                                              \
+            y[i] = wb_cpu_binary_scalar(WB_CPU_##ID, a[i], b[i]);                                                      \
         break;
-    case WB_BF16_SUB:
-        for (int64_t i = 0; i < len; i++)
-            y[i] = a[i] - b[i];
+        WB_BINARY_LIST(BF16_BINARY_CASE)
+#undef BF16_BINARY_CASE
+#define BF16_UNARY_CASE(ID, ...)                                                                                       \
+    case WB_BF16_##ID:                                                                                                 \
+        for (int64_t i = 0; i < len; i++)                                                                              \
+            y[i] = wb_cpu_unary_scalar(WB_CPU_##ID, a[i]);                                                             \
         break;
-    case WB_BF16_MUL:
-        for (int64_t i = 0; i < len; i++)
-            y[i] = a[i] * b[i];
-        break;
-    case WB_BF16_DIV:
-        for (int64_t i = 0; i < len; i++)
-            y[i] = a[i] / b[i];
-        break;
-    case WB_BF16_NEG:
-        for (int64_t i = 0; i < len; i++)
-            y[i] = -a[i];
-        break;
+        WB_ARITH_UNARY_LIST(BF16_UNARY_CASE)
+#undef BF16_UNARY_CASE
     case WB_BF16_GELU_TANH:
     case WB_BF16_GELU_ERF: k->isa->gelu(a, y, len, k->op == WB_BF16_GELU_ERF); break;
     case WB_BF16_GEGLU: k->isa->geglu(a, b, y, len); break;

@@ -150,32 +150,23 @@ typedef struct binary_ctx {
     const float *a, *b;
 } binary_ctx;
 
-static inline __attribute__((always_inline)) float apply_binary(wb_cpu_binary_op op, float x, float y) {
-    switch (op) {
-    case WB_CPU_ADD: return x + y;
-    case WB_CPU_SUB: return x - y;
-    case WB_CPU_MUL: return x * y;
-    default: return x / y;
-    }
-}
-
 static inline __attribute__((always_inline)) void binary_row_op(wb_cpu_binary_op op, int64_t n, float *restrict o,
                                                                 int64_t os, const float *a, int64_t as, const float *b,
                                                                 int64_t bs) {
     if (os == 1 && as == 1 && bs == 1) {
         for (int64_t i = 0; i < n; i++)
-            o[i] = apply_binary(op, a[i], b[i]);
+            o[i] = wb_cpu_binary_scalar(op, a[i], b[i]);
     } else if (os == 1 && as == 1 && bs == 0) {
         const float y = b[0];
         for (int64_t i = 0; i < n; i++)
-            o[i] = apply_binary(op, a[i], y);
+            o[i] = wb_cpu_binary_scalar(op, a[i], y);
     } else if (os == 1 && as == 0 && bs == 1) {
         const float x = a[0];
         for (int64_t i = 0; i < n; i++)
-            o[i] = apply_binary(op, x, b[i]);
+            o[i] = wb_cpu_binary_scalar(op, x, b[i]);
     } else {
         for (int64_t i = 0; i < n; i++)
-            o[i * os] = apply_binary(op, a[i * as], b[i * bs]);
+            o[i * os] = wb_cpu_binary_scalar(op, a[i * as], b[i * bs]);
     }
 }
 
@@ -189,11 +180,12 @@ static void binary_row(const void *vctx, int64_t n, const int64_t *off, const in
     const binary_ctx *c = vctx;
     float *o = c->out + off[0];
     const float *a = c->a + off[1], *b = c->b + off[2];
-    switch (c->op) {
-    case WB_CPU_ADD: binary_row_op(WB_CPU_ADD, n, o, st[0], a, st[1], b, st[2]); break;
-    case WB_CPU_SUB: binary_row_op(WB_CPU_SUB, n, o, st[0], a, st[1], b, st[2]); break;
-    case WB_CPU_MUL: binary_row_op(WB_CPU_MUL, n, o, st[0], a, st[1], b, st[2]); break;
-    case WB_CPU_DIV: binary_row_op(WB_CPU_DIV, n, o, st[0], a, st[1], b, st[2]); break;
+    switch (c->op) { /* one loop per op of the list, its math inlined */
+#define BINARY_ROW_CASE(ID, ...)                                                                                       \
+    case WB_CPU_##ID: binary_row_op(WB_CPU_##ID, n, o, st[0], a, st[1], b, st[2]); break;
+        WB_BINARY_LIST(BINARY_ROW_CASE)
+#undef BINARY_ROW_CASE
+    default: break;
     }
 }
 
@@ -215,6 +207,16 @@ typedef struct unary_ctx {
     float value;
 } unary_ctx;
 
+static inline __attribute__((always_inline)) void unary_row_op(wb_cpu_unary_op op, int64_t n, float *restrict o,
+                                                               int64_t os, const float *a, int64_t as) {
+    if (os == 1 && as == 1)
+        for (int64_t i = 0; i < n; i++)
+            o[i] = wb_cpu_unary_scalar(op, a[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            o[i * os] = wb_cpu_unary_scalar(op, a[i * as]);
+}
+
 WB_ISA_CLONES
 static void unary_row(const void *vctx, int64_t n, const int64_t *off, const int64_t *st, int64_t start) {
     (void)start;
@@ -232,33 +234,26 @@ static void unary_row(const void *vctx, int64_t n, const int64_t *off, const int
             for (int64_t i = 0; i < n; i++)
                 o[i * os] = a[i * as];
     } else {
-        if (os == 1 && as == 1)
-            for (int64_t i = 0; i < n; i++)
-                o[i] = -a[i];
-        else
-            for (int64_t i = 0; i < n; i++)
-                o[i * os] = -a[i * as];
+        switch (c->op) {
+#define UNARY_ROW_CASE(ID, ...)                                                                                        \
+    case WB_CPU_##ID: unary_row_op(WB_CPU_##ID, n, o, os, a, as); break;
+            WB_ARITH_UNARY_LIST(UNARY_ROW_CASE)
+#undef UNARY_ROW_CASE
+        default: break;
+        }
     }
 }
 
 void wb_cpu_binary_flat_f32(wb_cpu_binary_op op, int64_t n, float *out, const float *a, const float *b) {
     switch (op) {
-    case WB_CPU_ADD:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = a[i] + b[i];
+#define BINARY_FLAT_CASE(ID, ...)                                                                                      \
+    case WB_CPU_##ID:                                                                                                  \
+        for (int64_t i = 0; i < n; i++)                                                                                \
+            out[i] = wb_cpu_binary_scalar(WB_CPU_##ID, a[i], b[i]);                                                    \
         break;
-    case WB_CPU_SUB:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = a[i] - b[i];
-        break;
-    case WB_CPU_MUL:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = a[i] * b[i];
-        break;
-    default:
-        for (int64_t i = 0; i < n; i++)
-            out[i] = a[i] / b[i];
-        break;
+        WB_BINARY_LIST(BINARY_FLAT_CASE)
+#undef BINARY_FLAT_CASE
+    default: break;
     }
 }
 

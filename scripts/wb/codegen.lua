@@ -15,25 +15,29 @@ local M = {}
 
 -- The elementwise ops the generator knows: C expression over the operands' vector values.
 local EXPR = {
-    add = function(a, b) return "v_add(" .. a .. ", " .. b .. ")" end,
-    sub = function(a, b) return "v_sub(" .. a .. ", " .. b .. ")" end,
-    mul = function(a, b) return "v_mul(" .. a .. ", " .. b .. ")" end,
-    div = function(a, b) return "v_div(" .. a .. ", " .. b .. ")" end,
-    neg = function(a) return "v_mul(" .. a .. ", v_set1(-1.0f))" end,
     gelu = function(a) return "v_gelu_erf(" .. a .. ")" end,
     gelu_tanh = function(a) return "v_gelu_tanh(" .. a .. ")" end,
 }
--- The activations of the op list (wb._ops(): silu, sigmoid, ...) bring their own C and CUDA C,
--- expressions in x: x becomes the operand (a whole word only: expf and fmaxf keep theirs).
-local CUDA = {}
+-- The ops of the op lists (wb._ops(): add, sub, mul, div, neg, silu, sigmoid, ...) bring their own
+-- C and CUDA C, expressions in x (a unary op) or in a and b (a binary one): each becomes its
+-- operand (a whole word only: expf and fmaxf keep theirs).
+local CUDA, ARITY = {}, {}
+local function filled(text, a, b)
+    if b == nil then return (text:gsub("%f[%w_]x%f[^%w_]", function() return a end)) end
+    return (text:gsub("%f[%w_][ab]%f[^%w_]", {a = a, b = b}))
+end
 for _, op in ipairs(wb._ops()) do
     local c, cuda = op.expr_c, op.expr_cuda
-    EXPR[op.name] = function(a) return (c:gsub("%f[%w_]x%f[^%w_]", function() return a end)) end
-    CUDA[op.name] = function(a) return (cuda:gsub("%f[%w_]x%f[^%w_]", function() return a end)) end
+    if op.arity == 2 then
+        ARITY[op.name] = 2
+        EXPR[op.name] = function(a, b) return filled(c, a, b) end
+        CUDA[op.name] = function(a, b) return filled(cuda, a, b) end
+    else
+        EXPR[op.name] = function(a) return filled(c, a) end
+        CUDA[op.name] = function(a) return filled(cuda, a) end
+    end
 end
 M.OPS = EXPR
-
-local ARITY = {add = 2, sub = 2, mul = 2, div = 2}
 
 local function is_tensor(v) return type(v) == "userdata" and getmetatable(v) == wb.Tensor end
 
@@ -144,13 +148,8 @@ end
 
 -- ---- CUDA C ----------------------------------------------------------------------------------------
 
--- The other ops as CUDA C over float values (the math of the hand-written .cu kernels where they
--- have it; no fast-math intrinsics); the activations came with the op list above.
-CUDA.add = function(a, b) return "(" .. a .. " + " .. b .. ")" end
-CUDA.sub = function(a, b) return "(" .. a .. " - " .. b .. ")" end
-CUDA.mul = function(a, b) return "(" .. a .. " * " .. b .. ")" end
-CUDA.div = function(a, b) return "(" .. a .. " / " .. b .. ")" end
-CUDA.neg = function(a) return "(" .. a .. " * -1.0f)" end
+-- The GELUs as CUDA C over float values (the math of the hand-written .cu kernels; no fast-math
+-- intrinsics); the listed ops came with the op lists above.
 CUDA.gelu = function(a) return "wb_gelu_erf(" .. a .. ")" end
 CUDA.gelu_tanh = function(a) return "wb_gelu_tanh(" .. a .. ")" end
 

@@ -33,24 +33,24 @@ Compiled.__name = "wb.compiled" -- help(f) finds its entry by this name
 
 local codegen = require("wb.codegen")
 
--- The activations of the op list (silu, sigmoid, ...: wb._ops(), declared once in C) are traced
--- as functions and as methods, after neg in both lists.
-local ACTIVATIONS = {}; for i, op in ipairs(wb._ops()) do ACTIVATIONS[i] = op.name end
-local function with_activations(before, after)
-    local names = table.move(before, 1, #before, 1, {})
-    table.move(ACTIVATIONS, 1, #ACTIVATIONS, #names + 1, names)
+-- The ops of the op lists (wb._ops(), declared once in C: add, ..., neg, silu, ...) are traced as
+-- functions, methods and metamethods (__add, ..., __unm); binary ones take numbers (x * 2).
+local LISTED, METAMETHODS, BINARY = {}, {}, {}
+for i, op in ipairs(wb._ops()) do
+    LISTED[i] = op.name
+    if op.metamethod then METAMETHODS[op.metamethod] = op.name end
+    if op.kind == "binary" then BINARY[op.name] = true end
+end
+local function with_listed(before, after)
+    local names = table.move(LISTED, 1, #LISTED, #before + 1, table.move(before, 1, #before, 1, {}))
     return table.move(after, 1, #after, #names + 1, names)
 end
-local TRACED = with_activations({"linear", "matmul", "addmm", "gelu", "geglu", "geglu_linear", "add", "mul", "sub", "div",
-    "neg"}, {"swiglu", "swiglu_linear"})
-local METAMETHODS = {__add = "add", __sub = "sub", __mul = "mul", __div = "div", __unm = "neg"}
--- The ops whose number operands become 0-d tensors (wb.add(x, 2), x * 2).
-local BINARY = {add = true, sub = true, mul = true, div = true}
+local TRACED = with_listed({"linear", "matmul", "addmm", "gelu", "geglu", "geglu_linear"}, {"swiglu", "swiglu_linear"})
 -- Tensor methods are traced too (x:silu() is wb.silu(x)); the views and copies among them are
 -- recorded as nodes of their own, so a view of an input is taken again from the input on each
 -- call instead of being frozen at trace time.
-local METHODS = with_activations({"add", "sub", "mul", "div", "neg"}, {"t", "transpose", "permute", "view", "reshape",
-    "flatten", "narrow", "select", "expand", "as_strided", "contiguous", "clone"})
+local METHODS = with_listed({}, {"t", "transpose", "permute", "view", "reshape", "flatten", "narrow", "select", "expand",
+    "as_strided", "contiguous", "clone"})
 -- The in-place methods: recorded as nodes that write their first argument's buffer (node.inplace),
 -- replayed in order on the replay's tensor, so a later read of it (or of a view of it) sees the
 -- written values. A write splits the plan into segments (node.seg): no fusion rule and no

@@ -16,11 +16,6 @@ local DOCS = {
     ["wb.help"] = "wb.help([x]) -> prints the topics, or the entry for a function, a name (\"linear\"), a tensor (its summary and methods) or a table of functions (help() in the REPL)",
     ["wb.mkdir_p"] = "wb.mkdir_p(path) -> true, or nil, message: creates the folder and its parents (under --sandbox: beneath --out only)",
     -- ops
-    ["wb.add"] = "wb.add(a, b) -> a + b with NumPy broadcasting (numbers allowed); also a + b",
-    ["wb.sub"] = "wb.sub(a, b) -> a - b with broadcasting; also a - b",
-    ["wb.mul"] = "wb.mul(a, b) -> a * b elementwise with broadcasting; also a * b",
-    ["wb.div"] = "wb.div(a, b) -> a / b elementwise with broadcasting; also a / b",
-    ["wb.neg"] = "wb.neg(a) -> -a",
     ["wb.matmul"] = "wb.matmul(a, b) -> a @ b for [M,K] x [K,N], or [B,M,K] x [K,N]; one GEMM kernel",
     ["wb.addmm"] = "wb.addmm(bias, a, b) -> a @ b + bias, the bias ([N]) added in the GEMM's epilogue",
     ["wb.linear"] = "wb.linear(x, w[, b][, {activation=\"gelu\"|\"gelu_tanh\"|\"silu\"|\"none\"}]) -> x @ w^T (+ b), via t(w) and addmm/mm: one kernel, bias and activation in its epilogue; w is packed once and reused",
@@ -121,17 +116,12 @@ local DOCS = {
     ["fill_"] = "t:fill_(v) -> t, every element set to v",
     ["copy_"] = "t:copy_(src) -> t, with src's values (broadcast to t's shape)",
     ["release"] = "t:release(): free the tensor now; later use raises \"attempt to use a released tensor\"",
-    ["add"] = "t:add(b) -> t + b (broadcasting; b a tensor or a number)",
-    ["sub"] = "t:sub(b) -> t - b (broadcasting)",
-    ["mul"] = "t:mul(b) -> t * b elementwise (broadcasting)",
-    ["div"] = "t:div(b) -> t / b elementwise (broadcasting)",
-    ["neg"] = "t:neg() -> -t",
 }
 
 local TOPICS = [[
 workbench help: help(function) or help("name") for one entry; help(x) for a tensor.
   creation  wb.tensor wb.empty wb.zeros wb.ones wb.full wb.rand wb.randn wb.arange wb.manual_seed
-  ops       a+b a-b a*b a/b -a  wb.matmul wb.addmm wb.linear wb.gelu wb.geglu wb.geglu_linear
+  ops       ARITHMETIC  wb.matmul wb.addmm wb.linear wb.gelu wb.geglu wb.geglu_linear
             ACTIVATIONS wb.swiglu wb.swiglu_linear wb.geglu_mlp wb.swiglu_mlp
   checks    wb.allclose wb.max_abs_diff wb.rel_error
   views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
@@ -142,14 +132,29 @@ workbench help: help(function) or help("name") for one entry; help(x) for a tens
             wb.set_cpu_blocking wb.synchronize
 Tab completes names (x:tr<Tab>); a trailing ; silences a value; Ctrl-C stops a statement; Ctrl-D leaves.]]
 
--- The activations of the op list (wb._ops(), declared once in C): their entries and the topic line.
-local activations = {}
+-- The ops of the op lists (wb._ops(), declared once in C): their entries and their places in the
+-- topic lines (the arithmetic ops by their operators: a+b, -a).
+local activations, arithmetic = {}, {}
 for _, op in ipairs(wb._ops()) do
-    DOCS["wb." .. op.name] = string.format("wb.%s(x) -> %s; also x:%s()", op.name, op.formula, op.name)
-    DOCS[op.name] = string.format("t:%s() -> wb.%s(t)", op.name, op.name)
-    activations[#activations + 1] = "wb." .. op.name
+    local n = op.name
+    if op.method then -- arithmetic: shown by its operator where it has one
+        arithmetic[#arithmetic + 1] = not op.operator and "wb." .. n or
+            op.kind == "binary" and "a" .. op.operator .. "b" or op.operator .. "a"
+    end
+    if op.kind == "binary" then
+        DOCS["wb." .. n] = string.format("wb.%s(a, b) -> %s", n, op.formula) ..
+            (op.operator and string.format("; also a %s b", op.operator) or "")
+        DOCS[n] = string.format("t:%s(b) -> %s", n, op.method)
+    elseif op.method then -- an arithmetic unary op (neg)
+        DOCS["wb." .. n] = string.format("wb.%s(a) -> %s", n, op.formula)
+        DOCS[n] = string.format("t:%s() -> %s", n, op.method)
+    else
+        DOCS["wb." .. n] = string.format("wb.%s(x) -> %s; also x:%s()", n, op.formula, n)
+        DOCS[n] = string.format("t:%s() -> wb.%s(t)", n, n)
+        activations[#activations + 1] = "wb." .. n
+    end
 end
-TOPICS = TOPICS:gsub("ACTIVATIONS", table.concat(activations, " "))
+TOPICS = TOPICS:gsub("ACTIVATIONS", table.concat(activations, " ")):gsub("ARITHMETIC", table.concat(arithmetic, " "))
 
 local MODULES = {"nn", "graph", "profiler", "openblas", "cuda", "sweep", "args"}
 

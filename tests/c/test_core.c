@@ -6,10 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "linear_ops.h"
+#include "linear.h"
 #include "kernel.h"
 #include "op.h"
-#include "pointwise_ops.h"
+#include "pointwise.h"
 #include "profiler.h"
 #include <wb_kernels/gemm.h>
 #include <wb_kernels/pointwise.h>

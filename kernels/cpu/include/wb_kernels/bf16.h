@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "wb_kernels/gemm.h"
+#include "wb_kernels/pointwise.h"
 
 /* f32 -> bf16, round to nearest, ties to even; NaN stays NaN (quiet, sign kept); infinities
  * and signed zeros are exact; values past the largest bf16 round to infinity as IEEE says. */
@@ -63,11 +64,10 @@ int wb_gemm_run_bf16(const wb_cpu_isa *isa, const wb_gemm_problem *p);
  * arithmetic (for the GELUs, the ISA's vectorised routines, the same as the f32 kernels) runs
  * on it, and the chunk is rounded back into a contiguous output. */
 typedef enum wb_cpu_bf16_op {
-    WB_BF16_ADD,
-    WB_BF16_SUB,
-    WB_BF16_MUL,
-    WB_BF16_DIV,
-    WB_BF16_NEG,
+#define WB_BF16_ARITH_ID(ID, ...) WB_BF16_##ID,
+    WB_BINARY_LIST(WB_BF16_ARITH_ID) /* the binary ops of arith_list.h, then its unary ones */
+    WB_ARITH_UNARY_LIST(WB_BF16_ARITH_ID)
+#undef WB_BF16_ARITH_ID
     WB_BF16_GELU_TANH,
     WB_BF16_GELU_ERF,
     WB_BF16_GEGLU,
@@ -88,7 +88,8 @@ typedef struct wb_cpu_bf16_launch {
 
 /* 1 for the ops that read b. */
 static inline int wb_cpu_bf16_op_binary(wb_cpu_bf16_op op, wb_cpu_act act) {
-    return op <= WB_BF16_DIV || op == WB_BF16_GEGLU || (op == WB_BF16_ACT && act == WB_CPU_SWIGLU);
+    return op < (wb_cpu_bf16_op)WB_CPU_BINARY_COUNT || op == WB_BF16_GEGLU ||
+           (op == WB_BF16_ACT && act == WB_CPU_SWIGLU);
 }
 void wb_cpu_bf16_pointwise_run(const wb_cpu_bf16_launch *k);
 

@@ -6,8 +6,42 @@
 
 #include <stdint.h>
 
-typedef enum wb_cpu_binary_op { WB_CPU_ADD, WB_CPU_SUB, WB_CPU_MUL, WB_CPU_DIV } wb_cpu_binary_op;
-typedef enum wb_cpu_unary_op { WB_CPU_COPY, WB_CPU_NEG } wb_cpu_unary_op;
+#include "wb_kernels/arith_list.h"
+
+/* The ops of arith_list.h, in its order (WB_CPU_ADD, ...; WB_CPU_NEG, ...). */
+typedef enum wb_cpu_binary_op {
+#define WB_CPU_BINARY_ID(ID, ...) WB_CPU_##ID,
+    WB_BINARY_LIST(WB_CPU_BINARY_ID)
+#undef WB_CPU_BINARY_ID
+        WB_CPU_BINARY_COUNT
+} wb_cpu_binary_op;
+typedef enum wb_cpu_unary_op {
+    WB_CPU_COPY,
+#define WB_CPU_UNARY_ID(ID, ...) WB_CPU_##ID,
+    WB_ARITH_UNARY_LIST(WB_CPU_UNARY_ID)
+#undef WB_CPU_UNARY_ID
+} wb_cpu_unary_op;
+
+/* The list's scalar math: binary op `op` on a and b, unary op `op` on x (not COPY). With a
+ * constant op the switch folds away (the loops instantiate one per op). */
+static inline __attribute__((always_inline)) float wb_cpu_binary_scalar(wb_cpu_binary_op op, float a, float b) {
+    switch (op) {
+#define WB_CPU_BINARY_CASE(ID, name, SCALAR, ...)                                                                      \
+    case WB_CPU_##ID: return SCALAR;
+        WB_BINARY_LIST(WB_CPU_BINARY_CASE)
+#undef WB_CPU_BINARY_CASE
+    default: return 0.0f;
+    }
+}
+static inline __attribute__((always_inline)) float wb_cpu_unary_scalar(wb_cpu_unary_op op, float x) {
+    switch (op) {
+#define WB_CPU_UNARY_CASE(ID, name, SCALAR, ...)                                                                       \
+    case WB_CPU_##ID: return SCALAR;
+        WB_ARITH_UNARY_LIST(WB_CPU_UNARY_CASE)
+#undef WB_CPU_UNARY_CASE
+    default: return x;
+    }
+}
 
 /* Below this many elements a kernel runs on the calling thread only. */
 #define WB_CPU_PARALLEL_MIN 65536

@@ -1,7 +1,7 @@
-/* mlp_ops.h: shape rule, work counts and device implementations of geglu_mlp and swiglu_mlp
- * (for op_table.c; see core/mlp_ops.c). */
-#ifndef WB_MLP_OPS_H
-#define WB_MLP_OPS_H
+/* mlp.h: shape rule, work counts and device implementations of geglu_mlp and swiglu_mlp
+ * (for op_table.c; see core/ops/mlp.c). */
+#ifndef WB_OPS_MLP_H
+#define WB_OPS_MLP_H
 
 #include "op.h"
 

@@ -1,4 +1,4 @@
-/* cpu_linear.c: the CPU launchers of the GEMM family and the GELU activations: each turns the
+/* launch_linear.c: the CPU launchers of the GEMM family and the GELU activations: each turns the
  * op's tensors into a pointer-and-stride problem for the CPU kernels (wb_kernels/gemm.h,
  * wb_kernels/bf16.h), describes the launch (kernel kind, work counts, threads) and launches it
  * through wb_kernel_launch, so the profiler and graph capture see it. */
@@ -8,8 +8,8 @@
 #include <wb_kernels/gemm.h>
 #include <wb_kernels/pointwise.h>
 
-#include "linear_ops.h"
-#include "pointwise_ops.h"
+#include "linear.h"
+#include "pointwise.h"
 #include "storage.h"
 #include "views.h"
 

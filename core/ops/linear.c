@@ -1,13 +1,13 @@
-/* linear_ops.c: the GEMM family (mm, addmm, matmul, linear, geglu_linear) and the GELU
+/* linear.c: the GEMM family (mm, addmm, matmul, linear, geglu_linear) and the GELU
  * activations (gelu, geglu) as ops: shape rules, work counts, the composites and the public
- * entry points (the CPU launchers are in cpu_linear.c, the cuda ones in cuda_ops.c). linear is a
+ * entry points (the CPU launchers are in launch_linear.c, the cuda ones in cuda_ops.c). linear is a
  * composite, as in PyTorch: the op event "linear" contains "t" (a view, no kernel) and "addmm"
  * or "mm", whose one kernel carries the bias and activation in its epilogue. */
 #include <inttypes.h>
 #include <string.h>
 
-#include "linear_ops.h"
-#include "pointwise_ops.h"
+#include "linear.h"
+#include "pointwise.h"
 #include "storage.h"
 #include "views.h"
 

@@ -1,13 +1,13 @@
-/* ops_activation.c: the elementwise activations of <wb_kernels/act_list.h> (silu, sigmoid, relu,
+/* activation.c: the elementwise activations of <wb_kernels/act_list.h> (silu, sigmoid, relu,
  * tanh, exp, ...) and the fused swiglu (silu(gate) * up) on the cpu: one kernel each, run by the
  * active ISA's vectorised routine (wb_cpu_act_run, the same math as the GEMM's silu epilogue), and
- * their public entry points. bf16 goes through ops_bf16.c (f32 math, one rounding). No cuda
+ * their public entry points. bf16 goes through bf16.c (f32 math, one rounding). No cuda
  * kernels yet. */
 #include <wb_kernels/gemm.h>
 #include <wb_kernels/pointwise.h>
 
 #include "op.h"
-#include "pointwise_ops.h"
+#include "pointwise.h"
 #include "storage.h"
 
 typedef struct act_launch {

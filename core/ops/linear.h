@@ -1,7 +1,7 @@
-/* linear_ops.h: shape rules, work counts and CPU implementations of the GEMM family and the
+/* linear.h: shape rules, work counts and CPU implementations of the GEMM family and the
  * GELU activations (for op_table.c). */
-#ifndef WB_LINEAR_OPS_H
-#define WB_LINEAR_OPS_H
+#ifndef WB_OPS_LINEAR_H
+#define WB_OPS_LINEAR_H
 
 #include "op.h"
 

@@ -1,12 +1,12 @@
-/* cpu_mlp.c: the CPU launcher of geglu_mlp / swiglu_mlp (core/ops/mlp_ops.c defines the op): packs
+/* launch_mlp.c: the CPU launcher of geglu_mlp / swiglu_mlp (core/ops/mlp.c defines the op): packs
  * the three weights once (core/cpu/prepack.c), plans the threads and launches the one kernel of
  * kernels/cpu/mlp.c, re-resolving the packed weights before a graph replay. */
 #include <stddef.h>
 
 #include <wb_kernels/mlp.h>
 
-#include "linear_ops.h"
-#include "mlp_ops.h"
+#include "linear.h"
+#include "mlp.h"
 #include "storage.h"
 #include "views.h"
 

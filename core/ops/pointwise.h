@@ -1,7 +1,7 @@
-/* pointwise_ops.h: shape rules, work counts and CPU implementations of the elementwise and
+/* pointwise.h: shape rules, work counts and CPU implementations of the elementwise and
  * creation ops (for op_table.c). */
-#ifndef WB_POINTWISE_OPS_H
-#define WB_POINTWISE_OPS_H
+#ifndef WB_OPS_POINTWISE_H
+#define WB_OPS_POINTWISE_H
 
 #include "op.h"
 
@@ -17,15 +17,15 @@ double wb_bytes_copy_(const wb_op_call *c);
 double wb_bytes_fill_(const wb_op_call *c);
 double wb_bytes_creation(const wb_op_call *c);
 wb_status wb_cpu_binary_impl(wb_op_call *c);
-wb_status wb_cpu_neg_impl(wb_op_call *c);
+wb_status wb_cpu_unary_impl(wb_op_call *c); /* neg and the other unary ops of arith_list.h */
 wb_status wb_cpu_copy_impl(wb_op_call *c);
 wb_status wb_cpu_fill_impl(wb_op_call *c);
 wb_status wb_cpu_creation_impl(wb_op_call *c);
-/* silu, sigmoid, relu, tanh, exp, swiglu on the cpu (core/ops/ops_activation.c). */
+/* silu, sigmoid, relu, tanh, exp, swiglu on the cpu (core/ops/activation.c). */
 wb_status wb_cpu_activation_impl(wb_op_call *c);
 /* The kernels' wb_cpu_act for one of those ops. */
 int wb_cpu_act_of(wb_op_id id);
-/* bf16 on the cpu: f32 math, one rounding (core/ops/ops_bf16.c). */
+/* bf16 on the cpu: f32 math, one rounding (core/ops/bf16.c). */
 wb_status wb_cpu_bf16_pointwise(wb_op_call *c);
 
 /* `to` between any two devices and dtypes (to.c). */

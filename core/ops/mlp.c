@@ -1,12 +1,12 @@
-/* mlp_ops.c: the gated MLP as one op, geglu_mlp / swiglu_mlp: act(x Wg^T) * (x Wu^T) Wd^T [+ b].
- * On the CPU one kernel (kernels/cpu/mlp.c, launched by core/cpu/cpu_mlp.c); on cuda the existing
+/* mlp.c: the gated MLP as one op, geglu_mlp / swiglu_mlp: act(x Wg^T) * (x Wu^T) Wd^T [+ b].
+ * On the CPU one kernel (kernels/cpu/mlp.c, launched by core/cpu/launch_mlp.c); on cuda the existing
  * kernels (the dual GEMM, then the down linear), through their own ops. Shape rule, work counts,
  * entry points. */
 #include <inttypes.h>
 #include <string.h>
 
-#include "linear_ops.h"
-#include "mlp_ops.h"
+#include "linear.h"
+#include "mlp.h"
 #include "storage.h"
 #include "views.h"
 

@@ -1,16 +1,17 @@
-/* ops_bf16.c: the cpu launcher of the pointwise ops on bf16 tensors (add, sub, mul, div, neg,
- * gelu, geglu, and the activations of ops_activation.c): storage is bf16, the math is f32, the result is rounded once (the kernel is
- * wb_cpu_bf16_pointwise_run). One kernel per op, as in f32, so kernel counts and graphs read
- * the same in both dtypes. (The GEMMs are in cpu_linear.c.) */
+/* bf16.c: the cpu launcher of the pointwise ops on bf16 tensors (the arithmetic ops of
+ * <wb_kernels/arith_list.h>, gelu, geglu, and the activations of activation.c): storage is bf16,
+ * the math is f32, the result is rounded once (the kernel is wb_cpu_bf16_pointwise_run). One
+ * kernel per op, as in f32, so kernel counts and graphs read the same in both dtypes. (The GEMMs
+ * are in launch_linear.c.) */
 #include <string.h>
 
 #include <wb_kernels/bf16.h>
 #include <wb_kernels/pointwise.h>
 
 #include "convert.h"
-#include "linear_ops.h"
+#include "linear.h"
 #include "op.h"
-#include "pointwise_ops.h"
+#include "pointwise.h"
 
 static void run_bf16(void *v) { wb_cpu_bf16_pointwise_run(v); }
 static const wb_launch_layout bf16_layout = {.size = sizeof(wb_cpu_bf16_launch),
@@ -33,16 +34,17 @@ int wb_cpu_act_of(wb_op_id id) {
 
 wb_status wb_cpu_bf16_pointwise(wb_op_call *c) {
     static const char *const ops[] = {
-        [WB_BF16_ADD] = "add",           [WB_BF16_SUB] = "sub",    [WB_BF16_MUL] = "mul",
-        [WB_BF16_DIV] = "div",           [WB_BF16_NEG] = "neg",    [WB_BF16_GELU_TANH] = "gelu_tanh",
-        [WB_BF16_GELU_ERF] = "gelu_erf", [WB_BF16_GEGLU] = "geglu"};
+#define ARITH_NAME(ID, name, ...) [WB_BF16_##ID] = #name,
+        WB_BINARY_LIST(ARITH_NAME) WB_ARITH_UNARY_LIST(ARITH_NAME)
+#undef ARITH_NAME
+        [WB_BF16_GELU_TANH] = "gelu_tanh", [WB_BF16_GELU_ERF] = "gelu_erf", [WB_BF16_GEGLU] = "geglu"};
     wb_cpu_bf16_op op;
     switch (c->def->id) {
-    case WB_OP_ADD: op = WB_BF16_ADD; break;
-    case WB_OP_SUB: op = WB_BF16_SUB; break;
-    case WB_OP_MUL: op = WB_BF16_MUL; break;
-    case WB_OP_DIV: op = WB_BF16_DIV; break;
-    case WB_OP_NEG: op = WB_BF16_NEG; break;
+#define ARITH_CASE(ID, ...)                                                                                            \
+    case WB_OP_##ID: op = WB_BF16_##ID; break;
+        WB_BINARY_LIST(ARITH_CASE)
+        WB_ARITH_UNARY_LIST(ARITH_CASE)
+#undef ARITH_CASE
     case WB_OP_GELU: op = c->p.gemm.activation == WB_ACT_GELU_ERF ? WB_BF16_GELU_ERF : WB_BF16_GELU_TANH; break;
     case WB_OP_GEGLU: op = WB_BF16_GEGLU; break;
 #define ACT_LIST_CASE(ID, ...) case WB_OP_##ID:

@@ -1,7 +1,8 @@
-/* ops_pointwise.c: the elementwise and creation ops (copy_, fill_, arange, rand, randn,
- * add, sub, mul, div, neg): shape rules, work counts, CPU launchers and the public entry
- * points. Each CPU launcher poses a pointer-and-stride problem for the kernels
- * (wb_kernels/pointwise.h, wb_kernels/bf16.h) and launches one kernel through wb_kernel_launch. */
+/* pointwise.c: the elementwise and creation ops (copy_, fill_, arange, rand, randn, and the
+ * arithmetic ops of <wb_kernels/arith_list.h>: add, sub, mul, div, neg): shape rules, work counts,
+ * CPU launchers and the public entry points. Each CPU launcher poses a pointer-and-stride problem
+ * for the kernels (wb_kernels/pointwise.h, wb_kernels/bf16.h) and launches one kernel through
+ * wb_kernel_launch. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 
 #include "convert.h"
 #include "op.h"
-#include "pointwise_ops.h"
+#include "pointwise.h"
 #include "storage.h"
 
 /* The portable kernels are named wb_<op>_generic[_contig|_strided]. */
@@ -20,7 +21,33 @@ static wb_kernel_desc generic_desc(const wb_op_call *c, const char *op, const ch
                               n >= WB_CPU_PARALLEL_MIN ? wb_get_num_threads() : 1);
 }
 
-static const char *const binary_ops[4] = {"add", "sub", "mul", "div"};
+/* The kernels' names and ops for the list's binary ops (the op ids and the kernels' enum come from
+ * one list, <wb_kernels/arith_list.h>, in one order). */
+static const char *const binary_ops[WB_CPU_BINARY_COUNT] = {
+#define BINARY_NAME(ID, name, ...) [WB_CPU_##ID] = #name,
+    WB_BINARY_LIST(BINARY_NAME)
+#undef BINARY_NAME
+};
+
+static wb_cpu_binary_op binary_op_of(wb_op_id id) {
+    switch (id) {
+#define BINARY_OP_CASE(ID, ...)                                                                                        \
+    case WB_OP_##ID: return WB_CPU_##ID;
+        WB_BINARY_LIST(BINARY_OP_CASE)
+#undef BINARY_OP_CASE
+    default: return WB_CPU_BINARY_COUNT; /* not a binary op: its row names another impl */
+    }
+}
+
+static wb_cpu_unary_op unary_op_of(wb_op_id id) {
+    switch (id) {
+#define UNARY_OP_CASE(ID, ...)                                                                                         \
+    case WB_OP_##ID: return WB_CPU_##ID;
+        WB_ARITH_UNARY_LIST(UNARY_OP_CASE)
+#undef UNARY_OP_CASE
+    default: return WB_CPU_COPY; /* not an arithmetic unary op: its row names another impl */
+    }
+}
 
 static double numel_of_out(const wb_op_call *c) {
     double n = 1;
@@ -87,17 +114,14 @@ static void run_binary_flat(void *v) {
 
 wb_status wb_cpu_binary_impl(wb_op_call *c) {
     if (c->out->dtype == WB_BF16) return wb_cpu_bf16_pointwise(c);
-    wb_cpu_binary_op op = c->def->id == WB_OP_ADD   ? WB_CPU_ADD
-                          : c->def->id == WB_OP_SUB ? WB_CPU_SUB
-                          : c->def->id == WB_OP_MUL ? WB_CPU_MUL
-                                                    : WB_CPU_DIV;
+    wb_cpu_binary_op op = binary_op_of(c->def->id);
     wb_tensor *out = c->out;
     int contig = wb_same_geometry_contiguous(c->in[0], out) && wb_same_geometry_contiguous(c->in[1], out);
     int64_t n = wb_tensor_numel(out);
     if (contig && n < WB_CPU_PARALLEL_MIN) {
         binary_flat k = {op, n, wb_tensor_data(out), wb_tensor_data(c->in[0]), wb_tensor_data(c->in[1])};
         /* the kind is looked up once per op: this is the path of the 1-element dispatch benchmark */
-        static const wb_kernel_kind *flat[4];
+        static const wb_kernel_kind *flat[WB_CPU_BINARY_COUNT];
         if (!flat[op])
             flat[op] =
                 wb_kernel_kind_intern(&(wb_kernel_kind){.op = binary_ops[op], .isa = "generic", .variant = "contig"});
@@ -153,14 +177,14 @@ static void run_fill(void *v) {
     wb_cpu_fill_f32(k->ndim, k->shape, k->out, k->os, k->value);
 }
 
-wb_status wb_cpu_neg_impl(wb_op_call *c) {
+wb_status wb_cpu_unary_impl(wb_op_call *c) {
     if (c->out->dtype == WB_BF16) return wb_cpu_bf16_pointwise(c);
     wb_tensor *out = c->out, *a = c->in[0];
-    unary_launch k = {WB_CPU_NEG, out->ndim, {0}, wb_tensor_data(out), wb_tensor_data(a), {0}, {0}, 0};
+    unary_launch k = {unary_op_of(c->def->id), out->ndim, {0}, wb_tensor_data(out), wb_tensor_data(a), {0}, {0}, 0};
     memcpy(k.shape, out->shape, sizeof k.shape);
     memcpy(k.os, out->stride, sizeof k.os);
     memcpy(k.as, a->stride, sizeof k.as);
-    wb_kernel_desc d = generic_desc(c, "neg", wb_tensor_is_contiguous(a) ? "contig" : "strided", wb_tensor_numel(out));
+    wb_kernel_desc d = generic_desc(c, c->def->name, wb_tensor_is_contiguous(a) ? "contig" : "strided", wb_tensor_numel(out));
     wb_kernel_launch(&d, run_unary, &k, &unary_layout);
     wb_storage_bump_version(out->storage);
     return WB_OK;
@@ -369,15 +393,20 @@ static wb_status binary(wb_op_id id, wb_tensor *a, wb_tensor *b, wb_tensor **out
     return wb_dispatch_out(id, &c, out);
 }
 
-wb_status wb_add(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB_OP_ADD, a, b, out); }
-wb_status wb_sub(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB_OP_SUB, a, b, out); }
-wb_status wb_mul(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB_OP_MUL, a, b, out); }
-wb_status wb_div(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB_OP_DIV, a, b, out); }
+/* wb_add, wb_sub, wb_mul, wb_div, ...: one per binary op of the list */
+#define BINARY_ENTRY(ID, name, ...)                                                                                    \
+    wb_status wb_##name(wb_tensor *a, wb_tensor *b, wb_tensor **out) { return binary(WB_OP_##ID, a, b, out); }
+WB_BINARY_LIST(BINARY_ENTRY)
+#undef BINARY_ENTRY
 
-wb_status wb_neg(wb_tensor *a, wb_tensor **out) {
-    wb_op_call c = {.in = {a}, .nin = 1};
-    return wb_dispatch_out(WB_OP_NEG, &c, out);
-}
+/* wb_neg, ...: one per unary op of the list */
+#define UNARY_ENTRY(ID, name, ...)                                                                                     \
+    wb_status wb_##name(wb_tensor *a, wb_tensor **out) {                                                               \
+        wb_op_call c = {.in = {a}, .nin = 1};                                                                          \
+        return wb_dispatch_out(WB_OP_##ID, &c, out);                                                                   \
+    }
+WB_ARITH_UNARY_LIST(UNARY_ENTRY)
+#undef UNARY_ENTRY
 
 wb_status wb_copy_(wb_tensor *dst, wb_tensor *src) {
     wb_op_call c = {0};
