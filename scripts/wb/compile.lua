@@ -34,6 +34,7 @@ Compiled.__index = Compiled
 Compiled.__name = "wb.compiled" -- help(f) finds its entry by this name
 
 local generate = require("wb.compile_generate")
+local codegen_word = require("wb.codegen").word
 
 -- The activations of the op list (silu, sigmoid, ...: wb._ops(), declared once in C) are traced
 -- as functions and as methods, after neg in both lists.
@@ -271,9 +272,21 @@ rules[3] = function(nodes, uses, prod, applied) -- bias add after a GEMM -> epil
     end)
 end
 
-rules[4] = function(nodes, uses, prod, applied) -- gelu(GEMM) or silu(GEMM) -> activation in the epilogue
+-- With code generation on, an activation that an elementwise op reads next stays for the
+-- generator, which puts the GEMM, the activation and what follows into one generated epilogue.
+local function read_by_elementwise(nodes, nd)
+    for _, c in ipairs(nodes) do
+        if not c.dead and c.seg == nd.seg and codegen_word(c) then
+            for i = 1, c.args.n do if c.args[i] == nd.out then return true end end
+        end
+    end
+    return false
+end
+
+rules[4] = function(nodes, uses, prod, applied, opts) -- gelu(GEMM) or silu(GEMM) -> activation in the epilogue
     for _, nd in ipairs(nodes) do
-        if not nd.dead and (nd.op == "gelu" or nd.op == "silu") then
+        if not nd.dead and (nd.op == "gelu" or nd.op == "silu") and
+            not (opts.defer_gated and uses[nd.out] == 1 and read_by_elementwise(nodes, nd)) then
             local l = prod[nd.args[1]]
             if l and uses[l.out] == 1 and l.seg == nd.seg then
                 local act = nd.op == "silu" and "silu" or gelu_form(nd) == "tanh" and "gelu_tanh" or "gelu"
@@ -401,6 +414,12 @@ function Compiled:_build(args, n)
     end
     local names = {}
     for _, nd in ipairs(live) do names[#names + 1] = nd.symbol or nd.op end
+    -- a GEMM with a generated epilogue is named by the GEMM (wb_sgemm_..._epi_<ops>_<n>): source()
+    -- finds the epilogue's C by that name too
+    for _, k in ipairs(graph:nodes()) do
+        local epi = k.name:match("_(epi_[%w_]+)$")
+        if epi and self.sources["wb_" .. epi] then self.sources[k.name] = self.sources["wb_" .. epi] end
+    end
     return {graph = graph, statics = statics, inputs = inputs, copied = copied, n = n, ops = names, fusions = applied,
         traced_ops = #nodes, generated = generated, constants = constants}
 end

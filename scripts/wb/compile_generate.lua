@@ -116,6 +116,73 @@ local function gated_in(g, uses)
     end
 end
 
+-- The GEMM whose result the group reads, when the group can be its epilogue: a linear (plain,
+-- bias or not), matmul or addmm of 2-D operands, f32 on the cpu, whose result only this group
+-- reads, at the group's output shape. Returns {node, acc, x, w (as [N, K]), wt (true: w is a
+-- [K, N] operand, the plan takes its t() view), bias} or nil, why (for explain).
+local function gemm_of(g, by_out, uses)
+    for _, t in ipairs(g.inputs) do
+        local p = by_out[t]
+        if p and (p.op == "linear" or p.op == "matmul" or p.op == "addmm") then
+            local e
+            if p.op == "linear" then
+                local b, o = p.args[3], p.args[4]
+                if not is_tensor(b) then b, o = nil, b end
+                if not (type(o) == "table" and o.activation and o.activation ~= "none") then
+                    e = {x = p.args[1], w = p.args[2], bias = b}
+                end
+            elseif p.op == "matmul" and p.args[1]:dim() == 2 and p.args[2]:dim() == 2 then
+                e = {x = p.args[1], w = p.args[2], wt = true}
+            elseif p.op == "addmm" and p.args[1]:dim() == 1 then
+                e = {x = p.args[2], w = p.args[3], wt = true, bias = p.args[1]}
+            end
+            if e then
+                e.node, e.acc = p, t
+                local why
+                if uses[t] ~= 1 then why = "its result is read by " .. plural(uses[t], "op")
+                elseif p.seg ~= g.root.seg then why = "an in-place write comes between"
+                elseif t.dtype ~= "f32" or t.device ~= "cpu" then why = "epilogues are generated for f32 on the cpu"
+                elseif shape_of(t) ~= shape_of(g.root.out) then why = "the group's output is broadcast past its result"
+                elseif #g.inputs - 1 + (e.bias and 1 or 0) > 3 then
+                    why = plural(#g.inputs - 1 + (e.bias and 1 or 0), "epilogue input") .. " (a GEMM epilogue takes at most 3)"
+                end
+                if not why then return e end
+                return nil, "not in " .. p.op .. "'s epilogue: " .. why
+            end
+        end
+    end
+end
+
+-- Builds group g as the epilogue of GEMM e: one kernel, the GEMM driver calling the generated
+-- function on each tile. Returns the kernel, or nil and why.
+local function build_epilogue(self, g, e, words)
+    local eg = {nodes = g.nodes, acc = e.acc, inputs = {}, inner_broadcast = {}, dtype = "f32",
+        ops = e.node.op .. " " .. g.ops}
+    for _, t in ipairs(g.inputs) do if t ~= e.acc then eg.inputs[#eg.inputs + 1] = t end end
+    if e.bias then
+        eg.inputs[#eg.inputs + 1] = e.bias
+        eg.bias_input = #eg.inputs
+    end
+    local last = e.acc.shape[#e.acc.shape] or 1
+    for i, t in ipairs(eg.inputs) do eg.inner_broadcast[i] = last > 1 and (t:dim() == 0 or t.shape[t:dim()] == 1) end
+    local short = {}
+    for i = 1, math.min(#words, 4) do short[i] = words[i] == "gelu_tanh" and "gelu" or words[i] end
+    eg.symbol = "wb_epi_" .. table.concat(short, "_") .. "_" .. (self.kernel_count or 0)
+    local src = codegen.epilogue_source(eg)
+    local k = self.kernels[src]
+    local compiled, reason
+    if not k then
+        k, compiled, reason = wb.codegen.build{symbol = eg.symbol, source = src, ops = eg.ops, dtype = "f32",
+            inputs = #eg.inputs, inner_broadcast = eg.inner_broadcast, epilogue = true}
+    end
+    if not k then return nil, compiled, reason end
+    self.kernels[src] = k
+    self.kernel_count = (self.kernel_count or 0) + 1
+    g.symbol, g.ops, g.inputs, g.epilogue_of = wb.codegen.name(k), eg.ops, eg.inputs, e.node.op
+    self.sources[g.symbol] = src
+    return k
+end
+
 -- Median time per call (us) of each contender, timed in ROUNDS alternating rounds of `reps` calls.
 local ROUNDS = 7
 local function measure(fns, device)
@@ -175,11 +242,11 @@ function G.generate(self, live, outputs, arg_of, originals)
     for i = 1, outputs.n do uses[outputs[i]] = (uses[outputs[i]] or 0) + 1 end
     local by_out = {}
     for _, nd in ipairs(live) do if not nd.inplace then by_out[nd.out] = nd end end
-    local report, dead = {}, {}
+    local report, dead, plan_before = {}, {}, {}
     local groups = codegen.groups(live, uses)
     for _, g in ipairs(groups) do g.cuts = cuts(g, by_out, live, uses, outputs, arg_of) end -- before any rewrite
     for _, g in ipairs(groups) do
-        if #g.nodes >= 2 then
+        if #g.nodes >= 2 or (#g.nodes == 1 and gemm_of(g, by_out, uses)) then -- one op: worth it in an epilogue
             local words = {}
             for _, nd in ipairs(g.nodes) do words[#words + 1] = codegen.word(nd) end
             g.ops = table.concat(words, " ")
@@ -197,6 +264,34 @@ function G.generate(self, live, outputs, arg_of, originals)
             if #g.inputs == 0 then why = "no tensor inputs" end
             if not why then why = device_blocked(device) end
             local k, compiled, reason
+            local gemm, not_gemm = gemm_of(g, by_out, uses)
+            if gemm and not why then
+                k, compiled, reason = build_epilogue(self, g, gemm, words)
+                if k then
+                    dead[gemm.node] = true
+                    for _, nd in ipairs(g.nodes) do dead[nd] = true end
+                    dead[g.root] = nil
+                    local w = gemm.w
+                    if gemm.wt then -- the [K, N] operand as [N, K]: a view taken on each call
+                        local view = w:t()
+                        plan_before[g.root] = {op = "t", args = table.pack(w), out = view, seg = g.root.seg}
+                        w = view
+                    end
+                    g.root.op, g.root.symbol = "gemm", g.symbol
+                    g.root.args = table.pack(k, gemm.x, w, table.unpack(g.inputs))
+                    g.why, g.cuts = nil, cuts(g, by_out, live, uses, outputs, arg_of)
+                    report[#report + 1] = g
+                    goto next_group
+                elseif reason == "no_compiler" then
+                    G.off = compiled
+                    io.stderr:write("wb.compile: code generation is off: ", compiled, "; the pattern rules still apply\n")
+                    return live, {}, true
+                end
+                not_gemm = "not in " .. gemm.node.op .. "'s epilogue: " .. compiled
+                io.stderr:write("wb.compile: ", compiled, "; the GEMM's epilogue runs as its own kernel\n")
+                k, compiled, reason = nil, nil, nil
+            end
+            g.gemm_note = not_gemm
             if not why then
                 g.dtype = dtype
                 g.inner_broadcast = {}
@@ -255,16 +350,24 @@ function G.generate(self, live, outputs, arg_of, originals)
             g.why = why
             report[#report + 1] = g
         end
+        ::next_group::
     end
     local plan = {}
-    for _, nd in ipairs(live) do if not dead[nd] then plan[#plan + 1] = nd end end
+    for _, nd in ipairs(live) do
+        if plan_before[nd] then plan[#plan + 1] = plan_before[nd] end
+        if not dead[nd] then plan[#plan + 1] = nd end
+    end
     return plan, report
 end
 
 -- explain's lines for one group.
 function G.describe(g, out)
     local moves = string.format("moves %s: reads %s once, writes 1", G.size(g.bytes), plural(#g.inputs, "input"))
-    if g.symbol then
+    if g.epilogue_of then
+        out[#out + 1] = string.format("  group %s: %s (%s), in the GEMM's epilogue, applied per tile in L1: one kernel " ..
+            "reads x, the weight%s once, writes 1", g.symbol, g.ops, plural(#g.inputs, "epilogue input"),
+            #g.inputs > 0 and " and " .. plural(#g.inputs, "input") or "")
+    elseif g.symbol then
         out[#out + 1] = string.format("  group %s: %s (%s), %s", g.symbol, g.ops, plural(#g.inputs, "input"), moves)
     elseif g.hand then
         out[#out + 1] = string.format("  group of %s: the hand-written %s (%s)", g.ops, g.hand, moves)
@@ -273,6 +376,7 @@ function G.describe(g, out)
     end
     out[#out + 1] = "    cut at: " .. g.cuts
     if g.note then out[#out + 1] = "    " .. g.note end
+    if g.gemm_note then out[#out + 1] = "    " .. g.gemm_note end
 end
 
 -- explain's lines on code generation being off, for the process or a device.
