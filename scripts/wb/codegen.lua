@@ -171,8 +171,10 @@ function M.epilogue_source(g)
     for i = 1, #g.inputs do
         local p, b = "p" .. (i - 1), "b" .. (i - 1)
         params[#params + 1] = "vf v" .. (i - 1)
-        pointers[i] = string.format("        const float *%s = (const float *)a->in[%d] + wb_poi_offset(a, %d, r)%s;", p,
-            i - 1, i - 1, g.inner_broadcast[i] and "" or " + col0")
+        -- a 2-D output (one outer dimension) needs no division per row: a tile has few columns
+        pointers[i] = string.format("        const float *%s = (const float *)a->in[%d] + (a->outer == 1 ? r * " ..
+            "a->stride[%d][0] : wb_poi_offset(a, %d, r))%s;", p, i - 1, i - 1, i - 1,
+            g.inner_broadcast[i] and "" or " + col0")
         main[#main + 1] = g.inner_broadcast[i] and string.format("v_set1(%s[0])", p) or string.format("v_load(%s + j)", p)
         tail[#tail + 1] = "v_load(" .. b .. ")"
         fill[#fill + 1] = string.format("%s[k - j] = %s[%s];", b, p, g.inner_broadcast[i] and "0" or "k")
