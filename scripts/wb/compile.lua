@@ -15,6 +15,9 @@
 --   add(matmul(x, W), b) / add(linear(x, W), b), b of shape [N]
 --                                           -> addmm / linear with the bias in the epilogue
 --   gelu(linear(x, W[, b]))                 -> linear(x, W[, b], {activation = ...})
+--                                              (with code generation on, not when an elementwise
+--                                              op reads it next: the GEMM's generated epilogue
+--                                              takes it with what follows)
 -- (an intermediate is fused away only when nothing else uses it). The rewritten plan is
 -- captured with wb.graph.capture and replayed on later calls. Guards: the signature is the
 -- shapes, dtypes and devices of the tensor arguments and the values of the others; a new
