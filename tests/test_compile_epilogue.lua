@@ -4,6 +4,7 @@
 -- args say so; what cannot be an epilogue says why; bad shapes are named.
 local lu = require("luaunit")
 local B = require("bounds")
+local scratch = require("scratch")
 
 local function kernels_of(fn)
     local p = wb.profiler.profile({activities = {"cpu", "device"}}, fn)
@@ -122,4 +123,17 @@ function test_bad_shapes_are_named()
     lu.assertStrContains(err, "is a GEMM epilogue (wb.codegen.gemm runs it)")
 end
 
-os.exit(lu.LuaUnit.run())
+-- A compiler that fails: the GEMM and the op run as they would without generation, and explain
+-- says why (a child process: its own cache folder and compiler).
+function test_failing_compiler_leaves_the_gemm_alone()
+    local code = "local f = wb.compile(function(x, w, y) return wb.linear(x, w) * y end) " ..
+        "local x, w, y = wb.randn({3, 8}), wb.randn({4, 8}), wb.randn({3, 4}) " ..
+        "print('diff', wb.max_abs_diff(f(x, w, y), wb.linear(x, w) * y)) print(f:explain())"
+    local out = io.popen("CC=/bin/false WB_CACHE_DIR=" .. scratch.path("_cache") .. " " .. os.getenv("WB_EXE") ..
+        " -e \"" .. code .. "\" 2>&1"):read("a")
+    lu.assertStrContains(out, "diff\t0.0")
+    lu.assertStrContains(out, "2 kernels: linear, mul")
+    lu.assertStrContains(out, "group of mul: runs eagerly: not in linear's epilogue: codegen: the C compiler failed")
+end
+
+scratch.exit(lu.LuaUnit.run())

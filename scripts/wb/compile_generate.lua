@@ -290,6 +290,11 @@ function G.generate(self, live, outputs, arg_of, originals)
                 not_gemm = "not in " .. gemm.node.op .. "'s epilogue: " .. compiled
                 io.stderr:write("wb.compile: ", compiled, "; the GEMM's epilogue runs as its own kernel\n")
                 k, compiled, reason = nil, nil, nil
+                if #g.nodes < 2 then -- one op: it runs eagerly, as any lone op does
+                    g.why = not_gemm
+                    report[#report + 1] = g
+                    goto next_group
+                end
             end
             g.gemm_note = not_gemm
             if not why then
