@@ -185,6 +185,15 @@ function M.epilogue_source(g)
         "void " .. g.symbol .. "(const void *ctx, float *c, int64_t ldc, int64_t row0, int64_t col0, int64_t rows, " ..
         "int64_t cols) {",
         "    const wb_poi_args *a = ctx;",
+        "    /* the inputs' rows of the tile below this one (the driver's next call, in most cases): " ..
+        "fetched now, they arrive while it computes that tile */",
+        "    for (int64_t r = row0 + rows; r < row0 + 2 * rows && r < a->rows; r++)",
+        "        for (int k = 0; k < " .. #g.inputs .. "; k++) {",
+        "            const float *q = (const float *)a->in[k] + (a->outer == 1 ? r * a->stride[k][0] : " ..
+        "wb_poi_offset(a, k, r)) + col0;",
+        "            __builtin_prefetch(q);",
+        "            __builtin_prefetch(q + cols - 1);",
+        "        }",
         "    for (int64_t i = 0; i < rows; i++) {",
         "        const int64_t r = row0 + i;",
         "        float *o = c + i * ldc;",
