@@ -8,7 +8,8 @@
 #define KERNEL_T "wb.GeneratedKernel"
 
 /* wb.codegen.build{symbol=, source=, ops=, dtype=, inputs=, inner_broadcast={bool...}[, device=,
- *   device_source=]} -> kernel, compiled (bool); or nil, message, reason ("no_compiler" | "failed").
+ *   device_source=, epilogue=]} -> kernel, compiled (bool); or nil, message, reason ("no_compiler" | "failed").
+ * epilogue = true: source defines a GEMM epilogue (wb_gemm_epilogue_fn; cpu, 0 to 3 inputs).
  * source is the kernel's C; on a device other than the cpu, device_source is its CUDA C (source is
  * then the host build, compiled only for a plugin that runs kernels on the host). */
 /* The string field `key` of the options table at 1 (left on the stack), or a named error. */
@@ -36,12 +37,18 @@ static int l_build(lua_State *L) {
     if (lua_getfield(L, 1, "inputs") != LUA_TNUMBER || !lua_isinteger(L, -1))
         wb_lua_raise(L, "bad argument #1: field 'inputs' must be an integer, got %s", luaL_typename(L, -1));
     int nin = (int)lua_tointeger(L, -1);
-    if (nin < 1 || nin > WB_OP_MAX_INPUTS) wb_lua_raise(L, "codegen.build: inputs must be 1 to %d", WB_OP_MAX_INPUTS);
+    int epilogue = lua_getfield(L, 1, "epilogue") != LUA_TNIL && lua_toboolean(L, -1);
+    if (epilogue && (nin < 0 || nin > WB_OP_MAX_INPUTS - 2))
+        wb_lua_raise(L, "codegen.build: a GEMM epilogue takes 0 to %d inputs", WB_OP_MAX_INPUTS - 2);
+    if (epilogue && device != WB_DEVICE_CPU) wb_lua_raise(L, "codegen.build: GEMM epilogues are generated for the cpu only");
+    if (!epilogue && (nin < 1 || nin > WB_OP_MAX_INPUTS))
+        wb_lua_raise(L, "codegen.build: inputs must be 1 to %d", WB_OP_MAX_INPUTS);
     if (strncmp(symbol, "wb_", 3)) wb_lua_raise(L, "codegen.build: symbol '%s' must start with wb_", symbol);
     wb_codegen_kernel *k = lua_newuserdatauv(L, sizeof *k, 0);
     memset(k, 0, sizeof *k);
     luaL_setmetatable(L, KERNEL_T);
     k->nin = nin;
+    k->gemm_epilogue = epilogue;
     k->dtype = !strcmp(dtype, "bf16") ? WB_BF16 : WB_F32;
     lua_getfield(L, 1, "inner_broadcast");
     for (int i = 0; i < nin && lua_istable(L, -1); i++)
@@ -71,6 +78,17 @@ static int l_run(lua_State *L) {
     for (int i = 0; i < nin; i++)
         in[i] = wb_lua_checktensor(L, 3 + i);
     return wb_lua_pushresult(L, wb_codegen_launch(k, nin, in, ndim, shape, &out), &out);
+}
+
+/* wb.codegen.gemm(kernel, x, w, inputs...) -> tensor: x W^T with the generated epilogue applied per tile */
+static int l_gemm(lua_State *L) {
+    wb_codegen_kernel *k = wb_lua_checkudata(L, 1, KERNEL_T);
+    wb_tensor *x = wb_lua_checktensor(L, 2), *w = wb_lua_checktensor(L, 3), *in[WB_OP_MAX_INPUTS], *out;
+    int nin = lua_gettop(L) - 3;
+    if (nin > WB_OP_MAX_INPUTS - 2) wb_lua_raise(L, "codegen.gemm: %d epilogue inputs, at most %d", nin, WB_OP_MAX_INPUTS - 2);
+    for (int i = 0; i < nin; i++)
+        in[i] = wb_lua_checktensor(L, 4 + i);
+    return wb_lua_pushresult(L, wb_codegen_gemm_launch(k, x, w, nin, in, &out), &out);
 }
 
 static int l_prelude(lua_State *L) {
@@ -115,7 +133,7 @@ static int l_kernel_name(lua_State *L) {
 }
 
 static const luaL_Reg codegen[] = {
-    {"build", l_build},      {"run", l_run},           {"prelude", l_prelude}, {"info", l_info},
+    {"build", l_build},      {"run", l_run},           {"gemm", l_gemm}, {"prelude", l_prelude}, {"info", l_info},
     {"name", l_kernel_name}, {"compiler", l_compiler}, {NULL, NULL},
 };
 

@@ -302,3 +302,90 @@ print("\nAll expectations held: " .. (have_gen and "eager 2 kernels, hand-writte
     "the bytes 5 / 3 / 3 passes" or "eager 2 kernels, hand-written 1, the bytes 5 / 3 passes (no generated kernel)") ..
     ", and the results agree with eager.")
 print("Results: " .. paths.json)
+
+-- ---- part 2: a generated GEMM epilogue --------------------------------------------------------
+-- Expectation. y = sigmoid(x W^T + b) * v + r, x [tokens, D], W [H, D] (captured by the
+-- function, as a module's weights are), v [tokens, H], r [H]: compiled, it is one GEMM kernel
+-- whose driver applies the generated epilogue to each tile while it is in L1 (wb_sgemm_*_epi_*),
+-- so the GEMM's output never makes the round trip through memory that the GEMM plus one generated
+-- pointwise kernel (the linear run eagerly, then a compiled sigmoid*mul+add) pays: it should be no
+-- slower. Method as above: checked against eager, kernel counts asserted with p:expect (1 and 2),
+-- kernel time per call from the kernel events, interleaved; the ratio is the median of the
+-- per-rotation ratios epilogue / (GEMM + pointwise).
+local D = opts.quick and 128 or 768
+print(string.format("\nsigmoid(linear(x, W, b)) * v + r, x [tokens, %d], W [%d, %d] f32, tokens %s, threads %s", D, H, D,
+    table.concat(TOKENS, ","), table.concat(opts.threads, ",")))
+if not have_gen then
+    print("epilogue part skipped: " .. tostring(codegen_off))
+    return
+end
+local w, b, r = wb.randn({H, D}) * (1 / math.sqrt(D)), wb.randn({H}), wb.randn({H})
+local function block(x, v) return wb.sigmoid(wb.linear(x, w, b)) * v + r end
+local epi_points = {}
+for _, threads in ipairs(opts.threads) do
+    wb.set_num_threads(threads)
+    for _, T in ipairs(TOKENS) do
+        local x, v = wb.randn({T, D}), wb.randn({T, H})
+        local fused = wb.compile(block)
+        local pointwise = wb.compile(function(h, vv) return wb.sigmoid(h) * vv + r end)
+        local runs = {
+            {id = "epilogue", fn = function() return fused(x, v) end, kernels = 1, match = "_epi_sigmoid_mul_add_"},
+            {id = "gemm+poi", fn = function() return pointwise(wb.linear(x, w, b), v) end, kernels = 2},
+        }
+        local ref, names = block(x, v), {}
+        for _, run in ipairs(runs) do
+            run.err = wb.rel_error(run.fn(), ref)
+            assert(run.err < 1e-5, string.format("fusion: %s at %d tokens disagrees with eager (rel. error %.2e)", run.id,
+                T, run.err))
+            names[run.id] = true
+        end
+        local p = wb.profiler.profile({}, function()
+            for _ = 1, 3 do
+                for _, run in ipairs(runs) do wb.profiler.range(run.id, function() local _ = run.fn() end) end
+            end
+        end)
+        for _, run in ipairs(runs) do
+            p:expect{range = run.id, kernels = run.match and {count = run.kernels, match = run.match} or run.kernels}
+        end
+        local fns = {}
+        for _, run in ipairs(runs) do
+            local fn = run.fn
+            fns[run.id] = function() wb.profiler.push(run.id) fn() wb.profiler.pop() end
+        end
+        local q = wb.profiler.profile({}, function()
+            wb.bench(fns, {min_time_ms = math.min(200, MAX_MS), max_time_ms = MAX_MS, target_noise = 0.03})
+        end)
+        local calls = per_call(q, names)
+        local pt = {tokens = T, threads = threads, unstable = false}
+        for _, run in ipairs(runs) do
+            run.s, run.names = stats.summarize(calls[run.id].us), table.concat(calls[run.id].kernels[1], "+")
+            if run.s.noise > UNSTABLE then pt.unstable = true end
+            pt[run.id] = run
+            results:add{part = "epilogue", tokens = T, dim = D, hidden = H, threads = threads, run = run.id,
+                kernel = run.names, kernels = run.kernels, rel_error = run.err, kernel_us = run.s.median,
+                p10_us = run.s.p10, p90_us = run.s.p90, noise = run.s.noise, kernel_us_samples = calls[run.id].us}
+        end
+        local ratios, a, c = {}, calls.epilogue.us, calls["gemm+poi"].us
+        for i = 1, math.min(#a, #c) do ratios[i] = a[i] / c[i] end
+        pt.ratio = stats.summarize(ratios)
+        epi_points[#epi_points + 1] = pt
+    end
+end
+wb.set_num_threads(default_threads)
+results:save{dir = out_dir}
+print(string.format("%6s %3s  %-9s %-58s %8s %22s", "tokens", "thr", "run", "kernel(s)", "rel.err",
+    "kernel us median [p10-p90]"))
+for _, pt in ipairs(epi_points) do
+    for _, id in ipairs({"epilogue", "gemm+poi"}) do
+        local run = pt[id]
+        print(string.format("%6d %3d  %-9s %-58s %8.1e %8.1f [%6.1f-%7.1f]%s", pt.tokens, pt.threads, id, run.names,
+            run.err, run.s.median, run.s.p10, run.s.p90, run.s.noise > UNSTABLE and "  unstable" or ""))
+    end
+end
+print(string.format("\n%6s %3s  %32s  %s", "tokens", "thr", "epilogue / (GEMM + pointwise)", "reading"))
+for _, pt in ipairs(epi_points) do
+    print(string.format("%6d %3d  %32s  %s", pt.tokens, pt.threads, string.format("%.2fx [%.2f-%.2f]", pt.ratio.median,
+        pt.ratio.p10, pt.ratio.p90), pt.unstable and "unstable, no reading" or
+        pt.ratio.median <= 1.0 and "no slower" or "slower"))
+end
+print("All expectations held: the epilogue 1 kernel (wb_sgemm_*_epi_*), GEMM + pointwise 2, both agree with eager.")

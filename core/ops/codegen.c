@@ -12,6 +12,8 @@
 wb_status wb_shape_generated(wb_op_call *c) {
     const wb_codegen_kernel *k = c->p.generated.kernel;
     if (!k || (!k->fn && !k->device_kernel)) return wb_error(WB_ERR_ARGUMENT, "no generated kernel given");
+    if (k->gemm_epilogue)
+        return wb_error(WB_ERR_ARGUMENT, "%s is a GEMM epilogue (wb.codegen.gemm runs it)", wb_kernel_kind_name(k->kind));
     int nin = 0;
     while (nin < WB_OP_MAX_INPUTS && c->in[nin])
         nin++;

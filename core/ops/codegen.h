@@ -22,6 +22,7 @@ typedef struct wb_codegen_kernel {
     unsigned inner_broadcast; /* bit i: input i is read with stride 0 along the last dimension */
     char source_path[640];    /* the cached source, for messages */
     int compiled;             /* 1: the compiler ran; 0: the cache had it */
+    int gemm_epilogue;        /* 1: fn is a wb_gemm_epilogue_fn, launched by op generated_gemm */
 } wb_codegen_kernel;
 
 /* The text every generated source starts with (wb_kernels/generated.h, the kernels' math). */
@@ -63,7 +64,16 @@ wb_status wb_codegen_launch(const wb_codegen_kernel *k, int nin, wb_tensor **in,
  * contiguous into tmp[i] (freed by the caller). */
 wb_status wb_codegen_args(const wb_op_call *c, wb_poi_args *a, wb_tensor **tmp);
 
+/* out = (x W^T) with the generated epilogue k applied per tile, its inputs `in` broadcast to the
+ * output's shape: one launch of op "generated_gemm" (core/cpu/codegen_gemm.c, cpu, f32). */
+wb_status wb_codegen_gemm_launch(const wb_codegen_kernel *k, wb_tensor *x, wb_tensor *w, int nin, wb_tensor **in,
+                                 wb_tensor **out);
+
 /* For op_table.c */
+wb_status wb_shape_generated_gemm(wb_op_call *c);
+double wb_flops_generated_gemm(const wb_op_call *c);
+double wb_bytes_generated_gemm(const wb_op_call *c);
+wb_status wb_cpu_generated_gemm_impl(wb_op_call *c);
 wb_status wb_shape_generated(wb_op_call *c);
 double wb_bytes_generated(const wb_op_call *c);
 wb_status wb_cpu_generated_impl(wb_op_call *c);

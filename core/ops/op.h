@@ -61,6 +61,7 @@ typedef enum wb_op_id {
     WB_OP_GEGLU_MLP, /* the whole gated MLP (core/ops/mlp.c) */
     WB_OP_SWIGLU_MLP,
     WB_OP_GENERATED, /* a generated pointwise kernel (core/ops/codegen.c) */
+    WB_OP_GENERATED_GEMM, /* a GEMM with a generated epilogue (core/cpu/codegen_gemm.c) */
     WB_OP_TO, /* between devices and dtypes */
     /* composites over the GEMM ops */
     WB_OP_MATMUL,

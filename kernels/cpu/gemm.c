@@ -308,6 +308,8 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                             edge_tile(isa, t, rows, cols, c_in_is_c, dual ? nr : cols);
                         else
                             isa->ukernel(&t, rows);
+                        if (last && !dual && p->epilogue) /* the tile just stored: still in L1 */
+                            p->epilogue(p->epilogue_ctx, c, p->ldc, row0, col0, rows, cols);
                     }
                 }
             }

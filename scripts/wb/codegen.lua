@@ -146,6 +146,77 @@ static inline vf wb_load_bf16(const uint16_t *p) {
     return table.concat(out, "\n") .. "\n"
 end
 
+-- The source of a GEMM epilogue (f32, cpu): g as for M.source, plus g.acc (the GEMM's result, a
+-- tensor the group reads) and g.bias_input (the index in g.inputs of the GEMM's bias, added to
+-- the accumulator first, or nil). A wb_gemm_epilogue_fn (wb_kernels/generated.h): the driver
+-- calls it on each tile of C it has just stored, which it rewrites in place.
+function M.epilogue_source(g)
+    local idx = {}
+    for i, t in ipairs(g.inputs) do idx[t] = i end
+    local lines, name_of = {}, {[g.acc] = "acc"}
+    if g.bias_input then
+        lines[1] = string.format("    acc = v_add(acc, v%d); /* the GEMM's bias */", g.bias_input - 1)
+    end
+    local function operand(v)
+        if is_tensor(v) then return name_of[v] or ("v" .. (idx[v] - 1)) end
+        return "v_set1(" .. constant(v, "f32") .. ")"
+    end
+    for k, nd in ipairs(g.nodes) do
+        local word = M.word(nd)
+        local a = operand(nd.args[1])
+        local e = ARITY[word] and EXPR[word](a, operand(nd.args[2])) or EXPR[word](a)
+        lines[#lines + 1] = string.format("    vf t%d = %s; /* %s */", k, e, word)
+        name_of[nd.out] = "t" .. k
+    end
+    local params, main, tail, fill, bufs = {"vf acc"}, {"v_load(o + j)"}, {"v_load(bacc)"}, {"bacc[k - j] = o[k];"},
+        {"bacc[VEC] = {0}"}
+    local out = {wb.codegen.prelude(), string.format("/* %s: %s */", g.symbol, g.ops)}
+    local pointers = {}
+    for i = 1, #g.inputs do
+        local p, b = "p" .. (i - 1), "b" .. (i - 1)
+        params[#params + 1] = "vf v" .. (i - 1)
+        -- a 2-D output (one outer dimension) needs no division per row: a tile has few columns
+        pointers[i] = string.format("        const float *%s = (const float *)a->in[%d] + (a->outer == 1 ? r * " ..
+            "a->stride[%d][0] : wb_poi_offset(a, %d, r))%s;", p, i - 1, i - 1, i - 1,
+            g.inner_broadcast[i] and "" or " + col0")
+        main[#main + 1] = g.inner_broadcast[i] and string.format("v_set1(%s[0])", p) or string.format("v_load(%s + j)", p)
+        tail[#tail + 1] = "v_load(" .. b .. ")"
+        fill[#fill + 1] = string.format("%s[k - j] = %s[%s];", b, p, g.inner_broadcast[i] and "0" or "k")
+        bufs[#bufs + 1] = b .. "[VEC] = {0}"
+    end
+    local head = {"static inline vf body(" .. table.concat(params, ", ") .. ") {", table.concat(lines, "\n"),
+        "    return t" .. #g.nodes .. ";", "}", "",
+        "void " .. g.symbol .. "(const void *ctx, float *c, int64_t ldc, int64_t row0, int64_t col0, int64_t rows, " ..
+        "int64_t cols) {",
+        "    const wb_poi_args *a = ctx;",
+        "    /* the inputs' rows of the tile below this one (the driver's next call, in most cases): " ..
+        "fetched now, they arrive while it computes that tile */",
+        "    for (int64_t r = row0 + rows; r < row0 + 2 * rows && r < a->rows; r++)",
+        "        for (int k = 0; k < " .. #g.inputs .. "; k++) {",
+        "            const float *q = (const float *)a->in[k] + (a->outer == 1 ? r * a->stride[k][0] : " ..
+        "wb_poi_offset(a, k, r)) + col0;",
+        "            __builtin_prefetch(q);",
+        "            __builtin_prefetch(q + cols - 1);",
+        "        }",
+        "    for (int64_t i = 0; i < rows; i++) {",
+        "        const int64_t r = row0 + i;",
+        "        float *o = c + i * ldc;",
+        "        int64_t j = 0;"}
+    table.move(head, 1, #head, #out + 1, out)
+    table.move(pointers, 1, #pointers, #out + 1, out)
+    for _, line in ipairs({
+        "        for (; j + VEC <= cols; j += VEC) v_store(o + j, body(" .. table.concat(main, ", ") .. "));",
+        "        if (j < cols) { /* the tail through padded buffers: the same arithmetic */",
+        "            float " .. table.concat(bufs, ", ") .. ", y[VEC];",
+        "            for (int64_t k = j; k < cols; k++) { " .. table.concat(fill, " ") .. " }",
+        "            v_store(y, body(" .. table.concat(tail, ", ") .. "));",
+        "            for (int64_t k = j; k < cols; k++) o[k] = y[k - j];",
+        "        }", "    }", "}"}) do
+        out[#out + 1] = line
+    end
+    return table.concat(out, "\n") .. "\n"
+end
+
 -- ---- CUDA C ----------------------------------------------------------------------------------------
 
 -- The GELUs as CUDA C over float values (the math of the hand-written .cu kernels; no fast-math

@@ -7,12 +7,17 @@
 -- Tracing runs fn eagerly while recording the ops it calls (linear, matmul, addmm, gelu, geglu,
 -- geglu_linear, add, mul) and which tensors flow between them. Fusion rules rewrite that op
 -- graph:
---   mul(gelu_tanh(a), b)                    -> geglu(a, b)              (one pointwise kernel)
+--   mul(gelu_tanh(a), b)                    -> geglu(a, b)              (one pointwise kernel;
+--                                              with code generation on, only before a dual GEMM:
+--                                              else wb.compile_generate decides, by bytes and time)
 --   geglu(linear(x, Wg[, bg]), linear(x, Wu[, bu]))
 --                                           -> geglu_linear(x, Wg, Wu[, bg, bu])  (dual GEMM)
 --   add(matmul(x, W), b) / add(linear(x, W), b), b of shape [N]
 --                                           -> addmm / linear with the bias in the epilogue
 --   gelu(linear(x, W[, b]))                 -> linear(x, W[, b], {activation = ...})
+--                                              (with code generation on, not when an elementwise
+--                                              op reads it next: the GEMM's generated epilogue
+--                                              takes it with what follows)
 -- (an intermediate is fused away only when nothing else uses it). The rewritten plan is
 -- captured with wb.graph.capture and replayed on later calls. Guards: the signature is the
 -- shapes, dtypes and devices of the tensor arguments and the values of the others; a new
@@ -31,7 +36,8 @@ local Compiled = {}
 Compiled.__index = Compiled
 Compiled.__name = "wb.compiled" -- help(f) finds its entry by this name
 
-local codegen = require("wb.codegen")
+local generate = require("wb.compile_generate")
+local codegen_word = require("wb.codegen").word
 
 -- The ops of the op lists (wb._ops(), declared once in C: add, ..., neg, silu, ...) are traced as
 -- functions, methods and metamethods (__add, ..., __unm); binary ones take numbers (x * 2).
@@ -85,7 +91,9 @@ local function trace(fn, args, n)
     local saved, mt, saved_mt, methods, saved_methods = {}, wb.Tensor, {}, wb.Tensor.__methods, {}
     local function recorder(name, orig)
         return function(...)
-            local out = orig(...)
+            -- an op's error (shapes that do not broadcast) names the caller's line, as eagerly
+            local ok, out = pcall(orig, ...)
+            if not ok then error(type(out) == "string" and out:gsub("^[^\n]-compile%.lua:%d+: ", "") or out, 2) end
             nodes[#nodes + 1] = {op = name, args = table.pack(...), out = out, seg = seg}
             return out
         end
@@ -209,11 +217,24 @@ end
 local GATED = {geglu = {act = "gelu", form = "tanh", dual = "geglu_linear"},
     swiglu = {act = "silu", dual = "swiglu_linear"}}
 
-rules[1] = function(nodes, uses, prod, applied) -- mul(gelu_tanh(a), b) -> geglu(a, b); silu -> swiglu
+-- The two linears of a dual GEMM: plain, used once, in the segment `seg`, sharing their input.
+local function dual_candidate(lg, lu, uses, seg)
+    if not (lg and lu and lg ~= lu and plain_linear(lg) and plain_linear(lu) and uses[lg.out] == 1 and
+        uses[lu.out] == 1 and lg.seg == seg and lu.seg == seg) then
+        return false
+    end
+    return linear_parts(lg) == linear_parts(lu)
+end
+
+-- With code generation on (opts.defer_gated), gelu*mul stays two ops for the generator unless it
+-- feeds a dual GEMM: the generator fuses it with its neighbours, or picks the hand-written
+-- kernel by measuring where that covers the pair's whole group (wb.compile_generate).
+rules[1] = function(nodes, uses, prod, applied, opts) -- mul(gelu_tanh(a), b) -> geglu(a, b); silu -> swiglu
     return each_binary(nodes, prod, "mul", function(nd, g, other)
         for fused, spec in pairs(GATED) do
             if g.op == spec.act and (not spec.form or gelu_form(g) == spec.form) and uses[g.out] == 1 and
-                table.concat(g.args[1].shape, ",") == table.concat(other.shape, ",") then
+                table.concat(g.args[1].shape, ",") == table.concat(other.shape, ",") and
+                (not opts.defer_gated or dual_candidate(prod[g.args[1]], prod[other], uses, nd.seg)) then
                 nd.op, nd.args, g.dead = fused, table.pack(g.args[1], other), true
                 applied[#applied + 1] = spec.act .. "+mul -> " .. fused
                 return true
@@ -226,17 +247,14 @@ rules[2] = function(nodes, uses, prod, applied) -- geglu(linear(x, Wg), linear(x
     for _, nd in ipairs(nodes) do
         if not nd.dead and GATED[nd.op] then
             local lg, lu = prod[nd.args[1]], prod[nd.args[2]]
-            if lg and lu and lg ~= lu and plain_linear(lg) and plain_linear(lu) and uses[lg.out] == 1 and
-                uses[lu.out] == 1 and lg.seg == nd.seg and lu.seg == nd.seg then
+            if dual_candidate(lg, lu, uses, nd.seg) then
                 local xg, wg, bg = linear_parts(lg)
-                local xu, wu, bu = linear_parts(lu)
-                if xg == xu then
-                    local dual = GATED[nd.op].dual
-                    applied[#applied + 1] = "linear+linear+" .. nd.op .. " -> " .. dual
-                    nd.op, nd.args = dual, table.pack(xg, wg, wu, bg, bu)
-                    lg.dead, lu.dead = true, true
-                    return true
-                end
+                local _, wu, bu = linear_parts(lu)
+                local dual = GATED[nd.op].dual
+                applied[#applied + 1] = "linear+linear+" .. nd.op .. " -> " .. dual
+                nd.op, nd.args = dual, table.pack(xg, wg, wu, bg, bu)
+                lg.dead, lu.dead = true, true
+                return true
             end
         end
     end
@@ -257,9 +275,21 @@ rules[3] = function(nodes, uses, prod, applied) -- bias add after a GEMM -> epil
     end)
 end
 
-rules[4] = function(nodes, uses, prod, applied) -- gelu(GEMM) or silu(GEMM) -> activation in the epilogue
+-- With code generation on, an activation that an elementwise op reads next stays for the
+-- generator, which puts the GEMM, the activation and what follows into one generated epilogue.
+local function read_by_elementwise(nodes, nd)
+    for _, c in ipairs(nodes) do
+        if not c.dead and c.seg == nd.seg and codegen_word(c) then
+            for i = 1, c.args.n do if c.args[i] == nd.out then return true end end
+        end
+    end
+    return false
+end
+
+rules[4] = function(nodes, uses, prod, applied, opts) -- gelu(GEMM) or silu(GEMM) -> activation in the epilogue
     for _, nd in ipairs(nodes) do
-        if not nd.dead and (nd.op == "gelu" or nd.op == "silu") then
+        if not nd.dead and (nd.op == "gelu" or nd.op == "silu") and
+            not (opts.defer_gated and uses[nd.out] == 1 and read_by_elementwise(nodes, nd)) then
             local l = prod[nd.args[1]]
             if l and uses[l.out] == 1 and l.seg == nd.seg then
                 local act = nd.op == "silu" and "silu" or gelu_form(nd) == "tanh" and "gelu_tanh" or "gelu"
@@ -284,13 +314,13 @@ rules[4] = function(nodes, uses, prod, applied) -- gelu(GEMM) or silu(GEMM) -> a
 end
 
 -- Applies the rules until none fires; returns the names of the rewrites, in order.
-local function fuse(nodes, outputs)
+local function fuse(nodes, outputs, opts)
     local applied = {}
     local again = true
     while again do
         again = false
         for _, rule in ipairs(rules) do
-            if rule(nodes, uses_of(nodes, outputs), producer_map(nodes), applied) then
+            if rule(nodes, uses_of(nodes, outputs), producer_map(nodes), applied, opts) then
                 again = true
                 break
             end
@@ -325,7 +355,8 @@ function Compiled:_build(args, n)
                 type(outputs[i])), 3)
         end
     end
-    local applied = self.fusion and fuse(nodes, outputs) or {}
+    local generating = self.codegen and not generate.blocked()
+    local applied = self.fusion and fuse(nodes, outputs, {defer_gated = generating}) or {}
     local statics, remap = {}, {}
     for i = 1, n do
         if is_tensor(args[i]) then
@@ -333,10 +364,19 @@ function Compiled:_build(args, n)
             remap[args[i]] = statics[i]
         end
     end
-    local live = {}
-    for _, nd in ipairs(nodes) do if not nd.dead then live[#live + 1] = nd end end
-    local generated = {}
-    if self.codegen then live, generated = self:_generate(live, outputs) end
+    local arg_of = {}
+    for i = n, 1, -1 do if is_tensor(args[i]) then arg_of[args[i]] = i end end
+    local function alive()
+        local live = {}
+        for _, nd in ipairs(nodes) do if not nd.dead then live[#live + 1] = nd end end
+        return live
+    end
+    local live, generated, off = alive(), {}, nil
+    if generating then live, generated, off = generate.generate(self, live, outputs, arg_of, originals) end
+    if off and self.fusion then -- no generator after all: the pattern rules the generator deferred
+        for _, f in ipairs(fuse(nodes, outputs, {})) do applied[#applied + 1] = f end
+        live = alive()
+    end
     -- A number operand of a binary op is a 0-d tensor of the other operand's dtype and device;
     -- eagerly the binding fills a new one on every call (one kernel). The plan makes it once
     -- here, before the capture, so a call replays no fill for it.
@@ -377,6 +417,12 @@ function Compiled:_build(args, n)
     end
     local names = {}
     for _, nd in ipairs(live) do names[#names + 1] = nd.symbol or nd.op end
+    -- a GEMM with a generated epilogue is named by the GEMM (wb_sgemm_..._epi_<ops>_<n>): source()
+    -- finds the epilogue's C by that name too
+    for _, k in ipairs(graph:nodes()) do
+        local epi = k.name:match("_(epi_[%w_]+)$")
+        if epi and self.sources["wb_" .. epi] then self.sources[k.name] = self.sources["wb_" .. epi] end
+    end
     return {graph = graph, statics = statics, inputs = inputs, copied = copied, n = n, ops = names, fusions = applied,
         traced_ops = #nodes, generated = generated, constants = constants}
 end
@@ -452,16 +498,8 @@ function Compiled:explain()
     local out = {}
     if not self.codegen then
         out[#out + 1] = "code generation: off (compile option codegen = false)"
-    elseif M.codegen_off then
-        out[#out + 1] = "code generation: off (" .. M.codegen_off .. "); the pattern rules still apply"
-    end
-    local devices = {}
-    for device, why in pairs(M.device_off or {}) do
-        if why then devices[#devices + 1] = device end
-    end
-    table.sort(devices)
-    for _, device in ipairs(devices) do
-        out[#out + 1] = "code generation on " .. device .. ": off (" .. M.device_off[device] .. "); its groups run eagerly"
+    else
+        generate.explain_off(out)
     end
     for _, sig in ipairs(self.order) do
         local e = self.entries[sig]
@@ -474,10 +512,7 @@ function Compiled:explain()
         for i = 1, e.n do
             if e.copied[i] then out[#out + 1] = string.format("  input %d is copied on each call: %s", i, e.copied[i]) end
         end
-        for _, g in ipairs(e.generated) do
-            out[#out + 1] = g.symbol and string.format("  group %s: %s (%s)", g.symbol, g.ops, plural(#g.inputs, "input")) or
-                string.format("  group of %s: runs eagerly: %s", g.ops, g.why)
-        end
+        for _, g in ipairs(e.generated) do generate.describe(g, out) end
     end
     return table.concat(out, "\n")
 end
@@ -494,105 +529,6 @@ function Compiled:source(name)
             #names > 0 and table.concat(names, ", ") or "none"), 2)
     end
     return src
-end
-
--- Why code generation cannot run in this process, or nil (checked once).
-local function codegen_blocked()
-    if M.codegen_off ~= nil then return M.codegen_off or nil end
-    if os.execute == nil or package.loadlib == nil then
-        M.codegen_off = "--sandbox: no compiler runs and no shared objects load"
-    elseif not wb.codegen then
-        M.codegen_off = "this build has no code generator"
-    end
-    if M.codegen_off then io.stderr:write("wb.compile: code generation is off: ", M.codegen_off, "; the pattern rules still apply\n") end
-    M.codegen_off = M.codegen_off or false
-    return M.codegen_off or nil
-end
-
--- Why a device cannot compile kernels now, or nil: asked once per device; the first answer is
--- said once on stderr and in every explain.
-local function device_blocked(device)
-    if device == "cpu" then return nil end
-    M.device_off = M.device_off or {}
-    if M.device_off[device] == nil then
-        local ok, why = wb.codegen.compiler(device)
-        M.device_off[device] = not ok and why or false
-        if not ok then
-            io.stderr:write("wb.compile: code generation on ", device, " is off: ", why, "; its groups run eagerly\n")
-        end
-    end
-    return M.device_off[device] or nil
-end
-
--- Replaces each fusion group of 2 or more elementwise ops in `live` by one generated kernel.
--- Returns the new plan and the groups (with symbol, or with why they run eagerly).
-function Compiled:_generate(live, outputs)
-    if codegen_blocked() then return live, {} end
-    local uses = uses_of(live, outputs)
-    local report, dead = {}, {}
-    for _, g in ipairs(codegen.groups(live, uses)) do
-        if #g.nodes >= 2 then
-            local words = {}
-            for _, nd in ipairs(g.nodes) do words[#words + 1] = codegen.word(nd) end
-            g.ops = table.concat(words, " ")
-            local out, why = g.root.out, nil
-            local dtype, device = out.dtype, out.device
-            for _, t in ipairs(g.inputs) do
-                if t.dtype ~= dtype then why = "mixed dtypes (" .. t.dtype .. " and " .. dtype .. ")" end
-                if t.device ~= device then why = "mixed devices (" .. t.device .. " and " .. device .. ")" end
-            end
-            if #g.inputs > 5 then why = plural(#g.inputs, "input") .. " (a generated kernel takes at most 5)" end
-            if #g.inputs == 0 then why = "no tensor inputs" end
-            if not why then why = device_blocked(device) end
-            if not why then
-                g.dtype = dtype
-                g.inner_broadcast = {}
-                local last = out.shape[#out.shape] or 1
-                for i, t in ipairs(g.inputs) do
-                    g.inner_broadcast[i] = last > 1 and (t:dim() == 0 or t.shape[t:dim()] == 1)
-                end
-                local short = {}
-                for i = 1, math.min(#words, 4) do short[i] = words[i] == "gelu_tanh" and "gelu" or words[i] end
-                local stem = "wb_poi_fused_" .. table.concat(short, "_")
-                g.symbol = stem .. "_" .. (self.kernel_count or 0)
-                local src = codegen.source(g)
-                local dsrc = device ~= "cpu" and codegen.cuda_source(g) or nil
-                local key = dsrc or src
-                local k, compiled, reason = self.kernels[key], nil, nil
-                if not k then
-                    k, compiled, reason = wb.codegen.build{symbol = g.symbol, source = src, ops = g.ops, dtype = dtype,
-                        inputs = #g.inputs, inner_broadcast = g.inner_broadcast, device = device, device_source = dsrc}
-                end
-                if k then
-                    self.kernels[key] = k
-                    self.kernel_count = (self.kernel_count or 0) + 1
-                    g.symbol = wb.codegen.name(k)
-                    self.sources[g.symbol] = key
-                    for _, nd in ipairs(g.nodes) do dead[nd] = true end
-                    dead[g.root] = nil
-                    g.root.op, g.root.symbol = "run", g.symbol
-                    g.root.args = table.pack(k, out.shape, table.unpack(g.inputs))
-                elseif reason == "no_compiler" and device == "cpu" then
-                    M.codegen_off = compiled
-                    io.stderr:write("wb.compile: code generation is off: ", compiled, "; the pattern rules still apply\n")
-                    return live, {}
-                elseif reason == "no_compiler" then
-                    -- the device's own compiler is there (asked above); the host build it needs is not
-                    M.device_off[device] = compiled
-                    io.stderr:write("wb.compile: code generation on ", device, " is off: ", compiled, "; its groups run eagerly\n")
-                    g.symbol, why = nil, compiled
-                else
-                    g.symbol, why = nil, compiled
-                    io.stderr:write("wb.compile: ", compiled, "; the group runs eagerly\n")
-                end
-            end
-            g.why = why
-            report[#report + 1] = g
-        end
-    end
-    local plan = {}
-    for _, nd in ipairs(live) do if not dead[nd] then plan[#plan + 1] = nd end end
-    return plan, report
 end
 
 function Compiled:signatures() return #self.order end

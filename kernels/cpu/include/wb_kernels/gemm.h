@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "wb_kernels/act_list.h"
+#include "wb_kernels/generated.h"
 
 /* What happens to the accumulators when a tile is stored after its last K block. */
 typedef enum wb_gemm_store {
@@ -176,6 +177,11 @@ typedef struct wb_gemm_problem {
     const float *bias_up;   /* dual only: n values added to A·B_up (bias is then the gate's), or NULL */
     const float *dual_bias; /* internal: the two dual biases interleaved per tile (set by wb_gemm_run) */
     int a_bf16;             /* A holds bf16 (a points at uint16_t; strides in elements), widened while packed */
+    /* (optional, plain f32 only) Called on each tile of C right after its last K block is stored,
+     * by the thread that computed it, so the tile is still in L1: a generated epilogue
+     * (wb_kernels/generated.h) with epilogue_ctx as its context. NULL: none. */
+    wb_gemm_epilogue_fn epilogue;
+    const void *epilogue_ctx;
 } wb_gemm_problem;
 
 /* A buffer that grows and is never shrunk: *p when it holds `floats` already, else a new

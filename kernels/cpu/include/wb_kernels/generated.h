@@ -21,6 +21,13 @@ typedef struct wb_poi_args {
     int64_t parallel_min;                           /* threads only from this many elements */
 } wb_poi_args;
 
+/* A generated GEMM epilogue: applied in place to the tile C[row0 + i][col0 + j] = c[i * ldc + j],
+ * i < rows, j < cols, of a GEMM's f32 output, right after the driver stored it (wb_kernels/gemm.h);
+ * ctx is a wb_poi_args describing the output ([rows, cols] of the whole C, out = C) and the
+ * epilogue's other inputs, so that input i of row r is at in[i] + wb_poi_offset(a, i, r). */
+typedef void (*wb_gemm_epilogue_fn)(const void *ctx, float *c, int64_t ldc, int64_t row0, int64_t col0, int64_t rows,
+                                    int64_t cols);
+
 /* Element offset of input i at row r (the outer index unravelled, last dimension fastest). */
 static inline int64_t wb_poi_offset(const wb_poi_args *a, int i, int64_t r) {
     int64_t off = 0;

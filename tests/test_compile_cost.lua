@@ -1,0 +1,122 @@
+-- test_compile_cost.lua: wb.compile partitions elementwise ops by the bytes they move: a
+-- hand-written kernel (swiglu, geglu) never splits a larger group, and where it covers a whole
+-- group the faster of it and the generated kernel runs (measured, cached); explain says what
+-- each group moves and why it was cut where it was.
+local lu = require("luaunit")
+local B = require("bounds")
+local dags = require("random_dags")
+
+-- The kernel events inside each "compiled region" of one call of fn.
+local function kernels_of(fn)
+    local p = wb.profiler.profile({activities = {"cpu", "device"}}, fn)
+    local region, names = nil, {}
+    for _, e in ipairs(p:events()) do
+        if e.cat == "range" and e.name == "compiled region" then region = e end
+    end
+    lu.assertNotNil(region, "no compiled region in the trace")
+    for _, e in ipairs(p:events()) do
+        if e.cat == "kernel" and e.ts_ns >= region.ts_ns and e.ts_ns <= region.ts_ns + region.dur_ns then
+            names[#names + 1] = e
+        end
+    end
+    return names
+end
+
+local function chain(a, b, c) return wb.sigmoid(a * 2 + b) * wb.silu(c) - a / 3 end
+-- the same program for random_dags' bound: inputs 1..3, then ops 4..10 (a number divisor d
+-- stands for 1 + |d|, as there)
+local CHAIN = {{op = "mul", a = 1, b = 2.0}, {op = "add", a = 4, b = 2}, {op = "sigmoid", a = 5},
+    {op = "silu", a = 3}, {op = "mul", a = 6, b = 7}, {op = "div", a = 1, b = 2.0}, {op = "sub", a = 8, b = 9}}
+
+-- Before: three kernels (a generated group, the hand-written swiglu that split it, another group).
+function test_chain_split_by_swiglu_is_one_generated_kernel()
+    wb.manual_seed(3)
+    for _, shape in ipairs({{7, 33}, {64, 256}}) do
+        local a, b, c = wb.randn(shape), wb.randn(shape), wb.randn(shape)
+        local f = wb.compile(chain)
+        local got = f(a, b, c)
+        local want = chain(a, b, c)
+        B.assert_within_bound(got, dags.bound(CHAIN, {a, b, c}), "compiled chain")
+        lu.assertTrue(wb.max_abs_diff(got, want) <= 1e-6, "compiled vs eager: " .. wb.max_abs_diff(got, want))
+        local ks = kernels_of(function() f(a, b, c) end)
+        lu.assertEquals(#ks, 1, f:explain())
+        lu.assertStrMatches(ks[1].name, "wb_poi_fused_mul_add_sigmoid_silu_%d+")
+        lu.assertEquals(ks[1].args.ops, "mul add sigmoid silu mul div sub")
+        local ex = f:explain()
+        local bytes = 4 * a:numel() * 4 -- three inputs read once, one output written once
+        lu.assertStrContains(ex, string.format("(3 inputs), moves %s: reads 3 inputs once, writes 1",
+            bytes >= 1048576 and string.format("%.1f MiB", bytes / 1048576) or string.format("%.1f KiB", bytes / 1024)))
+        lu.assertStrContains(ex, "cut at: in1 argument 1; in2 argument 2; in3 argument 3; out a result of the function")
+        lu.assertStrContains(ex, "holds silu*mul: not the hand-written swiglu, which would split the group")
+    end
+end
+
+function test_explain_names_each_cut()
+    local a, b = wb.randn({5, 40}), wb.randn({5, 40})
+    local f = wb.compile(function(x, y)
+        local t = wb.tanh(x) * y
+        return wb.sigmoid(t) + 1, wb.relu(t) - 2
+    end)
+    local s, r = f(a, b)
+    local t = wb.tanh(a) * b
+    lu.assertEquals(wb.max_abs_diff(s, wb.sigmoid(t) + 1), 0)
+    lu.assertEquals(wb.max_abs_diff(r, wb.relu(t) - 2), 0)
+    local ex = f:explain()
+    -- t is read twice: it must reach memory, so its group ends there and two groups start from it
+    lu.assertStrContains(ex, "tanh mul (2 inputs)")
+    lu.assertStrContains(ex, "cut at: in1 argument 1; in2 argument 2; out read by 2 ops (sigmoid, relu)")
+    lu.assertStrContains(ex, "sigmoid add (1 input), moves 1.6 KiB: reads 1 input once, writes 1\n" ..
+        "    cut at: in1 mul's result, read by 2 ops; out a result of the function")
+    -- a view is not elementwise: the group after it starts at its result
+    local g = wb.compile(function(x) return wb.exp(x:t()) * 2 end)
+    g(a)
+    lu.assertStrContains(g:explain(), "cut at: in1 t's result, not elementwise")
+end
+
+-- A pair the hand-written kernel covers whole: whichever of the two measured faster runs, and
+-- explain gives both times; the choice is kept for the shape (a second compile reuses it).
+function test_gated_pair_picks_the_faster_kernel_measured()
+    for _, case in ipairs({{name = "geglu", fn = function(g, u) return wb.gelu(g, {approximate = "tanh"}) * u end},
+        {name = "swiglu", fn = function(g, u) return wb.silu(g) * u end}}) do
+        local g, u = wb.randn({16, 512}), wb.randn({16, 512})
+        local f = wb.compile(case.fn)
+        local got = f(g, u)
+        lu.assertEquals(wb.max_abs_diff(got, case.fn(g, u)), 0)
+        local ex = f:explain()
+        local gen, hand = ex:match("measured: the generated kernel ([%d.]+) us per call, the hand%-written " ..
+            case.name .. " ([%d.]+) %(medians of 7 alternating rounds")
+        lu.assertNotNil(gen, ex)
+        local ks = kernels_of(function() f(g, u) end)
+        lu.assertEquals(#ks, 1, ex)
+        if tonumber(gen) <= tonumber(hand) then
+            lu.assertStrMatches(ks[1].name, "wb_poi_fused_.*")
+            lu.assertStrContains(ex, "group wb_poi_fused_")
+        else
+            lu.assertStrMatches(ks[1].name, "wb_" .. case.name .. "_.*")
+            lu.assertStrContains(ex, "group of " .. (case.name == "geglu" and "gelu_tanh" or "silu") ..
+                " mul: the hand-written " .. case.name)
+        end
+        -- cached: a new function on the same shape reports the same measurement
+        local f2 = wb.compile(case.fn)
+        f2(g, u)
+        lu.assertStrContains(f2:explain(), string.format("generated kernel %s us per call, the hand-written %s %s",
+            gen, case.name, hand))
+        -- fuse = false: no hand-written kernel, the generated one, and nothing measured
+        local f3 = wb.compile(case.fn, {fuse = false})
+        f3(g, u)
+        lu.assertStrContains(f3:explain(), "group wb_poi_fused_")
+        lu.assertNotStrContains(f3:explain(), "measured")
+    end
+end
+
+-- Shapes that do not broadcast: the op's one-line message, naming both shapes, at the caller's line.
+function test_shapes_that_do_not_broadcast_are_named()
+    local f = wb.compile(function(a, b) return wb.sigmoid(a) * b end)
+    local ok, err = pcall(f, wb.randn({3, 4}), wb.randn({5, 4}))
+    lu.assertFalse(ok)
+    lu.assertStrContains(err, "mul: shapes {3, 4} and {5, 4} do not broadcast")
+    lu.assertStrContains(err, "test_compile_cost.lua:")
+    lu.assertNotStrContains(err, "compile.lua")
+end
+
+os.exit(lu.LuaUnit.run())
