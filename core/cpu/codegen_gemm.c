@@ -8,7 +8,7 @@
 #include <wb_kernels/pointwise.h>
 
 #include "codegen.h"
-#include "linear_ops.h"
+#include "linear.h"
 #include "storage.h"
 #include "views.h"
 
