@@ -1,6 +1,9 @@
 /* l_profiler_groups.c: s:diff_model(), wb.diff's model of a stopped session computed in C
  * (core/observe/profiler_groups.c), pushed as the tables scripts/wb/diff.lua reads: the nodes
- * with one sample per occurrence, the steps, and the first step's tree for the HTML timeline. */
+ * with one sample per occurrence, the steps, and the first step's tree for the HTML timeline;
+ * and s:folded_stacks() (core/observe/profiler_stacks.c). */
+#include <stdlib.h>
+
 #include "profiler_groups.h"
 #include "wb_lua.h"
 
@@ -101,4 +104,14 @@ static int diff_model_build(lua_State *L) {
 int wb_lua_session_diff_model(lua_State *L) {
     wb_lua_check_session(L);
     return wb_lua_unfinalized(L, diff_model_build);
+}
+
+/* s:folded_stacks() -> the folded stacks' text (one line per stack, sorted). */
+int wb_lua_session_folded_stacks(lua_State *L) {
+    char *text;
+    size_t len;
+    WB_LUA_CHECK(L, wb_prof_folded_stacks(wb_lua_check_session(L), &text, &len));
+    lua_pushlstring(L, text, len); /* (a memory error here leaks the text: rare) */
+    free(text);
+    return 1;
 }

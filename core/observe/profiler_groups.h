@@ -1,6 +1,7 @@
-/* profiler_groups.h: the aligned nodes `wb.diff` compares, computed in C over a session's store
- * (profiler_groups.c): every range, op, runtime call and kernel of every step named by its path,
- * with one duration sample per occurrence, so that no Lua table per event is built. */
+/* profiler_groups.h: groups computed in C over a session's store, so that no Lua table per event
+ * is built: the aligned nodes `wb.diff` compares (profiler_groups.c: every range, op, runtime call
+ * and kernel of every step named by its path, one sample per occurrence) and the folded stacks
+ * (profiler_stacks.c). */
 #ifndef WB_PROFILER_GROUPS_H
 #define WB_PROFILER_GROUPS_H
 
@@ -48,5 +49,9 @@ extern const char *const wb_diff_field_names[5];
  * message "holds no ranges, ops or kernels (an empty profile)" when there is nothing to align. */
 wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *out);
 void wb_diff_model_free(wb_diff_model *m);
+
+/* Folded stacks, one line per distinct stack ("call site;op;inner op;kernel <ns>\n"), sorted, as
+ * malloc'ed text in *out (the caller frees it; "" when no stack weighs 1 ns). */
+wb_status wb_prof_folded_stacks(const wb_prof *p, char **out, size_t *len);
 
 #endif

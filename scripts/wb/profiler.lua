@@ -310,7 +310,9 @@ end
 
 -- Folded stacks (flamegraph.pl, speedscope): "call site;op;kernel <ns>" per line.
 function Profiler:export_stacks(path)
-    return require("wb.profiler_export").export_stacks(self:events(), path)
+    -- computed in C over the store (core/observe/profiler_stacks.c): no table per event
+    local session = self:_result()
+    return require("wb.profiler_export").export_stacks(function() return session:folded_stacks() end, path)
 end
 
 -- Allocated bytes over time per device: JSON at path, an HTML chart beside it.
