@@ -1,9 +1,10 @@
 /* l_profiler_groups.c: s:diff_model(), wb.diff's model of a stopped session computed in C
  * (core/observe/profiler_groups.c), pushed as the tables scripts/wb/diff.lua reads: the nodes
  * with one sample per occurrence, the steps, and the first step's tree for the HTML timeline;
- * and s:folded_stacks() (core/observe/profiler_stacks.c). */
+ * s:folded_stacks() (core/observe/profiler_stacks.c) and s:findings_groups() (findings_*.c). */
 #include <stdlib.h>
 
+#include "findings_groups.h"
 #include "profiler_groups.h"
 #include "wb_lua.h"
 
@@ -114,4 +115,41 @@ int wb_lua_session_folded_stacks(lua_State *L) {
     lua_pushlstring(L, text, len); /* (a memory error here leaks the text: rare) */
     free(text);
     return 1;
+}
+
+static void push_val(lua_State *L, const wb_val *v) {
+    switch (v->type) {
+    case WB_VAL_BOOL: lua_pushboolean(L, v->b); break;
+    case WB_VAL_INT: lua_pushinteger(L, (lua_Integer)v->i); break;
+    case WB_VAL_NUM: lua_pushnumber(L, v->d); break;
+    case WB_VAL_STR: lua_pushstring(L, v->s); break;
+    case WB_VAL_LIST:
+    case WB_VAL_MAP:
+        luaL_checkstack(L, 4, "findings_groups");
+        lua_createtable(L, v->type == WB_VAL_LIST ? (int)v->c.n : 0, v->type == WB_VAL_MAP ? (int)v->c.n : 0);
+        for (size_t i = 0; i < v->c.n; i++) {
+            push_val(L, &v->c.v[i]);
+            if (v->type == WB_VAL_LIST) lua_rawseti(L, -2, (lua_Integer)i + 1);
+            else lua_setfield(L, -2, v->c.k[i]);
+        }
+        break;
+    default: lua_pushnil(L);
+    }
+}
+
+/* s:findings_groups(imbalance_ratio, imbalance_min_ns, skip_memory) -> per rule the groups wb.findings
+ * writes its sentences from (core/observe/findings_rules.c). */
+static int findings_groups_build(lua_State *L) {
+    wb_prof *p = wb_lua_check_session(L);
+    wb_findings_th th = {.imbalance_ratio = luaL_checknumber(L, 2), .imbalance_min_ns = luaL_checknumber(L, 3)};
+    wb_val v;
+    WB_LUA_CHECK(L, wb_prof_findings_groups(p, &th, lua_toboolean(L, 4), &v));
+    push_val(L, &v); /* (a memory error here leaks the groups: rare, small) */
+    wb_val_free(&v);
+    return 1;
+}
+
+int wb_lua_session_findings_groups(lua_State *L) {
+    wb_lua_check_session(L);
+    return wb_lua_unfinalized(L, findings_groups_build);
 }

@@ -261,11 +261,7 @@ function Profiler:stats() return self:_result():stats() end
 function Profiler:export_chrome_trace(path)
     if type(path) ~= "string" then fail("export_chrome_trace needs a file path", 2) end
     local session = self:_result()
-    -- the rules read every event as a Lua table: a large session's trace goes without them (and
-    -- says so); `workbench explain` on the trace runs them
-    local left_out = session:stats().events > require("wb.profiler_table").FINDINGS_IN_TABLE_MAX
-    local extra_events, members = require("wb.findings_trace").trace_extras(left_out and {} or self:findings(),
-        self:_findings_context(), left_out)
+    local extra_events, members = require("wb.findings_trace").trace_extras(self:findings(), self:_findings_context())
     -- a refused path names the user's line
     local n, bytes = native(2, session.export_chrome_trace, session, path, extra_events, members)
     self.last_export = {path = path, events = n, bytes = bytes}
@@ -296,7 +292,8 @@ function Profiler:findings()
     if self.findings_cache and not self.started then return self.findings_cache end
     local ctx = self:_findings_context()
     ctx.dropped, ctx.dropped_note = self:stats().dropped, self:stats().dropped_note
-    local f = require("wb.findings").analyze(self:events(), ctx)
+    -- from groups computed in C over the store: no table per event (wb.findings.analyze_session)
+    local f = require("wb.findings").analyze_session(self:_result(), ctx)
     if not self.started then self.findings_cache = f end
     return f
 end

@@ -7,9 +7,6 @@ local calibrate = require("wb.calibrate")
 
 local M = {}
 
--- Above this many events p:table() leaves the findings out (and says so).
-M.FINDINGS_IN_TABLE_MAX = 200000
-
 local function fail(msg, level) error("profiler: " .. msg, (level or 1) + 1) end
 
 -- Rows per op name (and input shapes / call site when asked) and per kernel name, aggregated in
@@ -165,11 +162,7 @@ function M.table(self, o)
         out[#out + 1] = string.format("%% peak: kernels against the roofline measured on %s (%s, %s): %s", info.name,
             info.isa, plural(info.threads, "thread"), calibrate.ceiling_note(info))
     end
-    if getmetatable(self) and self.findings and st.events > M.FINDINGS_IN_TABLE_MAX then
-        -- the rules read every event as a Lua table: at this size that would cost more than the table
-        out[#out + 1] = string.format("Findings: left out of the table for %d events (over %d, the rules read every " ..
-            "event as a Lua table); p:findings() or p:explain() computes them", st.events, M.FINDINGS_IN_TABLE_MAX)
-    elseif getmetatable(self) and self.findings then -- the top three findings (wb.findings)
+    if getmetatable(self) and self.findings then -- the top three findings (wb.findings, computed in C)
         local list = self:findings()
         out[#out + 1] = string.format("Findings (top %d of %d; p:explain() prints all):", math.min(3, #list), #list)
         out[#out + 1] = require("wb.findings").format(list, 3)
