@@ -108,4 +108,23 @@ function TestFindingsGroups:test_large_profile_findings_without_event_tables()
     lu.assertStrContains(out, (F.format(p:findings(), 1):gsub(" %[timing unreliable: busy machine%]", "")))
 end
 
+-- past max_memory the findings' index would outgrow the store's budget: the table and the trace
+-- say so (naming the sizes), and `workbench explain` computes them from the trace
+function TestFindingsGroups:test_findings_left_out_past_max_memory()
+    local A = wb.ones({1})
+    local p = wb.profiler.profile({activities = {"cpu", "device"}, max_memory = 4 << 20, spill_dir = scratch.dir()},
+        function() for _ = 1, 40000 do local _ = A + A end end)
+    lu.assertStrMatches(p:table(), ".*Findings: left out of the table for 800%d%d events %(their index would take " ..
+        "about 10 MiB, over max_memory 4 MiB%); p:findings%(%) or p:explain%(%) computes them.*")
+    local path = scratch.path(".json")
+    p:export_chrome_trace(path)
+    local f = assert(io.open(path))
+    local text = f:read("a")
+    f:close()
+    lu.assertStrContains(text, '"findings_left_out":true')
+    local out, code = scratch.run(string.format("%s explain %s", EXE, path))
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "] gaps: cpu:0 stream 0 is idle")
+end
+
 scratch.exit(lu.LuaUnit.run())

@@ -1,5 +1,5 @@
 /* findings_index.c: the findings' index built from the store in two passes (op ids, then every
- * event into compact records: ~170 bytes per op, ~64 per device event or span), and the value
+ * event into compact records: ~140 bytes per op, ~64 per device event or span), and the value
  * tree the rules' groups are returned in. See findings_index.h. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,12 +193,26 @@ wb_status fx_index_build(fx_index *ix, const wb_prof *p, int skip_memory) {
     const wb_event *e;
     wb_status st = WB_OK;
     if (!wb_idset_init(&ix->ids, p->next_id)) goto oom;
-    for (wb_prof_cursor_open(&c, p); (e = wb_prof_cursor_next(&c));)
-        if (e->kind == WB_EV_OP) wb_idset_add(&ix->ids, e->id);
+    size_t count_of[WB_EV_MEMSET + 1] = {0}, tops = 0; /* each list allocated once, at its size */
+    for (wb_prof_cursor_open(&c, p); (e = wb_prof_cursor_next(&c));) {
+        if (e->kind <= WB_EV_MEMSET) count_of[e->kind]++;
+        if (e->kind == WB_EV_OP) wb_idset_add(&ix->ids, e->id), tops += e->link == 0;
+    }
     wb_prof_cursor_close(&c);
     if ((st = c.status) != WB_OK) return st;
     ix->nop = wb_idset_finish(&ix->ids);
     if (!(ix->op = calloc(ix->nop ? ix->nop : 1, sizeof *ix->op))) goto oom;
+#define PRESIZE(arr, cap, n)                                                                                           \
+    if ((n) && !((arr) = malloc((n) * sizeof *(arr)))) goto oom;                                                       \
+    (cap) = (n)
+    PRESIZE(ix->dev, cap_dev, count_of[WB_EV_KERNEL] + count_of[WB_EV_MEMCPY] + count_of[WB_EV_MEMSET]);
+    PRESIZE(ix->top, cap_top, tops);
+    PRESIZE(ix->runtime, cap_rt, count_of[WB_EV_RUNTIME]);
+    PRESIZE(ix->memory, cap_mem, skip_memory ? 0 : count_of[WB_EV_MEMORY]);
+    PRESIZE(ix->share, cap_sh, count_of[WB_EV_THREAD]);
+    PRESIZE(ix->range, cap_rg, count_of[WB_EV_RANGE]);
+    PRESIZE(ix->step, cap_st, count_of[WB_EV_STEP]);
+#undef PRESIZE
     uint64_t seq = 0;
     for (wb_prof_cursor_open(&c, p); (e = wb_prof_cursor_next(&c)); seq++) {
         if (skip_memory && e->kind == WB_EV_MEMORY) continue;
@@ -210,9 +224,9 @@ wb_status fx_index_build(fx_index *ix, const wb_prof *p, int skip_memory) {
         switch (e->kind) {
         case WB_EV_OP: {
             fx_op *o = &ix->op[wb_idset_index(&ix->ids, e->id)];
-            *o = (fx_op){.name = e->name, .ts = e->ts_ns, .dur = e->dur_ns, .flops = e->flops, .bytes = e->bytes,
+            *o = (fx_op){.name = e->name, .ts = e->ts_ns, .dur = e->dur_ns, .no_work = e->flops == 0 && e->bytes == 0,
                          .index = seq, .id = e->id, .parent = e->link, .failed = e->failed, .ninputs = e->ninputs,
-                         .gemm_out = -1, .itemsize = 4, .one_kernel = -1};
+                         .gemm_out = -1, .itemsize = 4};
             int nflow = 0;
             const int64_t *flow = e->nflow ? wb_prof_flow(p, e, &nflow) : NULL;
             o->nflow = (uint8_t)(nflow < FX_MAX_FLOW ? nflow : FX_MAX_FLOW);
@@ -312,7 +326,6 @@ wb_status fx_index_build(fx_index *ix, const wb_prof *p, int skip_memory) {
         fx_op *o = fx_op_of(ix, k->corr);
         for (int depth = 0; o && depth < 64; depth++) {
             if (o->nkernels == 0 || k->ts > o->last_kernel_ts) o->last_kernel_ts = k->ts;
-            o->one_kernel = o->nkernels == 0 ? (int32_t)i : -1;
             o->nkernels++;
             if (!k->has_fields) o->nonlayout++;
             o = o->parent ? fx_op_of(ix, o->parent) : NULL;

@@ -14,19 +14,17 @@
 typedef struct fx_op {
     const char *name;
     int64_t ts, dur;
-    double flops, bytes;
     uint64_t index; /* its event's index (read again for a group's first member) */
     uint32_t id, parent;
     int64_t flow[FX_MAX_FLOW];
-    uint8_t nflow, failed, ninputs;
-    int8_t dtype[WB_EVENT_MAX_INPUTS]; /* -1: absent input */
     int64_t numel[WB_EVENT_MAX_INPUTS];
     int64_t gemm_out; /* output elements of a GEMM op from its shapes, -1 unknown */
-    uint8_t itemsize; /* of its second input's dtype (else the first's), 4 when unknown */
+    int64_t last_kernel_ts;
     /* its kernels, its own and its children's (up to 64 levels, as in Lua) */
     uint32_t nkernels, nonlayout; /* all; those without a GEMM layout */
-    int64_t last_kernel_ts;
-    int32_t one_kernel; /* the kernel's index when it has exactly one */
+    uint8_t nflow, failed, ninputs, no_work; /* no_work: 0 flops and 0 bytes declared */
+    int8_t dtype[WB_EVENT_MAX_INPUTS]; /* -1: absent input */
+    uint8_t itemsize; /* of its second input's dtype (else the first's), 4 when unknown */
 } fx_op;
 
 typedef struct fx_dev { /* a kernel, copy or memset */

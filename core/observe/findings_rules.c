@@ -114,7 +114,7 @@ static int rule_view(fx_index *ix, fx_out *o, wb_val *out) {
     for (size_t i = 0; i < ix->nop; i++) { /* in id order */
         const fx_op *e = &ix->op[i];
         int shares = e->nflow >= 2 && e->flow[e->nflow - 1] != 0 && e->flow[e->nflow - 1] == e->flow[0];
-        if (e->nkernels || e->failed || !(shares || (!e->nflow && e->bytes == 0 && e->flops == 0))) continue;
+        if (e->nkernels || e->failed || !(shares || (!e->nflow && e->no_work))) continue;
         int fresh;
         int64_t k = group_of(&keys, e->name, &fresh);
         if (k < 0) goto oom;

@@ -84,46 +84,56 @@ typedef struct segs {
     size_t na;
 } segs;
 
-typedef struct seg {
-    int64_t from, to;
-    uint8_t what;
-    size_t order;
-} seg;
-
+static const segs *sort_segs;
 static int seg_cmp(const void *a, const void *b) {
-    const seg *x = a, *y = b;
-    if (x->from != y->from) return x->from < y->from ? -1 : 1;
-    return (x->order > y->order) - (x->order < y->order);
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    if (sort_segs->from[i] != sort_segs->from[j]) return sort_segs->from[i] < sort_segs->from[j] ? -1 : 1;
+    return (i > j) - (i < j);
 }
 
 /* The host's cover of the gaps: top-level ops split at their last kernel's start (dispatch before,
- * other after), top-level host runtime calls (other); sorted by start. */
+ * other after), top-level host runtime calls (other); sorted by start (they nearly always are). */
 static int host_segments(fx_index *ix, segs *s) {
-    seg *v = malloc((2 * ix->ntop + ix->nruntime + 1) * sizeof *v);
-    if (!v) return 0;
-    size_t n = 0;
+    size_t cap = 2 * ix->ntop + ix->nruntime + 1, n = 0;
+    s->from = malloc(cap * sizeof *s->from), s->to = malloc(cap * sizeof *s->to), s->what = malloc(cap);
+    s->af = malloc((ix->nmemory + 1) * sizeof *s->af), s->at = malloc((ix->nmemory + 1) * sizeof *s->at);
+    if (!s->from || !s->to || !s->what || !s->af || !s->at) return 0;
+    int sorted = 1;
+#define SEG(a, b, w)                                                                                                   \
+    do {                                                                                                               \
+        if (n && (a) < s->from[n - 1]) sorted = 0;                                                                     \
+        s->from[n] = (a), s->to[n] = (b), s->what[n++] = (w);                                                          \
+    } while (0)
     for (size_t i = 0; i < ix->ntop; i++) {
         const fx_op *op = &ix->op[ix->top[i]];
         int64_t t0 = op->ts, t1 = op->ts + op->dur;
         int64_t last = op->nkernels ? op->last_kernel_ts : t1;
         if (last < t0) last = t0;
         if (last > t1) last = t1;
-        v[n] = (seg){t0, last, C_DISPATCH, n}, n++;
-        if (t1 > last) v[n] = (seg){last, t1, C_OTHER, n}, n++;
+        SEG(t0, last, C_DISPATCH);
+        if (t1 > last) SEG(last, t1, C_OTHER);
     }
     for (size_t i = 0; i < ix->nruntime; i++) {
         const fx_span *r = &ix->runtime[i];
-        if (r->link == 0 && r->lane == WB_LANE_HOST) v[n] = (seg){r->ts, r->ts + r->dur, C_OTHER, n}, n++;
+        if (r->link == 0 && r->lane == WB_LANE_HOST) SEG(r->ts, r->ts + r->dur, C_OTHER);
     }
-    qsort(v, n, sizeof *v, seg_cmp);
-    s->from = malloc((n + 1) * sizeof *s->from), s->to = malloc((n + 1) * sizeof *s->to);
-    s->what = malloc(n + 1);
-    s->af = malloc((ix->nmemory + 1) * sizeof *s->af), s->at = malloc((ix->nmemory + 1) * sizeof *s->at);
-    if (!s->from || !s->to || !s->what || !s->af || !s->at) return free(v), 0;
-    for (size_t i = 0; i < n; i++)
-        s->from[i] = v[i].from, s->to[i] = v[i].to, s->what[i] = v[i].what;
-    s->n = n, s->na = 0;
-    free(v);
+#undef SEG
+    s->n = n;
+    if (!sorted) { /* rare (runtime calls between ops): sort through an index */
+        size_t *idx = malloc(n * sizeof *idx);
+        int64_t *f2 = malloc(n * sizeof *f2), *t2 = malloc(n * sizeof *t2);
+        uint8_t *w2 = malloc(n ? n : 1);
+        if (!idx || !f2 || !t2 || !w2) return free(idx), free(f2), free(t2), free(w2), 0;
+        for (size_t i = 0; i < n; i++)
+            idx[i] = i;
+        sort_segs = s;
+        qsort(idx, n, sizeof *idx, seg_cmp);
+        for (size_t i = 0; i < n; i++)
+            f2[i] = s->from[idx[i]], t2[i] = s->to[idx[i]], w2[i] = s->what[idx[i]];
+        free(idx), free(s->from), free(s->to), free(s->what);
+        s->from = f2, s->to = t2, s->what = w2;
+    }
+    s->na = 0;
     for (size_t i = 0; i < ix->nmemory; i++)
         if (ix->memory[i].dur > 0) s->af[s->na] = ix->memory[i].ts, s->at[s->na++] = ix->memory[i].ts + ix->memory[i].dur;
     return 1;

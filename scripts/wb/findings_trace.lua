@@ -39,7 +39,7 @@ end
 
 -- (events, members) for the native writer: one instant per finding on the "findings" track (the
 -- host process, thread 1000), at the time it concerns; and the "workbench" member.
-function M.trace_extras(list, ctx)
+function M.trace_extras(list, ctx, left_out)
     local ev = {'{"ph": "M", "name": "thread_name", "pid": 0, "tid": 1000, "args": {"name": "findings"}}'}
     local kept = {}
     for i, f in ipairs(list) do
@@ -48,7 +48,9 @@ function M.trace_extras(list, ctx)
         ev[#ev + 1] = cjson.encode({ph = "i", s = "t", cat = "finding", name = f.rule, pid = 0, tid = 1000,
             ts = (f.evidence.ts_ns or 0) / 1e3, args = {severity = f.severity, message = f.message}})
     end
-    local member = cjson.encode({format = FORMAT, context = context_of(ctx), findings = kept})
+    -- left_out: the session's findings index did not fit in max_memory (`workbench explain` runs them)
+    local member = cjson.encode({format = FORMAT, context = context_of(ctx), findings = kept,
+        findings_left_out = left_out or nil})
     return table.concat(ev, ",\n"), '"workbench": ' .. member
 end
 

@@ -261,7 +261,11 @@ function Profiler:stats() return self:_result():stats() end
 function Profiler:export_chrome_trace(path)
     if type(path) ~= "string" then fail("export_chrome_trace needs a file path", 2) end
     local session = self:_result()
-    local extra_events, members = require("wb.findings_trace").trace_extras(self:findings(), self:_findings_context())
+    -- the findings, while their index fits in max_memory (wb.profiler_table.findings_fit); above
+    -- it the trace says so and `workbench explain` on it computes them
+    local left_out = not require("wb.profiler_table").findings_fit(session:stats())
+    local extra_events, members = require("wb.findings_trace").trace_extras(left_out and {} or self:findings(),
+        self:_findings_context(), left_out)
     -- a refused path names the user's line
     local n, bytes = native(2, session.export_chrome_trace, session, path, extra_events, members)
     self.last_export = {path = path, events = n, bytes = bytes}
