@@ -90,6 +90,13 @@ static wb_prof *check_session(lua_State *L) {
     return h->p;
 }
 
+/* For the session's methods in other files (l_profiler_groups.c). */
+wb_prof *wb_lua_check_session(lua_State *L);
+wb_prof *wb_lua_check_session(lua_State *L) { return check_session(L); }
+int wb_lua_session_diff_model(lua_State *L);
+int wb_lua_session_folded_stacks(lua_State *L);
+int wb_lua_session_findings_groups(lua_State *L);
+
 static int bool_field(lua_State *L, int idx, const char *key, int dflt) {
     int t = lua_getfield(L, idx, key);
     int v = t == LUA_TNIL ? dflt : lua_toboolean(L, -1);
@@ -483,7 +490,8 @@ static const luaL_Reg session_methods[] = {
     {"push", s_push},       {"pop", s_pop},
     {"clear", s_clear},     {"export_chrome_trace", s_export},
     {"stats", s_stats},     {"events", s_events},
-    {"key_averages", s_key_averages},
+    {"key_averages", s_key_averages}, {"diff_model", wb_lua_session_diff_model},
+    {"folded_stacks", wb_lua_session_folded_stacks}, {"findings_groups", wb_lua_session_findings_groups},
     {NULL, NULL},
 };
 

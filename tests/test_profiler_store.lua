@@ -410,4 +410,45 @@ function TestLoad:test_bad_traces_are_refused_in_one_line()
     lu.assertErrorMsgContains("load_trace needs a trace path", wb.profiler.load_trace, 3)
 end
 
+TestStacks = {}
+
+-- export_stacks computed in C over the store writes the lines the Lua reference computes from the
+-- event tables (nested ops, a composite MLP, ranges, call sites, the CPU device's kernels inside
+-- their ops), and a spilled session's too
+function TestStacks:test_folded_stacks_as_the_lua_reference()
+    local x, w, b = wb.rand({16, 32}), wb.rand({48, 32}), wb.rand({48})
+    local mlp = wb.nn.GeGLUMLP(32, 48, {impl = "eager"})
+    for _, opts in ipairs({{with_stack = true}, {}, {activities = {"cpu"}}, {max_memory = SMALL, spill_dir = scratch.dir()}}) do
+        local p = wb.profiler.profile(opts, function()
+            for _ = 1, 3 do
+                wb.profiler.range("fwd", function() local _ = wb.gelu(wb.linear(x, w, b)):t():contiguous() end)
+                local _ = mlp(x)
+            end
+            if opts.max_memory then adds(30000) end
+        end)
+        local lines = require("wb.profiler_export").folded_stacks(p:events())
+        local path = scratch.path(".folded")
+        p:export_stacks(path)
+        local f = assert(io.open(path))
+        local text = f:read("a")
+        f:close()
+        lu.assertTrue(#lines >= 3, "stacks: " .. #lines)
+        lu.assertEquals(text, table.concat(lines, "\n") .. "\n")
+    end
+end
+
+-- and builds no table per event: its Lua memory does not grow with them
+function TestStacks:test_folded_stacks_build_no_event_tables()
+    local p = wb.profiler.profile({}, function() adds(100000) end)
+    local path = scratch.path(".folded")
+    collectgarbage()
+    collectgarbage("stop")
+    local before = collectgarbage("count")
+    p:export_stacks(path)
+    local grew_kb = collectgarbage("count") - before
+    collectgarbage("restart")
+    lu.assertEquals(p:stats().events, 200001)
+    lu.assertTrue(grew_kb < 1024, string.format("export_stacks took %.0f KiB of Lua memory for 200001 events", grew_kb))
+end
+
 scratch.exit(lu.LuaUnit.run())

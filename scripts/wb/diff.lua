@@ -186,6 +186,7 @@ function M.model(events)
                     name = c.e.name, cat = c.e.cat, depth = depth, host = {}, device = {}, kernels = {},
                     order = #order + 1, first = c}
                 if DEVICE[c.e.cat] then
+                    node.kind_key = key
                     node.fields = {}
                     for _, f in ipairs(KIND_FIELDS) do node.fields[f] = scalar((c.e.args or {})[f]) end
                     for _, f in ipairs(DETAIL_FIELDS) do node.fields[f] = scalar((c.e.args or {})[f]) end
@@ -217,6 +218,27 @@ function M.model(events)
         if DEVICE[node.cat] then node.kernels[1] = node.name else collect(node.first) end
     end
     return {nodes = nodes, order = order, steps = out_steps, notes = notes}
+end
+
+-- model_of(p) -> the same model for a stopped profile or a loaded trace (a wb.profiler object),
+-- computed in C over its store (s:diff_model(), core/observe/profiler_groups.c): no table per
+-- event; the nodes keep their samples, and only the first step keeps its tree (wb.diff_html's).
+function M.model_of(p)
+    local m, err = p:_result():diff_model()
+    if not m then fail(err) end
+    m.notes = {}
+    if m.synthetic_step then m.notes[1] = "no steps recorded (p:step()): the whole trace is one step" end
+    local root, open = {children = {}}, {}
+    open[0] = root
+    for _, x in ipairs(m.first_step) do
+        local c = {path = x.path, e = {ts_ns = x.ts_ns, dur_ns = x.dur_ns, cat = x.cat}, children = {}}
+        local up = open[x.depth]
+        up.children[#up.children + 1] = c
+        open[x.depth + 1] = c
+    end
+    m.steps[1].root = root
+    m.first_step, m.synthetic_step = nil, nil
+    return m
 end
 
 -- ---- statistics -------------------------------------------------------------------------------
@@ -357,7 +379,7 @@ local function census(ma, mb)
         for _, path in ipairs(m.order) do
             local n = m.nodes[path]
             if DEVICE[n.cat] then
-                local key = kind_key(n.first.e)
+                local key = n.kind_key
                 if not c[key] then order[#order + 1] = key; names[key] = n.name; c[key] = 0 end
                 c[key] = c[key] + #n.device
             end

@@ -32,7 +32,7 @@ pre { white-space: pre-wrap; font-size: 12px; }
 -- its own row; aligned nodes link to the same path on the other side.
 local function timeline(model, k, other, side, ids, scale)
     local step = model.steps[k]
-    if not step then return "<p>(no such step)</p>" end
+    if not step or not step.root then return "<p>(no such step)</p>" end
     local rows = {}
     local t0 = step.ts_ns
     local function visit(n, depth)

@@ -156,12 +156,14 @@ function M.profiles(pa, pb, o)
             error(string.format("profiler.diff: %s must be a profiler (wb.profiler.profile), got %s", which, type(p)), 3)
         end
         if p.started then error(string.format("profiler.diff: %s is still recording: call p:stop() first", which), 3) end
-        return p:events()
+        -- a wb.profiler profile: its model computed in C over the store; anything else, from its events
+        return p.native and p._result and p or p:events()
     end
     local ea, eb = events_of(pa, "the first argument"), events_of(pb, "the second argument")
     if rawequal(pa, pb) then error("profiler.diff: the same profile given twice: nothing to compare", 2) end
+    local function model(x) return x.native and diff.model_of(x) or diff.model(x) end
     local ok, r = pcall(function()
-        local ma, mb = diff.model(ea), diff.model(eb)
+        local ma, mb = model(ea), model(eb)
         return diff.diff(ma, mb, {min_effect = o.min_effect, name_a = "A", name_b = "B",
             fingerprint_a = diff.fingerprint(pa:_findings_context()), fingerprint_b = diff.fingerprint(pb:_findings_context())}), ma, mb
     end)
@@ -170,6 +172,16 @@ function M.profiles(pa, pb, o)
 end
 
 local function read_trace(path, which)
+    -- a trace in the workbench's layout: read into a store, its model computed in C
+    local okq, q = pcall(require("wb.profiler").load_trace, path)
+    if okq then
+        local okm, model = pcall(diff.model_of, q)
+        if not okm then
+            diff.fail(string.format("'%s' (%s) %s", path, which, type(model) == "table" and model.diff_error or tostring(model)))
+        end
+        local meta = type(q.trace_members.workbench) == "table" and q.trace_members.workbench or nil
+        return model, diff.fingerprint(type(meta) == "table" and type(meta.context) == "table" and meta.context or nil)
+    end
     local ok, events, meta = pcall(require("wb.findings_trace").read, path)
     if not ok then diff.fail(type(events) == "table" and events.explain or tostring(events)) end
     local okm, model = pcall(diff.model, events)

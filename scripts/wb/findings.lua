@@ -128,13 +128,19 @@ local function index(events)
     return ix
 end
 
-local rules = {}
+-- Each rule: collect (the groups, from the Lua index) and report (its findings, from groups:
+-- these or the ones computed in C over a session's store, core/observe/findings_rules.c).
+local rules, collect, report = {}, {}, {}
 
 -- view: an op that launched no kernel and whose output shares its input's storage (the flow the
 -- profiler records), or, without flow, declared 0 bytes: it only rewrote shape and strides.
-function rules.view(ix, out)
+function collect.view(ix)
     local groups, order = {}, {}
-    for _, e in pairs(ix.ops) do
+    local ids = {}
+    for id in pairs(ix.ops) do ids[#ids + 1] = id end
+    table.sort(ids) -- in id order (as in C): the groups' order and first ops do not depend on hashing
+    for _, id in ipairs(ids) do
+        local e = ix.ops[id]
         local flow = e.args and e.args.flow
         local shares = flow and #flow >= 2 and flow[#flow] ~= 0 and flow[#flow] == flow[1]
         if not ix.op_kernels[e.id] and not e.args.failed and (shares or (not flow and e.bytes == 0 and e.flops == 0)) then
@@ -150,6 +156,9 @@ function rules.view(ix, out)
             if #g.ops < 8 then g.ops[#g.ops + 1] = e.id end
         end
     end
+    return order
+end
+function report.view(order, out, ctx)
     for _, g in ipairs(order) do
         out[#out + 1] = {rule = "view", severity = "info",
             message = string.format("%s is a view: no kernel, 0 bytes moved (%d call%s%s; %s of host time each)",
@@ -162,6 +171,7 @@ function rules.view(ix, out)
                 bytes = 0, kernels = 0}}
     end
 end
+function rules.view(ix, out, ctx) report.view(collect.view(ix), out, ctx) end
 
 -- Output elements of a GEMM op from its recorded input shapes (addmm(bias, a, b), linear(x, w, b),
 -- mm/matmul(a, b)); nil when the shapes were not recorded.
@@ -177,7 +187,7 @@ end
 
 -- epilogue: GEMM kinds that apply a bias and/or an activation in their epilogue, and the check
 -- that no separate add/activation kernel ran under the same op (the one that was folded away).
-function rules.epilogue(ix, out)
+function collect.epilogue(ix)
     local groups, order = {}, {}
     for _, k in ipairs(ix.kernels) do
         local a = k.args or {}
@@ -208,6 +218,9 @@ function rules.epilogue(ix, out)
             if n then g.saved = g.saved + 2 * n * item * stages end
         end
     end
+    return order
+end
+function report.epilogue(order, out, ctx)
     for _, g in ipairs(order) do
         local per = g.saved > 0 and string.format("; a separate pass would have moved %d more bytes per launch",
             math.floor(g.saved / g.launches + 0.5)) or ""
@@ -219,12 +232,13 @@ function rules.epilogue(ix, out)
                 bytes_saved = g.saved, time_ns = g.time_ns, ts_ns = g.ts, ops = g.ops}}
     end
 end
+function rules.epilogue(ix, out, ctx) report.epilogue(collect.epilogue(ix), out, ctx) end
 
 -- layout: the BLAS letters of a GEMM kind, first the weight's (B) then the input's (A), in the
 -- column-major convention cuBLAS names use: what each says about how the kernel walks it.
 local WALK = {t = "read transposed (its reduction dimension contiguous, as a row-major [out, in] weight is stored)",
     n = "read as stored (rows of the reduction dimension apart)"}
-function rules.layout(ix, out)
+function collect.layout(ix)
     local groups, order = {}, {}
     for _, k in ipairs(ix.kernels) do
         local a = k.args or {}
@@ -238,6 +252,9 @@ function rules.layout(ix, out)
             g.launches, g.time_ns = g.launches + 1, g.time_ns + k.dur_ns
         end
     end
+    return order
+end
+function report.layout(order, out, ctx)
     for _, g in ipairs(order) do
         local b, a = g.layout:sub(1, 1), g.layout:sub(2, 2)
         out[#out + 1] = {rule = "layout", severity = "info",
@@ -247,6 +264,7 @@ function rules.layout(ix, out)
                 time_ns = g.time_ns, ts_ns = g.ts}}
     end
 end
+function rules.layout(ix, out, ctx) report.layout(collect.layout(ix), out, ctx) end
 
 -- fusion: consecutive pointwise kernels (kinds with no GEMM layout) on one lane where the first
 -- one's output storage is read by the next one's op and by no other op before it is written
@@ -254,7 +272,7 @@ end
 local FUSER = {gelu_tanh_mul = "wb.geglu (hand-written) or wb.compile (generated)",
     gelu_erf_mul = "wb.geglu (hand-written) or wb.compile (generated)",
     silu_mul = "wb.swiglu (hand-written) or wb.compile (generated)"}
-function rules.fusion(ix, out)
+function collect.fusion(ix)
     -- readers of each storage id: ops that launched kernels themselves (views pass their input on)
     local readers = {}
     for _, e in pairs(ix.ops) do
@@ -345,6 +363,9 @@ function rules.fusion(ix, out)
             end
         end
     end
+    return order
+end
+function report.fusion(order, out, ctx)
     for _, g in ipairs(order) do
         local first = g.inter[1]
         out[#out + 1] = {rule = "fusion", severity = "warn",
@@ -358,6 +379,7 @@ function rules.fusion(ix, out)
                 kernels = g.kernels, intermediate_shape = first.shape, fuser = FUSER[g.kinds] or "wb.compile"}}
     end
 end
+function rules.fusion(ix, out, ctx) report.fusion(collect.fusion(ix), out, ctx) end
 
 -- Busy time of `kernels` (sorted) inside [t0, t1]: the union of their spans.
 local function busy_in(kernels, t0, t1, from)
@@ -374,7 +396,7 @@ local function busy_in(kernels, t0, t1, from)
 end
 
 -- host_bound: per window (range, else step, else the recording), the device lanes' idle share.
-function rules.host_bound(ix, out, ctx)
+function collect.host_bound(ix)
     local groups, order = {}, {}
     local ks, ops = ix.kernels, ix.top_ops
     local lo, olo = 1, 1
@@ -396,6 +418,9 @@ function rules.host_bound(ix, out, ctx)
             g.ops = g.ops + nops
         end
     end
+    return order
+end
+function report.host_bound(order, out, ctx)
     for _, g in ipairs(order) do
         local idle = g.span - g.busy
         local share = idle / g.span
@@ -418,6 +443,7 @@ function rules.host_bound(ix, out, ctx)
         end
     end
 end
+function rules.host_bound(ix, out, ctx) report.host_bound(collect.host_bound(ix), out, ctx) end
 
 local time_rules = require("wb.findings_time")
 local ORDER = {"view", "epilogue", "layout", "fusion", "host_bound", "gaps", "imbalance", "roofline", "unreliable",
@@ -437,6 +463,26 @@ function M.analyze(events, ctx)
         local rule = rules[name] or time_rules[name]
         rule(ix, out, ctx, TH)
     end
+    return M.finish(out, ctx)
+end
+
+-- The same findings for a session (a stopped profile, or a trace read back: skip_memory leaves its
+-- memory events out, as `workbench explain` reads traces), from the groups computed in C over its
+-- store: no table per event. Also returns the counts of events and of device events read.
+function M.analyze_session(session, ctx, skip_memory)
+    ctx = ctx or {}
+    local G = session:findings_groups(TH.imbalance_ratio, TH.imbalance_min_ns, skip_memory and true or false)
+    for _, g in ipairs(G.fusion) do g.inter = {g.first} end
+    local out = {}
+    for _, name in ipairs(ORDER) do
+        if report[name] then report[name](G[name], out, ctx) else time_rules.report[name](G, out, ctx, TH) end
+    end
+    return M.finish(out, ctx), G.events, G.device_events
+end
+
+-- Marks the timed findings when the machine was busy, sorts by the time concerned, and puts what
+-- the session dropped first.
+function M.finish(out, ctx)
     local unreliable = false
     for _, f in ipairs(out) do unreliable = unreliable or f.rule == "unreliable" end
     for i, f in ipairs(out) do

@@ -2,7 +2,7 @@
 -- imbalance, the roofline, a busy machine, and on cuda synchronizations and copies inside a
 -- step). Rules take the index wb.findings builds; thresholds live in wb.findings.THRESHOLDS.
 
-local M = {}
+local M = {report = {}} -- report.<rule>(groups, out, ctx, TH): the findings from groups (Lua's or C's)
 
 local function us(ns) return string.format("%.1f us", ns / 1e3) end
 local function pct(x) return string.format("%.0f%%", 100 * x) end
@@ -135,27 +135,12 @@ end
 -- of the other categories in proportion.
 function M.gaps(ix, out, ctx, TH)
     local segs = table.pack(host_segments(ix))
-    local delay, delay_span = 0, 0
-    for _, w in ipairs(ix.steps) do
-        local d = w.args and w.args.run_delay_ns
-        if d then delay, delay_span = delay + d, delay_span + w.dur_ns end
-    end
+    local G = {lanes = {}}
     for _, lane in ipairs(ix.lane_order) do
         local ks = ix.lanes[lane]
         local cat = new_categories()
         local total, count, span = split_lane(ks, segs, cat, nil)
-        if total > 0 and span > 0 then
-            local before = {} -- what the host was doing, before the preempted share is carved out
-            for k, v in pairs(cat) do before[k] = v end
-            if delay > 0 and delay_span > 0 then -- the host thread's run-queue delay, where the lane idled
-                local pre = math.min(total, delay * total / span)
-                local scale = (total - pre) / total
-                for _, c in ipairs(M.GAP_CATEGORIES) do cat[c] = cat[c] * scale end
-                cat.preempted = pre
-            end
-            gaps_finding(out, TH, lane .. " is", cat, total, count, span, ks[1].ts_ns,
-                {lane = lane, host_categories = before})
-        end
+        G.lanes[#G.lanes + 1] = {lane = lane, cat = cat, total = total, count = count, span = span, ts = ks[1].ts_ns}
     end
     -- worker lanes: each share's gap to the worker's next share, its first part waiting at the join
     local workers, order, join = {}, {}, {}
@@ -173,10 +158,44 @@ function M.gaps(ix, out, ctx, TH)
             local t, c, s = split_lane(workers[lane], segs, cat, join)
             total, count, span, ts = total + t, count + c, span + s, math.min(ts, workers[lane][1].ts_ns)
         end
+        G.workers = {cat = cat, total = total, count = count, span = span, ts = ts, workers = #order}
+    end
+    G.steps = M.step_delay(ix)
+    M.report.gaps(G, out, ctx, TH)
+end
+
+-- The host thread's run-queue delay inside the steps, and the steps' span where it was sampled.
+function M.step_delay(ix)
+    local delay, span = 0, 0
+    for _, w in ipairs(ix.steps) do
+        local d = w.args and w.args.run_delay_ns
+        if d then delay, span = delay + d, span + w.dur_ns end
+    end
+    return {delay = delay, span = span}
+end
+
+-- G: {lanes = {{lane, cat, total, count, span, ts}}, workers = {cat, total, count, span, ts,
+-- workers} or nil, steps = {delay, span}}, from the Lua index above or computed in C.
+function M.report.gaps(G, out, ctx, TH)
+    local delay, delay_span = G.steps.delay, G.steps.span
+    for _, l in ipairs(G.gaps and G.gaps.lanes or G.lanes) do
+        local cat, total, span = l.cat, l.total, l.span
         if total > 0 and span > 0 then
-            gaps_finding(out, TH, string.format("the cpu device's %d worker threads are", #order), cat, total, count,
-                span, ts, {workers = #order})
+            local before = {} -- what the host was doing, before the preempted share is carved out
+            for k, v in pairs(cat) do before[k] = v end
+            if delay > 0 and delay_span > 0 then -- the host thread's run-queue delay, where the lane idled
+                local pre = math.min(total, delay * total / span)
+                local scale = (total - pre) / total
+                for _, c in ipairs(M.GAP_CATEGORIES) do cat[c] = cat[c] * scale end
+                cat.preempted = pre
+            end
+            gaps_finding(out, TH, l.lane .. " is", cat, total, l.count, span, l.ts, {lane = l.lane, host_categories = before})
         end
+    end
+    local w = G.gaps and G.gaps.workers or G.workers
+    if w and w.total > 0 and w.span > 0 then
+        gaps_finding(out, TH, string.format("the cpu device's %d worker threads are", w.workers), w.cat, w.total,
+            w.count, w.span, w.ts, {workers = w.workers})
     end
 end
 
@@ -206,7 +225,10 @@ function M.imbalance(ix, out, ctx, TH)
             end
         end
     end
-    for _, g in ipairs(order) do
+    M.report.imbalance({imbalance = order}, out, ctx, TH)
+end
+function M.report.imbalance(G, out, ctx, TH)
+    for _, g in ipairs(G.imbalance) do
         if g.over > 0 then
             out[#out + 1] = {rule = "imbalance", severity = "warn",
                 message = string.format("%s: in %d of %d parallel launches the slowest of %d workers ran more than " ..
@@ -242,7 +264,12 @@ function M.roofline(ix, out, ctx, TH)
                 g.time_ns + k.dur_ns
         end
     end
-    for _, g in ipairs(order) do
+    M.report.roofline({roofline = order}, out, ctx, TH)
+end
+function M.report.roofline(G, out, ctx, TH)
+    local info = ctx.device_info
+    if not info or not info.peak_gflops then return end
+    for _, g in ipairs(G.roofline) do
         if g.time_ns / g.launches >= TH.roofline_min_ns then
             local level, bw = roof_for(info, g.bytes / g.launches)
             local intensity = g.bytes > 0 and g.flops / g.bytes or math.huge
@@ -270,12 +297,9 @@ end
 
 -- unreliable: the machine was busy while recording (other runnable processes or steal, from
 -- ctx.machine; or this thread waiting for a CPU inside the steps).
-function M.unreliable(ix, out, ctx, TH)
-    local delay, span = 0, 0
-    for _, w in ipairs(ix.steps) do
-        local d = w.args and w.args.run_delay_ns
-        if d then delay, span = delay + d, span + w.dur_ns end
-    end
+function M.unreliable(ix, out, ctx, TH) M.report.unreliable({steps = M.step_delay(ix)}, out, ctx, TH) end
+function M.report.unreliable(G, out, ctx, TH)
+    local delay, span = G.steps.delay, G.steps.span
     local share = span > 0 and delay / span or 0
     local m = ctx.machine or {}
     local reasons = {}
@@ -304,7 +328,10 @@ local function inside_windows(ix, pick)
                 if e.ts_ns >= t0 and e.ts_ns <= t1 then
                     n = n + 1
                     local h = hits[w.name]
-                    if not h then h = {window = w.name, count = 0, time_ns = 0, names = {}, ts = e.ts_ns}; hits[w.name] = h end
+                    if not h then
+                        h = {window = w.name, count = 0, time_ns = 0, names = {}, ts = e.ts_ns}
+                        hits[w.name], hits[#hits + 1] = h, h -- in the order first hit (as in C)
+                    end
                     h.count, h.time_ns = h.count + 1, h.time_ns + e.dur_ns
                     h.names[e.name] = (h.names[e.name] or 0) + 1
                 end
@@ -326,8 +353,10 @@ function M.sync(ix, out)
     for _, r in ipairs(ix.runtime) do
         if r.args and r.args.api == "sync" then syncs[#syncs + 1] = r end
     end
-    local hits = inside_windows(ix, syncs)
-    for _, h in pairs(hits) do
+    M.report.sync({sync = inside_windows(ix, syncs)}, out)
+end
+function M.report.sync(G, out)
+    for _, h in ipairs(G.sync) do
         out[#out + 1] = {rule = "sync", severity = "warn",
             message = string.format("%s synchronizes the host with the device %d time%s (%s; %s waiting): each " ..
                 "stops the host from queueing work ahead", h.window, h.count, h.count == 1 and "" or "s",
@@ -341,8 +370,10 @@ function M.memcpy(ix, out)
     for _, k in ipairs(ix.kernels) do
         if k.cat == "memcpy" then copies[#copies + 1] = k end
     end
-    local hits = inside_windows(ix, copies)
-    for _, h in pairs(hits) do
+    M.report.memcpy({memcpy = inside_windows(ix, copies)}, out)
+end
+function M.report.memcpy(G, out)
+    for _, h in ipairs(G.memcpy) do
         out[#out + 1] = {rule = "memcpy", severity = "warn",
             message = string.format("%s copies between host and device %d time%s (%s; %s on the device)", h.window,
                 h.count, h.count == 1 and "" or "s", count_list(h.names), us(h.time_ns)),

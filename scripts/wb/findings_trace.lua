@@ -48,7 +48,7 @@ function M.trace_extras(list, ctx, left_out)
         ev[#ev + 1] = cjson.encode({ph = "i", s = "t", cat = "finding", name = f.rule, pid = 0, tid = 1000,
             ts = (f.evidence.ts_ns or 0) / 1e3, args = {severity = f.severity, message = f.message}})
     end
-    -- left_out: the session was too large to run the rules on at export (`workbench explain` runs them)
+    -- left_out: the session's findings index did not fit in max_memory (`workbench explain` runs them)
     local member = cjson.encode({format = FORMAT, context = context_of(ctx), findings = kept,
         findings_left_out = left_out or nil})
     return table.concat(ev, ",\n"), '"workbench": ' .. member
@@ -188,16 +188,36 @@ function M.explain_main(args)
         io.stderr:write("explain: no trace given (usage: workbench explain TRACE.json [--json])\n")
         return 2
     end
-    local ok, events, meta, other = pcall(M.read, path)
-    if not ok then
-        io.stderr:write("explain: " .. (type(events) == "table" and events.explain or tostring(events)) .. "\n")
-        return 2
+    -- a trace in the workbench's layout: read into a store, the rules' groups computed in C (its
+    -- memory events left out, as read_streaming does); any other, read whole by M.read
+    local okq, q = pcall(require("wb.profiler").load_trace, path)
+    local events, meta, other
+    if okq then
+        meta = type(q.trace_members.workbench) == "table" and q.trace_members.workbench or nil
+        other = q.trace_other
+    else
+        local ok
+        ok, events, meta, other = pcall(M.read, path)
+        if not ok then
+            io.stderr:write("explain: " .. (type(events) == "table" and events.explain or tostring(events)) .. "\n")
+            return 2
+        end
     end
-    local device_events = 0
-    for _, e in ipairs(events) do
-        if e.cat == "kernel" or e.cat == "memcpy" or e.cat == "memset" then device_events = device_events + 1 end
+    local c = meta and type(meta.context) == "table" and meta.context or {}
+    local ctx = {device = c.device, device_info = type(c.device_info) == "table" and c.device_info or nil,
+        machine = type(c.machine) == "table" and c.machine or nil, replay_ns_per_kernel = tonumber(c.replay_ns_per_kernel),
+        dropped = type(other) == "table" and math.tointeger(other.dropped_events) or nil,
+        dropped_note = type(other) == "table" and type(other.dropped) == "string" and other.dropped or ""}
+    local okf, list, nevents, device_events
+    if okq then
+        okf, list, nevents, device_events = pcall(findings.analyze_session, q:_result(), ctx, true)
+    else
+        nevents, device_events = #events, 0
+        for _, e in ipairs(events) do
+            if e.cat == "kernel" or e.cat == "memcpy" or e.cat == "memset" then device_events = device_events + 1 end
+        end
     end
-    if #events == 0 then
+    if nevents == 0 then
         io.stderr:write(string.format("explain: '%s' holds no events (an empty profile)\n", path))
         return 2
     end
@@ -206,12 +226,7 @@ function M.explain_main(args)
             "{\"cpu\", \"device\"}\n", path))
         return 2
     end
-    local c = meta and type(meta.context) == "table" and meta.context or {}
-    local okf, list = pcall(findings.analyze, events, {device = c.device, device_info = type(c.device_info) == "table"
-        and c.device_info or nil, machine = type(c.machine) == "table" and c.machine or nil,
-        replay_ns_per_kernel = tonumber(c.replay_ns_per_kernel),
-        dropped = type(other) == "table" and math.tointeger(other.dropped_events) or nil,
-        dropped_note = type(other) == "table" and type(other.dropped) == "string" and other.dropped or ""})
+    if not okq then okf, list = pcall(findings.analyze, events, ctx) end
     if not okf then
         io.stderr:write(string.format("explain: '%s' has events the rules cannot read (%s)\n", path,
             tostring(list):gsub("^.-:%d+: ", "")))

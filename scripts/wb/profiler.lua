@@ -261,9 +261,9 @@ function Profiler:stats() return self:_result():stats() end
 function Profiler:export_chrome_trace(path)
     if type(path) ~= "string" then fail("export_chrome_trace needs a file path", 2) end
     local session = self:_result()
-    -- the rules read every event as a Lua table: a large session's trace goes without them (and
-    -- says so); `workbench explain` on the trace runs them
-    local left_out = session:stats().events > require("wb.profiler_table").FINDINGS_IN_TABLE_MAX
+    -- the findings, while their index fits in max_memory (wb.profiler_table.findings_fit); above
+    -- it the trace says so and `workbench explain` on it computes them
+    local left_out = not require("wb.profiler_table").findings_fit(session:stats())
     local extra_events, members = require("wb.findings_trace").trace_extras(left_out and {} or self:findings(),
         self:_findings_context(), left_out)
     -- a refused path names the user's line
@@ -296,7 +296,8 @@ function Profiler:findings()
     if self.findings_cache and not self.started then return self.findings_cache end
     local ctx = self:_findings_context()
     ctx.dropped, ctx.dropped_note = self:stats().dropped, self:stats().dropped_note
-    local f = require("wb.findings").analyze(self:events(), ctx)
+    -- from groups computed in C over the store: no table per event (wb.findings.analyze_session)
+    local f = require("wb.findings").analyze_session(self:_result(), ctx)
     if not self.started then self.findings_cache = f end
     return f
 end
@@ -310,7 +311,9 @@ end
 
 -- Folded stacks (flamegraph.pl, speedscope): "call site;op;kernel <ns>" per line.
 function Profiler:export_stacks(path)
-    return require("wb.profiler_export").export_stacks(self:events(), path)
+    -- computed in C over the store (core/observe/profiler_stacks.c): no table per event
+    local session = self:_result()
+    return require("wb.profiler_export").export_stacks(function() return session:folded_stacks() end, path)
 end
 
 -- Allocated bytes over time per device: JSON at path, an HTML chart beside it.

@@ -1,6 +1,6 @@
--- wb.profiler_export: the profiler's exports built from p:events() in Lua: folded stacks (for
--- flamegraph.pl and speedscope) and the memory timeline (JSON plus an HTML chart). The Chrome
--- trace is written natively (core/observe/profiler.c); these follow its rules for paths and --sandbox.
+-- wb.profiler_export: folded stacks (flamegraph.pl, speedscope; a session's computed in C, the Lua
+-- version below the reference, serving event lists) and the memory timeline (JSON and an HTML
+-- chart). The Chrome trace is written natively; these follow its rules for paths and --sandbox.
 
 local cjson = require("cjson")
 local report = require("wb.report")
@@ -71,10 +71,18 @@ function M.folded_stacks(events)
     return lines
 end
 
-function M.export_stacks(events, path)
+-- source: a list of events, or a function returning the folded text (a session's folded_stacks(),
+-- the same lines computed in C over its store without a table per event).
+function M.export_stacks(source, path)
     local f = open_for_writing("export_stacks", path)
-    local lines = M.folded_stacks(events)
-    if #lines > 0 then f:write(table.concat(lines, "\n"), "\n") end
+    if type(source) == "function" then
+        local ok, text = pcall(source)
+        if not ok then error(text, 2) end -- nothing written: the file is written at close
+        f:write(text)
+    else
+        local lines = M.folded_stacks(source)
+        if #lines > 0 then f:write(table.concat(lines, "\n"), "\n") end
+    end
     f:close()
     return path
 end

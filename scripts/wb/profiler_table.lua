@@ -7,8 +7,12 @@ local calibrate = require("wb.calibrate")
 
 local M = {}
 
--- Above this many events p:table() leaves the findings out (and says so).
-M.FINDINGS_IN_TABLE_MAX = 200000
+-- The findings' rules index the events in C (core/observe/findings_index.c): measured ~127 bytes
+-- per event at 2,000,001 events (peak RSS +254 MiB, 0.9 s of CPU). The table and the trace carry
+-- the findings while that index fits in the session's max_memory (the store's own budget: 2.1
+-- million events at the default 256 MiB); above it they say so, and p:findings() computes them.
+M.FINDINGS_BYTES_PER_EVENT = 128
+function M.findings_fit(st) return st.events * M.FINDINGS_BYTES_PER_EVENT <= st.max_memory end
 
 local function fail(msg, level) error("profiler: " .. msg, (level or 1) + 1) end
 
@@ -165,11 +169,11 @@ function M.table(self, o)
         out[#out + 1] = string.format("%% peak: kernels against the roofline measured on %s (%s, %s): %s", info.name,
             info.isa, plural(info.threads, "thread"), calibrate.ceiling_note(info))
     end
-    if getmetatable(self) and self.findings and st.events > M.FINDINGS_IN_TABLE_MAX then
-        -- the rules read every event as a Lua table: at this size that would cost more than the table
-        out[#out + 1] = string.format("Findings: left out of the table for %d events (over %d, the rules read every " ..
-            "event as a Lua table); p:findings() or p:explain() computes them", st.events, M.FINDINGS_IN_TABLE_MAX)
-    elseif getmetatable(self) and self.findings then -- the top three findings (wb.findings)
+    if getmetatable(self) and self.findings and not M.findings_fit(st) then
+        out[#out + 1] = string.format("Findings: left out of the table for %d events (their index would take about " ..
+            "%.0f MiB, over max_memory %.0f MiB); p:findings() or p:explain() computes them", st.events,
+            st.events * M.FINDINGS_BYTES_PER_EVENT / 1048576, st.max_memory / 1048576)
+    elseif getmetatable(self) and self.findings then -- the top three findings (wb.findings, computed in C)
         local list = self:findings()
         out[#out + 1] = string.format("Findings (top %d of %d; p:explain() prints all):", math.min(3, #list), #list)
         out[#out + 1] = require("wb.findings").format(list, 3)

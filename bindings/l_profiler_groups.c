@@ -1,0 +1,155 @@
+/* l_profiler_groups.c: s:diff_model(), wb.diff's model of a stopped session computed in C
+ * (core/observe/profiler_groups.c), pushed as the tables scripts/wb/diff.lua reads: the nodes
+ * with one sample per occurrence, the steps, and the first step's tree for the HTML timeline;
+ * s:folded_stacks() (core/observe/profiler_stacks.c) and s:findings_groups() (findings_*.c). */
+#include <stdlib.h>
+
+#include "findings_groups.h"
+#include "profiler_groups.h"
+#include "wb_lua.h"
+
+wb_prof *wb_lua_check_session(lua_State *L); /* l_profiler.c */
+
+static void push_samples(lua_State *L, const int64_t *v, size_t n) {
+    lua_createtable(L, n < (1u << 30) ? (int)n : 0, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)v[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
+static void push_node(lua_State *L, const wb_diff_model *m, const wb_diff_node *d, size_t order) {
+    lua_createtable(L, 0, 14);
+    wb_lua_setstring(L, "path", d->path);
+    wb_lua_setstring(L, "parent", d->parent >= 0 ? m->node[d->parent].path : "");
+    wb_lua_setstring(L, "label", d->label);
+    wb_lua_setstring(L, "name", d->name);
+    wb_lua_setstring(L, "cat", wb_event_kind_name(d->kind));
+    wb_lua_setinteger(L, "depth", d->depth);
+    wb_lua_setinteger(L, "order", (lua_Integer)order);
+    if (d->kind_key) wb_lua_setstring(L, "kind_key", d->kind_key);
+    push_samples(L, d->host, d->nhost);
+    lua_setfield(L, -2, "host");
+    push_samples(L, d->device, d->ndevice);
+    lua_setfield(L, -2, "device");
+    lua_createtable(L, (int)d->nkernels, 0);
+    for (size_t i = 0; i < d->nkernels; i++) {
+        lua_pushstring(L, d->kernels[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "kernels");
+    lua_createtable(L, 0, 0); /* occurrences per step (1-based) */
+    for (size_t i = 0; i < d->nsteps; i++) {
+        lua_pushinteger(L, d->step_count[i]);
+        lua_rawseti(L, -2, (lua_Integer)d->step_no[i] + 1);
+    }
+    lua_setfield(L, -2, "steps");
+    if (d->kind_key) { /* a device node's fields */
+        lua_createtable(L, 0, 5);
+        for (int f = 0; f < 5; f++)
+            if (d->fields[f]) wb_lua_setstring(L, wb_diff_field_names[f], d->fields[f]);
+        lua_setfield(L, -2, "fields");
+    }
+}
+
+/* s:diff_model() -> {nodes = {path -> node}, order = {paths}, steps = {{host_ns, device_ns, ts_ns,
+ * wait_ns}}, synthetic_step = bool, first_step = {{path, depth, ts_ns, dur_ns, cat}}}, or nil and
+ * the message (an empty profile). */
+static int diff_model_build(lua_State *L) {
+    wb_prof *p = wb_lua_check_session(L);
+    wb_diff_model m;
+    if (wb_prof_diff_model(p, &m) != WB_OK) {
+        lua_pushnil(L);
+        lua_pushstring(L, wb_error_message());
+        return 2;
+    }
+    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, m.n < (1u << 24) ? (int)m.n : 0); /* nodes */
+    lua_createtable(L, m.n < (1u << 24) ? (int)m.n : 0, 0); /* order */
+    for (size_t i = 0; i < m.n; i++) {
+        lua_pushstring(L, m.node[i].path);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+        push_node(L, &m, &m.node[i], i + 1);
+        lua_setfield(L, -3, m.node[i].path);
+    }
+    lua_setfield(L, -3, "order");
+    lua_setfield(L, -2, "nodes");
+    lua_createtable(L, (int)m.nsteps, 0);
+    for (size_t k = 0; k < m.nsteps; k++) {
+        lua_createtable(L, 0, 4);
+        wb_lua_setinteger(L, "host_ns", m.step_host_ns[k]);
+        wb_lua_setinteger(L, "device_ns", m.step_device_ns[k]);
+        wb_lua_setinteger(L, "ts_ns", m.step_ts_ns[k]);
+        wb_lua_setnumber(L, "wait_ns", m.step_wait_ns[k]);
+        lua_rawseti(L, -2, (lua_Integer)k + 1);
+    }
+    lua_setfield(L, -2, "steps");
+    lua_pushboolean(L, m.synthetic_step);
+    lua_setfield(L, -2, "synthetic_step");
+    lua_createtable(L, m.nfirst < (1u << 24) ? (int)m.nfirst : 0, 0);
+    for (size_t i = 0; i < m.nfirst; i++) {
+        const wb_diff_instance *x = &m.first_step[i];
+        lua_createtable(L, 0, 5);
+        wb_lua_setstring(L, "path", m.node[x->node].path);
+        wb_lua_setinteger(L, "depth", x->depth);
+        wb_lua_setinteger(L, "ts_ns", x->ts_ns);
+        wb_lua_setinteger(L, "dur_ns", x->dur_ns);
+        wb_lua_setstring(L, "cat", wb_event_kind_name(x->kind));
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "first_step");
+    wb_diff_model_free(&m);
+    return 1;
+}
+
+int wb_lua_session_diff_model(lua_State *L) {
+    wb_lua_check_session(L);
+    return wb_lua_unfinalized(L, diff_model_build);
+}
+
+/* s:folded_stacks() -> the folded stacks' text (one line per stack, sorted). */
+int wb_lua_session_folded_stacks(lua_State *L) {
+    char *text;
+    size_t len;
+    WB_LUA_CHECK(L, wb_prof_folded_stacks(wb_lua_check_session(L), &text, &len));
+    lua_pushlstring(L, text, len); /* (a memory error here leaks the text: rare) */
+    free(text);
+    return 1;
+}
+
+static void push_val(lua_State *L, const wb_val *v) {
+    switch (v->type) {
+    case WB_VAL_BOOL: lua_pushboolean(L, v->b); break;
+    case WB_VAL_INT: lua_pushinteger(L, (lua_Integer)v->i); break;
+    case WB_VAL_NUM: lua_pushnumber(L, v->d); break;
+    case WB_VAL_STR: lua_pushstring(L, v->s); break;
+    case WB_VAL_LIST:
+    case WB_VAL_MAP:
+        luaL_checkstack(L, 4, "findings_groups");
+        lua_createtable(L, v->type == WB_VAL_LIST ? (int)v->c.n : 0, v->type == WB_VAL_MAP ? (int)v->c.n : 0);
+        for (size_t i = 0; i < v->c.n; i++) {
+            push_val(L, &v->c.v[i]);
+            if (v->type == WB_VAL_LIST) lua_rawseti(L, -2, (lua_Integer)i + 1);
+            else lua_setfield(L, -2, v->c.k[i]);
+        }
+        break;
+    default: lua_pushnil(L);
+    }
+}
+
+/* s:findings_groups(imbalance_ratio, imbalance_min_ns, skip_memory) -> per rule the groups wb.findings
+ * writes its sentences from (core/observe/findings_rules.c). */
+static int findings_groups_build(lua_State *L) {
+    wb_prof *p = wb_lua_check_session(L);
+    wb_findings_th th = {.imbalance_ratio = luaL_checknumber(L, 2), .imbalance_min_ns = luaL_checknumber(L, 3)};
+    wb_val v;
+    WB_LUA_CHECK(L, wb_prof_findings_groups(p, &th, lua_toboolean(L, 4), &v));
+    push_val(L, &v); /* (a memory error here leaks the groups: rare, small) */
+    wb_val_free(&v);
+    return 1;
+}
+
+int wb_lua_session_findings_groups(lua_State *L) {
+    wb_lua_check_session(L);
+    return wb_lua_unfinalized(L, findings_groups_build);
+}

@@ -1,0 +1,38 @@
+/* findings_groups.h: what wb.findings' rules read, computed in C over a session's store: per rule
+ * the groups (per op name, kernel name, lane, window, chain) its sentences are made from, as a
+ * small tree of values the binding turns into Lua tables. No table per event is built. */
+#ifndef WB_FINDINGS_GROUPS_H
+#define WB_FINDINGS_GROUPS_H
+
+#include "profiler.h"
+
+/* A value: nil, boolean, integer, number, string, list or map (keys in insertion order). */
+enum { WB_VAL_NIL = 0, WB_VAL_BOOL, WB_VAL_INT, WB_VAL_NUM, WB_VAL_STR, WB_VAL_LIST, WB_VAL_MAP };
+typedef struct wb_val {
+    int type;
+    union {
+        int b;
+        int64_t i;
+        double d;
+        char *s;
+        struct {
+            struct wb_val *v;
+            char **k; /* maps: the keys */
+            size_t n, cap;
+        } c;
+    };
+} wb_val;
+void wb_val_free(wb_val *v);
+
+/* The thresholds the rules compare with (wb.findings.THRESHOLDS). */
+typedef struct wb_findings_th {
+    double imbalance_ratio, imbalance_min_ns;
+} wb_findings_th;
+
+/* The groups of every rule, as a map: view, epilogue, layout, fusion, host_bound, imbalance,
+ * roofline, sync, memcpy (lists of groups), gaps ({lanes = {...}, workers = {...}}), steps
+ * ({delay =, span =}), events and device_events (counts). skip_memory: leave memory events out
+ * (a trace read back for `workbench explain`). */
+wb_status wb_prof_findings_groups(const wb_prof *p, const wb_findings_th *th, int skip_memory, wb_val *out);
+
+#endif

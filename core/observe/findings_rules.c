@@ -1,0 +1,282 @@
+/* findings_rules.c: wb.findings' rules over the C index (findings_index.h): per rule the groups
+ * its sentences are made from, in the order the Lua rules make them (scripts/wb/findings.lua and
+ * findings_time.lua write the sentences, from these groups or from their own index's). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "findings_index.h"
+
+static const char *dev_name(const fx_dev *k) { return k->kind ? wb_kernel_kind_name(k->kind) : k->name; }
+
+/* ---- groups by a string key, in the order first met ----------------------------------------- */
+
+typedef struct gkeys {
+    char **key;
+    size_t n, cap;
+    uint32_t *slots;
+    size_t nslots;
+    const void *last_ptr; /* the last key looked up by pointer, and its group */
+    int64_t last;
+} gkeys;
+
+static uint64_t hash_bytes(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The group of key (*fresh = 1 when new), or -1 when out of memory. */
+static int64_t group_of(gkeys *g, const char *key, int *fresh) {
+    *fresh = 0;
+    if (key == g->last_ptr && g->last >= 0) return g->last;
+    if (2 * (g->n + 1) > g->nslots) {
+        size_t ns = g->nslots ? 2 * g->nslots : 64;
+        uint32_t *s = calloc(ns, sizeof *s);
+        if (!s) return -1;
+        for (size_t i = 0; i < g->n; i++) {
+            size_t j = hash_bytes(g->key[i]) & (ns - 1);
+            while (s[j])
+                j = (j + 1) & (ns - 1);
+            s[j] = (uint32_t)i + 1;
+        }
+        free(g->slots);
+        g->slots = s, g->nslots = ns;
+    }
+    size_t j = hash_bytes(key) & (g->nslots - 1);
+    for (; g->slots[j]; j = (j + 1) & (g->nslots - 1))
+        if (!strcmp(g->key[g->slots[j] - 1], key)) {
+            g->last_ptr = key, g->last = g->slots[j] - 1;
+            return g->last;
+        }
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 16;
+        char **k = realloc(g->key, cap * sizeof *k);
+        if (!k) return -1;
+        g->key = k, g->cap = cap;
+    }
+    if (!(g->key[g->n] = strdup(key))) return -1;
+    g->slots[j] = (uint32_t)++g->n;
+    *fresh = 1;
+    g->last_ptr = NULL, g->last = -1; /* key may be a buffer that changes */
+    return (int64_t)g->n - 1;
+}
+
+static void gkeys_free(gkeys *g) {
+    for (size_t i = 0; i < g->n; i++)
+        free(g->key[i]);
+    free(g->key), free(g->slots);
+    memset(g, 0, sizeof *g);
+}
+
+#define GROUPS(type, arr, n, cap, idx)                                                                                 \
+    do {                                                                                                               \
+        if ((size_t)(idx) >= (cap)) {                                                                                  \
+            size_t c2_ = (cap) ? 2 * (cap) : 16;                                                                       \
+            void *q_ = realloc((arr), c2_ * sizeof(type));                                                             \
+            if (!q_) goto oom;                                                                                         \
+            (arr) = q_, (cap) = c2_;                                                                                   \
+        }                                                                                                              \
+        if ((size_t)(idx) >= (n)) memset(&(arr)[idx], 0, sizeof(type)), (n) = (size_t)(idx) + 1;                       \
+    } while (0)
+
+/* dims as a list; an absent input as false */
+static void set_dims(fx_out *o, wb_val *m, const char *key, const int64_t *dims, int nd) {
+    if (nd < 0) {
+        fx_set_bool(o, m, key, 0);
+        return;
+    }
+    wb_val *l = fx_set_list(o, m, key);
+    for (int i = 0; i < nd; i++)
+        fx_push_int(o, l, dims[i]);
+}
+
+static void set_ops(fx_out *o, wb_val *m, const char *key, const uint32_t *ids, int n) {
+    wb_val *l = fx_set_list(o, m, key);
+    for (int i = 0; i < n; i++)
+        fx_push_int(o, l, ids[i]);
+}
+
+/* ---- view, epilogue, layout, roofline, imbalance ---------------------------------------------- */
+
+typedef struct vgroup {
+    int64_t calls, host_ns, ts;
+    uint32_t ops[8];
+    int nops;
+    uint64_t first;
+} vgroup;
+
+static int rule_view(fx_index *ix, fx_out *o, wb_val *out) {
+    gkeys keys = {.last = -1};
+    vgroup *g = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < ix->nop; i++) { /* in id order */
+        const fx_op *e = &ix->op[i];
+        int shares = e->nflow >= 2 && e->flow[e->nflow - 1] != 0 && e->flow[e->nflow - 1] == e->flow[0];
+        if (e->nkernels || e->failed || !(shares || (!e->nflow && e->no_work))) continue;
+        int fresh;
+        int64_t k = group_of(&keys, e->name, &fresh);
+        if (k < 0) goto oom;
+        GROUPS(vgroup, g, n, cap, k);
+        if (fresh) g[k].ts = e->ts, g[k].first = e->index;
+        g[k].calls++, g[k].host_ns += e->dur;
+        if (e->ts < g[k].ts) g[k].ts = e->ts;
+        if (g[k].nops < 8) g[k].ops[g[k].nops++] = e->id;
+    }
+    for (size_t k = 0; k < n; k++) {
+        wb_val *m = fx_add(o, out, NULL);
+        m->type = WB_VAL_MAP;
+        fx_set_str(o, m, "name", keys.key[k]);
+        fx_set_int(o, m, "calls", g[k].calls);
+        fx_set_int(o, m, "host_ns", g[k].host_ns);
+        fx_set_int(o, m, "ts", g[k].ts);
+        set_ops(o, m, "ops", g[k].ops, g[k].nops);
+        wb_prof_cursor c;
+        const wb_event *e = fx_event_at(ix, g[k].first, &c);
+        if (e && e->ninputs) set_dims(o, m, "shapes", wb_prof_shape(ix->p, e, 0), wb_event_ndim(e, 0));
+        const int64_t *in_stride, *out_shape, *out_stride;
+        int out_nd;
+        if (e && wb_prof_view_geometry(ix->p, e, &in_stride, &out_nd, &out_shape, &out_stride)) {
+            set_dims(o, m, "in_stride", in_stride, wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
+            set_dims(o, m, "out_shape", out_shape, out_nd);
+            set_dims(o, m, "out_stride", out_stride, out_nd);
+        }
+        wb_prof_cursor_close(&c);
+        if (c.status != WB_OK) return gkeys_free(&keys), free(g), 0;
+    }
+    gkeys_free(&keys), free(g);
+    return 1;
+oom:
+    gkeys_free(&keys), free(g);
+    o->oom = 1;
+    return 1;
+}
+
+typedef struct kgroup { /* per kernel name: epilogue, layout, roofline, imbalance */
+    int64_t launches, time_ns, ts, extra, saved, over, workers, waited, worst_hi, worst_lo;
+    double flops, bytes, worst;
+    const char *op; /* epilogue: the last launch's op */
+    uint32_t ops[8];
+    int nops, has_hi;
+    const fx_dev *first;
+} kgroup;
+
+enum { R_EPILOGUE, R_LAYOUT, R_ROOFLINE, R_IMBALANCE };
+
+static int rule_kernels(fx_index *ix, fx_out *o, wb_val *out, int rule, const wb_findings_th *th) {
+    gkeys keys = {.last = -1};
+    kgroup *g = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < ix->ndev; i++) {
+        const fx_dev *k = &ix->dev[i];
+        wb_kernel_fields f;
+        int fields = k->has_fields && wb_kernel_kind_fields(k->kind, &f);
+        size_t s0 = 0, nsh = 0;
+        if (rule == R_EPILOGUE && !(fields && strcmp(f.epilogue, "none"))) continue;
+        if (rule == R_LAYOUT && !(fields && f.layout[0])) continue;
+        if (rule == R_ROOFLINE && !(k->kind_ev == WB_EV_KERNEL && k->dur > 0 && (k->flops > 0 || k->bytes > 0))) continue;
+        if (rule == R_IMBALANCE && (nsh = fx_shares(ix, k->id, &s0)) < 2) continue;
+        int fresh;
+        int64_t x = group_of(&keys, dev_name(k), &fresh);
+        if (x < 0) goto oom;
+        GROUPS(kgroup, g, n, cap, x);
+        kgroup *G = &g[x];
+        if (fresh) G->ts = k->ts, G->first = k, G->workers = (int64_t)nsh;
+        G->launches++, G->time_ns += k->dur, G->flops += k->flops, G->bytes += k->bytes;
+        if (rule == R_EPILOGUE) {
+            fx_op *op = fx_op_of(ix, k->corr), *top = op;
+            for (size_t guard = 0; top && top->parent && guard < ix->nop; guard++) {
+                fx_op *up = fx_op_of(ix, top->parent);
+                if (!up) break;
+                top = up;
+            }
+            if (top) G->extra += top->nonlayout; /* the other kernels under the same top-level op */
+            G->op = op ? op->name : NULL;
+            if (top && G->nops < 8) G->ops[G->nops++] = top->id;
+            int64_t elems = op && op->gemm_out >= 0 ? op->gemm_out : top && top->gemm_out >= 0 ? top->gemm_out : -1;
+            int item = op ? op->itemsize : 4;
+            int bias = !strncmp(f.epilogue, "bias", 4);
+            int stages = (bias ? 1 : 0) + (strcmp(f.epilogue, "bias") ? 1 : 0);
+            if (elems >= 0) G->saved += 2 * elems * item * stages;
+        } else if (rule == R_IMBALANCE) {
+            int64_t lo = INT64_MAX, hi = 0;
+            for (size_t s = s0; s < s0 + nsh; s++) {
+                if (ix->share[s].dur < lo) lo = ix->share[s].dur;
+                if (ix->share[s].dur > hi) hi = ix->share[s].dur;
+            }
+            if ((double)(hi - lo) >= th->imbalance_min_ns && lo > 0 && (double)(hi - lo) / (double)lo > th->imbalance_ratio) {
+                G->over++;
+                for (size_t s = s0; s < s0 + nsh; s++)
+                    G->waited += hi - ix->share[s].dur;
+                double r = (double)(hi - lo) / (double)lo;
+                if (r > G->worst) G->worst = r, G->worst_hi = hi, G->worst_lo = lo, G->has_hi = 1;
+            }
+        }
+    }
+    for (size_t x = 0; x < n; x++) {
+        const kgroup *G = &g[x];
+        wb_val *m = fx_add(o, out, NULL);
+        m->type = WB_VAL_MAP;
+        fx_set_str(o, m, "kernel", keys.key[x]);
+        fx_set_int(o, m, "launches", G->launches);
+        fx_set_int(o, m, "ts", G->ts);
+        wb_kernel_fields f;
+        int fields = G->first->has_fields && wb_kernel_kind_fields(G->first->kind, &f);
+        if (rule != R_IMBALANCE) fx_set_int(o, m, "time_ns", G->time_ns);
+        if (rule == R_EPILOGUE && fields) {
+            fx_set_str(o, m, "epilogue", f.epilogue);
+            fx_set_int(o, m, "extra", G->extra);
+            fx_set_int(o, m, "saved", G->saved);
+            fx_set_str(o, m, "op", G->op);
+            set_ops(o, m, "ops", G->ops, G->nops);
+        } else if (rule == R_LAYOUT && fields) {
+            fx_set_str(o, m, "layout", f.layout);
+            fx_set_str(o, m, "isa", f.isa);
+            fx_set_str(o, m, "tile", f.tile);
+        } else if (rule == R_ROOFLINE) {
+            fx_set_num(o, m, "flops", G->flops);
+            fx_set_num(o, m, "bytes", G->bytes);
+        } else if (rule == R_IMBALANCE) {
+            fx_set_int(o, m, "over", G->over);
+            fx_set_int(o, m, "workers", G->workers);
+            fx_set_int(o, m, "waited", G->waited);
+            if (G->has_hi) fx_set_num(o, m, "worst", G->worst);
+            else fx_set_int(o, m, "worst", 0);
+            if (G->has_hi) fx_set_int(o, m, "worst_hi", G->worst_hi);
+            fx_set_int(o, m, "worst_lo", G->worst_lo);
+        }
+    }
+    gkeys_free(&keys), free(g);
+    return 1;
+oom:
+    gkeys_free(&keys), free(g);
+    o->oom = 1;
+    return 1;
+}
+
+int fx_rule_fusion(fx_index *ix, fx_out *o, wb_val *out);
+int fx_rules_time(fx_index *ix, fx_out *o, wb_val *root);
+
+wb_status wb_prof_findings_groups(const wb_prof *p, const wb_findings_th *th, int skip_memory, wb_val *out) {
+    memset(out, 0, sizeof *out);
+    fx_index ix;
+    wb_status st = fx_index_build(&ix, p, skip_memory);
+    if (st != WB_OK) return st;
+    fx_out o = {0};
+    out->type = WB_VAL_MAP;
+    fx_set_int(&o, out, "events", (int64_t)ix.events);
+    fx_set_int(&o, out, "device_events", (int64_t)ix.device_events);
+    int ok = rule_view(&ix, &o, fx_set_list(&o, out, "view")) &&
+             rule_kernels(&ix, &o, fx_set_list(&o, out, "epilogue"), R_EPILOGUE, th) &&
+             rule_kernels(&ix, &o, fx_set_list(&o, out, "layout"), R_LAYOUT, th) &&
+             fx_rule_fusion(&ix, &o, fx_set_list(&o, out, "fusion")) &&
+             rule_kernels(&ix, &o, fx_set_list(&o, out, "imbalance"), R_IMBALANCE, th) &&
+             rule_kernels(&ix, &o, fx_set_list(&o, out, "roofline"), R_ROOFLINE, th) && fx_rules_time(&ix, &o, out);
+    fx_index_free(&ix);
+    if (!ok || o.oom) {
+        wb_val_free(out);
+        return ok ? wb_error(WB_ERR_MEMORY, "findings: out of memory") : WB_ERR_ARGUMENT;
+    }
+    return WB_OK;
+}

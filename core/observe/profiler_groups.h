@@ -1,0 +1,57 @@
+/* profiler_groups.h: groups computed in C over a session's store, so that no Lua table per event
+ * is built: the aligned nodes `wb.diff` compares (profiler_groups.c: every range, op, runtime call
+ * and kernel of every step named by its path, one sample per occurrence) and the folded stacks
+ * (profiler_stacks.c). */
+#ifndef WB_PROFILER_GROUPS_H
+#define WB_PROFILER_GROUPS_H
+
+#include "profiler.h"
+
+/* One aligned node: what wb.diff's model() calls a node (scripts/wb/diff.lua). */
+typedef struct wb_diff_node {
+    char *path;       /* "/range mlp#1/op linear(4x8)[f32]#1/kernel op=sgemm,...#1" */
+    int32_t parent;   /* the parent node's index, -1 under a step */
+    char *label;      /* "linear (4x8)", "#2" appended from the second sibling of a signature on */
+    char *kind_key;   /* device nodes: the kernel kind (the path's key without its rank), else NULL */
+    const char *name; /* its first occurrence's name (valid while the session lives) */
+    int kind;         /* WB_EV_* */
+    int depth;        /* 1 under a step */
+    int64_t *host, *device; /* per occurrence: host duration (ranges, ops, runtime), device time under it */
+    size_t nhost, ndevice, cap_host, cap_device;
+    int32_t *step_no, *step_count; /* occurrences per step (0-based step index), in step order */
+    size_t nsteps, cap_steps;
+    const char **kernels; /* names of the device events under its first occurrence, in time order */
+    size_t nkernels;
+    char *fields[5]; /* device nodes: op, isa, layout, epilogue, tile (NULL: absent) */
+} wb_diff_node;
+
+/* One occurrence in the first step's tree (in depth-first order), for the HTML timeline. */
+typedef struct wb_diff_instance {
+    int32_t node, depth; /* depth 0 under the step */
+    int64_t ts_ns, dur_ns;
+    int kind;
+} wb_diff_instance;
+
+typedef struct wb_diff_model {
+    wb_diff_node *node; /* in the order first met */
+    size_t n;
+    int64_t *step_host_ns, *step_device_ns, *step_ts_ns;
+    double *step_wait_ns; /* the run-queue delay recorded with the step (0: none) */
+    size_t nsteps;
+    int synthetic_step; /* no step recorded: the whole trace is one */
+    wb_diff_instance *first_step;
+    size_t nfirst;
+} wb_diff_model;
+
+extern const char *const wb_diff_field_names[5];
+
+/* The model of a stopped session (recorded, or a trace read back). WB_ERR_ARGUMENT with the
+ * message "holds no ranges, ops or kernels (an empty profile)" when there is nothing to align. */
+wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *out);
+void wb_diff_model_free(wb_diff_model *m);
+
+/* Folded stacks, one line per distinct stack ("call site;op;inner op;kernel <ns>\n"), sorted, as
+ * malloc'ed text in *out (the caller frees it; "" when no stack weighs 1 ns). */
+wb_status wb_prof_folded_stacks(const wb_prof *p, char **out, size_t *len);
+
+#endif

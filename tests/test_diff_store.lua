@@ -1,0 +1,133 @@
+-- test_diff_store.lua: wb.diff's model computed in C over a session's store (s:diff_model())
+-- against the model computed in Lua from the event tables (diff.model), on recorded profiles and
+-- on traces read back; and wb.profiler.diff on profiles of more than 200,000 events with a Lua
+-- heap that does not grow with the events.
+local lu = require("luaunit")
+local scratch = require("scratch")
+local D = require("wb.diff")
+
+-- a program with ranges (nested), views, composite ops, parallel kernels, memory events, steps
+local function program(steps, opts)
+    local x, w, b = wb.rand({64, 96}), wb.rand({128, 96}), wb.rand({128})
+    local p = wb.profiler.profile(opts)
+    p:start()
+    for _ = 1, steps do
+        wb.profiler.range("fwd", function()
+            local y = wb.linear(x, w, b)
+            local z = wb.gelu(y) * y
+            wb.profiler.range("inner", function() local _ = z:t():contiguous() + 1 end)
+        end)
+        local _ = x + 1
+        p:step()
+    end
+    p:stop()
+    return p
+end
+
+-- the Lua model without what only it keeps (each node's first occurrence, each step's tree)
+local function comparable(m)
+    for _, n in pairs(m.nodes) do n.first = nil end
+    for _, s in ipairs(m.steps) do s.root = nil end
+    return m
+end
+
+-- the first step's tree as (path, depth, ts, dur, cat) lines
+local function tree_lines(root)
+    local out = {}
+    local function visit(n, depth)
+        for _, c in ipairs(n.children) do
+            out[#out + 1] = string.format("%s %d %d %d %s", c.path, depth, c.e.ts_ns, c.e.dur_ns, c.e.cat)
+            visit(c, depth + 1)
+        end
+    end
+    visit(root, 0)
+    return out
+end
+
+local function assert_same_model(p)
+    local lua_model, native = D.model(p:events()), D.model_of(p)
+    lu.assertEquals(tree_lines(native.steps[1].root), tree_lines(lua_model.steps[1].root))
+    lu.assertEquals(comparable(native), comparable(lua_model))
+    -- integers stay integers (cjson and the formats print them so)
+    for path, n in pairs(lua_model.nodes) do
+        for i, v in ipairs(n.host) do lu.assertEquals(math.type(native.nodes[path].host[i]), math.type(v)) end
+        for i, v in ipairs(n.device) do lu.assertEquals(math.type(native.nodes[path].device[i]), math.type(v)) end
+    end
+    return native
+end
+
+TestDiffModel = {}
+
+function TestDiffModel:test_recorded_profiles_give_the_lua_model()
+    for _, opts in ipairs({{activities = {"cpu", "device"}, record_shapes = true, with_stack = true, profile_memory = true},
+        {activities = {"cpu", "device"}}, {activities = {"cpu"}}}) do
+        local m = assert_same_model(program(5, opts))
+        lu.assertTrue(#m.order >= 10, "nodes: " .. #m.order)
+    end
+end
+
+-- a trace without its step (a session always closes one at stop: cut out of the trace here)
+function TestDiffModel:test_no_steps_one_synthetic_step()
+    local p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    local a = wb.rand({4, 4})
+    wb.profiler.range("r", function() local _ = a + a end)
+    p:stop()
+    local path, cut = scratch.path(".json"), scratch.path(".json")
+    p:export_chrome_trace(path)
+    local f = assert(io.open(path))
+    local text = f:read("a"):gsub('[^\n]*"cat": "step"[^\n]*\n', "")
+    f:close()
+    f = assert(io.open(cut, "w"))
+    f:write(text)
+    f:close()
+    local m = assert_same_model(wb.profiler.load_trace(cut))
+    lu.assertEquals(m.notes, {"no steps recorded (p:step()): the whole trace is one step"})
+end
+
+function TestDiffModel:test_loaded_trace_gives_the_lua_model()
+    local path = scratch.path(".json.gz")
+    program(4, {activities = {"cpu", "device"}, record_shapes = true}):export_chrome_trace(path)
+    assert_same_model(wb.profiler.load_trace(path))
+end
+
+function TestDiffModel:test_empty_profile_is_a_clear_error()
+    local p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    p:stop()
+    local ok, err = pcall(D.model_of, p)
+    lu.assertFalse(ok)
+    lu.assertEquals(err.diff_error, "holds no ranges, ops or kernels (an empty profile)")
+end
+
+-- more events than the findings' limit in the table (200,000): the models hold samples per
+-- node, not a table per event (which took ~600 bytes each: 120 MiB here)
+function TestDiffModel:test_large_profiles_without_event_tables()
+    local A = wb.ones({1})
+    local function run()
+        return wb.profiler.profile({activities = {"cpu", "device"}}, function(p)
+            for _ = 1, 40 do
+                for _ = 1, 2600 do local _ = A + A end
+                p:step()
+            end
+        end)
+    end
+    local pa, pb = run(), run()
+    lu.assertTrue(pa:stats().events > 200000, "events: " .. pa:stats().events)
+    collectgarbage()
+    collectgarbage("stop")
+    local before = collectgarbage("count")
+    local ma = D.model_of(pa)
+    local grew_kb = collectgarbage("count") - before
+    collectgarbage("restart")
+    print(string.format("the model of %d events: %.0f KiB of Lua memory", pa:stats().events, grew_kb))
+    -- 2 samples per occurrence (host and device time) and 2600 nodes of each kind per step
+    lu.assertTrue(grew_kb < 24 * 1024, string.format("the model took %.0f KiB of Lua memory for %d events", grew_kb,
+        pa:stats().events))
+    lu.assertEquals(#ma.steps, 40)
+    local r = wb.profiler.diff(pa, pb)
+    lu.assertEquals(r.a.steps, 40)
+    lu.assertTrue(#r.nodes >= 5200, "aligned nodes: " .. #r.nodes)
+end
+
+scratch.exit(lu.LuaUnit.run())
