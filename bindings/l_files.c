@@ -3,6 +3,7 @@
  * allowed folders live here, in C, where a script cannot reach or replace them. */
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -150,11 +151,98 @@ static int l_write_file(lua_State *L) {
     return 1;
 }
 
+/* A whole-or-nothing file written as it goes (wb._open_file): the temporary file beside the target
+ * takes every write at once, so a long export holds no copy of its text; commit() renames it over
+ * the target; one never committed (an error on the way) is removed when collected. */
+#define STREAM_FILE "wb.stream_file"
+typedef struct {
+    wb_atomic_file a;
+    int open;
+    char what[64];
+} stream_file;
+
+static stream_file *check_stream(lua_State *L) {
+    stream_file *s = luaL_testudata(L, 1, STREAM_FILE);
+    if (!s) wb_lua_raise(L, "file: expected a file from wb._open_file, got %s", luaL_typename(L, 1));
+    if (!s->open) wb_lua_raise(L, "%s: the file is already closed", s->what);
+    return s;
+}
+
+/* wb._open_file(path, what) -> file, or nil, message */
+static int l_open_file(lua_State *L) {
+    const char *path = wb_lua_checkstring(L, 1);
+    const char *what = wb_lua_optstring(L, 2, "write");
+    wb_lua_check_path(L, path, 1, what);
+    stream_file *s = lua_newuserdatauv(L, sizeof *s, 0);
+    s->open = 0;
+    snprintf(s->what, sizeof s->what, "%s", what);
+    luaL_setmetatable(L, STREAM_FILE);
+    if (wb_atomic_open(&s->a, path, s->what) != WB_OK) {
+        lua_pushnil(L);
+        lua_pushstring(L, wb_error_message());
+        return 2;
+    }
+    s->open = 1;
+    return 1;
+}
+
+/* f:write(s, ...): strings (or numbers) appended; a failed write is told at commit */
+static int l_stream_write(lua_State *L) {
+    stream_file *s = check_stream(L);
+    int n = lua_gettop(L);
+    for (int i = 2; i <= n; i++) {
+        size_t len;
+        const char *text = luaL_tolstring(L, i, &len);
+        if (len && fwrite(text, 1, len, s->a.f) != len && !ferror(s->a.f)) errno = EIO;
+        lua_pop(L, 1);
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* f:commit() -> true, or nil, message (the target as it was) */
+static int l_stream_commit(lua_State *L) {
+    stream_file *s = check_stream(L);
+    s->open = 0;
+    if (wb_atomic_commit(&s->a, s->what) != WB_OK) {
+        lua_pushnil(L);
+        lua_pushstring(L, wb_error_message());
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_stream_gc(lua_State *L) {
+    stream_file *s = luaL_checkudata(L, 1, STREAM_FILE);
+    if (s->open) wb_atomic_abort(&s->a);
+    s->open = 0;
+    return 0;
+}
+
+static const luaL_Reg stream_methods[] = {
+    {"write", l_stream_write},
+    {"commit", l_stream_commit},
+    {NULL, NULL},
+};
+
 static const luaL_Reg functions[] = {
     {"_check_path", l_check_path},
     {"_sandbox_roots", l_sandbox_roots},
     {"_write_file", l_write_file},
+    {"_open_file", l_open_file},
     {NULL, NULL},
 };
 
-void wb_lua_register_files(lua_State *L) { luaL_setfuncs(L, functions, 0); }
+void wb_lua_register_files(lua_State *L) {
+    if (luaL_newmetatable(L, STREAM_FILE)) {
+        luaL_newlib(L, stream_methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, l_stream_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, l_stream_gc);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pop(L, 1);
+    luaL_setfuncs(L, functions, 0);
+}

@@ -82,6 +82,31 @@ end
     lu.assertTrue(mid_save >= 4, "only " .. mid_save .. " of 8 kills landed inside a write: the test proved little")
 end
 
+-- a file written as it goes (the exports' atomic.open): nothing at the path until close, the
+-- earlier file kept when it is dropped unclosed (its temporary file removed when collected), and
+-- a closed file refuses more writes by name
+function TestAtomicSave:test_streamed_file_is_in_place_only_at_close()
+    local atomic = require("wb.atomic")
+    local path = dir .. "/s.txt"
+    local f = atomic.open("export_stacks", path)
+    f:write("a", 1, "\n")
+    lu.assertNil(read(path))
+    lu.assertEquals(f:close(), path)
+    lu.assertEquals(read(path), "a1\n")
+    f = atomic.open("export_stacks", path)
+    f:write("half")
+    f = nil
+    collectgarbage()
+    collectgarbage()
+    lu.assertEquals(read(path), "a1\n")
+    lu.assertEquals(sh("ls -A '" .. dir .. "'"), "s.txt\n")
+    f = atomic.open("export_stacks", path)
+    f:close()
+    lu.assertErrorMsgContains("export_stacks: the file is already closed", f.write, f, "more")
+    lu.assertErrorMsgContains("export_stacks: cannot open '/nonexistent/dir/s.txt' for writing",
+        atomic.open, "export_stacks", "/nonexistent/dir/s.txt")
+end
+
 function TestAtomicSave:test_full_device_fails_with_a_message()
     local p = wb.profiler.profile({profile_memory = true}, function() local _ = wb.ones({2}) + 1 end)
     lu.assertErrorMsgContains("export_chrome_trace: writing '/dev/full' failed: No space left on device",

@@ -60,7 +60,7 @@ local R = scratch.path(".json")
 -- the C functions of wb (two levels: wb.openblas.matmul), the tensor's methods and metamethods,
 -- the graph's and the raw profiler session's methods, each with how to find its receiver
 local SKIP = {sleep_ms = true, cpu_peak_gflops = true, set_num_threads = true, mkdir_p = true,
-    _mkdir_p = true, _sandbox_roots = true, _write_file = true, _read_gbs = true, capture = true,
+    _mkdir_p = true, _sandbox_roots = true, _write_file = true, _open_file = true, _read_gbs = true, capture = true,
     cpu_isa = true, cpu_bf16 = true, build = true, manual_seed = true, set_threads_adaptive = true,
     start = true, device_info = true, _device_info_quick = true}
 local function targets()

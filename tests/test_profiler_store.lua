@@ -451,4 +451,48 @@ function TestStacks:test_folded_stacks_build_no_event_tables()
     lu.assertTrue(grew_kb < 1024, string.format("export_stacks took %.0f KiB of Lua memory for 200001 events", grew_kb))
 end
 
+TestMemoryTimeline = {}
+
+-- every point in the JSON (the same as from the event list), at most CHART_POINTS per device in
+-- the chart, and the memory events never all held as tables at once: the export's peak Lua heap
+-- against what the same events take as one list
+function TestMemoryTimeline:test_export_streams_the_memory_events()
+    local p = wb.profiler.profile({profile_memory = true}, function() adds(40000) end)
+    local n = 0
+    for _ in p:each_event{cat = "memory"} do n = n + 1 end
+    lu.assertTrue(n > 40000, n .. " memory events")
+    local X = require("wb.profiler_export")
+    local path = scratch.path(".json")
+    collectgarbage()
+    collectgarbage()
+    local base, peak = collectgarbage("count"), 0
+    local function each()
+        local it, seen = p:each_event{cat = "memory"}, 0
+        return function()
+            seen = seen + 1
+            if seen % 500 == 0 then peak = math.max(peak, collectgarbage("count") - base) end
+            return it()
+        end
+    end
+    local _, html_path = X.export_memory_timeline(each, path, true)
+    collectgarbage()
+    collectgarbage()
+    local before = collectgarbage("count")
+    local all = p:events{cat = "memory"}
+    local list_kb = collectgarbage("count") - before
+    lu.assertTrue(peak < list_kb / 4, string.format("the export held %.0f KiB, the list takes %.0f KiB", peak, list_kb))
+    local cpu = trace_doc(path).devices[1]
+    local ref = X.memory_timeline(all)[1]
+    lu.assertEquals(#cpu.points, n + 1)
+    lu.assertEquals(cpu.points, ref.points)
+    lu.assertEquals(cpu.peak_bytes, ref.peak_bytes)
+    local f = assert(io.open(html_path))
+    local html = f:read("a")
+    f:close()
+    lu.assertStrContains(html, string.format("drawn from at most %d points per device", X.CHART_POINTS))
+    lu.assertStrContains(html, "<td>" .. n .. "</td>")
+    local _, circles = html:gsub("<circle", "")
+    lu.assertTrue(circles <= 2 * X.CHART_POINTS + 10, circles .. " circles drawn")
+end
+
 scratch.exit(lu.LuaUnit.run())

@@ -5,10 +5,12 @@
 -- the same C check as io.open.
 --
 --   atomic.write("results", path, text)
---   local f = atomic.open("export_stacks", path); f:write(a, b); f:close()   -- written at close
+--   local f = atomic.open("export_stacks", path); f:write(a, b); f:close()   -- in place at close
+-- (open's file takes each write as it comes, so a long export keeps no copy of its text; a file
+-- never closed is removed when collected, the target left as it was)
 
-local write_file = wb._write_file -- captured at load: gone from `wb` under --sandbox
-local concat, type, error, tostring = table.concat, type, error, tostring
+local write_file, open_file = wb._write_file, wb._open_file -- captured at load: gone from `wb` under --sandbox
+local type, error, tostring, pcall = type, error, tostring, pcall
 
 local M = {}
 
@@ -26,17 +28,24 @@ local File = {}
 File.__index = File
 
 function File:write(...)
-    local parts = self.parts
-    for i = 1, select("#", ...) do parts[#parts + 1] = tostring((select(i, ...))) end
+    self.f:write(...)
     return self
 end
 
-function File:close() return M.write(self.what, self.path, concat(self.parts), 2) end
+function File:close()
+    local ok, err = self.f:commit()
+    if not ok then error(tostring(err), 3) end -- the line that called close's caller (an export's user)
+    return self.path
+end
 
--- A file that is written when closed (a file never closed is never written).
-function M.open(what, path)
-    if type(path) ~= "string" then error(what .. ": needs a file path, got " .. type(path), 2) end
-    return setmetatable({what = what, path = path, parts = {}}, File)
+-- A file written as it goes, in place at close (one never closed never reaches path); a refusal
+-- is raised `level` callers up (as write's).
+function M.open(what, path, level)
+    if type(path) ~= "string" then error(what .. ": needs a file path, got " .. type(path), (level or 1) + 1) end
+    local called, f, err = pcall(open_file, path, what)
+    if not called then err = f end
+    if not called or not f then error(tostring(err), (level or 1) + 1) end
+    return setmetatable({what = what, path = path, f = f}, File)
 end
 
 return M

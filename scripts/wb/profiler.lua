@@ -318,8 +318,9 @@ end
 
 -- Allocated bytes over time per device: JSON at path, an HTML chart beside it.
 function Profiler:export_memory_timeline(path)
-    -- the memory events only: tables for the others are never built
-    return require("wb.profiler_export").export_memory_timeline(self:events{cat = "memory"}, path, self.opts.profile_memory)
+    -- the memory events only, in batches: tables for the others are never built
+    return require("wb.profiler_export").export_memory_timeline(function() return self:each_event{cat = "memory"} end,
+        path, self.opts.profile_memory)
 end
 
 -- ---- key_averages and the table (wb.profiler_table) ---------------------------------------
