@@ -6,68 +6,31 @@
 #include <string.h>
 
 #include "findings_index.h"
+#include "keyindex.h"
 
 static const char *dev_name(const fx_dev *k) { return k->kind ? wb_kernel_kind_name(k->kind) : k->name; }
 
 /* ---- groups by a string key, in the order first met ----------------------------------------- */
 
 typedef struct gkeys {
-    char **key;
-    size_t n, cap;
-    uint32_t *slots;
-    size_t nslots;
+    wb_keyindex ix;
     const void *last_ptr; /* the last key looked up by pointer, and its group */
     int64_t last;
 } gkeys;
-
-static uint64_t hash_bytes(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 /* The group of key (*fresh = 1 when new), or -1 when out of memory. */
 static int64_t group_of(gkeys *g, const char *key, int *fresh) {
     *fresh = 0;
     if (key == g->last_ptr && g->last >= 0) return g->last;
-    if (2 * (g->n + 1) > g->nslots) {
-        size_t ns = g->nslots ? 2 * g->nslots : 64;
-        uint32_t *s = calloc(ns, sizeof *s);
-        if (!s) return -1;
-        for (size_t i = 0; i < g->n; i++) {
-            size_t j = hash_bytes(g->key[i]) & (ns - 1);
-            while (s[j])
-                j = (j + 1) & (ns - 1);
-            s[j] = (uint32_t)i + 1;
-        }
-        free(g->slots);
-        g->slots = s, g->nslots = ns;
-    }
-    size_t j = hash_bytes(key) & (g->nslots - 1);
-    for (; g->slots[j]; j = (j + 1) & (g->nslots - 1))
-        if (!strcmp(g->key[g->slots[j] - 1], key)) {
-            g->last_ptr = key, g->last = g->slots[j] - 1;
-            return g->last;
-        }
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? 2 * g->cap : 16;
-        char **k = realloc(g->key, cap * sizeof *k);
-        if (!k) return -1;
-        g->key = k, g->cap = cap;
-    }
-    if (!(g->key[g->n] = strdup(key))) return -1;
-    g->slots[j] = (uint32_t)++g->n;
-    *fresh = 1;
-    g->last_ptr = NULL, g->last = -1; /* key may be a buffer that changes */
-    return (int64_t)g->n - 1;
+    int64_t id = wb_keyindex_get(&g->ix, key, fresh);
+    /* a key seen before is remembered by its pointer; a new one may be a buffer that changes */
+    g->last_ptr = id >= 0 && !*fresh ? key : NULL, g->last = id >= 0 && !*fresh ? id : -1;
+    return id;
 }
 
 static void gkeys_free(gkeys *g) {
-    for (size_t i = 0; i < g->n; i++)
-        free(g->key[i]);
-    free(g->key), free(g->slots);
-    memset(g, 0, sizeof *g);
+    wb_keyindex_free(&g->ix);
+    g->last_ptr = NULL, g->last = -1;
 }
 
 #define GROUPS(type, arr, n, cap, idx)                                                                                 \
@@ -127,7 +90,7 @@ static int rule_view(fx_index *ix, fx_out *o, wb_val *out) {
     for (size_t k = 0; k < n; k++) {
         wb_val *m = fx_add(o, out, NULL);
         m->type = WB_VAL_MAP;
-        fx_set_str(o, m, "name", keys.key[k]);
+        fx_set_str(o, m, "name", keys.ix.key[k]);
         fx_set_int(o, m, "calls", g[k].calls);
         fx_set_int(o, m, "host_ns", g[k].host_ns);
         fx_set_int(o, m, "ts", g[k].ts);
@@ -218,7 +181,7 @@ static int rule_kernels(fx_index *ix, fx_out *o, wb_val *out, int rule, const wb
         const kgroup *G = &g[x];
         wb_val *m = fx_add(o, out, NULL);
         m->type = WB_VAL_MAP;
-        fx_set_str(o, m, "kernel", keys.key[x]);
+        fx_set_str(o, m, "kernel", keys.ix.key[x]);
         fx_set_int(o, m, "launches", G->launches);
         fx_set_int(o, m, "ts", G->ts);
         wb_kernel_fields f;

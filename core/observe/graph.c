@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyindex.h"
 #include "backend.h"
 #include "graph_impl.h"
 #include "profiler.h"
@@ -17,21 +18,10 @@
 
 static wb_graph *capturing;
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 1;
-    size_t n = *cap ? *cap * 2 : 64;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, n * elem);
-    if (!q) return 0;
-    *p = q;
-    *cap = n;
-    return 1;
-}
 
 static void hold(wb_graph *g, wb_storage *s) {
     if (!s || wb_ptrset_has(&g->held_set, s)) return;
-    if (!grow((void **)&g->held, &g->cap_held, g->nheld + 1, sizeof *g->held) || wb_ptrset_add(&g->held_set, s) < 0) {
+    if (!wb_grow((void **)&g->held, &g->cap_held, g->nheld + 1, sizeof *g->held) || wb_ptrset_add(&g->held_set, s) < 0) {
         g->failed = 1;
         return;
     }
@@ -43,7 +33,7 @@ static void on_launch(void *user, const wb_kernel_desc *desc, void (*fn)(void *)
                       const wb_launch_layout *layout) {
     wb_graph *g = user;
     if (!fn) { /* queued on cuda: the stream capture holds it; keep the description */
-        if (!grow((void **)&g->nodes, &g->cap, g->n + 1, sizeof *g->nodes)) {
+        if (!wb_grow((void **)&g->nodes, &g->cap, g->n + 1, sizeof *g->nodes)) {
             g->failed = 1;
             return;
         }
@@ -57,7 +47,7 @@ static void on_launch(void *user, const wb_kernel_desc *desc, void (*fn)(void *)
         return;
     }
     void *copy = malloc(layout->size);
-    if (!copy || !grow((void **)&g->nodes, &g->cap, g->n + 1, sizeof *g->nodes)) {
+    if (!copy || !wb_grow((void **)&g->nodes, &g->cap, g->n + 1, sizeof *g->nodes)) {
         free(copy);
         g->failed = 1;
         return;
@@ -78,7 +68,7 @@ static void on_storage_written(void *user, wb_storage *s) {
     wb_graph *g = user;
     hold(g, s);
     if (wb_ptrset_has(&g->written_set, s)) return;
-    if (!grow((void **)&g->written, &g->cap_written, g->nwritten + 1, sizeof *g->written) ||
+    if (!wb_grow((void **)&g->written, &g->cap_written, g->nwritten + 1, sizeof *g->written) ||
         wb_ptrset_add(&g->written_set, s) < 0) {
         g->failed = 1;
         return;

@@ -6,16 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyindex.h"
 #include "profiler_internal.h"
 
 /* ---- rows by key ---------------------------------------------------------------------------- */
 
 typedef struct rowset {
-    wb_prof_row *row;
-    char **key; /* "kind\x1fname\x1fshapes\x1fsrc" */
-    size_t n, cap;
-    uint32_t *slots; /* row index + 1, 0: empty */
-    size_t nslots;
+    wb_keyindex keys; /* "kind\x1fname\x1fshapes\x1fsrc" -> row */
+    wb_prof_row *row; /* row[0 .. nrow) */
+    size_t nrow, cap;
     /* (kind, name pointer) -> row, when rows are keyed by name alone */
     struct fast {
         const void *ptr;
@@ -25,69 +24,34 @@ typedef struct rowset {
     size_t nfast;
 } rowset;
 
-static uint64_t hash_bytes(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static int rowset_init(rowset *r) {
     memset(r, 0, sizeof *r);
-    r->nslots = 1024, r->nfast = 4096;
-    r->slots = calloc(r->nslots, sizeof *r->slots);
+    r->nfast = 4096;
     r->fast = calloc(r->nfast, sizeof *r->fast);
-    return r->slots && r->fast;
-}
-
-static int rowset_rehash(rowset *r) {
-    size_t n = r->nslots * 2;
-    uint32_t *slots = calloc(n, sizeof *slots);
-    if (!slots) return 0;
-    for (size_t i = 0; i < r->n; i++) {
-        size_t j = hash_bytes(r->key[i]) & (n - 1);
-        while (slots[j])
-            j = (j + 1) & (n - 1);
-        slots[j] = (uint32_t)i + 1;
-    }
-    free(r->slots);
-    r->slots = slots, r->nslots = n;
-    return 1;
+    return r->fast != NULL;
 }
 
 /* The row for key (created with name, kind, shapes, src); -1 when out of memory. */
 static int64_t rowset_get(rowset *r, const char *key, const char *name, int kind, const char *shapes, const char *src) {
-    size_t j = hash_bytes(key) & (r->nslots - 1);
-    for (; r->slots[j]; j = (j + 1) & (r->nslots - 1))
-        if (!strcmp(r->key[r->slots[j] - 1], key)) return r->slots[j] - 1;
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 64;
-        wb_prof_row *row = realloc(r->row, cap * sizeof *row);
-        if (row) r->row = row;
-        char **keys = realloc(r->key, cap * sizeof *keys);
-        if (keys) r->key = keys;
-        if (!row || !keys) return -1;
-        r->cap = cap;
-    }
-    char *k = strdup(key), *sh = shapes ? strdup(shapes) : NULL;
-    if (!k || (shapes && !sh)) return free(k), free(sh), -1;
-    r->key[r->n] = k;
-    r->row[r->n] = (wb_prof_row){.name = name, .kind = kind, .input_shapes = sh, .src = src};
-    r->slots[j] = (uint32_t)++r->n;
-    if (2 * r->n > r->nslots && !rowset_rehash(r)) return -1;
-    return (int64_t)r->n - 1;
+    int fresh;
+    int64_t id = wb_keyindex_get(&r->keys, key, &fresh);
+    if (id < 0 || !fresh) return id;
+    if (!wb_grow((void **)&r->row, &r->cap, r->nrow + 1, sizeof *r->row)) return -1;
+    char *sh = shapes ? strdup(shapes) : NULL;
+    if (shapes && !sh) return -1;
+    r->row[r->nrow++] = (wb_prof_row){.name = name, .kind = kind, .input_shapes = sh, .src = src};
+    return id;
 }
 
 /* Frees the keys, and the rows unless they were handed over (row NULL). */
 static void rowset_free(rowset *r) {
-    for (size_t i = 0; r->key && i < r->n; i++)
-        free(r->key[i]);
     if (r->row) {
-        for (size_t i = 0; i < r->n; i++)
+        for (size_t i = 0; i < r->nrow; i++)
             free(r->row[i].input_shapes);
         free(r->row);
     }
-    free(r->key), free(r->slots), free(r->fast);
+    wb_keyindex_free(&r->keys);
+    free(r->fast);
 }
 
 /* "[[2, 3], None]": the Lua table's spelling of an op's input shapes. */
@@ -284,11 +248,11 @@ wb_status wb_prof_aggregate(const wb_prof *p, int by_shape, int by_stack, wb_pro
     wb_prof_cursor_close(&c);
     if ((st = c.status) != WB_OK) goto done;
     /* host rows first, then device rows */
-    out->row = malloc((host.n + dev.n + 1) * sizeof *out->row);
+    out->row = malloc((host.nrow + dev.nrow + 1) * sizeof *out->row);
     if (!out->row) goto oom;
-    if (host.n) memcpy(out->row, host.row, host.n * sizeof *out->row); /* (row is NULL when there are none) */
-    if (dev.n) memcpy(out->row + host.n, dev.row, dev.n * sizeof *out->row);
-    out->n = host.n + dev.n;
+    if (host.nrow) memcpy(out->row, host.row, host.nrow * sizeof *out->row); /* (row is NULL when there are none) */
+    if (dev.nrow) memcpy(out->row + host.nrow, dev.row, dev.nrow * sizeof *out->row);
+    out->n = host.nrow + dev.nrow;
     free(host.row), free(dev.row);
     host.row = dev.row = NULL; /* handed over */
     goto done;

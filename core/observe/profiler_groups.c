@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyindex.h"
 #include "profiler_groups.h"
 #include "profiler_internal.h"
 
@@ -34,24 +35,7 @@ typedef struct step_rec {
     uint64_t seq;
 } step_rec;
 
-static int grow(void **v, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return 1;
-    size_t cap2 = *cap ? *cap * 2 : 64;
-    while (cap2 < need)
-        cap2 *= 2;
-    void *q = realloc(*v, cap2 * size);
-    if (!q) return 0;
-    *v = q, *cap = cap2;
-    return 1;
-}
-#define PUSH(arr, n, cap) grow((void **)&(arr), &(cap), (n) + 1, sizeof *(arr))
-
-static uint64_t hash_bytes(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
+#define PUSH(arr, n, cap) wb_grow((void **)&(arr), &(cap), (n) + 1, sizeof *(arr))
 
 static uint64_t mix(uint64_t h) {
     h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33;
@@ -61,42 +45,26 @@ static uint64_t mix(uint64_t h) {
 /* ---- signatures: the alignment key of an occurrence without its rank, and its label ---------- */
 
 typedef struct sigtab {
-    char **key, **label;
-    size_t n, cap, cap_label;
-    uint32_t *slots; /* index + 1, 0: empty */
-    size_t nslots;
+    wb_keyindex keys;
+    char **label; /* label[id] */
+    size_t nlabel, cap_label;
 } sigtab;
 
 static int64_t sig_intern(sigtab *t, const char *key, const char *label) {
-    if (2 * (t->n + 1) > t->nslots) {
-        size_t ns = t->nslots ? t->nslots * 2 : 1024;
-        uint32_t *s = calloc(ns, sizeof *s);
-        if (!s) return -1;
-        for (size_t i = 0; i < t->n; i++) {
-            size_t j = hash_bytes(t->key[i]) & (ns - 1);
-            while (s[j])
-                j = (j + 1) & (ns - 1);
-            s[j] = (uint32_t)i + 1;
-        }
-        free(t->slots);
-        t->slots = s, t->nslots = ns;
-    }
-    size_t j = hash_bytes(key) & (t->nslots - 1);
-    for (; t->slots[j]; j = (j + 1) & (t->nslots - 1))
-        if (!strcmp(t->key[t->slots[j] - 1], key)) return t->slots[j] - 1;
-    if (!grow((void **)&t->key, &t->cap, t->n + 1, sizeof *t->key)) return -1;
-    if (!grow((void **)&t->label, &t->cap_label, t->n + 1, sizeof *t->label)) return -1;
-    char *k = strdup(key), *l = strdup(label);
-    if (!k || !l) return free(k), free(l), -1;
-    t->key[t->n] = k, t->label[t->n] = l;
-    t->slots[j] = (uint32_t)++t->n;
-    return (int64_t)t->n - 1;
+    int fresh;
+    int64_t id = wb_keyindex_get(&t->keys, key, &fresh);
+    if (id < 0 || !fresh) return id;
+    if (!wb_grow((void **)&t->label, &t->cap_label, t->nlabel + 1, sizeof *t->label)) return -1;
+    if (!(t->label[t->nlabel] = strdup(label))) return -1;
+    t->nlabel++;
+    return id;
 }
 
 static void sig_free(sigtab *t) {
-    for (size_t i = 0; i < t->n; i++)
-        free(t->key[i]), free(t->label[i]);
-    free(t->key), free(t->label), free(t->slots);
+    for (size_t i = 0; i < t->nlabel; i++)
+        free(t->label[i]);
+    free(t->label);
+    wb_keyindex_free(&t->keys);
 }
 
 typedef struct buf {
@@ -267,16 +235,16 @@ static const char *inst_name(const inst *x) {
 
 #define APPEND(arr, n, cap, v)                                                                                         \
     do {                                                                                                               \
-        if (!grow((void **)&(arr), &(cap), (n) + 1, sizeof *(arr))) goto oom;                                          \
+        if (!wb_grow((void **)&(arr), &(cap), (n) + 1, sizeof *(arr))) goto oom;                                          \
         (arr)[(n)++] = (v);                                                                                            \
     } while (0)
 
 /* A new node for occurrence x under parent node `pn` (-1: under a step). */
 static int node_new(wb_diff_model *m, size_t *cap, const sigtab *t, const inst *x, int32_t pn, int depth) {
-    if (!grow((void **)&m->node, cap, m->n + 1, sizeof *m->node)) return 0;
+    if (!wb_grow((void **)&m->node, cap, m->n + 1, sizeof *m->node)) return 0;
     wb_diff_node *d = &m->node[m->n];
     memset(d, 0, sizeof *d);
-    const char *parent_path = pn >= 0 ? m->node[pn].path : "", *key = t->key[x->sig];
+    const char *parent_path = pn >= 0 ? m->node[pn].path : "", *key = t->keys.key[x->sig];
     const char *label = is_device(x->kind) ? inst_name(x) : t->label[x->sig];
     size_t np = strlen(parent_path) + strlen(key) + 16, nl = strlen(label) + 16;
     d->path = malloc(np), d->label = malloc(nl);
@@ -456,10 +424,10 @@ wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *m) {
             inst *q = &in[in[i].parent];
             kids[q->child0 + q->nchild++] = (int32_t)i;
         }
-    rank_gen = malloc((sigs.n ? sigs.n : 1) * sizeof *rank_gen);
-    rank_cnt = malloc((sigs.n ? sigs.n : 1) * sizeof *rank_cnt);
+    rank_gen = malloc((sigs.keys.n ? sigs.keys.n : 1) * sizeof *rank_gen);
+    rank_cnt = malloc((sigs.keys.n ? sigs.keys.n : 1) * sizeof *rank_cnt);
     if (!rank_gen || !rank_cnt) goto oom;
-    for (size_t s = 0; s < sigs.n; s++)
+    for (size_t s = 0; s < sigs.keys.n; s++)
         rank_gen[s] = -1;
     for (size_t i = 0; i < n; i++) {
         if (in[i].nchild > 1) qsort_r(kids + in[i].child0, in[i].nchild, sizeof *kids, kid_cmp, in);
@@ -499,8 +467,8 @@ wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *m) {
                     d->step_count[d->nsteps - 1]++;
                 } else {
                     size_t cap = d->cap_steps;
-                    if (!grow((void **)&d->step_no, &cap, d->nsteps + 1, sizeof *d->step_no) ||
-                        !grow((void **)&d->step_count, &d->cap_steps, d->nsteps + 1, sizeof *d->step_count))
+                    if (!wb_grow((void **)&d->step_no, &cap, d->nsteps + 1, sizeof *d->step_no) ||
+                        !wb_grow((void **)&d->step_count, &d->cap_steps, d->nsteps + 1, sizeof *d->step_count))
                         goto oom;
                     d->step_no[d->nsteps] = x->step, d->step_count[d->nsteps++] = 1;
                 }

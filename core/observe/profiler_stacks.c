@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyindex.h"
 #include "profiler_groups.h"
 #include "profiler_internal.h"
 
@@ -20,52 +21,20 @@ typedef struct caller {
     int64_t self;
 } caller;
 
-/* Stacks by their text, each with its weight. */
+/* Stacks by their text (ids from the key index), each with its weight. */
 typedef struct stacks {
-    char **key;
-    int64_t *weight;
-    size_t n, cap;
-    uint32_t *slots;
-    size_t nslots;
+    wb_keyindex keys;
+    int64_t *weight; /* weight[id] */
+    size_t cap;
 } stacks;
 
-static uint64_t hash_bytes(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static int64_t stack_of(stacks *t, const char *key) {
-    if (2 * (t->n + 1) > t->nslots) {
-        size_t ns = t->nslots ? t->nslots * 2 : 256;
-        uint32_t *s = calloc(ns, sizeof *s);
-        if (!s) return -1;
-        for (size_t i = 0; i < t->n; i++) {
-            size_t j = hash_bytes(t->key[i]) & (ns - 1);
-            while (s[j])
-                j = (j + 1) & (ns - 1);
-            s[j] = (uint32_t)i + 1;
-        }
-        free(t->slots);
-        t->slots = s, t->nslots = ns;
-    }
-    size_t j = hash_bytes(key) & (t->nslots - 1);
-    for (; t->slots[j]; j = (j + 1) & (t->nslots - 1))
-        if (!strcmp(t->key[t->slots[j] - 1], key)) return t->slots[j] - 1;
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 64;
-        char **k = realloc(t->key, cap * sizeof *k);
-        if (k) t->key = k;
-        int64_t *w = realloc(t->weight, cap * sizeof *w);
-        if (w) t->weight = w;
-        if (!k || !w) return -1;
-        t->cap = cap;
-    }
-    if (!(t->key[t->n] = strdup(key))) return -1;
-    t->weight[t->n] = 0;
-    t->slots[j] = (uint32_t)++t->n;
-    return (int64_t)t->n - 1;
+    int fresh;
+    int64_t id = wb_keyindex_get(&t->keys, key, &fresh);
+    if (id < 0 || !fresh) return id;
+    if (!wb_grow((void **)&t->weight, &t->cap, (size_t)id + 1, sizeof *t->weight)) return -1;
+    t->weight[id] = 0;
+    return id;
 }
 
 /* A frame may hold anything but the separator and line breaks (the weight follows the last space). */
@@ -155,8 +124,8 @@ wb_status wb_prof_folded_stacks(const wb_prof *p, char **out, size_t *out_len) {
         if (at >= 0) {
             int64_t s = caller_stack(&w, at);
             if (s < 0) break;
-            len = strlen(t.key[s]);
-            memcpy(buf, t.key[s], len + 1);
+            len = strlen(t.keys.key[s]);
+            memcpy(buf, t.keys.key[s], len + 1);
         }
         put_frame(buf, len, sizeof buf, wb_event_name(e), at >= 0);
         int64_t k = stack_of(&t, buf);
@@ -172,12 +141,12 @@ wb_status wb_prof_folded_stacks(const wb_prof *p, char **out, size_t *out_len) {
         t.weight[s] += c[i].self;
     }
     /* the stacks that weigh at least 1 ns, sorted, one a line */
-    if (!(keys = malloc((t.n ? t.n : 1) * sizeof *keys))) goto oom;
+    if (!(keys = malloc((t.keys.n ? t.keys.n : 1) * sizeof *keys))) goto oom;
     size_t nk = 0, bytes = 1;
-    for (size_t i = 0; i < t.n; i++)
+    for (size_t i = 0; i < t.keys.n; i++)
         if (t.weight[i] >= 1) {
-            keys[nk++] = t.key[i];
-            bytes += strlen(t.key[i]) + 24;
+            keys[nk++] = t.keys.key[i];
+            bytes += strlen(t.keys.key[i]) + 24;
             t.weight[i] = -t.weight[i] - 1; /* marked kept: found again by its key below */
         }
     qsort(keys, nk, sizeof *keys, by_key);
@@ -195,8 +164,7 @@ oom:
     st = wb_error(WB_ERR_MEMORY, "export_stacks: out of memory");
 done:
     wb_idset_free(&ids);
-    for (size_t i = 0; i < t.n; i++)
-        free(t.key[i]);
-    free(t.key), free(t.weight), free(t.slots), free(c), free(keys);
+    wb_keyindex_free(&t.keys);
+    free(t.weight), free(c), free(keys);
     return st;
 }

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "keyindex.h"
 #include "profiler_internal.h"
 
 _Static_assert(sizeof(wb_prof_chunk) == WB_CHUNK_BYTES, "a chunk fills its aligned block");
@@ -58,16 +59,6 @@ static void chunk_put(wb_prof_chunk *c) {
         chunk_unmap(c);
 }
 
-static int grow(void **v, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return 1;
-    size_t cap2 = *cap ? *cap * 2 : 64;
-    while (cap2 < need)
-        cap2 *= 2;
-    void *q = realloc(*v, cap2 * size);
-    if (!q) return 0;
-    *v = q, *cap = cap2;
-    return 1;
-}
 
 void wb_store_init(wb_prof *p) {
     p->spill_fd = -1;
@@ -253,7 +244,7 @@ wb_event *wb_store_slot_slow(wb_prof *p, uint32_t side, int64_t **side_out) {
         return NULL;
     }
     if (!p->open || p->cur == p->open->ev + WB_CHUNK_EVENTS || p->open->side_n + side > WB_CHUNK_SIDE) {
-        if (!grow((void **)&p->chunks, &p->cap_chunks, p->nchunks + 1, sizeof *p->chunks)) goto full;
+        if (!wb_grow((void **)&p->chunks, &p->cap_chunks, p->nchunks + 1, sizeof *p->chunks)) goto full;
         p->accepted += in_open;
         seal_open(p);
         wb_prof_chunk *c = next_chunk(p);
@@ -295,7 +286,7 @@ void wb_store_clear(wb_prof *p) {
         p->cur = p->open->ev;
     }
     for (size_t i = 0; i < p->nchunks; i++)
-        if (p->chunks[i].mem && grow((void **)&p->spare, &p->cap_spare, p->nspare + 1, sizeof *p->spare))
+        if (p->chunks[i].mem && wb_grow((void **)&p->spare, &p->cap_spare, p->nspare + 1, sizeof *p->spare))
             p->spare[p->nspare++] = p->chunks[i].mem;
         else if (p->chunks[i].mem)
             chunk_put(p->chunks[i].mem), p->resident--;
@@ -362,7 +353,7 @@ uint32_t wb_store_intern(wb_prof *p, const char *s) {
     size_t len = strlen(s) + 1;
     if (len > p->str_block_left) {
         size_t size = len > 65536 ? len : 65536;
-        if (!grow((void **)&p->str_blocks, &p->cap_str_blocks, p->nstr_blocks + 1, sizeof *p->str_blocks))
+        if (!wb_grow((void **)&p->str_blocks, &p->cap_str_blocks, p->nstr_blocks + 1, sizeof *p->str_blocks))
             return WB_EVENT_NONE;
         char *b = malloc(size);
         if (!b) return WB_EVENT_NONE;
@@ -370,7 +361,7 @@ uint32_t wb_store_intern(wb_prof *p, const char *s) {
         p->str_block = b, p->str_block_left = size;
     }
     size_t cap = p->cap_strs;
-    if (!grow((void **)&p->strs, &cap, p->nstrs + 1, sizeof *p->strs)) return WB_EVENT_NONE;
+    if (!wb_grow((void **)&p->strs, &cap, p->nstrs + 1, sizeof *p->strs)) return WB_EVENT_NONE;
     p->cap_strs = (uint32_t)cap;
     char *copy = p->str_block;
     memcpy(copy, s, len);
