@@ -72,15 +72,12 @@ static inline uint16_t wb_f32_bf16(float f) {
 }
 ]]
 
--- The source of one group's kernel. g: {symbol, nodes (in order), inputs (tensors), dtype,
--- inner_broadcast[i]}; the body is a function of the inputs' vector values.
-function M.source(g)
-    local idx = {}
-    for i, t in ipairs(g.inputs) do idx[t] = i end
-    local lines, name_of = {}, {}
+-- The body's lines, appended to `lines`: one vector value t<k> per node of g, its operands the
+-- inputs' v<i>, earlier nodes' t<k>, the names already in name_of, or constants of dtype.
+local function body_lines(g, idx, lines, name_of, dtype)
     local function operand(v)
         if is_tensor(v) then return name_of[v] or ("v" .. (idx[v] - 1)) end
-        return "v_set1(" .. constant(v, g.dtype) .. ")"
+        return "v_set1(" .. constant(v, dtype) .. ")"
     end
     for k, nd in ipairs(g.nodes) do
         local word = M.word(nd)
@@ -89,6 +86,15 @@ function M.source(g)
         lines[#lines + 1] = string.format("    vf t%d = %s; /* %s */", k, e, word)
         name_of[nd.out] = "t" .. k
     end
+    return lines, name_of
+end
+
+-- The source of one group's kernel. g: {symbol, nodes (in order), inputs (tensors), dtype,
+-- inner_broadcast[i]}; the body is a function of the inputs' vector values.
+function M.source(g)
+    local idx = {}
+    for i, t in ipairs(g.inputs) do idx[t] = i end
+    local lines = body_lines(g, idx, {}, {}, g.dtype)
     local params = {}
     for i = 1, #g.inputs do params[i] = "vf v" .. (i - 1) end
     local T = g.dtype == "bf16" and "uint16_t" or "float"
@@ -153,21 +159,11 @@ end
 function M.epilogue_source(g)
     local idx = {}
     for i, t in ipairs(g.inputs) do idx[t] = i end
-    local lines, name_of = {}, {[g.acc] = "acc"}
+    local lines = {}
     if g.bias_input then
         lines[1] = string.format("    acc = v_add(acc, v%d); /* the GEMM's bias */", g.bias_input - 1)
     end
-    local function operand(v)
-        if is_tensor(v) then return name_of[v] or ("v" .. (idx[v] - 1)) end
-        return "v_set1(" .. constant(v, "f32") .. ")"
-    end
-    for k, nd in ipairs(g.nodes) do
-        local word = M.word(nd)
-        local a = operand(nd.args[1])
-        local e = ARITY[word] and EXPR[word](a, operand(nd.args[2])) or EXPR[word](a)
-        lines[#lines + 1] = string.format("    vf t%d = %s; /* %s */", k, e, word)
-        name_of[nd.out] = "t" .. k
-    end
+    body_lines(g, idx, lines, {[g.acc] = "acc"}, "f32")
     local params, main, tail, fill, bufs = {"vf acc"}, {"v_load(o + j)"}, {"v_load(bacc)"}, {"bacc[k - j] = o[k];"},
         {"bacc[VEC] = {0}"}
     local out = {wb.codegen.prelude(), string.format("/* %s: %s */", g.symbol, g.ops)}
