@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyindex.h"
 #include "findings_index.h"
 
 static wb_val *new_map(fx_out *o, wb_val *list) {
@@ -91,7 +92,7 @@ int fx_rule_fusion(fx_index *ix, fx_out *o, wb_val *out) {
             rd[nrd++] = (reader){.sid = e->flow[k], .op = (int32_t)i};
         }
     }
-    qsort(rd, nrd, sizeof *rd, reader_cmp);
+    wb_sort(rd, nrd, sizeof *rd, reader_cmp);
     static char key[8192], kinds[8192];
     for (int L = 0; L < ix->nlanes; L++) {
         const int32_t *ks = ix->lane_dev + ix->lane_start[L];

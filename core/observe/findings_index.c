@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyindex.h"
 #include "findings_index.h"
 
 /* ---- values --------------------------------------------------------------------------------- */
@@ -288,11 +289,11 @@ wb_status fx_index_build(fx_index *ix, const wb_prof *p, int skip_memory) {
     wb_prof_cursor_close(&c);
     if ((st = c.status) != WB_OK) goto done;
     /* time order (stable: a session records in time order nearly always) */
-    qsort(ix->dev, ix->ndev, sizeof *ix->dev, dev_cmp);
-    qsort(ix->memory, ix->nmemory, sizeof *ix->memory, span_cmp);
-    qsort(ix->share, ix->nshare, sizeof *ix->share, share_cmp);
+    wb_sort(ix->dev, ix->ndev, sizeof *ix->dev, dev_cmp);
+    wb_sort(ix->memory, ix->nmemory, sizeof *ix->memory, span_cmp);
+    wb_sort(ix->share, ix->nshare, sizeof *ix->share, share_cmp);
     top_ix = ix;
-    qsort(ix->top, ix->ntop, sizeof *ix->top, top_cmp);
+    wb_sort(ix->top, ix->ntop, sizeof *ix->top, top_cmp);
     /* lanes in the order their first event was recorded, each in time order */
     uint64_t first_seq[256];
     int64_t count[256] = {0};
@@ -342,7 +343,7 @@ wb_status fx_index_build(fx_index *ix, const wb_prof *p, int skip_memory) {
         ix->window[0] = (fx_span){.ts = t0, .dur = t1 - t0, .name = "the recording", .extra = -1};
         ix->nwindow = 1, ix->whole = 1;
     }
-    qsort(ix->window, ix->nwindow, sizeof *ix->window, span_cmp);
+    wb_sort(ix->window, ix->nwindow, sizeof *ix->window, span_cmp);
     goto done;
 oom:
     st = wb_error(WB_ERR_MEMORY, "findings: out of memory indexing the events");

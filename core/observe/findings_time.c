@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyindex.h"
 #include "findings_index.h"
 
 static const char *dev_name(const fx_dev *k) { return k->kind ? wb_kernel_kind_name(k->kind) : k->name; }
@@ -127,7 +128,7 @@ static int host_segments(fx_index *ix, segs *s) {
         for (size_t i = 0; i < n; i++)
             idx[i] = i;
         sort_segs = s;
-        qsort(idx, n, sizeof *idx, seg_cmp);
+        wb_sort(idx, n, sizeof *idx, seg_cmp);
         for (size_t i = 0; i < n; i++)
             f2[i] = s->from[idx[i]], t2[i] = s->to[idx[i]], w2[i] = s->what[idx[i]];
         free(idx), free(s->from), free(s->to), free(s->what);

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef struct wb_keyindex {
     char **key; /* key[id]: a copy, owned */
@@ -24,5 +25,10 @@ void wb_keyindex_free(wb_keyindex *x);
 /* Room for `need` elements of `size` bytes in *v (capacity *cap, doubled from 64); 0 when out of
  * memory (then *v is as it was). */
 int wb_grow(void **v, size_t *cap, size_t need, size_t size);
+
+/* qsort for arrays that may be empty (and then NULL, which qsort's contract does not allow). */
+static inline void wb_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    if (n > 1) qsort(base, n, size, cmp);
+}
 
 #endif

@@ -315,9 +315,9 @@ wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *m) {
         st = wb_error(WB_ERR_MEMORY, "diff: %zu events are more than one model holds", nh + nd);
         goto done;
     }
-    qsort(host, nh, sizeof *host, inst_cmp);
-    qsort(dev, nd, sizeof *dev, inst_cmp);
-    qsort(steps, ns, sizeof *steps, step_cmp);
+    wb_sort(host, nh, sizeof *host, inst_cmp);
+    wb_sort(dev, nd, sizeof *dev, inst_cmp);
+    wb_sort(steps, ns, sizeof *steps, step_cmp);
     /* the step p:step() opens after the last one of a loop holds nothing: not a sample */
     while (ns > 1) {
         const step_rec *s = &steps[ns - 1];
@@ -344,7 +344,8 @@ wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *m) {
     /* 2: one array: host occurrences, kernels, then one root per step */
     size_t n = nh + nd + ns;
     if (!(in = malloc(n * sizeof *in))) goto oom;
-    memcpy(in, host, nh * sizeof *in), memcpy(in + nh, dev, nd * sizeof *in);
+    if (nh) memcpy(in, host, nh * sizeof *in);
+    if (nd) memcpy(in + nh, dev, nd * sizeof *in);
     free(host), free(dev), host = dev = NULL;
     for (size_t k = 0; k < ns; k++)
         in[nh + nd + k] = (inst){.ts = steps[k].ts, .dur = steps[k].dur, .parent = -1, .step = (int32_t)k, .kind = 255};

@@ -149,7 +149,7 @@ wb_status wb_prof_folded_stacks(const wb_prof *p, char **out, size_t *out_len) {
             bytes += strlen(t.keys.key[i]) + 24;
             t.weight[i] = -t.weight[i] - 1; /* marked kept: found again by its key below */
         }
-    qsort(keys, nk, sizeof *keys, by_key);
+    wb_sort(keys, nk, sizeof *keys, by_key);
     char *text = malloc(bytes);
     if (!text) goto oom;
     size_t len = 0;
