@@ -194,6 +194,7 @@ static int l_stream_write(lua_State *L) {
         size_t len;
         const char *text = luaL_tolstring(L, i, &len);
         if (len && fwrite(text, 1, len, s->a.f) != len && !ferror(s->a.f)) errno = EIO;
+        wb_atomic_wrote(&s->a, len);
         lua_pop(L, 1);
     }
     lua_settop(L, 1);

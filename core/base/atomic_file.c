@@ -1,5 +1,6 @@
 /* atomic_file.c: whole-or-nothing file writes (see atomic_file.h). Used by the Chrome trace
  * and, through the bindings, by every file the Lua library saves. */
+#define _GNU_SOURCE /* sync_file_range */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -57,6 +58,24 @@ wb_status wb_atomic_open(wb_atomic_file *a, const char *path, const char *what) 
         return wb_error(WB_ERR_ARGUMENT, "%s: cannot open '%s' for writing: %s", what, path, strerror(err));
     }
     return WB_OK;
+}
+
+enum { WRITEBACK_WINDOW = 32 << 20 };
+
+void wb_atomic_wrote(wb_atomic_file *a, size_t n) {
+    a->written += (long long)n;
+    if (!a->tmp[0] || a->written - a->started < WRITEBACK_WINDOW) return;
+    if (fflush(a->f) != 0) return; /* the stream keeps the error: the commit reports it */
+#ifdef SYNC_FILE_RANGE_WRITE
+    int fd = fileno(a->f);
+    /* hints only: a failure here (a file system without it) leaves the work to the fsync */
+    (void)sync_file_range(fd, a->started, a->written - a->started, SYNC_FILE_RANGE_WRITE);
+    if (a->started > a->waited)
+        (void)sync_file_range(fd, a->waited, a->started - a->waited,
+                              SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+#endif
+    a->waited = a->started;
+    a->started = a->written;
 }
 
 void wb_atomic_abort(wb_atomic_file *a) {

@@ -30,6 +30,7 @@ wb_status wb_out_open(wb_out *o, const char *path, const char *what) {
 static void emit(wb_out *o, const void *p, size_t n) {
     if (n && fwrite(p, 1, n, o->file.f) != n) o->failed = 1;
     o->bytes += n;
+    wb_atomic_wrote(&o->file, n);
 }
 
 static void deflate_some(wb_out *o, const char *p, size_t n, int flush) {
@@ -121,6 +122,7 @@ void wb_out_printf(wb_out *o, const char *fmt, ...) {
     } else {
         if (vfprintf(o->file.f, fmt, ap) < 0) o->failed = 1;
         o->bytes += (uint64_t)n;
+        wb_atomic_wrote(&o->file, (size_t)n);
     }
     va_end(ap);
 }

@@ -89,6 +89,24 @@ static void test_atomic_file(void) {
     memset(buf, 0, sizeof buf);
     CHECK(f && fread(buf, 1, sizeof buf - 1, f) == 3 && !strcmp(buf, "new"));
     if (f) fclose(f);
+    /* a large file goes to the disk as it is written: every 32 MiB the new bytes are flushed to
+     * the kernel and their writeback started, and the window before them is waited for */
+    enum { MIB = 1 << 20 };
+    static char piece[MIB];
+    CHECK(wb_atomic_open(&a, path, "test") == WB_OK);
+    for (int i = 0; i < 100; i++) {
+        memset(piece, 'a' + i % 26, sizeof piece);
+        CHECK(fwrite(piece, 1, sizeof piece, a.f) == sizeof piece);
+        wb_atomic_wrote(&a, sizeof piece);
+        struct stat st;
+        CHECK(fstat(fileno(a.f), &st) == 0 && st.st_size >= a.started);
+    }
+    CHECK(a.written == 100LL * MIB && a.started == 96LL * MIB && a.waited == 64LL * MIB);
+    CHECK(wb_atomic_commit(&a, "test") == WB_OK);
+    f = fopen(path, "r");
+    CHECK(f && fseek(f, 99L * MIB, SEEK_SET) == 0 && fgetc(f) == 'a' + 99 % 26 && fseek(f, 0, SEEK_END) == 0 &&
+          ftell(f) == 100L * MIB);
+    if (f) fclose(f);
     /* a full device: the write fails at flush or close, and says so */
     if (wb_atomic_open(&a, "/dev/full", "test") == WB_OK) {
         fputs("x", a.f);
