@@ -3,9 +3,9 @@
 --
 --   workbench experiments/profiler_overhead.lua [--rounds 11]
 --
--- Method: (1) a loop of 1-element adds, timed with and without a running session (A B A B
--- over rounds, medians); the difference per add divided by the events each add records (op,
--- kernel, alloc, free) is the cost per event. (2) An eager GeGLU MLP forward (dim 768, hidden
+-- Method: (1) blocks of 1-element adds, timed with and without a running session in adjacent
+-- pairs (the order alternating, the collector stopped inside a block); the median difference per
+-- add divided by the events each add records (op, kernel) is the cost per event. (2) An eager GeGLU MLP forward (dim 768, hidden
 -- 3072, tokens 16: linear, linear, gelu_tanh, mul, linear) with and without a session; until
 -- experiments/mlp_sweep.lua exists this stands in for "profiling the MLP sweep at tokens 16".
 
@@ -22,28 +22,52 @@ local function median(t)
     return s[(#s + 1) // 2]
 end
 
--- (1) per-event cost
+-- (1) per-event cost. A 1-element add costs a few microseconds and the recording a few hundred
+-- nanoseconds, so the two loops are compared block against adjacent block: each round times one
+-- block without a session and one with (in alternating order, so a drift of the machine counts
+-- against both), with the collector stopped inside the blocks and run between them (the adds'
+-- garbage would otherwise be swept inside whichever block came next). The cost per event is the
+-- median of the rounds' differences, with their quartiles.
 local a = wb.ones({1})
-local N = 100000
+local N = 2000
 local function adds()
+    collectgarbage()
+    collectgarbage("stop")
     local t0 = wb.time_ns()
     for _ = 1, N do local _ = a + a end
-    return (wb.time_ns() - t0) / N
+    local ns = (wb.time_ns() - t0) / N
+    collectgarbage("restart")
+    return ns
 end
-adds()
-local off, on, per_add_events = {}, {}, 0
-for _ = 1, rounds do
-    collectgarbage()
-    off[#off + 1] = adds()
-    collectgarbage()
+local function recorded_adds()
     local p = wb.profiler.profile{max_events = 8 * N}
     p:start()
-    on[#on + 1] = adds()
+    local ns = adds()
     p:stop()
-    per_add_events = p:stats().events / N
+    return ns, p:stats().events / N
+end
+adds()
+recorded_adds()
+local off, on, diff, per_add_events = {}, {}, {}, 0
+for r = 1, rounds * 20 do
+    local o, w
+    if r % 2 == 1 then
+        o = adds()
+        w, per_add_events = recorded_adds()
+    else
+        w, per_add_events = recorded_adds()
+        o = adds()
+    end
+    off[#off + 1], on[#on + 1], diff[#diff + 1] = o, w, w - o
+end
+local function quantile(t, q)
+    local s = {table.unpack(t)}
+    table.sort(s)
+    return s[math.max(1, math.min(#s, math.floor(q * (#s - 1) + 1.5)))]
 end
 local add_off, add_on = median(off), median(on)
-local per_event = (add_on - add_off) / per_add_events
+local per_event = median(diff) / per_add_events
+local per_event_q1, per_event_q3 = quantile(diff, 0.25) / per_add_events, quantile(diff, 0.75) / per_add_events
 
 -- (2) an eager GeGLU MLP forward at tokens 16
 wb.manual_seed(0)
@@ -73,11 +97,12 @@ end
 local mlp_off, mlp_on = median(m_off), median(m_on)
 
 print("== profiler overhead ==")
-print(string.format("1-element add: %.0f ns without a session, %.0f ns with one; %.2f events recorded per add",
-    add_off, add_on, per_add_events))
+print(string.format("1-element add: %.0f ns without a session, %.0f ns with one (medians of %d blocks of %d); " ..
+    "%.2f events recorded per add", add_off, add_on, #diff, N, per_add_events))
 print(string.format("GeGLU MLP forward (dim %d, hidden %d, tokens %d, eager, %s): %.1f us without, %.1f us " ..
     "with record_shapes + with_flops; %.1f events per forward", dim, hidden, tokens, plural(wb.get_num_threads(), "thread"),
     mlp_off / 1e3, mlp_on / 1e3, mlp_events))
 print("\n== ratios (bars: <= 150 ns per event; <= 5% slower) ==")
-print(string.format("  cost per recorded event: %.0f ns", per_event))
+print(string.format("  cost per recorded event: %.0f ns (quartiles of the %d paired blocks: %.0f .. %.0f ns)", per_event,
+    #diff, per_event_q1, per_event_q3))
 print(string.format("  MLP forward with the profiler: %.3fx (%+.1f%%)", mlp_on / mlp_off, 100 * (mlp_on / mlp_off - 1)))
