@@ -154,7 +154,7 @@ local function gemm_of(g, by_out, uses)
 end
 
 -- Builds group g as the epilogue of GEMM e: one kernel, the GEMM driver calling the generated
--- function on each tile. Returns the kernel, or nil and why.
+-- function on each block of the output. Returns the kernel, or nil and why.
 local function build_epilogue(self, g, e, words)
     local eg = {nodes = g.nodes, acc = e.acc, inputs = {}, inner_broadcast = {}, dtype = "f32",
         ops = e.node.op .. " " .. g.ops}
@@ -369,7 +369,7 @@ end
 function G.describe(g, out)
     local moves = string.format("moves %s: reads %s once, writes 1", G.size(g.bytes), plural(#g.inputs, "input"))
     if g.epilogue_of then
-        out[#out + 1] = string.format("  group %s: %s (%s), in the GEMM's epilogue, applied per tile in L1: one kernel " ..
+        out[#out + 1] = string.format("  group %s: %s (%s), in the GEMM's epilogue, applied per block in L2: one kernel " ..
             "reads x, the weight%s once, writes 1", g.symbol, g.ops, plural(#g.inputs, "epilogue input"),
             #g.inputs > 0 and " and " .. plural(#g.inputs, "input") or "")
     elseif g.symbol then
