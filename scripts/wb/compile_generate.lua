@@ -8,10 +8,12 @@
 -- must reach memory anyway (an argument, a result of the function, a value read twice, the result
 -- of an op that is not elementwise, an in-place write). A hand-written pointwise kernel never
 -- splits a group (that would write and read again the values at its edges); where it covers a
--- whole group, the faster of it and the generated kernel runs, timed on the traced inputs.
+-- whole group, the faster of it and the generated kernel runs, timed on the traced inputs (the
+-- choice kept for the process, and on disk for later ones: wb.compile_choices).
 
 local plural = require("wb.words").plural
 local codegen = require("wb.codegen")
+local disk = require("wb.compile_choices")
 
 local G = {device_off = {}, choices = {}}
 
@@ -212,21 +214,25 @@ local function measure(fns, device)
 end
 
 -- Generated kernel k or the hand-written pair.fused for a group both cover: the faster, measured
--- on the traced inputs, cached per (kernel, dtype, device, shape, threads) for the process.
+-- on the traced inputs, cached per (kernel, dtype, device, shape, threads) for the process and on
+-- disk for this machine and build (a choice an earlier process measured is not timed again).
 local function choose(pair, k, out, originals)
     local a, b = pair.a, pair.b
     local key = table.concat({pair.fused, a.dtype, a.device, shape_of(a), wb.get_num_threads()}, ":")
-    local c = G.choices[key]
+    local c = G.choices[key] or disk.get(key)
     if not c then
         local hand = originals[pair.fused]
         local med, reps = measure({function() return wb.codegen.run(k, out.shape, a, b) end,
             function() return hand(a, b) end}, a.device)
         c = {generated = med[1] <= med[2], gen_us = med[1], hand_us = med[2], reps = reps}
-        G.choices[key] = c
+        disk.put(key, c)
     end
+    G.choices[key] = c
+    local kept = c.path and "measured by an earlier process, kept in " .. c.path .. " for this machine, build, shape, " ..
+        "dtype and thread count (delete it to measure again)" or "kept for this shape, dtype and thread count"
     return c, string.format("measured: the generated kernel %.1f us per call, the hand-written %s %.1f (medians " ..
-        "of %d alternating rounds of %d calls on the traced inputs; kept for this shape, dtype and thread count)",
-        c.gen_us, pair.fused, c.hand_us, ROUNDS, c.reps)
+        "of %d alternating rounds of %d calls on the traced inputs; %s)", c.gen_us, pair.fused, c.hand_us, ROUNDS, c.reps,
+        kept)
 end
 
 -- Replaces each fusion group of 2 or more elementwise ops in `live` by one generated kernel (or,
