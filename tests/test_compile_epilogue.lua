@@ -96,7 +96,8 @@ function test_what_cannot_be_an_epilogue_says_why()
     local g = wb.compile(function(a, k, c) return wb.sigmoid(wb.linear(a, k)) * c end)
     -- (bf16: the generated sigmoid*mul rounds once where eager rounds twice)
     lu.assertTrue(wb.allclose(g(xb, wb16, yb), wb.sigmoid(wb.linear(xb, wb16)) * yb, {rtol = 1e-2, atol = 1e-2}))
-    lu.assertStrContains(g:explain(), "not in linear's epilogue: epilogues are generated for f32 on the cpu")
+    lu.assertStrContains(g:explain(), "not in linear's epilogue: epilogues are generated for f32 on the cpu (not yet " ..
+        "bf16: its GEMM driver has no epilogue hook), so the group is a kernel of its own")
 end
 
 function test_bad_shapes_are_named()

@@ -143,7 +143,11 @@ local function gemm_of(g, by_out, uses)
                 local why
                 if uses[t] ~= 1 then why = "its result is read by " .. plural(uses[t], "op")
                 elseif p.seg ~= g.root.seg then why = "an in-place write comes between"
-                elseif t.dtype ~= "f32" or t.device ~= "cpu" then why = "epilogues are generated for f32 on the cpu"
+                elseif t.device ~= "cpu" then
+                    why = "epilogues are generated for the cpu (on " .. t.device .. " the GEMM is the library's)"
+                elseif t.dtype ~= "f32" then
+                    why = "epilogues are generated for f32 on the cpu (not yet " .. t.dtype .. ": its GEMM driver has " ..
+                        "no epilogue hook), so the group is a kernel of its own"
                 elseif shape_of(t) ~= shape_of(g.root.out) then why = "the group's output is broadcast past its result"
                 elseif #g.inputs - 1 + (e.bias and 1 or 0) > 3 then
                     why = plural(#g.inputs - 1 + (e.bias and 1 or 0), "epilogue input") .. " (a GEMM epilogue takes at most 3)"
