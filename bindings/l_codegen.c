@@ -80,7 +80,7 @@ static int l_run(lua_State *L) {
     return wb_lua_pushresult(L, wb_codegen_launch(k, nin, in, ndim, shape, &out), &out);
 }
 
-/* wb.codegen.gemm(kernel, x, w, inputs...) -> tensor: x W^T with the generated epilogue applied per tile */
+/* wb.codegen.gemm(kernel, x, w, inputs...) -> tensor: x W^T with the generated epilogue applied per block */
 static int l_gemm(lua_State *L) {
     wb_codegen_kernel *k = wb_lua_checkudata(L, 1, KERNEL_T);
     wb_tensor *x = wb_lua_checktensor(L, 2), *w = wb_lua_checktensor(L, 3), *in[WB_OP_MAX_INPUTS], *out;

@@ -306,10 +306,10 @@ print("Results: " .. paths.json)
 -- ---- part 2: a generated GEMM epilogue --------------------------------------------------------
 -- Expectation. y = sigmoid(x W^T + b) * v + r, x [tokens, D], W [H, D] (captured by the
 -- function, as a module's weights are), v [tokens, H], r [H]: compiled, it is one GEMM kernel
--- whose driver applies the generated epilogue to each tile while it is in L1 (wb_sgemm_*_epi_*),
--- so the GEMM's output never makes the round trip through memory that the GEMM plus one generated
--- pointwise kernel (the linear run eagerly, then a compiled sigmoid*mul+add) pays: it should be no
--- slower. Method as above: checked against eager, kernel counts asserted with p:expect (1 and 2),
+-- whose driver applies the generated epilogue to each block of the output while it is in L2
+-- (wb_sgemm_*_epi_*), so the GEMM's output never makes the round trip through memory that the
+-- GEMM plus one generated pointwise kernel (the linear run eagerly, then a compiled
+-- sigmoid*mul+add) pays: it should be no slower. Method as above: checked against eager, kernel counts asserted with p:expect (1 and 2),
 -- kernel time per call from the kernel events, interleaved; the ratio is the median of the
 -- per-rotation ratios epilogue / (GEMM + pointwise).
 local D = opts.quick and 128 or 768

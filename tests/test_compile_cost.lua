@@ -5,6 +5,9 @@
 local lu = require("luaunit")
 local B = require("bounds")
 local dags = require("random_dags")
+local scratch = require("scratch")
+local cjson = require("cjson")
+local choices = require("wb.compile_choices")
 
 -- The kernel events inside each "compiled region" of one call of fn.
 local function kernels_of(fn)
@@ -109,6 +112,55 @@ function test_gated_pair_picks_the_faster_kernel_measured()
     end
 end
 
+-- The choice is kept on disk (the code generation cache's folder): a later process on this
+-- machine and build takes it instead of timing again (a planted entry decides the kernel, and
+-- explain says where it came from); a damaged file is measured over and written anew.
+function test_a_measured_choice_is_kept_for_later_processes()
+    local cache = scratch.path("_choices")
+    local path = cache .. "/" .. choices.FILE
+    local code = "local f = wb.compile(function(g, u) return wb.gelu(g, {approximate = 'tanh'}) * u end) " ..
+        "local g, u = wb.randn({8, 256}), wb.randn({8, 256}) f(g, u) " ..
+        "local p = wb.profiler.profile({activities = {'cpu', 'device'}}, function() f(g, u) end) " ..
+        "for _, e in ipairs(p:events()) do if e.cat == 'kernel' then print('kernel', e.name) end end print(f:explain())"
+    local function child()
+        return io.popen("WB_CACHE_DIR=" .. cache .. " " .. os.getenv("WB_EXE") .. " --threads 1 -e \"" .. code ..
+            "\" 2>&1"):read("a")
+    end
+    local function entries()
+        local f = io.open(path)
+        lu.assertNotNil(f, "no " .. path)
+        local doc = cjson.decode(f:read("a"))
+        f:close()
+        return doc, doc[choices.machine_key()]
+    end
+    local key = "geglu:f32:cpu:8x256:1"
+    local first = child()
+    lu.assertStrContains(first, "measured: the generated kernel")
+    lu.assertNotStrContains(first, "earlier process")
+    local doc, mine = entries()
+    lu.assertNotNil(mine and mine[key], first)
+    -- the opposite of what was measured, with times that say so
+    local planted = not mine[key].generated
+    mine[key] = {generated = planted, gen_us = planted and 1.5 or 999.5, hand_us = planted and 999.5 or 1.5, reps = 3}
+    local f = assert(io.open(path, "w"))
+    f:write(cjson.encode(doc))
+    f:close()
+    local second = child()
+    lu.assertStrContains(second, string.format("the generated kernel %.1f us per call, the hand-written geglu %.1f " ..
+        "(medians of 7 alternating rounds of 3 calls on the traced inputs; measured by an earlier process, kept in %s",
+        mine[key].gen_us, mine[key].hand_us, path))
+    lu.assertStrContains(second, planted and "kernel\twb_poi_fused_" or "kernel\twb_geglu_")
+    -- damaged: measured again, and the file is whole again
+    f = assert(io.open(path, "w"))
+    f:write("{\"not json")
+    f:close()
+    local third = child()
+    lu.assertStrContains(third, "measured: the generated kernel")
+    lu.assertNotStrContains(third, "earlier process")
+    local _, again = entries()
+    lu.assertNotNil(again and again[key], third)
+end
+
 -- Shapes that do not broadcast: the op's one-line message, naming both shapes, at the caller's line.
 function test_shapes_that_do_not_broadcast_are_named()
     local f = wb.compile(function(a, b) return wb.sigmoid(a) * b end)
@@ -119,4 +171,4 @@ function test_shapes_that_do_not_broadcast_are_named()
     lu.assertNotStrContains(err, "compile.lua")
 end
 
-os.exit(lu.LuaUnit.run())
+scratch.exit(lu.LuaUnit.run())

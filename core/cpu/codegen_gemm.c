@@ -1,6 +1,6 @@
 /* codegen_gemm.c: the op "generated_gemm": out = x W^T (a linear without bias; f32, cpu) as one
  * GEMM whose epilogue is a generated function (wb.compile's code generation, core/ops/codegen.h)
- * that the driver calls on each tile of the output while the tile is in L1 (wb_kernels/gemm.h).
+ * that the driver calls on each block of the output while the block is in L2 (wb_kernels/gemm.h).
  * The epilogue's inputs are broadcast to the output's shape, as a generated pointwise kernel's. */
 #include <string.h>
 

@@ -64,7 +64,7 @@ wb_status wb_codegen_launch(const wb_codegen_kernel *k, int nin, wb_tensor **in,
  * contiguous into tmp[i] (freed by the caller). */
 wb_status wb_codegen_args(const wb_op_call *c, wb_poi_args *a, wb_tensor **tmp);
 
-/* out = (x W^T) with the generated epilogue k applied per tile, its inputs `in` broadcast to the
+/* out = (x W^T) with the generated epilogue k applied per block of the output, its inputs `in` broadcast to the
  * output's shape: one launch of op "generated_gemm" (core/cpu/codegen_gemm.c, cpu, f32). */
 wb_status wb_codegen_gemm_launch(const wb_codegen_kernel *k, wb_tensor *x, wb_tensor *w, int nin, wb_tensor **in,
                                  wb_tensor **out);

@@ -216,6 +216,15 @@ static const float *next_sliver(const wb_cpu_isa *isa, const wb_gemm_problem *p,
     return p->packed_b + (pc + kc) * tiles_n * isa->nr + jc * next_kc * isa->nr;
 }
 
+/* The epilogue (a generated one: wb_kernels/generated.h) runs on blocks of C: the rows of an MC
+ * block times a run of column tiles, called when the run's last tile is stored. The run is as long
+ * as keeps the block, and the B slivers that pass through L2 while its tiles are computed, within
+ * this part of L2 (at least one tile), so the block is read back from L2; each call walks its rows
+ * along contiguous columns, so the epilogue's other inputs stream (hardware prefetchers follow a
+ * row; they did not follow one line per row, rows a whole output row apart, when it was called on
+ * each register tile: that cost the GEMM more than the separate pointwise kernel takes). */
+#define EPILOGUE_L2_PART 2
+
 /* The size of `count` items split into the fewest blocks of at most `most` items, evened out. */
 static int64_t balanced(int64_t count, int64_t most) {
     if (count <= 0) return most;
@@ -235,6 +244,10 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
     const int64_t nc_tiles = balanced(jt1 - jt0, bl->nc / nr > 0 ? bl->nc / nr : 1);
     const int64_t mc_tiles = balanced(it1 - it0, bl->mc / mr > 0 ? bl->mc / mr : 1);
     if (jt0 >= jt1 || it0 >= it1) return 0;
+    /* the epilogue's run of column tiles: C's rows of an MC block and the B slivers read meanwhile */
+    const int64_t block_rows = (mc_tiles < it1 - it0 ? mc_tiles : it1 - it0) * mr, depth = k < kcb ? k : kcb;
+    int64_t epi_tiles = l2 / EPILOGUE_L2_PART / ((block_rows + depth) * nr * (int64_t)sizeof(float));
+    if (epi_tiles < 1) epi_tiles = 1;
     if (!wb_cpu_reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * kcb))) return -1;
     if (!p->packed_b && !wb_cpu_reserve(&buf->b, &buf->b_cap, (size_t)(nc_tiles * nr * kcb))) return -1;
     /* Dual with K split: partial sums of the full NR-wide tiles live here between K blocks. */
@@ -267,6 +280,7 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                 const int64_t sliver_bytes = kc * nr * (int64_t)sizeof(float);
                 const int spread = passes >= SPREAD_MIN_PASSES && sliver_bytes >= SPREAD_MIN_SLIVER_BYTES &&
                                    (jc_end - jc) * sliver_bytes > l2 / 2;
+                int64_t epi_jt = jc;
                 for (int64_t jt = jc; jt < jc_end; jt++) {
                     int64_t col0 = jt * width, cols = p->n - col0 < width ? p->n - col0 : width;
                     /* each pass over this sliver fetches its share of the next one into L2 */
@@ -308,8 +322,13 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                             edge_tile(isa, t, rows, cols, c_in_is_c, dual ? nr : cols);
                         else
                             isa->ukernel(&t, rows);
-                        if (last && !dual && p->epilogue) /* the tile just stored: still in L1 */
-                            p->epilogue(p->epilogue_ctx, c, p->ldc, row0, col0, rows, cols);
+                    }
+                    if (last && !dual && p->epilogue && (jt + 1 - epi_jt == epi_tiles || jt + 1 == jc_end)) {
+                        /* the run's block, just stored: rows of this MC block, columns [epi_jt, jt] */
+                        int64_t r0 = ic * mr, r1 = ic_end * mr < p->m ? ic_end * mr : p->m;
+                        int64_t c0 = epi_jt * width, c1 = (jt + 1) * width < p->n ? (jt + 1) * width : p->n;
+                        p->epilogue(p->epilogue_ctx, p->c + r0 * p->ldc + c0, p->ldc, r0, c0, r1 - r0, c1 - c0);
+                        epi_jt = jt + 1;
                     }
                 }
             }

@@ -155,7 +155,8 @@ end
 -- The source of a GEMM epilogue (f32, cpu): g as for M.source, plus g.acc (the GEMM's result, a
 -- tensor the group reads) and g.bias_input (the index in g.inputs of the GEMM's bias, added to
 -- the accumulator first, or nil). A wb_gemm_epilogue_fn (wb_kernels/generated.h): the driver
--- calls it on each tile of C it has just stored, which it rewrites in place.
+-- calls it on each block of C it has just stored (rows of an MC block times a run of column
+-- tiles, in L2), which it rewrites in place row by row, each row's columns contiguous.
 function M.epilogue_source(g)
     local idx = {}
     for i, t in ipairs(g.inputs) do idx[t] = i end
@@ -185,15 +186,6 @@ function M.epilogue_source(g)
         "void " .. g.symbol .. "(const void *ctx, float *c, int64_t ldc, int64_t row0, int64_t col0, int64_t rows, " ..
         "int64_t cols) {",
         "    const wb_poi_args *a = ctx;",
-        "    /* the inputs' rows of the tile below this one (the driver's next call, in most cases): " ..
-        "fetched now, they arrive while it computes that tile */",
-        "    for (int64_t r = row0 + rows; r < row0 + 2 * rows && r < a->rows; r++)",
-        "        for (int k = 0; k < " .. #g.inputs .. "; k++) {",
-        "            const float *q = (const float *)a->in[k] + (a->outer == 1 ? r * a->stride[k][0] : " ..
-        "wb_poi_offset(a, k, r)) + col0;",
-        "            __builtin_prefetch(q);",
-        "            __builtin_prefetch(q + cols - 1);",
-        "        }",
         "    for (int64_t i = 0; i < rows; i++) {",
         "        const int64_t r = row0 + i;",
         "        float *o = c + i * ldc;",

@@ -8,10 +8,12 @@
 -- must reach memory anyway (an argument, a result of the function, a value read twice, the result
 -- of an op that is not elementwise, an in-place write). A hand-written pointwise kernel never
 -- splits a group (that would write and read again the values at its edges); where it covers a
--- whole group, the faster of it and the generated kernel runs, timed on the traced inputs.
+-- whole group, the faster of it and the generated kernel runs, timed on the traced inputs (the
+-- choice kept for the process, and on disk for later ones: wb.compile_choices).
 
 local plural = require("wb.words").plural
 local codegen = require("wb.codegen")
+local disk = require("wb.compile_choices")
 
 local G = {device_off = {}, choices = {}}
 
@@ -141,7 +143,11 @@ local function gemm_of(g, by_out, uses)
                 local why
                 if uses[t] ~= 1 then why = "its result is read by " .. plural(uses[t], "op")
                 elseif p.seg ~= g.root.seg then why = "an in-place write comes between"
-                elseif t.dtype ~= "f32" or t.device ~= "cpu" then why = "epilogues are generated for f32 on the cpu"
+                elseif t.device ~= "cpu" then
+                    why = "epilogues are generated for the cpu (on " .. t.device .. " the GEMM is the library's)"
+                elseif t.dtype ~= "f32" then
+                    why = "epilogues are generated for f32 on the cpu (not yet " .. t.dtype .. ": its GEMM driver has " ..
+                        "no epilogue hook), so the group is a kernel of its own"
                 elseif shape_of(t) ~= shape_of(g.root.out) then why = "the group's output is broadcast past its result"
                 elseif #g.inputs - 1 + (e.bias and 1 or 0) > 3 then
                     why = plural(#g.inputs - 1 + (e.bias and 1 or 0), "epilogue input") .. " (a GEMM epilogue takes at most 3)"
@@ -154,7 +160,7 @@ local function gemm_of(g, by_out, uses)
 end
 
 -- Builds group g as the epilogue of GEMM e: one kernel, the GEMM driver calling the generated
--- function on each tile. Returns the kernel, or nil and why.
+-- function on each block of the output. Returns the kernel, or nil and why.
 local function build_epilogue(self, g, e, words)
     local eg = {nodes = g.nodes, acc = e.acc, inputs = {}, inner_broadcast = {}, dtype = "f32",
         ops = e.node.op .. " " .. g.ops}
@@ -212,21 +218,25 @@ local function measure(fns, device)
 end
 
 -- Generated kernel k or the hand-written pair.fused for a group both cover: the faster, measured
--- on the traced inputs, cached per (kernel, dtype, device, shape, threads) for the process.
+-- on the traced inputs, cached per (kernel, dtype, device, shape, threads) for the process and on
+-- disk for this machine and build (a choice an earlier process measured is not timed again).
 local function choose(pair, k, out, originals)
     local a, b = pair.a, pair.b
     local key = table.concat({pair.fused, a.dtype, a.device, shape_of(a), wb.get_num_threads()}, ":")
-    local c = G.choices[key]
+    local c = G.choices[key] or disk.get(key)
     if not c then
         local hand = originals[pair.fused]
         local med, reps = measure({function() return wb.codegen.run(k, out.shape, a, b) end,
             function() return hand(a, b) end}, a.device)
         c = {generated = med[1] <= med[2], gen_us = med[1], hand_us = med[2], reps = reps}
-        G.choices[key] = c
+        disk.put(key, c)
     end
+    G.choices[key] = c
+    local kept = c.path and "measured by an earlier process, kept in " .. c.path .. " for this machine, build, shape, " ..
+        "dtype and thread count (delete it to measure again)" or "kept for this shape, dtype and thread count"
     return c, string.format("measured: the generated kernel %.1f us per call, the hand-written %s %.1f (medians " ..
-        "of %d alternating rounds of %d calls on the traced inputs; kept for this shape, dtype and thread count)",
-        c.gen_us, pair.fused, c.hand_us, ROUNDS, c.reps)
+        "of %d alternating rounds of %d calls on the traced inputs; %s)", c.gen_us, pair.fused, c.hand_us, ROUNDS, c.reps,
+        kept)
 end
 
 -- Replaces each fusion group of 2 or more elementwise ops in `live` by one generated kernel (or,
@@ -369,7 +379,7 @@ end
 function G.describe(g, out)
     local moves = string.format("moves %s: reads %s once, writes 1", G.size(g.bytes), plural(#g.inputs, "input"))
     if g.epilogue_of then
-        out[#out + 1] = string.format("  group %s: %s (%s), in the GEMM's epilogue, applied per tile in L1: one kernel " ..
+        out[#out + 1] = string.format("  group %s: %s (%s), in the GEMM's epilogue, applied per block in L2: one kernel " ..
             "reads x, the weight%s once, writes 1", g.symbol, g.ops, plural(#g.inputs, "epilogue input"),
             #g.inputs > 0 and " and " .. plural(#g.inputs, "input") or "")
     elseif g.symbol then

@@ -177,9 +177,12 @@ typedef struct wb_gemm_problem {
     const float *bias_up;   /* dual only: n values added to A·B_up (bias is then the gate's), or NULL */
     const float *dual_bias; /* internal: the two dual biases interleaved per tile (set by wb_gemm_run) */
     int a_bf16;             /* A holds bf16 (a points at uint16_t; strides in elements), widened while packed */
-    /* (optional, plain f32 only) Called on each tile of C right after its last K block is stored,
-     * by the thread that computed it, so the tile is still in L1: a generated epilogue
-     * (wb_kernels/generated.h) with epilogue_ctx as its context. NULL: none. */
+    /* (optional, plain f32 only) Called on each block of C right after the last K block of its
+     * tiles is stored, by the thread that computed them, while the block is in L2: the rows of
+     * one MC block times a run of column tiles (as many as keep it and the B slivers read
+     * meanwhile within half of L2), so that each call walks its rows along contiguous columns
+     * and the epilogue's other inputs stream. A generated epilogue (wb_kernels/generated.h) with
+     * epilogue_ctx as its context. NULL: none. */
     wb_gemm_epilogue_fn epilogue;
     const void *epilogue_ctx;
 } wb_gemm_problem;

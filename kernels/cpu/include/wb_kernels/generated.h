@@ -21,7 +21,7 @@ typedef struct wb_poi_args {
     int64_t parallel_min;                           /* threads only from this many elements */
 } wb_poi_args;
 
-/* A generated GEMM epilogue: applied in place to the tile C[row0 + i][col0 + j] = c[i * ldc + j],
+/* A generated GEMM epilogue: applied in place to the block C[row0 + i][col0 + j] = c[i * ldc + j],
  * i < rows, j < cols, of a GEMM's f32 output, right after the driver stored it (wb_kernels/gemm.h);
  * ctx is a wb_poi_args describing the output ([rows, cols] of the whole C, out = C) and the
  * epilogue's other inputs, so that input i of row r is at in[i] + wb_poi_offset(a, i, r). */
