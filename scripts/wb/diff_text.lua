@@ -9,7 +9,8 @@ local words = require("wb.words")
 local M = {}
 
 local USAGE = "usage: workbench diff [--json] [--html FILE] [--fail-on-slower PCT] [--min-effect PCT] " ..
-    "[--width N] A.trace.json B.trace.json"
+    "[--width N] A.trace.json B.trace.json\n" ..
+    "       workbench diff --ab [--steps N] [--warmup N] [--order abba|alternate] [--save DIR] [options] A.lua B.lua"
 local HELP = [[
   two Chrome traces the workbench wrote (p:export_chrome_trace), aligned node by node: structural
   changes, then each aligned range/op/kernel's host and device time (every occurrence a sample)
@@ -19,6 +20,13 @@ local HELP = [[
   --fail-on-slower PCT  exit with status 1 when the total or a node is SLOWER by more than PCT percent
   --min-effect PCT      the smallest change called FASTER or SLOWER (default 5)
   --width N             the table's width (default: $COLUMNS, else 120)
+  --ab                  A and B are scripts: each runs once and returns the function that is one
+                        step; both are profiled interleaved in this process (A B B A ...), so that
+                        they share the machine's state, then diffed as two traces would be
+  --steps N             --ab: steps recorded per program (default 20)
+  --warmup N            --ab: steps run first per program, not recorded (default 1)
+  --order abba|alternate  --ab: the order of the steps (default abba)
+  --save DIR            --ab: also write DIR/A.trace.json and DIR/B.trace.json
   --help, -h            this text]]
 
 local function clean(s) return words.escaped(tostring(s)) end
@@ -148,6 +156,13 @@ local function plain(v)
 end
 M.plain = plain
 
+-- Two profiles from wb.profiler.ab: how they were taken.
+local function interleaved_note(p)
+    local i = p.interleaved
+    return string.format("A and B were profiled interleaved in one process (%s order, %d steps each after %d of " ..
+        "warmup): both saw the same machine", i.order == "abba" and "A B B A" or "A B A B", i.steps, i.warmup)
+end
+
 -- wb.profiler.diff(pa, pb[, o]): two stopped profiles -> the comparison as a table.
 function M.profiles(pa, pb, o)
     o = o or {}
@@ -168,6 +183,7 @@ function M.profiles(pa, pb, o)
             fingerprint_a = diff.fingerprint(pa:_findings_context()), fingerprint_b = diff.fingerprint(pb:_findings_context())}), ma, mb
     end)
     if not ok then error("profiler.diff: " .. (type(r) == "table" and r.diff_error or tostring(r)), 2) end
+    if pa.interleaved and pb.interleaved then table.insert(r.notes, 1, interleaved_note(pa)) end
     return r
 end
 
@@ -201,6 +217,24 @@ local function same_file(a, b)
     return ta ~= nil and ta == tb
 end
 
+-- `--ab A.lua B.lua`: the two scripts' steps profiled interleaved, then diffed -> r, ma, mb.
+local function interleaved(files, o)
+    local profiler = require("wb.profiler")
+    local pa, pb = require("wb.profiler_ab").scripts(files[1], files[2], o, profiler.profile)
+    if o.save then
+        for side, p in pairs({A = pa, B = pb}) do
+            local path = o.save .. "/" .. side .. ".trace.json"
+            local okw, err = pcall(p.export_chrome_trace, p, path)
+            if not okw then diff.fail(string.format("cannot write %s: %s", path, tostring(err))) end
+        end
+    end
+    local ma, mb = diff.model_of(pa), diff.model_of(pb)
+    local r = diff.diff(ma, mb, {min_effect = o.min_effect, name_a = files[1], name_b = files[2],
+        fingerprint_a = diff.fingerprint(pa:_findings_context()), fingerprint_b = diff.fingerprint(pb:_findings_context())})
+    table.insert(r.notes, 1, interleaved_note(pa))
+    return r, ma, mb
+end
+
 -- Entry point for `workbench diff ...`: returns the exit status.
 function M.main(args)
     local o, files = {}, {}
@@ -217,6 +251,19 @@ function M.main(args)
             if not args[i + 1] then return usage_error("--html takes a file name") end
             o.html = args[i + 1]
             i = i + 1
+        elseif a == "--ab" then o.ab = true
+        elseif a == "--order" or a == "--save" then
+            if not args[i + 1] then return usage_error(a .. " takes a value") end
+            o[a:sub(3)] = args[i + 1]
+            i = i + 1
+        elseif a == "--steps" or a == "--warmup" then
+            local v = math.tointeger(tonumber(args[i + 1] or ""))
+            if not v or v < (a == "--steps" and 1 or 0) or v > 1000000 then
+                return usage_error(string.format("%s takes a whole number from %d, got %s", a, a == "--steps" and 1 or 0,
+                    clean(tostring(args[i + 1]))))
+            end
+            o[a:sub(3)] = v
+            i = i + 1
         elseif a == "--fail-on-slower" or a == "--min-effect" or a == "--width" then
             local v = tonumber(args[i + 1])
             if not v or v < 0 or v > (a == "--width" and 10000 or 1000) then
@@ -230,8 +277,15 @@ function M.main(args)
         else files[#files + 1] = a end
         i = i + 1
     end
-    if #files ~= 2 then return usage_error("expected two traces, got " .. #files) end
+    if not o.ab and (o.steps or o.warmup or o.order or o.save) then
+        return usage_error("--steps, --warmup, --order and --save go with --ab (two scripts profiled interleaved)")
+    end
+    if o.order and o.order ~= "abba" and o.order ~= "alternate" then
+        return usage_error("--order takes abba or alternate, got " .. clean(o.order))
+    end
+    if #files ~= 2 then return usage_error(string.format("expected two %s, got %d", o.ab and "scripts" or "traces", #files)) end
     local ok, r, ma, mb = pcall(function()
+        if o.ab then return interleaved(files, o) end
         if same_file(files[1], files[2]) then
             diff.fail(string.format("the same trace given twice ('%s'): nothing to compare", files[1]))
         end
