@@ -8,7 +8,7 @@ local words = require("wb.words")
 
 local M = {}
 
-local USAGE = "usage: workbench diff [--json] [--html FILE] [--fail-on-slower PCT] [--min-effect PCT] " ..
+local USAGE = "usage: workbench diff [--json] [--html FILE [--step N]] [--fail-on-slower PCT] [--min-effect PCT] " ..
     "[--width N] A.trace.json B.trace.json\n" ..
     "       workbench diff --ab [--steps N] [--warmup N] [--order abba|alternate] [--save DIR] [options] A.lua B.lua"
 local HELP = [[
@@ -17,6 +17,7 @@ local HELP = [[
   with a verdict SAME/FASTER/SLOWER/UNSURE by compare's rule, and where the change per step went
   --json                the whole comparison as JSON on stdout
   --html FILE           also write FILE: one step of each trace side by side, aligned nodes linked
+  --step N              --html: draw step N of each (default: each side's median step by host time)
   --fail-on-slower PCT  exit with status 1 when the total or a node is SLOWER by more than PCT percent
   --min-effect PCT      the smallest change called FASTER or SLOWER (default 5)
   --width N             the table's width (default: $COLUMNS, else 120)
@@ -187,11 +188,11 @@ function M.profiles(pa, pb, o)
     return r
 end
 
-local function read_trace(path, which)
+local function read_trace(path, which, step)
     -- a trace in the workbench's layout: read into a store, its model computed in C
     local okq, q = pcall(require("wb.profiler").load_trace, path)
     if okq then
-        local okm, model = pcall(diff.model_of, q)
+        local okm, model = pcall(diff.model_of, q, step)
         if not okm then
             diff.fail(string.format("'%s' (%s) %s", path, which, type(model) == "table" and model.diff_error or tostring(model)))
         end
@@ -228,7 +229,7 @@ local function interleaved(files, o)
             if not okw then diff.fail(string.format("cannot write %s: %s", path, tostring(err))) end
         end
     end
-    local ma, mb = diff.model_of(pa), diff.model_of(pb)
+    local ma, mb = diff.model_of(pa, o.step), diff.model_of(pb, o.step)
     local r = diff.diff(ma, mb, {min_effect = o.min_effect, name_a = files[1], name_b = files[2],
         fingerprint_a = diff.fingerprint(pa:_findings_context()), fingerprint_b = diff.fingerprint(pb:_findings_context())})
     table.insert(r.notes, 1, interleaved_note(pa))
@@ -256,10 +257,10 @@ function M.main(args)
             if not args[i + 1] then return usage_error(a .. " takes a value") end
             o[a:sub(3)] = args[i + 1]
             i = i + 1
-        elseif a == "--steps" or a == "--warmup" then
+        elseif a == "--steps" or a == "--warmup" or a == "--step" then
             local v = math.tointeger(tonumber(args[i + 1] or ""))
-            if not v or v < (a == "--steps" and 1 or 0) or v > 1000000 then
-                return usage_error(string.format("%s takes a whole number from %d, got %s", a, a == "--steps" and 1 or 0,
+            if not v or v < (a == "--warmup" and 0 or 1) or v > 1000000 then
+                return usage_error(string.format("%s takes a whole number from %d, got %s", a, a == "--warmup" and 0 or 1,
                     clean(tostring(args[i + 1]))))
             end
             o[a:sub(3)] = v
@@ -280,6 +281,7 @@ function M.main(args)
     if not o.ab and (o.steps or o.warmup or o.order or o.save) then
         return usage_error("--steps, --warmup, --order and --save go with --ab (two scripts profiled interleaved)")
     end
+    if o.step and not o.html then return usage_error("--step says which step --html draws: give --html FILE") end
     if o.order and o.order ~= "abba" and o.order ~= "alternate" then
         return usage_error("--order takes abba or alternate, got " .. clean(o.order))
     end
@@ -289,8 +291,8 @@ function M.main(args)
         if same_file(files[1], files[2]) then
             diff.fail(string.format("the same trace given twice ('%s'): nothing to compare", files[1]))
         end
-        local ma, fa = read_trace(files[1], "A")
-        local mb, fb = read_trace(files[2], "B")
+        local ma, fa = read_trace(files[1], "A", o.step)
+        local mb, fb = read_trace(files[2], "B", o.step)
         return diff.diff(ma, mb, {min_effect = o.min_effect, name_a = files[1], name_b = files[2], fingerprint_a = fa,
             fingerprint_b = fb}), ma, mb
     end)
@@ -299,6 +301,12 @@ function M.main(args)
         return 2
     end
     r.min_effect = o.min_effect
+    for _, side in ipairs({{"A", ma}, {"B", mb}}) do
+        if o.step and o.step > #side[2].steps then
+            io.stderr:write(string.format("workbench diff: --step %d: %s has %d step(s)\n", o.step, side[1], #side[2].steps))
+            return 2
+        end
+    end
     if o.json then
         print(cjson.encode(plain(r)))
     else
@@ -306,7 +314,7 @@ function M.main(args)
         print(table.concat(M.format(r, width), "\n"))
     end
     if o.html then
-        local okh, err = pcall(require("wb.diff_html").write, o.html, r, ma, mb)
+        local okh, err = pcall(require("wb.diff_html").write, o.html, r, ma, mb, o.step)
         if not okh then
             io.stderr:write("workbench diff: cannot write " .. clean(o.html) .. ": " .. clean(tostring(err)) .. "\n")
             return 2
