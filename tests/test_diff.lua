@@ -433,6 +433,30 @@ function test_cli_html_draws_the_median_step_or_the_one_asked()
     lu.assertStrContains(err, "--step takes a whole number from 1, got 0")
 end
 
+function test_cli_fingerprint_names_a_different_build()
+    local t = get_traces()
+    local f = assert(io.open(t.fast))
+    local text = f:read("a")
+    f:close()
+    -- the trace names the build that recorded it
+    local other = cjson.decode(text:match("^[^\n]*") .. "]}").otherData
+    lu.assertEquals(other.build, {version = wb.version, commit = wb.commit})
+    local from = string.format('"commit": "%s"', wb.commit)
+    local i, j = text:find(from, 1, true)
+    local other_build = scratch.file(text:sub(1, i - 1) .. '"commit": "0123456789ab"' .. text:sub(j + 1), ".json")
+    local out, err, code = run(string.format("'%s' '%s'", t.fast, other_build))
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, string.format("fingerprint differences:\n  build: %s (commit %s) -> %s (commit 0123456789ab)",
+        wb.version, wb.commit, wb.version))
+    out = run(string.format("--json '%s' '%s'", t.fast, other_build))
+    lu.assertEquals(cjson.decode(out).fingerprint[1].field, "build")
+    -- one build: no difference, traces or profiles
+    out = run(string.format("'%s' '%s'", t.fast, t.slow))
+    lu.assertStrContains(out, "fingerprint differences: none")
+    local f3 = three_ranges(0)
+    lu.assertEquals(wb.profiler.diff(profile(f3, 3), profile(f3, 3)).fingerprint, {})
+end
+
 function test_cli_fail_on_slower()
     local t = get_traces()
     -- the status agrees with the verdicts the same diff prints (whatever the machine did), and

@@ -443,9 +443,13 @@ local function attribute(ma, mb, parent, metric, ca, cb)
     return r
 end
 
--- A profile's fingerprint as flat "name = value" pairs, from the context the trace carries.
-function M.fingerprint(ctx)
+-- A profile's fingerprint as flat "name = value" pairs, from the context the trace carries and
+-- the build that recorded it ({version =, commit =}: a trace's otherData.build, or this one's).
+function M.fingerprint(ctx, build)
     local fp = {}
+    if type(build) == "table" and scalar(build.version) then
+        fp.build = string.format("%s (commit %s)", scalar(build.version), scalar(build.commit) or "unknown")
+    end
     if type(ctx) ~= "table" then return fp end
     fp.device = scalar(ctx.device)
     local info = type(ctx.device_info) == "table" and ctx.device_info or {}
@@ -454,7 +458,6 @@ function M.fingerprint(ctx)
     fp.threads = scalar(info.threads)
     local m = type(ctx.machine) == "table" and ctx.machine or {}
     fp.cpus = scalar(m.cpus)
-    fp.build = scalar(ctx.build)
     return fp
 end
 

@@ -157,6 +157,12 @@ local function plain(v)
 end
 M.plain = plain
 
+-- The build that recorded a profile: a loaded trace's (its otherData), else this executable's.
+local function build_of(p)
+    if p.loaded_from then return type(p.trace_other) == "table" and p.trace_other.build or nil end
+    return {version = wb.version, commit = wb.commit}
+end
+
 -- Two profiles from wb.profiler.ab: how they were taken.
 local function interleaved_note(p)
     local i = p.interleaved
@@ -181,7 +187,7 @@ function M.profiles(pa, pb, o)
     local ok, r = pcall(function()
         local ma, mb = model(ea), model(eb)
         return diff.diff(ma, mb, {min_effect = o.min_effect, name_a = "A", name_b = "B",
-            fingerprint_a = diff.fingerprint(pa:_findings_context()), fingerprint_b = diff.fingerprint(pb:_findings_context())}), ma, mb
+            fingerprint_a = diff.fingerprint(pa:_findings_context(), build_of(pa)), fingerprint_b = diff.fingerprint(pb:_findings_context(), build_of(pb))}), ma, mb
     end)
     if not ok then error("profiler.diff: " .. (type(r) == "table" and r.diff_error or tostring(r)), 2) end
     if pa.interleaved and pb.interleaved then table.insert(r.notes, 1, interleaved_note(pa)) end
@@ -197,7 +203,8 @@ local function read_trace(path, which, step)
             diff.fail(string.format("'%s' (%s) %s", path, which, type(model) == "table" and model.diff_error or tostring(model)))
         end
         local meta = type(q.trace_members.workbench) == "table" and q.trace_members.workbench or nil
-        return model, diff.fingerprint(type(meta) == "table" and type(meta.context) == "table" and meta.context or nil)
+        return model, diff.fingerprint(type(meta) == "table" and type(meta.context) == "table" and meta.context or nil,
+            q.trace_other.build)
     end
     local ok, events, meta = pcall(require("wb.findings_trace").read, path)
     if not ok then diff.fail(type(events) == "table" and events.explain or tostring(events)) end
@@ -231,7 +238,7 @@ local function interleaved(files, o)
     end
     local ma, mb = diff.model_of(pa, o.step), diff.model_of(pb, o.step)
     local r = diff.diff(ma, mb, {min_effect = o.min_effect, name_a = files[1], name_b = files[2],
-        fingerprint_a = diff.fingerprint(pa:_findings_context()), fingerprint_b = diff.fingerprint(pb:_findings_context())})
+        fingerprint_a = diff.fingerprint(pa:_findings_context(), build_of(pa)), fingerprint_b = diff.fingerprint(pb:_findings_context(), build_of(pb))})
     table.insert(r.notes, 1, interleaved_note(pa))
     return r, ma, mb
 end
