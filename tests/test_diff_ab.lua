@@ -102,6 +102,22 @@ function test_ab_refuses_bad_arguments_with_one_line()
     lu.assertStrContains(err, "a session is already running")
 end
 
+-- ab starts each side's session once per step: a session measures its event cost when it first
+-- starts, not at every start (4096 calibration records before each step's first range)
+function test_a_session_started_again_keeps_its_event_cost()
+    local p = wb.profiler.profile{}
+    p:start()
+    p:stop()
+    local cost = p:stats().event_cost_ns
+    lu.assertTrue(cost > 0)
+    for _ = 1, 3 do
+        p:start()
+        wb.ones({4})
+        p:stop()
+        lu.assertEquals(p:stats().event_cost_ns, cost)
+    end
+end
+
 -- ---- real profiles, interleaved ----------------------------------------------------------------
 
 local function busy(ns)

@@ -187,7 +187,8 @@ function M.profiles(pa, pb, o)
     local ok, r = pcall(function()
         local ma, mb = model(ea), model(eb)
         return diff.diff(ma, mb, {min_effect = o.min_effect, name_a = "A", name_b = "B",
-            fingerprint_a = diff.fingerprint(pa:_findings_context(), build_of(pa)), fingerprint_b = diff.fingerprint(pb:_findings_context(), build_of(pb))}), ma, mb
+            fingerprint_a = diff.fingerprint(pa:_findings_context(), build_of(pa)),
+            fingerprint_b = diff.fingerprint(pb:_findings_context(), build_of(pb))}), ma, mb
     end)
     if not ok then error("profiler.diff: " .. (type(r) == "table" and r.diff_error or tostring(r)), 2) end
     if pa.interleaved and pb.interleaved then table.insert(r.notes, 1, interleaved_note(pa)) end
@@ -230,7 +231,8 @@ local function interleaved(files, o)
     local profiler = require("wb.profiler")
     local pa, pb = require("wb.profiler_ab").scripts(files[1], files[2], o, profiler.profile)
     if o.save then
-        for side, p in pairs({A = pa, B = pb}) do
+        for _, x in ipairs({{"A", pa}, {"B", pb}}) do
+            local side, p = x[1], x[2]
             local path = o.save .. "/" .. side .. ".trace.json"
             local okw, err = pcall(p.export_chrome_trace, p, path)
             if not okw then diff.fail(string.format("cannot write %s: %s", path, tostring(err))) end
@@ -238,7 +240,8 @@ local function interleaved(files, o)
     end
     local ma, mb = diff.model_of(pa, o.step), diff.model_of(pb, o.step)
     local r = diff.diff(ma, mb, {min_effect = o.min_effect, name_a = files[1], name_b = files[2],
-        fingerprint_a = diff.fingerprint(pa:_findings_context(), build_of(pa)), fingerprint_b = diff.fingerprint(pb:_findings_context(), build_of(pb))})
+        fingerprint_a = diff.fingerprint(pa:_findings_context(), build_of(pa)),
+        fingerprint_b = diff.fingerprint(pb:_findings_context(), build_of(pb))})
     table.insert(r.notes, 1, interleaved_note(pa))
     return r, ma, mb
 end
