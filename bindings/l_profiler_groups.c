@@ -52,13 +52,15 @@ static void push_node(lua_State *L, const wb_diff_model *m, const wb_diff_node *
     }
 }
 
-/* s:diff_model() -> {nodes = {path -> node}, order = {paths}, steps = {{host_ns, device_ns, ts_ns,
- * wait_ns}}, synthetic_step = bool, first_step = {{path, depth, ts_ns, dur_ns, cat}}}, or nil and
- * the message (an empty profile). */
+/* s:diff_model([step]) -> {nodes = {path -> node}, order = {paths}, steps = {{host_ns, device_ns,
+ * ts_ns, wait_ns}}, synthetic_step = bool, step_tree = {{path, depth, ts_ns, dur_ns, cat}} (of step
+ * `step`, 1-based; default the median step), drawn_step = its index}, or nil and the message (an
+ * empty profile). */
 static int diff_model_build(lua_State *L) {
     wb_prof *p = wb_lua_check_session(L);
+    lua_Integer draw = luaL_optinteger(L, 2, 0);
     wb_diff_model m;
-    if (wb_prof_diff_model(p, &m) != WB_OK) {
+    if (wb_prof_diff_model_drawing(p, draw >= 1 ? (int64_t)draw - 1 : -1, &m) != WB_OK) {
         lua_pushnil(L);
         lua_pushstring(L, wb_error_message());
         return 2;
@@ -86,9 +88,9 @@ static int diff_model_build(lua_State *L) {
     lua_setfield(L, -2, "steps");
     lua_pushboolean(L, m.synthetic_step);
     lua_setfield(L, -2, "synthetic_step");
-    lua_createtable(L, m.nfirst < (1u << 24) ? (int)m.nfirst : 0, 0);
-    for (size_t i = 0; i < m.nfirst; i++) {
-        const wb_diff_instance *x = &m.first_step[i];
+    lua_createtable(L, m.ntree < (1u << 24) ? (int)m.ntree : 0, 0);
+    for (size_t i = 0; i < m.ntree; i++) {
+        const wb_diff_instance *x = &m.step_tree[i];
         lua_createtable(L, 0, 5);
         wb_lua_setstring(L, "path", m.node[x->node].path);
         wb_lua_setinteger(L, "depth", x->depth);
@@ -97,7 +99,9 @@ static int diff_model_build(lua_State *L) {
         wb_lua_setstring(L, "cat", wb_event_kind_name(x->kind));
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
-    lua_setfield(L, -2, "first_step");
+    lua_setfield(L, -2, "step_tree");
+    lua_pushinteger(L, (lua_Integer)m.drawn_step + 1);
+    lua_setfield(L, -2, "drawn_step");
     wb_diff_model_free(&m);
     return 1;
 }

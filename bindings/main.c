@@ -39,6 +39,7 @@ static const char usage[] =
     "       workbench explain TRACE.json [--json]   (the findings of a trace the workbench wrote)\n"
     "       workbench history add|list|show|check|report|gc [--db PATH]   (past results; history --help)\n"
     "       workbench diff A.json B.json   (two traces node by node; diff --help lists the options)\n"
+    "       workbench diff --ab A.lua B.lua   (two scripts' steps profiled interleaved, then diffed)\n"
     "\n"
     "Runs a Lua experiment script with the `wb` library loaded (`-` reads the script from stdin).\n"
     "With no script: the REPL on a terminal, otherwise the script read from stdin.\n"

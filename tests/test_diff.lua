@@ -388,6 +388,75 @@ function test_cli_text_json_html()
     lu.assertStrContains(page, 'id="b1" href="#a1"')
 end
 
+function test_cli_html_draws_the_median_step_or_the_one_asked()
+    -- steps of 2, 30 and 12 ms: the median step by host time is the third (apart enough that a
+    -- deschedule inside one of the loops, which spin on the wall clock, does not reorder them)
+    local ms = {2, 30, 12}
+    local function stepped()
+        local p = wb.profiler.profile{activities = {"cpu", "device"}}
+        p:start()
+        for _, m in ipairs(ms) do wb.profiler.range("r", function() wb.ones({4}); busy(m * 1000000) end); p:step() end
+        p:stop()
+        local path = scratch.path(".json")
+        p:export_chrome_trace(path)
+        return p, path
+    end
+    local p, a = stepped()
+    local _, b = stepped()
+    lu.assertEquals(D.model_of(p).drawn_step, 3)
+    lu.assertEquals(D.median_step(D.model(p:events())), 3) -- the Lua model picks the same step
+    lu.assertEquals(D.model_of(p, 2).drawn_step, 2)
+    local function page(extra)
+        local html = scratch.path(".html")
+        local _, err, code = run(string.format("%s --html '%s' '%s' '%s'", extra, html, a, b))
+        lu.assertEquals(code, 0, err)
+        local f = assert(io.open(html))
+        local text = f:read("a")
+        f:close()
+        return text
+    end
+    local text = page("")
+    lu.assertStrContains(text, "Step 3 of A and step 3 of B (each side's median step by host time")
+    lu.assertStrMatches(text, '.*title="r: 1%d%d%d%d%.%d us".*')
+    text = page("--step 2")
+    lu.assertStrContains(text, "Step 2 of A and step 2 of B (as asked with --step)")
+    lu.assertStrMatches(text, '.*title="r: 3%d%d%d%d%.%d us".*')
+    lu.assertNil(text:find('title="r: 1%d%d%d%d%.%d us"'))
+    local _, err, code = run(string.format("--step 4 --html '%s' '%s' '%s'", scratch.path(".html"), a, b))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "--step 4: A has 3 step(s)")
+    _, err, code = run(string.format("--step 2 '%s' '%s'", a, b))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "--step says which step --html draws")
+    _, err, code = run(string.format("--step 0 --html x.html '%s' '%s'", a, b))
+    lu.assertEquals(code, 2)
+    lu.assertStrContains(err, "--step takes a whole number from 1, got 0")
+end
+
+function test_cli_fingerprint_names_a_different_build()
+    local t = get_traces()
+    local f = assert(io.open(t.fast))
+    local text = f:read("a")
+    f:close()
+    -- the trace names the build that recorded it
+    local other = cjson.decode(text:match("^[^\n]*") .. "]}").otherData
+    lu.assertEquals(other.build, {version = wb.version, commit = wb.commit})
+    local from = string.format('"commit": "%s"', wb.commit)
+    local i, j = text:find(from, 1, true)
+    local other_build = scratch.file(text:sub(1, i - 1) .. '"commit": "0123456789ab"' .. text:sub(j + 1), ".json")
+    local out, err, code = run(string.format("'%s' '%s'", t.fast, other_build))
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, string.format("fingerprint differences:\n  build: %s (commit %s) -> %s (commit 0123456789ab)",
+        wb.version, wb.commit, wb.version))
+    out = run(string.format("--json '%s' '%s'", t.fast, other_build))
+    lu.assertEquals(cjson.decode(out).fingerprint[1].field, "build")
+    -- one build: no difference, traces or profiles
+    out = run(string.format("'%s' '%s'", t.fast, t.slow))
+    lu.assertStrContains(out, "fingerprint differences: none")
+    local f3 = three_ranges(0)
+    lu.assertEquals(wb.profiler.diff(profile(f3, 3), profile(f3, 3)).fingerprint, {})
+end
+
 function test_cli_fail_on_slower()
     local t = get_traces()
     -- the status agrees with the verdicts the same diff prints (whatever the machine did), and

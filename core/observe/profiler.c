@@ -363,10 +363,14 @@ wb_status wb_prof_start(wb_prof *p) {
         return wb_error(WB_ERR_UNSUPPORTED, "profiler: a session is already running (sessions do not nest; "
                                             "stop the other one first)");
     p->hooks = (wb_dispatch_hooks){p, on_op_begin, on_op_end, on_kernel_begin, on_kernel_end};
-    int was = p->recording;
-    p->recording = 1;
-    p->cost_ns = calibrate(p);
-    p->recording = was;
+    /* once per session: a session started again (wb.profiler.ab's slots, a schedule's buffers)
+     * keeps its measure, and its first range does not follow 4096 calibration records */
+    if (p->cost_ns <= 0) {
+        int was = p->recording;
+        p->recording = 1;
+        p->cost_ns = calibrate(p);
+        p->recording = was;
+    }
     p->previous = wb_dispatch_set_hooks(&p->hooks);
     wb_storage_set_observer(on_memory);
     p->device_hooks = (wb_device_hooks){

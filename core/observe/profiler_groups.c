@@ -270,7 +270,27 @@ static int node_new(wb_diff_model *m, size_t *cap, const sigtab *t, const inst *
     return 1;
 }
 
-wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *m) {
+/* The step whose host time is the median of the steps' (the lower median; the earliest of
+ * equal ones): the step an HTML timeline draws unless told which. */
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+static int median_step(const step_rec *steps, size_t ns, size_t *out) {
+    int64_t *d = malloc(ns * sizeof *d);
+    if (!d) return 0;
+    for (size_t k = 0; k < ns; k++)
+        d[k] = steps[k].dur;
+    qsort(d, ns, sizeof *d, cmp_i64);
+    int64_t median = d[(ns - 1) / 2];
+    free(d);
+    for (*out = 0; steps[*out].dur != median; ++*out) {}
+    return 1;
+}
+
+wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *m) { return wb_prof_diff_model_drawing(p, -1, m); }
+
+wb_status wb_prof_diff_model_drawing(const wb_prof *p, int64_t draw, wb_diff_model *m) {
     memset(m, 0, sizeof *m);
     inst *host = NULL, *dev = NULL, *in = NULL;
     step_rec *steps = NULL;
@@ -341,6 +361,8 @@ wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *m) {
         APPEND(steps, ns, cap_s, s);
         m->synthetic_step = 1;
     }
+    if (draw >= 0) m->drawn_step = (size_t)draw < ns ? (size_t)draw : ns - 1;
+    else if (!median_step(steps, ns, &m->drawn_step)) goto oom;
     /* 2: one array: host occurrences, kernels, then one root per step */
     size_t n = nh + nd + ns;
     if (!(in = malloc(n * sizeof *in))) goto oom;
@@ -473,10 +495,10 @@ wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *m) {
                         goto oom;
                     d->step_no[d->nsteps] = x->step, d->step_count[d->nsteps++] = 1;
                 }
-                if (k == 0) {
+                if (k == m->drawn_step) {
                     wb_diff_instance di = {.node = x->node, .depth = depth - 1, .ts_ns = x->ts, .dur_ns = x->dur,
                                            .kind = x->kind};
-                    APPEND(m->first_step, m->nfirst, cap_tree, di);
+                    APPEND(m->step_tree, m->ntree, cap_tree, di);
                 }
             }
             for (uint32_t j = x->nchild; j-- > 0;) /* pushed last first: visited in time order */
@@ -533,6 +555,6 @@ void wb_diff_model_free(wb_diff_model *m) {
             free(d->fields[f]);
     }
     free(m->node), free(m->step_host_ns), free(m->step_device_ns), free(m->step_ts_ns), free(m->step_wait_ns);
-    free(m->first_step);
+    free(m->step_tree);
     memset(m, 0, sizeof *m);
 }

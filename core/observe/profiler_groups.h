@@ -25,7 +25,7 @@ typedef struct wb_diff_node {
     char *fields[5]; /* device nodes: op, isa, layout, epilogue, tile (NULL: absent) */
 } wb_diff_node;
 
-/* One occurrence in the first step's tree (in depth-first order), for the HTML timeline. */
+/* One occurrence in the drawn step's tree (in depth-first order), for the HTML timeline. */
 typedef struct wb_diff_instance {
     int32_t node, depth; /* depth 0 under the step */
     int64_t ts_ns, dur_ns;
@@ -39,8 +39,8 @@ typedef struct wb_diff_model {
     double *step_wait_ns; /* the run-queue delay recorded with the step (0: none) */
     size_t nsteps;
     int synthetic_step; /* no step recorded: the whole trace is one */
-    wb_diff_instance *first_step;
-    size_t nfirst;
+    wb_diff_instance *step_tree; /* the occurrences of step drawn_step (0-based) */
+    size_t ntree, drawn_step;
 } wb_diff_model;
 
 extern const char *const wb_diff_field_names[5];
@@ -48,6 +48,9 @@ extern const char *const wb_diff_field_names[5];
 /* The model of a stopped session (recorded, or a trace read back). WB_ERR_ARGUMENT with the
  * message "holds no ranges, ops or kernels (an empty profile)" when there is nothing to align. */
 wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *out);
+/* The same, keeping the tree of step `draw` (0-based; past the last: the last) instead of the
+ * median step's: the one whose host time is the median of the steps' (the earlier of two). */
+wb_status wb_prof_diff_model_drawing(const wb_prof *p, int64_t draw, wb_diff_model *out);
 void wb_diff_model_free(wb_diff_model *m);
 
 /* Folded stacks, one line per distinct stack ("call site;op;inner op;kernel <ns>\n"), sorted, as

@@ -10,6 +10,7 @@
 
 #include "profiler_internal.h"
 #include "trace_out.h"
+#include "wb_version.h"
 
 /* JSON string body: quotes, backslashes and control bytes escaped; valid UTF-8 kept; any
  * other byte becomes U+FFFD, so hostile names still give valid JSON. */
@@ -136,7 +137,12 @@ static void write_header(wb_out *f, const wb_prof *p, uint64_t non_finite) {
                   (unsigned long long)wb_prof_dropped(p), (unsigned long long)non_finite, wb_prof_count(p),
                   (long long)st.max_memory, wb_prof_policy_name(st.policy), (long long)st.spill_bytes);
     json_string(f, note);
-    wb_out_str(f, "}, \"traceEvents\": [\n");
+    /* the build that recorded it: diff lists a different build among the fingerprint differences */
+    wb_out_str(f, ", \"build\": {\"version\": ");
+    json_string(f, WB_VERSION);
+    wb_out_str(f, ", \"commit\": ");
+    json_string(f, WB_GIT_COMMIT);
+    wb_out_str(f, "}}, \"traceEvents\": [\n");
     wb_out_str(f, "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": \"host\"}},\n"
                   "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"main thread\"}},\n"
                   "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1, \"args\": {\"name\": \"cpu:0 (device)\"}},\n"

@@ -220,25 +220,36 @@ function M.model(events)
     return {nodes = nodes, order = order, steps = out_steps, notes = notes}
 end
 
--- model_of(p) -> the same model for a stopped profile or a loaded trace (a wb.profiler object),
--- computed in C over its store (s:diff_model(), core/observe/profiler_groups.c): no table per
--- event; the nodes keep their samples, and only the first step keeps its tree (wb.diff_html's).
-function M.model_of(p)
-    local m, err = p:_result():diff_model()
+-- model_of(p[, step]) -> the same model for a stopped profile or a loaded trace (a wb.profiler
+-- object), computed in C over its store (s:diff_model(), core/observe/profiler_groups.c): no table
+-- per event; the nodes keep their samples, and only one step keeps its tree (wb.diff_html's):
+-- `step` (1-based; past the last, the last), else the median step by host time.
+function M.model_of(p, step)
+    local m, err = p:_result():diff_model(step)
     if not m then fail(err) end
     m.notes = {}
     if m.synthetic_step then m.notes[1] = "no steps recorded (p:step()): the whole trace is one step" end
     local root, open = {children = {}}, {}
     open[0] = root
-    for _, x in ipairs(m.first_step) do
+    for _, x in ipairs(m.step_tree) do
         local c = {path = x.path, e = {ts_ns = x.ts_ns, dur_ns = x.dur_ns, cat = x.cat}, children = {}}
         local up = open[x.depth]
         up.children[#up.children + 1] = c
         open[x.depth + 1] = c
     end
-    m.steps[1].root = root
-    m.first_step, m.synthetic_step = nil, nil
+    m.steps[m.drawn_step].root = root
+    m.step_tree, m.synthetic_step = nil, nil
     return m
+end
+
+-- The step an HTML timeline draws by default: the one whose host time is the median of the
+-- steps' (the lower median, the earliest of equal ones), as the C model picks it.
+function M.median_step(m)
+    local d = {}
+    for k, st in ipairs(m.steps) do d[k] = st.host_ns end
+    table.sort(d)
+    local median = d[(#d - 1) // 2 + 1]
+    for k, st in ipairs(m.steps) do if st.host_ns == median then return k end end
 end
 
 -- ---- statistics -------------------------------------------------------------------------------
@@ -432,9 +443,13 @@ local function attribute(ma, mb, parent, metric, ca, cb)
     return r
 end
 
--- A profile's fingerprint as flat "name = value" pairs, from the context the trace carries.
-function M.fingerprint(ctx)
+-- A profile's fingerprint as flat "name = value" pairs, from the context the trace carries and
+-- the build that recorded it ({version =, commit =}: a trace's otherData.build, or this one's).
+function M.fingerprint(ctx, build)
     local fp = {}
+    if type(build) == "table" and scalar(build.version) then
+        fp.build = string.format("%s (commit %s)", scalar(build.version), scalar(build.commit) or "unknown")
+    end
     if type(ctx) ~= "table" then return fp end
     fp.device = scalar(ctx.device)
     local info = type(ctx.device_info) == "table" and ctx.device_info or {}
@@ -443,7 +458,6 @@ function M.fingerprint(ctx)
     fp.threads = scalar(info.threads)
     local m = type(ctx.machine) == "table" and ctx.machine or {}
     fp.cpus = scalar(m.cpus)
-    fp.build = scalar(ctx.build)
     return fp
 end
 

@@ -60,14 +60,18 @@ local function timeline(model, k, other, side, ids, scale)
     return table.concat(rows, "\n")
 end
 
--- write(path, r, ma, mb[, step]) -> path: r is wb.diff's result for the models ma and mb.
+-- write(path, r, ma, mb[, step]) -> path: r is wb.diff's result for the models ma and mb. Draws
+-- `step` of each side (1-based), else each side's median step by host time: a typical step, not
+-- the first (which often carries first-call costs). A model from the store (wb.diff.model_of)
+-- holds the tree of one step only, the one it was asked for: drawn_step.
 function M.write(path, r, ma, mb, step)
-    step = step or 1
+    local function drawn(m) return m.drawn_step or math.min(step or require("wb.diff").median_step(m), #m.steps) end
+    local ka, kb = drawn(ma), drawn(mb)
     local ids, n = {}, 0
     for _, p in ipairs(ma.order) do
         if mb.nodes[p] then n = n + 1; ids[p] = n end
     end
-    local sa, sb = ma.steps[step], mb.steps[step]
+    local sa, sb = ma.steps[ka], mb.steps[kb]
     local scale = math.max(sa and sa.host_ns or 1, sb and sb.host_ns or 1, 1)
     local text = require("wb.diff_text").format(r, 140)
     for i, line in ipairs(text) do text[i] = esc(line) end
@@ -76,10 +80,11 @@ function M.write(path, r, ma, mb, step)
         string.format('<meta http-equiv="Content-Security-Policy" content="%s">', CSP),
         "<title>workbench diff</title><style>", STYLE, "</style></head><body>",
         string.format("<h1>diff: %s vs %s</h1>", esc(r.a.name), esc(r.b.name)),
-        string.format("<p>Step %d of each, on one time scale (%.1f us across). Blue: aligned (click to jump to the " ..
-            "counterpart); red: only in A; green: only in B; striped: device kernels.</p>", step, scale / 1e3),
-        '<div class="sides"><div class="side"><h2>A: ', esc(r.a.name), "</h2>\n", timeline(ma, step, mb, "a", ids, scale),
-        '</div><div class="side"><h2>B: ', esc(r.b.name), "</h2>\n", timeline(mb, step, ma, "b", ids, scale),
+        string.format("<p>Step %d of A and step %d of B (%s), on one time scale (%.1f us across). Blue: aligned " ..
+            "(click to jump to the counterpart); red: only in A; green: only in B; striped: device kernels.</p>", ka, kb,
+            step and "as asked with --step" or "each side's median step by host time; --step N picks one", scale / 1e3),
+        '<div class="sides"><div class="side"><h2>A: ', esc(r.a.name), "</h2>\n", timeline(ma, ka, mb, "a", ids, scale),
+        '</div><div class="side"><h2>B: ', esc(r.b.name), "</h2>\n", timeline(mb, kb, ma, "b", ids, scale),
         "</div></div>\n<h2>Summary</h2><pre>", table.concat(text, "\n"), "</pre></body></html>\n"}
     atomic.write("diff --html", path, table.concat(page), 2)
     return path

@@ -8,17 +8,26 @@ local words = require("wb.words")
 
 local M = {}
 
-local USAGE = "usage: workbench diff [--json] [--html FILE] [--fail-on-slower PCT] [--min-effect PCT] " ..
-    "[--width N] A.trace.json B.trace.json"
+local USAGE = "usage: workbench diff [--json] [--html FILE [--step N]] [--fail-on-slower PCT] [--min-effect PCT] " ..
+    "[--width N] A.trace.json B.trace.json\n" ..
+    "       workbench diff --ab [--steps N] [--warmup N] [--order abba|alternate] [--save DIR] [options] A.lua B.lua"
 local HELP = [[
   two Chrome traces the workbench wrote (p:export_chrome_trace), aligned node by node: structural
   changes, then each aligned range/op/kernel's host and device time (every occurrence a sample)
   with a verdict SAME/FASTER/SLOWER/UNSURE by compare's rule, and where the change per step went
   --json                the whole comparison as JSON on stdout
   --html FILE           also write FILE: one step of each trace side by side, aligned nodes linked
+  --step N              --html: draw step N of each (default: each side's median step by host time)
   --fail-on-slower PCT  exit with status 1 when the total or a node is SLOWER by more than PCT percent
   --min-effect PCT      the smallest change called FASTER or SLOWER (default 5)
   --width N             the table's width (default: $COLUMNS, else 120)
+  --ab                  A and B are scripts: each runs once and returns the function that is one
+                        step; both are profiled interleaved in this process (A B B A ...), so that
+                        they share the machine's state, then diffed as two traces would be
+  --steps N             --ab: steps recorded per program (default 20)
+  --warmup N            --ab: steps run first per program, not recorded (default 1)
+  --order abba|alternate  --ab: the order of the steps (default abba)
+  --save DIR            --ab: also write DIR/A.trace.json and DIR/B.trace.json
   --help, -h            this text]]
 
 local function clean(s) return words.escaped(tostring(s)) end
@@ -148,6 +157,19 @@ local function plain(v)
 end
 M.plain = plain
 
+-- The build that recorded a profile: a loaded trace's (its otherData), else this executable's.
+local function build_of(p)
+    if p.loaded_from then return type(p.trace_other) == "table" and p.trace_other.build or nil end
+    return {version = wb.version, commit = wb.commit}
+end
+
+-- Two profiles from wb.profiler.ab: how they were taken.
+local function interleaved_note(p)
+    local i = p.interleaved
+    return string.format("A and B were profiled interleaved in one process (%s order, %d steps each after %d of " ..
+        "warmup): both saw the same machine", i.order == "abba" and "A B B A" or "A B A B", i.steps, i.warmup)
+end
+
 -- wb.profiler.diff(pa, pb[, o]): two stopped profiles -> the comparison as a table.
 function M.profiles(pa, pb, o)
     o = o or {}
@@ -165,22 +187,25 @@ function M.profiles(pa, pb, o)
     local ok, r = pcall(function()
         local ma, mb = model(ea), model(eb)
         return diff.diff(ma, mb, {min_effect = o.min_effect, name_a = "A", name_b = "B",
-            fingerprint_a = diff.fingerprint(pa:_findings_context()), fingerprint_b = diff.fingerprint(pb:_findings_context())}), ma, mb
+            fingerprint_a = diff.fingerprint(pa:_findings_context(), build_of(pa)),
+            fingerprint_b = diff.fingerprint(pb:_findings_context(), build_of(pb))}), ma, mb
     end)
     if not ok then error("profiler.diff: " .. (type(r) == "table" and r.diff_error or tostring(r)), 2) end
+    if pa.interleaved and pb.interleaved then table.insert(r.notes, 1, interleaved_note(pa)) end
     return r
 end
 
-local function read_trace(path, which)
+local function read_trace(path, which, step)
     -- a trace in the workbench's layout: read into a store, its model computed in C
     local okq, q = pcall(require("wb.profiler").load_trace, path)
     if okq then
-        local okm, model = pcall(diff.model_of, q)
+        local okm, model = pcall(diff.model_of, q, step)
         if not okm then
             diff.fail(string.format("'%s' (%s) %s", path, which, type(model) == "table" and model.diff_error or tostring(model)))
         end
         local meta = type(q.trace_members.workbench) == "table" and q.trace_members.workbench or nil
-        return model, diff.fingerprint(type(meta) == "table" and type(meta.context) == "table" and meta.context or nil)
+        return model, diff.fingerprint(type(meta) == "table" and type(meta.context) == "table" and meta.context or nil,
+            q.trace_other.build)
     end
     local ok, events, meta = pcall(require("wb.findings_trace").read, path)
     if not ok then diff.fail(type(events) == "table" and events.explain or tostring(events)) end
@@ -201,6 +226,26 @@ local function same_file(a, b)
     return ta ~= nil and ta == tb
 end
 
+-- `--ab A.lua B.lua`: the two scripts' steps profiled interleaved, then diffed -> r, ma, mb.
+local function interleaved(files, o)
+    local profiler = require("wb.profiler")
+    local pa, pb = require("wb.profiler_ab").scripts(files[1], files[2], o, profiler.profile)
+    if o.save then
+        for _, x in ipairs({{"A", pa}, {"B", pb}}) do
+            local side, p = x[1], x[2]
+            local path = o.save .. "/" .. side .. ".trace.json"
+            local okw, err = pcall(p.export_chrome_trace, p, path)
+            if not okw then diff.fail(string.format("cannot write %s: %s", path, tostring(err))) end
+        end
+    end
+    local ma, mb = diff.model_of(pa, o.step), diff.model_of(pb, o.step)
+    local r = diff.diff(ma, mb, {min_effect = o.min_effect, name_a = files[1], name_b = files[2],
+        fingerprint_a = diff.fingerprint(pa:_findings_context(), build_of(pa)),
+        fingerprint_b = diff.fingerprint(pb:_findings_context(), build_of(pb))})
+    table.insert(r.notes, 1, interleaved_note(pa))
+    return r, ma, mb
+end
+
 -- Entry point for `workbench diff ...`: returns the exit status.
 function M.main(args)
     local o, files = {}, {}
@@ -217,6 +262,19 @@ function M.main(args)
             if not args[i + 1] then return usage_error("--html takes a file name") end
             o.html = args[i + 1]
             i = i + 1
+        elseif a == "--ab" then o.ab = true
+        elseif a == "--order" or a == "--save" then
+            if not args[i + 1] then return usage_error(a .. " takes a value") end
+            o[a:sub(3)] = args[i + 1]
+            i = i + 1
+        elseif a == "--steps" or a == "--warmup" or a == "--step" then
+            local v = math.tointeger(tonumber(args[i + 1] or ""))
+            if not v or v < (a == "--warmup" and 0 or 1) or v > 1000000 then
+                return usage_error(string.format("%s takes a whole number from %d, got %s", a, a == "--warmup" and 0 or 1,
+                    clean(tostring(args[i + 1]))))
+            end
+            o[a:sub(3)] = v
+            i = i + 1
         elseif a == "--fail-on-slower" or a == "--min-effect" or a == "--width" then
             local v = tonumber(args[i + 1])
             if not v or v < 0 or v > (a == "--width" and 10000 or 1000) then
@@ -230,13 +288,21 @@ function M.main(args)
         else files[#files + 1] = a end
         i = i + 1
     end
-    if #files ~= 2 then return usage_error("expected two traces, got " .. #files) end
+    if not o.ab and (o.steps or o.warmup or o.order or o.save) then
+        return usage_error("--steps, --warmup, --order and --save go with --ab (two scripts profiled interleaved)")
+    end
+    if o.step and not o.html then return usage_error("--step says which step --html draws: give --html FILE") end
+    if o.order and o.order ~= "abba" and o.order ~= "alternate" then
+        return usage_error("--order takes abba or alternate, got " .. clean(o.order))
+    end
+    if #files ~= 2 then return usage_error(string.format("expected two %s, got %d", o.ab and "scripts" or "traces", #files)) end
     local ok, r, ma, mb = pcall(function()
+        if o.ab then return interleaved(files, o) end
         if same_file(files[1], files[2]) then
             diff.fail(string.format("the same trace given twice ('%s'): nothing to compare", files[1]))
         end
-        local ma, fa = read_trace(files[1], "A")
-        local mb, fb = read_trace(files[2], "B")
+        local ma, fa = read_trace(files[1], "A", o.step)
+        local mb, fb = read_trace(files[2], "B", o.step)
         return diff.diff(ma, mb, {min_effect = o.min_effect, name_a = files[1], name_b = files[2], fingerprint_a = fa,
             fingerprint_b = fb}), ma, mb
     end)
@@ -245,6 +311,12 @@ function M.main(args)
         return 2
     end
     r.min_effect = o.min_effect
+    for _, side in ipairs({{"A", ma}, {"B", mb}}) do
+        if o.step and o.step > #side[2].steps then
+            io.stderr:write(string.format("workbench diff: --step %d: %s has %d step(s)\n", o.step, side[1], #side[2].steps))
+            return 2
+        end
+    end
     if o.json then
         print(cjson.encode(plain(r)))
     else
@@ -252,7 +324,7 @@ function M.main(args)
         print(table.concat(M.format(r, width), "\n"))
     end
     if o.html then
-        local okh, err = pcall(require("wb.diff_html").write, o.html, r, ma, mb)
+        local okh, err = pcall(require("wb.diff_html").write, o.html, r, ma, mb, o.step)
         if not okh then
             io.stderr:write("workbench diff: cannot write " .. clean(o.html) .. ": " .. clean(tostring(err)) .. "\n")
             return 2

@@ -492,6 +492,10 @@ end
 -- structural changes, verdicts per node, and where the change per step went; a table.
 function M.diff(pa, pb, o) return require("wb.diff_text").profiles(pa, pb, o) end
 
+-- wb.profiler.ab{a = fn, b = fn, steps = N[, warmup =, order = "abba"|"alternate", profile options]}
+-- -> pa, pb: two programs profiled interleaved in one process (wb.profiler_ab), for diff.
+function M.ab(o) return require("wb.profiler_ab").run(M.profile, o) end
+
 -- wb.profiler.load_trace(path[, {max_memory=, memory_policy=, spill_dir=}]): a Chrome trace the
 -- workbench wrote (.json or .json.gz), read back in one streaming pass into a stopped profile:
 -- p:table(), p:key_averages(), p:events(), p:findings(), p:export_chrome_trace() as after recording.

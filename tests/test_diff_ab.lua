@@ -1,0 +1,273 @@
+-- test_diff_ab.lua: wb.profiler.ab (two programs profiled interleaved in one process) and
+-- `workbench diff --ab A.lua B.lua`: the order of the steps, bad arguments and scripts, and the
+-- issue's timing cases on real profiles taken interleaved: a 2 ms busy loop in one range, and
+-- one program profiled twice.
+local lu = require("luaunit")
+local cjson = require("cjson")
+local scratch = require("scratch")
+
+local EXE = os.getenv("WB_EXE") or "build/workbench"
+-- verdicts are judged in the Release build; the sanitizer build runs the same code for its checks
+local TIMED = not wb.build.sanitizers
+
+local function node(r, label)
+    for _, n in ipairs(r.nodes) do if n.label == label then return n end end
+end
+
+local function sums_exactly(a)
+    local s = a.added + a.removed + a.unattributed
+    for _, x in ipairs(a.rows) do s = s + x.contribution end
+    lu.assertAlmostEquals(s, a.change, 1e-6 * math.max(1, math.abs(a.change)))
+end
+
+-- ---- the order of the steps, the profiles ----------------------------------------------------
+
+local function logger(log, side)
+    return function()
+        log[#log + 1] = side
+        wb.profiler.range("r", function() return wb.ones({4}) + 1 end)
+    end
+end
+
+function test_steps_run_abba_or_alternate_and_each_profile_keeps_its_own()
+    local log = {}
+    local pa, pb = wb.profiler.ab{a = logger(log, "a"), b = logger(log, "b"), steps = 3, warmup = 1}
+    lu.assertEquals(table.concat(log), "abbaabba") -- warmup 1 + 3 steps each
+    for _, p in ipairs({pa, pb}) do
+        lu.assertFalse(p.started)
+        local steps, ranges = {}, 0
+        for _, e in ipairs(p:events()) do
+            if e.cat == "step" then steps[#steps + 1] = e.id end
+            if e.cat == "range" then ranges = ranges + 1 end
+        end
+        lu.assertEquals(steps, {1, 2, 3}) -- the warmup step (0) is not recorded
+        lu.assertEquals(ranges, 3)
+    end
+    log = {}
+    wb.profiler.ab{a = logger(log, "a"), b = logger(log, "b"), steps = 2, warmup = 0, order = "alternate"}
+    lu.assertEquals(table.concat(log), "abab")
+    -- the sessions are stopped: another profile starts
+    local p = wb.profiler.profile{}
+    p:start()
+    p:stop()
+end
+
+function test_diff_of_interleaved_profiles_says_so_and_aligns()
+    local pa, pb = wb.profiler.ab{a = logger({}, "a"), b = logger({}, "b"), steps = 4, record_shapes = true}
+    local r = wb.profiler.diff(pa, pb)
+    lu.assertStrContains(r.notes[1], "A and B were profiled interleaved in one process (A B B A order, 4 steps each")
+    lu.assertEquals(r.a.steps, 4)
+    lu.assertEquals(#r.changes, 0)
+    lu.assertNotNil(node(r, "r"))
+    -- exported, they are ordinary traces
+    local a, b = scratch.path(".json"), scratch.path(".json")
+    pa:export_chrome_trace(a)
+    pb:export_chrome_trace(b)
+    local out, err, code = scratch.run_split(string.format("%s diff --json '%s' '%s'", EXE, a, b))
+    lu.assertEquals(code, 0, err)
+    lu.assertEquals(cjson.decode(out).b.steps, 4)
+end
+
+function test_ab_refuses_bad_arguments_with_one_line()
+    local f = function() end
+    local cases = {
+        {{}, "a must be a function (one step of program A), got nil"},
+        {{a = f, b = 3}, "b must be a function (one step of program B), got number"},
+        {{a = f, b = f, steps = 0}, "steps must be an integer >= 1, got 0"},
+        {{a = f, b = f, warmup = 1.5}, "warmup must be an integer >= 0, got 1.5"},
+        {{a = f, b = f, order = "random"}, 'order must be "abba" or "alternate", got random'},
+        {{a = f, b = f, schedule = {active = 2}}, "schedule is not an option here"},
+        {{a = f, b = f, on_trace_ready = f}, "on_trace_ready is not an option here"},
+        {{a = f, b = f, activities = {"gpu"}}, "profiler.ab: unknown activity 'gpu'"},
+    }
+    for _, c in ipairs(cases) do
+        local ok, err = pcall(wb.profiler.ab, c[1])
+        lu.assertFalse(ok, c[2])
+        lu.assertStrContains(err, c[2])
+        lu.assertNil(err:find("\n"), err)
+    end
+    lu.assertErrorMsgContains("expects a table", wb.profiler.ab, 3)
+    -- a program that fails is named with its step, and no session is left running
+    local n = 0
+    local ok, err = pcall(wb.profiler.ab, {a = f, b = function() n = n + 1; if n == 3 then error("boom", 0) end end,
+        steps = 5})
+    lu.assertFalse(ok)
+    lu.assertStrContains(err, "profiler.ab: program B failed in step 2: boom")
+    local p = wb.profiler.profile{}
+    p:start()
+    -- and inside a running session, ab is refused (sessions do not nest)
+    ok, err = pcall(wb.profiler.ab, {a = f, b = f})
+    p:stop()
+    lu.assertFalse(ok)
+    lu.assertStrContains(err, "a session is already running")
+end
+
+-- ab starts each side's session once per step: a session measures its event cost when it first
+-- starts, not at every start (4096 calibration records before each step's first range)
+function test_a_session_started_again_keeps_its_event_cost()
+    local p = wb.profiler.profile{}
+    p:start()
+    p:stop()
+    local cost = p:stats().event_cost_ns
+    lu.assertTrue(cost > 0)
+    for _ = 1, 3 do
+        p:start()
+        wb.ones({4})
+        p:stop()
+        lu.assertEquals(p:stats().event_cost_ns, cost)
+    end
+end
+
+-- ---- real profiles, interleaved ----------------------------------------------------------------
+
+local function busy(ns)
+    local t0 = wb.time_ns()
+    while wb.time_ns() - t0 < ns do end
+end
+
+-- Three ranges of a 64x256x256 linear each (one thread), `extra_ns` of busy loop inside "b", and
+-- a pause after b in both programs, outside the ranges. Without it the spin's after-effect
+-- lands in c, and it is real: interleaved, with one busy process beside, c in B ran 1.19-1.27x
+-- A's c right after the spin and 1.36-1.55x (SLOWER) after a 2 ms pause, 1.01-1.08x after 10 ms.
+local function three_ranges(extra_ns, pause_ms)
+    wb.set_num_threads(1)
+    local w = wb.randn({256, 256})
+    local x = wb.randn({64, 256})
+    return function()
+        for _, name in ipairs({"a", "b", "c"}) do
+            wb.profiler.range(name, function()
+                local y = wb.linear(x, w)
+                if name == "b" and extra_ns > 0 then busy(extra_ns) end
+                return y
+            end)
+            if name == "b" and pause_ms > 0 then wb.sleep_ms(pause_ms) end
+        end
+    end
+end
+
+-- Steps per profile. With 20, on a loaded 2-CPU host (steps spread by 20-40%, IQR / median), a
+-- median moves past the 5% minimum effect from sampling alone; 200 keep that under a tenth of
+-- the runs (a bootstrap of the recorded samples under no change: 6% for a, 10-17% for c).
+local STEPS = 200
+
+-- What the issue asks: b SLOWER by ~2 ms per step, the attribution exact, a and c SAME. The first
+-- two are asserted. a's and c's verdicts are printed, and asserted never SLOWER or FASTER, but not
+-- SAME: measured interleaved with one busy process beside (15 runs, 200 steps, an EPYC Zen 3
+-- guest), a read SAME in 11 and c in 5; B's c ran 0.98-1.16x A's and B's a 0.93-1.03x, beyond
+-- the samples' own spread, and not from waiting for a CPU (each occurrence's run-queue delay was
+-- ~0); with a 2 ms sleep in b instead of the loop, a 0.93-1.00x and c 0.96-1.11x. The programs'
+-- neighbouring ranges do change a little when b takes 2 ms longer, and SAME (no change of 5%)
+-- is not what the samples show then. docs/profiler.md has the figures.
+function test_busy_loop_in_b_interleaved_is_b_slower_by_two_ms()
+    wb.manual_seed(1)
+    local pa, pb = wb.profiler.ab{a = three_ranges(0, 10), b = three_ranges(2000000, 10), steps = STEPS}
+    local r = wb.profiler.diff(pa, pb)
+    local b = node(r, "b")
+    local median_change = b.host.median_b - b.host.median_a
+    local top = r.attribution.host[1]
+    local verdicts = {}
+    for _, name in ipairs({"a", "b", "c"}) do
+        local n = node(r, name)
+        verdicts[#verdicts + 1] = string.format("%s %s %.3fx (noise %.2f)", name, n.host.verdict, n.host.ratio, n.host.noise)
+    end
+    print(string.format("busy loop of 2 ms in b, interleaved, %d steps: %s; b's median %+.3f ms, contribution %+.3f ms " ..
+        "per step; the step's change %+.3f ms", STEPS, table.concat(verdicts, ", "), median_change / 1e6,
+        b.host_contribution / 1e6, top.change / 1e6))
+    sums_exactly(top)
+    for _, a in ipairs(r.attribution.host) do sums_exactly(a) end
+    for _, a in ipairs(r.attribution.device) do sums_exactly(a) end
+    lu.assertEquals(top.rows[1].label, "b")
+    if not TIMED then return end
+    lu.assertEquals(b.host.verdict, "SLOWER")
+    -- the median occurrence is the loop longer; the mean per step (what sums) at least that: a
+    -- thread descheduled while it spins on the wall clock ends its loop late, so no upper bound
+    lu.assertTrue(median_change > 1.9e6 and median_change < 2.5e6, "b's median moved " .. median_change)
+    lu.assertTrue(b.host_contribution > 1.8e6, "b contributes " .. b.host_contribution)
+    for _, name in ipairs({"a", "c"}) do
+        local n = node(r, name)
+        lu.assertTrue(n.host.verdict == "SAME" or n.host.verdict == "UNSURE", string.format("%s %s %.3fx, noise %.2f",
+            name, n.host.verdict, n.host.ratio, n.host.noise))
+    end
+end
+
+function test_same_program_twice_interleaved_gives_no_false_verdicts()
+    local false_verdicts, judged, same = 0, 0, 0
+    local pairs_n = 20
+    for seed = 1, pairs_n do
+        wb.manual_seed(seed)
+        local f = three_ranges(0, 2)
+        local r = wb.profiler.diff(wb.profiler.ab{a = f, b = f, steps = 50, warmup = 2})
+        for _, n in ipairs(r.nodes) do
+            for _, j in ipairs({n.host, n.device}) do
+                judged = judged + 1
+                if j.verdict == "SAME" then same = same + 1 end
+                if j.verdict == "SLOWER" or j.verdict == "FASTER" then
+                    false_verdicts = false_verdicts + 1
+                    print(string.format("  seed %d: %s %s %.2fx (noise %.2f)", seed, n.label, j.verdict, j.ratio, j.noise or 0))
+                end
+            end
+        end
+        for _, a in ipairs(r.attribution.host) do sums_exactly(a) end
+    end
+    print(string.format("same program twice, interleaved, %d seeded pairs of 50 steps: %d false SLOWER/FASTER verdicts " ..
+        "of %d (SAME %d)", pairs_n, false_verdicts, judged, same))
+    if TIMED then lu.assertEquals(false_verdicts, 0) end
+end
+
+-- ---- the command line ------------------------------------------------------------------------
+
+local function script(body) return scratch.file(body, ".lua") end
+
+local PROGRAM = [[
+local x = wb.randn({16, 32})
+local w = wb.randn({%d, 32})
+return function() wb.profiler.range("fwd", function() return wb.linear(x, w) end) end
+]]
+
+function test_cli_ab_diffs_two_scripts_interleaved_and_saves_the_traces()
+    local a, b = script(PROGRAM:format(64)), script(PROGRAM:format(64):gsub("wb%.linear%(x, w%)", "wb.gelu(wb.linear(x, w))"))
+    local dir = scratch.dir()
+    local out, err, code = scratch.run_split(string.format("%s diff --ab --steps 6 --json --save '%s' '%s' '%s'", EXE, dir, a, b))
+    lu.assertEquals(code, 0, err)
+    local doc = cjson.decode(out)
+    lu.assertEquals(doc.a.steps, 6)
+    lu.assertStrContains(doc.notes[1], "profiled interleaved in one process (A B B A order, 6 steps each after 1 of warmup)")
+    lu.assertStrContains(cjson.encode(doc.changes), "gelu")
+    -- the saved traces are a diff of their own
+    out, err, code = scratch.run_split(string.format("%s diff '%s/A.trace.json' '%s/B.trace.json'", EXE, dir, dir))
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "added gelu")
+    out, err, code = scratch.run_split(string.format("%s diff --ab --order alternate --steps 3 --warmup 0 '%s' '%s'", EXE, a, b))
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "A B A B order, 3 steps each after 0 of warmup")
+end
+
+function test_cli_ab_bad_input_one_line_status_2()
+    local good = script(PROGRAM:format(64))
+    local cases = {
+        {"--ab '" .. good .. "'", "expected two scripts, got 1"},
+        {"--ab '" .. good .. "' '" .. scratch.path(".lua") .. "'", "(B): cannot open it"},
+        {"--ab '" .. scratch.dir() .. "' '" .. good .. "'", "(A): is a folder, not a script"},
+        {"--ab '" .. good .. "' '" .. script("return 42") .. "'", "(B): must return the function to profile (one step of the program), got number"},
+        {"--ab '" .. good .. "' '" .. script("return function(") .. "'", "(B): line 1:"},
+        {"--ab '" .. script("error('no data here', 0)") .. "' '" .. good .. "'", "(A): its setup failed: no data here"},
+        {"--ab '" .. good .. "' '" .. script("return function() error('bad step', 0) end") .. "'",
+            "program B failed in step 0: bad step"},
+        {"--ab --steps 0 '" .. good .. "' '" .. good .. "'", "--steps takes a whole number from 1, got 0"},
+        {"--ab --warmup x '" .. good .. "' '" .. good .. "'", "--warmup takes a whole number from 0, got x"},
+        {"--ab --order random '" .. good .. "' '" .. good .. "'", "--order takes abba or alternate, got random"},
+        {"--steps 5 '" .. good .. "' '" .. good .. "'", "--steps, --warmup, --order and --save go with --ab"},
+        {"--ab --save '" .. scratch.path() .. "/no/such' '" .. good .. "' '" .. good .. "'", "cannot write"},
+    }
+    for _, c in ipairs(cases) do
+        local out, err, code = scratch.run_split(string.format("%s diff %s", EXE, c[1]))
+        lu.assertEquals(code, 2, c[2] .. ": " .. out .. err)
+        lu.assertStrContains(err, c[2])
+        local lines = select(2, err:gsub("\n", ""))
+        -- usage errors add the usage lines; the others are one line (and --save's export report)
+        if not err:find("usage:", 1, true) and not err:find("export_chrome_trace", 1, true) then lu.assertEquals(lines, 1, err) end
+        lu.assertNil(err:find("traceback", 1, true), err)
+    end
+end
+
+scratch.exit(lu.LuaUnit.run())
