@@ -296,7 +296,8 @@ wb_mlp_split wb_mlp_plan(const wb_cpu_isa *isa, const wb_mlp_problem *p, int *th
  * weights fill that half instead (at least one chunk). Measured on a Zen 3 (512 KiB L2, 16 MiB L3
  * share; 768 x 3072 x 768, 1 thread, alternated against the dual GEMM + down GEMM in one process):
  * one chunk in place of three (6.75 MiB of weights) took the fused MLP from 0.88-0.93x the dual's
- * speed to 0.98-1.00x at 128 and 512 tokens. */
+ * speed to 0.995-1.09x at 128 tokens and 0.98-1.00x at 512 (medians of three runs each); two later
+ * runs of experiments/mlp_fused_vs_dual.lua: 0.98-1.00x at 128, 0.96-1.02x at 512 and 1000. */
 wb_mlp_blocking wb_mlp_blocking_rule(int mr, int64_t k, int64_t n, int64_t kc_down, int64_t rows, int64_t l2,
                                      int64_t l3_share) {
     const int64_t word = (int64_t)sizeof(float);
