@@ -20,7 +20,7 @@ end
 
 TestCompile = {}
 
-function TestCompile:test_mlp_fuses_to_two_kernels_and_matches_eager()
+function TestCompile:test_mlp_fuses_to_two_kernels_or_one_and_matches_eager()
     wb.manual_seed(8)
     for _, impl in ipairs({"eager", "fused", "dual"}) do
         for _, bias in ipairs({false, true}) do
@@ -30,8 +30,10 @@ function TestCompile:test_mlp_fuses_to_two_kernels_and_matches_eager()
             B.assert_within_bound(fast(x), B.mlp(mlp, x), impl .. " compiled")
             local region, n = kernels_in_region(function() local _ = fast(x) end)
             lu.assertNotNil(region)
-            lu.assertEquals(n, 2, impl .. ": " .. fast:explain())
-            lu.assertStrContains(fast:explain(), "geglu_linear")
+            -- without gate and up biases, at 9 tokens the cost model takes the one-kernel MLP
+            -- (test_compile_mlp.lua)
+            lu.assertEquals(n, bias and 2 or 1, impl .. ": " .. fast:explain())
+            lu.assertStrContains(fast:explain(), bias and "geglu_linear" or "geglu_linear+linear -> geglu_mlp")
             -- later calls follow new data
             for _ = 1, 3 do
                 local x2 = wb.randn({9, 48})

@@ -83,6 +83,24 @@ function TestMlp:test_within_the_eager_bound()
     end
 end
 
+-- Panels of several hidden chunks: where a thread's x and output rows overflow half its L3 share,
+-- the token split's panel takes the chunks whose weights fill that half instead of one chunk (here
+-- a 160 KiB share: chunks of 128 hidden columns, panels of 2 chunks over 300, 1000 tokens).
+function TestMlp:test_panels_of_several_chunks()
+    wb.manual_seed(35)
+    local m = wb.nn.GeGLUMLP(24, 300, {bias = false})
+    m.down_proj.bias = wb.randn({24})
+    local x = wb.randn({1000, 24})
+    local z = B.mlp(m, x)
+    for _, threads in ipairs({1, 2}) do
+        with_threads(threads, function()
+            with_blocking("caches:16K,64K,160K", function()
+                B.assert_within_bound(fused("geglu", m, x), z, string.format("panels of 2 chunks, %d threads", threads))
+            end)
+        end)
+    end
+end
+
 -- Few tokens on 2 threads: the threads split the hidden columns, meet, then split the output
 -- columns. Each model is just large enough to be worth the fork at its token count.
 function TestMlp:test_few_tokens_split_columns()

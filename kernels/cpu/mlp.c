@@ -198,10 +198,11 @@ static void round_out(const wb_mlp_problem *p, const float *src, int64_t lds, in
 }
 
 /* Token split: row tiles [it0, it1) in blocks of at most block_tiles. x is packed once (into the
- * shared xa, at the thread's rows); then per panel of hidden columns (chunks whose weights share
- * the L3 with the other threads' panels), per block, per hidden chunk: the gated tiles into the
- * chunk's packed A, then the down GEMM over that chunk, accumulating into the block's output
- * rows. The panel's weights are read from memory once and reused from L3 by every block. */
+ * shared xa, at the thread's rows); then per panel of hidden columns (wb_mlp_blocking_rule: one
+ * chunk, or more where x and the output would not stay in L3), per block, per hidden chunk: the
+ * gated tiles into the chunk's packed A, then the down GEMM over that chunk, accumulating into the
+ * block's output rows. The panel's weights are read from memory once and reused from L3 by every
+ * block. */
 static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t block_tiles, int64_t panel, float *xa,
                        mlp_buffers *buf, float *o, int64_t ldo) {
     const wb_mlp_problem *p = g->p;
@@ -282,26 +283,40 @@ wb_mlp_split wb_mlp_plan(const wb_cpu_isa *isa, const wb_mlp_problem *p, int *th
     return WB_MLP_SPLIT_COLUMNS;
 }
 
-/* Row tiles per block of the token split: the block's packed x (k), hidden chunk (kc_down) and
- * f32 output rows (n) in three quarters of L2, leaving the rest to the weight slivers streaming
- * through; blocks evened out over the thread's share. */
-static int64_t block_tiles_of(const geometry *g, int64_t share) {
-    const wb_gemm_blocking bl = wb_gemm_blocking_of(g->isa);
-    int64_t per_tile = (int64_t)sizeof(float) * g->mr * (g->p->k + g->kc_down + g->p->n);
-    int64_t most = bl.l2 * 3 / 4 / per_tile;
+/* The token split's blocking (see wb_kernels/mlp.h).
+ * Blocks: the block's packed x (k floats a row), hidden chunk (kc_down) and f32 output rows (n)
+ * in three quarters of L2, leaving the rest to the weight slivers streaming through; blocks
+ * evened out over the thread's share.
+ * Panels: a block re-reads its packed x and its output rows from L3 for every chunk whatever the
+ * panel (the down GEMM's weights of one chunk, kc_down x n, overflow L2 between two chunks), so
+ * the panel only sets how far apart two blocks' reads of the same weights are: one chunk (gate, up
+ * and down: 2k + n floats a column) is the shortest. That holds while the x and output rows of
+ * the thread's tokens (k + n floats a row, re-read once per chunk) fit half of this CPU's share of
+ * L3; past that they would come from memory once per chunk, so the panel takes the chunks whose
+ * weights fill that half instead (at least one chunk). Measured on a Zen 3 (512 KiB L2, 16 MiB L3
+ * share; 768 x 3072 x 768, 1 thread, alternated against the dual GEMM + down GEMM in one process):
+ * one chunk in place of three (6.75 MiB of weights) took the fused MLP from 0.88-0.93x the dual's
+ * speed to 0.995-1.09x at 128 tokens and 0.98-1.00x at 512 (medians of three runs each); two later
+ * runs of experiments/mlp_fused_vs_dual.lua: 0.98-1.00x at 128, 0.96-1.02x at 512 and 1000. */
+wb_mlp_blocking wb_mlp_blocking_rule(int mr, int64_t k, int64_t n, int64_t kc_down, int64_t rows, int64_t l2,
+                                     int64_t l3_share) {
+    const int64_t word = (int64_t)sizeof(float);
+    wb_mlp_blocking b;
+    if (mr < 1) mr = 1;
+    if (kc_down < 1) kc_down = 1;
+    int64_t most = l2 * 3 / 4 / (word * mr * (k + kc_down + n));
     if (most < 1) most = 1;
-    if (share <= 0) return most;
-    int64_t blocks = (share + most - 1) / most;
-    return (share + blocks - 1) / blocks;
-}
-
-/* Hidden columns per panel of the token split: whole chunks whose weights (gate, up and down:
- * 2k + n floats a column) fill at most half of this CPU's share of L3, at least one chunk. */
-static int64_t panel_of(const geometry *g) {
-    const wb_gemm_blocking bl = wb_gemm_blocking_of(g->isa);
-    int64_t cols = bl.l3_share / 2 / ((int64_t)sizeof(float) * (2 * g->p->k + g->p->n));
-    int64_t chunks = cols / g->kc_down;
-    return (chunks > 1 ? chunks : 1) * g->kc_down;
+    int64_t share = (rows + mr - 1) / mr;
+    int64_t blocks = share > 0 ? (share + most - 1) / most : 1;
+    b.block_tiles = share > 0 ? (share + blocks - 1) / blocks : most;
+    const int64_t half = l3_share / 2;
+    if (word * rows * (k + n) <= half) {
+        b.panel = kc_down;
+    } else {
+        int64_t chunks = half / (word * (2 * k + n)) / kc_down;
+        b.panel = (chunks > 1 ? chunks : 1) * kc_down;
+    }
+    return b;
 }
 
 /* Output = bias (or zero) where there is no hidden or no input feature to sum over. */
@@ -329,7 +344,10 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
     const int64_t row_tiles = (p->m + g.mr - 1) / g.mr;
     /* every buffer reserved before the threads start: none can fail between the barrier's sides */
     const int tokens = split == WB_MLP_SPLIT_TOKENS;
-    const int64_t block_tiles = tokens ? block_tiles_of(&g, (row_tiles + nt - 1) / nt) : row_tiles;
+    const wb_gemm_blocking caches = wb_gemm_blocking_of(isa);
+    const wb_mlp_blocking bl =
+        wb_mlp_blocking_rule(g.mr, p->k, p->n, g.kc_down, (row_tiles + nt - 1) / nt * g.mr, caches.l2, caches.l3_share);
+    const int64_t block_tiles = tokens ? bl.block_tiles : row_tiles;
     for (int t = 0; t < nt; t++) {
         mlp_buffers *b = &thread_buffers[t];
         if (tokens && !wb_cpu_reserve(&b->hidden, &b->hidden_cap, (size_t)(block_tiles * g.mr * g.kc_down))) return -1;
@@ -344,7 +362,7 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
         if (!(o = wb_cpu_reserve(&shared_out, &shared_out_cap, (size_t)(p->m * p->n)))) return -1;
         ldo = p->n;
     }
-    const int64_t panel = tokens ? panel_of(&g) : p->h;
+    const int64_t panel = tokens ? bl.panel : p->h;
     wb_cpu_spans *spans = wb_cpu_spans_open(split == WB_MLP_SPLIT_TOKENS ? "row tiles" : "column tiles");
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {

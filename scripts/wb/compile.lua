@@ -12,6 +12,9 @@
 --                                              else wb.compile_generate decides, by bytes and time)
 --   geglu(linear(x, Wg[, bg]), linear(x, Wu[, bu]))
 --                                           -> geglu_linear(x, Wg, Wu[, bg, bu])  (dual GEMM)
+--   linear(geglu_linear(x, Wg, Wu), Wd[, b]) -> geglu_mlp(x, Wg, Wu, Wd[, b])  (one kernel; where
+--                                              wb.compile_mlp's cost model says it pays, and
+--                                              explain says why or why not; swiglu alike)
 --   add(matmul(x, W), b) / add(linear(x, W), b), b of shape [N]
 --                                           -> addmm / linear with the bias in the epilogue
 --   gelu(linear(x, W[, b]))                 -> linear(x, W[, b], {activation = ...})
@@ -38,6 +41,7 @@ Compiled.__name = "wb.compiled" -- help(f) finds its entry by this name
 
 local generate = require("wb.compile_generate")
 local codegen_word = require("wb.codegen").word
+local mlp_cost = require("wb.compile_mlp")
 
 -- The ops of the op lists (wb._ops(), declared once in C: add, ..., neg, silu, ...) are traced as
 -- functions, methods and metamethods (__add, ..., __unm); binary ones take numbers (x * 2).
@@ -51,7 +55,8 @@ local function with_listed(before, after)
     local names = table.move(LISTED, 1, #LISTED, #before + 1, table.move(before, 1, #before, 1, {}))
     return table.move(after, 1, #after, #names + 1, names)
 end
-local TRACED = with_listed({"linear", "matmul", "addmm", "gelu", "geglu", "geglu_linear"}, {"swiglu", "swiglu_linear"})
+local TRACED = with_listed({"linear", "matmul", "addmm", "gelu", "geglu", "geglu_linear"},
+    {"swiglu", "swiglu_linear", "geglu_mlp", "swiglu_mlp"})
 -- Tensor methods are traced too (x:silu() is wb.silu(x)); the views and copies among them are
 -- recorded as nodes of their own, so a view of an input is taken again from the input on each
 -- call instead of being frozen at trace time.
@@ -214,8 +219,8 @@ local function each_binary(nodes, prod, op, fn)
 end
 
 -- The gated activations: the activation's traced op (and form), the fused kernel, the dual GEMM.
-local GATED = {geglu = {act = "gelu", form = "tanh", dual = "geglu_linear"},
-    swiglu = {act = "silu", dual = "swiglu_linear"}}
+local GATED = {geglu = {act = "gelu", form = "tanh", dual = "geglu_linear", mlp = "geglu_mlp"},
+    swiglu = {act = "silu", dual = "swiglu_linear", mlp = "swiglu_mlp"}}
 
 -- The two linears of a dual GEMM: plain, used once, in the segment `seg`, sharing their input.
 local function dual_candidate(lg, lu, uses, seg)
@@ -313,9 +318,31 @@ rules[4] = function(nodes, uses, prod, applied, opts) -- gelu(GEMM) or silu(GEMM
     end
 end
 
+-- linear(dual GEMM with no gate or up bias, Wd[, b]) -> the one-kernel MLP, where wb.compile_mlp's
+-- cost model says it pays; where it does not, opts.notes says why (once per down linear).
+rules[5] = function(nodes, uses, prod, applied, opts)
+    for _, nd in ipairs(nodes) do
+        local h, wd, b = linear_parts(nd)
+        local d = plain_linear(nd) and not nd.dead and not opts.weighed[nd] and prod[h]
+        local spec
+        for _, s in pairs(GATED) do if d and d.op == s.dual then spec = s end end
+        if spec and uses[d.out] == 1 and d.seg == nd.seg and d.args[4] == nil and d.args[5] == nil then
+            local pays, why = mlp_cost.pays(d.args[1], spec.mlp)
+            opts.weighed[nd] = true
+            if pays then
+                applied[#applied + 1] = string.format("%s+linear -> %s (%s)", spec.dual, spec.mlp, why)
+                nd.op, nd.args, d.dead = spec.mlp, table.pack(d.args[1], d.args[2], d.args[3], wd, b), true
+                return true
+            end
+            opts.notes[#opts.notes + 1] = string.format("%s+linear kept, not %s: %s", spec.dual, spec.mlp, why)
+        end
+    end
+end
+
 -- Applies the rules until none fires; returns the names of the rewrites, in order.
 local function fuse(nodes, outputs, opts)
     local applied = {}
+    opts.notes, opts.weighed = opts.notes or {}, opts.weighed or {}
     local again = true
     while again do
         again = false
@@ -356,7 +383,8 @@ function Compiled:_build(args, n)
         end
     end
     local generating = self.codegen and not generate.blocked()
-    local applied = self.fusion and fuse(nodes, outputs, {defer_gated = generating}) or {}
+    local notes, weighed = {}, {}
+    local applied = self.fusion and fuse(nodes, outputs, {defer_gated = generating, notes = notes, weighed = weighed}) or {}
     local statics, remap = {}, {}
     for i = 1, n do
         if is_tensor(args[i]) then
@@ -374,7 +402,7 @@ function Compiled:_build(args, n)
     local live, generated, off = alive(), {}, nil
     if generating then live, generated, off = generate.generate(self, live, outputs, arg_of, originals) end
     if off and self.fusion then -- no generator after all: the pattern rules the generator deferred
-        for _, f in ipairs(fuse(nodes, outputs, {})) do applied[#applied + 1] = f end
+        for _, f in ipairs(fuse(nodes, outputs, {notes = notes, weighed = weighed})) do applied[#applied + 1] = f end
         live = alive()
     end
     -- A number operand of a binary op is a 0-d tensor of the other operand's dtype and device;
@@ -424,7 +452,7 @@ function Compiled:_build(args, n)
         if epi and self.sources["wb_" .. epi] then self.sources[k.name] = self.sources["wb_" .. epi] end
     end
     return {graph = graph, statics = statics, inputs = inputs, copied = copied, n = n, ops = names, fusions = applied,
-        traced_ops = #nodes, generated = generated, constants = constants}
+        traced_ops = #nodes, generated = generated, constants = constants, notes = notes}
 end
 
 -- The guard of the entry used last, checked without building the signature string: every tensor
@@ -509,6 +537,7 @@ function Compiled:explain()
         local kernels = {}
         for _, k in ipairs(e.graph:nodes()) do kernels[#kernels + 1] = k.name end
         out[#out + 1] = "  kernels: " .. table.concat(kernels, ", ")
+        for _, note in ipairs(e.notes) do out[#out + 1] = "  " .. note end
         for i = 1, e.n do
             if e.copied[i] then out[#out + 1] = string.format("  input %d is copied on each call: %s", i, e.copied[i]) end
         end

@@ -33,6 +33,15 @@ typedef enum wb_mlp_split {
 /* The split and thread count wb_mlp_run uses for p on isa. */
 wb_mlp_split wb_mlp_plan(const wb_cpu_isa *isa, const wb_mlp_problem *p, int *threads);
 
+/* The token split's blocking for a thread's `rows` tokens on caches of `l2` bytes per core and an
+ * `l3_share` per logical CPU: row tiles (of mr rows) per block, and hidden columns per panel (a
+ * multiple of the down GEMM's K block kc_down), for k input, n output features (mlp.c says why). */
+typedef struct wb_mlp_blocking {
+    int64_t block_tiles, panel;
+} wb_mlp_blocking;
+wb_mlp_blocking wb_mlp_blocking_rule(int mr, int64_t k, int64_t n, int64_t kc_down, int64_t rows, int64_t l2,
+                                     int64_t l3_share);
+
 /* Runs the MLP on an f32 ISA (not a k-pair one). Returns 0, or -1 when a buffer cannot be
  * allocated or the packed weights are missing (out is then incomplete). A problem with no input
  * or hidden feature needs no packed weights: out is the bias, or zero. */

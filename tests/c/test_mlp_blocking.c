@@ -1,0 +1,42 @@
+/* test_mlp_blocking.c: the fused MLP's token-split blocking rule (kernels/cpu/mlp.c): blocks whose
+ * packed x, hidden chunk and output rows fit three quarters of L2, evened out; panels of one
+ * hidden chunk while a thread's x and output rows fit half of its L3 share, else the chunks whose
+ * weights fill that half; on the caches of the CPUs this project has been measured on. */
+#include <stdio.h>
+
+#include <wb_kernels/mlp.h>
+
+static int failures, checks;
+
+static void expect(const char *what, int mr, int64_t k, int64_t n, int64_t kc, int64_t rows, int64_t l2, int64_t l3,
+                   int64_t want_tiles, int64_t want_panel) {
+    wb_mlp_blocking b = wb_mlp_blocking_rule(mr, k, n, kc, rows, l2, l3);
+    checks++;
+    if (b.block_tiles != want_tiles || b.panel != want_panel) {
+        failures++;
+        fprintf(stderr, "FAIL %s: %lld rows: block %lld tiles, panel %lld columns; want %lld, %lld\n", what,
+                (long long)rows, (long long)b.block_tiles, (long long)b.panel, (long long)want_tiles,
+                (long long)want_panel);
+    }
+}
+
+int main(void) {
+    const int64_t K = 1 << 10, M = 1 << 20;
+    /* Zen 3 (AVX2 6x16, kc 256; 512 KiB L2, 16 MiB L3 share), the GeGLU MLP 768 x 3072 x 768: at
+     * most 9 row tiles of 6 per block (9 x 24 x 1792 B = 378 KiB), evened out; one chunk per panel
+     * up to 1365 tokens (x and output 6 KiB a row in 8 MiB), then 3 chunks (9 KiB a hidden column) */
+    expect("zen3 1 token", 6, 768, 768, 256, 1, 512 * K, 16 * M, 1, 256);
+    expect("zen3 128 tokens", 6, 768, 768, 256, 128, 512 * K, 16 * M, 8, 256);
+    expect("zen3 512 tokens", 6, 768, 768, 256, 512, 512 * K, 16 * M, 9, 256);
+    expect("zen3 1000 tokens", 6, 768, 768, 256, 1000, 512 * K, 16 * M, 9, 256);
+    expect("zen3 1365 tokens", 6, 768, 768, 256, 1365, 512 * K, 16 * M, 9, 256);
+    expect("zen3 1366 tokens", 6, 768, 768, 256, 1366, 512 * K, 16 * M, 9, 768);
+    expect("zen3 4096 tokens", 6, 768, 768, 256, 4096, 512 * K, 16 * M, 9, 768);
+    /* the Xeon model 207's AVX-512 path (12x32, kc 768; 2 MiB L2, 65 MiB L3 share) */
+    expect("xeon207 512 tokens", 12, 768, 768, 768, 512, 2 * M, 65 * M, 11, 768);
+    expect("xeon207 16384 tokens", 12, 768, 768, 768, 16384, 2 * M, 65 * M, 14, 3072);
+    /* a block never below one tile, a panel never below one chunk */
+    expect("tiny caches", 6, 4096, 4096, 256, 600, 64 * K, 64 * K, 1, 256);
+    printf("%d checks, %d failures\n", checks, failures);
+    return failures ? 1 : 0;
+}
