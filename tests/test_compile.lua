@@ -5,17 +5,8 @@ local lu = require("luaunit")
 local B = require("bounds")
 
 local function kernels_in_region(fn)
-    local p = wb.profiler.profile({}, fn)
-    local region, n = nil, 0
-    for _, e in ipairs(p:events()) do
-        if e.cat == "range" and e.name == "compiled region" then region = e end
-    end
-    for _, e in ipairs(p:events()) do
-        if e.cat == "kernel" and region and e.ts_ns >= region.ts_ns and e.ts_ns <= region.ts_ns + region.dur_ns then
-            n = n + 1
-        end
-    end
-    return region, n
+    local ks, region = require("compiled").kernels_in_region(fn)
+    return region, #ks
 end
 
 TestCompile = {}

@@ -9,21 +9,7 @@ local scratch = require("scratch")
 local cjson = require("cjson")
 local choices = require("wb.compile_choices")
 
--- The kernel events inside each "compiled region" of one call of fn.
-local function kernels_of(fn)
-    local p = wb.profiler.profile({activities = {"cpu", "device"}}, fn)
-    local region, names = nil, {}
-    for _, e in ipairs(p:events()) do
-        if e.cat == "range" and e.name == "compiled region" then region = e end
-    end
-    lu.assertNotNil(region, "no compiled region in the trace")
-    for _, e in ipairs(p:events()) do
-        if e.cat == "kernel" and e.ts_ns >= region.ts_ns and e.ts_ns <= region.ts_ns + region.dur_ns then
-            names[#names + 1] = e
-        end
-    end
-    return names
-end
+local kernels_of = require("compiled").kernels_in_region
 
 local function chain(a, b, c) return wb.sigmoid(a * 2 + b) * wb.silu(c) - a / 3 end
 -- the same program for random_dags' bound: inputs 1..3, then ops 4..10 (a number divisor d

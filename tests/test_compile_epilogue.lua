@@ -5,19 +5,7 @@
 local lu = require("luaunit")
 local B = require("bounds")
 local scratch = require("scratch")
-
-local function kernels_of(fn)
-    local p = wb.profiler.profile({activities = {"cpu", "device"}}, fn)
-    local region, ks = nil, {}
-    for _, e in ipairs(p:events()) do
-        if e.cat == "range" and e.name == "compiled region" then region = e end
-    end
-    lu.assertNotNil(region, "no compiled region in the trace")
-    for _, e in ipairs(p:events()) do
-        if e.cat == "kernel" and e.ts_ns >= region.ts_ns and e.ts_ns <= region.ts_ns + region.dur_ns then ks[#ks + 1] = e end
-    end
-    return ks
-end
+local kernels_of = require("compiled").kernels_in_region
 
 local function block(x, w, b, y, r) return wb.sigmoid(wb.linear(x, w, b)) * y + r end
 

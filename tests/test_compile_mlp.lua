@@ -6,29 +6,14 @@ local lu = require("luaunit")
 local B = require("bounds")
 local cost = require("wb.compile_mlp")
 
+-- the names of the kernels inside the compiled region of one call of fn
 local function kernels_in_region(fn)
-    local p = wb.profiler.profile({}, fn)
-    local region, names = nil, {}
-    for _, e in ipairs(p:events()) do
-        if e.cat == "range" and e.name == "compiled region" then region = e end
-    end
-    lu.assertNotNil(region, "no compiled region in the trace")
-    for _, e in ipairs(p:events()) do
-        if e.cat == "kernel" and e.ts_ns >= region.ts_ns and e.ts_ns <= region.ts_ns + region.dur_ns then
-            names[#names + 1] = e.name
-        end
-    end
+    local names = {}
+    for _, e in ipairs(require("compiled").kernels_in_region(fn)) do names[#names + 1] = e.name end
     return names
 end
 
-local function with_threads(n, fn)
-    local was_n, was_adaptive = wb.get_num_threads(), wb.set_threads_adaptive(false)
-    wb.set_num_threads(n)
-    local ok, err = pcall(fn)
-    wb.set_num_threads(was_n)
-    wb.set_threads_adaptive(was_adaptive)
-    if not ok then error(err, 0) end
-end
+local with_threads = require("threads").with_threads
 
 local MODULES = {GeGLUMLP = {dual = "geglu_linear", mlp = "geglu_mlp"}, SwiGLUMLP = {dual = "swiglu_linear", mlp = "swiglu_mlp"}}
 

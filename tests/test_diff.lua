@@ -5,6 +5,7 @@
 local lu = require("luaunit")
 local cjson = require("cjson")
 local scratch = require("scratch")
+local shared = require("diff_cases")
 local D = require("wb.diff")
 local T = require("wb.diff_text")
 
@@ -55,15 +56,7 @@ end
 
 local function diff_of(a, b, o) return D.diff(D.model(prog(a)), D.model(prog(b)), o) end
 
-local function node(r, label)
-    for _, n in ipairs(r.nodes) do if n.label == label then return n end end
-end
-
-local function sums_exactly(a)
-    local s = a.added + a.removed + a.unattributed
-    for _, x in ipairs(a.rows) do s = s + x.contribution end
-    lu.assertAlmostEquals(s, a.change, 1e-6 * math.max(1, math.abs(a.change)))
-end
+local node, sums_exactly = shared.node, shared.sums_exactly
 
 local function saw(s, i) return 1 + 0.02 * (((s * 7 + i * 3) % 5) - 2) end -- +-4%, deterministic
 
@@ -201,54 +194,21 @@ local function mlp_program(impl)
     return function() wb.profiler.range("mlp", function() return f(x) end) end
 end
 
-local function busy(ns)
-    local t0 = wb.time_ns()
-    while wb.time_ns() - t0 < ns do end
-end
-
--- three ranges of ~0.1 ms each; `extra_ns` of busy loop inside "b". One thread: the run-queue
--- delay the profiler samples is the calling thread's, and a pool thread waiting for a CPU would
--- stall the GEMM unseen (on a shared 2-CPU host that drifted whole sessions by 35%).
-local function three_ranges(extra_ns, pause_ms)
-    wb.set_num_threads(1)
-    local w = wb.randn({256, 256})
-    local x = wb.randn({64, 256})
-    return function()
-        for _, name in ipairs({"a", "b", "c"}) do
-            wb.profiler.range(name, function()
-                local y = wb.linear(x, w)
-                if name == "b" and extra_ns > 0 then busy(extra_ns) end
-                return y
-            end)
-            -- in A and B alike, outside the ranges: a thread that spun through its time slice is
-            -- descheduled soon after, and without this pause that landed in range c ("c SLOWER").
-            -- After a spin, 2 ms are not enough: c ran 1.10-1.19x A's median after 2 ms (quiet EPYC
-            -- Zen 3 guest, no run-queue delay), ~1.0x (0.87-1.31 loaded) after 10 ms
-            if name == "b" then wb.sleep_ms(pause_ms or 2) end
-        end
-    end
-end
+local busy, three_ranges = shared.busy, shared.three_ranges
 
 function test_same_program_twice_gives_no_false_verdicts()
-    local false_verdicts, judged = 0, 0
+    local t = {judged = 0, same = 0, false_verdicts = 0}
     for seed = 1, 20 do
         local f = three_ranges(0)
         local r = wb.profiler.diff(profile(f, 20, seed), profile(f, 20, seed))
         for _, j in ipairs({r.total.host, r.total.device}) do
-            judged = judged + 1
-            if j.verdict == "SLOWER" or j.verdict == "FASTER" then false_verdicts = false_verdicts + 1 end
+            t.judged = t.judged + 1
+            if j.verdict == "SLOWER" or j.verdict == "FASTER" then t.false_verdicts = t.false_verdicts + 1 end
         end
-        for _, n in ipairs(r.nodes) do
-            for _, j in ipairs({n.host, n.device}) do
-                judged = judged + 1
-                if j.verdict == "SLOWER" or j.verdict == "FASTER" then
-                    false_verdicts = false_verdicts + 1
-                    print(string.format("  seed %d: %s %s %.2fx (noise %.2f)", seed, n.label, j.verdict, j.ratio, j.noise or 0))
-                end
-            end
-        end
+        shared.count_verdicts(r, seed, t)
         for _, a in ipairs(r.attribution.host) do sums_exactly(a) end
     end
+    local false_verdicts, judged = t.false_verdicts, t.judged
     print(string.format("same program twice, 20 seeded pairs: %d false SLOWER/FASTER verdicts of %d", false_verdicts, judged))
     -- The aim is none. Measured in a clean-clone CI run with nothing else running: 6 of 460 (one
     -- pair where a whole session ran 1.3x slower on three nodes, and a 0.3-us view op), against

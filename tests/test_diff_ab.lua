@@ -5,20 +5,13 @@
 local lu = require("luaunit")
 local cjson = require("cjson")
 local scratch = require("scratch")
+local shared = require("diff_cases")
 
 local EXE = os.getenv("WB_EXE") or "build/workbench"
 -- verdicts are judged in the Release build; the sanitizer build runs the same code for its checks
 local TIMED = not wb.build.sanitizers
 
-local function node(r, label)
-    for _, n in ipairs(r.nodes) do if n.label == label then return n end end
-end
-
-local function sums_exactly(a)
-    local s = a.added + a.removed + a.unattributed
-    for _, x in ipairs(a.rows) do s = s + x.contribution end
-    lu.assertAlmostEquals(s, a.change, 1e-6 * math.max(1, math.abs(a.change)))
-end
+local node, sums_exactly = shared.node, shared.sums_exactly
 
 -- ---- the order of the steps, the profiles ----------------------------------------------------
 
@@ -120,30 +113,7 @@ end
 
 -- ---- real profiles, interleaved ----------------------------------------------------------------
 
-local function busy(ns)
-    local t0 = wb.time_ns()
-    while wb.time_ns() - t0 < ns do end
-end
-
--- Three ranges of a 64x256x256 linear each (one thread), `extra_ns` of busy loop inside "b", and
--- a pause after b in both programs, outside the ranges. Without it the spin's after-effect
--- lands in c, and it is real: interleaved, with one busy process beside, c in B ran 1.19-1.27x
--- A's c right after the spin and 1.36-1.55x (SLOWER) after a 2 ms pause, 1.01-1.08x after 10 ms.
-local function three_ranges(extra_ns, pause_ms)
-    wb.set_num_threads(1)
-    local w = wb.randn({256, 256})
-    local x = wb.randn({64, 256})
-    return function()
-        for _, name in ipairs({"a", "b", "c"}) do
-            wb.profiler.range(name, function()
-                local y = wb.linear(x, w)
-                if name == "b" and extra_ns > 0 then busy(extra_ns) end
-                return y
-            end)
-            if name == "b" and pause_ms > 0 then wb.sleep_ms(pause_ms) end
-        end
-    end
-end
+local three_ranges = shared.three_ranges
 
 -- Steps per profile. With 20, on a loaded 2-CPU host (steps spread by 20-40%, IQR / median), a
 -- median moves past the 5% minimum effect from sampling alone; 200 keep that under a tenth of
@@ -191,24 +161,16 @@ function test_busy_loop_in_b_interleaved_is_b_slower_by_two_ms()
 end
 
 function test_same_program_twice_interleaved_gives_no_false_verdicts()
-    local false_verdicts, judged, same = 0, 0, 0
+    local t = {judged = 0, same = 0, false_verdicts = 0}
     local pairs_n = 20
     for seed = 1, pairs_n do
         wb.manual_seed(seed)
         local f = three_ranges(0, 2)
         local r = wb.profiler.diff(wb.profiler.ab{a = f, b = f, steps = 50, warmup = 2})
-        for _, n in ipairs(r.nodes) do
-            for _, j in ipairs({n.host, n.device}) do
-                judged = judged + 1
-                if j.verdict == "SAME" then same = same + 1 end
-                if j.verdict == "SLOWER" or j.verdict == "FASTER" then
-                    false_verdicts = false_verdicts + 1
-                    print(string.format("  seed %d: %s %s %.2fx (noise %.2f)", seed, n.label, j.verdict, j.ratio, j.noise or 0))
-                end
-            end
-        end
+        shared.count_verdicts(r, seed, t)
         for _, a in ipairs(r.attribution.host) do sums_exactly(a) end
     end
+    local false_verdicts, judged, same = t.false_verdicts, t.judged, t.same
     print(string.format("same program twice, interleaved, %d seeded pairs of 50 steps: %d false SLOWER/FASTER verdicts " ..
         "of %d (SAME %d)", pairs_n, false_verdicts, judged, same))
     if TIMED then lu.assertEquals(false_verdicts, 0) end

@@ -28,14 +28,7 @@ local function fused(act, m, x)
     return ACTS[act].fn(x, m.gate_proj.weight, m.up_proj.weight, m.down_proj.weight, m.down_proj.bias)
 end
 
-local function with_threads(n, fn)
-    local was_n, was_adaptive = wb.get_num_threads(), wb.set_threads_adaptive(false)
-    wb.set_num_threads(n)
-    local ok, err = pcall(fn)
-    wb.set_num_threads(was_n)
-    wb.set_threads_adaptive(was_adaptive)
-    if not ok then error(err, 0) end
-end
+local with_threads = require("threads").with_threads
 
 -- (a blocking forced from the environment is replaced for fn, then the rule returns)
 local function with_blocking(spec, fn)

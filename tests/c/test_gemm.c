@@ -11,17 +11,14 @@
 #include <string.h>
 
 #include <wb_kernels/gemm.h>
+
+#include "test_data.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 static int failures, checks;
 
-static uint64_t rng = 88172645463325252ull;
-static float frand(void) { /* xorshift: deterministic data in [-1, 1) */
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
 
 static double act(wb_gemm_store s, double x) {
     return s == WB_STORE_GELU_TANH ? wb_gelu_tanh_ref(x) : s == WB_STORE_GELU_ERF ? wb_gelu_erf_ref(x) : x;
