@@ -179,6 +179,15 @@ end
 -- ---- the command line ------------------------------------------------------------------------
 
 local function script(body) return scratch.file(body, ".lua") end
+-- A script in a folder whose path is longer than Lua's chunk names (LUA_IDSIZE, 60).
+local function long_script(body)
+    local dir = scratch.dir("-" .. string.rep("a-long-folder-name", 5))
+    local path = dir .. "/b.lua"
+    local f = assert(io.open(path, "w"))
+    f:write(body)
+    f:close()
+    return path
+end
 
 local PROGRAM = [[
 local x = wb.randn({16, 32})
@@ -212,6 +221,9 @@ function test_cli_ab_bad_input_one_line_status_2()
         {"--ab '" .. scratch.dir() .. "' '" .. good .. "'", "(A): is a folder, not a script"},
         {"--ab '" .. good .. "' '" .. script("return 42") .. "'", "(B): must return the function to profile (one step of the program), got number"},
         {"--ab '" .. good .. "' '" .. script("return function(") .. "'", "(B): line 1:"},
+        -- a path longer than Lua's 60-character chunk names (it shortens them to "...tail"): the
+        -- CI's checkout under /check/... was, and the line number was lost
+        {"--ab '" .. good .. "' '" .. long_script("\nreturn function(") .. "'", "(B): line 2: <name> or '...' expected near <eof>"},
         {"--ab '" .. script("error('no data here', 0)") .. "' '" .. good .. "'", "(A): its setup failed: no data here"},
         {"--ab '" .. good .. "' '" .. script("return function() error('bad step', 0) end") .. "'",
             "program B failed in step 0: bad step"},

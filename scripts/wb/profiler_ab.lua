@@ -101,7 +101,13 @@ local function step_of_script(path, which)
     f:close()
     if first == nil and io.open(path .. "/.") then refuse("is a folder, not a script") end
     local chunk, err = loadfile(path, "t")
-    if not chunk then refuse((tostring(err):gsub("^" .. path:gsub("%p", "%%%0") .. ":", "line "))) end
+    if not chunk then
+        -- Lua shortens a long path in the message ("...rk/a.lua:1:"), so the line is taken from a
+        -- second load under an empty chunk name (":1: <msg>"), not by cutting the path off.
+        local text = io.open(path, "r"):read("a")
+        local _, bare = load(text, "=", "t")
+        refuse("line " .. tostring(bare or err):gsub("^:", ""))
+    end
     local saved = arg
     arg = {[0] = path}
     local ok, step = pcall(chunk)
