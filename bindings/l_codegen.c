@@ -141,5 +141,7 @@ void wb_lua_register_codegen(lua_State *L) {
     luaL_newmetatable(L, KERNEL_T);
     lua_pop(L, 1);
     luaL_newlib(L, codegen);
+    lua_pushinteger(L, WB_OP_MAX_INPUTS); /* the most tensor inputs a generated pointwise kernel takes */
+    lua_setfield(L, -2, "max_inputs");
     lua_setfield(L, -2, "codegen");
 }

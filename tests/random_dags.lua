@@ -6,14 +6,31 @@
 --                                        unary = {...}, binary = {...}})
 --   local y = dags.run(prog, #shapes, apply, x1, x2, ...)
 --
--- A program is 2..max_ops ops over 1-4 inputs; each op takes earlier values (inputs, results of
+-- A program is 2..max_ops ops over 1-4 inputs (or max_inputs); each op takes earlier values (inputs, results of
 -- earlier ops, or a number now and then); the inputs have broadcastable shapes (dims of 1 here
 -- and there, fewer dims), the first one the full [rows, cols].
 local M = {}
 
+-- The ops a program draws from, and how the cpu tests run each one (apply below).
+M.UNARY = {"neg", "silu", "sigmoid", "relu", "tanh", "exp", "gelu", "gelu_tanh"}
+M.BINARY = {"add", "sub", "mul", "div"}
+
+-- The cpu tests' apply: exp(x) as exp(tanh(x)) (away from overflow), a / b as a / exp(tanh(b))
+-- (a denominator away from 0), a / number as a / (1 + |number|).
+function M.apply(op, a, b)
+    if op == "gelu" then return wb.gelu(a) end
+    if op == "gelu_tanh" then return wb.gelu(a, {approximate = "tanh"}) end
+    if op == "div" and type(b) == "number" then return wb.div(a, 1 + math.abs(b)) end
+    if op == "div" then return wb.div(a, wb.exp(wb.tanh(b))) end
+    if op == "exp" then return wb.exp(wb.tanh(a)) end
+    if b ~= nil then return wb[op](a, b) end
+    return wb[op](a)
+end
+
+-- o.max_inputs: the most inputs a program draws (default 4)
 function M.case(rng, o)
     local rows, cols = rng(1, o.rows), rng(1, o.cols)
-    local ninputs, nops = rng(1, 4), rng(2, o.max_ops)
+    local ninputs, nops = rng(1, o.max_inputs or 4), rng(2, o.max_ops)
     local shapes = {}
     for i = 1, ninputs do
         local r = rng() < 0.25 and 1 or rows

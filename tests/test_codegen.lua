@@ -12,20 +12,8 @@ local exe = os.getenv("WB_EXE")
 local cache = scratch.path("_cache")
 local setenv_prefix = "WB_CACHE_DIR=" .. cache .. " "
 
-local UNARY = {"neg", "silu", "sigmoid", "relu", "tanh", "exp", "gelu", "gelu_tanh"}
-local BINARY = {"add", "sub", "mul", "div"}
-
-local function apply(op, a, b)
-    if op == "gelu" then return wb.gelu(a) end
-    if op == "gelu_tanh" then return wb.gelu(a, {approximate = "tanh"}) end
-    if op == "div" and type(b) == "number" then return wb.div(a, 1 + math.abs(b)) end
-    if op == "div" then return wb.div(a, wb.exp(wb.tanh(b))) end -- a denominator kept away from 0
-    if op == "exp" then return wb.exp(wb.tanh(a)) end             -- and exp away from overflow
-    if b ~= nil then return wb[op](a, b) end
-    return wb[op](a)
-end
-
-local DAGS = {rows = 40, cols = 70, max_ops = 8, binary_share = 0.5, unary = UNARY, binary = BINARY}
+local apply = dags.apply
+local DAGS = {rows = 40, cols = 70, max_ops = 8, binary_share = 0.5, unary = dags.UNARY, binary = dags.BINARY}
 local function random_case(rng) return dags.case(rng, DAGS) end
 
 local function run(prog, ninputs, ...) return dags.run(prog, ninputs, apply, ...) end

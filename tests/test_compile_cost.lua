@@ -62,6 +62,91 @@ function test_explain_names_each_cut()
     lu.assertStrContains(g:explain(), "cut at: in1 t's result, not elementwise")
 end
 
+-- More inputs than a generated kernel takes (wb.codegen.max_inputs, 5): the group is cut where the
+-- next producer would not fit, into generated kernels, not run as eager ops. Before: 7 inputs,
+-- one group refused whole, 9 eager kernels.
+local function seven(a, b, c, d, e, f, g) return ((wb.sigmoid(a * 2 + b) * c - d) * e + f / 3) * g end
+local SEVEN = {{op = "mul", a = 1, b = 2.0}, {op = "add", a = 8, b = 2}, {op = "sigmoid", a = 9}, {op = "mul", a = 10, b = 3},
+    {op = "sub", a = 11, b = 4}, {op = "mul", a = 12, b = 5}, {op = "div", a = 6, b = 2.0}, {op = "add", a = 13, b = 14},
+    {op = "mul", a = 15, b = 7}}
+
+function test_a_group_of_more_inputs_than_a_kernel_takes_is_cut_into_generated_kernels()
+    lu.assertEquals(wb.codegen.max_inputs, 5)
+    wb.manual_seed(5)
+    for _, shape in ipairs({{3, 17}, {64, 128}}) do
+        local x = {}
+        for i = 1, 7 do x[i] = wb.randn(shape) end
+        local f = wb.compile(seven)
+        local got = f(table.unpack(x))
+        B.assert_within_bound(got, dags.bound(SEVEN, x), "compiled seven-input chain")
+        lu.assertTrue(wb.max_abs_diff(got, seven(table.unpack(x))) <= 1e-6)
+        local ex = f:explain()
+        local ks = kernels_of(function() f(table.unpack(x)) end)
+        lu.assertEquals(#ks, 2, ex)
+        for _, k in ipairs(ks) do lu.assertStrMatches(k.name, "wb_poi_fused_.*") end
+        lu.assertStrContains(ex, "mul add sigmoid mul (3 inputs)")
+        lu.assertStrContains(ex, "sub mul div add mul (5 inputs)")
+        lu.assertStrContains(ex, "out read by sub, in the next kernel: together they would take more than 5 inputs")
+        lu.assertStrContains(ex, "in1 mul's result: with it the kernel would take more than 5 inputs")
+        lu.assertNotStrContains(ex, "takes at most")
+    end
+end
+
+-- A random program over 6-9 inputs that reads each once: two chains of ops (each binary op takes
+-- the next input, a unary op now and then), joined by a last binary op; in random_dags' form.
+local function wide_case(rng)
+    local n, rows, cols = rng(6, 9), rng(1, 24), rng(1, 40)
+    local shapes = {{rows, cols}}
+    for i = 2, n do shapes[i] = rng() < 0.2 and {1, cols} or rng() < 0.2 and {cols} or {rows, cols} end
+    local prog = {}
+    local function add(op, a, b)
+        prog[#prog + 1] = {op = op, a = a, b = b}
+        return n + #prog
+    end
+    local function chain(first, last)
+        local v = first
+        for i = first + 1, last do
+            if rng() < 0.4 then v = add(dags.UNARY[rng(1, #dags.UNARY)], v) end
+            local op = dags.BINARY[rng(1, #dags.BINARY)]
+            if rng() < 0.5 and op ~= "div" then v = add(op, i, v) else v = add(op, v, i) end
+        end
+        return v
+    end
+    local k = rng(1, n - 1)
+    local left, right = chain(1, k), chain(k + 1, n)
+    add(dags.BINARY[rng(1, 3)], left, right)
+    return shapes, prog
+end
+
+-- Random programs over 6-9 inputs: every group fits a kernel (none runs eagerly for its
+-- inputs), and the compiled result is within the eager program's bound.
+function test_random_wide_programs_are_cut_to_fit()
+    math.randomseed(21)
+    local cut, groups = 0, 0
+    for case = 1, 12 do -- each case compiles 2-4 kernels (~2 s each on a loaded 2-core host)
+        local shapes, prog = wide_case(math.random)
+        local inputs = {}
+        for i, sh in ipairs(shapes) do inputs[i] = wb.randn(sh) end
+        local f = wb.compile(function(...) return dags.run(prog, #shapes, dags.apply, ...) end)
+        local got = f(table.unpack(inputs))
+        local ex = f:explain()
+        lu.assertNotStrContains(ex, "takes at most", "case " .. case)
+        for n in ex:gmatch("%((%d+) inputs?%), moves") do
+            lu.assertTrue(tonumber(n) <= 5, string.format("case %d: a group of %s inputs\n%s", case, n, ex))
+            groups = groups + 1
+        end
+        if ex:find("more than 5 inputs", 1, true) then cut = cut + 1 end
+        local z = dags.bound(prog, inputs)
+        local i, j, g, w, e = B.first_outside(got:expand(shapes[1]), z)
+        if i then
+            lu.fail(string.format("case %d: [%d][%d] = %.9g, expected %.9g, |difference| %.3g > bound %.3g\n%s", case, i, j,
+                g, w, math.abs(g - w), e, ex))
+        end
+    end
+    print(string.format("\nwide programs: %d of 12 cut for their inputs, %d generated groups", cut, groups))
+    lu.assertTrue(cut >= 6, "too few programs needed a cut: " .. cut)
+end
+
 -- A pair the hand-written kernel covers whole: whichever of the two measured faster runs, and
 -- explain gives both times; the choice is kept for the shape (a second compile reuses it).
 function test_gated_pair_picks_the_faster_kernel_measured()

@@ -294,9 +294,18 @@ function M.cuda_source(g)
     return table.concat(out, "\n") .. "\n"
 end
 
--- Fusion groups over the live nodes of a plan. uses: tensor -> number of uses (outputs count).
--- Returns the groups, each {nodes = {...} in plan order, root = node, inputs = {...}}.
-function M.groups(live, uses)
+-- Fusion groups over the live nodes of a plan. uses: tensor -> number of uses (outputs count);
+-- max_inputs: the most distinct tensor inputs a generated kernel takes (wb.codegen.max_inputs).
+-- Returns the groups, each {nodes = {...} in plan order, root = node, inputs = {...}, limited =
+-- {tensor = true}: the inputs whose producer would have joined but for max_inputs}.
+--
+-- A group grows from its last op backwards over every elementwise producer used only there. A
+-- producer joins with all it can bring along (its own producers, recursively) when the group
+-- stays within max_inputs; else alone when that fits; else not at all: its result is written
+-- once and read once, and it roots a group of its own. So a chain of more inputs than a kernel
+-- takes becomes several generated kernels, not eager ops.
+function M.groups(live, uses, max_inputs)
+    max_inputs = max_inputs or math.huge
     local group_of, groups = {}, {}
     local by_out = {}
     for _, nd in ipairs(live) do
@@ -305,16 +314,51 @@ function M.groups(live, uses)
     for k = #live, 1, -1 do -- consumers first: a group grows from its last op backwards
         local nd = live[k]
         if M.word(nd) and not group_of[nd] then
-            local g = {nodes = {}, root = nd, set = {}}
-            -- absorb producers: elementwise, used only here, not yet in a group
+            local g = {nodes = {}, root = nd, set = {}, limited = {}}
+            local function joins(p) -- p may join: elementwise, used only here, not yet in a group
+                return p and M.word(p) and not group_of[p] and not g.set[p] and uses[p.out] == 1 and p.seg == nd.seg
+            end
+            -- the distinct inputs of the group's nodes plus `extra` (a set of nodes)
+            local function inputs_with(extra)
+                local seen, n = {}, 0
+                local function scan(m)
+                    for i = 1, (ARITY[M.word(m)] or 1) do
+                        local v = m.args[i]
+                        local p = is_tensor(v) and by_out[v]
+                        if is_tensor(v) and not (p and (g.set[p] or extra[p])) and not seen[v] then
+                            seen[v] = true
+                            n = n + 1
+                        end
+                    end
+                end
+                for m in pairs(g.set) do scan(m) end
+                for m in pairs(extra) do scan(m) end
+                return n
+            end
+            -- p and every producer that could join below it
+            local function closure(p, into)
+                into[p] = true
+                for i = 1, (ARITY[M.word(p)] or 1) do
+                    local v = p.args[i]
+                    local q = is_tensor(v) and by_out[v]
+                    if joins(q) and not into[q] then closure(q, into) end
+                end
+                return into
+            end
             local function absorb(n)
                 for i = 1, (ARITY[M.word(n)] or 1) do
                     local v = n.args[i]
                     local p = is_tensor(v) and by_out[v]
-                    if p and M.word(p) and not group_of[p] and uses[v] == 1 and p.seg == nd.seg then
-                        g.set[p] = true
-                        group_of[p] = g
-                        absorb(p)
+                    if joins(p) then
+                        local all = closure(p, {})
+                        if inputs_with(all) <= max_inputs then
+                            for m in pairs(all) do g.set[m], group_of[m] = true, g end
+                        elseif inputs_with({[p] = true}) <= max_inputs then
+                            g.set[p], group_of[p] = true, g
+                            absorb(p)
+                        else
+                            g.limited[v] = true
+                        end
                     end
                 end
             end

@@ -63,6 +63,8 @@ local function cuts(g, by_out, live, uses, outputs, arg_of)
         elseif not p then why = "a tensor from outside the function"
         elseif not codegen.word(p) then why = p.op .. "'s result, not elementwise"
         elseif p.seg ~= g.root.seg then why = p.op .. "'s result, before an in-place write"
+        elseif g.limited and g.limited[t] then
+            why = string.format("%s's result: with it the kernel would take more than %d inputs", p.op, wb.codegen.max_inputs)
         else why = p.op .. "'s result, read by " .. plural(uses[t], "op") end
         parts[#parts + 1] = string.format("in%d %s", i, why)
     end
@@ -74,6 +76,9 @@ local function cuts(g, by_out, live, uses, outputs, arg_of)
     local out = {}
     if result then out[#out + 1] = "a result of the function" end
     if #readers > 1 then out[#out + 1] = "read by " .. plural(#readers, "op") .. " (" .. table.concat(readers, ", ") .. ")"
+    elseif #readers == 1 and g.out_limited then
+        out[#out + 1] = string.format("read by %s, in the next kernel: together they would take more than %d inputs",
+            readers[1], wb.codegen.max_inputs)
     elseif #readers == 1 then out[#out + 1] = "read by " .. readers[1] .. ", not elementwise" end
     parts[#parts + 1] = "out " .. table.concat(out, "; ")
     return table.concat(parts, "; ")
@@ -253,7 +258,12 @@ function G.generate(self, live, outputs, arg_of, originals)
     local by_out = {}
     for _, nd in ipairs(live) do if not nd.inplace then by_out[nd.out] = nd end end
     local report, dead, plan_before = {}, {}, {}
-    local groups = codegen.groups(live, uses)
+    local groups = codegen.groups(live, uses, wb.codegen.max_inputs)
+    local root_of = {}
+    for _, g in ipairs(groups) do root_of[g.root.out] = g end
+    for _, g in ipairs(groups) do
+        for t in pairs(g.limited) do if root_of[t] then root_of[t].out_limited = true end end
+    end
     for _, g in ipairs(groups) do g.cuts = cuts(g, by_out, live, uses, outputs, arg_of) end -- before any rewrite
     for _, g in ipairs(groups) do
         if #g.nodes >= 2 or (#g.nodes == 1 and gemm_of(g, by_out, uses)) then -- one op: worth it in an epilogue
@@ -270,7 +280,9 @@ function G.generate(self, live, outputs, arg_of, originals)
                 if t.dtype ~= dtype then why = "mixed dtypes (" .. t.dtype .. " and " .. dtype .. ")" end
                 if t.device ~= device then why = "mixed devices (" .. t.device .. " and " .. device .. ")" end
             end
-            if #g.inputs > 5 then why = plural(#g.inputs, "input") .. " (a generated kernel takes at most 5)" end
+            if #g.inputs > wb.codegen.max_inputs then -- groups are cut to fit; kept as the last guard
+                why = string.format("%s (a generated kernel takes at most %d)", plural(#g.inputs, "input"), wb.codegen.max_inputs)
+            end
             if #g.inputs == 0 then why = "no tensor inputs" end
             if not why then why = device_blocked(device) end
             local k, compiled, reason
