@@ -141,6 +141,14 @@ step mlp_sweep_bf16 80 "$WB" --device cuda experiments/mlp_sweep.lua --tokens 81
     --iters 10 --trace-tokens 8192 --out "$OUT/mlp_sweep_bf16"
 step mlp_sweep_f32 40 "$WB" --device cuda experiments/mlp_sweep.lua --tokens 1,16 --rounds 2 --iters 20 \
     --trace-tokens 16 --out "$OUT/mlp_sweep_f32"
+# diff --ab restarts the device tracer every step (never run on a GPU before): eager gelu*mul
+# against the one geglu kernel, interleaved, 5 steps each
+printf '%s\n' 'local g, u = wb.randn({512, 3072}, {device = "cuda"}), wb.randn({512, 3072}, {device = "cuda"})' \
+    'return function() wb.profiler.range("act", function() return wb.gelu(g, {approximate = "tanh"}) * u end) end' \
+    > "$OUT/ab_eager.lua"
+printf '%s\n' 'local g, u = wb.randn({512, 3072}, {device = "cuda"}), wb.randn({512, 3072}, {device = "cuda"})' \
+    'return function() wb.profiler.range("act", function() return wb.geglu(g, u) end) end' > "$OUT/ab_fused.lua"
+step diff_ab 40 "$WB" diff --ab --steps 5 "$OUT/ab_eager.lua" "$OUT/ab_fused.lua"
 
 # 5. what the logs say, then the table last
 echo "== facts from the tests =="
@@ -148,6 +156,8 @@ grep -E "linear kernel:|launch records:|GELU_BIAS epilogue|codegen on cuda:" "$O
 grep -E "^(FAILED|Ran |OK)|^[0-9]+\)" "$OUT/test_cuda.log" "$OUT/test_cuda_gpu.log" | head -20
 echo "== lessons (cuda) =="
 grep -hE "All expectations|rel. error|failed|^(eager|fused|dual) " "$OUT/linear_anatomy.log" "$OUT/mlp_anatomy.log" | head -10
+echo "== diff --ab on cuda (eager gelu*mul vs geglu) =="
+grep -E "geglu|gelu|mul|rror" "$OUT/diff_ab.log" | head -8
 echo "== mlp_sweep (tokens, mode, median ms, ..., kernels, host us, vs eager) =="
 for f in "$OUT/mlp_sweep_bf16.log" "$OUT/mlp_sweep_f32.log"; do
     [ -f "$f" ] && grep -E "^[0-9]+ +(eager|fused|dual|compiled|graph) |bf16 eager vs|disagrees|rror" "$f" | head -14
