@@ -24,6 +24,9 @@ parser:option("--dim", "Model dimension.", "768"):convert(args.int("--dim", 1, 6
 parser:option("--hidden", "Hidden dimension.", "3072"):convert(args.int("--hidden", 1, 262144))
 parser:option("--mlp", "The gated MLP: geglu (gelu_tanh) or swiglu (silu).", "geglu"):choices({"geglu", "swiglu"})
 parser:flag("--no-breakdown", "Skip the table of where the time goes.")
+parser:option("--only", "Run only this path --forwards times at the first token and thread count, untimed (for " ..
+    "an instruction counter: the difference of two counts is the forwards' own).", nil):choices({"dual", "fused"})
+parser:option("--forwards", "Forwards of --only.", "1"):convert(args.int("--forwards", 1, 1000))
 local opts = args.parse(parser)
 local dim, hidden = opts.dim, opts.hidden
 local dual_op, fused_op = wb[opts.mlp .. "_linear"], wb[opts.mlp .. "_mlp"]
@@ -38,6 +41,16 @@ local function dual(x)
     return y
 end
 local function fused(x) return fused_op(x, wg, wu, wd) end
+
+if opts.only then
+    wb.set_num_threads(opts.threads[1])
+    local x = wb.randn({opts.tokens[1], dim})
+    local run = opts.only == "dual" and dual or fused
+    for _ = 1, opts.forwards do run(x):release() end
+    print(string.format("%s: %d forwards of %d tokens on %d thread%s", opts.only, opts.forwards, opts.tokens[1],
+        opts.threads[1], opts.threads[1] == 1 and "" or "s"))
+    return
+end
 
 print(string.format("%s MLP dim %d hidden %d, f32, CPU path %s (%s); dual/fused above 1: fused is faster",
     opts.mlp, dim, hidden, wb.cpu_isa(), wb.device_info("cpu").name))
@@ -84,7 +97,7 @@ for _, threads in ipairs(opts.threads) do
                 wb._mlp_phases(true)
                 parts.fused[r] = batch(fused)
                 local ph = wb._mlp_phases(false)
-                local per = 1e-9 / ph.runs
+                local per = 1e-9 / math.max(ph.runs, 1) -- (none on a device where the op is two kernels)
                 parts.pack_x[r], parts.gated[r], parts.fdown[r] = ph.pack_x_ns * per, ph.gated_ns * per, ph.down_ns * per
                 parts.rest[r] = (ph.total_ns - ph.pack_x_ns - ph.gated_ns - ph.down_ns) * per
             end
