@@ -151,13 +151,37 @@ static const float *spread_share(const geometry *g, int64_t rows, int64_t jt, in
     return g->p->packed_gate_up + (jt + 1) * floats;
 }
 
+/* dst[c*mr + r] = tile[r*width + c]: inlined where the sizes are constants, so it unrolls. */
+static inline __attribute__((always_inline)) void transpose_tile(float *dst, const float *tile, int rows, int mr,
+                                                                  int width) {
+    for (int c = 0; c < width; c++)
+        for (int r = 0; r < rows; r++) dst[c * mr + r] = tile[r * width + c];
+}
+
 /* Writes the tile's hidden columns in [lo, hi) into the down GEMM's packed A: the column's K
  * block q (of kc_down) starts at column c0 = q*kc_down; its row tile `it` of rt is a kc x mr
  * sliver at buffer + (c0 - buffer_c0)*rt*mr + it*kc*mr (the driver's packed-A layout per block). */
+
 static void scatter(const geometry *g, const float *tile, int rows, int64_t jt, int64_t lo, int64_t hi, float *buffer,
                     int64_t buffer_c0, int64_t rt, int64_t it) {
-    const int mr = g->mr;
-    int64_t c_lo = jt * g->width > lo ? jt * g->width : lo, c_hi = min64(jt * g->width + g->width, hi);
+    const int mr = g->mr, width = g->width;
+    int64_t c_lo = jt * width > lo ? jt * width : lo, c_hi = min64(jt * width + width, hi);
+    const int64_t block0 = c_lo / g->kc_down * g->kc_down;
+    /* The common case, the whole tile in [lo, hi) and in one K block: its columns are columns of
+     * one sliver, mr floats apart, a transpose of the tile. Written out for the ISAs' full tiles
+     * (cachegrind, 128 tokens: the per-column form below took ~4 M instructions a forward more than
+     * the dual GEMM's driver and the down GEMM's packing of the hidden together, ~1.8% of all). */
+    if (c_lo == jt * width && c_hi == c_lo + width && c_hi <= block0 + g->kc_down) {
+        const int64_t kc = min64(g->kc_down, g->p->h - block0);
+        float *dst = buffer + (block0 - buffer_c0) * rt * mr + it * kc * mr + (c_lo - block0) * mr;
+        if (mr == 6 && width == 8 && rows == 6)
+            transpose_tile(dst, tile, 6, 6, 8);
+        else if (mr == 12 && width == 16 && rows == 12)
+            transpose_tile(dst, tile, 12, 12, 16);
+        else
+            transpose_tile(dst, tile, rows, mr, width);
+        return;
+    }
     for (int64_t col = c_lo; col < c_hi; col++) {
         int64_t c0 = col / g->kc_down * g->kc_down, kc = min64(g->kc_down, g->p->h - c0);
         float *dst = buffer + (c0 - buffer_c0) * rt * mr + it * kc * mr + (col - c0) * mr;
