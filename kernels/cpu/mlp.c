@@ -168,9 +168,10 @@ static void scatter(const geometry *g, const float *tile, int rows, int64_t jt, 
     int64_t c_lo = jt * width > lo ? jt * width : lo, c_hi = min64(jt * width + width, hi);
     const int64_t block0 = c_lo / g->kc_down * g->kc_down;
     /* The common case, the whole tile in [lo, hi) and in one K block: its columns are columns of
-     * one sliver, mr floats apart, a transpose of the tile. Written out for the ISAs' full tiles
-     * (cachegrind, 128 tokens: the per-column form below took ~4 M instructions a forward more than
-     * the dual GEMM's driver and the down GEMM's packing of the hidden together, ~1.8% of all). */
+     * one sliver, mr floats apart, a transpose of the tile, unrolled for the ISAs' full tiles.
+     * Cachegrind, 768 x 3072 x 768 at 128 tokens on AVX2: this driver (the loops, this scatter)
+     * took 6.35 M instructions a forward with the per-column form below for every tile, 2.99 M with
+     * this (the dual path's GEMM driver and packing of x and the hidden: 1.88 M + 1.55 M). */
     if (c_lo == jt * width && c_hi == c_lo + width && c_hi <= block0 + g->kc_down) {
         const int64_t kc = min64(g->kc_down, g->p->h - block0);
         float *dst = buffer + (block0 - buffer_c0) * rt * mr + it * kc * mr + (c_lo - block0) * mr;
