@@ -11,7 +11,7 @@
 -- per round, a batch of dual forwards and a batch of fused ones (A B A B ...), each batch timed as
 -- process CPU time on 1 thread (a descheduled process does not count) and as wall time on more;
 -- the ratio dual/fused per round (above 1: fused is faster), its median and range over rounds.
--- Then where the time goes (--breakdown, on by default): per round, the dual path's two kernels
+-- Then where the time goes (unless --no-breakdown): per round, the dual path's two kernels
 -- timed apart (the dual GEMM x -> hidden; the down linear hidden -> out) and a fused batch with the
 -- kernel's phase counts on (wb._mlp_phases: thread CPU time in packing x, the dual tiles, the down
 -- GEMM; the rest is the barrier, rounding, loops), ms per forward, medians over rounds.
