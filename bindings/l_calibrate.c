@@ -1,7 +1,10 @@
 /* l_calibrate.c: the raw calibration primitives for scripts/wb/calibrate.lua (wb._cpu_caches,
  * wb._read_gbs, wb._cpu_clock_mhz, wb._cpu_fma_lanes, wb._cpu_model), wb.device_info routed
  * through that module so the CPU's ceilings are calibrated until stable and cached, and
- * wb.cpu_blocking (the GEMM's cache blocking, derived from the same caches). */
+ * wb.cpu_blocking (the GEMM's cache blocking, derived from the same caches), and the one-kernel
+ * MLP's opt-in phase times (wb._mlp_phases, for experiments/mlp_fused_vs_dual.lua). */
+#include <wb_kernels/mlp.h>
+
 #include "calibrate.h"
 #include "wb_lua.h"
 
@@ -94,6 +97,28 @@ static int l_cpu_clock_mhz(lua_State *L) {
     return 1;
 }
 
+/* wb._mlp_phases([on]) -> {runs=, pack_x_ns=, gated_ns=, down_ns=, total_ns=}: the counts so far
+ * (wb_kernels/mlp.h says what each phase is); true zeroes them and counts the runs that follow,
+ * false stops counting. */
+static int l_mlp_phases(lua_State *L) {
+    if (!lua_isnoneornil(L, 1)) {
+        if (!lua_isboolean(L, 1)) return wb_lua_raise(L, "_mlp_phases: expected true, false or nothing, got %s", luaL_typename(L, 1));
+        wb_mlp_phases_count(lua_toboolean(L, 1));
+    }
+    wb_mlp_phases ph = wb_mlp_phases_read();
+    const struct {
+        const char *name;
+        int64_t value;
+    } fields[] = {{"runs", ph.runs},       {"pack_x_ns", ph.pack_x_ns}, {"gated_ns", ph.gated_ns},
+                  {"down_ns", ph.down_ns}, {"total_ns", ph.total_ns}};
+    lua_createtable(L, 0, 5);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        lua_pushinteger(L, (lua_Integer)fields[i].value);
+        lua_setfield(L, -2, fields[i].name);
+    }
+    return 1;
+}
+
 static int l_cpu_fma_lanes(lua_State *L) {
     lua_pushinteger(L, wb_cpu_fma_lanes());
     return 1;
@@ -120,7 +145,7 @@ static int l_device_info(lua_State *L) {
 static const luaL_Reg calibrate[] = {
     {"_cpu_caches", l_cpu_caches},     {"_read_gbs", l_read_gbs}, {"_cpu_clock_mhz", l_cpu_clock_mhz},
     {"_cpu_fma_lanes", l_cpu_fma_lanes}, {"_cpu_model", l_cpu_model}, {"cpu_blocking", l_cpu_blocking},
-    {"set_cpu_blocking", l_set_cpu_blocking},
+    {"set_cpu_blocking", l_set_cpu_blocking}, {"_mlp_phases", l_mlp_phases},
     {NULL, NULL},
 };
 

@@ -11,6 +11,10 @@
 -- per round, a batch of dual forwards and a batch of fused ones (A B A B ...), each batch timed as
 -- process CPU time on 1 thread (a descheduled process does not count) and as wall time on more;
 -- the ratio dual/fused per round (above 1: fused is faster), its median and range over rounds.
+-- Then where the time goes (unless --no-breakdown): per round, the dual path's two kernels
+-- timed apart (the dual GEMM x -> hidden; the down linear hidden -> out) and a fused batch with the
+-- kernel's phase counts on (wb._mlp_phases: thread CPU time in packing x, the dual tiles, the down
+-- GEMM; the rest is the barrier, rounding, loops), ms per forward, medians over rounds.
 local args = require("wb.args")
 local parser = args.parser("mlp_fused_vs_dual.lua", "The one-kernel MLP against the dual GEMM + down linear, alternated.")
 parser:option("--tokens", "Token counts, comma-separated.", "1,16,128,512"):convert(args.ints("--tokens", 1, 65536))
@@ -19,6 +23,10 @@ parser:option("--rounds", "Alternating rounds.", "9"):convert(args.int("--rounds
 parser:option("--dim", "Model dimension.", "768"):convert(args.int("--dim", 1, 65536))
 parser:option("--hidden", "Hidden dimension.", "3072"):convert(args.int("--hidden", 1, 262144))
 parser:option("--mlp", "The gated MLP: geglu (gelu_tanh) or swiglu (silu).", "geglu"):choices({"geglu", "swiglu"})
+parser:flag("--no-breakdown", "Skip the table of where the time goes.")
+parser:option("--only", "Run only this path --forwards times at the first token and thread count, untimed (for " ..
+    "an instruction counter: the difference of two counts is the forwards' own).", nil):choices({"dual", "fused"})
+parser:option("--forwards", "Forwards of --only.", "1"):convert(args.int("--forwards", 1, 1000))
 local opts = args.parse(parser)
 local dim, hidden = opts.dim, opts.hidden
 local dual_op, fused_op = wb[opts.mlp .. "_linear"], wb[opts.mlp .. "_mlp"]
@@ -34,10 +42,21 @@ local function dual(x)
 end
 local function fused(x) return fused_op(x, wg, wu, wd) end
 
+if opts.only then
+    wb.set_num_threads(opts.threads[1])
+    local x = wb.randn({opts.tokens[1], dim})
+    local run = opts.only == "dual" and dual or fused
+    for _ = 1, opts.forwards do run(x):release() end
+    print(string.format("%s: %d forwards of %d tokens on %d thread%s", opts.only, opts.forwards, opts.tokens[1],
+        opts.threads[1], opts.threads[1] == 1 and "" or "s"))
+    return
+end
+
 print(string.format("%s MLP dim %d hidden %d, f32, CPU path %s (%s); dual/fused above 1: fused is faster",
     opts.mlp, dim, hidden, wb.cpu_isa(), wb.device_info("cpu").name))
 print(string.format("%7s %7s %12s %12s %22s", "threads", "tokens", "dual ms", "fused ms", "dual/fused median [range]"))
 local was_threads = wb.get_num_threads()
+local breakdown = {}
 for _, threads in ipairs(opts.threads) do
     wb.set_num_threads(threads)
     local clock = threads == 1 and os.clock or function() return wb.time_ns() / 1e9 end
@@ -69,7 +88,39 @@ for _, threads in ipairs(opts.threads) do
         local mid = (opts.rounds + 1) // 2
         print(string.format("%7d %7d %12.3f %12.3f %8.3f [%.3f, %.3f]", threads, tokens, td[mid] * 1e3, tf[mid] * 1e3,
             ratios[mid], ratios[1], ratios[opts.rounds]))
+        if not opts.no_breakdown then
+            local h = dual_op(x, wg, wu)
+            local parts = {gemm = {}, down = {}, fused = {}, pack_x = {}, gated = {}, fdown = {}, rest = {}}
+            for r = 1, opts.rounds do
+                parts.gemm[r] = batch(function(v) return dual_op(v, wg, wu) end)
+                parts.down[r] = batch(function() return wb.linear(h, wd) end)
+                wb._mlp_phases(true)
+                parts.fused[r] = batch(fused)
+                local ph = wb._mlp_phases(false)
+                local per = 1e-9 / math.max(ph.runs, 1) -- (none on a device where the op is two kernels)
+                parts.pack_x[r], parts.gated[r], parts.fdown[r] = ph.pack_x_ns * per, ph.gated_ns * per, ph.down_ns * per
+                parts.rest[r] = (ph.total_ns - ph.pack_x_ns - ph.gated_ns - ph.down_ns) * per
+            end
+            h:release()
+            local med = {}
+            for k, v in pairs(parts) do
+                table.sort(v)
+                med[k] = v[mid] * 1e3
+            end
+            breakdown[#breakdown + 1] = {threads = threads, tokens = tokens, m = med}
+        end
         x:release()
     end
 end
 wb.set_num_threads(was_threads)
+if #breakdown > 0 then
+    print("\nwhere the time goes, ms per forward (medians over rounds; the fused kernel's phases in thread CPU time " ..
+        "summed over threads, the rest in the clock above):")
+    print(string.format("%7s %7s | %10s %10s %10s | %10s %10s %10s %10s %10s", "threads", "tokens", "dual GEMM",
+        "down lin.", "sum", "fused", "pack x", "dual tiles", "down", "rest"))
+    for _, b in ipairs(breakdown) do
+        local m = b.m
+        print(string.format("%7d %7d | %10.3f %10.3f %10.3f | %10.3f %10.3f %10.3f %10.3f %10.3f", b.threads, b.tokens,
+            m.gemm, m.down, m.gemm + m.down, m.fused, m.pack_x, m.gated, m.fdown, m.rest))
+    end
+end

@@ -75,6 +75,42 @@ function test_kept_as_two_kernels_where_it_does_not_pay()
     lu.assertNotStrContains(fb:explain(), "geglu_mlp")
 end
 
+-- The plan the model chose for one thread count is not replayed on another: compiled at 2 threads
+-- with 2 * MAX_TOKENS tokens (MAX_TOKENS a thread: the one kernel), then called on 1 thread (over
+-- MAX_TOKENS a thread: the two kernels), and back. Before the guard held the thread count, the
+-- 1-thread call replayed the 2-thread plan's one kernel.
+function test_thread_count_is_guarded()
+    wb.manual_seed(13)
+    local m = wb.nn.GeGLUMLP(32, 96, {bias = false})
+    local x = wb.randn({2 * cost.MAX_TOKENS, 32})
+    local f = wb.compile(function(v) return m(v) end)
+    local function kernels_on(threads)
+        local ks
+        with_threads(threads, function()
+            B.assert_within_bound(f(x), B.mlp(m, x), threads .. " threads")
+            ks = kernels_in_region(function() f(x) end)
+        end)
+        return ks
+    end
+    local one = kernels_on(1)
+    lu.assertEquals(#one, 2, f:explain())
+    with_threads(2, function()
+        if wb.get_num_threads() < 2 then lu.skip("a machine with one CPU") end
+    end)
+    local two = kernels_on(2)
+    lu.assertEquals(#two, 1, f:explain())
+    lu.assertStrContains(two[1], "mlp")
+    lu.assertEquals(#kernels_on(1), 2, f:explain()) -- the 1-thread entry again, not the last one
+    lu.assertEquals(f:signatures(), 2)
+    lu.assertStrContains(f:explain(), "threads:1]")
+    lu.assertStrContains(f:explain(), "threads:2]")
+    -- a plan no cost model chose by threads keeps one signature whatever the count
+    local g = wb.compile(function(v) return wb.gelu(v) * 2 end)
+    with_threads(1, function() g(x) end)
+    with_threads(2, function() g(x) end)
+    lu.assertEquals(g:signatures(), 1)
+end
+
 -- The model itself: per thread, cpu f32 only, and its words.
 function test_cost_model()
     with_threads(1, function()

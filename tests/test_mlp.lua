@@ -200,6 +200,31 @@ function TestMlp:test_nn_fused_mlp_forward()
     end
 end
 
+-- The opt-in phase counts (wb._mlp_phases, printed by experiments/mlp_fused_vs_dual.lua): off, a
+-- run counts nothing; on, each run counts once per thread slot's maximum, every phase within the
+-- total; the token split and the column split both fill them; a bad argument is named.
+function TestMlp:test_phase_counts()
+    wb.manual_seed(50)
+    local m = wb.nn.GeGLUMLP(96, 448, {bias = false})
+    local x = wb.randn({16, 96})
+    local before = wb._mlp_phases(false)
+    fused("geglu", m, x):release()
+    lu.assertEquals(wb._mlp_phases(), before, "counted while off")
+    for _, threads in ipairs({1, 2}) do
+        with_threads(threads, function()
+            lu.assertEquals(wb._mlp_phases(true).runs, 0, "on zeroes the counts")
+            for _ = 1, 3 do fused("geglu", m, x):release() end
+            local ph = wb._mlp_phases(false)
+            lu.assertEquals(ph.runs, 3)
+            for _, k in ipairs({"pack_x_ns", "gated_ns", "down_ns"}) do
+                lu.assertTrue(ph[k] > 0, k .. " on " .. threads .. " threads")
+            end
+            lu.assertTrue(ph.pack_x_ns + ph.gated_ns + ph.down_ns <= ph.total_ns)
+        end)
+    end
+    raises("_mlp_phases: expected true, false or nothing, got string", function() return wb._mlp_phases("on") end)
+end
+
 function TestMlp:test_bad_shapes_are_named()
     local x, wg, wu, wd = wb.zeros({4, 16}), wb.zeros({40, 16}), wb.zeros({40, 16}), wb.zeros({16, 40})
     raises("geglu_mlp: x has 12 features but w_gate and w_up expect 16",

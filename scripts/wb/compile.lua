@@ -23,7 +23,8 @@
 --                                              takes it with what follows)
 -- (an intermediate is fused away only when nothing else uses it). The rewritten plan is
 -- captured with wb.graph.capture and replayed on later calls. Guards: the signature is the
--- shapes, dtypes and devices of the tensor arguments and the values of the others; a new
+-- shapes, dtypes and devices of the tensor arguments and the values of the others, and the
+-- thread count where a cost model chose the plan by it (wb.compile_mlp); a new
 -- signature is traced again, up to opts.max_signatures (8), then the call fails with a message.
 -- A later call's tensor arguments are bound into the replayed launches (their data pointers
 -- rewritten, no copy kernel) when they have the traced strides and are not buffers the graph
@@ -319,7 +320,8 @@ rules[4] = function(nodes, uses, prod, applied, opts) -- gelu(GEMM) or silu(GEMM
 end
 
 -- linear(dual GEMM with no gate or up bias, Wd[, b]) -> the one-kernel MLP, where wb.compile_mlp's
--- cost model says it pays; where it does not, opts.notes says why (once per down linear).
+-- cost model says it pays; where it does not, opts.notes says why (once per down linear). The
+-- thread count the model's answer used goes to opts.depends.threads (the entry's guard).
 rules[5] = function(nodes, uses, prod, applied, opts)
     for _, nd in ipairs(nodes) do
         local h, wd, b = linear_parts(nd)
@@ -327,8 +329,9 @@ rules[5] = function(nodes, uses, prod, applied, opts)
         local spec
         for _, s in pairs(GATED) do if d and d.op == s.dual then spec = s end end
         if spec and uses[d.out] == 1 and d.seg == nd.seg and d.args[4] == nil and d.args[5] == nil then
-            local pays, why = mlp_cost.pays(d.args[1], spec.mlp)
+            local pays, why, threads = mlp_cost.pays(d.args[1], spec.mlp)
             opts.weighed[nd] = true
+            if threads then opts.depends.threads = threads end
             if pays then
                 applied[#applied + 1] = string.format("%s+linear -> %s (%s)", spec.dual, spec.mlp, why)
                 nd.op, nd.args, d.dead = spec.mlp, table.pack(d.args[1], d.args[2], d.args[3], wd, b), true
@@ -342,7 +345,7 @@ end
 -- Applies the rules until none fires; returns the names of the rewrites, in order.
 local function fuse(nodes, outputs, opts)
     local applied = {}
-    opts.notes, opts.weighed = opts.notes or {}, opts.weighed or {}
+    opts.notes, opts.weighed, opts.depends = opts.notes or {}, opts.weighed or {}, opts.depends or {}
     local again = true
     while again do
         again = false
@@ -369,7 +372,7 @@ function M.compile(fn, opts)
     local max_sig = opts.max_signatures or 8
     if math.type(max_sig) ~= "integer" or max_sig < 1 then error("compile: max_signatures must be a positive integer", 2) end
     return setmetatable({fn = fn, entries = {}, order = {}, max_signatures = max_sig, fusion = opts.fuse ~= false,
-        codegen = opts.codegen ~= false, kernels = {}, sources = {}}, Compiled)
+        codegen = opts.codegen ~= false, kernels = {}, sources = {}, threaded = {}}, Compiled)
 end
 
 -- Builds the entry for one signature: trace on the caller's arguments, fuse, then capture the
@@ -383,8 +386,9 @@ function Compiled:_build(args, n)
         end
     end
     local generating = self.codegen and not generate.blocked()
-    local notes, weighed = {}, {}
-    local applied = self.fusion and fuse(nodes, outputs, {defer_gated = generating, notes = notes, weighed = weighed}) or {}
+    local notes, weighed, depends = {}, {}, {}
+    local applied = self.fusion and
+        fuse(nodes, outputs, {defer_gated = generating, notes = notes, weighed = weighed, depends = depends}) or {}
     local statics, remap = {}, {}
     for i = 1, n do
         if is_tensor(args[i]) then
@@ -402,7 +406,9 @@ function Compiled:_build(args, n)
     local live, generated, off = alive(), {}, nil
     if generating then live, generated, off = generate.generate(self, live, outputs, arg_of, originals) end
     if off and self.fusion then -- no generator after all: the pattern rules the generator deferred
-        for _, f in ipairs(fuse(nodes, outputs, {notes = notes, weighed = weighed})) do applied[#applied + 1] = f end
+        for _, f in ipairs(fuse(nodes, outputs, {notes = notes, weighed = weighed, depends = depends})) do
+            applied[#applied + 1] = f
+        end
         live = alive()
     end
     -- A number operand of a binary op is a 0-d tensor of the other operand's dtype and device;
@@ -452,7 +458,7 @@ function Compiled:_build(args, n)
         if epi and self.sources["wb_" .. epi] then self.sources[k.name] = self.sources["wb_" .. epi] end
     end
     return {graph = graph, statics = statics, inputs = inputs, copied = copied, n = n, ops = names, fusions = applied,
-        traced_ops = #nodes, generated = generated, constants = constants, notes = notes}
+        traced_ops = #nodes, generated = generated, constants = constants, notes = notes, threads = depends.threads}
 end
 
 -- The guard of the entry used last, checked without building the signature string: every tensor
@@ -472,10 +478,16 @@ local function same_call(e, n, ...)
     return true
 end
 
+-- An entry whose plan a cost model chose for the thread count of its trace (entry.threads) is
+-- kept under its signature and that count: a call on another count traces again (a signature of
+-- its own), as a call with new shapes does.
+local function with_threads(sig, threads) return string.format("%s | threads:%d", sig, threads) end
+
 -- The entry for these arguments (traced and captured on first sight), its inputs bound or copied.
 function Compiled:_entry(n, ...)
     local args = table.pack(...)
-    local sig = signature(args, n)
+    local base = signature(args, n)
+    local sig = self.threaded[base] and with_threads(base, wb.get_num_threads()) or base
     local entry = self.entries[sig]
     if not entry then
         if #self.order >= self.max_signatures then
@@ -484,6 +496,10 @@ function Compiled:_entry(n, ...)
                 self.max_signatures, table.concat(self.order, "; ")), 3)
         end
         entry = self:_build(args, n)
+        if entry.threads and not self.threaded[base] then
+            self.threaded[base] = true
+            sig = with_threads(base, entry.threads)
+        end
         entry.values, entry.bind, entry.replay = {}, entry.graph.bind, entry.graph.replay
         entry.run, entry.outputs, entry.tensors_only = entry.graph.run, entry.graph.outputs, true
         for i = 1, n do
@@ -503,6 +519,8 @@ end
 
 function Compiled:__call(...)
     local entry = self.last
+    -- (the last entry only while the thread count its plan was chosen for holds)
+    if entry and entry.threads and entry.threads ~= wb.get_num_threads() then entry = nil end
     -- the common case, all arguments tensors of the last signature: guard, binding, the profiler
     -- range and the replay in one C call
     if not (entry and entry.tensors_only and entry.run(entry.graph, "compiled region", ...)) then

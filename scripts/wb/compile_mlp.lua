@@ -1,6 +1,7 @@
 -- compile_mlp.lua: wb.compile's cost model for the one-kernel MLP (wb.geglu_mlp, wb.swiglu_mlp) in
--- place of the dual GEMM and the down linear it would replace: pays(x, op) -> true or false, and
--- why in words (explain shows them).
+-- place of the dual GEMM and the down linear it would replace: pays(x, op) -> true or false, why
+-- in words (explain shows them), and the thread count the answer used (nil where none: wb.compile
+-- guards on it).
 --
 -- What was measured (experiments/mlp_fused_vs_dual.lua: dim 768, hidden 3072, f32, batches of
 -- forwards alternated with the dual's in one process, medians of 9 rounds' dual/fused ratios, two
@@ -32,10 +33,10 @@ function M.pays(x, op)
     if per_thread > M.MAX_TOKENS then
         return false, string.format("%d tokens on %d thread%s: more than %d a thread, where the fused kernel " ..
             "measured a tie at best against the dual GEMM + down GEMM", tokens, threads, threads == 1 and "" or "s",
-            M.MAX_TOKENS)
+            M.MAX_TOKENS), threads
     end
     return true, string.format("%d tokens on %d thread%s: at most %d a thread, where it measured a tie or " ..
-        "better against the dual GEMM + down GEMM: one kernel, no hidden activation in memory", tokens, threads, threads == 1 and "" or "s", M.MAX_TOKENS)
+        "better against the dual GEMM + down GEMM: one kernel, no hidden activation in memory", tokens, threads, threads == 1 and "" or "s", M.MAX_TOKENS), threads
 end
 
 return M

@@ -42,6 +42,19 @@ typedef struct wb_mlp_blocking {
 wb_mlp_blocking wb_mlp_blocking_rule(int mr, int64_t k, int64_t n, int64_t kc_down, int64_t rows, int64_t l2,
                                      int64_t l3_share);
 
+/* Where a run's time goes, opt-in (experiments/mlp_fused_vs_dual.lua prints it): thread CPU
+ * time in ns summed over the threads, per phase: packing x; the dual tiles (activation in
+ * registers, scattered into the hidden chunk); the down GEMM over the chunks; total is the
+ * threads' whole time inside the kernel (the rest: the column split's barrier, bf16 rounding,
+ * loop overhead). Counting reads the clock twice per phase of a block and hidden chunk. */
+typedef struct wb_mlp_phases {
+    int64_t runs;
+    int64_t pack_x_ns, gated_ns, down_ns, total_ns;
+} wb_mlp_phases;
+/* on: zero the counts and count the runs that follow; off: stop counting (the counts stay). */
+void wb_mlp_phases_count(int on);
+wb_mlp_phases wb_mlp_phases_read(void);
+
 /* Runs the MLP on an f32 ISA (not a k-pair one). Returns 0, or -1 when a buffer cannot be
  * allocated or the packed weights are missing (out is then incomplete). A problem with no input
  * or hidden feature needs no packed weights: out is the bias, or zero. */
