@@ -165,12 +165,11 @@ local function build_epilogue(self, g, e, words)
     local eg = {nodes = g.nodes, acc = e.acc, inputs = {}, inner_broadcast = {}, dtype = "f32",
         ops = e.node.op .. " " .. g.ops}
     for _, t in ipairs(g.inputs) do if t ~= e.acc then eg.inputs[#eg.inputs + 1] = t end end
-    if e.bias then
-        eg.inputs[#eg.inputs + 1] = e.bias
-        eg.bias_input = #eg.inputs
-    end
     local last = e.acc.shape[#e.acc.shape] or 1
     for i, t in ipairs(eg.inputs) do eg.inner_broadcast[i] = last > 1 and (t:dim() == 0 or t.shape[t:dim()] == 1) end
+    -- the bias stays in the GEMM's own store (a vector add per register, as the unfused GEMM
+    -- does); the op takes it after the epilogue's inputs
+    eg.gemm_bias = e.bias ~= nil
     local short = {}
     for i = 1, math.min(#words, 4) do short[i] = words[i] == "gelu_tanh" and "gelu" or words[i] end
     eg.symbol = "wb_epi_" .. table.concat(short, "_") .. "_" .. (self.kernel_count or 0)
@@ -179,12 +178,14 @@ local function build_epilogue(self, g, e, words)
     local compiled, reason
     if not k then
         k, compiled, reason = wb.codegen.build{symbol = eg.symbol, source = src, ops = eg.ops, dtype = "f32",
-            inputs = #eg.inputs, inner_broadcast = eg.inner_broadcast, epilogue = true}
+            inputs = #eg.inputs, inner_broadcast = eg.inner_broadcast, epilogue = true, bias = eg.gemm_bias}
     end
     if not k then return nil, compiled, reason end
     self.kernels[src] = k
     self.kernel_count = (self.kernel_count or 0) + 1
-    g.symbol, g.ops, g.inputs, g.epilogue_of = wb.codegen.name(k), eg.ops, eg.inputs, e.node.op
+    g.symbol, g.ops, g.epilogue_of, g.gemm_bias = wb.codegen.name(k), eg.ops, e.node.op, eg.gemm_bias
+    g.inputs = eg.inputs
+    if e.bias then g.inputs[#g.inputs + 1] = e.bias end
     self.sources[g.symbol] = src
     return k
 end
@@ -379,8 +380,10 @@ end
 function G.describe(g, out)
     local moves = string.format("moves %s: reads %s once, writes 1", G.size(g.bytes), plural(#g.inputs, "input"))
     if g.epilogue_of then
-        out[#out + 1] = string.format("  group %s: %s (%s), in the GEMM's epilogue, applied per block in L2: one kernel " ..
-            "reads x, the weight%s once, writes 1", g.symbol, g.ops, plural(#g.inputs, "epilogue input"),
+        local epi = #g.inputs - (g.gemm_bias and 1 or 0)
+        out[#out + 1] = string.format("  group %s: %s (%s%s), in the GEMM's epilogue, applied per block in L2: one " ..
+            "kernel reads x, the weight%s once, writes 1", g.symbol, g.ops, plural(epi, "epilogue input"),
+            g.gemm_bias and "; the bias added in the GEMM's store" or "",
             #g.inputs > 0 and " and " .. plural(#g.inputs, "input") or "")
     elseif g.symbol then
         out[#out + 1] = string.format("  group %s: %s (%s), %s", g.symbol, g.ops, plural(#g.inputs, "input"), moves)
