@@ -227,14 +227,21 @@ local function choose(pair, k, out, originals)
     local c = G.choices[key] or disk.get(key)
     if not c then
         local hand = originals[pair.fused]
+        local wait0, t0 = disk.wait_ns(), wb.time_ns()
         local med, reps = measure({function() return wb.codegen.run(k, out.shape, a, b) end,
             function() return hand(a, b) end}, a.device)
+        local share = disk.wait_share(wait0, wb.time_ns() - t0)
         c = {generated = med[1] <= med[2], gen_us = med[1], hand_us = med[2], reps = reps}
-        disk.put(key, c)
+        if share and share > disk.BUSY_WAIT_SHARE then -- the machine was busy: for this process only
+            c.busy = string.format("this thread waited for a CPU %.0f%% of the timing (over %.0f%%: the machine was " ..
+                "busy), so the choice is kept for this process only, not on disk", 100 * share, 100 * disk.BUSY_WAIT_SHARE)
+        else
+            disk.put(key, c)
+        end
     end
     G.choices[key] = c
     local kept = c.path and "measured by an earlier process, kept in " .. c.path .. " for this machine, build, shape, " ..
-        "dtype and thread count (delete it to measure again)" or "kept for this shape, dtype and thread count"
+        "dtype and thread count (delete it to measure again)" or c.busy or "kept for this shape, dtype and thread count"
     return c, string.format("measured: the generated kernel %.1f us per call, the hand-written %s %.1f (medians " ..
         "of %d alternating rounds of %d calls on the traced inputs; %s)", c.gen_us, pair.fused, c.hand_us, ROUNDS, c.reps,
         kept)
