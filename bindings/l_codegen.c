@@ -10,7 +10,7 @@
 /* wb.codegen.build{symbol=, source=, ops=, dtype=, inputs=, inner_broadcast={bool...}[, device=,
  *   device_source=, epilogue=]} -> kernel, compiled (bool); or nil, message, reason ("no_compiler" | "failed").
  * epilogue = true: source defines a GEMM epilogue (wb_gemm_epilogue_fn; cpu, 0 to 3 inputs); with
- * bias = true its GEMM adds a bias in its own store (wb.codegen.gemm takes it last; then 0 to 2 inputs). 
+ * bias = true its GEMM adds a bias in its own store (wb.codegen.gemm takes it last; then 0 to 2 inputs).
  * source is the kernel's C; on a device other than the cpu, device_source is its CUDA C (source is
  * then the host build, compiled only for a plugin that runs kernels on the host). */
 /* The string field `key` of the options table at 1 (left on the stack), or a named error. */
