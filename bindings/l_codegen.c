@@ -9,7 +9,8 @@
 
 /* wb.codegen.build{symbol=, source=, ops=, dtype=, inputs=, inner_broadcast={bool...}[, device=,
  *   device_source=, epilogue=]} -> kernel, compiled (bool); or nil, message, reason ("no_compiler" | "failed").
- * epilogue = true: source defines a GEMM epilogue (wb_gemm_epilogue_fn; cpu, 0 to 3 inputs).
+ * epilogue = true: source defines a GEMM epilogue (wb_gemm_epilogue_fn; cpu, 0 to 3 inputs); with
+ * bias = true its GEMM adds a bias in its own store (wb.codegen.gemm takes it last; then 0 to 2 inputs).
  * source is the kernel's C; on a device other than the cpu, device_source is its CUDA C (source is
  * then the host build, compiled only for a plugin that runs kernels on the host). */
 /* The string field `key` of the options table at 1 (left on the stack), or a named error. */
@@ -38,8 +39,11 @@ static int l_build(lua_State *L) {
         wb_lua_raise(L, "bad argument #1: field 'inputs' must be an integer, got %s", luaL_typename(L, -1));
     int nin = (int)lua_tointeger(L, -1);
     int epilogue = lua_getfield(L, 1, "epilogue") != LUA_TNIL && lua_toboolean(L, -1);
-    if (epilogue && (nin < 0 || nin > WB_OP_MAX_INPUTS - 2))
-        wb_lua_raise(L, "codegen.build: a GEMM epilogue takes 0 to %d inputs", WB_OP_MAX_INPUTS - 2);
+    int bias = lua_getfield(L, 1, "bias") != LUA_TNIL && lua_toboolean(L, -1);
+    if (bias && !epilogue) wb_lua_raise(L, "codegen.build: bias = true is for a GEMM epilogue (epilogue = true)");
+    if (epilogue && (nin < 0 || nin > WB_OP_MAX_INPUTS - 2 - bias))
+        wb_lua_raise(L, "codegen.build: a GEMM epilogue takes 0 to %d inputs%s", WB_OP_MAX_INPUTS - 2 - bias,
+                     bias ? " besides the GEMM's bias" : "");
     if (epilogue && device != WB_DEVICE_CPU) wb_lua_raise(L, "codegen.build: GEMM epilogues are generated for the cpu only");
     if (!epilogue && (nin < 1 || nin > WB_OP_MAX_INPUTS))
         wb_lua_raise(L, "codegen.build: inputs must be 1 to %d", WB_OP_MAX_INPUTS);
@@ -49,6 +53,7 @@ static int l_build(lua_State *L) {
     luaL_setmetatable(L, KERNEL_T);
     k->nin = nin;
     k->gemm_epilogue = epilogue;
+    k->gemm_bias = bias;
     k->dtype = !strcmp(dtype, "bf16") ? WB_BF16 : WB_F32;
     lua_getfield(L, 1, "inner_broadcast");
     for (int i = 0; i < nin && lua_istable(L, -1); i++)
@@ -80,7 +85,8 @@ static int l_run(lua_State *L) {
     return wb_lua_pushresult(L, wb_codegen_launch(k, nin, in, ndim, shape, &out), &out);
 }
 
-/* wb.codegen.gemm(kernel, x, w, inputs...) -> tensor: x W^T with the generated epilogue applied per block */
+/* wb.codegen.gemm(kernel, x, w, inputs...[, bias]) -> tensor: x W^T (+ bias, for a kernel built with
+ * bias = true) with the generated epilogue applied per block */
 static int l_gemm(lua_State *L) {
     wb_codegen_kernel *k = wb_lua_checkudata(L, 1, KERNEL_T);
     wb_tensor *x = wb_lua_checktensor(L, 2), *w = wb_lua_checktensor(L, 3), *in[WB_OP_MAX_INPUTS], *out;

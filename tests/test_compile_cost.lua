@@ -193,9 +193,9 @@ function test_a_measured_choice_is_kept_for_later_processes()
         "local g, u = wb.randn({8, 256}), wb.randn({8, 256}) f(g, u) " ..
         "local p = wb.profiler.profile({activities = {'cpu', 'device'}}, function() f(g, u) end) " ..
         "for _, e in ipairs(p:events()) do if e.cat == 'kernel' then print('kernel', e.name) end end print(f:explain())"
-    local function child()
-        return io.popen("WB_CACHE_DIR=" .. cache .. " " .. os.getenv("WB_EXE") .. " --threads 1 -e \"" .. code ..
-            "\" 2>&1"):read("a")
+    local function child(wait_share)
+        return io.popen("WB_COMPILE_WAIT_SHARE=" .. (wait_share or "0") .. " WB_CACHE_DIR=" .. cache .. " " ..
+            os.getenv("WB_EXE") .. " --threads 1 -e \"" .. code .. "\" 2>&1"):read("a")
     end
     local function entries()
         local f = io.open(path)
@@ -205,6 +205,14 @@ function test_a_measured_choice_is_kept_for_later_processes()
         return doc, doc[choices.machine_key()]
     end
     local key = "geglu:f32:cpu:8x256:1"
+    -- timed while this thread waited for a CPU over 5% of the time (forced): not kept on disk
+    local busy = child("0.5")
+    lu.assertStrContains(busy, "measured: the generated kernel")
+    lu.assertStrContains(busy, "this thread waited for a CPU 50% of the timing (over 5%: the machine was busy), so the " ..
+        "choice is kept for this process only, not on disk)")
+    lu.assertNil(io.open(path), "a choice timed on a busy machine was written to " .. path)
+    local bad = child("lots")
+    lu.assertStrContains(bad, "WB_COMPILE_WAIT_SHARE='lots': expected a share of the timing from 0 to 1")
     local first = child()
     lu.assertStrContains(first, "measured: the generated kernel")
     lu.assertNotStrContains(first, "earlier process")

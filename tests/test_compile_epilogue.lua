@@ -19,7 +19,10 @@ local function block_bound(x, w, b, y, r)
     return B.add(B.mul(z, B.input(y:expand(full))), B.input(r:expand(full)))
 end
 
--- Before: two kernels (the GEMM with its bias, then a generated sigmoid_mul_add).
+-- Before: two kernels (the GEMM with its bias, then a generated sigmoid_mul_add). The bias is added
+-- in the GEMM's own store, where eager's linear adds it, and the epilogue's math is the generated
+-- pointwise kernel's: the result is eager's bit for bit (it was not while the generated code added
+-- the bias to the finished sum).
 function test_linear_then_pointwise_is_one_gemm_kernel()
     wb.manual_seed(21)
     local f = wb.compile(block)
@@ -33,6 +36,13 @@ function test_linear_then_pointwise_is_one_gemm_kernel()
         local got = f(x, w, b, y, r)
         B.assert_within_bound(got, block_bound(x, w, b, y, r), "compiled " .. what)
         B.assert_within_bound(block(x, w, b, y, r), block_bound(x, w, b, y, r), "eager " .. what)
+        lu.assertEquals(wb.max_abs_diff(got, block(x, w, b, y, r)), 0, "bit for bit with eager: " .. what)
+        -- a new bias is bound into the replayed launch (the GEMM's bias pointer is one of its arguments)
+        local b2 = wb.randn({case.n})
+        lu.assertEquals(wb.max_abs_diff(f(x, w, b2, y, r), block(x, w, b2, y, r)), 0, "new bias: " .. what)
+        -- a strided bias (a column of a [n, 2] tensor) is made contiguous for the GEMM's store
+        local sb = wb.randn({case.n, 2}):select(2, 2)
+        lu.assertEquals(wb.max_abs_diff(f(x, w, sb, y, r), block(x, w, sb, y, r)), 0, "strided bias: " .. what)
         local ks = kernels_of(function() f(x, w, b, y, r) end)
         lu.assertEquals(#ks, 1, what .. ": " .. f:explain())
         lu.assertStrMatches(ks[1].name, "wb_sgemm_[%w]+_%d+x%d+_tn_epi_sigmoid_mul_add_%d+")
@@ -42,14 +52,17 @@ function test_linear_then_pointwise_is_one_gemm_kernel()
         B.assert_within_bound(f(x2, w, b, y, r), block_bound(x2, w, b, y, r), "compiled, new input " .. what)
     end
     local ex = f:explain()
-    lu.assertStrContains(ex, "linear sigmoid mul add (3 epilogue inputs), in the GEMM's epilogue, applied per block in " ..
-        "L2: one kernel reads x, the weight and 3 inputs once, writes 1")
+    lu.assertStrContains(ex, "linear sigmoid mul add (2 epilogue inputs; the bias added in the GEMM's store), in the " ..
+        "GEMM's epilogue, applied per block in L2: one kernel reads x, the weight and 3 inputs once, writes 1")
     lu.assertStrContains(ex, "cut at: in1 argument 4; in2 argument 5; in3 argument 3; out a result of the function")
     local name = ex:match("kernels: (wb_sgemm_[%w_]+)")
     local src = f:source(name)
     lu.assertStrContains(src, "void wb_epi_sigmoid_mul_add_")
     lu.assertStrContains(src, "(const void *ctx, float *c, int64_t ldc, int64_t row0, int64_t col0")
-    lu.assertStrContains(src, "acc = v_add(acc, v2); /* the GEMM's bias */")
+    lu.assertStrContains(src, "linear sigmoid mul add (the GEMM's store adds the bias first) */")
+    lu.assertNil(src:find("a->in[2]", 1, true), "the epilogue reads 2 inputs, never the bias")
+    -- per row, pointers step by a constant stride (2-D output): no offset arithmetic in the row loop
+    lu.assertStrContains(src, "const float *p0 = in0 + i * s0;")
     lu.assertEquals(f:source(ex:match("group (wb_epi_[%w_]+)")), src)
 end
 
@@ -107,7 +120,19 @@ function test_bad_shapes_are_named()
     ok, err = pcall(wb.codegen.gemm, k, x, wb.randn({48, 60}), y, r, b)
     lu.assertStrContains(err, "input of shape {7, 64} does not match the weight's {48, 60}")
     ok, err = pcall(wb.codegen.gemm, k, x, w, y, r)
-    lu.assertStrContains(err, "takes 3 inputs, got 2")
+    lu.assertStrContains(err, "takes 3 inputs (the epilogue's, then the GEMM's bias), got 2")
+    ok, err = pcall(wb.codegen.gemm, k, x, w, y, r, wb.randn({47}))
+    lu.assertFalse(ok)
+    lu.assertStrContains(err, "generated_gemm: the bias of shape {47} does not fit the 48 output columns (expected {48})")
+    ok, err = pcall(wb.codegen.gemm, k, x, w, y, r, wb.randn({2, 48}))
+    lu.assertStrContains(err, "the bias of shape {2, 48} does not fit the 48 output columns")
+    ok, err = pcall(wb.codegen.build, {symbol = "wb_x", source = "", ops = "add", dtype = "f32", inputs = 1,
+        bias = true})
+    lu.assertFalse(ok)
+    lu.assertStrContains(err, "codegen.build: bias = true is for a GEMM epilogue (epilogue = true)")
+    ok, err = pcall(wb.codegen.build, {symbol = "wb_x", source = "", ops = "add", dtype = "f32", inputs = 3,
+        epilogue = true, bias = true})
+    lu.assertStrContains(err, "codegen.build: a GEMM epilogue takes 0 to 2 inputs besides the GEMM's bias")
     ok, err = pcall(wb.codegen.run, k, {7, 48}, y, r, b)
     lu.assertStrContains(err, "is a GEMM epilogue (wb.codegen.gemm runs it)")
 end

@@ -1,7 +1,9 @@
-/* codegen_gemm.c: the op "generated_gemm": out = x W^T (a linear without bias; f32, cpu) as one
- * GEMM whose epilogue is a generated function (wb.compile's code generation, core/ops/codegen.h)
- * that the driver calls on each block of the output while the block is in L2 (wb_kernels/gemm.h).
- * The epilogue's inputs are broadcast to the output's shape, as a generated pointwise kernel's. */
+/* codegen_gemm.c: the op "generated_gemm": out = x W^T [+ bias] (f32, cpu) as one GEMM whose
+ * epilogue is a generated function (wb.compile's code generation, core/ops/codegen.h) that the
+ * driver calls on each block of the output while the block is in L2 (wb_kernels/gemm.h). The
+ * bias is the GEMM's own (added in its store); the epilogue's inputs are broadcast to the output's
+ * shape, as a generated pointwise kernel's. */
+#include <inttypes.h>
 #include <string.h>
 
 #include <wb_kernels/gemm.h>
@@ -27,8 +29,9 @@ wb_status wb_shape_generated_gemm(wb_op_call *c) {
     int nin = 0;
     while (nin < WB_OP_MAX_INPUTS - 2 && c->in[2 + nin])
         nin++;
-    if (nin != k->nin)
-        return wb_error(WB_ERR_ARGUMENT, "%s takes %d inputs, got %d", wb_kernel_kind_name(k->kind), k->nin, nin);
+    if (nin != k->nin + k->gemm_bias)
+        return wb_error(WB_ERR_ARGUMENT, "%s takes %d inputs%s, got %d", wb_kernel_kind_name(k->kind),
+                        k->nin + k->gemm_bias, k->gemm_bias ? " (the epilogue's, then the GEMM's bias)" : "", nin);
     c->out_dtype = WB_F32;
     c->out_ndim = x->ndim;
     memcpy(c->out_shape, x->shape, sizeof c->out_shape);
@@ -39,6 +42,13 @@ wb_status wb_shape_generated_gemm(wb_op_call *c) {
             return wb_error(WB_ERR_DTYPE, "generated_gemm: input %d is %s (a generated epilogue runs on f32)", i + 1,
                             wb_dtype_name(t->dtype));
         if (i < 2) continue;
+        if (k->gemm_bias && i == 2 + k->nin) { /* the GEMM's bias: one value per output column */
+            if (wb_tensor_numel(t) != w->shape[0] || t->shape[t->ndim - 1] != w->shape[0])
+                return wb_error(WB_ERR_SHAPE, "generated_gemm: the bias of shape %s does not fit the %" PRId64
+                                " output columns (expected {%" PRId64 "})", wb_shape_format(t->ndim, t->shape, b1, sizeof b1),
+                                w->shape[0], w->shape[0]);
+            continue;
+        }
         int n;
         int64_t shape[WB_MAX_DIMS];
         wb_status st = wb_shape_broadcast(t->ndim, t->shape, c->out_ndim, c->out_shape, &n, shape, "generated_gemm");
@@ -94,9 +104,9 @@ static void refresh_epilogue_gemm(void *v) {
 static const wb_launch_layout epilogue_layout = {
     .size = sizeof(epilogue_launch),
     .refresh = refresh_epilogue_gemm,
-    .npointers = 7,
+    .npointers = 8,
     .pointers = {offsetof(epilogue_launch, p.a), offsetof(epilogue_launch, p.b), offsetof(epilogue_launch, p.c),
-                 EPI_IN(0), EPI_IN(1), EPI_IN(2), offsetof(epilogue_launch, epi.out)}};
+                 offsetof(epilogue_launch, p.bias), EPI_IN(0), EPI_IN(1), EPI_IN(2), offsetof(epilogue_launch, epi.out)}};
 #undef EPI_IN
 
 static char layout_letter(int64_t rows_stride, int64_t cols_stride, int64_t rows, int64_t cols) {
@@ -108,6 +118,7 @@ static char layout_letter(int64_t rows_stride, int64_t cols_stride, int64_t rows
 wb_status wb_cpu_generated_gemm_impl(wb_op_call *c) {
     const wb_codegen_kernel *k = c->p.generated.kernel;
     wb_tensor *x = c->in[0], *w = c->in[1], *out = c->out, *xc = NULL, *tmp[WB_OP_MAX_INPUTS] = {0};
+    wb_tensor *bias = k->gemm_bias ? c->in[2 + k->nin] : NULL;
     wb_status st = WB_OK;
     int64_t kk = w->shape[1], n = w->shape[0], m = (int64_t)rows_of(x);
     int64_t shape2[2] = {m, kk}, stride2[2];
@@ -118,6 +129,10 @@ wb_status wb_cpu_generated_gemm_impl(wb_op_call *c) {
         x = xc;
         stride2[0] = kk, stride2[1] = 1;
     }
+    if (bias && n > 1 && bias->stride[bias->ndim - 1] != 1) { /* the GEMM's store reads the bias contiguously */
+        if ((st = wb_contiguous(bias, &tmp[k->nin]))) goto done;
+        bias = tmp[k->nin];
+    }
     const wb_cpu_isa *isa = wb_cpu_isa_active();
     int64_t rsb = w->stride[1], csb = w->stride[0]; /* B = W^T */
     epilogue_launch g = {.isa = isa, .b_storage = w->storage, .b_offset = w->offset};
@@ -126,6 +141,7 @@ wb_status wb_cpu_generated_gemm_impl(wb_op_call *c) {
         .a = wb_tensor_data(x), .rsa = stride2[0], .csa = stride2[1],
         .b = wb_tensor_data(w), .rsb = rsb, .csb = csb,
         .c = wb_tensor_data(out), .ldc = n,
+        .bias = bias ? wb_tensor_data(bias) : NULL,
         .store = WB_STORE_PLAIN,
         .packed_b = kk > 0 && n > 0 ? wb_prepack_get(isa, w->storage, w->offset, kk, n, rsb, csb, NULL, 0, 0) : NULL,
         .threads = wb_get_num_threads(),

@@ -23,6 +23,8 @@ typedef struct wb_codegen_kernel {
     char source_path[640];    /* the cached source, for messages */
     int compiled;             /* 1: the compiler ran; 0: the cache had it */
     int gemm_epilogue;        /* 1: fn is a wb_gemm_epilogue_fn, launched by op generated_gemm */
+    int gemm_bias;            /* 1 (an epilogue's): the op takes the GEMM's bias after the epilogue's inputs and
+                               * the GEMM's store adds it, as an unfused linear's does; the source never reads it */
 } wb_codegen_kernel;
 
 /* The text every generated source starts with (wb_kernels/generated.h, the kernels' math). */
@@ -64,8 +66,9 @@ wb_status wb_codegen_launch(const wb_codegen_kernel *k, int nin, wb_tensor **in,
  * contiguous into tmp[i] (freed by the caller). */
 wb_status wb_codegen_args(const wb_op_call *c, wb_poi_args *a, wb_tensor **tmp);
 
-/* out = (x W^T) with the generated epilogue k applied per block of the output, its inputs `in` broadcast to the
- * output's shape: one launch of op "generated_gemm" (core/cpu/codegen_gemm.c, cpu, f32). */
+/* out = (x W^T [+ bias]) with the generated epilogue k applied per block of the output, its inputs `in`
+ * broadcast to the output's shape, then (k->gemm_bias) the bias, [N]: one launch of op "generated_gemm"
+ * (core/cpu/codegen_gemm.c, cpu, f32). */
 wb_status wb_codegen_gemm_launch(const wb_codegen_kernel *k, wb_tensor *x, wb_tensor *w, int nin, wb_tensor **in,
                                  wb_tensor **out);
 

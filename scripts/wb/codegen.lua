@@ -153,55 +153,72 @@ static inline vf wb_load_bf16(const uint16_t *p) {
 end
 
 -- The source of a GEMM epilogue (f32, cpu): g as for M.source, plus g.acc (the GEMM's result, a
--- tensor the group reads) and g.bias_input (the index in g.inputs of the GEMM's bias, added to
--- the accumulator first, or nil). A wb_gemm_epilogue_fn (wb_kernels/generated.h): the driver
--- calls it on each block of C it has just stored (rows of an MC block times a run of column
--- tiles, in L2), which it rewrites in place row by row, each row's columns contiguous.
+-- tensor the group reads) and g.gemm_bias (true: the GEMM adds its bias in its own store, before
+-- this runs; only said in a comment, which keeps the source, the kernels' cache key, distinct).
+-- A wb_gemm_epilogue_fn (wb_kernels/generated.h): the driver calls it on each block of C it has
+-- just stored (rows of an MC block times a run of column tiles, in L2), which it rewrites in place
+-- row by row, each row's columns contiguous. Per row only the vector loop runs: the rows' input
+-- pointers step by a constant stride when the output has one outer dimension (the 2-D case),
+-- and the columns past the last whole vector (only the last run of a ragged N has any) are done
+-- for all rows after it, so no call or spill between rows makes the compiler set the math's
+-- constants up again for each row (measured under cachegrind: that, and the bias, made the
+-- epilogue cost more instructions than the separate pointwise kernel).
 function M.epilogue_source(g)
     local idx = {}
     for i, t in ipairs(g.inputs) do idx[t] = i end
-    local lines = {}
-    if g.bias_input then
-        lines[1] = string.format("    acc = v_add(acc, v%d); /* the GEMM's bias */", g.bias_input - 1)
-    end
-    body_lines(g, idx, lines, {[g.acc] = "acc"}, "f32")
+    local lines = body_lines(g, idx, {}, {[g.acc] = "acc"}, "f32")
     local params, main, tail, fill, bufs = {"vf acc"}, {"v_load(o + j)"}, {"v_load(bacc)"}, {"bacc[k - j] = o[k];"},
         {"bacc[VEC] = {0}"}
-    local out = {wb.codegen.prelude(), string.format("/* %s: %s */", g.symbol, g.ops)}
-    local pointers = {}
+    local steps, bases, stepped, offset = {}, {}, {}, {}
     for i = 1, #g.inputs do
         local p, b = "p" .. (i - 1), "b" .. (i - 1)
         params[#params + 1] = "vf v" .. (i - 1)
-        -- a 2-D output (one outer dimension) needs no division per row: a tile has few columns
-        pointers[i] = string.format("        const float *%s = (const float *)a->in[%d] + (a->outer == 1 ? r * " ..
-            "a->stride[%d][0] : wb_poi_offset(a, %d, r))%s;", p, i - 1, i - 1, i - 1,
-            g.inner_broadcast[i] and "" or " + col0")
         main[#main + 1] = g.inner_broadcast[i] and string.format("v_set1(%s[0])", p) or string.format("v_load(%s + j)", p)
         tail[#tail + 1] = "v_load(" .. b .. ")"
         fill[#fill + 1] = string.format("%s[k - j] = %s[%s];", b, p, g.inner_broadcast[i] and "0" or "k")
         bufs[#bufs + 1] = b .. "[VEC] = {0}"
+        local at = g.inner_broadcast[i] and "" or " + col0"
+        steps[i] = string.format("s%d = a->stride[%d][0]", i - 1, i - 1)
+        bases[i] = string.format("        const float *in%d = (const float *)a->in[%d] + row0 * s%d%s;", i - 1, i - 1,
+            i - 1, at)
+        stepped[i] = string.format("            const float *%s = in%d + i * s%d;", p, i - 1, i - 1)
+        offset[i] = string.format("%%s    const float *%s = (const float *)a->in[%d] + wb_poi_offset(a, %d, row0 + i)%s;",
+            p, i - 1, i - 1, at)
     end
-    local head = {"static inline vf body(" .. table.concat(params, ", ") .. ") {", table.concat(lines, "\n"),
+    local function each(list, indent)
+        local t = {}
+        for i, l in ipairs(list) do t[i] = l:format(indent) end
+        return t
+    end
+    local vector_loop = "for (int64_t j = 0; j < whole; j += VEC) v_store(o + j, body(" .. table.concat(main, ", ") .. "));"
+    local out = {wb.codegen.prelude(), string.format("/* %s: %s%s */", g.symbol, g.ops,
+        g.gemm_bias and " (the GEMM's store adds the bias first)" or ""),
+        "static inline vf body(" .. table.concat(params, ", ") .. ") {", table.concat(lines, "\n"),
         "    return t" .. #g.nodes .. ";", "}", "",
         "void " .. g.symbol .. "(const void *ctx, float *c, int64_t ldc, int64_t row0, int64_t col0, int64_t rows, " ..
-        "int64_t cols) {",
+            "int64_t cols) {",
         "    const wb_poi_args *a = ctx;",
-        "    for (int64_t i = 0; i < rows; i++) {",
-        "        const int64_t r = row0 + i;",
-        "        float *o = c + i * ldc;",
-        "        int64_t j = 0;"}
-    table.move(head, 1, #head, #out + 1, out)
-    table.move(pointers, 1, #pointers, #out + 1, out)
-    for _, line in ipairs({
-        "        for (; j + VEC <= cols; j += VEC) v_store(o + j, body(" .. table.concat(main, ", ") .. "));",
-        "        if (j < cols) { /* the tail through padded buffers: the same arithmetic */",
-        "            float " .. table.concat(bufs, ", ") .. ", y[VEC];",
-        "            for (int64_t k = j; k < cols; k++) { " .. table.concat(fill, " ") .. " }",
-        "            v_store(y, body(" .. table.concat(tail, ", ") .. "));",
-        "            for (int64_t k = j; k < cols; k++) o[k] = y[k - j];",
-        "        }", "    }", "}"}) do
-        out[#out + 1] = line
-    end
+        "    const int64_t whole = cols / VEC * VEC;",
+        "    (void)col0;",
+        "    if (a->outer <= 1) {"}
+    local function add(list) table.move(list, 1, #list, #out + 1, out) end
+    if #g.inputs > 0 then out[#out + 1] = "        const int64_t " .. table.concat(steps, ", ") .. ";" end
+    add(bases)
+    add({"        for (int64_t i = 0; i < rows; i++) {", "            float *o = c + i * ldc;"})
+    add(stepped)
+    add({"            " .. vector_loop, "        }", "    } else {",
+        "        for (int64_t i = 0; i < rows; i++) {", "            float *o = c + i * ldc;"})
+    add(each(offset, "        "))
+    add({"            " .. vector_loop, "        }", "    }",
+        "    for (int64_t i = 0; whole < cols && i < rows; i++) { /* the tail through padded buffers: the same arithmetic */",
+        "        float *o = c + i * ldc;"})
+    add(each(offset, "    "))
+    add({"        const int64_t j = whole;",
+        "        float " .. table.concat(bufs, ", ") .. ", y[VEC];",
+        "        for (int64_t k = j; k < cols; k++) { " .. table.concat(fill, " ") .. " }",
+        "        v_store(y, body(" .. table.concat(tail, ", ") .. "));",
+        "        for (int64_t k = j; k < cols; k++) o[k] = y[k - j];",
+        "    }", "}"})
     return table.concat(out, "\n") .. "\n"
 end
 

@@ -26,6 +26,40 @@ function M.machine_key()
         wb.version, wb.commit or "?", build}, "|")
 end
 
+-- Whether a timing was taken on a busy machine: the share of its wall time that this thread spent
+-- runnable but waiting for a CPU (its run-queue delay, /proc/thread-self/schedstat, as the
+-- thread-count rule in core/base/threads.c reads it). Over BUSY_WAIT_SHARE the two contenders'
+-- times may hold unequal waits, so the choice is not kept for later processes (it stands for this
+-- one). WB_COMPILE_WAIT_SHARE=<0..1> replaces the measured share (tests; comparisons).
+M.BUSY_WAIT_SHARE = 0.05
+
+local io_open = io.open -- taken when the module loads (--sandbox takes io.open away later)
+
+-- The thread's run-queue delay so far (ns), or nil where it cannot be read.
+function M.wait_ns()
+    local ok, f = pcall(io_open, "/proc/thread-self/schedstat")
+    if not ok or not f then return nil end
+    local text = f:read("a")
+    f:close()
+    return tonumber(text and text:match("^%d+%s+(%d+)"))
+end
+
+-- The share of wall_ns spent waiting since wait0 (M.wait_ns() at the start), as measured or as
+-- forced by WB_COMPILE_WAIT_SHARE; nil when unknown. Raises on a forced value that is not one.
+function M.wait_share(wait0, wall_ns)
+    local forced = os.getenv("WB_COMPILE_WAIT_SHARE")
+    if forced and forced ~= "" then
+        local v = tonumber(forced)
+        if not v or v < 0 or v > 1 then
+            error(string.format("WB_COMPILE_WAIT_SHARE='%s': expected a share of the timing from 0 to 1", forced), 0)
+        end
+        return v
+    end
+    local wait1 = wait0 and M.wait_ns()
+    if not wait1 or wall_ns <= 0 then return nil end
+    return math.max(0, wait1 - wait0) / wall_ns
+end
+
 local function read(path)
     local f = path and io.open(path)
     if not f then return {} end
