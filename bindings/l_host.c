@@ -39,10 +39,14 @@ static int mkdir_failed(lua_State *L, const char *path, int err) {
     return 2;
 }
 
-/* wb._mkdir_p(path) -> true, or nil, message: creates the folder and its parents. A file
- * where a folder should be is a failure (an experiment checks its --out before measuring). */
+/* wb._mkdir_p(path[, mode]) -> true, or nil, message: creates the folder and its parents (each one
+ * it creates with mode, default 0777, less the umask; folders already there are left as they are).
+ * A file where a folder should be is a failure (an experiment checks its --out before measuring).
+ * The workbench's cache folder is made with 0700: code generation refuses one that others may use. */
 static int l_mkdir_p(lua_State *L) {
     const char *path = wb_lua_checkstring(L, 1);
+    lua_Integer mode = luaL_optinteger(L, 2, 0777);
+    if (mode < 0 || mode > 0777) return wb_lua_raise(L, "mkdir: mode must be 0 to 0777 (511), got %d", (int)mode);
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return mkdir_failed(L, path, ENAMETOOLONG);
     if (wb_lua_sandboxed() && strstr(path, "..")) return wb_lua_raise(L, "mkdir: sandbox: '..' in '%s'", path);
@@ -55,7 +59,7 @@ static int l_mkdir_p(lua_State *L) {
             *p = '\0';
             struct stat st;
             if (stat(buf, &st) != 0) wb_lua_check_path(L, buf, 1, "mkdir"); /* each folder it creates */
-            if (mkdir(buf, 0777) != 0) {
+            if (mkdir(buf, (mode_t)mode) != 0) {
                 if (errno != EEXIST) return mkdir_failed(L, buf, errno);
                 if (stat(buf, &st) != 0) return mkdir_failed(L, buf, errno);
                 if (!S_ISDIR(st.st_mode)) return mkdir_failed(L, buf, ENOTDIR);

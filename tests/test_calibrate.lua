@@ -58,6 +58,31 @@ function TestCalibrate:test_busy_calibration_is_flagged_and_not_cached()
     lu.assertStrContains(again.source, "not kept")
 end
 
+-- The calibration cache's folder is the generated code's too, which refuses a folder that others
+-- may use: a first calibration made ~/.cache/workbench 0755 and code generation stayed off ("its
+-- mode is 0755 ... chmod 700 it") for every later wb.compile of that user.
+function TestCalibrate:test_the_cache_folder_it_makes_is_private_and_code_generation_uses_it()
+    pretend(false)
+    calibrate.cpu(1, {force = true})
+    lu.assertNotNil(read(calibrate.cache_path()))
+    for _, dir in ipairs({self.dir, self.dir .. "/workbench"}) do
+        local p = io.popen("stat -c %a '" .. dir .. "'")
+        lu.assertEquals(p:read("l"), "700", dir)
+        p:close()
+    end
+    local exe = assert(os.getenv("WB_EXE"), "WB_EXE: the workbench under test")
+    local p = io.popen(string.format("env -u WB_CACHE_DIR XDG_CACHE_HOME='%s' '%s' -e 'local f = wb.compile(function(a) " ..
+        "return wb.tanh(a) * a end) f(wb.randn({2, 3})) print(f:explain())' 2>&1", self.dir, exe))
+    local out = p:read("a")
+    p:close()
+    lu.assertStrContains(out, "group wb_poi_fused_tanh_mul_0")
+    lu.assertNotStrContains(out, "refused")
+end
+
+function TestCalibrate:test_mkdir_p_mode_is_checked()
+    lu.assertErrorMsgContains("mode must be 0 to 0777", wb.mkdir_p, self.dir .. "/x", 1024)
+end
+
 -- A ceiling measured under load (no quiet one cached) is never used for % of peak without saying
 -- so: each cell is marked ~ and the table's ceiling line says MEASURED UNDER LOAD.
 function TestCalibrate:test_a_ceiling_measured_under_load_is_said_where_it_is_used()

@@ -58,7 +58,8 @@ end
 local function write_cache(path, doc)
     if not path then return false end
     local dir = path:match("^(.*)/[^/]*$")
-    local ok = pcall(I._mkdir_p, dir)
+    -- 0700: the folder is also the generated code's cache, which refuses one others may use
+    local ok = pcall(I._mkdir_p, dir, 448)
     if not ok then return false end
     local okf, f = pcall(io.open, path .. ".tmp", "w")
     if not okf or not f then return false end

@@ -14,7 +14,7 @@ local DOCS = {
     ["wb.manual_seed"] = "wb.manual_seed(n): restart the generator at seed n",
     ["wb.initial_seed"] = "wb.initial_seed() -> the generator's seed",
     ["wb.help"] = "wb.help([x]) -> prints the topics, or the entry for a function, a name (\"linear\"), a tensor (its summary and methods) or a table of functions (help() in the REPL)",
-    ["wb.mkdir_p"] = "wb.mkdir_p(path) -> true, or nil, message: creates the folder and its parents (under --sandbox: beneath --out only)",
+    ["wb.mkdir_p"] = "wb.mkdir_p(path[, mode]) -> true, or nil, message: creates the folder and its parents, those it creates with mode (default 0777, less the umask; 448 is 0700) (under --sandbox: beneath --out only)",
     -- ops
     ["wb.matmul"] = "wb.matmul(a, b) -> a @ b for [M,K] x [K,N], or [B,M,K] x [K,N]; one GEMM kernel",
     ["wb.addmm"] = "wb.addmm(bias, a, b) -> a @ b + bias, the bias ([N]) added in the GEMM's epilogue",
