@@ -14,8 +14,9 @@
 --   fused_mlp the whole MLP in one kernel (wb.geglu_mlp: the hidden activation never in memory
 --             either): 1 on the cpu (asserted with p:expect), the dual's 2 on cuda
 --   graph     the eager forward captured once and replayed: 5 kernels, no dispatch
---   compiled  wb.compile of the eager forward: fusion rules bring it to 2 kernels (1, the fused
---             MLP, at few tokens on the cpu: scripts/wb/compile_mlp.lua), replayed
+--   compiled  wb.compile of the eager forward, replayed: the one-kernel MLP on the cpu where the
+--             cost model takes it (f32; bf16 from 8 tokens: scripts/wb/compile_mlp.lua), else
+--             the fusion rules' 2 kernels
 -- Expectation: all modes compute the same function (rel. error vs eager well under 1e-5);
 -- fewer kernels and less dispatch help most where the GEMMs are small (few tokens); at 512
 -- tokens the GEMMs dominate and the modes converge.

@@ -1,7 +1,9 @@
 -- test_compile_mlp.lua: wb.compile of a gated MLP forward (gate and up linears, gelu_tanh or silu
 -- times up, the down linear) runs the one-kernel MLP (wb.geglu_mlp / wb.swiglu_mlp) where
--- wb.compile_mlp's cost model says it pays (cpu, f32, few tokens a thread), within the forward
--- bound of the eager MLP, and keeps the dual GEMM + down linear elsewhere; explain says which and why.
+-- wb.compile_mlp's cost model says it pays (cpu: f32 at every token count, bf16 from 8 tokens on),
+-- within the forward bound of the eager MLP, and keeps the dual GEMM + down linear elsewhere;
+-- explain says which and why. The model's per-thread limit (MAX_TOKENS, unlimited as measured) is
+-- set here to check the rule's mechanics: the words, and the guard on the thread count.
 local lu = require("luaunit")
 local B = require("bounds")
 local cost = require("wb.compile_mlp")
@@ -14,6 +16,15 @@ local function kernels_in_region(fn)
 end
 
 local with_threads = require("threads").with_threads
+
+-- Runs fn with the model's per-thread f32 limit at `limit` tokens.
+local function with_limit(limit, fn)
+    local was = cost.MAX_TOKENS
+    cost.MAX_TOKENS = limit
+    local ok, err = pcall(fn)
+    cost.MAX_TOKENS = was
+    if not ok then error(err, 0) end
+end
 
 local MODULES = {GeGLUMLP = {dual = "geglu_linear", mlp = "geglu_mlp"}, SwiGLUMLP = {dual = "swiglu_linear", mlp = "swiglu_mlp"}}
 
@@ -36,7 +47,7 @@ function test_few_tokens_run_the_one_kernel_mlp()
                         lu.assertEquals(#ks, 1, what .. ": " .. f:explain())
                         lu.assertStrContains(ks[1], "mlp", what)
                         lu.assertStrContains(f:explain(), spec.dual .. "+linear -> " .. spec.mlp)
-                        lu.assertStrContains(f:explain(), "at most " .. cost.MAX_TOKENS .. " a thread")
+                        lu.assertStrContains(f:explain(), "it measured a tie or better against the dual GEMM")
                         local x2 = wb.randn(shape) -- a later call follows new data
                         B.assert_within_bound(f(x2), B.mlp(m, x2), what .. ", new data")
                     end)
@@ -46,26 +57,47 @@ function test_few_tokens_run_the_one_kernel_mlp()
     end
 end
 
--- Where the model says it does not pay, the two kernels stay and explain says why.
+-- Where the model says it does not pay, the two kernels stay and explain says why; bf16 from 8
+-- tokens on is the one kernel, within the bf16 bound.
 function test_kept_as_two_kernels_where_it_does_not_pay()
     wb.manual_seed(12)
     local m = wb.nn.GeGLUMLP(32, 96, {bias = false})
-    local many = cost.MAX_TOKENS + 1
+    with_limit(64, function()
+        with_threads(1, function()
+            local f = wb.compile(function(v) return m(v) end)
+            local x = wb.randn({65, 32})
+            B.assert_within_bound(f(x), B.mlp(m, x), "more tokens than the model's")
+            lu.assertEquals(#kernels_in_region(function() f(x) end), 2)
+            lu.assertStrContains(f:explain(), "geglu_linear+linear kept, not geglu_mlp: 65 tokens on 1 " ..
+                "thread: more than 64 a thread")
+        end)
+    end)
+    -- f32 at the model's own limit (none): the one kernel at 200 tokens
     with_threads(1, function()
         local f = wb.compile(function(v) return m(v) end)
-        local x = wb.randn({many, 32})
-        B.assert_within_bound(f(x), B.mlp(m, x), "more tokens than the model's")
-        lu.assertEquals(#kernels_in_region(function() f(x) end), 2)
-        lu.assertStrContains(f:explain(), string.format("geglu_linear+linear kept, not geglu_mlp: %d tokens on 1 " ..
-            "thread: more than %d a thread", many, cost.MAX_TOKENS))
+        local x = wb.randn({200, 32})
+        B.assert_within_bound(f(x), B.mlp(m, x), "200 tokens")
+        lu.assertEquals(#kernels_in_region(function() f(x) end), 1, f:explain())
     end)
-    -- bf16: kept (the fused kernel widens bf16 weights; not measured against the dual's bf16 path)
+    -- bf16: under 8 tokens kept (the fused kernel widens all the weights each call), from 8 on fused
     local m16 = wb.nn.GeGLUMLP(32, 96, {bias = false}):to{dtype = "bf16"}
-    local f16 = wb.compile(function(v) return m16(v) end)
-    local x16 = wb.randn({3, 32}):to{dtype = "bf16"}
-    f16(x16)
-    lu.assertEquals(#kernels_in_region(function() f16(x16) end), 2)
-    lu.assertStrContains(f16:explain(), "kept, not geglu_mlp: bf16 x")
+    local m32 = wb.nn.GeGLUMLP(32, 96, {bias = false})
+    for _, name in ipairs({"gate_proj", "up_proj", "down_proj"}) do m32[name].weight = m16[name].weight:to{dtype = "f32"} end
+    for _, tokens in ipairs({3, 7, 8, 40}) do
+        local f16 = wb.compile(function(v) return m16(v) end)
+        local x = wb.randn({tokens, 32}):to{dtype = "bf16"}
+        local y = f16(x)
+        B.assert_within_bound(y, B.mlp(m32, x:to{dtype = "f32"}, {bf16 = true, inputs_rounded = true}), tokens .. " tokens, bf16")
+        local ks = kernels_in_region(function() f16(x) end)
+        if tokens < cost.BF16_MIN_TOKENS then
+            lu.assertEquals(#ks, 2, f16:explain())
+            lu.assertStrContains(f16:explain(), string.format("kept, not geglu_mlp: bf16, %d tokens: under 8", tokens))
+        else
+            lu.assertEquals(#ks, 1, f16:explain())
+            lu.assertStrContains(ks[1], "mlp")
+            lu.assertStrContains(f16:explain(), "geglu_linear+linear -> geglu_mlp")
+        end
+    end
     -- gate and up biases: the fused op takes none, so the rule does not apply (no note)
     local mb = wb.nn.GeGLUMLP(32, 96, {bias = true})
     local fb = wb.compile(function(v) return mb(v) end)
@@ -75,58 +107,77 @@ function test_kept_as_two_kernels_where_it_does_not_pay()
     lu.assertNotStrContains(fb:explain(), "geglu_mlp")
 end
 
--- The plan the model chose for one thread count is not replayed on another: compiled at 2 threads
+-- The plan a model chose by the thread count is not replayed on another: with the per-thread limit
+-- at 64 tokens (the rule the model had before it was measured quietly), compiled at 2 threads
 -- with 2 * MAX_TOKENS tokens (MAX_TOKENS a thread: the one kernel), then called on 1 thread (over
 -- MAX_TOKENS a thread: the two kernels), and back. Before the guard held the thread count, the
 -- 1-thread call replayed the 2-thread plan's one kernel.
 function test_thread_count_is_guarded()
-    wb.manual_seed(13)
-    local m = wb.nn.GeGLUMLP(32, 96, {bias = false})
-    local x = wb.randn({2 * cost.MAX_TOKENS, 32})
-    local f = wb.compile(function(v) return m(v) end)
-    local function kernels_on(threads)
-        local ks
-        with_threads(threads, function()
-            B.assert_within_bound(f(x), B.mlp(m, x), threads .. " threads")
-            ks = kernels_in_region(function() f(x) end)
+    with_limit(64, function()
+        wb.manual_seed(13)
+        local m = wb.nn.GeGLUMLP(32, 96, {bias = false})
+        local x = wb.randn({2 * cost.MAX_TOKENS, 32})
+        local f = wb.compile(function(v) return m(v) end)
+        local function kernels_on(threads)
+            local ks
+            with_threads(threads, function()
+                B.assert_within_bound(f(x), B.mlp(m, x), threads .. " threads")
+                ks = kernels_in_region(function() f(x) end)
+            end)
+            return ks
+        end
+        local one = kernels_on(1)
+        lu.assertEquals(#one, 2, f:explain())
+        with_threads(2, function()
+            if wb.get_num_threads() < 2 then lu.skip("a machine with one CPU") end
         end)
-        return ks
-    end
-    local one = kernels_on(1)
-    lu.assertEquals(#one, 2, f:explain())
-    with_threads(2, function()
-        if wb.get_num_threads() < 2 then lu.skip("a machine with one CPU") end
+        local two = kernels_on(2)
+        lu.assertEquals(#two, 1, f:explain())
+        lu.assertStrContains(two[1], "mlp")
+        lu.assertEquals(#kernels_on(1), 2, f:explain()) -- the 1-thread entry again, not the last one
+        lu.assertEquals(f:signatures(), 2)
+        lu.assertStrContains(f:explain(), "threads:1]")
+        lu.assertStrContains(f:explain(), "threads:2]")
+        -- a plan no cost model chose by threads keeps one signature whatever the count
+        local g = wb.compile(function(v) return wb.gelu(v) * 2 end)
+        with_threads(1, function() g(x) end)
+        with_threads(2, function() g(x) end)
+        lu.assertEquals(g:signatures(), 1)
     end)
-    local two = kernels_on(2)
-    lu.assertEquals(#two, 1, f:explain())
-    lu.assertStrContains(two[1], "mlp")
-    lu.assertEquals(#kernels_on(1), 2, f:explain()) -- the 1-thread entry again, not the last one
-    lu.assertEquals(f:signatures(), 2)
-    lu.assertStrContains(f:explain(), "threads:1]")
-    lu.assertStrContains(f:explain(), "threads:2]")
-    -- a plan no cost model chose by threads keeps one signature whatever the count
-    local g = wb.compile(function(v) return wb.gelu(v) * 2 end)
-    with_threads(1, function() g(x) end)
-    with_threads(2, function() g(x) end)
-    lu.assertEquals(g:signatures(), 1)
+    -- the measured model (no per-thread limit) does not choose by threads: one signature
+    local m = wb.nn.GeGLUMLP(32, 96, {bias = false})
+    local f = wb.compile(function(v) return m(v) end)
+    local x = wb.randn({128, 32})
+    with_threads(1, function() f(x) end)
+    with_threads(2, function() f(x) end)
+    lu.assertEquals(f:signatures(), 1)
 end
 
--- The model itself: per thread, cpu f32 only, and its words.
+-- The model itself: f32 at every count, bf16 from 8 tokens; with a per-thread limit, per thread.
 function test_cost_model()
-    with_threads(1, function()
-        lu.assertTrue((cost.pays(wb.zeros({cost.MAX_TOKENS, 4}), "geglu_mlp")))
-        lu.assertFalse((cost.pays(wb.zeros({cost.MAX_TOKENS + 1, 4}), "geglu_mlp")))
-        lu.assertTrue((cost.pays(wb.zeros({2, cost.MAX_TOKENS // 2, 4}), "geglu_mlp")))
-        local ok, why = cost.pays(wb.zeros({2, 4}, {dtype = "bf16"}), "swiglu_mlp")
-        lu.assertFalse(ok)
-        lu.assertStrContains(why, "bf16 x: swiglu_mlp widens bf16 weights")
-    end)
-    with_threads(2, function()
-        if wb.get_num_threads() < 2 then return end -- a machine with one CPU
-        lu.assertTrue((cost.pays(wb.zeros({2 * cost.MAX_TOKENS, 4}), "geglu_mlp")))
-        local ok, why = cost.pays(wb.zeros({2 * cost.MAX_TOKENS + 1, 4}), "geglu_mlp")
-        lu.assertFalse(ok)
-        lu.assertStrContains(why, "on 2 threads")
+    lu.assertEquals(cost.MAX_TOKENS, math.huge)
+    local ok, why, threads = cost.pays(wb.zeros({1000, 4}), "geglu_mlp")
+    lu.assertTrue(ok)
+    lu.assertNil(threads) -- no thread count used: no guard on it
+    lu.assertStrContains(why, "f32, 1000 tokens: it measured a tie or better")
+    ok, why = cost.pays(wb.zeros({7, 4}, {dtype = "bf16"}), "swiglu_mlp")
+    lu.assertFalse(ok)
+    lu.assertStrContains(why, "bf16, 7 tokens: under 8, swiglu_mlp (which widens all the weights to f32 each call)")
+    lu.assertTrue((cost.pays(wb.zeros({2, 4, 4}, {dtype = "bf16"}), "swiglu_mlp")))
+    with_limit(64, function()
+        with_threads(1, function()
+            lu.assertTrue((cost.pays(wb.zeros({64, 4}), "geglu_mlp")))
+            lu.assertFalse((cost.pays(wb.zeros({65, 4}), "geglu_mlp")))
+            lu.assertTrue((cost.pays(wb.zeros({2, 32, 4}), "geglu_mlp")))
+        end)
+        with_threads(2, function()
+            if wb.get_num_threads() < 2 then return end -- a machine with one CPU
+            lu.assertTrue((cost.pays(wb.zeros({128, 4}), "geglu_mlp")))
+            local no, words, used = cost.pays(wb.zeros({129, 4}), "geglu_mlp")
+            lu.assertFalse(no)
+            lu.assertEquals(used, 2)
+            lu.assertStrContains(words, "on 2 threads")
+        end)
     end)
 end
 
