@@ -304,6 +304,14 @@ local function trace(fn, steps)
     return path
 end
 
+-- The whole text of a file the test wrote (a trace, a page).
+local function read_all(path)
+    local f = assert(io.open(path))
+    local text = f:read("a")
+    f:close()
+    return text
+end
+
 local traces -- made once: {eager, fused, slow, other, one}
 local function get_traces()
     if traces then return traces end
@@ -341,9 +349,7 @@ function test_cli_text_json_html()
     local weird2 = trace(function() wb.profiler.range("<script>alert(1)</script>", function() wb.ones({4}) end) end, 4)
     out, err, code = run(string.format("--html '%s' '%s' '%s'", html, t.weird, weird2))
     lu.assertEquals(code, 0, err)
-    local f = assert(io.open(html))
-    local page = f:read("a")
-    f:close()
+    local page = read_all(html)
     lu.assertStrContains(page, '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'')
     lu.assertNil(page:find("<script", 1, true))
     lu.assertStrContains(page, "&lt;script&gt;alert(1)&lt;/script&gt;")
@@ -374,10 +380,7 @@ function test_cli_html_draws_the_median_step_or_the_one_asked()
         local html = scratch.path(".html")
         local _, err, code = run(string.format("%s --html '%s' '%s' '%s'", extra, html, a, b))
         lu.assertEquals(code, 0, err)
-        local f = assert(io.open(html))
-        local text = f:read("a")
-        f:close()
-        return text
+        return read_all(html)
     end
     local text = page("")
     lu.assertStrContains(text, "Step 3 of A and step 3 of B (each side's median step by host time")
@@ -399,9 +402,7 @@ end
 
 function test_cli_fingerprint_names_a_different_build()
     local t = get_traces()
-    local f = assert(io.open(t.fast))
-    local text = f:read("a")
-    f:close()
+    local text = read_all(t.fast)
     -- the trace names the build that recorded it
     local other = cjson.decode(text:match("^[^\n]*") .. "]}").otherData
     lu.assertEquals(other.build, {version = wb.version, commit = wb.commit})
@@ -449,9 +450,7 @@ end
 
 function test_cli_bad_input_one_line_status_2()
     local t = get_traces()
-    local f = assert(io.open(t.fast))
-    local text = f:read("a")
-    f:close()
+    local text = read_all(t.fast)
     local cases = {
         {scratch.file(text:sub(1, #text // 2), ".json"), "truncated"},
         {scratch.file('{"traceEvents": []}', ".json"), "not written by the workbench"},

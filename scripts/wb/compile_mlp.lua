@@ -26,7 +26,7 @@ local M = {}
 M.MAX_TOKENS = math.huge -- f32: the most rows of x a thread where the one kernel pays
 M.BF16_MIN_TOKENS = 8 -- bf16: the fewest rows of x where it pays
 
-local function plural(n) return n == 1 and "" or "s" end
+local plural = require("wb.words").plural
 
 function M.pays(x, op)
     if x.device ~= "cpu" then
@@ -35,8 +35,8 @@ function M.pays(x, op)
     local tokens = x:numel() // x.shape[#x.shape]
     if x.dtype == "bf16" then
         if tokens < M.BF16_MIN_TOKENS then
-            return false, string.format("bf16, %d token%s: under %d, %s (which widens all the weights to f32 each " ..
-                "call) measured 3x slower than the dual GEMM's bf16 path", tokens, plural(tokens), M.BF16_MIN_TOKENS, op)
+            return false, string.format("bf16, %s: under %d, %s (which widens all the weights to f32 each call) " ..
+                "measured 3x slower than the dual GEMM's bf16 path", plural(tokens, "token"), M.BF16_MIN_TOKENS, op)
         end
         return true, string.format("bf16, %d tokens: from %d on it measured a tie or better against the dual GEMM + " ..
             "down GEMM: one kernel, no hidden activation in memory", tokens, M.BF16_MIN_TOKENS)
@@ -45,19 +45,19 @@ function M.pays(x, op)
         return false, string.format("%s x: %s was not measured in %s", x.dtype, op, x.dtype)
     end
     if M.MAX_TOKENS == math.huge then
-        return true, string.format("f32, %d token%s: it measured a tie or better against the dual GEMM + down GEMM " ..
-            "at every count: one kernel, no hidden activation in memory", tokens, plural(tokens))
+        return true, string.format("f32, %s: it measured a tie or better against the dual GEMM + down GEMM " ..
+            "at every count: one kernel, no hidden activation in memory", plural(tokens, "token"))
     end
     local threads = wb.get_num_threads()
     local per_thread = (tokens + threads - 1) // threads
     if per_thread > M.MAX_TOKENS then
-        return false, string.format("%d tokens on %d thread%s: more than %d a thread, where the fused kernel " ..
-            "measured a tie at best against the dual GEMM + down GEMM", tokens, threads, plural(threads),
-            M.MAX_TOKENS), threads
+        return false, string.format("%s on %s: more than %d a thread, where the fused kernel measured a tie at " ..
+            "best against the dual GEMM + down GEMM", plural(tokens, "token"), plural(threads, "thread"), M.MAX_TOKENS),
+            threads
     end
-    return true, string.format("%d tokens on %d thread%s: at most %d a thread, where it measured a tie or " ..
-        "better against the dual GEMM + down GEMM: one kernel, no hidden activation in memory", tokens, threads,
-        plural(threads), M.MAX_TOKENS), threads
+    return true, string.format("%s on %s: at most %d a thread, where it measured a tie or better against the " ..
+        "dual GEMM + down GEMM: one kernel, no hidden activation in memory", plural(tokens, "token"),
+        plural(threads, "thread"), M.MAX_TOKENS), threads
 end
 
 return M

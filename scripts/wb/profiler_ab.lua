@@ -97,16 +97,16 @@ local function step_of_script(path, which)
     local function refuse(msg) error({diff_error = string.format("%s (%s): %s", path, which, msg)}, 0) end
     local f = io.open(path, "r")
     if not f then refuse("cannot open it") end
-    local first = f:read(1)
+    local text = f:read("a")
     f:close()
-    if first == nil and io.open(path .. "/.") then refuse("is a folder, not a script") end
-    local chunk, err = loadfile(path, "t")
+    if text == nil then refuse(io.open(path .. "/.") and "is a folder, not a script" or "cannot read it") end
+    text = text:gsub("^#[^\n]*", "") -- a #! line, as loadfile skips it (its newline kept: lines stay)
+    local chunk = load(text, "@" .. path, "t")
     if not chunk then
         -- Lua shortens a long path in the message ("...rk/a.lua:1:"), so the line is taken from a
-        -- second load under an empty chunk name (":1: <msg>"), not by cutting the path off.
-        local text = io.open(path, "r"):read("a")
+        -- load under an empty chunk name (":1: <msg>"), not by cutting the path off.
         local _, bare = load(text, "=", "t")
-        refuse("line " .. tostring(bare or err):gsub("^:", ""))
+        refuse("line " .. tostring(bare):gsub("^:", ""))
     end
     local saved = arg
     arg = {[0] = path}
