@@ -312,7 +312,7 @@ static void push_event(lua_State *L, const wb_prof *p, const wb_event *e) {
             wb_lua_setstring(L, "layout", k.layout);
             wb_lua_setstring(L, "epilogue", k.epilogue);
         } else {
-            char epi[48];
+            char epi[WB_EPILOGUE_MAX];
             wb_lua_setstring(L, "epilogue", wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
         }
     }

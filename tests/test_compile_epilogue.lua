@@ -45,8 +45,9 @@ function test_linear_then_pointwise_is_one_gemm_kernel()
         lu.assertEquals(wb.max_abs_diff(f(x, w, sb, y, r), block(x, w, sb, y, r)), 0, "strided bias: " .. what)
         local ks = kernels_of(function() f(x, w, b, y, r) end)
         lu.assertEquals(#ks, 1, what .. ": " .. f:explain())
-        lu.assertStrMatches(ks[1].name, "wb_sgemm_[%w]+_%d+x%d+_tn_epi_sigmoid_mul_add_%d+")
+        lu.assertStrMatches(ks[1].name, "wb_sgemm_[%w]+_%d+x%d+_tn_bias_epi_sigmoid_mul_add_%d+")
         lu.assertEquals(ks[1].args.ops, "linear sigmoid mul add")
+        lu.assertEquals(ks[1].args.epilogue, "bias_sigmoid_mul_add")
         -- a later call follows new data
         local x2 = wb.randn(case.x)
         B.assert_within_bound(f(x2, w, b, y, r), block_bound(x2, w, b, y, r), "compiled, new input " .. what)
@@ -75,11 +76,47 @@ function test_matmul_and_activation_rules_leave_room_for_the_epilogue()
     B.assert_within_bound(got, z, "gelu(matmul) * y")
     local ks = kernels_of(function() f(x, m, y) end)
     lu.assertEquals(#ks, 1, f:explain())
-    lu.assertStrMatches(ks[1].name, "wb_sgemm_.*_nn_epi_gelu_mul_%d+")
+    lu.assertStrMatches(ks[1].name, "wb_sgemm_[%w]+_%d+x%d+_nn_epi_gelu_mul_%d+") -- no bias: none in the name
+    lu.assertEquals(ks[1].args.epilogue, "gelu_mul")
     -- a weight argument of another call: the plan takes m:t() again on each call
     local m2 = wb.randn({40, 24})
     B.assert_within_bound(f(x, m2, y), B.mul(B.act("gelu", B.linear(B.input(x), B.input(m2:t()))), B.input(y)),
         "new weight")
+end
+
+-- The kernel's kind says what its epilogue does, as its fields (bias, the generated ops): in the
+-- live events, in the exported trace, and as `workbench diff` reads the trace back (it rebuilds
+-- kinds from the fields). Before, the epilogue field said "none" for a GEMM that added a bias and
+-- ran three generated ops.
+function test_generated_epilogue_is_in_the_kernel_kind()
+    wb.manual_seed(23)
+    local f = wb.compile(block)
+    local x, w, b, y, r = wb.randn({16, 32}), wb.randn({24, 32}), wb.randn({24}), wb.randn({16, 24}), wb.randn({24})
+    f(x, w, b, y, r) -- compiled before the profiles: both record the same calls
+    local traces = {}
+    for i = 1, 2 do
+        local p = wb.profiler.profile({activities = {"cpu", "device"}}, function() f(x, w, b, y, r) end)
+        traces[i] = scratch.path(".json")
+        p:export_chrome_trace(traces[i])
+    end
+    local fh = assert(io.open(traces[1]))
+    local doc = require("cjson").decode(fh:read("a"))
+    fh:close()
+    local found
+    for _, e in ipairs(doc.traceEvents) do
+        if e.cat == "kernel" and e.args and e.args.ops == "linear sigmoid mul add" then found = e end
+    end
+    lu.assertNotNil(found, "no generated GEMM kernel in the trace")
+    lu.assertEquals(found.args.epilogue, "bias_sigmoid_mul_add")
+    local exe = os.getenv("WB_EXE") or "build/workbench"
+    local out, err, code = scratch.run_split(string.format("%s diff --json '%s' '%s'", exe, traces[1], traces[2]))
+    lu.assertEquals(code, 0, err)
+    local paths = {}
+    for _, n in ipairs(require("cjson").decode(out).nodes) do
+        if n.cat == "kernel" and n.path:find("kernel op=sgemm", 1, true) then paths[#paths + 1] = n.path end
+    end
+    lu.assertEquals(#paths, 1, table.concat(paths, "\n"))
+    lu.assertStrContains(paths[1], "kernel op=sgemm,isa=" .. wb.cpu_isa() .. ",layout=tn,epilogue=bias_sigmoid_mul_add#1")
 end
 
 -- What stays out of the epilogue says why; the result is still right.

@@ -126,12 +126,29 @@ const wb_kernel_kind *wb_kernel_kind_intern(const wb_kernel_kind *key) {
 
 size_t wb_kernel_kind_count(void) { return count; }
 
+static void append(char *buf, size_t len, size_t *n, const char *part) {
+    if (!part || !*part || *n >= len) return;
+    int w = snprintf(buf + *n, len - *n, "%s%s", *n ? "_" : "", part);
+    if (w > 0) *n += (size_t)w;
+}
+
 const char *wb_kernel_kind_epilogue(const wb_kernel_kind *k, char *buf, size_t len) {
     const char *act = (unsigned)k->act < WB_ACT_COUNT ? activations[k->act].kernel_word : "";
-    if (!k->bias && !*act)
+    /* a generated GEMM epilogue: the group's ops after the GEMM's own */
+    const char *gen = k->tile_m > 0 && k->ops ? strchr(k->ops, ' ') : NULL;
+    if (len == 0) return buf;
+    if (!k->bias && !*act && !gen) {
         snprintf(buf, len, "none");
-    else
-        snprintf(buf, len, "%s%s%s", k->bias ? "bias" : "", k->bias && *act ? "_" : "", act);
+        return buf;
+    }
+    size_t n = 0;
+    append(buf, len, &n, k->bias ? "bias" : "");
+    append(buf, len, &n, act);
+    buf[n < len ? n : len - 1] = '\0';
+    for (; gen && *gen && n + 1 < len; gen++) /* "sigmoid mul add" -> "_sigmoid_mul_add" */
+        buf[n++] = *gen == ' ' ? '_' : *gen;
+    buf[n < len ? n : len - 1] = '\0';
+    if (n && buf[0] == '_') memmove(buf, buf + 1, strlen(buf)); /* no bias, no activation */
     return buf;
 }
 
@@ -147,12 +164,6 @@ int wb_kernel_kind_fields(const wb_kernel_kind *k, wb_kernel_fields *out) {
     return 1;
 }
 
-static void append(char *buf, size_t len, size_t *n, const char *part) {
-    if (!part || !*part || *n >= len) return;
-    int w = snprintf(buf + *n, len - *n, "%s%s", *n ? "_" : "", part);
-    if (w > 0) *n += (size_t)w;
-}
-
 const char *wb_kernel_kind_name(const wb_kernel_kind *k) {
     if (k->external) return k->external;
     if (k == &unknown) return "wb_unknown_kernel";
@@ -161,7 +172,11 @@ const char *wb_kernel_kind_name(const wb_kernel_kind *k) {
     char buf[256], tile[32] = "", epi[64] = "";
     size_t n = 0;
     if (k->tile_m > 0) snprintf(tile, sizeof tile, "%dx%d", k->tile_m, k->tile_n);
-    if (k->bias || k->act != WB_ACT_NONE) wb_kernel_kind_epilogue(k, epi, sizeof epi);
+    if (k->bias || k->act != WB_ACT_NONE) { /* a generated epilogue's ops are in its variant */
+        wb_kernel_kind hand = *k;
+        hand.ops = NULL;
+        wb_kernel_kind_epilogue(&hand, epi, sizeof epi);
+    }
     buf[0] = 0;
     append(buf, sizeof buf, &n, k->prefix ? k->prefix : "wb");
     append(buf, sizeof buf, &n, k->op);

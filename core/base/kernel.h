@@ -35,13 +35,18 @@ typedef struct wb_kernel_kind {
 const wb_kernel_kind *wb_kernel_kind_intern(const wb_kernel_kind *key);
 /* The kind's name, formatted on first use and kept. */
 const char *wb_kernel_kind_name(const wb_kernel_kind *k);
-/* The epilogue as a word list: "bias", "gelu_tanh", "bias_geglu"; "none" when there is none. */
+/* The epilogue as a word list: "bias", "gelu_tanh", "bias_geglu"; "none" when there is none. A GEMM
+ * kind (one with a register tile) that carries `ops` runs a generated epilogue: its ops but the
+ * first (the GEMM itself) follow, "bias_sigmoid_mul_add" for "linear sigmoid mul add". A trace's
+ * reader gives the same string back from the same fields. Longer than WB_EPILOGUE_MAX - 1 bytes
+ * it is cut there (alike on every side, so kinds still compare). */
+#define WB_EPILOGUE_MAX 96
 const char *wb_kernel_kind_epilogue(const wb_kernel_kind *k, char *buf, size_t len);
 /* The fields users see for a kernel with a register tile or a layout (the GEMMs): isa ("" for a
  * library's), tile ("6x16", "" when none), layout, and the epilogue ("none" when none). */
 typedef struct wb_kernel_fields {
     const char *isa, *layout;
-    char tile[24], epilogue[48];
+    char tile[24], epilogue[WB_EPILOGUE_MAX];
 } wb_kernel_fields;
 /* Fills *out and returns 1 for such kernels; returns 0 for the others. */
 int wb_kernel_kind_fields(const wb_kernel_kind *k, wb_kernel_fields *out);

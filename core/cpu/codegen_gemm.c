@@ -173,6 +173,7 @@ wb_status wb_cpu_generated_gemm_impl(wb_op_call *c) {
                           .tile_m = isa->mr,
                           .tile_n = isa->nr,
                           .layout = {layout_letter(rsb, csb, kk, n), layout_letter(stride2[0], stride2[1], m, kk)},
+                          .bias = bias != NULL,
                           .variant = k->kind->op, /* epi_<ops>_<n>: the generated epilogue */
                           .ops = k->kind->ops};
     wb_kernel_desc d = wb_kernel_desc_for(c, &key, g.p.threads);

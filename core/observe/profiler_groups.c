@@ -122,7 +122,7 @@ static int64_t signature(sigtab *t, const wb_prof *p, const wb_event *e) {
     } else if (e->kind == WB_EV_KERNEL) {
         const char *f[5];
         wb_kernel_fields kf;
-        char epi[48];
+        char epi[WB_EPILOGUE_MAX];
         kernel_fields(e->kernel, f, &kf, epi, sizeof epi);
         put(&key, "kernel ");
         int parts = 0;
@@ -261,7 +261,7 @@ static int node_new(wb_diff_model *m, size_t *cap, const sigtab *t, const inst *
         if (x->kind == WB_EV_KERNEL) {
             const char *f[5];
             wb_kernel_fields kf;
-            char epi[48];
+            char epi[WB_EPILOGUE_MAX];
             kernel_fields(x->what, f, &kf, epi, sizeof epi);
             for (int i = 0; i < 5; i++)
                 if (f[i] && !(d->fields[i] = strdup(f[i]))) return 0;

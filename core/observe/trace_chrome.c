@@ -238,7 +238,7 @@ static void write_event(wb_out *f, const wb_prof *p, const wb_event *e, uint64_t
             field_str(f, "layout", k.layout);
             field_str(f, "epilogue", k.epilogue);
         } else {
-            char epi[48];
+            char epi[WB_EPILOGUE_MAX];
             field_str(f, "epilogue", wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
         }
     }

@@ -167,7 +167,7 @@ static int jints(jp *j, int64_t *v, int max) {
 /* ---- one event ------------------------------------------------------------------------------- */
 
 typedef struct parsed {
-    char ph[4], cat[16], name[512], src[512], op[64], ops[256], api[32], isa[32], tile[24], layout[8], epilogue[48];
+    char ph[4], cat[16], name[512], src[512], op[64], ops[256], api[32], isa[32], tile[24], layout[8], epilogue[WB_EPILOGUE_MAX];
     int64_t pid, tid, ts, dur;
     int64_t id, correlation, parent, threads, kernel, thread, cbid;
     double flops, bytes, work, run_delay, allocated;
@@ -289,8 +289,8 @@ static const wb_kernel_kind *kind_from(const parsed *x) {
     snprintf(key.layout, sizeof key.layout, "%.2s", x->layout);
     for (int bias = 0; bias <= 1 && x->epilogue[0]; bias++)
         for (int act = 0; act < WB_ACT_COUNT; act++) {
-            wb_kernel_kind probe = {.bias = bias, .act = (wb_activation)act};
-            char epi[48];
+            wb_kernel_kind probe = {.bias = bias, .act = (wb_activation)act, .tile_m = key.tile_m, .ops = key.ops};
+            char epi[WB_EPILOGUE_MAX];
             if (!strcmp(wb_kernel_kind_epilogue(&probe, epi, sizeof epi), x->epilogue)) {
                 key.bias = bias, key.act = (wb_activation)act;
                 bias = 2;
