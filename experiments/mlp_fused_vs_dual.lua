@@ -12,10 +12,14 @@
 -- per round, a batch of dual forwards and a batch of fused ones (A B A B ...), each batch timed as
 -- process CPU time on 1 thread (a descheduled process does not count) and as wall time on more;
 -- the ratio dual/fused per round (above 1: fused is faster), its median and range over rounds.
--- Then where the time goes (unless --no-breakdown): per round, the dual path's two kernels
--- timed apart (the dual GEMM x -> hidden; the down linear hidden -> out) and a fused batch with the
--- kernel's phase counts on (wb._mlp_phases: thread CPU time in packing x, the dual tiles, the down
--- GEMM; the rest is the barrier, rounding, loops), ms per forward, medians over rounds.
+-- Then where the time goes (unless --no-breakdown): per round, a batch of the dual path with each
+-- of its two kernels timed in place (the dual GEMM x -> hidden, then the down linear hidden -> out,
+-- one forward after the other, as the path runs them), the down linear alone in a batch of its own,
+-- and a fused batch with the kernel's phase counts on (wb._mlp_phases: thread CPU time in packing
+-- x, the dual tiles, the down GEMM; the rest is the barrier, rounding, loops), ms per forward,
+-- medians over rounds. Alone, the down linear finds its weights in L3 (768 x 3072 f32: 9 MiB, under
+-- a Zen 3's 16 MiB L3 share); in either path the gate and up weights (18 MiB) pass through L3
+-- before it: compare the fused down phase with the down linear in place.
 local args = require("wb.args")
 local parser = args.parser("mlp_fused_vs_dual.lua", "The one-kernel MLP against the dual GEMM + down linear, alternated.")
 parser:option("--tokens", "Token counts, comma-separated.", "1,16,128,512"):convert(args.ints("--tokens", 1, 65536))
@@ -99,10 +103,19 @@ for _, threads in ipairs(opts.threads) do
             ratios[mid], ratios[1], ratios[opts.rounds]))
         if not opts.no_breakdown then
             local h = dual_op(x, wg, wu)
-            local parts = {gemm = {}, down = {}, fused = {}, pack_x = {}, gated = {}, fdown = {}, rest = {}}
+            local parts = {gemm = {}, down = {}, alone = {}, fused = {}, pack_x = {}, gated = {}, fdown = {}, rest = {}}
             for r = 1, opts.rounds do
-                parts.gemm[r] = batch(function(v) return dual_op(v, wg, wu) end)
-                parts.down[r] = batch(function() return wb.linear(h, wd) end)
+                local g, d = 0, 0
+                for _ = 1, reps do
+                    local t0 = clock()
+                    local hh = dual_op(x, wg, wu)
+                    local t1 = clock()
+                    wb.linear(hh, wd):release()
+                    d, g = d + clock() - t1, g + t1 - t0
+                    hh:release()
+                end
+                parts.gemm[r], parts.down[r] = g / reps, d / reps
+                parts.alone[r] = batch(function() return wb.linear(h, wd) end)
                 wb._mlp_phases(true)
                 parts.fused[r] = batch(fused)
                 local ph = wb._mlp_phases(false)
@@ -125,11 +138,11 @@ wb.set_num_threads(was_threads)
 if #breakdown > 0 then
     print("\nwhere the time goes, ms per forward (medians over rounds; the fused kernel's phases in thread CPU time " ..
         "summed over threads, the rest in the clock above):")
-    print(string.format("%7s %7s | %10s %10s %10s | %10s %10s %10s %10s %10s", "threads", "tokens", "dual GEMM",
-        "down lin.", "sum", "fused", "pack x", "dual tiles", "down", "rest"))
+    print(string.format("%7s %7s | %10s %10s %10s %10s | %10s %10s %10s %10s %10s", "threads", "tokens", "dual GEMM",
+        "down lin.", "sum", "down alone", "fused", "pack x", "dual tiles", "down", "rest"))
     for _, b in ipairs(breakdown) do
         local m = b.m
-        print(string.format("%7d %7d | %10.3f %10.3f %10.3f | %10.3f %10.3f %10.3f %10.3f %10.3f", b.threads, b.tokens,
-            m.gemm, m.down, m.gemm + m.down, m.fused, m.pack_x, m.gated, m.fdown, m.rest))
+        print(string.format("%7d %7d | %10.3f %10.3f %10.3f %10.3f | %10.3f %10.3f %10.3f %10.3f %10.3f", b.threads,
+            b.tokens, m.gemm, m.down, m.gemm + m.down, m.alone, m.fused, m.pack_x, m.gated, m.fdown, m.rest))
     end
 end
