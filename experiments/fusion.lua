@@ -368,6 +368,8 @@ for _, threads in ipairs(opts.threads) do
         local ratios, a, c = {}, calls.epilogue.us, calls["gemm+poi"].us
         for i = 1, math.min(#a, #c) do ratios[i] = a[i] / c[i] end
         pt.ratio = stats.summarize(ratios)
+        -- compare's rule on the two sets of calls (rank test, 5% minimum effect, both sides' noise)
+        pt.verdict = wb.compare.verdict({samples = c}, {samples = a})
         epi_points[#epi_points + 1] = pt
     end
 end
@@ -382,10 +384,14 @@ for _, pt in ipairs(epi_points) do
             run.err, run.s.median, run.s.p10, run.s.p90, run.s.noise > UNSTABLE and "  unstable" or ""))
     end
 end
-print(string.format("\n%6s %3s  %32s  %s", "tokens", "thr", "epilogue / (GEMM + pointwise)", "reading"))
+-- The reading is compare's verdict on the epilogue's calls against the two kernels' (SAME: within
+-- 5%; UNSURE: a difference the rank test or the noise does not settle); "no slower" is SAME or
+-- FASTER. A median ratio a little over 1 with a spread across 1 is not "slower".
+local READING = {SAME = "no slower (SAME: within 5%)", FASTER = "no slower (FASTER)", SLOWER = "slower (SLOWER)",
+    UNSURE = "unsure (UNSURE: not settled by the samples)"}
+print(string.format("\n%6s %3s  %32s  %s", "tokens", "thr", "epilogue / (GEMM + pointwise)", "reading (compare's rule)"))
 for _, pt in ipairs(epi_points) do
-    print(string.format("%6d %3d  %32s  %s", pt.tokens, pt.threads, string.format("%.2fx [%.2f-%.2f]", pt.ratio.median,
-        pt.ratio.p10, pt.ratio.p90), pt.unstable and "unstable, no reading" or
-        pt.ratio.median <= 1.0 and "no slower" or "slower"))
+    print(string.format("%6d %3d  %32s  %s%s", pt.tokens, pt.threads, string.format("%.2fx [%.2f-%.2f]", pt.ratio.median,
+        pt.ratio.p10, pt.ratio.p90), READING[pt.verdict], pt.unstable and "; unstable" or ""))
 end
 print("All expectations held: the epilogue 1 kernel (wb_sgemm_*_epi_*), GEMM + pointwise 2, both agree with eager.")
