@@ -12,9 +12,10 @@
 -- per round, a batch of dual forwards and a batch of fused ones (A B A B ...), each batch timed as
 -- process CPU time on 1 thread (a descheduled process does not count) and as wall time on more;
 -- the ratio dual/fused per round (above 1: fused is faster), its median and range over rounds.
--- Then where the time goes (unless --no-breakdown): per round, a batch of the dual path with each
--- of its two kernels timed in place (the dual GEMM x -> hidden, then the down linear hidden -> out,
--- one forward after the other, as the path runs them), the down linear alone in a batch of its own,
+-- Then where the time goes (unless --no-breakdown): per round, a batch of the dual path under the
+-- profiler, its two kernels' times from the kernel events (the dual GEMM x -> hidden, then the
+-- down linear hidden -> out, one forward after the other, as the path runs them; wall time), the
+-- down linear alone in a batch of its own,
 -- and a fused batch with the kernel's phase counts on (wb._mlp_phases: thread CPU time in packing
 -- x, the dual tiles, the down GEMM; the rest is the barrier, rounding, loops), ms per forward,
 -- medians over rounds. Alone, the down linear finds its weights in L3 (768 x 3072 f32: 9 MiB, under
@@ -105,16 +106,17 @@ for _, threads in ipairs(opts.threads) do
             local h = dual_op(x, wg, wu)
             local parts = {gemm = {}, down = {}, alone = {}, fused = {}, pack_x = {}, gated = {}, fdown = {}, rest = {}}
             for r = 1, opts.rounds do
+                -- the dual path's kernels in place, from the profiler's kernel events (wall time)
+                local prof = wb.profiler.profile({activities = {"cpu", "device"}}, function()
+                    for _ = 1, reps do dual(x):release() end
+                end)
                 local g, d = 0, 0
-                for _ = 1, reps do
-                    local t0 = clock()
-                    local hh = dual_op(x, wg, wu)
-                    local t1 = clock()
-                    wb.linear(hh, wd):release()
-                    d, g = d + clock() - t1, g + t1 - t0
-                    hh:release()
+                for _, e in ipairs(prof:events()) do
+                    if e.cat == "kernel" then
+                        if e.args.op:match("^dual_") then g = g + e.dur_ns else d = d + e.dur_ns end
+                    end
                 end
-                parts.gemm[r], parts.down[r] = g / reps, d / reps
+                parts.gemm[r], parts.down[r] = g / reps / 1e9, d / reps / 1e9
                 parts.alone[r] = batch(function() return wb.linear(h, wd) end)
                 wb._mlp_phases(true)
                 parts.fused[r] = batch(fused)
@@ -136,8 +138,9 @@ for _, threads in ipairs(opts.threads) do
 end
 wb.set_num_threads(was_threads)
 if #breakdown > 0 then
-    print("\nwhere the time goes, ms per forward (medians over rounds; the fused kernel's phases in thread CPU time " ..
-        "summed over threads, the rest in the clock above):")
+    print("\nwhere the time goes, ms per forward (medians over rounds; the dual path's kernels in place from the " ..
+        "profiler's kernel events, wall time; the down linear alone and the fused kernel in the clock above, its " ..
+        "phases in thread CPU time summed over threads):")
     print(string.format("%7s %7s | %10s %10s %10s %10s | %10s %10s %10s %10s %10s", "threads", "tokens", "dual GEMM",
         "down lin.", "sum", "down alone", "fused", "pack x", "dual tiles", "down", "rest"))
     for _, b in ipairs(breakdown) do
