@@ -2,6 +2,7 @@
  * the three weights once (core/cpu/prepack.c), plans the threads and launches the one kernel of
  * kernels/cpu/mlp.c, re-resolving the packed weights before a graph replay. */
 #include <stddef.h>
+#include <stdint.h>
 
 #include <wb_kernels/mlp.h>
 
@@ -67,8 +68,15 @@ wb_status wb_cpu_mlp_impl(wb_op_call *c) {
         b = bc;
     }
     int bf16 = x->dtype == WB_BF16;
+    /* bf16 on few rows: the k-pair kernels, as the linears pick them (wb_cpu_isa_bf16: where the
+     * weights' bytes dominate), which read the packed weights as bf16, half the bytes of widened
+     * ones; x is read as pair words in place, so it must be laid out for that (else the f32 path) */
+    const wb_cpu_isa *pairs = bf16 ? wb_cpu_isa_bf16(m) : NULL;
+    if (pairs && !(stride2[1] == 1 && k % 2 == 0 && (stride2[0] % 2 == 0 || m <= 1) &&
+                   ((uintptr_t)wb_tensor_data(x) & 3u) == 0))
+        pairs = NULL;
     mlp_launch l = {
-        .isa = wb_cpu_isa_active(), /* bf16: the f32 path, weights widened once when packed */
+        .isa = pairs ? pairs : wb_cpu_isa_active(), /* else bf16: the f32 path, weights widened once when packed */
         .p = {.m = m,
               .k = k,
               .h = h,
@@ -77,6 +85,7 @@ wb_status wb_cpu_mlp_impl(wb_op_call *c) {
               .rsx = stride2[0],
               .csx = stride2[1],
               .x_bf16 = bf16,
+              .pairs = pairs != NULL,
               .bias = b ? wb_tensor_data(b) : NULL,
               .bias_bf16 = bf16,
               .out = wb_tensor_data(c->out),

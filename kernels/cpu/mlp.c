@@ -72,19 +72,27 @@ typedef struct geometry {
     const wb_cpu_isa *isa;
     const wb_mlp_problem *p;
     int mr, nr, width;        /* register tile; width: hidden columns per dual tile (nr / 2) */
-    int64_t kc_dual, kc_down; /* K block depths of the two packed weights */
+    int pairs;                /* k-pair ISA: K counts pair words (two bf16), the hidden is packed rounded */
+    int64_t kx, kh;           /* K of the dual GEMM (x's features) and of the down GEMM (the hidden), in words */
+    int64_t kc_dual, kc_down; /* K block depths of the two packed weights, in words */
+    int64_t kc_cols;          /* hidden columns per down K block (2 kc_down in pairs) */
     int64_t tiles_h, tiles_n; /* dual tiles over the hidden, down tiles over the output */
 } geometry;
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* dst[kk*stride] = src[kk] for kk < n, as bits (pair words are not floats) */
+static void memcpy_rows(float *dst, const float *src, int64_t n, int stride) {
+    for (int64_t kk = 0; kk < n; kk++) memcpy(dst + kk * stride, src + kk, sizeof(float));
+}
 
 /* Packs rows [row0, row0 + rt*mr) of x (rows past m repeat row 0 of the block: computed, never
  * stored) for every dual K block: block pc at xa[pc*rt*mr + tile*kc*mr + kk*mr + r]. */
 static void pack_x(const geometry *g, int64_t row0, int64_t rt, float *xa) {
     const wb_mlp_problem *p = g->p;
     const int mr = g->mr;
-    for (int64_t pc = 0; pc < p->k; pc += g->kc_dual) {
-        int64_t kc = min64(g->kc_dual, p->k - pc);
+    for (int64_t pc = 0; pc < g->kx; pc += g->kc_dual) {
+        int64_t kc = min64(g->kc_dual, g->kx - pc);
         for (int64_t it = 0; it < rt; it++) {
             float *dst = xa + pc * rt * mr + it * kc * mr;
             int64_t rows[MAX_MR];
@@ -92,7 +100,14 @@ static void pack_x(const geometry *g, int64_t row0, int64_t rt, float *xa) {
                 int64_t row = row0 + it * mr + r;
                 rows[r] = row < p->m ? row : row0;
             }
-            if (p->csx == 1 && !p->x_bf16 && g->isa->pack_rows) {
+            if (g->pairs) { /* pair words, moved as they are (the packers only move floats) */
+                const float *src[MAX_MR];
+                for (int r = 0; r < mr; r++) src[r] = (const float *)p->x + rows[r] * (p->rsx / 2) + pc;
+                if (g->isa->pack_rows)
+                    g->isa->pack_rows(dst, src, mr, kc);
+                else
+                    for (int r = 0; r < mr; r++) memcpy_rows(dst + r, src[r], kc, mr);
+            } else if (p->csx == 1 && !p->x_bf16 && g->isa->pack_rows) {
                 const float *src[MAX_MR];
                 for (int r = 0; r < mr; r++) src[r] = (const float *)p->x + rows[r] * p->rsx + pc;
                 g->isa->pack_rows(dst, src, mr, kc);
@@ -118,9 +133,9 @@ static void gated_tile(const geometry *g, const float *xa, int64_t rt, int64_t i
     const wb_mlp_problem *p = g->p;
     const int mr = g->mr, nr = g->nr;
     float partial[MAX_MR * MAX_NR] __attribute__((aligned(64)));
-    for (int64_t pc = 0; pc < p->k; pc += g->kc_dual) {
-        int64_t kc = min64(g->kc_dual, p->k - pc);
-        int first = pc == 0, last = pc + kc >= p->k;
+    for (int64_t pc = 0; pc < g->kx; pc += g->kc_dual) {
+        int64_t kc = min64(g->kc_dual, g->kx - pc);
+        int first = pc == 0, last = pc + kc >= g->kx;
         wb_gemm_tile t = {.kc = kc,
                           .a = xa + pc * rt * mr + it * kc * mr,
                           .b = p->packed_gate_up + pc * g->tiles_h * nr + jt * kc * nr,
@@ -144,9 +159,9 @@ static void gated_tile(const geometry *g, const float *xa, int64_t rt, int64_t i
 #define SPREAD_MIN_PASSES 4
 static const float *spread_share(const geometry *g, int64_t rows, int64_t jt, int64_t c_end, int64_t *share) {
     int64_t passes = rows / g->mr;
-    if (passes < SPREAD_MIN_PASSES || g->kc_dual < g->p->k || (jt + 1) * g->width >= c_end || jt + 1 >= g->tiles_h)
+    if (passes < SPREAD_MIN_PASSES || g->kc_dual < g->kx || (jt + 1) * g->width >= c_end || jt + 1 >= g->tiles_h)
         return NULL;
-    int64_t floats = g->p->k * g->nr;
+    int64_t floats = g->kx * g->nr;
     *share = (floats + passes - 1) / passes;
     return g->p->packed_gate_up + (jt + 1) * floats;
 }
@@ -166,6 +181,18 @@ static void scatter(const geometry *g, const float *tile, int rows, int64_t jt, 
                     int64_t buffer_c0, int64_t rt, int64_t it) {
     const int mr = g->mr, width = g->width;
     int64_t c_lo = jt * width > lo ? jt * width : lo, c_hi = min64(jt * width + width, hi);
+    if (g->pairs) { /* column col is the (col % 2) half of pair word col / 2, rounded to bf16 */
+        for (int64_t col = c_lo; col < c_hi; col++) {
+            int64_t c0 = col / g->kc_cols * g->kc_cols, w0 = c0 / 2, kc = min64(g->kc_down, g->kh - w0);
+            uint16_t *dst = (uint16_t *)(buffer + (w0 - buffer_c0 / 2) * rt * mr + it * kc * mr + (col - c0) / 2 * mr);
+            const float *src = tile + (col - jt * g->width);
+            int half = (int)(col & 1);
+            for (int r = 0; r < rows; r++) dst[2 * r + half] = wb_f32_to_bf16(src[r * g->width]);
+            if (col == g->p->h - 1 && !half) /* an odd hidden: the last word's other half is zero */
+                for (int r = 0; r < rows; r++) dst[2 * r + 1] = 0;
+        }
+        return;
+    }
     const int64_t block0 = c_lo / g->kc_down * g->kc_down;
     /* The common case, the whole tile in [lo, hi) and in one K block: its columns are columns of
      * one sliver, mr floats apart, a transpose of the tile, unrolled for the ISAs' full tiles.
@@ -272,15 +299,15 @@ static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t bloc
     const int mr = g->mr;
     float tile[MAX_MR * MAX_NR / 2] __attribute__((aligned(64)));
     int64_t t = ph ? thread_cpu_ns() : 0;
-    for (int64_t ib = it0; ib < it1; ib += block_tiles) pack_x(g, ib * mr, min64(block_tiles, it1 - ib), xa + ib * mr * p->k);
+    for (int64_t ib = it0; ib < it1; ib += block_tiles) pack_x(g, ib * mr, min64(block_tiles, it1 - ib), xa + ib * mr * g->kx);
     LAP(ph, pack_x_ns, t);
     for (int64_t p0 = 0; p0 < p->h; p0 += panel) {
         int64_t p1 = min64(p0 + panel, p->h);
         for (int64_t ib = it0; ib < it1; ib += block_tiles) {
             int64_t rt = min64(block_tiles, it1 - ib), row0 = ib * mr, rows = min64(rt * mr, p->m - row0);
-            const float *xb = xa + ib * mr * p->k;
-            for (int64_t c0 = p0; c0 < p1; c0 += g->kc_down) {
-                int64_t kc = min64(g->kc_down, p->h - c0);
+            const float *xb = xa + ib * mr * g->kx;
+            for (int64_t c0 = p0; c0 < p1; c0 += g->kc_cols) { /* c0, kc: hidden columns */
+                int64_t kc = min64(g->kc_cols, p->h - c0);
                 for (int64_t jt = c0 / g->width; jt * g->width < c0 + kc; jt++) {
                     /* the passes over this sliver fetch the next one into L2 (see spread_share) */
                     int64_t share = 0;
@@ -292,7 +319,8 @@ static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t bloc
                     }
                 }
                 LAP(ph, gated_ns, t);
-                down_block(g, buf->hidden, rt, rows, c0, kc, 0, g->tiles_n, o + row0 * ldo, ldo);
+                const int64_t w0 = g->pairs ? c0 / 2 : c0; /* the down K block in words */
+                down_block(g, buf->hidden, rt, rows, w0, min64(g->kc_down, g->kh - w0), 0, g->tiles_n, o + row0 * ldo, ldo);
                 LAP(ph, down_ns, t);
             }
         }
@@ -322,8 +350,8 @@ static void run_columns(const geometry *g, int t, int team, mlp_buffers *buf, fl
 #pragma omp barrier
     int64_t jd0 = g->tiles_n * t / team, jd1 = g->tiles_n * (t + 1) / team;
     if (ph) clock = thread_cpu_ns(); /* the wait at the barrier is in none of the phases */
-    for (int64_t c0 = 0; c0 < p->h; c0 += g->kc_down) {
-        int64_t kc = min64(g->kc_down, p->h - c0);
+    for (int64_t c0 = 0; c0 < g->kh; c0 += g->kc_down) { /* in words */
+        int64_t kc = min64(g->kc_down, g->kh - c0);
         down_block(g, hidden + c0 * rt * mr, rt, p->m, c0, kc, jd0, jd1, o, ldo);
     }
     LAP(ph, down_ns, clock);
@@ -331,9 +359,12 @@ static void run_columns(const geometry *g, int t, int team, mlp_buffers *buf, fl
 }
 
 static geometry geometry_of(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
-    geometry g = {.isa = isa, .p = p, .mr = isa->mr, .nr = isa->nr, .width = isa->nr / 2};
-    g.kc_dual = wb_gemm_block_k(isa, p->k, 1);
-    g.kc_down = wb_gemm_block_k(isa, p->h, 0);
+    geometry g = {.isa = isa, .p = p, .mr = isa->mr, .nr = isa->nr, .width = isa->nr / 2, .pairs = p->pairs};
+    g.kx = g.pairs ? (p->k + 1) / 2 : p->k;
+    g.kh = g.pairs ? (p->h + 1) / 2 : p->h;
+    g.kc_dual = wb_gemm_block_k(isa, g.kx, 1);
+    g.kc_down = wb_gemm_block_k(isa, g.kh, 0);
+    g.kc_cols = g.pairs ? 2 * g.kc_down : g.kc_down;
     g.tiles_h = (p->h + g.width - 1) / g.width;
     g.tiles_n = (p->n + g.nr - 1) / g.nr;
     return g;
@@ -410,7 +441,7 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
         run_empty(p);
         return 0;
     }
-    if (!p->packed_gate_up || !p->packed_down) return -1;
+    if (!p->packed_gate_up || !p->packed_down || (p->pairs != !!isa->bf16_pairs)) return -1;
     const geometry g = geometry_of(isa, p);
     int nt;
     const wb_mlp_split split = wb_mlp_plan(isa, p, &nt);
@@ -419,23 +450,23 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
     const int tokens = split == WB_MLP_SPLIT_TOKENS;
     const wb_gemm_blocking caches = wb_gemm_blocking_of(isa);
     const wb_mlp_blocking bl =
-        wb_mlp_blocking_rule(g.mr, p->k, p->n, g.kc_down, (row_tiles + nt - 1) / nt * g.mr, caches.l2, caches.l3_share);
+        wb_mlp_blocking_rule(g.mr, g.kx, p->n, g.kc_down, (row_tiles + nt - 1) / nt * g.mr, caches.l2, caches.l3_share);
     const int64_t block_tiles = tokens ? bl.block_tiles : row_tiles;
     for (int t = 0; t < nt; t++) {
         mlp_buffers *b = &thread_buffers[t];
         if (tokens && !wb_cpu_reserve(&b->hidden, &b->hidden_cap, (size_t)(block_tiles * g.mr * g.kc_down))) return -1;
-        if (!tokens && !wb_cpu_reserve(&b->xa, &b->xa_cap, (size_t)(row_tiles * g.mr * p->k))) return -1;
+        if (!tokens && !wb_cpu_reserve(&b->xa, &b->xa_cap, (size_t)(row_tiles * g.mr * g.kx))) return -1;
     }
     float *xa = NULL, *hidden = NULL, *o = (float *)p->out;
     int64_t ldo = p->ldo;
-    if (tokens && !(xa = wb_cpu_reserve(&shared_x, &shared_x_cap, (size_t)(row_tiles * g.mr * p->k)))) return -1;
-    if (!tokens && !(hidden = wb_cpu_reserve(&shared_hidden, &shared_hidden_cap, (size_t)(row_tiles * g.mr * p->h))))
+    if (tokens && !(xa = wb_cpu_reserve(&shared_x, &shared_x_cap, (size_t)(row_tiles * g.mr * g.kx)))) return -1;
+    if (!tokens && !(hidden = wb_cpu_reserve(&shared_hidden, &shared_hidden_cap, (size_t)(row_tiles * g.mr * g.kh))))
         return -1;
     if (p->out_bf16) {
         if (!(o = wb_cpu_reserve(&shared_out, &shared_out_cap, (size_t)(p->m * p->n)))) return -1;
         ldo = p->n;
     }
-    const int64_t panel = tokens ? bl.panel : p->h;
+    const int64_t panel = tokens ? bl.panel * (g.pairs ? 2 : 1) : p->h; /* hidden columns */
     wb_cpu_spans *spans = wb_cpu_spans_open(split == WB_MLP_SPLIT_TOKENS ? "row tiles" : "column tiles");
     const int counting = phases_on;
 #pragma omp parallel num_threads(nt) if (nt > 1)
