@@ -229,6 +229,15 @@ function TestMlp:test_graph_replay_follows_new_inputs_and_weights()
     g:replay()
     B.assert_within_bound(g.outputs[1], B.mlp(m, x), "replayed after new x and w_down")
     g:release()
+    -- bf16 on 2 rows (the pair kernels where the CPU has them: x read in place as pair words)
+    local m16 = wb.nn.GeGLUMLP(24, 64, {bias = false}):to{dtype = "bf16"}
+    local x16 = wb.randn({2, 24}, {dtype = "bf16"})
+    local g16 = wb.graph.capture(function() return fused("geglu", m16, x16) end)
+    x16:copy_(wb.randn({2, 24}, {dtype = "bf16"}))
+    m16.down_proj.weight:copy_(wb.randn({24, 64}, {dtype = "bf16"}))
+    g16:replay()
+    lu.assertEquals(wb.max_abs_diff(g16.outputs[1], fused("geglu", m16, x16)), 0, "bf16 replayed after new x and w_down")
+    g16:release()
 end
 
 function TestMlp:test_nn_fused_mlp_forward()
