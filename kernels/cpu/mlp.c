@@ -182,12 +182,18 @@ static void scatter(const geometry *g, const float *tile, int rows, int64_t jt, 
     const int mr = g->mr, width = g->width;
     int64_t c_lo = jt * width > lo ? jt * width : lo, c_hi = min64(jt * width + width, hi);
     if (g->pairs) { /* column col is the (col % 2) half of pair word col / 2, rounded to bf16 */
+        int64_t c0 = c_lo / g->kc_cols * g->kc_cols; /* the K block (of kc_cols columns) of col */
+        uint16_t *block = NULL;
         for (int64_t col = c_lo; col < c_hi; col++) {
-            int64_t c0 = col / g->kc_cols * g->kc_cols, w0 = c0 / 2, kc = min64(g->kc_down, g->kh - w0);
-            uint16_t *dst = (uint16_t *)(buffer + (w0 - buffer_c0 / 2) * rt * mr + it * kc * mr + (col - c0) / 2 * mr);
-            const float *src = tile + (col - jt * g->width);
+            if (!block || col >= c0 + g->kc_cols) {
+                if (block) c0 += g->kc_cols;
+                int64_t w0 = c0 / 2, kc = min64(g->kc_down, g->kh - w0);
+                block = (uint16_t *)(buffer + (w0 - buffer_c0 / 2) * rt * mr + it * kc * mr);
+            }
+            uint16_t *dst = block + (col - c0) / 2 * mr * 2;
+            const float *src = tile + (col - jt * width);
             int half = (int)(col & 1);
-            for (int r = 0; r < rows; r++) dst[2 * r + half] = wb_f32_to_bf16(src[r * g->width]);
+            for (int r = 0; r < rows; r++) dst[2 * r + half] = wb_f32_to_bf16(src[r * width]);
             if (col == g->p->h - 1 && !half) /* an odd hidden: the last word's other half is zero */
                 for (int r = 0; r < rows; r++) dst[2 * r + 1] = 0;
         }
