@@ -183,6 +183,19 @@ static void scatter(const geometry *g, const float *tile, int rows, int64_t jt, 
     int64_t c_lo = jt * width > lo ? jt * width : lo, c_hi = min64(jt * width + width, hi);
     if (g->pairs) { /* column col is the (col % 2) half of pair word col / 2, rounded to bf16 */
         int64_t c0 = c_lo / g->kc_cols * g->kc_cols; /* the K block (of kc_cols columns) of col */
+        if (c_lo == jt * width && c_hi == c_lo + width && c_hi <= c0 + g->kc_cols && c_lo % 2 == 0 && width % 2 == 0) {
+            /* the common case (the whole tile, in one block, starting a pair): whole words, a
+             * pair of columns each; cachegrind at 1 bf16 token, 768 x 3072 x 768: the per-column
+             * form below took the driver to 318 k instructions a forward, the dual path's 154 k */
+            int64_t w0 = c0 / 2, kc = min64(g->kc_down, g->kh - w0);
+            uint32_t *dst = (uint32_t *)(buffer + (w0 - buffer_c0 / 2) * rt * mr + it * kc * mr) + (c_lo - c0) / 2 * mr;
+            for (int w = 0; w < width / 2; w++)
+                for (int r = 0; r < rows; r++) {
+                    const float *src = tile + r * width + 2 * w;
+                    dst[w * mr + r] = (uint32_t)wb_f32_to_bf16(src[0]) | (uint32_t)wb_f32_to_bf16(src[1]) << 16;
+                }
+            return;
+        }
         uint16_t *block = NULL;
         for (int64_t col = c_lo; col < c_hi; col++) {
             if (!block || col >= c0 + g->kc_cols) {
