@@ -44,8 +44,11 @@ end
 -- ranges. A thread that spun through its time slice is descheduled soon after, and without the
 -- pause that lands in range c; it is real, not the diff's: c ran 1.10-1.19x A's median after 2 ms
 -- (quiet EPYC Zen 3 guest, no run-queue delay), ~1.0x (0.87-1.31 loaded) after 10 ms; interleaved,
--- with one busy process beside, 1.19-1.27x with no pause, 1.01-1.08x after 10 ms.
-function M.three_ranges(extra_ns, pause_ms)
+-- with one busy process beside, 1.19-1.27x with no pause, 1.01-1.08x after 10 ms. pause = "spin"
+-- spins through the pause instead of sleeping: a sleeping CPU lets the host idle it, and what runs
+-- after the sleep then depends on what ran before (docs/profiler.md: a linear after a 10 ms sleep
+-- alternated between ~320 and ~410 us; after b's loop, c ran 0.86-0.87x A's in B, shuffled).
+function M.three_ranges(extra_ns, pause_ms, pause)
     pause_ms = pause_ms or 2
     wb.set_num_threads(1)
     local w = wb.randn({256, 256})
@@ -57,7 +60,9 @@ function M.three_ranges(extra_ns, pause_ms)
                 if name == "b" and extra_ns > 0 then M.busy(extra_ns) end
                 return y
             end)
-            if name == "b" and pause_ms > 0 then wb.sleep_ms(pause_ms) end
+            if name == "b" and pause_ms > 0 then
+                if pause == "spin" then M.busy(pause_ms * 1000000) else wb.sleep_ms(pause_ms) end
+            end
         end
     end
 end

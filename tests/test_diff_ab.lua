@@ -22,9 +22,12 @@ local function logger(log, side)
     end
 end
 
-function test_steps_run_abba_or_alternate_and_each_profile_keeps_its_own()
+-- The order: by default blocks of A B B A and B A A B in a shuffle that its seed fixes (each side
+-- still runs once in every pair of slots, and follows itself as often as the other); "abba" and
+-- "alternate" as named.
+function test_steps_run_shuffled_abba_or_alternate_and_each_profile_keeps_its_own()
     local log = {}
-    local pa, pb = wb.profiler.ab{a = logger(log, "a"), b = logger(log, "b"), steps = 3, warmup = 1}
+    local pa, pb = wb.profiler.ab{a = logger(log, "a"), b = logger(log, "b"), steps = 3, warmup = 1, order = "abba"}
     lu.assertEquals(table.concat(log), "abbaabba") -- warmup 1 + 3 steps each
     for _, p in ipairs({pa, pb}) do
         lu.assertFalse(p.started)
@@ -39,6 +42,22 @@ function test_steps_run_abba_or_alternate_and_each_profile_keeps_its_own()
     log = {}
     wb.profiler.ab{a = logger(log, "a"), b = logger(log, "b"), steps = 2, warmup = 0, order = "alternate"}
     lu.assertEquals(table.concat(log), "abab")
+    local function shuffled(seed)
+        local l = {}
+        wb.profiler.ab{a = logger(l, "a"), b = logger(l, "b"), steps = 32, warmup = 0, seed = seed}
+        return table.concat(l)
+    end
+    local s1 = shuffled(nil)
+    lu.assertEquals(shuffled(1), s1) -- the default seed is 1, and a seed gives one order
+    lu.assertNotEquals(shuffled(2), s1)
+    local blocks = {}
+    for i = 1, #s1, 4 do
+        local blk = s1:sub(i, i + 3)
+        lu.assertTrue(blk == "abba" or blk == "baab", blk)
+        blocks[blk] = (blocks[blk] or 0) + 1
+    end
+    lu.assertTrue(blocks.abba >= 4 and blocks.baab >= 4, string.format("abba %s, baab %s of 16 blocks",
+        tostring(blocks.abba), tostring(blocks.baab)))
     -- the sessions are stopped: another profile starts
     local p = wb.profiler.profile{}
     p:start()
@@ -48,7 +67,8 @@ end
 function test_diff_of_interleaved_profiles_says_so_and_aligns()
     local pa, pb = wb.profiler.ab{a = logger({}, "a"), b = logger({}, "b"), steps = 4, record_shapes = true}
     local r = wb.profiler.diff(pa, pb)
-    lu.assertStrContains(r.notes[1], "A and B were profiled interleaved in one process (A B B A order, 4 steps each")
+    lu.assertStrContains(r.notes[1], "A and B were profiled interleaved in one process (blocks of A B B A and B A A B " ..
+        "shuffled by seed 1, 4 steps each")
     lu.assertEquals(r.a.steps, 4)
     lu.assertEquals(#r.changes, 0)
     lu.assertNotNil(node(r, "r"))
@@ -68,7 +88,8 @@ function test_ab_refuses_bad_arguments_with_one_line()
         {{a = f, b = 3}, "b must be a function (one step of program B), got number"},
         {{a = f, b = f, steps = 0}, "steps must be an integer >= 1, got 0"},
         {{a = f, b = f, warmup = 1.5}, "warmup must be an integer >= 0, got 1.5"},
-        {{a = f, b = f, order = "random"}, 'order must be "abba" or "alternate", got random'},
+        {{a = f, b = f, order = "random"}, 'order must be "shuffled", "abba" or "alternate", got random'},
+        {{a = f, b = f, seed = -1}, "seed must be an integer >= 0, got -1"},
         {{a = f, b = f, schedule = {active = 2}}, "schedule is not an option here"},
         {{a = f, b = f, on_trace_ready = f}, "on_trace_ready is not an option here"},
         {{a = f, b = f, activities = {"gpu"}}, "profiler.ab: unknown activity 'gpu'"},
@@ -120,17 +141,17 @@ local three_ranges = shared.three_ranges
 -- the runs (a bootstrap of the recorded samples under no change: 6% for a, 10-17% for c).
 local STEPS = 200
 
--- What the issue asks: b SLOWER by ~2 ms per step, the attribution exact, a and c SAME. The first
--- two are asserted. a's and c's verdicts are printed, and asserted never SLOWER or FASTER, but not
--- SAME: measured interleaved with one busy process beside (15 runs, 200 steps, an EPYC Zen 3
--- guest), a read SAME in 11 and c in 5; B's c ran 0.98-1.16x A's and B's a 0.93-1.03x, beyond
--- the samples' own spread, and not from waiting for a CPU (each occurrence's run-queue delay was
--- ~0); with a 2 ms sleep in b instead of the loop, a 0.93-1.00x and c 0.96-1.11x. The programs'
--- neighbouring ranges do change a little when b takes 2 ms longer, and SAME (no change of 5%)
--- is not what the samples show then. docs/profiler.md has the figures.
+-- What the issue asks: b SLOWER by ~2 ms per step, the attribution exact, a and c SAME. The
+-- programs spin through their 10 ms pause after b (a sleep lets the host idle the CPU, and then
+-- the loop really changes c: 0.86-0.87x in B, shuffled order) and run in the default shuffled
+-- order (a fixed A B B A locked onto a period of two in this host's timing: a read 0.95-1.04x
+-- between runs of 800 steps). Measured on an EPYC Zen 3 guest, 200 steps: a and c SAME in 6 of 6
+-- runs alone (a 0.98-1.00x, c 0.99-1.04x) and in 3 of 3 with one busy process beside; asserted
+-- SAME where the machine was not busy, else SAME or UNSURE (never SLOWER or FASTER).
+-- docs/profiler.md has the figures.
 function test_busy_loop_in_b_interleaved_is_b_slower_by_two_ms()
     wb.manual_seed(1)
-    local pa, pb = wb.profiler.ab{a = three_ranges(0, 10), b = three_ranges(2000000, 10), steps = STEPS}
+    local pa, pb = wb.profiler.ab{a = three_ranges(0, 10, "spin"), b = three_ranges(2000000, 10, "spin"), steps = STEPS}
     local r = wb.profiler.diff(pa, pb)
     local b = node(r, "b")
     local median_change = b.host.median_b - b.host.median_a
@@ -153,10 +174,16 @@ function test_busy_loop_in_b_interleaved_is_b_slower_by_two_ms()
     -- thread descheduled while it spins on the wall clock ends its loop late, so no upper bound
     lu.assertTrue(median_change > 1.9e6 and median_change < 2.5e6, "b's median moved " .. median_change)
     lu.assertTrue(b.host_contribution > 1.8e6, "b contributes " .. b.host_contribution)
+    local busy = pa.machine and pa.machine.busy
     for _, name in ipairs({"a", "c"}) do
         local n = node(r, name)
-        lu.assertTrue(n.host.verdict == "SAME" or n.host.verdict == "UNSURE", string.format("%s %s %.3fx, noise %.2f",
-            name, n.host.verdict, n.host.ratio, n.host.noise))
+        local what = string.format("%s %s %.3fx, noise %.2f%s", name, n.host.verdict, n.host.ratio, n.host.noise,
+            busy and " (a busy machine)" or "")
+        if busy then
+            lu.assertTrue(n.host.verdict == "SAME" or n.host.verdict == "UNSURE", what)
+        else
+            lu.assertEquals(n.host.verdict, "SAME", what)
+        end
     end
 end
 
@@ -202,7 +229,8 @@ function test_cli_ab_diffs_two_scripts_interleaved_and_saves_the_traces()
     lu.assertEquals(code, 0, err)
     local doc = cjson.decode(out)
     lu.assertEquals(doc.a.steps, 6)
-    lu.assertStrContains(doc.notes[1], "profiled interleaved in one process (A B B A order, 6 steps each after 1 of warmup)")
+    lu.assertStrContains(doc.notes[1], "profiled interleaved in one process (blocks of A B B A and B A A B shuffled by " ..
+        "seed 1, 6 steps each after 1 of warmup)")
     lu.assertStrContains(cjson.encode(doc.changes), "gelu")
     -- the saved traces are a diff of their own
     out, err, code = scratch.run_split(string.format("%s diff '%s/A.trace.json' '%s/B.trace.json'", EXE, dir, dir))
@@ -229,7 +257,7 @@ function test_cli_ab_bad_input_one_line_status_2()
             "program B failed in step 0: bad step"},
         {"--ab --steps 0 '" .. good .. "' '" .. good .. "'", "--steps takes a whole number from 1, got 0"},
         {"--ab --warmup x '" .. good .. "' '" .. good .. "'", "--warmup takes a whole number from 0, got x"},
-        {"--ab --order random '" .. good .. "' '" .. good .. "'", "--order takes abba or alternate, got random"},
+        {"--ab --order random '" .. good .. "' '" .. good .. "'", "--order takes shuffled, abba or alternate, got random"},
         {"--steps 5 '" .. good .. "' '" .. good .. "'", "--steps, --warmup, --order and --save go with --ab"},
         {"--ab --save '" .. scratch.path() .. "/no/such' '" .. good .. "' '" .. good .. "'", "cannot write"},
     }

@@ -10,7 +10,7 @@ local M = {}
 
 local USAGE = "usage: workbench diff [--json] [--html FILE [--step N]] [--fail-on-slower PCT] [--min-effect PCT] " ..
     "[--width N] A.trace.json B.trace.json\n" ..
-    "       workbench diff --ab [--steps N] [--warmup N] [--order abba|alternate] [--save DIR] [options] A.lua B.lua"
+    "       workbench diff --ab [--steps N] [--warmup N] [--order shuffled|abba|alternate] [--save DIR] [options] A.lua B.lua"
 local HELP = [[
   two Chrome traces the workbench wrote (p:export_chrome_trace), aligned node by node: structural
   changes, then each aligned range/op/kernel's host and device time (every occurrence a sample)
@@ -22,11 +22,12 @@ local HELP = [[
   --min-effect PCT      the smallest change called FASTER or SLOWER (default 5)
   --width N             the table's width (default: $COLUMNS, else 120)
   --ab                  A and B are scripts: each runs once and returns the function that is one
-                        step; both are profiled interleaved in this process (A B B A ...), so that
+                        step; both are profiled interleaved in this process (A B B A, B A A B ...), so that
                         they share the machine's state, then diffed as two traces would be
   --steps N             --ab: steps recorded per program (default 20)
   --warmup N            --ab: steps run first per program, not recorded (default 1)
-  --order abba|alternate  --ab: the order of the steps (default abba)
+  --order shuffled|abba|alternate  --ab: the order of the steps (default shuffled: blocks of A B B A
+                         and B A A B in a seeded shuffle)
   --save DIR            --ab: also write DIR/A.trace.json and DIR/B.trace.json
   --help, -h            this text]]
 
@@ -166,8 +167,10 @@ end
 -- Two profiles from wb.profiler.ab: how they were taken.
 local function interleaved_note(p)
     local i = p.interleaved
-    return string.format("A and B were profiled interleaved in one process (%s order, %d steps each after %d of " ..
-        "warmup): both saw the same machine", i.order == "abba" and "A B B A" or "A B A B", i.steps, i.warmup)
+    local order = i.order == "abba" and "A B B A order" or i.order == "alternate" and "A B A B order" or
+        string.format("blocks of A B B A and B A A B shuffled by seed %d", i.seed or 1)
+    return string.format("A and B were profiled interleaved in one process (%s, %d steps each after %d of " ..
+        "warmup): both saw the same machine", order, i.steps, i.warmup)
 end
 
 -- wb.profiler.diff(pa, pb[, o]): two stopped profiles -> the comparison as a table.
@@ -292,8 +295,8 @@ function M.main(args)
         return usage_error("--steps, --warmup, --order and --save go with --ab (two scripts profiled interleaved)")
     end
     if o.step and not o.html then return usage_error("--step says which step --html draws: give --html FILE") end
-    if o.order and o.order ~= "abba" and o.order ~= "alternate" then
-        return usage_error("--order takes abba or alternate, got " .. clean(o.order))
+    if o.order and o.order ~= "shuffled" and o.order ~= "abba" and o.order ~= "alternate" then
+        return usage_error("--order takes shuffled, abba or alternate, got " .. clean(o.order))
     end
     if #files ~= 2 then return usage_error(string.format("expected two %s, got %d", o.ab and "scripts" or "traces", #files)) end
     local ok, r, ma, mb = pcall(function()
