@@ -145,13 +145,17 @@ local STEPS = 200
 -- programs spin through their 10 ms pause after b (a sleep lets the host idle the CPU, and then
 -- the loop really changes c: 0.86-0.87x in B, shuffled order) and run in the default shuffled
 -- order (a fixed A B B A locked onto a period of two in this host's timing: a read 0.95-1.04x
--- between runs of 800 steps). Measured on an EPYC Zen 3 guest, 200 steps: a and c SAME in 6 of 6
--- runs alone (a 0.98-1.00x, c 0.99-1.04x) and in 3 of 3 with one busy process beside; asserted
--- SAME where the machine was not busy, else SAME or UNSURE (never SLOWER or FASTER).
--- docs/profiler.md has the figures.
+-- between runs of 800 steps). Measured on an EPYC Zen 3 guest: at 200 steps a SAME in 14 of 14
+-- runs alone (0.98-1.02x), c in 13 (0.99-1.04x; UNSURE once at 1.06x: B's c runs ~2% slower),
+-- and both in 3 of 3 with one busy process beside; at 800 steps both SAME in 11 of 11 (a
+-- 0.99-1.01x, c 1.01-1.04x). So 800 steps here (~20 s). a is asserted SAME where the machine was
+-- not busy; c SAME or UNSURE (never SLOWER or FASTER): B's c runs 1-4% slower, for real (by the
+-- program's own clock too), close enough to the 5% minimum effect that asserting SAME would fail
+-- now and then. Elsewhere, SAME or UNSURE. docs/profiler.md has the figures.
 function test_busy_loop_in_b_interleaved_is_b_slower_by_two_ms()
     wb.manual_seed(1)
-    local pa, pb = wb.profiler.ab{a = three_ranges(0, 10, "spin"), b = three_ranges(2000000, 10, "spin"), steps = STEPS}
+    local steps = TIMED and 800 or STEPS -- (sanitized, the verdicts are not asserted)
+    local pa, pb = wb.profiler.ab{a = three_ranges(0, 10, "spin"), b = three_ranges(2000000, 10, "spin"), steps = steps}
     local r = wb.profiler.diff(pa, pb)
     local b = node(r, "b")
     local median_change = b.host.median_b - b.host.median_a
@@ -162,7 +166,7 @@ function test_busy_loop_in_b_interleaved_is_b_slower_by_two_ms()
         verdicts[#verdicts + 1] = string.format("%s %s %.3fx (noise %.2f)", name, n.host.verdict, n.host.ratio, n.host.noise)
     end
     print(string.format("busy loop of 2 ms in b, interleaved, %d steps: %s; b's median %+.3f ms, contribution %+.3f ms " ..
-        "per step; the step's change %+.3f ms", STEPS, table.concat(verdicts, ", "), median_change / 1e6,
+        "per step; the step's change %+.3f ms", steps, table.concat(verdicts, ", "), median_change / 1e6,
         b.host_contribution / 1e6, top.change / 1e6))
     sums_exactly(top)
     for _, a in ipairs(r.attribution.host) do sums_exactly(a) end
@@ -179,7 +183,7 @@ function test_busy_loop_in_b_interleaved_is_b_slower_by_two_ms()
         local n = node(r, name)
         local what = string.format("%s %s %.3fx, noise %.2f%s", name, n.host.verdict, n.host.ratio, n.host.noise,
             busy and " (a busy machine)" or "")
-        if busy then
+        if busy or name == "c" then
             lu.assertTrue(n.host.verdict == "SAME" or n.host.verdict == "UNSURE", what)
         else
             lu.assertEquals(n.host.verdict, "SAME", what)
