@@ -133,9 +133,12 @@ end
 -- bf16 on few rows: the one kernel runs the k-pair microkernels the linears pick there (they read
 -- the packed weights as bf16, half the bytes of widened ones) and rounds the hidden to bf16 as it
 -- packs it, as the dual path stores it: the same kernels in the same order, so the result is the
--- dual GEMM + down GEMM's bit for bit (and within the bf16 bound). An odd hidden pads its last pair;
--- x that cannot be read as pair words in place (an odd feature count, a strided view) takes the
--- f32 path. Before, every bf16 MLP ran the f32 path: at 1 token 0.24x the dual path's speed.
+-- dual GEMM + down GEMM's bit for bit (and within the bf16 bound). Each pair path this CPU has
+-- (the default's, and "emulated", which every CPU runs and which has no row packer), the default
+-- blocking and one of 18-word K blocks (the dual K split, hidden tiles across a block's edge);
+-- an odd hidden pads its last pair; x at an odd element or with an odd row stride is read a word
+-- at a time; x with an odd feature count or strided features takes the f32 path. Before, every
+-- bf16 MLP ran the f32 path: at 1 token 0.24x the dual path's speed.
 function TestMlp:test_bf16_few_rows_run_the_pair_kernels()
     local function kernels_of(fn)
         local p = wb.profiler.profile({activities = {"cpu", "device"}})
@@ -146,39 +149,61 @@ function TestMlp:test_bf16_few_rows_run_the_pair_kernels()
         for _, e in ipairs(p:events()) do if e.cat == "kernel" then ks[#ks + 1] = e end end
         return y, ks
     end
-    for i, c in ipairs({{dim = 24, hidden = 57, tokens = 1}, {dim = 40, hidden = 64, tokens = 5}, {dim = 24, hidden = 3, tokens = 2},
-        {dim = 25, hidden = 56, tokens = 3, f32_path = "an odd feature count"}, {dim = 48, hidden = 40, tokens = 4,
-        strided = true, f32_path = "a strided x"}}) do
-        for _, act in ipairs({"geglu", "swiglu"}) do
-            wb.manual_seed(60 + i)
-            local m = wb.nn[ACTS[act].module](c.dim, c.hidden, {bias = false})
-            m.down_proj.bias = wb.randn({c.dim})
-            local m16 = wb.nn[ACTS[act].module](c.dim, c.hidden, {bias = false})
-            for _, name in ipairs({"gate_proj", "up_proj", "down_proj"}) do m16[name].weight = m[name].weight:to{dtype = "bf16"} end
-            m16.down_proj.bias = m.down_proj.bias:to{dtype = "bf16"}
-            local x = c.strided and wb.randn({c.dim, c.tokens}):t() or wb.randn({c.tokens, c.dim})
-            local x16 = c.strided and x:t():to{dtype = "bf16"}:t() or x:to{dtype = "bf16"} -- (a conversion is contiguous)
-            local what = string.format("%s_mlp bf16, %s, %d -> %d -> %d", act, wb.words.plural(c.tokens, "token"), c.dim, c.hidden, c.dim)
-            with_threads(1, function()
-                local y, ks = kernels_of(function() return fused(act, m16, x16) end)
-                lu.assertEquals(#ks, 1, what)
-                B.assert_within_bound(y, B.mlp(m, x, {bf16 = true, inputs_rounded = true}), what)
-                local _, dual = kernels_of(function()
-                    return wb.linear(wb[act .. "_linear"](x16, m16.gate_proj.weight, m16.up_proj.weight), m16.down_proj.weight,
-                        m16.down_proj.bias)
-                end)
-                local pair_isa = dual[1].args.isa
-                if c.f32_path then
-                    lu.assertEquals(ks[1].args.isa, wb.cpu_isa(), what .. ": " .. c.f32_path .. " takes the f32 path")
-                elseif pair_isa ~= wb.cpu_isa() then -- the linears run pair kernels here: so does the MLP
-                    lu.assertEquals(ks[1].args.isa, pair_isa, what)
-                    local ref = wb.linear(wb[act .. "_linear"](x16, m16.gate_proj.weight, m16.up_proj.weight),
-                        m16.down_proj.weight, m16.down_proj.bias)
-                    lu.assertEquals(wb.max_abs_diff(y, ref), 0, what .. ": bit for bit with the dual path")
+    local cases = {{dim = 24, hidden = 57, tokens = 1}, {dim = 48, hidden = 64, tokens = 5}, {dim = 24, hidden = 3, tokens = 2},
+        {dim = 48, hidden = 57, tokens = 3, at_odd_element = true}, {dim = 48, hidden = 40, tokens = 4, odd_row_stride = true},
+        {dim = 25, hidden = 56, tokens = 3, f32_path = "an odd feature count"},
+        {dim = 48, hidden = 40, tokens = 4, strided = true, f32_path = "strided features"}}
+    local was = wb.cpu_bf16()
+    local paths = {"emulated"}
+    if was ~= "widen" then table.insert(paths, 1, was) end
+    local ok, err = pcall(function() for _, path in ipairs(paths) do
+        wb.cpu_bf16(path)
+        for _, blocking in ipairs({false, "18,12,32"}) do
+            for i, c in ipairs(cases) do
+                local act = i % 2 == 1 and "geglu" or "swiglu"
+                wb.manual_seed(60 + i)
+                local m = wb.nn[ACTS[act].module](c.dim, c.hidden, {bias = false})
+                m.down_proj.bias = wb.randn({c.dim})
+                local m16 = wb.nn[ACTS[act].module](c.dim, c.hidden, {bias = false})
+                for _, name in ipairs({"gate_proj", "up_proj", "down_proj"}) do m16[name].weight = m[name].weight:to{dtype = "bf16"} end
+                m16.down_proj.bias = m.down_proj.bias:to{dtype = "bf16"}
+                local x16 -- (a conversion is contiguous: views are taken of the bf16 tensor)
+                if c.strided then
+                    x16 = wb.randn({c.dim, c.tokens}):to{dtype = "bf16"}:t()
+                elseif c.at_odd_element then -- 2 bytes past a 4-byte boundary
+                    x16 = wb.randn({c.tokens * c.dim + 1}):to{dtype = "bf16"}:narrow(1, 2, c.tokens * c.dim):view({c.tokens, c.dim})
+                elseif c.odd_row_stride then -- rows c.dim + 1 apart
+                    x16 = wb.randn({c.tokens, c.dim + 1}):to{dtype = "bf16"}:narrow(2, 1, c.dim)
+                else
+                    x16 = wb.randn({c.tokens, c.dim}):to{dtype = "bf16"}
                 end
-            end)
+                local x = x16:to{dtype = "f32"}
+                local what = string.format("%s_mlp bf16 (%s path%s), %s, %d -> %d -> %d", act, path,
+                    blocking and ", blocking " .. blocking or "", wb.words.plural(c.tokens, "token"), c.dim, c.hidden, c.dim)
+                with_threads(1, function()
+                    local function run()
+                        local y, ks = kernels_of(function() return fused(act, m16, x16) end)
+                        local ref, dual = kernels_of(function()
+                            return wb.linear(wb[act .. "_linear"](x16, m16.gate_proj.weight, m16.up_proj.weight),
+                                m16.down_proj.weight, m16.down_proj.bias)
+                        end)
+                        lu.assertEquals(#ks, 1, what)
+                        B.assert_within_bound(y, B.mlp(m, x, {bf16 = true, inputs_rounded = true}), what)
+                        if c.f32_path then
+                            lu.assertEquals(ks[1].args.isa, wb.cpu_isa(), what .. ": " .. c.f32_path .. " takes the f32 path")
+                        else
+                            lu.assertEquals(ks[1].args.isa, dual[1].args.isa, what .. ": the linears' pair path")
+                            lu.assertNotEquals(ks[1].args.isa, wb.cpu_isa(), what)
+                            lu.assertEquals(wb.max_abs_diff(y, ref), 0, what .. ": bit for bit with the dual path")
+                        end
+                    end
+                    if blocking then with_blocking(blocking, run) else run() end
+                end)
+            end
         end
-    end
+    end end)
+    wb.cpu_bf16(was) -- (the path is the process's: put back before any failure is raised)
+    if not ok then error(err, 0) end
 end
 
 function TestMlp:test_one_kernel_named_by_its_fields()

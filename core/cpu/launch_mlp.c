@@ -70,11 +70,10 @@ wb_status wb_cpu_mlp_impl(wb_op_call *c) {
     int bf16 = x->dtype == WB_BF16;
     /* bf16 on few rows: the k-pair kernels, as the linears pick them (wb_cpu_isa_bf16: where the
      * weights' bytes dominate), which read the packed weights as bf16, half the bytes of widened
-     * ones; x is read as pair words in place, so it must be laid out for that (else the f32 path) */
+     * ones; x is read as pair words in place: its rows must be contiguous and of even length
+     * (else the f32 path; scripts/wb/compile_mlp.lua's model asks the same) */
     const wb_cpu_isa *pairs = bf16 ? wb_cpu_isa_bf16(m) : NULL;
-    if (pairs && !(stride2[1] == 1 && k % 2 == 0 && (stride2[0] % 2 == 0 || m <= 1) &&
-                   ((uintptr_t)wb_tensor_data(x) & 3u) == 0))
-        pairs = NULL;
+    if (pairs && !(stride2[1] == 1 && k % 2 == 0)) pairs = NULL;
     mlp_launch l = {
         .isa = pairs ? pairs : wb_cpu_isa_active(), /* else bf16: the f32 path, weights widened once when packed */
         .p = {.m = m,
@@ -122,7 +121,9 @@ wb_status wb_cpu_mlp_impl(wb_op_call *c) {
     }
     wb_kernel_launch(&d, run_mlp, &l, &mlp_layout);
     wb_storage_bump_version(c->out->storage);
-    if (l.result)
+    if (l.result == -2)
+        st = wb_error(WB_ERR_UNSUPPORTED, "the fused MLP's kernel path %s cannot read this x (a pair path needs bf16 rows of even length, contiguous)", l.isa->name);
+    else if (l.result)
         st = wb_error(WB_ERR_MEMORY, "out of memory for the fused MLP's buffers");
 done:
     wb_tensor_free(xc), wb_tensor_free(wgc), wb_tensor_free(wuc), wb_tensor_free(bc);

@@ -2,6 +2,7 @@
  * block of token rows, the dual GEMM's tiles (activation applied in registers) are scattered into
  * the down GEMM's packed-A layout, one K block of the down GEMM (a hidden chunk) at a time, in a
  * per-thread buffer sized to L2; the down GEMM accumulates that chunk into the output block. */
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 #ifdef _OPENMP
@@ -81,9 +82,10 @@ typedef struct geometry {
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* dst[kk*stride] = src[kk] for kk < n, as bits (pair words are not floats) */
-static void memcpy_rows(float *dst, const float *src, int64_t n, int stride) {
-    for (int64_t kk = 0; kk < n; kk++) memcpy(dst + kk * stride, src + kk, sizeof(float));
+/* dst[kk*stride] = the kk-th 4-byte word at src, for kk < n, as bits (pair words are not floats;
+ * src need not be 4-byte aligned) */
+static void copy_words(float *dst, const char *src, int64_t n, int stride) {
+    for (int64_t kk = 0; kk < n; kk++) memcpy(dst + kk * stride, src + 4 * kk, 4);
 }
 
 /* Packs rows [row0, row0 + rt*mr) of x (rows past m repeat row 0 of the block: computed, never
@@ -101,12 +103,19 @@ static void pack_x(const geometry *g, int64_t row0, int64_t rt, float *xa) {
                 rows[r] = row < p->m ? row : row0;
             }
             if (g->pairs) { /* pair words, moved as they are (the packers only move floats) */
-                const float *src[MAX_MR];
-                for (int r = 0; r < mr; r++) src[r] = (const float *)p->x + rows[r] * (p->rsx / 2) + pc;
-                if (g->isa->pack_rows)
+                const char *at[MAX_MR]; /* row r's word pc: bf16 element 2 pc */
+                int aligned = 1;
+                for (int r = 0; r < mr; r++) {
+                    at[r] = (const char *)p->x + (rows[r] * p->rsx + 2 * pc) * 2;
+                    aligned &= ((uintptr_t)at[r] & 3u) == 0;
+                }
+                if (aligned && g->isa->pack_rows) {
+                    const float *src[MAX_MR];
+                    for (int r = 0; r < mr; r++) src[r] = (const float *)(const void *)at[r];
                     g->isa->pack_rows(dst, src, mr, kc);
-                else
-                    for (int r = 0; r < mr; r++) memcpy_rows(dst + r, src[r], kc, mr);
+                } else { /* a view at an odd element, an odd row stride, or no packer */
+                    for (int r = 0; r < mr; r++) copy_words(dst + r, at[r], kc, mr);
+                }
             } else if (p->csx == 1 && !p->x_bf16 && g->isa->pack_rows) {
                 const float *src[MAX_MR];
                 for (int r = 0; r < mr; r++) src[r] = (const float *)p->x + rows[r] * p->rsx + pc;
@@ -465,7 +474,9 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
         run_empty(p);
         return 0;
     }
-    if (!p->packed_gate_up || !p->packed_down || (p->pairs != !!isa->bf16_pairs)) return -1;
+    if (!p->packed_gate_up || !p->packed_down) return -1;
+    /* a pair ISA reads x as whole pair words along its rows */
+    if (p->pairs != !!isa->bf16_pairs || (p->pairs && (!p->x_bf16 || p->csx != 1 || p->k % 2))) return -2;
     const geometry g = geometry_of(isa, p);
     int nt;
     const wb_mlp_split split = wb_mlp_plan(isa, p, &nt);

@@ -32,6 +32,7 @@ local M = {}
 
 M.MAX_TOKENS = math.huge -- f32: the most rows of x a thread where the one kernel pays
 M.BF16_MIN_TOKENS = 1 -- bf16: the fewest rows of x where it pays (every count: a tie or better)
+M.BF16_WIDENED_MIN_TOKENS = 8 -- bf16 x the pair kernels cannot read in place: the rule before them
 
 local plural = require("wb.words").plural
 
@@ -41,6 +42,14 @@ function M.pays(x, op)
     end
     local tokens = x:numel() // x.shape[#x.shape]
     if x.dtype == "bf16" then
+        -- the one kernel reads x as pair words only along contiguous rows of even length (as
+        -- core/cpu/launch_mlp.c asks); otherwise it widens, where the linears still read pairs
+        local features, strides = x.shape[#x.shape], x:stride()
+        if (features % 2 == 1 or strides[#strides] ~= 1) and tokens < M.BF16_WIDENED_MIN_TOKENS then
+            return false, string.format("bf16, %s: x's rows are %s, so %s would widen it where the linears read " ..
+                "bf16 pairs (measured 2.6-4.2x slower at 1-4 tokens; kept under %d)", plural(tokens, "token"),
+                features % 2 == 1 and "of odd length" or "strided", op, M.BF16_WIDENED_MIN_TOKENS)
+        end
         if tokens < M.BF16_MIN_TOKENS then
             return false, string.format("bf16, %s: under the model's limit of %d (BF16_MIN_TOKENS)",
                 plural(tokens, "token"), M.BF16_MIN_TOKENS)

@@ -13,8 +13,8 @@ typedef struct wb_mlp_problem {
     const void *x;          /* x[i][p] at x[i*rsx + p*csx]: f32, or bf16 (uint16_t) when x_bf16 */
     int64_t rsx, csx;
     int x_bf16;
-    /* on a k-pair ISA (isa->bf16_pairs): bf16 x with csx 1, k and rsx even, 4-byte aligned, read
-     * as pair words; the weights packed in pairs; the hidden rounded to bf16 as it is packed */
+    /* on a k-pair ISA (isa->bf16_pairs): bf16 x with csx 1 and k even, read as pair words (any
+     * alignment); the weights packed in pairs; the hidden rounded to bf16 as it is packed */
     int pairs;
     const float *packed_gate_up; /* wb_gemm_pack_b(isa, k, h, Wg^T, ..., Wu^T): the dual layout */
     const float *packed_down;    /* wb_gemm_pack_b(isa, h, n, Wd^T, ..., NULL) */
@@ -58,9 +58,10 @@ typedef struct wb_mlp_phases {
 void wb_mlp_phases_count(int on);
 wb_mlp_phases wb_mlp_phases_read(void);
 
-/* Runs the MLP on an f32 ISA, or on a k-pair one for a problem with `pairs` set. Returns 0, or -1 when a buffer cannot be
- * allocated or the packed weights are missing (out is then incomplete). A problem with no input
- * or hidden feature needs no packed weights: out is the bias, or zero. */
+/* Runs the MLP on an f32 ISA, or on a k-pair one for a problem with `pairs` set. Returns 0; -1
+ * when a buffer cannot be allocated or the packed weights are missing; -2 when `pairs` does not
+ * match the ISA or x does not meet its conditions (out is then incomplete). A problem with no
+ * input or hidden feature needs no packed weights: out is the bias, or zero. */
 int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p);
 
 #endif
