@@ -29,8 +29,8 @@ parser:option("--rounds", "Alternating rounds.", "9"):convert(args.int("--rounds
 parser:option("--dim", "Model dimension.", "768"):convert(args.int("--dim", 1, 65536))
 parser:option("--hidden", "Hidden dimension.", "3072"):convert(args.int("--hidden", 1, 262144))
 parser:option("--mlp", "The gated MLP: geglu (gelu_tanh) or swiglu (silu).", "geglu"):choices({"geglu", "swiglu"})
-parser:option("--dtype", "x and the weights: f32, or bf16 (the fused kernel widens bf16 to f32 as it packs; the " ..
-    "dual path runs the bf16 GEMMs).", "f32"):choices({"f32", "bf16"})
+parser:option("--dtype", "x and the weights: f32, or bf16 (both paths run the bf16 pair kernels where the linears " ..
+    "pick them, up to 6 rows, and widen the weights to f32 once above).", "f32"):choices({"f32", "bf16"})
 parser:flag("--no-breakdown", "Skip the table of where the time goes.")
 parser:option("--only", "Run only this path --forwards times at the first token and thread count, untimed (for " ..
     "an instruction counter: the difference of two counts is the forwards' own).", nil):choices({"dual", "fused"})
@@ -113,7 +113,9 @@ for _, threads in ipairs(opts.threads) do
                 local g, d = 0, 0
                 for _, e in ipairs(prof:events()) do
                     if e.cat == "kernel" then
-                        if e.args.op:match("^dual_") then g = g + e.dur_ns else d = d + e.dur_ns end
+                        local op = e.args and e.args.op
+                        if not op then g, d = 0 / 0, 0 / 0 -- a kernel the device names (no op): not split here
+                        elseif op:match("^dual_") then g = g + e.dur_ns else d = d + e.dur_ns end
                     end
                 end
                 parts.gemm[r], parts.down[r] = g / reps / 1e9, d / reps / 1e9

@@ -23,8 +23,7 @@ local function logger(log, side)
 end
 
 -- The order: by default blocks of A B B A and B A A B in a shuffle that its seed fixes (each side
--- still runs once in every pair of slots, and follows itself as often as the other); "abba" and
--- "alternate" as named.
+-- runs twice in every block of four slots); "abba" and "alternate" as named.
 function test_steps_run_shuffled_abba_or_alternate_and_each_profile_keeps_its_own()
     local log = {}
     local pa, pb = wb.profiler.ab{a = logger(log, "a"), b = logger(log, "b"), steps = 3, warmup = 1, order = "abba"}

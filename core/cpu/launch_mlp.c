@@ -122,7 +122,10 @@ wb_status wb_cpu_mlp_impl(wb_op_call *c) {
     wb_kernel_launch(&d, run_mlp, &l, &mlp_layout);
     wb_storage_bump_version(c->out->storage);
     if (l.result == -2)
-        st = wb_error(WB_ERR_UNSUPPORTED, "the fused MLP's kernel path %s cannot read this x (a pair path needs bf16 rows of even length, contiguous)", l.isa->name);
+        st = wb_error(WB_ERR_UNSUPPORTED,
+                      "the fused MLP's kernel path %s cannot read this x (a pair path needs bf16 rows of even "
+                      "length, contiguous)",
+                      l.isa->name);
     else if (l.result)
         st = wb_error(WB_ERR_MEMORY, "out of memory for the fused MLP's buffers");
 done:

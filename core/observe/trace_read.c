@@ -167,7 +167,8 @@ static int jints(jp *j, int64_t *v, int max) {
 /* ---- one event ------------------------------------------------------------------------------- */
 
 typedef struct parsed {
-    char ph[4], cat[16], name[512], src[512], op[64], ops[256], api[32], isa[32], tile[24], layout[8], epilogue[WB_EPILOGUE_MAX];
+    char ph[4], cat[16], name[512], src[512], op[64], ops[256], api[32], isa[32], tile[24], layout[8],
+        epilogue[WB_EPILOGUE_MAX];
     int64_t pid, tid, ts, dur;
     int64_t id, correlation, parent, threads, kernel, thread, cbid;
     double flops, bytes, work, run_delay, allocated;

@@ -183,9 +183,9 @@ static inline __attribute__((always_inline)) void transpose_tile(float *dst, con
 }
 
 /* Writes the tile's hidden columns in [lo, hi) into the down GEMM's packed A: the column's K
- * block q (of kc_down) starts at column c0 = q*kc_down; its row tile `it` of rt is a kc x mr
- * sliver at buffer + (c0 - buffer_c0)*rt*mr + it*kc*mr (the driver's packed-A layout per block). */
-
+ * block q (of kc_cols columns) starts at column c0 = q*kc_cols; its row tile `it` of rt is a kc x mr
+ * sliver (kc_down words) at buffer + (c0 - buffer_c0)/f*rt*mr + it*kc*mr, f = 2 in pairs (a word
+ * holds two columns, rounded to bf16), else 1 (the driver's packed-A layout per block). */
 static void scatter(const geometry *g, const float *tile, int rows, int64_t jt, int64_t lo, int64_t hi, float *buffer,
                     int64_t buffer_c0, int64_t rt, int64_t it) {
     const int mr = g->mr, width = g->width;
@@ -332,7 +332,8 @@ static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t bloc
     const int mr = g->mr;
     float tile[MAX_MR * MAX_NR / 2] __attribute__((aligned(64)));
     int64_t t = ph ? thread_cpu_ns() : 0;
-    for (int64_t ib = it0; ib < it1; ib += block_tiles) pack_x(g, ib * mr, min64(block_tiles, it1 - ib), xa + ib * mr * g->kx);
+    for (int64_t ib = it0; ib < it1; ib += block_tiles)
+        pack_x(g, ib * mr, min64(block_tiles, it1 - ib), xa + ib * mr * g->kx);
     LAP(ph, pack_x_ns, t);
     for (int64_t p0 = 0; p0 < p->h; p0 += panel) {
         int64_t p1 = min64(p0 + panel, p->h);
@@ -353,7 +354,8 @@ static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t bloc
                 }
                 LAP(ph, gated_ns, t);
                 const int64_t w0 = g->pairs ? c0 / 2 : c0; /* the down K block in words */
-                down_block(g, buf->hidden, rt, rows, w0, min64(g->kc_down, g->kh - w0), 0, g->tiles_n, o + row0 * ldo, ldo);
+                down_block(g, buf->hidden, rt, rows, w0, min64(g->kc_down, g->kh - w0), 0, g->tiles_n, o + row0 * ldo,
+                           ldo);
                 LAP(ph, down_ns, t);
             }
         }
@@ -501,7 +503,12 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
         if (!(o = wb_cpu_reserve(&shared_out, &shared_out_cap, (size_t)(p->m * p->n)))) return -1;
         ldo = p->n;
     }
-    const int64_t panel = tokens ? bl.panel * (g.pairs ? 2 : 1) : p->h; /* hidden columns */
+    /* hidden columns per panel. In pairs the rule counts chunks of kc_down words as if each were
+     * that many columns (its 2k + n words a column: 2k is right for gate and up in pair words, n
+     * counts the down weights at 4 bytes where they take 2): a chunk is 2 kc_down columns, so half
+     * as many of them (at least one) keep the panel's weights within the rule's bytes */
+    const int64_t chunks = bl.panel / g.kc_down;
+    const int64_t panel = !tokens ? p->h : g.pairs ? (chunks / 2 > 1 ? chunks / 2 : 1) * g.kc_cols : bl.panel;
     wb_cpu_spans *spans = wb_cpu_spans_open(split == WB_MLP_SPLIT_TOKENS ? "row tiles" : "column tiles");
     const int counting = phases_on;
 #pragma omp parallel num_threads(nt) if (nt > 1)

@@ -492,7 +492,7 @@ end
 -- structural changes, verdicts per node, and where the change per step went; a table.
 function M.diff(pa, pb, o) return require("wb.diff_text").profiles(pa, pb, o) end
 
--- wb.profiler.ab{a = fn, b = fn, steps = N[, warmup =, order = "abba"|"alternate", profile options]}
+-- wb.profiler.ab{a = fn, b = fn, steps = N[, warmup =, order = "shuffled"|"abba"|"alternate", seed =, profile options]}
 -- -> pa, pb: two programs profiled interleaved in one process (wb.profiler_ab), for diff.
 function M.ab(o) return require("wb.profiler_ab").run(M.profile, o) end
 

@@ -22,10 +22,12 @@ local function fail(msg, level) error("profiler.ab: " .. msg, (level or 1) + 1) 
 -- itself as often as it follows the other (what one program leaves behind in caches, the
 -- allocator or the scheduler lands on both sides alike) and a drift linear in time cancels within
 -- every four slots; "alternate" is A B A B. "shuffled" (the default): each block of four slots is
--- A B B A or B A A B, drawn from `flips` (a seeded generator's bits): the same balance, with no
--- fixed phase for a periodic disturbance to lock to. On a 2-vCPU Zen 3 guest a linear run right
--- after a 10 ms sleep took ~320 and ~410 us on alternate iterations; with a fixed A B B A, the
--- unchanged range before the loop read 0.95-1.04x between runs of 800 steps, shuffled 0.99-1.00x.
+-- A B B A or B A A B, drawn from `flips` (a seeded generator's bits): within a block the same
+-- balance (a drift cancels, each side runs twice), across blocks who follows whom balances only
+-- on average, and a periodic disturbance has no fixed phase to lock to. On a 2-vCPU Zen 3 guest
+-- a linear run right after a 10 ms sleep took ~320 and ~410 us on alternate iterations; with a
+-- fixed A B B A, the unchanged range before the loop read 0.95-1.04x between runs of 800 steps,
+-- shuffled 0.99-1.01x.
 local function side_of(order, k, flips)
     if order == "alternate" then return k % 2 == 0 and "a" or "b" end
     local r = k % 4
