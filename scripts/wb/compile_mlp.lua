@@ -42,7 +42,7 @@ function M.pays(x, op)
     end
     local tokens = x:numel() // x.shape[#x.shape]
     if x.dtype == "bf16" then
-        -- the one kernel reads x as pair words only along contiguous rows of even length (as
+        -- the one kernel reads x as pair words only along rows of even length with unit stride (as
         -- core/cpu/launch_mlp.c asks); otherwise it widens, where the linears still read pairs
         local features, strides = x.shape[#x.shape], x:stride()
         if (features % 2 == 1 or strides[#strides] ~= 1) and tokens < M.BF16_WIDENED_MIN_TOKENS then
