@@ -32,12 +32,7 @@ local QUICK = {
 
 local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
-local function read(path)
-    local f = assert(io.open(path))
-    local text = f:read("a")
-    f:close()
-    return text
-end
+local read = scratch.read
 
 local function write(path, text)
     local f = assert(io.open(path, "w"))

@@ -52,6 +52,14 @@ function scratch.remove()
     root = nil
 end
 
+-- The whole text of a file (the suites' one copy); fails the test when it cannot be opened.
+function scratch.read(path)
+    local f = assert(io.open(path))
+    local text = f:read("a")
+    f:close()
+    return text
+end
+
 -- Runs a shell command, stdout and stderr together: out, exit status (the suites' one copy).
 function scratch.run(cmd)
     local p = io.popen(cmd .. " 2>&1")
@@ -67,9 +75,7 @@ function scratch.run_split(cmd)
     local p = io.popen(cmd .. " 2>'" .. err .. "'")
     local out = p:read("a")
     local _, _, code = p:close()
-    local f = assert(io.open(err))
-    local e = f:read("a")
-    f:close()
+    local e = scratch.read(err)
     os.remove(err)
     return out, e, code
 end

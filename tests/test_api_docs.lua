@@ -7,12 +7,7 @@ local SOURCE = os.getenv("WB_SOURCE_DIR")
 local EXE = os.getenv("WB_EXE")
 local GEN = SOURCE .. "/scripts/gen_api_docs.lua"
 
-local function read(path)
-    local f = assert(io.open(path))
-    local text = f:read("a")
-    f:close()
-    return text
-end
+local read = scratch.read
 
 local function gen(args)
     return scratch.run(string.format("'%s' '%s' %s", EXE, GEN, args))

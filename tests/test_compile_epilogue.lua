@@ -105,9 +105,7 @@ function test_generated_epilogue_is_in_the_kernel_kind()
         traces[i] = scratch.path(".json")
         p:export_chrome_trace(traces[i])
     end
-    local fh = assert(io.open(traces[1]))
-    local doc = require("cjson").decode(fh:read("a"))
-    fh:close()
+    local doc = require("cjson").decode(scratch.read(traces[1]))
     local found
     for _, e in ipairs(doc.traceEvents) do
         if e.cat == "kernel" and e.args and e.args.ops == "linear sigmoid mul add" then found = e end

@@ -305,12 +305,7 @@ local function trace(fn, steps)
 end
 
 -- The whole text of a file the test wrote (a trace, a page).
-local function read_all(path)
-    local f = assert(io.open(path))
-    local text = f:read("a")
-    f:close()
-    return text
-end
+local read_all = scratch.read
 
 local traces -- made once: {eager, fused, slow, other, one}
 local function get_traces()

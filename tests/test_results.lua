@@ -4,12 +4,7 @@ local lu = require("luaunit")
 local cjson = require("cjson")
 local scratch = require("scratch")
 
-local function read(path)
-    local f = assert(io.open(path))
-    local s = f:read("a")
-    f:close()
-    return s
-end
+local read = scratch.read
 
 TestResults = {}
 
