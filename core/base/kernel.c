@@ -142,13 +142,13 @@ const char *wb_kernel_kind_epilogue(const wb_kernel_kind *k, char *buf, size_t l
         return buf;
     }
     size_t n = 0;
+    buf[0] = '\0';
     append(buf, len, &n, k->bias ? "bias" : "");
     append(buf, len, &n, act);
-    buf[n < len ? n : len - 1] = '\0';
-    for (; gen && *gen && n + 1 < len; gen++) /* "sigmoid mul add" -> "_sigmoid_mul_add" */
-        buf[n++] = *gen == ' ' ? '_' : *gen;
-    buf[n < len ? n : len - 1] = '\0';
-    if (n && buf[0] == '_') memmove(buf, buf + 1, strlen(buf)); /* no bias, no activation */
+    size_t from = n;
+    append(buf, len, &n, gen ? gen + 1 : NULL);
+    for (size_t i = from; i < n && i < len; i++) /* "sigmoid mul add" -> "sigmoid_mul_add" */
+        if (buf[i] == ' ') buf[i] = '_';
     return buf;
 }
 
