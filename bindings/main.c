@@ -65,7 +65,8 @@ static const char usage[] =
     "  WB_CPU_ISA=avx512|avx2|scalar             force the CPU kernel path\n"
     "  WB_CPU_BF16=auto|avx512bf16|avx2bf16|widen|emulated   force the bf16 GEMM path\n"
     "  WB_GEMM_BLOCKING=kc,mc,nc | caches:L1,L2,L3SHARE   force the GEMM's cache blocking (tests)\n"
-    "  WB_CUDA_PLUGIN=PATH                       load this CUDA plugin (default: libwb_cuda.so next to workbench)\n";
+    "  WB_CUDA_PLUGIN=PATH                       load this CUDA plugin (default: libwb_cuda.so next to workbench)\n"
+    "  WB_DEVICE=cpu|cuda|auto                   the default device when --device is not given (default: auto)\n";
 
 typedef struct options {
     const char **exprs;
@@ -216,16 +217,24 @@ static void set_arg(lua_State *L, int argc, char **argv, int script_index) {
 static int run_options(lua_State *L, const options *o) {
     lua_getglobal(L, "wb");
     lua_newtable(L); /* wb.options: what the command line asked for */
-    if (o->device) {
+    /* --device, else $WB_DEVICE, else auto: cuda when a GPU is usable (the cuda backend answers
+     * at once where there is no driver), else cpu */
+    const char *env_device = getenv("WB_DEVICE");
+    const char *device = o->device ? o->device : env_device && *env_device ? env_device : "auto";
+    const char *source = o->device ? "--device" : env_device && *env_device ? "WB_DEVICE=" : NULL;
+    if (source) {
         wb_device dev;
-        if (wb_device_parse(o->device, &dev)) { /* a bad option: status 2, as for the others */
-            fprintf(stderr, "workbench: --device %s: %s\n", o->device, wb_error_message());
+        if (wb_device_parse(device, &dev)) { /* a bad option: status 2, as for the others */
+            fprintf(stderr, "workbench: %s%s%s: %s\n", source, o->device ? " " : "", device, wb_error_message());
             return 2;
         }
         if (wb_set_default_device(dev)) { /* a device this machine cannot run: a failure, status 1 */
-            fprintf(stderr, "workbench: --device %s: %s\n", o->device, wb_error_message());
+            fprintf(stderr, "workbench: %s%s%s: %s\n", source, o->device ? " " : "", device, wb_error_message());
             return 1;
         }
+    } else {
+        wb_device dev = WB_DEVICE_CPU;
+        if (wb_device_parse("auto", &dev) == WB_OK) wb_set_default_device(dev);
     }
     wb_lua_setstring(L, "device", wb_device_name(wb_default_device()));
     if (o->threads) {

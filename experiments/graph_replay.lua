@@ -17,15 +17,40 @@ parser:option("--tokens", "Token counts, comma-separated.", "1,16"):convert(args
 local token_list = args.parse(parser).tokens
 
 -- Wall, kernel and host time of one forward, measured in the same runs: each of 20 forwards in
--- a profiler range; host = the range's duration minus the kernels inside it (so machine noise
--- does not land in the difference). Medians. The profiler's own cost (~0.1 us per recorded
--- event, more events in eager) is inside the host figure.
+-- a profiler range; medians. On the cpu the kernels run inside the forward: host = the range's
+-- duration minus the kernels inside it (so machine noise does not land in the difference). On
+-- cuda they run after their launches: each forward is followed by a synchronize outside its
+-- range, host = the range's duration (launching), and a forward's kernels are those that start
+-- between its range and the next one. The profiler's own cost (~0.1 us per recorded event, more
+-- events in eager) is inside the host figure.
+local DEVICE = wb.default_device()
+local cuda = DEVICE == "cuda"
 local function measure(fn)
     for _ = 1, 3 do fn() end
+    if cuda then wb.synchronize("cuda") end
     local p = wb.profiler.profile({}, function()
-        for _ = 1, 20 do wb.profiler.range("fwd", fn) end
+        for _ = 1, 20 do
+            wb.profiler.range("fwd", fn)
+            if cuda then wb.synchronize("cuda") end
+        end
     end)
     local runs = p:range_instances("fwd")
+    if cuda then
+        local kernels = {}
+        for _, e in ipairs(p:events()) do
+            if e.cat == "kernel" then kernels[#kernels + 1] = e end
+        end
+        for i, r in ipairs(runs) do
+            local stop = runs[i + 1] and runs[i + 1].ts_ns or math.maxinteger
+            r.kernels, r.kernel_ns, r.host_ns = {}, 0, r.dur_ns
+            for _, e in ipairs(kernels) do
+                if e.ts_ns >= r.ts_ns and e.ts_ns < stop then
+                    r.kernels[#r.kernels + 1] = e
+                    r.kernel_ns = r.kernel_ns + e.dur_ns
+                end
+            end
+        end
+    end
     local walls, kerns, hosts = {}, {}, {}
     for i, r in ipairs(runs) do walls[i], kerns[i], hosts[i] = r.dur_ns, r.kernel_ns, r.host_ns end
     local function med(t) table.sort(t) return t[(#t + 1) // 2] / 1e3 end
@@ -33,7 +58,7 @@ local function measure(fn)
 end
 
 local function wall_us(fn)
-    return wb.bench(fn, {warmup = 3, iters = 20, min_time_ms = 200}).median_us
+    return wb.bench(fn, {warmup = 3, iters = 20, min_time_ms = 200, device = DEVICE}).median_us
 end
 
 wb.manual_seed(0)

@@ -22,7 +22,8 @@ for lib in libcudart.so.13 libcupti.so.13; do
     cp -L "$path" .gpu/lib/
 done
 # the shared libraries workbench needs that a CUDA image may lack (CUDA's own stay there)
-for lib in liblua5.4.so.0 libreadline.so.8 libtinfo.so.6 libgomp.so.1; do
+# (the device machines' image is Ubuntu with CUDA: it need not have libseccomp or libsqlite3)
+for lib in liblua5.4.so.0 libreadline.so.8 libtinfo.so.6 libgomp.so.1 libz.so.1 libseccomp.so.2 libsqlite3.so.0; do
     path=$(ldd build/workbench | awk -v l="$lib" '$1 == l { print $3 }')
     [ -n "$path" ] && cp -L "$path" .gpu/lib/
 done

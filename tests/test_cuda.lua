@@ -86,6 +86,30 @@ local function on_mock(env, script)
     return out, rc
 end
 
+function TestNoGpu:test_default_device_is_auto_unless_wb_device_says()
+    if not no_gpu() then return end
+    -- no --device, no WB_DEVICE: auto, which is the cpu here, decided without loading the plugin
+    local out, rc = sh("env -u WB_DEVICE " .. EXE .. " -e 'print(wb.options.device, wb.zeros({1}).device)'")
+    lu.assertEquals(rc, 0, out)
+    lu.assertStrContains(out, "cpu\tcpu")
+    -- on the mock (a usable cuda), auto is cuda; WB_DEVICE=cpu and --device cpu keep the cpu
+    local mock = "env -u WB_DEVICE WB_CUDA_PLUGIN=" .. MOCK .. " "
+    out, rc = sh(mock .. EXE .. " -e 'print(wb.options.device, wb.zeros({1}).device)'")
+    lu.assertEquals(rc, 0, out)
+    lu.assertStrContains(out, "cuda\tcuda")
+    out = sh(mock .. "WB_DEVICE=cpu " .. EXE .. " -e 'print(wb.options.device)'")
+    lu.assertStrContains(out, "cpu")
+    out = sh(mock .. "WB_DEVICE=cuda " .. EXE .. " --device cpu -e 'print(wb.options.device)'")
+    lu.assertStrContains(out, "cpu")
+    -- a bad WB_DEVICE is named like a bad option (status 2); cuda where it cannot run fails (1)
+    out, rc = sh("WB_DEVICE=gpu0 " .. EXE .. " -e 'print(1)'")
+    lu.assertEquals(rc, 2, out)
+    lu.assertStrContains(out, "workbench: WB_DEVICE=gpu0: unknown device 'gpu0'")
+    out, rc = sh("WB_DEVICE=cuda " .. EXE .. " -e 'print(1)'")
+    lu.assertEquals(rc, 1, out)
+    lu.assertStrContains(out, "workbench: WB_DEVICE=cuda: device 'cuda' is not available: ")
+end
+
 function TestNoGpu:test_abi_handshake_names_the_difference()
     -- a plugin built from another ABI header is refused with what differs, never misread
     for skew, says in pairs({version = "it does not speak version", gemm = "wb_cuda_gemm is 112 bytes there, 104 here",

@@ -57,9 +57,20 @@ wb_status wb_cuda_check(void) {
         tried = 1;
         char path[PATH_MAX + 32];
         plugin_path(path, sizeof path);
+        const char *named = getenv("WB_CUDA_PLUGIN");
+        void *driver = NULL;
         if (access(path, F_OK) != 0) {
             snprintf(why_not, sizeof why_not,
                      "the CUDA plugin was not built (no %s; configure on a machine with the CUDA 13 toolkit)", path);
+        } else if (!(named && *named) && !(driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))) {
+            /* No driver library, no GPU: said at once, where loading the plugin (cuBLASLt's
+             * hundreds of MiB) to hear the same from cudaGetDeviceCount takes ~0.4 s. A plugin
+             * named by WB_CUDA_PLUGIN (the mock) decides for itself. The driver stays loaded. */
+            const char *e = dlerror();
+            snprintf(why_not, sizeof why_not,
+                     "no NVIDIA driver: libcuda.so.1 cannot be loaded (%s); the plugin needs a driver that supports "
+                     "CUDA 13",
+                     e ? e : "not found");
         } else {
             void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
             wb_cuda_plugin_fn entry = h ? (wb_cuda_plugin_fn)dlsym(h, WB_CUDA_PLUGIN_SYMBOL) : NULL;

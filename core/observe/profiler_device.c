@@ -87,6 +87,21 @@ static const wb_kernel_kind *record_kind(const wb_trace_record *r, const launch_
     key.external = r->name ? r->name : "?";
     return wb_kernel_kind_intern(&key);
 }
+/* The runtime API calls that only read state (the device, an attribute, the last error, whether a
+ * stream captures): bookkeeping of the libraries on top, not work or waiting, so not on the host
+ * lane. A name is CUPTI's, with its version suffix (cudaGetDevice_v3020). */
+static int runtime_query(const char *name) {
+    static const char *const prefix[] = {"cudaGetDevice",       "cudaSetDevice",          "cudaGetLastError",
+                                         "cudaPeekAtLastError", "cudaDeviceGetAttribute", "cudaFuncGetAttributes",
+                                         "cudaPointerGetAttributes", "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo",
+                                         "cudaDriverGetVersion",    "cudaRuntimeGetVersion", "cudaGetDriverEntryPoint",
+                                         "cudaThreadExchangeStreamCaptureMode"};
+    if (!name) return 0;
+    for (size_t i = 0; i < sizeof prefix / sizeof *prefix; i++)
+        if (strncmp(name, prefix[i], strlen(prefix[i])) == 0) return 1;
+    return 0;
+}
+
 
 /* Collects what the device's tracer buffered and appends it: kernels and copies on the device
  * lane, API calls (launches, synchronize, graph launch) on the host lane, each linked to the op
@@ -118,6 +133,8 @@ void wb_prof_device_flush(wb_prof *p) {
          * crowd the host lane: of the driver API, launches only */
         if (r->kind == WB_CU_REC_DRIVER && r->api_kind != WB_CU_API_LAUNCH && r->api_kind != WB_CU_API_GRAPH_LAUNCH)
             continue;
+        /* nor the runtime's own queries (cuBLASLt asks cudaGetDevice on every matmul, seen on an H200) */
+        if (r->kind == WB_CU_REC_RUNTIME && r->api_kind == WB_CU_API_OTHER && runtime_query(r->name)) continue;
         /* 0: CUPTI could not collect the time; such a record would land before the session */
         if (r->start_ns == 0 || r->end_ns < r->start_ns) {
             untimed++;

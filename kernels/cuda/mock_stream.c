@@ -149,7 +149,8 @@ int mock_submit(const op *o) {
     }
     uint64_t t0 = mock_now_ns();
     uint32_t corr;
-    if (o->kind == OP_GEMM) { /* cuBLASLt: driver calls of its own, then a driver launch */
+    if (o->kind == OP_GEMM) { /* cuBLASLt: a runtime query and driver calls of its own, then a driver launch */
+        mock_api_call(WB_CU_REC_RUNTIME, "cudaGetDevice_v3020", 17, WB_CU_API_OTHER, t0);
         mock_api_call(WB_CU_REC_DRIVER, "cuCtxGetCurrent", 9, WB_CU_API_OTHER, t0);
         corr = mock_api_call(WB_CU_REC_DRIVER, "cuLaunchKernelEx", 652, WB_CU_API_LAUNCH, mock_now_ns());
     } else if (o->kind == OP_GEN) { /* a module's kernel: the driver API */

@@ -169,8 +169,9 @@ static void dev_plan_destroy(wbcu_plan *pl) {
     pl->impl = NULL;
 }
 
-/* The preference: workspace, and the operands' real alignment (uint32_t, default 256; C is D). */
-static cublasStatus_t set_preferences(cublasLtMatmulPreference_t pref, const wbcu_plan *pl) {
+/* The preference: workspace, the operands' real alignment (uint32_t, default 256; C is D) and
+ * which split-K reductions the heuristic may offer. */
+static cublasStatus_t set_preferences(cublasLtMatmulPreference_t pref, const wbcu_plan *pl, uint32_t reductions) {
     uint64_t ws = WORKSPACE_BYTES;
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     static const cublasLtMatmulPreferenceAttributes_t attr[4] = {
@@ -181,7 +182,70 @@ static cublasStatus_t set_preferences(cublasLtMatmulPreference_t pref, const wbc
         uint32_t al = pl->min_align[operand[i]];
         if (al) s = cublasLtMatmulPreferenceSetAttribute(pref, attr[i], &al, sizeof al);
     }
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                 sizeof reductions);
     return s;
+}
+
+static int32_t algo_config(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr, int32_t dflt) {
+    int32_t v = dflt; /* every attribute read here is a 32-bit integer (int32_t or uint32_t) */
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(a, attr, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS) return dflt;
+    return v;
+}
+
+/* A linear is meant to be one kernel with its epilogue. A split-K algorithm whose partial sums
+ * are reduced out of place adds a kernel (seen on an H200, f32 m=96 n=64 k=256: a CUTLASS SIMT
+ * GEMM then cublasLt::splitKreduce_kernel, which applies the bias). So the heuristic is asked
+ * three times at most, each time allowing more: no split-K; split-K reduced in place (one kernel,
+ * its counters zeroed in the workspace); then any algorithm, so a shape never goes without one.
+ * In each answer, fastest first, the first usable algorithm that does not split K wins, else
+ * (past the first ask) the first usable one. */
+static const struct {
+    uint32_t mask;
+    const char *what;
+} reduction_passes[] = {
+    {CUBLASLT_REDUCTION_SCHEME_NONE, "no split-K"},
+    {CUBLASLT_REDUCTION_SCHEME_INPLACE, "split-K in place"},
+    {CUBLASLT_REDUCTION_SCHEME_MASK, "any reduction"},
+};
+
+static cublasStatus_t choose_algo(lt_plan *p, const wbcu_plan *pl, int *pass_out, int *found_out) {
+    cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
+    for (int pass = 0; pass < (int)(sizeof reduction_passes / sizeof *reduction_passes); pass++) {
+        cublasLtMatmulPreference_t pref;
+        cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
+        if (s) return s;
+        s = set_preferences(pref, pl, reduction_passes[pass].mask);
+        cublasLtMatmulHeuristicResult_t res[8];
+        int found = 0;
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 8, res, &found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        /* a mask this cuBLASLt refuses, or no algorithm under it: ask with the next one */
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            last = s;
+            continue;
+        }
+        int first = -1;
+        for (int i = 0; i < found; i++) {
+            if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+            if (first < 0) first = i;
+            if (algo_config(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 1) <= 1) {
+                first = i;
+                break;
+            }
+        }
+        if (first < 0 || (pass == 0 && algo_config(&res[first].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 1) > 1))
+            continue;
+        p->algo = res[first].algo;
+        *pass_out = pass;
+        *found_out = found;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    *pass_out = -1;
+    return last;
 }
 
 static int dev_plan_build(wbcu_plan *pl) {
@@ -209,34 +273,25 @@ static int dev_plan_build(wbcu_plan *pl) {
         (s = cublasLtMatrixLayoutCreate(&p->lb, t, br, bc, k->ldb)) ||
         (s = cublasLtMatrixLayoutCreate(&p->ld, t, (uint64_t)k->m, (uint64_t)k->n, k->ldd)))
         return lt_fail(s, "cublasLtMatrixLayoutCreate");
-    cublasLtMatmulPreference_t pref;
-    if ((s = cublasLtMatmulPreferenceCreate(&pref))) return lt_fail(s, "cublasLtMatmulPreferenceCreate");
-    s = set_preferences(pref, pl);
-    cublasLtMatmulHeuristicResult_t res[8];
-    int found = 0;
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 8, res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (s) return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic");
-    /* Fastest first; the first without split-K is preferred: a split-K algorithm may add a
-     * reduction kernel (or a memset), and a linear is meant to be one kernel with its epilogue. */
-    int first = -1;
-    for (int i = 0; i < found; i++) {
-        if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        if (first < 0) first = i;
-        int32_t splitk = 1;
-        size_t written = 0;
-        if (cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk,
-                                                 &written) == CUBLAS_STATUS_SUCCESS &&
-            splitk <= 1) {
-            p->algo = res[i].algo;
-            return 0;
-        }
-    }
-    if (first >= 0) {
-        p->algo = res[first].algo;
+    int pass = -1, found = 0;
+    s = choose_algo(p, pl, &pass, &found);
+    if (pass >= 0) {
+        /* WB_CUDA_VERBOSE=1: which algorithm cuBLASLt's heuristic gave each plan, and under which ask */
+        const char *v = getenv("WB_CUDA_VERBOSE");
+        if (v && *v && strcmp(v, "0") != 0)
+            fprintf(stderr,
+                    "wb cuda: cuBLASLt %s m=%lld n=%lld k=%lld %s%s activation %d bias %d: algo %d tile %d splitK %d "
+                    "reduction %d (%s, %d candidates)\n",
+                    k->dtype == WB_CU_BF16 ? "bf16" : "f32", (long long)k->m, (long long)k->n, (long long)k->k,
+                    k->transa ? "t" : "n", k->transb ? "t" : "n", k->activation, k->bias,
+                    algo_config(&p->algo, CUBLASLT_ALGO_CONFIG_ID, -1),
+                    algo_config(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, -1),
+                    algo_config(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 1),
+                    algo_config(&p->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, 0), reduction_passes[pass].what,
+                    found);
         return 0;
     }
+    if (s) return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic");
     return wbcu_fail("cuBLASLt has no algorithm for %s GEMM m=%lld n=%lld k=%lld (%s%s, activation %d, operands "
                      "aligned to %u/%u/%u bytes)",
                      k->dtype == WB_CU_BF16 ? "bf16" : "f32", (long long)k->m, (long long)k->n, (long long)k->k,
