@@ -496,7 +496,7 @@ static const luaL_Reg session_methods[] = {
 };
 
 /* wb._profiler_load(path, {max_memory=, memory_policy=, spill_dir=}) -> a stopped session holding
- * the trace's events, the lines read, the first line and the lines after the events. */
+ * the trace's events, the lines read, and the document's other members as one JSON object. */
 static int l_load(lua_State *L) {
     const char *path = wb_lua_checkstring(L, 1);
     wb_lua_check_path(L, path, 0, "load_trace");
@@ -515,13 +515,12 @@ static int l_load(lua_State *L) {
     h->p = NULL;
     luaL_setmetatable(L, SESSION_TYPE);
     uint64_t lines = 0;
-    char *header, *tail;
-    WB_LUA_CHECK(L, wb_prof_load_chrome(path, &o, &h->p, &lines, &header, &tail));
+    char *members;
+    WB_LUA_CHECK(L, wb_prof_load_chrome(path, &o, &h->p, &lines, &members));
     lua_pushinteger(L, (lua_Integer)lines);
-    lua_pushstring(L, header ? header : ""); /* (a memory error here leaks the two strings: rare, small) */
-    lua_pushstring(L, tail ? tail : "");
-    free(header), free(tail);
-    return 4;
+    lua_pushstring(L, members ? members : "{}"); /* (a memory error here leaks the string: rare) */
+    free(members);
+    return 3;
 }
 
 /* wb._profiler_current_push(name) / pop(): ranges on the running session, if any. */

@@ -430,20 +430,21 @@ function test_explain_refuses_bad_traces_with_one_line()
     local cases = {
         {nil, "cannot open"},
         {"", "empty"},
-        {'{"traceEvents": [{"ph": "X"', "not complete JSON"},
+        {'{"traceEvents": [{"ph": "X"', "the trace is truncated"},
         {'{"traceEvents": []}', "not written by the workbench"},
         {'{"otherData": {"producer": "workbench"}, "traceEvents": []}', "no events"},
         {'{"otherData": {"producer": "workbench"}, "traceEvents": [{"ph": "X", "cat": "op", "name": "add", ' ..
             '"pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"id": 1}}]}', "no device events"},
-        {'[1, 2]', "not a Chrome trace"},
-        -- fields of the wrong type are dropped, shapes that are not numbers are refused
+        {'[1, 2]', "a bare list of events"},
+        {'"trace"', "not a Chrome trace"},
+        -- a field of the wrong type (shapes that are not numbers, a layout that is no string): the event refused
         {'{"otherData": {"producer": "workbench"}, "traceEvents": [{"ph": "X", "cat": "op", "name": "gelu", ' ..
             '"pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"id": 1, "flow": [1, 2], "input_shapes": [["a"]]}}, ' ..
             '{"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 0, "ts": 1.5, "dur": 0.1, "args": {"id": 2, ' ..
             '"correlation": 1, "layout": 7}}, {"ph": "X", "cat": "op", "name": "mul", "pid": 0, "tid": 0, "ts": 3, ' ..
             '"dur": 1, "args": {"id": 3, "flow": [2, 2, 4], "input_shapes": [["a"], ["b"]]}}, {"ph": "X", "cat": ' ..
             '"kernel", "name": "k", "pid": 1, "tid": 0, "ts": 3.5, "dur": 0.1, "args": {"id": 4, "correlation": 3}}]}',
-            "rules cannot read"},
+            "line 1: not an event the workbench writes"},
     }
     local function folder() -- a folder where a file should be
         local err = scratch.path(".err")
@@ -454,7 +455,7 @@ function test_explain_refuses_bad_traces_with_one_line()
     end
     local ferr, fcode = folder()
     lu.assertEquals(fcode, 2)
-    lu.assertStrContains(ferr, "a folder?")
+    lu.assertStrContains(ferr, "is not a regular file (a folder")
     for _, c in ipairs(cases) do
         local out, err, code = explain(c[1])
         lu.assertEquals(code, 2, err)

@@ -22,13 +22,18 @@ static wb_val *new_map(fx_out *o, wb_val *list) {
     return m;
 }
 
-/* The map in list whose `key` is s, or NULL (windows are few). */
-static wb_val *find_by(wb_val *list, const char *key, const char *s) {
-    for (size_t i = 0; i < list->c.n; i++) {
-        wb_val *v = fx_get(&list->c.v[i], key);
-        if (v && v->type == WB_VAL_STR && !strcmp(v->s, s)) return &list->c.v[i];
-    }
-    return NULL;
+/* The map of list for the name s, keyed through ki (ids in the order the maps were added, from
+ * the list's first): a new one with `key` = s when it is not there; NULL when out of memory. Many
+ * windows (700,000 steps) stay linear. */
+static wb_val *map_for(fx_out *o, wb_val *list, wb_keyindex *ki, const char *key, const char *s, int64_t ts) {
+    int fresh = 0;
+    int64_t id = wb_keyindex_get(ki, s, &fresh);
+    if (id < 0) return o->oom = 1, NULL;
+    if (!fresh) return &list->c.v[id];
+    wb_val *m = new_map(o, list);
+    fx_set_str(o, m, key, s);
+    fx_set_int(o, m, "ts", ts);
+    return m;
 }
 
 static void add_int(fx_out *o, wb_val *m, const char *key, int64_t d) {
@@ -42,6 +47,7 @@ static void host_bound(fx_index *ix, fx_out *o, wb_val *out) {
     const fx_dev *ks = ix->dev;
     size_t nk = ix->ndev, lo = 0, olo = 0;
     char buf[64];
+    wb_keyindex ki = {0};
     for (size_t w = 0; w < ix->nwindow; w++) {
         const fx_span *W = &ix->window[w];
         int64_t t0 = W->ts, t1 = W->ts + W->dur;
@@ -59,17 +65,13 @@ static void host_bound(fx_index *ix, fx_out *o, wb_val *out) {
         for (size_t j = olo; j < ix->ntop && ix->op[ix->top[j]].ts <= t1; j++)
             nops++;
         if (n > 0 && W->dur > 0) {
-            const char *name = window_name(W, buf, sizeof buf);
-            wb_val *g = find_by(out, "name", name);
-            if (!g) {
-                g = new_map(o, out);
-                fx_set_str(o, g, "name", name);
-                fx_set_int(o, g, "ts", W->ts);
-            }
+            wb_val *g = map_for(o, out, &ki, "name", window_name(W, buf, sizeof buf), W->ts);
+            if (!g) break;
             add_int(o, g, "instances", 1), add_int(o, g, "span", W->dur), add_int(o, g, "busy", busy);
             add_int(o, g, "kernels", n), add_int(o, g, "ops", nops);
         }
     }
+    wb_keyindex_free(&ki);
 }
 
 /* ---- gaps -------------------------------------------------------------------------------------- */
@@ -258,35 +260,48 @@ static int gaps(fx_index *ix, fx_out *o, wb_val *out) {
 
 /* ---- syncs and copies inside windows (cuda) ------------------------------------------------------ */
 
+typedef struct timed {
+    int64_t ts, dur;
+    const char *name;
+} timed;
+
+static int timed_cmp(const void *a, const void *b) {
+    const timed *x = a, *y = b;
+    return (x->ts > y->ts) - (x->ts < y->ts);
+}
+
 static void inside_windows(fx_index *ix, fx_out *o, wb_val *out, int copies) {
+    if (ix->whole) return;
+    /* the syncs (or copies), sorted by start once: each window then looks at its own */
+    size_t n = copies ? ix->ndev : ix->nruntime, m = 0;
+    timed *t = malloc((n ? n : 1) * sizeof *t);
+    if (!t) return (void)(o->oom = 1);
+    for (size_t i = 0; i < n; i++)
+        if (copies ? ix->dev[i].kind_ev == WB_EV_MEMCPY : ix->runtime[i].api == WB_API_SYNC)
+            t[m++] = copies ? (timed){ix->dev[i].ts, ix->dev[i].dur, dev_name(&ix->dev[i])}
+                            : (timed){ix->runtime[i].ts, ix->runtime[i].dur, ix->runtime[i].name};
+    wb_sort(t, m, sizeof *t, timed_cmp);
+    wb_keyindex ki = {0};
     char buf[64];
-    for (size_t w = 0; w < ix->nwindow && !ix->whole; w++) {
+    for (size_t w = 0; w < ix->nwindow && m; w++) {
         const fx_span *W = &ix->window[w];
         int64_t t0 = W->ts, t1 = W->ts + W->dur;
-        size_t n = copies ? ix->ndev : ix->nruntime;
-        for (size_t i = 0; i < n; i++) {
-            int64_t ts, dur;
-            const char *name;
-            if (copies) {
-                if (ix->dev[i].kind_ev != WB_EV_MEMCPY) continue;
-                ts = ix->dev[i].ts, dur = ix->dev[i].dur, name = dev_name(&ix->dev[i]);
-            } else {
-                if (ix->runtime[i].api != WB_API_SYNC) continue;
-                ts = ix->runtime[i].ts, dur = ix->runtime[i].dur, name = ix->runtime[i].name;
-            }
-            if (ts < t0 || ts > t1) continue;
-            const char *wn = window_name(W, buf, sizeof buf);
-            wb_val *h = find_by(out, "window", wn);
-            if (!h) {
-                h = new_map(o, out);
-                fx_set_str(o, h, "window", wn);
-                fx_set_int(o, h, "ts", ts);
-                fx_set_map(o, h, "names");
-            }
-            add_int(o, h, "count", 1), add_int(o, h, "time_ns", dur);
-            add_int(o, fx_get(h, "names"), name, 1);
+        size_t lo = 0, hi = m; /* the first at or after t0 */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (t[mid].ts < t0) lo = mid + 1;
+            else hi = mid;
+        }
+        for (size_t i = lo; i < m && t[i].ts <= t1; i++) {
+            wb_val *h = map_for(o, out, &ki, "window", window_name(W, buf, sizeof buf), t[i].ts);
+            if (!h) break;
+            if (!fx_get(h, "names")) fx_set_map(o, h, "names");
+            add_int(o, h, "count", 1), add_int(o, h, "time_ns", t[i].dur);
+            add_int(o, fx_get(h, "names"), t[i].name, 1);
         }
     }
+    wb_keyindex_free(&ki);
+    free(t);
 }
 
 int fx_rules_time(fx_index *ix, fx_out *o, wb_val *root);

@@ -190,12 +190,14 @@ wb_status wb_prof_export_chrome(const wb_prof *p, const char *path);
 wb_status wb_prof_export_chrome_with(const wb_prof *p, const char *path, const char *extra_events,
                                      const char *extra_members, uint64_t *events, uint64_t *bytes);
 
-/* A Chrome trace the workbench wrote (plain or .gz), read back in one streaming pass into a new,
- * stopped session stored under opts' max_memory and policy (trace_read.c). *lines: lines read;
- * *header: its first line (otherData), *tail: the lines after the events (the members after
- * traceEvents); both malloc'ed (the caller frees them), NULL on failure. */
+/* A Chrome trace the workbench wrote (plain or .gz, laid out as the export writes it or as any
+ * JSON tool rewrote it), read back in one streaming pass into a new, stopped session stored under
+ * opts' max_memory and policy (trace_read.c), within the reader's limits (an event 1 MiB, the
+ * other members 64 MiB, nesting 64, 256 MiB without an event; a regular file only). *lines: lines
+ * read; *members: the document's members but traceEvents, as one JSON object's text (malloc'ed,
+ * the caller frees it; NULL on failure). */
 wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_prof **out, uint64_t *lines,
-                              char **header, char **tail);
+                              char **members);
 
 /* ---- aggregation (profiler_aggregate.c): key_averages over the records ---- */
 typedef struct wb_prof_row {

@@ -3,29 +3,26 @@
  * chunks under max_memory like a recording (spilled past it). The table, the events and the
  * exports of the loaded session are then those of the recording. Traces from other tools are
  * refused: their events lack the fields the workbench writes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include "keyindex.h"
 #include "profiler_internal.h"
 
 /* ---- strings that kernel kinds keep for the life of the process ------------------------------- */
 
 static const char *lasting(const char *s) {
-    static struct lasting_str {
-        struct lasting_str *next;
-        char s[];
-    } *head;
+    static wb_keyindex kept; /* hashed: 80,000 distinct ops load in linear time */
     if (!s || !*s) return NULL;
-    for (struct lasting_str *l = head; l; l = l->next)
-        if (!strcmp(l->s, s)) return l->s;
-    size_t n = strlen(s) + 1;
-    struct lasting_str *l = malloc(sizeof *l + n);
-    if (!l) return NULL;
-    memcpy(l->s, s, n);
-    l->next = head, head = l;
-    return l->s;
+    int64_t id = wb_keyindex_get(&kept, s, NULL);
+    return id < 0 ? NULL : kept.key[id];
 }
 
 /* ---- a small JSON reader for one event object --------------------------------------------------- */
@@ -47,7 +44,23 @@ static int eat(jp *j, char c) {
     return 1;
 }
 
-/* A string into buf (escapes decoded; \u to UTF-8); 0 when it is not one. */
+/* Four hex digits of a \\u escape; marks the parse bad when they are not. */
+static unsigned hex4(jp *j) {
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        char h = *j->s;
+        int d = h >= '0' && h <= '9'   ? h - '0'
+                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                       : -1;
+        if (d < 0) return j->bad = 1, 0; /* a NUL among them stops here too */
+        v = v * 16 + (unsigned)d;
+        j->s++;
+    }
+    return v;
+}
+
+/* A string into buf (escapes decoded; \\u to UTF-8, surrogate pairs joined); 0 when it is not one. */
 static int jstring(jp *j, char *buf, size_t len) {
     ws(j);
     if (*j->s != '"') return j->bad = 1, 0;
@@ -63,22 +76,28 @@ static int jstring(jp *j, char *buf, size_t len) {
             else if (e == 'b') c = '\b';
             else if (e == 'f') c = '\f';
             else if (e == 'u') {
-                unsigned v = 0;
-                for (int k = 0; k < 4; k++) {
-                    char h = *j->s++;
-                    v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 :
-                                            h >= 'A' && h <= 'F' ? h - 'A' + 10 : 0);
+                unsigned v = hex4(j);
+                if (v >= 0xD800 && v <= 0xDBFF && j->s[0] == '\\' && j->s[1] == 'u') { /* a surrogate pair */
+                    const char *at = j->s;
+                    j->s += 2;
+                    unsigned lo = hex4(j);
+                    if (lo >= 0xDC00 && lo <= 0xDFFF) v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
+                    else j->s = at;
                 }
-                char u[3];
+                if (j->bad) return 0;
+                if (v >= 0xD800 && v <= 0xDFFF) v = 0xFFFD; /* a lone surrogate: the replacement character */
+                char u[4];
                 int un = v < 0x80 ? (u[0] = (char)v, 1) :
                          v < 0x800 ? (u[0] = (char)(0xC0 | v >> 6), u[1] = (char)(0x80 | (v & 63)), 2) :
-                         (u[0] = (char)(0xE0 | v >> 12), u[1] = (char)(0x80 | ((v >> 6) & 63)),
-                          u[2] = (char)(0x80 | (v & 63)), 3);
+                         v < 0x10000 ? (u[0] = (char)(0xE0 | v >> 12), u[1] = (char)(0x80 | ((v >> 6) & 63)),
+                                        u[2] = (char)(0x80 | (v & 63)), 3) :
+                         (u[0] = (char)(0xF0 | v >> 18), u[1] = (char)(0x80 | ((v >> 12) & 63)),
+                          u[2] = (char)(0x80 | ((v >> 6) & 63)), u[3] = (char)(0x80 | (v & 63)), 4);
                 for (int k = 0; k < un; k++)
                     if (n + 1 < len) buf[n++] = u[k];
                 continue;
-            } else if (e) c = (unsigned char)e;
-            else break;
+            } else if (e == '"' || e == '\\' || e == '/') c = (unsigned char)e;
+            else return j->bad = 1, 0; /* an escape JSON does not have, or the string's end */
         }
         if (n + 1 < len) buf[n++] = (char)c;
     }
@@ -88,19 +107,27 @@ static int jstring(jp *j, char *buf, size_t len) {
     return 1;
 }
 
+/* A finite number (JSON has no inf or nan; null reads as 0). */
 static double jnumber(jp *j) {
     ws(j);
+    if (!strncmp(j->s, "null", 4)) return j->s += 4, 0;
+    if (*j->s != '-' && (*j->s < '0' || *j->s > '9')) return j->bad = 1, 0; /* strtod would take "inf", "0x1p3" */
     char *end;
     double v = strtod(j->s, &end);
-    if (end == j->s) {
-        if (!strncmp(j->s, "null", 4)) return j->s += 4, 0;
-        return j->bad = 1, 0;
-    }
+    if (end == j->s || !isfinite(v)) return j->bad = 1, 0;
     j->s = end;
     return v;
 }
 
-/* Microseconds with up to three decimals as exact ns (what the writer prints from ns). */
+/* An integer that fits int64_t (a double out of its range would be undefined to convert). */
+static int64_t jint(jp *j) {
+    double v = jnumber(j);
+    if (!(v > -9.2e18 && v < 9.2e18)) return j->bad = 1, 0;
+    return (int64_t)v;
+}
+
+/* Microseconds with up to three decimals as exact ns (what the writer prints from ns); more
+ * digits than 2^61 ns (73 years) make the parse bad, so a time plus a duration cannot overflow. */
 static int64_t jmicros(jp *j) {
     ws(j);
     int neg = *j->s == '-';
@@ -108,8 +135,10 @@ static int64_t jmicros(jp *j) {
     int64_t whole = 0, frac = 0;
     int digits = 0;
     if (*j->s < '0' || *j->s > '9') return j->bad = 1, 0;
-    while (*j->s >= '0' && *j->s <= '9')
+    while (*j->s >= '0' && *j->s <= '9') {
         whole = whole * 10 + (*j->s++ - '0');
+        if (whole > ((int64_t)1 << 61) / 1000) return j->bad = 1, 0; /* 73 years: sums of two stay in range */
+    }
     if (*j->s == '.') {
         j->s++;
         while (*j->s >= '0' && *j->s <= '9') {
@@ -117,6 +146,7 @@ static int64_t jmicros(jp *j) {
             j->s++;
         }
     }
+    if (*j->s == 'e' || *j->s == 'E') return j->bad = 1, 0; /* the writer never uses exponents for times */
     for (; digits < 3; digits++)
         frac *= 10;
     int64_t ns = whole * 1000 + frac;
@@ -157,8 +187,8 @@ static int jints(jp *j, int64_t *v, int max) {
     if (!eat(j, '[')) return j->bad = 1, 0;
     if (eat(j, ']')) return 0;
     do {
-        double x = jnumber(j);
-        if (n < max) v[n++] = (int64_t)x;
+        int64_t x = jint(j);
+        if (n < max) v[n++] = x;
     } while (eat(j, ','));
     if (!eat(j, ']')) j->bad = 1;
     return n;
@@ -186,16 +216,16 @@ static void parse_args(jp *j, parsed *e) {
     if (eat(j, '}')) return;
     do {
         if (!jstring(j, key, sizeof key) || !eat(j, ':')) return (void)(j->bad = 1);
-        if (!strcmp(key, "id")) e->id = (int64_t)jnumber(j);
-        else if (!strcmp(key, "correlation")) e->correlation = (int64_t)jnumber(j);
-        else if (!strcmp(key, "parent")) e->parent = (int64_t)jnumber(j);
+        if (!strcmp(key, "id")) e->id = jint(j);
+        else if (!strcmp(key, "correlation")) e->correlation = jint(j);
+        else if (!strcmp(key, "parent")) e->parent = jint(j);
         else if (!strcmp(key, "flops")) e->flops = jnumber(j), e->has_flops = 1;
         else if (!strcmp(key, "bytes")) e->bytes = jnumber(j), e->has_flops = 1;
-        else if (!strcmp(key, "threads")) e->threads = (int64_t)jnumber(j);
-        else if (!strcmp(key, "kernel")) e->kernel = (int64_t)jnumber(j);
-        else if (!strcmp(key, "thread")) e->thread = (int64_t)jnumber(j);
+        else if (!strcmp(key, "threads")) e->threads = jint(j);
+        else if (!strcmp(key, "kernel")) e->kernel = jint(j);
+        else if (!strcmp(key, "thread")) e->thread = jint(j);
         else if (!strcmp(key, "work")) e->work = jnumber(j);
-        else if (!strcmp(key, "cbid")) e->cbid = (int64_t)jnumber(j);
+        else if (!strcmp(key, "cbid")) e->cbid = jint(j);
         else if (!strcmp(key, "run_delay_ns")) e->run_delay = jnumber(j), e->has_run_delay = 1;
         else if (!strcmp(key, "allocated_bytes")) e->allocated = jnumber(j);
         else if (!strcmp(key, "op")) jstring(j, e->op, sizeof e->op);
@@ -260,14 +290,14 @@ static int parse_event(const char *line, parsed *e) {
         if (!strcmp(key, "ph")) jstring(&j, e->ph, sizeof e->ph);
         else if (!strcmp(key, "cat")) jstring(&j, e->cat, sizeof e->cat);
         else if (!strcmp(key, "name")) jstring(&j, e->name, sizeof e->name);
-        else if (!strcmp(key, "pid")) e->pid = (int64_t)jnumber(&j);
-        else if (!strcmp(key, "tid")) e->tid = (int64_t)jnumber(&j);
+        else if (!strcmp(key, "pid")) e->pid = jint(&j);
+        else if (!strcmp(key, "tid")) e->tid = jint(&j);
         else if (!strcmp(key, "ts")) e->ts = jmicros(&j);
         else if (!strcmp(key, "dur")) e->dur = jmicros(&j);
         else if (!strcmp(key, "args")) parse_args(&j, e);
         else jskip(&j);
     } while (!j.bad && eat(&j, ','));
-    return !j.bad && eat(&j, '}');
+    return !j.bad && eat(&j, '}') && e->dur >= 0;
 }
 
 static int kind_of(const char *cat) {
@@ -334,7 +364,7 @@ static int append(wb_prof *p, const parsed *x) {
     if (side) memcpy(side, side_buf, n * sizeof *side);
     /* lanes: pid 0 host, pid 1 the cpu device (tid 0) and its workers (tid t: worker t-1), pid 2 cuda */
     int lane = x->pid == 0 ? WB_LANE_HOST : x->pid == 2 ? WB_LANE_CUDA :
-               x->tid > 0 ? WB_LANE_CPU_THREAD0 + (int)x->tid - 1 : WB_LANE_CPU_DEVICE;
+               x->tid > 255 ? 255 : x->tid > 0 ? WB_LANE_CPU_THREAD0 + (int)x->tid - 1 : WB_LANE_CPU_DEVICE;
     if (lane > 255) lane = 255;
     wb_event ev = {.ts_ns = x->ts, .dur_ns = x->dur, .src = WB_EVENT_NONE, .kind = (uint8_t)kind, .lane = (uint8_t)lane};
     if (memory) {
@@ -376,101 +406,313 @@ static int append(wb_prof *p, const parsed *x) {
     return 1;
 }
 
-/* Reads a line of any length into *buf; 0 at the end. */
-static int read_line(gzFile g, char **buf, size_t *cap) {
-    size_t n = 0;
-    for (;;) {
-        if (*cap - n < 2) {
-            size_t c = *cap ? *cap * 2 : 1 << 16;
-            char *q = realloc(*buf, c);
-            if (!q) return 0;
-            *buf = q, *cap = c;
-        }
-        if (!gzgets(g, *buf + n, (int)(*cap - n))) return n > 0;
-        n += strlen(*buf + n);
-        if (n > 0 && (*buf)[n - 1] == '\n') return 1;
+/* ---- the document, streamed ------------------------------------------------------------------ */
+
+/* What a trace may make the reader hold or do, whoever wrote it (docs/profiler.md, "Reading a
+ * trace back"): one event, the members beside traceEvents together, the nesting of a value, and
+ * the bytes read (inflated) since the last event, so that a file of padding, an endless value or
+ * a bomb of zeros ends in a one-line error, not in memory or time without bound. */
+#define TRACE_MAX_EVENT ((size_t)1 << 20)
+#define TRACE_MAX_MEMBERS ((size_t)64 << 20)
+#define TRACE_MAX_DEPTH 64
+#define TRACE_MAX_IDLE ((uint64_t)256 << 20)
+
+typedef struct src {
+    gzFile g;
+    size_t at, n;
+    uint64_t line, since_event;
+    int eof, nul, idle;
+    unsigned char buf[1 << 16];
+} src;
+
+/* The next byte without taking it, or -1 at the end; a NUL byte ends the document, marked. */
+static int peek_byte(src *r) {
+    if (r->at == r->n) {
+        if (r->eof) return -1;
+        int got = gzread(r->g, r->buf, sizeof r->buf);
+        if (got <= 0) return r->eof = 1, -1;
+        r->at = 0, r->n = (size_t)got;
     }
+    int c = r->buf[r->at];
+    if (c == 0) return r->nul = r->eof = 1, r->at = r->n, -1;
+    return c;
 }
 
-/* Appends s to the growing string *buf. */
-static int keep(char **buf, size_t *n, const char *s) {
-    size_t len = strlen(s);
-    char *q = realloc(*buf, *n + len + 1);
-    if (!q) return 0;
-    memcpy(q + *n, s, len + 1);
-    *buf = q, *n += len;
+/* The next byte, taken; too many bytes since the last event end the document too, marked. */
+static int next_byte(src *r) {
+    int c = peek_byte(r);
+    if (c < 0) return -1;
+    if (++r->since_event > TRACE_MAX_IDLE) return r->idle = r->eof = 1, r->at = r->n, -1;
+    r->at++;
+    if (c == '\n') r->line++;
+    return c;
+}
+
+static int skip_ws(src *r) {
+    int c;
+    while ((c = peek_byte(r)) == ' ' || c == '\t' || c == '\n' || c == '\r')
+        next_byte(r);
+    return c;
+}
+
+typedef struct text {
+    char *s;
+    size_t n, cap, max;
+} text;
+
+static int put(text *t, int c) {
+    if (t->n + 2 > t->cap) {
+        if (t->n + 2 > t->max) return 0;
+        size_t cap = t->cap ? t->cap * 2 : 4096;
+        if (cap > t->max) cap = t->max;
+        char *q = realloc(t->s, cap);
+        if (!q) return 0;
+        t->s = q, t->cap = cap;
+    }
+    t->s[t->n++] = (char)c;
+    t->s[t->n] = '\0';
     return 1;
 }
 
-wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_prof **out, uint64_t *lines_out,
-                              char **header, char **tail) {
-    *out = NULL;
-    *header = *tail = NULL;
-    size_t header_n = 0, tail_n = 0;
-    gzFile g = gzopen(path, "rb"); /* a plain file reads through as it is */
-    if (!g) return wb_error(WB_ERR_ARGUMENT, "load_trace: cannot open '%s'", path);
-    gzbuffer(g, 1 << 17);
-    wb_prof *p;
-    wb_status st = wb_prof_new(opts, &p);
-    if (st != WB_OK) return gzclose(g), st;
-    char *line = NULL;
-    size_t cap = 0;
-    uint64_t lineno = 0;
-    int workbench = 0;
-    while (read_line(g, &line, &cap)) {
-        lineno++;
-        if (lineno == 1) {
-            /* the writer's own layout: otherData on the first line, which opens traceEvents;
-             * then one event a line (a trace rewritten by another tool is not read here) */
-            size_t n = strlen(line);
-            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-                n--;
-            workbench = strstr(line, "\"producer\": \"workbench\"") != NULL && n >= 16 &&
-                        !strncmp(line + n - 16, "\"traceEvents\": [", 16);
-            if (!workbench) break;
-            if (!keep(header, &header_n, line)) break;
-            continue;
+static int puts_(text *t, const char *s) {
+    for (; *s; s++)
+        if (!put(t, *s)) return 0;
+    return 1;
+}
+
+enum { COPY_OK, COPY_END, COPY_SYNTAX, COPY_LONG, COPY_DEEP };
+
+/* The rest of a string whose opening quote was copied: escapes kept, raw control bytes refused. */
+static int copy_string_rest(src *r, text *t) {
+    for (;;) {
+        int c = next_byte(r);
+        if (c < 0) return COPY_END;
+        if (c < 0x20) return COPY_SYNTAX;
+        if (!put(t, c)) return COPY_LONG;
+        if (c == '"') return COPY_OK;
+        if (c == '\\') {
+            if ((c = next_byte(r)) < 0) return COPY_END;
+            if (c < 0x20) return COPY_SYNTAX;
+            if (!put(t, c)) return COPY_LONG;
         }
-        if (tail_n || line[0] == ']') { /* the closing lines: the members after traceEvents */
-            if (!keep(tail, &tail_n, line)) break;
-            continue;
+    }
+}
+
+/* Copies one JSON value's bytes into t, white space outside strings dropped; checks its
+ * strings and nesting, not its grammar (parse_event and cjson do that). */
+static int copy_value(src *r, text *t) {
+    int c = skip_ws(r);
+    if (c < 0) return COPY_END;
+    next_byte(r);
+    if (!put(t, c)) return COPY_LONG;
+    if (c == '"') return copy_string_rest(r, t);
+    if (c == '{' || c == '[') {
+        for (int depth = 1; depth > 0;) {
+            if ((c = next_byte(r)) < 0) return COPY_END;
+            if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+            if (!put(t, c)) return COPY_LONG;
+            if (c == '"') {
+                int why = copy_string_rest(r, t);
+                if (why != COPY_OK) return why;
+            } else if (c == '{' || c == '[') {
+                if (++depth > TRACE_MAX_DEPTH) return COPY_DEEP;
+            } else if (c == '}' || c == ']')
+                depth--;
         }
-        if (strncmp(line, "{\"ph\"", 5)) continue;
-        size_t n = strlen(line);
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ',' || line[n - 1] == '\r'))
-            line[--n] = '\0';
+        return COPY_OK;
+    }
+    if (c == '}' || c == ']' || c == ',' || c == ':') return COPY_SYNTAX;
+    while ((c = peek_byte(r)) > 0 && !strchr(",]}: \t\r\n", c)) { /* a number, true, false or null */
+        next_byte(r);
+        if (!put(t, c)) return COPY_LONG;
+    }
+    return COPY_OK;
+}
+
+/* otherData's "producer", read from the member's text ("producer": "workbench" at its top). */
+static int produced_by_workbench(const char *other) {
+    jp j = {.s = other};
+    char key[32], val[32];
+    if (!eat(&j, '{') || eat(&j, '}')) return 0;
+    do {
+        if (!jstring(&j, key, sizeof key) || !eat(&j, ':')) return 0;
+        if (!strcmp(key, "producer")) return jstring(&j, val, sizeof val) && !strcmp(val, "workbench");
+        jskip(&j);
+    } while (!j.bad && eat(&j, ','));
+    return 0;
+}
+
+static wb_status trace_error(const char *path, uint64_t line, const char *what) {
+    return wb_error(WB_ERR_ARGUMENT, "load_trace: '%s', line %llu: %s", path, (unsigned long long)line + 1, what);
+}
+
+/* Why a value could not be copied, said of `what`. */
+static wb_status copy_error(const char *path, const src *r, int why, const char *what) {
+    char msg[240];
+    if (r->idle)
+        snprintf(msg, sizeof msg, "256 MiB read without an event: not a trace the workbench wrote (padding?)");
+    else if (r->nul)
+        snprintf(msg, sizeof msg, "a NUL byte: the file is not JSON text");
+    else
+        snprintf(msg, sizeof msg, "%s %s", what,
+                 why == COPY_LONG   ? "is longer than the reader takes (1 MiB an event, 64 MiB for the members "
+                                      "beside traceEvents)"
+                 : why == COPY_DEEP ? "nests deeper than 64 levels"
+                 : why == COPY_END  ? "is cut short: the trace is truncated (the file ends inside it)"
+                                    : "is not JSON (a bracket, string or control character out of place)");
+    return trace_error(path, r->line, msg);
+}
+
+/* The elements of traceEvents, each parsed and appended; r stands after the '['. */
+static wb_status read_events(const char *path, src *r, wb_prof *p, text *ev) {
+    int c = skip_ws(r);
+    if (c == ']') return next_byte(r), WB_OK;
+    for (;;) {
+        ev->n = 0;
+        uint64_t line = r->line;
+        int why = copy_value(r, ev);
+        if (why != COPY_OK) return copy_error(path, r, why, "an event");
         parsed x;
-        if (!parse_event(line, &x) || !append(p, &x)) {
-            st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' line %llu is not an event the workbench writes", path,
-                          (unsigned long long)lineno);
+        if (ev->s[0] != '{') return trace_error(path, line, "traceEvents holds something that is not an event object");
+        if (!parse_event(ev->s, &x) || !append(p, &x))
+            return trace_error(path, line, "not an event the workbench writes (a field of the wrong type, a bad "
+                                           "\\u escape or a number out of range)");
+        r->since_event = 0;
+        c = skip_ws(r);
+        next_byte(r);
+        if (c == ']') return WB_OK;
+        if (c != ',')
+            return c < 0 ? copy_error(path, r, COPY_END, "traceEvents")
+                         : trace_error(path, r->line, "traceEvents has no comma between two events");
+    }
+}
+
+/* The document's members after its '{': traceEvents read into p, otherData kept in *other, the
+ * others appended to *members as "name":value. */
+static wb_status read_members(const char *path, src *r, wb_prof *p, text *members, text *other, int *has_events) {
+    text ev = {.max = TRACE_MAX_EVENT}, key = {.max = 256};
+    wb_status st = WB_OK;
+    if (skip_ws(r) == '}') return next_byte(r), WB_OK;
+    for (;;) {
+        char name[256];
+        key.n = 0;
+        int why = skip_ws(r) == '"' ? copy_value(r, &key) : COPY_SYNTAX;
+        jp kj = {.s = key.s};
+        if (why != COPY_OK || !jstring(&kj, name, sizeof name)) {
+            st = copy_error(path, r, why == COPY_LONG ? COPY_SYNTAX : why, "a member's name");
+            break;
+        }
+        if (skip_ws(r) != ':') {
+            st = trace_error(path, r->line, "a member of the document has no ':' after its name");
+            break;
+        }
+        next_byte(r);
+        if (!strcmp(name, "traceEvents")) {
+            if (skip_ws(r) != '[') {
+                st = trace_error(path, r->line, "traceEvents is not a list");
+                break;
+            }
+            next_byte(r);
+            if ((st = read_events(path, r, p, &ev)) != WB_OK) break;
+            *has_events = 1;
+        } else if (!strcmp(name, "otherData")) {
+            other->n = 0;
+            if ((why = copy_value(r, other)) != COPY_OK) {
+                st = copy_error(path, r, why, "otherData");
+                break;
+            }
+        } else if (!(members->n > 1 && !put(members, ',')) && puts_(members, key.s) && put(members, ':')) {
+            if ((why = copy_value(r, members)) != COPY_OK) {
+                st = copy_error(path, r, why, "a member beside traceEvents");
+                break;
+            }
+        } else {
+            st = copy_error(path, r, COPY_LONG, "the members beside traceEvents");
+            break;
+        }
+        int c = skip_ws(r);
+        next_byte(r);
+        if (c == '}') break;
+        if (c != ',') {
+            st = c < 0 ? copy_error(path, r, COPY_END, "the document")
+                       : trace_error(path, r->line, "the document has no comma between two members");
             break;
         }
     }
+    free(ev.s), free(key.s);
+    return st;
+}
+
+wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_prof **out, uint64_t *lines_out,
+                              char **members_out) {
+    *out = NULL;
+    *members_out = NULL;
+    /* a regular file only: a FIFO would block the open, a device (/dev/zero) never end */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return wb_error(WB_ERR_ARGUMENT, "load_trace: cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is not a regular file (a folder, FIFO or device): a "
+                                         "trace is a .json or .json.gz file", path);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    src *r = calloc(1, sizeof *r);
+    gzFile g = r ? gzdopen(fd, "rb") : NULL; /* a plain file reads through as it is */
+    if (!g) {
+        free(r);
+        close(fd);
+        return wb_error(WB_ERR_MEMORY, "load_trace: out of memory opening '%s'", path);
+    }
+    r->g = g;
+    gzbuffer(g, 1 << 17);
+    wb_prof *p;
+    wb_status st = wb_prof_new(opts, &p);
+    if (st != WB_OK) return gzclose(g), free(r), st;
+    text members = {.max = TRACE_MAX_MEMBERS}, other = {.max = TRACE_MAX_MEMBERS};
+    int has_events = 0;
+    put(&members, '{');
+    int c = skip_ws(r);
+    if (c == '{') {
+        next_byte(r);
+        st = read_members(path, r, p, &members, &other, &has_events);
+        if (st == WB_OK && skip_ws(r) >= 0)
+            st = trace_error(path, r->line, "more follows the document's closing '}' (two documents, or padding)");
+    }
+    if (st == WB_OK && (r->nul || r->idle)) st = copy_error(path, r, COPY_END, "the document");
     int gz_err;
     const char *zmsg = gzerror(g, &gz_err);
-    if (st == WB_OK && gz_err != Z_OK && gz_err != Z_STREAM_END)
+    if (gz_err != Z_OK && gz_err != Z_STREAM_END && gz_err != Z_BUF_ERROR)
         st = wb_error(WB_ERR_ARGUMENT, "load_trace: reading '%s' failed: %s", path, zmsg);
-    if (st == WB_OK && lineno == 0) st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is empty, not a trace", path);
-    if (st == WB_OK && !workbench)
-        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' was not written by the workbench's export (its first line "
-                                       "has no otherData.producer = \"workbench\" opening traceEvents)", path);
-    if (st == WB_OK) { /* the export ends with the lines that close traceEvents and the document */
-        size_t n = tail_n;
-        while (n > 0 && (*tail)[n - 1] && strchr(" \t\r\n", (*tail)[n - 1]))
-            n--;
-        if (n == 0 || (*tail)[n - 1] != '}')
-            st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is truncated: it ends before traceEvents and the "
-                                           "document are closed (an export cut short?)", path);
-    }
-    free(line);
+    else if (st == WB_OK && c < 0)
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is empty, not a trace", path);
+    else if (st == WB_OK && c == '[')
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is a bare list of events (the Chrome trace's array form): "
+                                       "the workbench reads the object form its export writes (traceEvents and "
+                                       "otherData)", path);
+    else if (st == WB_OK && c != '{')
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is not a Chrome trace: it does not start with a JSON object "
+                                       "holding traceEvents", path);
+    else if (st == WB_OK && !has_events)
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is not a Chrome trace: it has no traceEvents list", path);
+    else if (st == WB_OK && (!other.n || !produced_by_workbench(other.s)))
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' was not written by the workbench (no otherData.producer = "
+                                       "\"workbench\"): its events lack the kernel kinds and data flow the rules "
+                                       "read", path);
+    /* otherData goes back with the other members */
+    if (st == WB_OK && !((members.n == 1 || put(&members, ',')) && puts_(&members, "\"otherData\":") &&
+                         puts_(&members, other.s) && put(&members, '}')))
+        st = copy_error(path, r, COPY_LONG, "the members beside traceEvents");
+    uint64_t lines = r->line + 1;
     gzclose(g);
+    free(r), free(other.s);
     if (st != WB_OK) {
         wb_prof_free(p);
-        free(*header), free(*tail);
-        *header = *tail = NULL;
+        free(members.s);
         return st;
     }
-    if (lines_out) *lines_out = lineno;
+    if (lines_out) *lines_out = lines;
+    *members_out = members.s;
     *out = p;
     return WB_OK;
 }

@@ -84,91 +84,19 @@ end
 
 local function bad(msg) error({explain = msg}, 0) end
 
--- A trace in the workbench's own layout (one event a line, as export_chrome_trace writes it;
--- .json or .json.gz), read in one streaming pass (wb.profiler.load_trace): its events (the memory
--- counters left out, as below) and its members; nil when it is not such a trace.
-local function read_streaming(path)
+-- A trace the workbench wrote (.json or .json.gz, as the export laid it out or as any JSON tool
+-- rewrote it), read in one streaming pass by the one reader (wb.profiler.load_trace, within its
+-- limits) -> (events shaped like p:events(), the memory counters left out; the "workbench" member;
+-- otherData). Raises {explain = "one line"} for what cannot be read.
+function M.read(path)
     local ok, q = pcall(require("wb.profiler").load_trace, path)
-    if not ok then return nil end
+    if not ok then bad((tostring(q):gsub("^load_trace: ", ""))) end
     local events = {}
     for e in q:each_event() do
         if e.cat ~= "memory" then events[#events + 1] = e end
     end
     local meta = type(q.trace_members.workbench) == "table" and q.trace_members.workbench or nil
     return events, meta, q.trace_other
-end
-
--- A trace the workbench wrote -> (events shaped like p:events(), the "workbench" member,
--- otherData). Raises {explain = "one line"} for what cannot be read.
-function M.read(path)
-    local events, meta, other = read_streaming(path)
-    if events then return events, meta, other end
-    local f = io.open(path, "rb")
-    if not f then bad(string.format("cannot open '%s'", path)) end
-    local text = f:read("a")
-    f:close()
-    if not text then bad(string.format("cannot read '%s' (a folder?)", path)) end
-    if #text == 0 then bad(string.format("'%s' is empty, not a trace", path)) end
-    local ok, doc = pcall(cjson.decode, text)
-    if not ok then
-        bad(string.format("'%s' is not complete JSON (truncated or not a trace): %s", path,
-            tostring(doc):gsub("^.-: ", "")))
-    end
-    if type(doc) ~= "table" or type(doc.traceEvents) ~= "table" then
-        bad(string.format("'%s' is not a Chrome trace (no traceEvents list)", path))
-    end
-    if type(doc.otherData) ~= "table" or doc.otherData.producer ~= "workbench" then
-        bad(string.format("'%s' was not written by the workbench (no otherData.producer = \"workbench\"): its events " ..
-            "lack the kernel kinds and data flow the rules read", path))
-    end
-    local lanes = {} -- "pid:tid" -> lane name, from the thread_name records
-    for _, e in ipairs(doc.traceEvents) do
-        if type(e) == "table" and e.ph == "M" and e.name == "thread_name" and type(e.args) == "table" then
-            lanes[tostring(e.pid) .. ":" .. tostring(e.tid)] = e.args.name
-        end
-    end
-    lanes["0:0"] = "host"
-    local events = {}
-    for _, e in ipairs(doc.traceEvents) do
-        if type(e) == "table" and e.ph == "X" and type(e.args) == "table" and type(e.ts) == "number" and
-            type(e.name) == "string" and type(e.cat) == "string" then
-            local a = e.args
-            -- fields the rules read as text or lists: anything else is dropped, not trusted
-            for _, k in ipairs({"op", "ops", "isa", "tile", "layout", "epilogue", "api"}) do
-                if a[k] ~= nil and type(a[k]) ~= "string" then a[k] = nil end
-            end
-            for _, k in ipairs({"flow", "input_shapes", "input_dtypes", "in_stride", "out_shape", "out_stride"}) do
-                if a[k] ~= nil and type(a[k]) ~= "table" then a[k] = nil end
-            end
-            for _, k in ipairs({"flow", "in_stride", "out_shape", "out_stride"}) do -- lists of integers
-                if type(a[k]) == "table" then
-                    for i, v in ipairs(a[k]) do
-                        if not math.tointeger(v) then a[k] = nil; break end
-                        a[k][i] = math.tointeger(v)
-                    end
-                end
-            end
-            local ev = {name = e.name, cat = e.cat, ts_ns = math.floor(e.ts * 1e3 + 0.5),
-                dur_ns = math.floor((tonumber(e.dur) or 0) * 1e3 + 0.5),
-                lane = lanes[tostring(e.pid) .. ":" .. tostring(e.tid)] or (tostring(e.pid) .. ":" .. tostring(e.tid)),
-                id = math.tointeger(a.id) or 0, parent = math.tointeger(a.parent) or 0,
-                flops = tonumber(a.flops) or 0, bytes = tonumber(a.bytes) or 0, args = a}
-            ev.correlation = math.tointeger(a.correlation) or (e.cat == "op" and ev.id) or 0
-            if type(a.input_shapes) == "table" then
-                ev.shapes, ev.dtypes = {}, {}
-                for i, s in ipairs(a.input_shapes) do
-                    if type(s) == "table" then
-                        for d, v in ipairs(s) do s[d] = math.tointeger(v) or v end
-                    end
-                    ev.shapes[i] = type(s) == "table" and s or false
-                    ev.dtypes[i] = type(a.input_dtypes) == "table" and a.input_dtypes[i] or false
-                end
-            end
-            events[#events + 1] = ev
-        end
-    end
-    local meta = type(doc.workbench) == "table" and doc.workbench or nil
-    return events, meta, doc.otherData
 end
 
 -- `workbench explain FILE [--json]`: the findings of a trace; status 0, or 2 with one line.
@@ -188,35 +116,20 @@ function M.explain_main(args)
         io.stderr:write("explain: no trace given (usage: workbench explain TRACE.json [--json])\n")
         return 2
     end
-    -- a trace in the workbench's layout: read into a store, the rules' groups computed in C (its
-    -- memory events left out, as read_streaming does); any other, read whole by M.read
+    -- read into a store by the one reader, the rules' groups computed in C (memory events included)
     local okq, q = pcall(require("wb.profiler").load_trace, path)
-    local events, meta, other
-    if okq then
-        meta = type(q.trace_members.workbench) == "table" and q.trace_members.workbench or nil
-        other = q.trace_other
-    else
-        local ok
-        ok, events, meta, other = pcall(M.read, path)
-        if not ok then
-            io.stderr:write("explain: " .. (type(events) == "table" and events.explain or tostring(events)) .. "\n")
-            return 2
-        end
+    if not okq then
+        io.stderr:write("explain: " .. tostring(q):gsub("^load_trace: ", "") .. "\n")
+        return 2
     end
+    local meta = type(q.trace_members.workbench) == "table" and q.trace_members.workbench or nil
+    local other = q.trace_other
     local c = meta and type(meta.context) == "table" and meta.context or {}
     local ctx = {device = c.device, device_info = type(c.device_info) == "table" and c.device_info or nil,
         machine = type(c.machine) == "table" and c.machine or nil, replay_ns_per_kernel = tonumber(c.replay_ns_per_kernel),
         dropped = type(other) == "table" and math.tointeger(other.dropped_events) or nil,
         dropped_note = type(other) == "table" and type(other.dropped) == "string" and other.dropped or ""}
-    local okf, list, nevents, device_events
-    if okq then
-        okf, list, nevents, device_events = pcall(findings.analyze_session, q:_result(), ctx, true)
-    else
-        nevents, device_events = #events, 0
-        for _, e in ipairs(events) do
-            if e.cat == "kernel" or e.cat == "memcpy" or e.cat == "memset" then device_events = device_events + 1 end
-        end
-    end
+    local okf, list, nevents, device_events = pcall(findings.analyze_session, q:_result(), ctx, true)
     if nevents == 0 then
         io.stderr:write(string.format("explain: '%s' holds no events (an empty profile)\n", path))
         return 2
@@ -226,7 +139,6 @@ function M.explain_main(args)
             "{\"cpu\", \"device\"}\n", path))
         return 2
     end
-    if not okq then okf, list = pcall(findings.analyze, events, ctx) end
     if not okf then
         io.stderr:write(string.format("explain: '%s' has events the rules cannot read (%s)\n", path,
             tostring(list):gsub("^.-:%d+: ", "")))

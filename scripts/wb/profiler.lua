@@ -512,15 +512,17 @@ function M.load_trace(path, o)
     if o.memory_policy ~= nil and not POLICIES[o.memory_policy] then
         fail(string.format('load_trace: memory_policy must be "spill", "ring" or "stop", got %s', tostring(o.memory_policy)), 2)
     end
-    local ok, session, lines, header, tail = pcall(load_session, path, o)
+    local ok, session, lines, rest = pcall(load_session, path, o)
     if not ok then error(session, 2) end
-    -- what the trace says beyond its events: otherData (first line), the members after traceEvents
-    local cjson = require("cjson")
-    local other, members = {}, {}
-    local okh, doc = pcall(cjson.decode, header .. "]}")
-    if okh and type(doc) == "table" and type(doc.otherData) == "table" then other = doc.otherData end
-    local okt, rest = pcall(cjson.decode, "{" .. (tail:match("^%s*%]%s*,(.*)}%s*$") or "") .. "}")
-    if okt and type(rest) == "table" then members = rest end
+    -- what the trace says beyond its events: otherData and the other members, as the reader kept them
+    local okm, doc = pcall(require("cjson").decode, rest)
+    if not okm or type(doc) ~= "table" then
+        fail(string.format("load_trace: '%s': the members beside traceEvents are not JSON (%s)", path,
+            tostring(doc):gsub("^.-: ", "")), 2)
+    end
+    local other = type(doc.otherData) == "table" and doc.otherData or {}
+    doc.otherData = nil
+    local members = doc
     return setmetatable({native = session, native_opts = o, started = false, opts = {}, step_num = 0,
         cycles_done = 0, cycles_kept = 0, loaded_from = path, trace_lines = lines, trace_other = other,
         trace_members = members}, Profiler)

@@ -1,0 +1,170 @@
+-- test_trace_limits.lua: traces from someone else are untrusted input. Small versions of the
+-- hostile shapes a red team built (an over-read at a cut "\u", numbers past int64, a line of
+-- hundreds of MiB inside a small .gz, members that grow without end after the events, padding,
+-- deep nesting, NUL bytes, a FIFO and /dev/zero as the path) are written here, then read by
+-- `workbench explain` and `workbench diff` under a 4 GiB address-space limit and a timeout: each
+-- must end with status 2 and one line that names the problem, in seconds. And the other side of
+-- the reader's one grammar: a trace rewritten by a JSON tool (keys sorted, re-indented, gzipped)
+-- reads as the original.
+local lu = require("luaunit")
+local scratch = require("scratch")
+
+local EXE = os.getenv("WB_EXE") or "workbench"
+local HEAD = '{"otherData": {"producer": "workbench"}, "traceEvents": [\n'
+local OP = '{"ph": "X", "cat": "op", "name": "add", "pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"id": 1}}'
+
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- runs `workbench ARGS` under `ulimit -v` 4 GiB and a 60 s timeout: stderr, status, seconds
+local function hostile(args)
+    local err = scratch.path(".err")
+    local t0 = wb.time_ns()
+    local out, code = scratch.run(string.format("(ulimit -v 4194304; timeout 60 %s %s 2>%s >/dev/null)", EXE, args,
+        err))
+    local secs = (wb.time_ns() - t0) / 1e9
+    return scratch.read(err) .. out, code, secs
+end
+
+-- a file made by a shell pipeline (the big ones are made compressed, never held here)
+local function made(cmd, suffix)
+    local path = scratch.path(suffix)
+    local out, code = scratch.run(cmd .. " > " .. sh_quote(path))
+    lu.assertEquals(code, 0, out)
+    return path
+end
+
+-- a good trace to diff the hostile ones against (made once)
+local good
+local function good_trace()
+    if not good then
+        good = scratch.path(".json")
+        wb.profiler.profile({activities = {"cpu", "device"}}, function(q)
+            for _ = 1, 2 do local _ = wb.ones({4}) + 1; q:step() end
+        end):export_chrome_trace(good)
+    end
+    return good
+end
+
+local function refused(path, says, what)
+    for _, cmd in ipairs({"explain", "diff"}) do
+        local args = cmd == "explain" and sh_quote(path) or (sh_quote(good_trace()) .. " " .. sh_quote(path))
+        local err, code, secs = hostile(cmd .. " " .. args)
+        lu.assertEquals(code, 2, what .. " (" .. cmd .. "): " .. err)
+        lu.assertStrContains(err, says, false, what .. " (" .. cmd .. ")")
+        lu.assertEquals(select(2, err:gsub("\n", "")), 1, what .. ": one line: " .. err)
+        lu.assertNil(err:find("traceback", 1, true), what)
+        lu.assertTrue(secs < 30, string.format("%s (%s) took %.1f s", what, cmd, secs))
+    end
+end
+
+function test_cut_escapes_and_bad_escapes_are_refused()
+    -- a string whose \u escape is cut by the end of the event, the line or the file
+    refused(scratch.file(HEAD .. '{"ph": "X", "cat": "op", "name": "a\\u', ".json"), "truncated", "cut \\u at the end")
+    refused(scratch.file(HEAD .. '{"ph": "X", "cat": "op", "name": "a\\u12"}\n]}', ".json"),
+        "not an event the workbench writes", "\\u with two digits")
+    refused(scratch.file(HEAD .. '{"ph": "X", "cat": "op", "name": "a\\q"}\n]}', ".json"),
+        "not an event the workbench writes", "an escape JSON does not have")
+    refused(scratch.file(HEAD .. '{"ph": "X", "cat": "op", "name": "a\nb"}\n]}', ".json"), "is not JSON",
+        "a raw newline in a string")
+end
+
+function test_numbers_out_of_range_are_refused()
+    local forty = string.rep("9", 40)
+    for what, ev in pairs({
+        ["a 40-digit ts"] = '{"ph": "X", "cat": "op", "name": "a", "ts": ' .. forty .. ', "dur": 1}',
+        ["a huge dur"] = '{"ph": "X", "cat": "op", "name": "a", "ts": 1, "dur": 9e300}',
+        ["a negative dur"] = '{"ph": "X", "cat": "op", "name": "a", "ts": 1, "dur": -5}',
+        ["an id past int64"] = '{"ph": "X", "cat": "op", "name": "a", "ts": 1, "dur": 1, "args": {"id": 1e30}}',
+        ["a tid past int64"] = '{"ph": "X", "cat": "op", "name": "a", "pid": 1, "tid": -1e300, "ts": 1, "dur": 1}',
+        ["inf as a number"] = '{"ph": "X", "cat": "op", "name": "a", "ts": 1, "dur": 1, "args": {"flops": inf}}',
+    }) do
+        refused(scratch.file(HEAD .. ev .. '\n]}', ".json"), "not an event the workbench writes", what)
+    end
+end
+
+function test_sizes_and_padding_have_limits()
+    -- one line of 96 MiB inside a .gz of a few hundred KiB: the event limit (1 MiB) ends it
+    local big = made(string.format("{ printf '%%s' %s; head -c 100663296 /dev/zero | tr '\\0' a; printf '\"}]}'; } " ..
+        "| gzip -1", sh_quote(HEAD .. '{"ph": "X", "cat": "op", "name": "')), ".json.gz")
+    refused(big, "an event is longer than the reader takes", "a 96 MiB line in a .gz")
+    -- 80 MiB of members after the event list (the members' limit is 64 MiB)
+    local tail = made(string.format("{ printf '%%s' %s; head -c 83886080 /dev/zero | tr '\\0' b; printf '\"}'; } " ..
+        "| gzip -1", sh_quote(HEAD .. OP .. '\n], "junk": "')), ".json.gz")
+    refused(tail, "longer than the reader takes", "80 MiB of members after the events")
+    -- 300 MiB of spaces after an event: 256 MiB without an event end the read
+    local pad = made(string.format("{ printf '%%s' %s; head -c 314572800 /dev/zero | tr '\\0' ' '; printf ']}'; } " ..
+        "| gzip -1", sh_quote(HEAD .. OP)), ".json.gz")
+    refused(pad, "256 MiB read without an event", "300 MiB of padding")
+    -- nesting deeper than 64 levels inside an event
+    local deep = HEAD .. '{"ph": "X", "cat": "op", "name": "a", "args": {"x": ' .. string.rep("[", 100) ..
+        string.rep("]", 100) .. '}}\n]}'
+    refused(scratch.file(deep, ".json"), "nests deeper than 64 levels", "100 nested lists")
+    -- a NUL byte in the middle of the text
+    refused(scratch.file(HEAD .. OP .. '\0,\n' .. OP .. '\n]}', ".json"), "a NUL byte", "a NUL byte")
+    -- two documents in one file
+    refused(scratch.file(HEAD .. OP .. '\n]}\n{}', ".json"), "more follows the document", "two documents")
+end
+
+function test_paths_that_are_no_regular_file_are_refused_at_once()
+    refused("/dev/zero", "is not a regular file", "/dev/zero")
+    local fifo = scratch.path(".json")
+    local out, code = scratch.run("mkfifo " .. sh_quote(fifo))
+    lu.assertEquals(code, 0, out)
+    refused(fifo, "is not a regular file", "a FIFO nobody writes")
+    refused(scratch.dir(), "is not a regular file", "a folder")
+end
+
+-- The other side of one grammar: what a JSON tool does to a trace changes nothing it says.
+function test_a_trace_rewritten_by_a_json_tool_reads_as_the_original()
+    local x, w, b = wb.randn({8, 16}), wb.randn({12, 16}), wb.randn({12})
+    local p = wb.profiler.profile({activities = {"cpu", "device"}, record_shapes = true, profile_memory = true},
+        function(q)
+            for _ = 1, 3 do
+                wb.profiler.range("fwd", function() return wb.gelu(wb.linear(x, w, b)) * 2 end)
+                q:step()
+            end
+        end)
+    local orig = scratch.path(".json")
+    p:export_chrome_trace(orig)
+    local py = scratch.run("python3 -c 'import json'")
+    local rewritten = {}
+    if select(2, scratch.run("python3 -c 'import json'")) == 0 then
+        rewritten.indented = made("python3 -m json.tool " .. sh_quote(orig), ".json")
+        rewritten.sorted = made("python3 -m json.tool --sort-keys --indent 1 " .. sh_quote(orig), ".json")
+        rewritten.compact = made("python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1])), sys.stdout, " ..
+            "separators=(\",\", \":\"))' " .. sh_quote(orig), ".json")
+    else
+        print("\n  python3 is missing: only the gzip rewrite is checked (" .. tostring(py) .. ")")
+    end
+    rewritten.gzipped = made("gzip -c " .. sh_quote(orig), ".json.gz")
+    local function rows(q)
+        local t = {}
+        for _, r in ipairs(q:key_averages()) do t[#t + 1] = {r.name, r.calls, r.kernels, r.cpu_total_ns} end
+        return t
+    end
+    for how, path in pairs(rewritten) do
+        local q = wb.profiler.load_trace(path)
+        lu.assertEquals(rows(q), rows(p), how .. ": the same table")
+        lu.assertEquals(q.trace_other.producer, "workbench", how)
+        lu.assertNotNil(q.trace_members.workbench, how .. ": the members beside traceEvents are kept")
+        -- explain names the same rules (memory events included: the allocation share is read too)
+        local out, code = scratch.run(EXE .. " explain --json " .. sh_quote(path))
+        lu.assertEquals(code, 0, how .. ": " .. out)
+        local got = {}
+        for _, f in ipairs(require("cjson").decode(out:match("%[.*%]"))) do got[#got + 1] = f.rule end
+        local oout = scratch.run(EXE .. " explain --json " .. sh_quote(orig))
+        local ogot = {}
+        for _, f in ipairs(require("cjson").decode(oout:match("%[.*%]"))) do ogot[#ogot + 1] = f.rule end
+        lu.assertEquals(got, ogot, how .. ": explain names the same rules")
+        -- and a diff against the original finds nothing
+        out, code = scratch.run(EXE .. " diff " .. sh_quote(orig) .. " " .. sh_quote(path))
+        lu.assertEquals(code, 0, how .. ": " .. out)
+        lu.assertStrContains(out, "fingerprint differences: none", false, how)
+        lu.assertStrContains(out, "structural changes: none", false, how)
+        lu.assertNil(out:find("SLOWER", 1, true), how)
+        lu.assertNil(out:find("FASTER", 1, true), how)
+    end
+    lu.assertTrue(#rows(p) > 3)
+end
+
+scratch.exit(lu.LuaUnit.run())
