@@ -4,7 +4,8 @@
 # limit, self-referencing, a million items cut with a count), a bad view (message and position,
 # no traceback; traceback() and traceback(true) show it), a multi-line for loop, tab completion
 # of a method, a tensor field and lazily loaded modules, completion on nil and on a userdata
-# without a metatable, Ctrl-C on a continuation line (back to "> "), Ctrl-C of a long loop, the
+# without a metatable, Ctrl-C on a continuation line (back to "> "), a profiler session lost to
+# Ctrl-C and stopped with wb.profiler.current(), Ctrl-C of a long loop, the
 # history file, Ctrl-D, a statement outgrowing --max-memory. Every check waits for text that only
 # the output can contain (e.g. "ali" .. "ve1" -> alive1, or a whole line the input does not have),
 # never the echoed input.
@@ -142,6 +143,23 @@ wait_for "ctrlc"
 wait_line '> print\("ctrl" \.\. "c"\)'
 send 'print("ali" .. "ve1")' Enter
 wait_for "alive1"
+
+# A profiler session lost to Ctrl-C: p:start() prints nothing, a chunk is interrupted, p is made
+# anew; its start names the running one and the way out, which works (no collectgarbage)
+send 'p = wb.profiler.profile{}' Enter
+send 'p:start()' Enter
+send 'for i = 1, 2 do' Enter
+wait_line ">> ?"
+key C-c
+send 'p = wb.profiler.profile{}' Enter
+send 'p:start()' Enter
+wait_line 'profiler: start\(\): a session is already running \(started at [0-9:]{8}; sessions do not nest\); stop it with wb\.profiler\.current\(\):stop\(\)'
+send 'wb.profiler.current():stop()' Enter
+send 'p:start()' Enter
+send 'p:stop()' Enter
+send 'print("prof" .. "iler " .. tostring(wb.profiler.current()))' Enter
+wait_for "profiler nil"
+if screen | grep -qE "native|step_num|cycles_done"; then echo "FAILED: start() or stop() printed the session"; screen; exit 1; fi
 send 'for i = 1, 2 do' Enter
 send 'print("loop" .. i * 10)' Enter
 send 'end' Enter

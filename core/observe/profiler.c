@@ -360,8 +360,8 @@ static void on_device_launch(void *user, const wb_kernel_desc *desc) { wb_prof_d
 wb_status wb_prof_start(wb_prof *p) {
     if (current == p) return WB_OK;
     if (current)
-        return wb_error(WB_ERR_UNSUPPORTED, "profiler: a session is already running (sessions do not nest; "
-                                            "stop the other one first)");
+        return wb_error(WB_ERR_UNSUPPORTED, "profiler: a session is already running (sessions do not nest); "
+                                            "stop it first with wb.profiler.current():stop()");
     p->hooks = (wb_dispatch_hooks){p, on_op_begin, on_op_end, on_kernel_begin, on_kernel_end};
     /* once per session: a session started again (wb.profiler.ab's slots, a schedule's buffers)
      * keeps its measure, and its first range does not follow 4096 calibration records */

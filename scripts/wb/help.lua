@@ -83,6 +83,7 @@ local DOCS = {
     ["wb.profiler.range"] = "wb.profiler.range(name, fn, ...) -> fn(...) inside a named range of the running profiler session",
     ["wb.profiler.diff"] = "wb.profiler.diff(pa, pb[, {min_effect=0.05}]) -> two stopped profiles aligned node by node: {changes (replacements, added, removed, kernel kind changes), kernels {gone, new, moved}, nodes (host/device medians, ratio, verdict), total, attribution {host, device}, fingerprint, notes}; `workbench diff A B` on traces",
     ["wb.profiler.ab"] = "wb.profiler.ab{a = fn, b = fn, steps = 20, warmup = 1, order = \"shuffled\" | \"abba\" | \"alternate\", seed = 1, ...profile options} -> pa, pb: two programs profiled interleaved in one process, one step each in turn (blocks of A B B A and B A A B, shuffled by the seed), so that both sample the same machine; for wb.profiler.diff(pa, pb); `workbench diff --ab A.lua B.lua` on two scripts that return their step",
+    ["wb.profiler.current"] = "wb.profiler.current() -> the session running now (started by p:start(), not stopped), or nil: wb.profiler.current():stop() stops one whose variable is lost",
     ["wb.profiler.push"] = "wb.profiler.push(name): open a named range (close it with pop)",
     ["wb.profiler.pop"] = "wb.profiler.pop(): close the innermost range",
     ["wb.profiler.load_trace"] = "wb.profiler.load_trace(path[, {max_memory=, memory_policy=, spill_dir=}]) -> p: a trace the workbench wrote (.json or .json.gz) read back in one streaming pass; p:table(), p:key_averages(), p:events(), p:export_chrome_trace() as after recording",

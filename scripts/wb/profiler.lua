@@ -176,13 +176,44 @@ function Profiler:_cycle_ends(s)
     return s % cycle == cycle - 1
 end
 
+-- The session started with p:start() and not stopped yet (sessions do not nest), kept here so that
+-- one whose variable is lost (a REPL chunk interrupted after p:start(), then `p` made anew) can
+-- still be stopped: wb.profiler.current():stop(). Kept, it is no longer stopped by the collector.
+local running = nil
+
+-- "file:line at hh:mm:ss", the line of the first caller outside this file (profile(opts, fn)
+-- starts too), or "hh:mm:ss" alone when there is none (the REPL calls `return p:start()`: a tail
+-- call, which leaves no frame of the caller).
+local HERE = debug.getinfo(1, "S").source
+local function started_where()
+    local now = os.date("%H:%M:%S")
+    for level = 3, 20 do
+        local info = debug.getinfo(level, "Sl")
+        if not info then break end
+        if info.source ~= HERE and info.currentline > 0 then
+            return string.format("%s:%d at %s", info.short_src, info.currentline, now)
+        end
+    end
+    return now
+end
+
+-- Start and stop return nothing: in the REPL a returned session would print all its fields.
 function Profiler:start()
     if self.started then fail("start(): this session is already running", 2) end
+    if running and running ~= self and running.started then
+        fail(string.format("start(): a session is already running (started at %s; sessions do not nest); " ..
+            "stop it with wb.profiler.current():stop()", running.started_at), 2)
+    end
     self.machine_start = machine.snapshot()
     native(2, self.native.start, self.native)
-    self.started = true
+    self.started, self.started_at, running = true, started_where(), self
     self:_enter_step()
-    return self
+end
+
+-- wb.profiler.current() -> the session running now (started with p:start(), not stopped), or nil.
+function M.current()
+    if running and not running.started then running = nil end
+    return running
 end
 
 function Profiler:step()
@@ -199,9 +230,10 @@ function Profiler:step()
 end
 
 function Profiler:stop()
-    if not self.started then return self end
+    if not self.started then return end
     local active = self:_phase(self.step_num) == "active"
     self.native:stop()
+    if running == self then running = nil end
     -- a spill file that could not be written stopped the recording: loud, the events so far kept
     local spill_error = self.native:stats().spill_error
     if spill_error ~= "" and not self.spill_reported then
@@ -217,7 +249,6 @@ function Profiler:stop()
     if self.on_trace_ready and active and (not self.schedule or self.cycles_done == 0) then
         self.on_trace_ready(self)
     end
-    return self
 end
 
 -- What the views read: once a later cycle has begun recording, the last completed active block
