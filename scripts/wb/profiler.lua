@@ -183,12 +183,14 @@ local running = nil
 
 -- "file:line at hh:mm:ss", the line of the first caller outside this file (profile(opts, fn)
 -- starts too), or "hh:mm:ss" alone when there is none (the REPL calls `return p:start()`: a tail
--- call, which leaves no frame of the caller).
-local HERE = debug.getinfo(1, "S").source
+-- call, which leaves no frame of the caller) or no debug library (--sandbox loads this module
+-- after taking it away).
+local getinfo = debug and debug.getinfo
+local HERE = getinfo and getinfo(1, "S").source
 local function started_where()
     local now = os.date("%H:%M:%S")
-    for level = 3, 20 do
-        local info = debug.getinfo(level, "Sl")
+    for level = 3, getinfo and 20 or 0 do
+        local info = getinfo(level, "Sl")
         if not info then break end
         if info.source ~= HERE and info.currentline > 0 then
             return string.format("%s:%d at %s", info.short_src, info.currentline, now)
