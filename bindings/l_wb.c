@@ -315,6 +315,7 @@ int luaopen_wb(lua_State *L) {
     luaL_newlib(L, misc);
     wb_lua_register_creation(L);
     wb_lua_register_ops(L);
+    wb_lua_register_reductions(L);
     wb_lua_register_profiler(L);
     wb_lua_register_graph(L);
     wb_lua_register_codegen(L);

@@ -110,6 +110,7 @@ void wb_lua_setinteger(lua_State *L, const char *key, lua_Integer v);
 
 int wb_lua_open_tensor(lua_State *L);        /* registers the metatable; leaves nothing on the stack */
 void wb_lua_register_ops(lua_State *L);      /* adds op functions to the table on top */
+void wb_lua_register_reductions(lua_State *L); /* t:sum(), t:mean(), t:max() (l_reduce.c) */
 void wb_lua_register_creation(lua_State *L); /* adds creation functions to the table on top */
 void wb_lua_register_profiler(lua_State *L); /* the session type; functions on the table on top */
 /* Whether a chunk (lua_Debug's source, "@path" for a file) is one of the library's own scripts:

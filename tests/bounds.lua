@@ -245,6 +245,56 @@ function B.mlp(m, x, opts)
     return store(B.linear(h, load(m.down_proj.weight), load(m.down_proj.bias)))
 end
 
+B.U64 = 2 ^ -53 -- of f64
+
+-- The CPU reductions' summation (kernels/cpu/include/wb_kernels/reduce.h): pairwise in f64 over
+-- blocks of 256 elements, each summed by 4 interleaved accumulators added as a tree of depth 2,
+-- so an element of a sum of n passes through at most h(n) f64 additions.
+B.REDUCE_BLOCK, B.REDUCE_LANES = 256, 4
+function B.reduce_depth(n)
+    if n <= 1 then return 0 end
+    local blocks = math.ceil(n / B.REDUCE_BLOCK)
+    return math.ceil(math.min(n, B.REDUCE_BLOCK) / B.REDUCE_LANES) + 2 + math.ceil(math.log(blocks, 2) - 1e-9)
+end
+
+-- Neumaier's compensated sum of a list of doubles (the reference) and sum |x_i|: within
+-- 2 u |s| + 4 n u^2 sum |x_i| (u = 2^-53) of the exact sum (Higham, 4.3), returned third.
+local function compensated(list)
+    local s, c, mag = 0, 0, 0
+    for _, x in ipairs(list) do
+        local t = s + x
+        if math.abs(s) >= math.abs(x) then c = c + ((s - t) + x) else c = c + ((x - t) + s) end
+        s, mag = t, mag + math.abs(x)
+    end
+    s = s + c
+    return s, mag, 2 * B.U64 * math.abs(s) + 4 * #list * B.U64 * B.U64 * mag
+end
+
+-- The sums (or, with opts.mean, the means) of lists of exact values as the CPU reductions make
+-- them, stored in opts.format ("f32" or "bf16": rounded to f32 first, then to bf16), one row:
+-- gamma_h(n) (f64) * sum |x| from the tree, the division of a mean (one f64 rounding), the
+-- stores' roundings, and the reference's own error.
+function B.reduce_sum(lists, opts)
+    opts = opts or {}
+    local v, e, why = {}, {}, {}
+    for k, list in ipairs(lists) do
+        local n = #list
+        local s, mag, ref = compensated(list)
+        local h = B.reduce_depth(n)
+        local err = B.gamma(h, B.U64) * mag
+        if opts.mean then
+            s, mag, err, ref = s / n, mag / n, err / n, ref / n
+            err = err + B.U64 * (math.abs(s) + err)
+        end
+        err = err + B.U32 * (math.abs(s) + err)
+        if opts.format == "bf16" then err = err + B.UBF16 * (math.abs(s) + err) end
+        v[k], e[k] = s, err + ref
+        why[k] = string.format("n = %d, h = %d: gamma_h = %.3g (f64) times sum|x| = %.6g, then stored as %s", n, h,
+            B.gamma(h, B.U64), mag, opts.format or "f32")
+    end
+    return {v = {v}, e = {e}, why = function(_, j) return why[j] end}
+end
+
 -- Two results of computations bounded by z1 and z2 differ by at most the sum of the bounds.
 function B.both(z1, z2)
     local e = {}

@@ -274,6 +274,17 @@ const char *wb_cpu_bf16_name(void);
 double wb_cpu_bf16_pair_speed(void);
 wb_status wb_cpu_bf16_select(const char *name);
 
+/* Reductions over one dim (0-based) or, with dim -1, over every element; keepdim keeps the
+ * reduced dims with size 1, otherwise they go (every element: a 0-d result). The result has
+ * x's dtype. Sums are pairwise in f64, rounded once (bound: <wb_kernels/reduce.h>); a sum of
+ * nothing is 0, a mean or max of nothing is an error naming the shape. Max propagates NaN; over
+ * a dim, `indices` (may be NULL) receives the positions of the maxima along it as an f32 tensor
+ * (the first of ties, or the first NaN), counted from index_base (the Lua API: 1); a dim longer
+ * than 2^24 is refused then. cpu only for now: cuda tensors get an error saying so. */
+wb_status wb_sum(wb_tensor *x, int dim, int keepdim, wb_tensor **out);
+wb_status wb_mean(wb_tensor *x, int dim, int keepdim, wb_tensor **out);
+wb_status wb_max(wb_tensor *x, int dim, int keepdim, int64_t index_base, wb_tensor **values, wb_tensor **indices);
+
 /* Reading values back (host side; these are comparisons, not ops on the device lane). */
 wb_status wb_to_doubles(wb_tensor *x, double *values); /* numel values in row-major order */
 wb_status wb_max_abs_diff(wb_tensor *a, wb_tensor *b, double *out);

@@ -119,6 +119,14 @@ wb_status wb_cuda_unary_impl(wb_op_call *c) {
     return run_ew(WB_CU_EW_NEG, c->out, c->in[0], NULL, 0, "neg", c);
 }
 
+/* sum, mean, max: no cuda kernel yet. The error says what to do rather than copying to the host
+ * behind the user's back (a profile would show a device op that ran on the cpu). */
+wb_status wb_cuda_reduce_impl(wb_op_call *c) {
+    (void)c;
+    return wb_error(WB_ERR_UNSUPPORTED, "not on cuda yet (no cuda kernel for the reductions); reduce a cpu copy: "
+                                        "x:to{device=\"cpu\"}");
+}
+
 wb_status wb_cuda_gelu_impl(wb_op_call *c) {
     int erf = c->p.gemm.activation == WB_ACT_GELU_ERF;
     return run_ew(erf ? WB_CU_EW_GELU_ERF : WB_CU_EW_GELU_TANH, c->out, c->in[0], NULL, 0,

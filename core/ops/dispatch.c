@@ -21,7 +21,7 @@ wb_status wb_dispatch(wb_op_id id, wb_op_call *call) {
     const wb_op_def *def = wb_op_get(id);
     if (!def) return wb_error(WB_ERR_ARGUMENT, "unknown op id %d", (int)id);
     call->def = def;
-    call->out = NULL;
+    call->out = call->out_indices = NULL;
     if (call->nin != def->arity)
         return wb_error(WB_ERR_ARGUMENT, "%s: expects %d tensor inputs, got %d", def->name, def->arity, call->nin);
     for (int i = 0; i < call->nin; i++) {
@@ -50,8 +50,8 @@ wb_status wb_dispatch(wb_op_id id, wb_op_call *call) {
             st = wb_error(WB_ERR_UNSUPPORTED, "not implemented on device %s", wb_device_name(call->device));
     }
     if (st) {
-        wb_tensor_free(call->out);
-        call->out = NULL;
+        wb_tensor_free(call->out), wb_tensor_free(call->out_indices);
+        call->out = call->out_indices = NULL;
         wb_error_prefix(st, def->name);
     }
     if (hooks && hooks->op_end) hooks->op_end(hooks->user, call, st);

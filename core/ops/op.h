@@ -63,6 +63,10 @@ typedef enum wb_op_id {
     WB_OP_GENERATED, /* a generated pointwise kernel (core/ops/codegen.c) */
     WB_OP_GENERATED_GEMM, /* a GEMM with a generated epilogue (core/cpu/codegen_gemm.c) */
     WB_OP_TO, /* between devices and dtypes */
+    /* reductions over one dim or every element (core/ops/reduce.c) */
+    WB_OP_SUM,
+    WB_OP_MEAN,
+    WB_OP_MAX,
     /* composites over the GEMM ops */
     WB_OP_MATMUL,
     WB_OP_LINEAR,
@@ -127,6 +131,12 @@ typedef union wb_op_params {
     struct {
         const struct wb_codegen_kernel *kernel;
     } generated;
+    struct {
+        int dim;            /* 0-based; -1: every element */
+        int keepdim;        /* the reduced dims stay, with size 1 */
+        int indices;        /* max over a dim: also make out_indices */
+        int64_t index_base; /* what the first position along dim is written as (Lua: 1) */
+    } reduce;
 } wb_op_params;
 
 typedef struct wb_op_def wb_op_def;
@@ -146,6 +156,9 @@ typedef struct wb_op_call {
     int64_t out_stride[WB_MAX_DIMS];
     int64_t out_offset;
     wb_tensor *out; /* the result (NULL for in-place ops) */
+    /* max over a dim with p.reduce.indices: the positions of the maxima, f32, out's shape;
+     * allocated by the op's implementation (the dispatcher allocates `out` only) */
+    wb_tensor *out_indices;
 } wb_op_call;
 
 typedef wb_status (*wb_op_shape_fn)(wb_op_call *call);    /* validate; set out_* fields */

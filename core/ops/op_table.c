@@ -7,6 +7,7 @@
 #include "cuda_ops.h"
 #include "mlp.h"
 #include "codegen.h"
+#include "reduce.h"
 
 /* Views are device-independent: the same implementation serves every device. */
 #define ALL_DEVICES(fn)                                                                                                \
@@ -48,6 +49,16 @@
             .shape = wb_shape_unary,                                                                                   \
             .bytes = wb_bytes_unary,                                                                                   \
             .impl = {[WB_DEVICE_CPU] = wb_cpu_activation_impl}}
+#define REDUCE_ROW(ID, NAME)                                                                                           \
+    [ID] = {.id = ID,                                                                                                  \
+            .name = NAME,                                                                                              \
+            .kind = WB_OP_KIND_KERNEL,                                                                                 \
+            .arity = 1,                                                                                                \
+            .allocates_output = 1,                                                                                     \
+            .shape = wb_shape_reduce,                                                                                  \
+            .flops = wb_flops_reduce,                                                                                  \
+            .bytes = wb_bytes_reduce,                                                                                  \
+            .impl = CPU_CUDA(wb_cpu_reduce_impl, wb_cuda_reduce_impl)}
 #define BINARY_ROW(ID, NAME)                                                                                           \
     [ID] = {.id = ID,                                                                                                  \
             .name = NAME,                                                                                              \
@@ -219,6 +230,9 @@ static const wb_op_def op_table[] = {
                   .shape = wb_shape_to,
                   .bytes = wb_bytes_unary,
                   .impl = ALL_DEVICES(wb_to_impl)},
+    REDUCE_ROW(WB_OP_SUM, "sum"),
+    REDUCE_ROW(WB_OP_MEAN, "mean"),
+    REDUCE_ROW(WB_OP_MAX, "max"),
 
     COMPOSITE_ROW(WB_OP_MATMUL, "matmul", 2, 0, wb_shape_matmul, wb_matmul_impl),
     COMPOSITE_ROW(WB_OP_LINEAR, "linear", 3, 1, wb_shape_linear, wb_linear_impl),

@@ -83,7 +83,8 @@ local DOCS = {
     ["wb.profiler.range"] = "wb.profiler.range(name, fn, ...) -> fn(...) inside a named range of the running profiler session",
     ["wb.profiler.diff"] = "wb.profiler.diff(pa, pb[, {min_effect=0.05}]) -> two stopped profiles aligned node by node: {changes (replacements, added, removed, kernel kind changes), kernels {gone, new, moved}, nodes (host/device medians, ratio, verdict), total, attribution {host, device}, fingerprint, notes}; `workbench diff A B` on traces",
     ["wb.profiler.ab"] = "wb.profiler.ab{a = fn, b = fn, steps = 20, warmup = 1, order = \"shuffled\" | \"abba\" | \"alternate\", seed = 1, ...profile options} -> pa, pb: two programs profiled interleaved in one process, one step each in turn (blocks of A B B A and B A A B, shuffled by the seed), so that both sample the same machine; for wb.profiler.diff(pa, pb); `workbench diff --ab A.lua B.lua` on two scripts that return their step",
-    ["wb.profiler.current"] = "wb.profiler.current() -> the session running now (started by p:start(), not stopped), or nil: wb.profiler.current():stop() stops one whose variable is lost",
+    ["wb.profiler.current"] = "wb.profiler.current() -> the session running now (started by p:start(), not " ..
+        "stopped), or nil: wb.profiler.current():stop() stops one whose variable is lost",
     ["wb.profiler.push"] = "wb.profiler.push(name): open a named range (close it with pop)",
     ["wb.profiler.pop"] = "wb.profiler.pop(): close the innermost range",
     ["wb.profiler.load_trace"] = "wb.profiler.load_trace(path[, {max_memory=, memory_policy=, spill_dir=}]) -> p: a trace the workbench wrote (.json or .json.gz) read back in one streaming pass; p:table(), p:key_averages(), p:events(), p:export_chrome_trace() as after recording",
@@ -113,6 +114,12 @@ local DOCS = {
     ["clone"] = "t:clone() -> a contiguous copy",
     ["to"] = "t:to{device=, dtype=} -> the values on another device and/or in another dtype (an alias of t when nothing changes; f32 -> bf16 rounds to nearest even, NaN stays NaN)",
     ["item"] = "t:item() -> the value of a one-element tensor",
+    ["sum"] = "t:sum([dim][, {keepdim=false}]) -> the sum over every element (0-d) or over one dim, in t's " ..
+        "dtype; pairwise in f64, rounded once; a sum of nothing is 0",
+    ["mean"] = "t:mean([dim][, {keepdim=false}]) -> the mean over every element (0-d) or over one dim; " ..
+        "pairwise f64 sum, rounded once; empty: an error",
+    ["max"] = "t:max([dim][, {keepdim=false}]) -> the largest element (0-d); with dim: values, indices " ..
+        "(1-based positions along dim, f32, the first of ties); NaN wins; empty: an error",
     ["traceback"] = "traceback() (REPL) prints the full traceback of the last error (errors print their message and position); traceback(true|false): print it for every error, or not",
     ["tolist"] = "t:tolist() -> nested Lua tables of the values",
     ["fill_"] = "t:fill_(v) -> t, every element set to v",
@@ -127,6 +134,7 @@ workbench help: help(function) or help("name") for one entry; help(x) for a tens
             ACTIVATIONS wb.swiglu wb.swiglu_linear wb.geglu_mlp wb.swiglu_mlp
   checks    wb.allclose wb.max_abs_diff wb.rel_error
   views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
+  reduce    t:sum t:mean t:max (every element, or one dim: t:sum(2, {keepdim=true}); t:max(dim) -> values, indices)
   modules   wb.nn.Linear wb.nn.GeGLUMLP wb.nn.SwiGLUMLP
   speed     wb.graph.capture wb.compile wb.bench wb.profiler.profile wb.results wb.sweep wb.device_info
   scripts   wb.args (wb.args.parser wb.args.parse wb.args.int wb.args.ints wb.args.names) wb.options
