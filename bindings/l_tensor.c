@@ -1,5 +1,6 @@
 /* l_tensor.c: the Lua tensor type (wb.Tensor): lifetime (__gc, __close, release), fields,
- * methods and printing (the arithmetic methods and metamethods are l_aux.c's, registered by l_ops.c). Each
+ * indexing (t[i], t[{i, j}]: views), methods and printing (the arithmetic methods and
+ * metamethods are l_aux.c's, registered by l_ops.c; the reductions are l_reduce.c's). Each
  * method checks its arguments, calls the core, and pushes the result; dims and indices arrive
  * 1-based (negative from the end). */
 #include <float.h>
@@ -438,9 +439,56 @@ static int t_tostring(lua_State *L) {
     return 1;
 }
 
-/* ---- fields ------------------------------------------------------------------------------------- */
+/* ---- fields and indexing --------------------------------------------------------------------------- */
+
+/* t[i] (an integer) or t[{i, j, ...}]: a view, as t:select(1, i) then select(1, j) on that: each
+ * index removes the first dimension left; 1-based, negative from the end. Every index is
+ * checked (against the shape, named in the message) before any view is made. */
+static int index_view(lua_State *L) {
+    int64_t idx[WB_MAX_DIMS];
+    int n = 1;
+    if (lua_type(L, 2) == LUA_TNUMBER) {
+        idx[0] = wb_lua_checkint(L, 2, "index", "an index");
+    } else { /* read whole first: the table's __len or __index may release the tensor */
+        lua_Integer len = luaL_len(L, 2);
+        if (len < 1 || len > WB_MAX_DIMS)
+            return wb_lua_raise(L, "index: t[{...}] takes 1 to %d indices, got %I", WB_MAX_DIMS, len);
+        n = (int)len;
+        for (int k = 0; k < n; k++) {
+            lua_geti(L, 2, k + 1);
+            idx[k] = wb_lua_checkint(L, -1, "index", "an index");
+            lua_pop(L, 1);
+        }
+    }
+    wb_tensor *t = wb_lua_checktensor(L, 1);
+    char shape[256];
+    wb_shape_format(t->ndim, t->shape, shape, sizeof shape);
+    if (n > t->ndim)
+        return wb_lua_raise(L, "index: %d ind%s for a tensor of shape %s (%d dimension%s)%s", n, n == 1 ? "ex" : "ices",
+                            shape, t->ndim, t->ndim == 1 ? "" : "s", t->ndim == 0 ? "; t:item() reads its value" : "");
+    for (int k = 0; k < n; k++) {
+        int64_t size = t->shape[k], i = idx[k];
+        int64_t i0 = i < 0 ? size + i : i - 1;
+        if (i == 0 || i0 < 0 || i0 >= size)
+            return wb_lua_raise(L,
+                                "index: index %I is out of range for dimension %d of size %I in a tensor of shape "
+                                "%s (expected 1..%I or -%I..-1)",
+                                (lua_Integer)i, k + 1, (lua_Integer)size, shape, (lua_Integer)size, (lua_Integer)size);
+        idx[k] = i0;
+    }
+    wb_tensor *view = t, *next;
+    for (int k = 0; k < n; k++) {
+        wb_status st = wb_select(view, 0, idx[k], &next);
+        if (view != t) wb_tensor_free(view);
+        if (st) return wb_lua_error(L);
+        view = next;
+    }
+    wb_lua_pushtensor(L, view);
+    return 1;
+}
 
 static int t_index(lua_State *L) {
+    if (lua_type(L, 2) == LUA_TNUMBER || lua_type(L, 2) == LUA_TTABLE) return index_view(L);
     if (lua_type(L, 2) == LUA_TSTRING) {
         const char *k = lua_tostring(L, 2);
         lua_pushvalue(L, 2);
@@ -468,6 +516,9 @@ static int t_index(lua_State *L) {
 }
 
 static int t_newindex(lua_State *L) {
+    if (lua_type(L, 2) == LUA_TNUMBER || lua_type(L, 2) == LUA_TTABLE)
+        return wb_lua_raise(L, "tensor elements are not assigned through t[i] = v: t[i]:fill_(v) or "
+                               "t[i]:copy_(src) writes into the view");
     return wb_lua_raise(L, "tensor fields are read-only (tried to set '%s')",
                       lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
 }

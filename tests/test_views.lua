@@ -131,6 +131,70 @@ function TestViews:test_to_same_device_and_dtype_is_free()
     lu.assertEquals(y:data_ptr(), x:data_ptr())
 end
 
+-- t[i] is t:select(1, i) and t[{i, j}] selects along the first dims in turn: views, checked
+-- against the shape first; string keys stay fields and methods.
+TestIndexing = {}
+
+function TestIndexing:test_integer_keys_are_views_of_rows()
+    local x = wb.arange(6):view({2, 3})
+    local row = x[2]
+    lu.assertEquals(row.shape, {3})
+    lu.assertEquals(row:tolist(), {3, 4, 5})
+    lu.assertEquals(row:storage_offset(), 3)
+    lu.assertEquals(row:data_ptr(), x:data_ptr() + 3 * 4)
+    lu.assertEquals(x[-1]:tolist(), {3, 4, 5})
+    lu.assertEquals(x[-2]:tolist(), x:select(1, 1):tolist())
+    row:fill_(9) -- writes reach the base
+    lu.assertEquals(x:tolist(), {{0, 1, 2}, {9, 9, 9}})
+    lu.assertEquals(x:t()[3]:tolist(), {2, 9}) -- a view of a view
+    lu.assertEquals(x:t()[3]:stride(), {3})
+    local e = x[{2, 3}]
+    lu.assertEquals(e.shape, {})
+    lu.assertEquals(e:item(), 9)
+    lu.assertEquals(x[{1, -1}]:item(), 2)
+    lu.assertEquals(x[{1}]:tolist(), {0, 1, 2})
+    lu.assertEquals(wb.arange(24):view({2, 3, 4})[{2, 3}]:tolist(), {20, 21, 22, 23})
+    -- string keys: fields and methods as before
+    lu.assertEquals(x.shape, {2, 3})
+    lu.assertEquals(x[1]:sum():item(), 3)
+    -- no kernel: a profile of indexing shows select ops only
+    local p = wb.profiler.profile{}
+    p:start()
+    local _ = x[1], x[{2, 2}]
+    p:stop()
+    p:expect{ops = {select = 3}, kernels = 0}
+end
+
+function TestIndexing:test_bad_indices_are_one_line_errors()
+    local x = wb.zeros({2, 3})
+    local cases = {
+        {function() return x[3] end, "index: index 3 is out of range for dimension 1 of size 2 in a tensor of shape " ..
+            "{2, 3} (expected 1..2 or -2..-1)"},
+        {function() return x[0] end, "index: index 0 is out of range for dimension 1 of size 2"},
+        {function() return x[{1, 4}] end, "index: index 4 is out of range for dimension 2 of size 3 in a tensor of " ..
+            "shape {2, 3}"},
+        {function() return x[{1, 2, 3}] end, "index: 3 indices for a tensor of shape {2, 3} (2 dimensions)"},
+        {function() return wb.full({}, 1)[1] end, "index: 1 index for a tensor of shape {} (0 dimensions); t:item() " ..
+            "reads its value"},
+        {function() return x[1.5] end, "index: an index must be an integer, got 1.5"},
+        {function() return x[{}] end, "index: t[{...}] takes 1 to 8 indices, got 0"},
+        {function() return x[{1, "a"}] end, "index: an index must be an integer, got string"},
+        {function() return x[true] end, "index: tensor has no field or method 'boolean'"},
+        {function() return x.nosuch end, "index: tensor has no field or method 'nosuch'"},
+        {function() x[1] = 5 end, "newindex: tensor elements are not assigned through t[i] = v: t[i]:fill_(v) or " ..
+            "t[i]:copy_(src) writes into the view"},
+    }
+    for _, c in ipairs(cases) do
+        local ok, err = pcall(c[1])
+        lu.assertFalse(ok, c[2])
+        lu.assertStrContains(err, c[2])
+        lu.assertNil(err:find("\n"), err)
+    end
+    local r = wb.zeros({2})
+    r:release()
+    lu.assertErrorMsgContains("released tensor", function() return r[1] end)
+end
+
 TestBounds = {}
 
 function TestBounds:test_as_strided_cannot_reach_past_storage()

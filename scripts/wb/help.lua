@@ -134,6 +134,7 @@ workbench help: help(function) or help("name") for one entry; help(x) for a tens
             ACTIVATIONS wb.swiglu wb.swiglu_linear wb.geglu_mlp wb.swiglu_mlp
   checks    wb.allclose wb.max_abs_diff wb.rel_error
   views     t:t() t:transpose t:permute t:view t:reshape t:flatten t:narrow t:select t:as_strided t:expand
+            t[i] t[{i, j}] (t:select(1, i) ...)
   reduce    t:sum t:mean t:max (every element, or one dim: t:sum(2, {keepdim=true}); t:max(dim) -> values, indices)
   modules   wb.nn.Linear wb.nn.GeGLUMLP wb.nn.SwiGLUMLP
   speed     wb.graph.capture wb.compile wb.bench wb.profiler.profile wb.results wb.sweep wb.device_info

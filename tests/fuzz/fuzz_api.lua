@@ -1,4 +1,4 @@
--- fuzz_api.lua: calls every public wb function, tensor method and graph/profiler method with
+-- fuzz_api.lua: calls every public wb function, tensor method (and indexing, t[k]) and graph/profiler method with
 -- arguments drawn from a mixed pool (edge integers, floats, NaN, strings, tables, shapes,
 -- tensors of every rank and layout, nil, functions), each under pcall. Seeded: the same seed
 -- makes the same calls. Run under ASan+UBSan (.ci/run), where any finding ends the process.
@@ -116,6 +116,9 @@ for i = 1, calls do
         else
             ok = pcall(g[m], random() < 0.9 and g or value(1), value(1), value(1), value(1))
         end
+    elseif draw < 0.06 then -- indexing: t[i], t[{i, j}] and anything else as a key
+        local t, k = pool_tensors[random(#pool_tensors)], value(2)
+        ok = pcall(function() return t[k] end)
     elseif draw < 0.45 then
         local m = methods[random(#methods)]
         ok = pcall(m[2], pool_tensors[random(#pool_tensors)], value(1), value(1), value(1))
