@@ -153,13 +153,18 @@ wait_line ">> ?"
 key C-c
 send 'p = wb.profiler.profile{}' Enter
 send 'p:start()' Enter
-wait_line 'profiler: start\(\): a session is already running \(started at [0-9:]{8}; sessions do not nest\); stop it with wb\.profiler\.current\(\):stop\(\)'
+running='profiler: start\(\): a session is already running \(started at [0-9:]{8}; sessions do not nest\); '
+wait_line "${running}stop it with wb\.profiler\.current\(\):stop\(\)"
 send 'wb.profiler.current():stop()' Enter
 send 'p:start()' Enter
 send 'p:stop()' Enter
 send 'print("prof" .. "iler " .. tostring(wb.profiler.current()))' Enter
 wait_for "profiler nil"
-if screen | grep -qE "native|step_num|cycles_done"; then echo "FAILED: start() or stop() printed the session"; screen; exit 1; fi
+if screen | grep -qE "native|step_num|cycles_done"; then
+    echo "FAILED: start() or stop() printed the session"
+    screen
+    exit 1
+fi
 send 'for i = 1, 2 do' Enter
 send 'print("loop" .. i * 10)' Enter
 send 'end' Enter
