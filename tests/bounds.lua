@@ -271,9 +271,9 @@ local function compensated(list)
 end
 
 -- The sums (or, with opts.mean, the means) of lists of exact values as the CPU reductions make
--- them, stored in opts.format ("f32" or "bf16": rounded to f32 first, then to bf16), one row:
--- gamma_h(n) (f64) * sum |x| from the tree, the division of a mean (one f64 rounding), the
--- stores' roundings, and the reference's own error.
+-- them, stored in opts.format ("f32" or "bf16", one rounding either way), one row: gamma_h(n)
+-- (f64) * sum |x| from the tree, the division of a mean (one f64 rounding), the store's
+-- rounding, and the reference's own error.
 function B.reduce_sum(lists, opts)
     opts = opts or {}
     local v, e, why = {}, {}, {}
@@ -286,8 +286,7 @@ function B.reduce_sum(lists, opts)
             s, mag, err, ref = s / n, mag / n, err / n, ref / n
             err = err + B.U64 * (math.abs(s) + err)
         end
-        err = err + B.U32 * (math.abs(s) + err)
-        if opts.format == "bf16" then err = err + B.UBF16 * (math.abs(s) + err) end
+        err = err + (opts.format == "bf16" and B.UBF16 or B.U32) * (math.abs(s) + err)
         v[k], e[k] = s, err + ref
         why[k] = string.format("n = %d, h = %d: gamma_h = %.3g (f64) times sum|x| = %.6g, then stored as %s", n, h,
             B.gamma(h, B.U64), mag, opts.format or "f32")

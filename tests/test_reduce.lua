@@ -108,6 +108,17 @@ function TestReduce:test_cancellation_is_not_lost()
     lu.assertEquals(x:mean():item(), 0.5)
 end
 
+-- A bf16 result is rounded once: 1 + 2^-8 + 2^-30 lies just past the halfway point between the
+-- bf16 neighbours 1 and 1 + 2^-7, so it rounds up; rounded to f32 first it would land on the
+-- halfway point itself, which rounds to even (1).
+function TestReduce:test_bf16_results_round_once()
+    local x = wb.tensor({1, 2 ^ -8, 2 ^ -30}, {dtype = "bf16"})
+    lu.assertEquals(x:tolist(), {1, 2 ^ -8, 2 ^ -30}) -- exact in bf16
+    lu.assertEquals(x:sum():item(), 1 + 2 ^ -7)
+    lu.assertEquals((-x):sum():item(), -(1 + 2 ^ -7))
+    lu.assertEquals(wb.tensor({1, 2 ^ -8}, {dtype = "bf16"}):sum():item(), 1) -- a true tie: to even
+end
+
 -- Large enough for the threads (65536 elements and more): the subtrees are summed in parallel
 -- and added in the serial tree's order, so one thread and two give the same bits.
 function TestReduce:test_large_sums_within_bound_and_alike_on_any_thread_count()

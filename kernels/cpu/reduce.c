@@ -174,12 +174,20 @@ static float range_max(const range *r, int64_t *pos) {
     return best;
 }
 
+/* v rounded once to the output's dtype. For bf16, f64 -> f32 -> bf16 would round twice (a v just
+ * past a bf16 halfway point can land on it in f32, then go the wrong way), so v goes to f32 with
+ * rounding to odd (of the two floats around an inexact v, the one with an odd last bit), which
+ * bf16's round to nearest even then rounds exactly as it would round v (f32 keeps 16 bits more). */
 static void store(void *out, wb_cpu_dtype dt, int64_t i, double v) {
     float f = (float)v;
-    if (dt == WB_CPU_F32)
+    if (dt == WB_CPU_F32) {
         ((float *)out)[i] = f;
-    else
-        ((uint16_t *)out)[i] = wb_f32_to_bf16(f);
+        return;
+    }
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((double)f != v && isfinite(f) && !(bits & 1)) f = nextafterf(f, (double)f > v ? -INFINITY : INFINITY);
+    ((uint16_t *)out)[i] = wb_f32_to_bf16(f);
 }
 
 static int64_t product(int n, const int64_t *v) {
