@@ -5,7 +5,6 @@
  * refused: their events lack the fields the workbench writes. */
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 
 #include "keyindex.h"
 #include "profiler_internal.h"
+#include "trace_json.h"
 
 /* ---- strings that kernel kinds keep for the life of the process ------------------------------- */
 
@@ -23,175 +23,6 @@ static const char *lasting(const char *s) {
     if (!s || !*s) return NULL;
     int64_t id = wb_keyindex_get(&kept, s, NULL);
     return id < 0 ? NULL : kept.key[id];
-}
-
-/* ---- a small JSON reader for one event object --------------------------------------------------- */
-
-typedef struct jp {
-    const char *s;
-    int bad;
-} jp;
-
-static void ws(jp *j) {
-    while (*j->s == ' ' || *j->s == '\t' || *j->s == '\n' || *j->s == '\r')
-        j->s++;
-}
-
-static int eat(jp *j, char c) {
-    ws(j);
-    if (*j->s != c) return 0;
-    j->s++;
-    return 1;
-}
-
-/* Four hex digits of a \\u escape; marks the parse bad when they are not. */
-static unsigned hex4(jp *j) {
-    unsigned v = 0;
-    for (int k = 0; k < 4; k++) {
-        char h = *j->s;
-        int d = h >= '0' && h <= '9'   ? h - '0'
-                : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                       : -1;
-        if (d < 0) return j->bad = 1, 0; /* a NUL among them stops here too */
-        v = v * 16 + (unsigned)d;
-        j->s++;
-    }
-    return v;
-}
-
-/* A string into buf (escapes decoded; \\u to UTF-8, surrogate pairs joined); 0 when it is not one. */
-static int jstring(jp *j, char *buf, size_t len) {
-    ws(j);
-    if (*j->s != '"') return j->bad = 1, 0;
-    j->s++;
-    size_t n = 0;
-    while (*j->s && *j->s != '"') {
-        unsigned c = (unsigned char)*j->s++;
-        if (c == '\\') {
-            char e = *j->s++;
-            if (e == 'n') c = '\n';
-            else if (e == 't') c = '\t';
-            else if (e == 'r') c = '\r';
-            else if (e == 'b') c = '\b';
-            else if (e == 'f') c = '\f';
-            else if (e == 'u') {
-                unsigned v = hex4(j);
-                if (v >= 0xD800 && v <= 0xDBFF && j->s[0] == '\\' && j->s[1] == 'u') { /* a surrogate pair */
-                    const char *at = j->s;
-                    j->s += 2;
-                    unsigned lo = hex4(j);
-                    if (lo >= 0xDC00 && lo <= 0xDFFF) v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
-                    else j->s = at;
-                }
-                if (j->bad) return 0;
-                if (v >= 0xD800 && v <= 0xDFFF) v = 0xFFFD; /* a lone surrogate: the replacement character */
-                char u[4];
-                int un = v < 0x80 ? (u[0] = (char)v, 1) :
-                         v < 0x800 ? (u[0] = (char)(0xC0 | v >> 6), u[1] = (char)(0x80 | (v & 63)), 2) :
-                         v < 0x10000 ? (u[0] = (char)(0xE0 | v >> 12), u[1] = (char)(0x80 | ((v >> 6) & 63)),
-                                        u[2] = (char)(0x80 | (v & 63)), 3) :
-                         (u[0] = (char)(0xF0 | v >> 18), u[1] = (char)(0x80 | ((v >> 12) & 63)),
-                          u[2] = (char)(0x80 | ((v >> 6) & 63)), u[3] = (char)(0x80 | (v & 63)), 4);
-                for (int k = 0; k < un; k++)
-                    if (n + 1 < len) buf[n++] = u[k];
-                continue;
-            } else if (e == '"' || e == '\\' || e == '/') c = (unsigned char)e;
-            else return j->bad = 1, 0; /* an escape JSON does not have, or the string's end */
-        }
-        if (n + 1 < len) buf[n++] = (char)c;
-    }
-    if (*j->s != '"') return j->bad = 1, 0;
-    j->s++;
-    buf[n] = '\0';
-    return 1;
-}
-
-/* A finite number (JSON has no inf or nan; null reads as 0). */
-static double jnumber(jp *j) {
-    ws(j);
-    if (!strncmp(j->s, "null", 4)) return j->s += 4, 0;
-    if (*j->s != '-' && (*j->s < '0' || *j->s > '9')) return j->bad = 1, 0; /* strtod would take "inf", "0x1p3" */
-    char *end;
-    double v = strtod(j->s, &end);
-    if (end == j->s || !isfinite(v)) return j->bad = 1, 0;
-    j->s = end;
-    return v;
-}
-
-/* An integer that fits int64_t (a double out of its range would be undefined to convert). */
-static int64_t jint(jp *j) {
-    double v = jnumber(j);
-    if (!(v > -9.2e18 && v < 9.2e18)) return j->bad = 1, 0;
-    return (int64_t)v;
-}
-
-/* Microseconds with up to three decimals as exact ns (what the writer prints from ns); more
- * digits than 2^61 ns (73 years) make the parse bad, so a time plus a duration cannot overflow. */
-static int64_t jmicros(jp *j) {
-    ws(j);
-    int neg = *j->s == '-';
-    if (neg) j->s++;
-    int64_t whole = 0, frac = 0;
-    int digits = 0;
-    if (*j->s < '0' || *j->s > '9') return j->bad = 1, 0;
-    while (*j->s >= '0' && *j->s <= '9') {
-        whole = whole * 10 + (*j->s++ - '0');
-        if (whole > ((int64_t)1 << 61) / 1000) return j->bad = 1, 0; /* 73 years: sums of two stay in range */
-    }
-    if (*j->s == '.') {
-        j->s++;
-        while (*j->s >= '0' && *j->s <= '9') {
-            if (digits < 3) frac = frac * 10 + (*j->s - '0'), digits++;
-            j->s++;
-        }
-    }
-    if (*j->s == 'e' || *j->s == 'E') return j->bad = 1, 0; /* the writer never uses exponents for times */
-    for (; digits < 3; digits++)
-        frac *= 10;
-    int64_t ns = whole * 1000 + frac;
-    return neg ? -ns : ns;
-}
-
-/* Skips any value. */
-static void jskip(jp *j) {
-    ws(j);
-    char c = *j->s;
-    if (c == '"') {
-        j->s++;
-        while (*j->s && *j->s != '"')
-            j->s += *j->s == '\\' && j->s[1] ? 2 : 1;
-        if (*j->s == '"') j->s++;
-        else j->bad = 1;
-    } else if (c == '{' || c == '[') {
-        int depth = 0;
-        do {
-            if (*j->s == '"') {
-                jskip(j);
-                continue;
-            }
-            if (*j->s == '{' || *j->s == '[') depth++;
-            if (*j->s == '}' || *j->s == ']') depth--;
-            if (!*j->s) return (void)(j->bad = 1);
-            j->s++;
-        } while (depth > 0);
-    } else {
-        while (*j->s && *j->s != ',' && *j->s != '}' && *j->s != ']')
-            j->s++;
-    }
-}
-
-/* An array of integers (at most max; more are skipped): how many. */
-static int jints(jp *j, int64_t *v, int max) {
-    int n = 0;
-    if (!eat(j, '[')) return j->bad = 1, 0;
-    if (eat(j, ']')) return 0;
-    do {
-        int64_t x = jint(j);
-        if (n < max) v[n++] = x;
-    } while (eat(j, ','));
-    if (!eat(j, ']')) j->bad = 1;
-    return n;
 }
 
 /* ---- one event ------------------------------------------------------------------------------- */
@@ -212,70 +43,70 @@ typedef struct parsed {
 
 static void parse_args(jp *j, parsed *e) {
     char key[32], tmp[64];
-    if (!eat(j, '{')) return (void)(j->bad = 1);
-    if (eat(j, '}')) return;
+    if (!jp_eat(j, '{')) return (void)(j->bad = 1);
+    if (jp_eat(j, '}')) return;
     do {
-        if (!jstring(j, key, sizeof key) || !eat(j, ':')) return (void)(j->bad = 1);
-        if (!strcmp(key, "id")) e->id = jint(j);
-        else if (!strcmp(key, "correlation")) e->correlation = jint(j);
-        else if (!strcmp(key, "parent")) e->parent = jint(j);
-        else if (!strcmp(key, "flops")) e->flops = jnumber(j), e->has_flops = 1;
-        else if (!strcmp(key, "bytes")) e->bytes = jnumber(j), e->has_flops = 1;
-        else if (!strcmp(key, "threads")) e->threads = jint(j);
-        else if (!strcmp(key, "kernel")) e->kernel = jint(j);
-        else if (!strcmp(key, "thread")) e->thread = jint(j);
-        else if (!strcmp(key, "work")) e->work = jnumber(j);
-        else if (!strcmp(key, "cbid")) e->cbid = jint(j);
-        else if (!strcmp(key, "run_delay_ns")) e->run_delay = jnumber(j), e->has_run_delay = 1;
-        else if (!strcmp(key, "allocated_bytes")) e->allocated = jnumber(j);
-        else if (!strcmp(key, "op")) jstring(j, e->op, sizeof e->op);
-        else if (!strcmp(key, "ops")) jstring(j, e->ops, sizeof e->ops);
-        else if (!strcmp(key, "api")) jstring(j, e->api, sizeof e->api);
-        else if (!strcmp(key, "isa")) jstring(j, e->isa, sizeof e->isa);
-        else if (!strcmp(key, "tile")) jstring(j, e->tile, sizeof e->tile);
-        else if (!strcmp(key, "layout")) jstring(j, e->layout, sizeof e->layout);
-        else if (!strcmp(key, "epilogue")) jstring(j, e->epilogue, sizeof e->epilogue);
-        else if (!strcmp(key, "src")) jstring(j, e->src, sizeof e->src);
-        else if (!strcmp(key, "failed")) e->failed = (ws(j), !strncmp(j->s, "true", 4)), jskip(j);
-        else if (!strcmp(key, "flow")) e->nflow = jints(j, e->flow, WB_EVENT_MAX_INPUTS + 1);
-        else if (!strcmp(key, "in_stride")) e->n_in_stride = jints(j, e->in_stride, WB_MAX_DIMS), e->geometry = 1;
-        else if (!strcmp(key, "out_shape")) e->n_out_shape = jints(j, e->out_shape, WB_MAX_DIMS);
-        else if (!strcmp(key, "out_stride")) e->n_out_stride = jints(j, e->out_stride, WB_MAX_DIMS);
+        if (!jp_string(j, key, sizeof key) || !jp_eat(j, ':')) return (void)(j->bad = 1);
+        if (!strcmp(key, "id")) e->id = jp_int(j);
+        else if (!strcmp(key, "correlation")) e->correlation = jp_int(j);
+        else if (!strcmp(key, "parent")) e->parent = jp_int(j);
+        else if (!strcmp(key, "flops")) e->flops = jp_number(j), e->has_flops = 1;
+        else if (!strcmp(key, "bytes")) e->bytes = jp_number(j), e->has_flops = 1;
+        else if (!strcmp(key, "threads")) e->threads = jp_int(j);
+        else if (!strcmp(key, "kernel")) e->kernel = jp_int(j);
+        else if (!strcmp(key, "thread")) e->thread = jp_int(j);
+        else if (!strcmp(key, "work")) e->work = jp_number(j);
+        else if (!strcmp(key, "cbid")) e->cbid = jp_int(j);
+        else if (!strcmp(key, "run_delay_ns")) e->run_delay = jp_number(j), e->has_run_delay = 1;
+        else if (!strcmp(key, "allocated_bytes")) e->allocated = jp_number(j);
+        else if (!strcmp(key, "op")) jp_string(j, e->op, sizeof e->op);
+        else if (!strcmp(key, "ops")) jp_string(j, e->ops, sizeof e->ops);
+        else if (!strcmp(key, "api")) jp_string(j, e->api, sizeof e->api);
+        else if (!strcmp(key, "isa")) jp_string(j, e->isa, sizeof e->isa);
+        else if (!strcmp(key, "tile")) jp_string(j, e->tile, sizeof e->tile);
+        else if (!strcmp(key, "layout")) jp_string(j, e->layout, sizeof e->layout);
+        else if (!strcmp(key, "epilogue")) jp_string(j, e->epilogue, sizeof e->epilogue);
+        else if (!strcmp(key, "src")) jp_string(j, e->src, sizeof e->src);
+        else if (!strcmp(key, "failed")) e->failed = (jp_ws(j), !strncmp(j->s, "true", 4)), jp_skip(j);
+        else if (!strcmp(key, "flow")) e->nflow = jp_ints(j, e->flow, WB_EVENT_MAX_INPUTS + 1);
+        else if (!strcmp(key, "in_stride")) e->n_in_stride = jp_ints(j, e->in_stride, WB_MAX_DIMS), e->geometry = 1;
+        else if (!strcmp(key, "out_shape")) e->n_out_shape = jp_ints(j, e->out_shape, WB_MAX_DIMS);
+        else if (!strcmp(key, "out_stride")) e->n_out_stride = jp_ints(j, e->out_stride, WB_MAX_DIMS);
         else if (!strcmp(key, "input_shapes")) {
-            if (!eat(j, '[')) return (void)(j->bad = 1);
-            if (!eat(j, ']')) {
+            if (!jp_eat(j, '[')) return (void)(j->bad = 1);
+            if (!jp_eat(j, ']')) {
                 do {
-                    ws(j);
+                    jp_ws(j);
                     int i = e->ninputs;
                     if (!strncmp(j->s, "null", 4)) {
                         j->s += 4;
                         if (i < WB_EVENT_MAX_INPUTS) e->ndims[i] = -1, e->ninputs++;
                     } else {
                         int64_t d[WB_MAX_DIMS];
-                        int n = jints(j, d, WB_MAX_DIMS);
+                        int n = jp_ints(j, d, WB_MAX_DIMS);
                         if (i < WB_EVENT_MAX_INPUTS) {
                             e->ndims[i] = n, e->ninputs++;
                             memcpy(e->dims[i], d, (size_t)n * sizeof *d);
                         }
                     }
-                } while (eat(j, ','));
-                if (!eat(j, ']')) j->bad = 1;
+                } while (jp_eat(j, ','));
+                if (!jp_eat(j, ']')) j->bad = 1;
             }
         } else if (!strcmp(key, "input_dtypes")) {
             int i = 0;
-            if (!eat(j, '[')) return (void)(j->bad = 1);
-            if (!eat(j, ']')) {
+            if (!jp_eat(j, '[')) return (void)(j->bad = 1);
+            if (!jp_eat(j, ']')) {
                 do {
-                    jstring(j, tmp, sizeof tmp);
+                    jp_string(j, tmp, sizeof tmp);
                     wb_dtype dt;
                     if (i < WB_EVENT_MAX_INPUTS) e->dtype[i] = tmp[0] && wb_dtype_parse(tmp, &dt) == WB_OK ? (int)dt : 0;
                     i++;
-                } while (eat(j, ','));
-                if (!eat(j, ']')) j->bad = 1;
+                } while (jp_eat(j, ','));
+                if (!jp_eat(j, ']')) j->bad = 1;
             }
-        } else jskip(j);
-    } while (!j->bad && eat(j, ','));
-    if (!eat(j, '}')) j->bad = 1;
+        } else jp_skip(j);
+    } while (!j->bad && jp_eat(j, ','));
+    if (!jp_eat(j, '}')) j->bad = 1;
 }
 
 static int parse_event(const char *line, parsed *e) {
@@ -284,20 +115,20 @@ static int parse_event(const char *line, parsed *e) {
     e->ph[0] = e->cat[0] = e->name[0] = e->src[0] = e->op[0] = e->ops[0] = e->api[0] = '\0';
     e->isa[0] = e->tile[0] = e->layout[0] = e->epilogue[0] = '\0';
     memset(&e->pid, 0, offsetof(parsed, flow) - offsetof(parsed, pid));
-    if (!eat(&j, '{')) return 0;
+    if (!jp_eat(&j, '{')) return 0;
     do {
-        if (!jstring(&j, key, sizeof key) || !eat(&j, ':')) return 0;
-        if (!strcmp(key, "ph")) jstring(&j, e->ph, sizeof e->ph);
-        else if (!strcmp(key, "cat")) jstring(&j, e->cat, sizeof e->cat);
-        else if (!strcmp(key, "name")) jstring(&j, e->name, sizeof e->name);
-        else if (!strcmp(key, "pid")) e->pid = jint(&j);
-        else if (!strcmp(key, "tid")) e->tid = jint(&j);
-        else if (!strcmp(key, "ts")) e->ts = jmicros(&j);
-        else if (!strcmp(key, "dur")) e->dur = jmicros(&j);
+        if (!jp_string(&j, key, sizeof key) || !jp_eat(&j, ':')) return 0;
+        if (!strcmp(key, "ph")) jp_string(&j, e->ph, sizeof e->ph);
+        else if (!strcmp(key, "cat")) jp_string(&j, e->cat, sizeof e->cat);
+        else if (!strcmp(key, "name")) jp_string(&j, e->name, sizeof e->name);
+        else if (!strcmp(key, "pid")) e->pid = jp_int(&j);
+        else if (!strcmp(key, "tid")) e->tid = jp_int(&j);
+        else if (!strcmp(key, "ts")) e->ts = jp_micros(&j);
+        else if (!strcmp(key, "dur")) e->dur = jp_micros(&j);
         else if (!strcmp(key, "args")) parse_args(&j, e);
-        else jskip(&j);
-    } while (!j.bad && eat(&j, ','));
-    return !j.bad && eat(&j, '}') && e->dur >= 0;
+        else jp_skip(&j);
+    } while (!j.bad && jp_eat(&j, ','));
+    return !j.bad && jp_eat(&j, '}') && e->dur >= 0;
 }
 
 static int kind_of(const char *cat) {
@@ -533,12 +364,12 @@ static int copy_value(src *r, text *t) {
 static int produced_by_workbench(const char *other) {
     jp j = {.s = other};
     char key[32], val[32];
-    if (!eat(&j, '{') || eat(&j, '}')) return 0;
+    if (!jp_eat(&j, '{') || jp_eat(&j, '}')) return 0;
     do {
-        if (!jstring(&j, key, sizeof key) || !eat(&j, ':')) return 0;
-        if (!strcmp(key, "producer")) return jstring(&j, val, sizeof val) && !strcmp(val, "workbench");
-        jskip(&j);
-    } while (!j.bad && eat(&j, ','));
+        if (!jp_string(&j, key, sizeof key) || !jp_eat(&j, ':')) return 0;
+        if (!strcmp(key, "producer")) return jp_string(&j, val, sizeof val) && !strcmp(val, "workbench");
+        jp_skip(&j);
+    } while (!j.bad && jp_eat(&j, ','));
     return 0;
 }
 
@@ -598,7 +429,7 @@ static wb_status read_members(const char *path, src *r, wb_prof *p, text *member
         key.n = 0;
         int why = skip_ws(r) == '"' ? copy_value(r, &key) : COPY_SYNTAX;
         jp kj = {.s = key.s};
-        if (why != COPY_OK || !jstring(&kj, name, sizeof name)) {
+        if (why != COPY_OK || !jp_string(&kj, name, sizeof name)) {
             st = copy_error(path, r, why == COPY_LONG ? COPY_SYNTAX : why, "a member's name");
             break;
         }
