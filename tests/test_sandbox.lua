@@ -89,6 +89,52 @@ print("done " .. io.open(p.json):read("a"):sub(1, 1))
     end
 end
 
+-- wb.compile under --sandbox (issue 47): no compiler runs, so code generation is off for the
+-- process, said once on stderr and in explain, and the pattern rules' plan runs: gelu_tanh(a) * b
+-- is still the one geglu kernel, and its result is eager's, traced and replayed.
+function TestSandbox:test_compile_runs_without_generated_code()
+    local path = script("compiled.lua", [[
+local gelu_mul = function(a, b) return wb.gelu(a, {approximate = "tanh"}) * b end
+local f = wb.compile(gelu_mul)
+wb.manual_seed(7)
+local a, b = wb.randn({3, 17}), wb.randn({3, 17})
+local want = gelu_mul(a, b)
+for i = 1, 2 do print("call " .. i, wb.max_abs_diff(f(a, b), want)) end
+print(f:explain())
+]])
+    local out, code = sh(string.format("%s --sandbox --out '%s/o' '%s'", EXE, root, path))
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "call 1\t0.0\n")
+    lu.assertStrContains(out, "call 2\t0.0\n")
+    lu.assertStrContains(out, "wb.compile: code generation is off: --sandbox: no compiler runs")
+    lu.assertStrContains(out, "code generation: off (--sandbox: no compiler runs and no shared objects load)")
+    lu.assertStrContains(out, "2 ops traced -> 1 kernel: geglu; fused: gelu+mul -> geglu")
+end
+
+-- Every module of the library loads under --sandbox: one that reads the wb._* internals when it
+-- loads must be loaded by the sandbox before they go (wb.compile read wb._ops() too late).
+function TestSandbox:test_every_library_module_loads()
+    local modules = {}
+    local ls = io.popen("ls '" .. (os.getenv("WB_SOURCE_DIR") or ".") .. "/scripts/wb'")
+    for name in ls:lines() do
+        local m = name:match("^(.+)%.lua$")
+        if m and m ~= "sandbox" then modules[#modules + 1] = m end
+    end
+    ls:close()
+    lu.assertTrue(#modules > 30, "found " .. #modules .. " modules")
+    local path = script("modules.lua", [[
+for _, m in ipairs(arg) do
+    local ok, err = pcall(require, "wb." .. m)
+    print(ok and "loaded " .. m or "failed " .. m .. ": " .. tostring(err))
+end
+]])
+    local command = string.format("%s --sandbox --out '%s/o' '%s' %s", EXE, root, path, table.concat(modules, " "))
+    local out, code = sh(command)
+    lu.assertEquals(code, 0, out)
+    lu.assertNotStrContains(out, "failed ")
+    for _, m in ipairs(modules) do lu.assertStrContains(out, "loaded " .. m .. "\n") end
+end
+
 function TestSandbox:test_usage_errors()
     local out, code = sh(EXE .. " --sandbox -e 'print(1)'")
     lu.assertEquals(code, 2)

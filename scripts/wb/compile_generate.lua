@@ -30,7 +30,7 @@ end
 -- Why code generation cannot run in this process, or nil (checked once).
 function G.blocked()
     if G.off ~= nil then return G.off or nil end
-    if os.execute == nil or package.loadlib == nil then
+    if wb.sandboxed then -- (and wb.codegen.build refuses in C under --sandbox, whatever a script sets)
         G.off = "--sandbox: no compiler runs and no shared objects load"
     elseif not wb.codegen then
         G.off = "this build has no code generator"

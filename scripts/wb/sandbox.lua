@@ -177,8 +177,12 @@ return function(o)
     string_meta.__index = string_methods
     string_meta.__metatable = false
 
-    -- the library's modules that hold internals take them now; then the internals go
-    for _, m in ipairs({"wb.results", "wb.profiler", "wb.profiler_export", "wb.report", "wb.calibrate"}) do require(m) end
+    -- the library's modules that read internals when they load take them now (wb.compile brings
+    -- wb.codegen and wb.compile_choices; wb.help reads the op lists); then the internals go
+    for _, m in ipairs({"wb.results", "wb.profiler", "wb.profiler_export", "wb.report", "wb.calibrate", "wb.compile",
+        "wb.help"}) do
+        require(m)
+    end
     local internals = {}
     for k in pairs(wb) do
         if type(k) == "string" and ssub(k, 1, 1) == "_" then internals[#internals + 1] = k end
