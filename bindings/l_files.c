@@ -80,8 +80,11 @@ static int under(const char *path, char *const *roots) {
 
 int wb_lua_sandboxed(void) { return sandboxed; }
 
-void wb_lua_check_path(lua_State *L, const char *path, int write, const char *what) {
-    if (!sandboxed || under(path, write ? write_roots : read_roots)) return;
+/* 1 with the message pushed when the sandbox refuses path, else 0 with nothing pushed. The message
+ * names the path as written and the allowed folders, nothing found on the way to it: the same for
+ * a path outside them that exists and one that does not (no existence oracle). */
+static int push_refusal(lua_State *L, const char *path, int write, const char *what) {
+    if (!sandboxed || under(path, write ? write_roots : read_roots)) return 0;
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     char *const *roots = write ? write_roots : read_roots;
@@ -90,16 +93,36 @@ void wb_lua_check_path(lua_State *L, const char *path, int write, const char *wh
         luaL_addstring(&b, roots[i]);
     }
     luaL_pushresult(&b);
-    wb_lua_raise(L, "%s: sandbox: may not %s '%s' (%s is allowed under %s)", what, write ? "write" : "read", path,
-               write ? "writing" : "reading", lua_tostring(L, -1));
+    lua_pushfstring(L, "%s: sandbox: may not %s '%s' (%s is allowed under %s)", what, write ? "write" : "read", path,
+                    write ? "writing" : "reading", lua_tostring(L, -1));
+    lua_remove(L, -2);
+    return 1;
+}
+
+void wb_lua_check_path(lua_State *L, const char *path, int write, const char *what) {
+    if (push_refusal(L, path, write, what)) wb_lua_raise(L, "%s", lua_tostring(L, -1));
+}
+
+static const char *checked_path(lua_State *L, const char *what) {
+    if (lua_type(L, 1) != LUA_TSTRING) wb_lua_raise(L, "%s: needs a file path, got %s", what, luaL_typename(L, 1));
+    return lua_tostring(L, 1);
 }
 
 /* wb._check_path(path, write, what): raises unless the sandbox (if any) allows it. */
 static int l_check_path(lua_State *L) {
     const char *what = wb_lua_optstring(L, 3, "sandbox");
-    if (lua_type(L, 1) != LUA_TSTRING) return wb_lua_raise(L, "%s: needs a file path, got %s", what, luaL_typename(L, 1));
-    wb_lua_check_path(L, lua_tostring(L, 1), lua_toboolean(L, 2), what);
+    wb_lua_check_path(L, checked_path(L, what), lua_toboolean(L, 2), what);
     return 0;
+}
+
+/* wb._path_refusal(path, write, what) -> nil where the sandbox (if any) allows it; else its
+ * message and EACCES (what the kernel's Landlock answers), for the functions of standard Lua that
+ * answer nil, message, errno for a file they cannot open (io.open, os.remove, os.rename). */
+static int l_path_refusal(lua_State *L) {
+    const char *what = wb_lua_optstring(L, 3, "sandbox");
+    if (!push_refusal(L, checked_path(L, what), lua_toboolean(L, 2), what)) return 0;
+    lua_pushinteger(L, EACCES);
+    return 2;
 }
 
 static void set_roots(lua_State *L, int idx, char **roots) {
@@ -229,6 +252,7 @@ static const luaL_Reg stream_methods[] = {
 
 static const luaL_Reg functions[] = {
     {"_check_path", l_check_path},
+    {"_path_refusal", l_path_refusal},
     {"_sandbox_roots", l_sandbox_roots},
     {"_write_file", l_write_file},
     {"_open_file", l_open_file},

@@ -39,7 +39,7 @@ function TestSandbox:test_every_escape_fails()
         'dofile("/etc/passwd")', 'assert(loadfile("/etc/passwd"))', 'load(string.dump(print))',
         'assert(load("\\27Lua\\84\\0\\25\\147\\13\\10\\26\\10"))', 'debug.getinfo(1)', 'require("debug")',
         'package.path = "/etc/?"; require("passwd")', 'package.cpath = "/usr/lib/x86_64-linux-gnu/lua/5.4/?.so"; require("lfs")',
-        'os.remove("/etc/hostname")', 'os.rename(wb.options.out, "MARKER")', 'os.tmpname()',
+        'assert(os.remove("/etc/hostname"))', 'assert(os.rename(wb.options.out, "MARKER"))', 'os.tmpname()',
         'assert(os.getenv("HOME"))', 'wb._mkdir_p("MARKER")', 'io.output("MARKER")',
         'wb.profiler.profile({}, function() end):export_chrome_trace("MARKER")',
         'wb.profiler.profile({}, function() end):export_stacks("MARKER")',
@@ -133,6 +133,103 @@ end
     lu.assertEquals(code, 0, out)
     lu.assertNotStrContains(out, "failed ")
     for _, m in ipairs(modules) do lu.assertStrContains(out, "loaded " .. m .. "\n") end
+end
+
+-- A refused path gets standard Lua's answer for a file it cannot open (issue 47): io.open,
+-- os.remove and os.rename answer nil, message, EACCES (13), loadfile nil, message; io.lines,
+-- dofile, io.input and io.output raise. The answer is the same for a file that exists outside
+-- the allowed folders, a folder that does, and a path that does not (no existence oracle).
+function TestSandbox:test_refused_paths_answer_as_standard_lua()
+    local outside = root .. "_other" -- beside the script's folder: outside every allowed one
+    os.execute("rm -rf '" .. outside .. "'; mkdir -p '" .. outside .. "/folder'")
+    local f = assert(io.open(outside .. "/file.txt", "w"))
+    f:write("kept")
+    f:close()
+    local path = script("standard.lua", [[
+local mine = wb.options.out .. "/mine.txt"
+assert(io.open(mine, "w")):close()
+local function answer(fn, ...)
+    local r = table.pack(pcall(fn, ...))
+    for i = 1, r.n do r[i] = tostring(r[i]) end
+    return table.concat(r, " | ", 1, r.n)
+end
+local cases = {
+    {"io.open", function(p) return io.open(p) end}, {"io.open w", function(p) return io.open(p, "w") end},
+    {"io.open beneath", function(p) return io.open(p .. "/x", "a+") end}, {"os.remove", os.remove},
+    {"os.rename from", function(p) return os.rename(p, wb.options.out .. "/moved") end},
+    {"os.rename to", function(p) return os.rename(mine, p) end}, {"loadfile", loadfile},
+    {"io.lines", io.lines}, {"dofile", dofile}, {"io.input", io.input}, {"io.output", io.output},
+}
+for _, c in ipairs(cases) do
+    for i = 1, #arg do
+        local shown = answer(c[2], arg[i]):gsub(arg[i]:gsub("%p", "%%%0"), "PATH")
+        print(c[1] .. " #" .. i .. " = " .. shown)
+    end
+end
+print("inside = " .. answer(io.open, wb.options.out .. "/absent"))
+]])
+    local out, code = sh(string.format("%s --sandbox --out '%s/o' '%s' '%s/file.txt' '%s/folder' '%s/absent'", EXE,
+        root, path, outside, outside, outside))
+    local kept = io.open(outside .. "/file.txt")
+    local text = kept and kept:read("a")
+    if kept then kept:close() end
+    os.execute("rm -rf '" .. outside .. "'")
+    lu.assertEquals(code, 0, out)
+    local answers = {}
+    for name, i, shown in out:gmatch("([%w. ]+) #(%d) = ([^\n]*)") do
+        answers[name] = answers[name] or {}
+        answers[name][tonumber(i)] = shown
+    end
+    local NIL_MESSAGE_EACCES = "^true | nil | %s: sandbox: may not %s 'PATH[/x]*' %%(.+%%) | 13$"
+    local expected = {
+        ["io.open"] = NIL_MESSAGE_EACCES:format("io.open", "read"),
+        ["io.open w"] = NIL_MESSAGE_EACCES:format("io.open", "write"),
+        ["io.open beneath"] = NIL_MESSAGE_EACCES:format("io.open", "write"),
+        ["os.remove"] = NIL_MESSAGE_EACCES:format("os.remove", "write"),
+        ["os.rename from"] = NIL_MESSAGE_EACCES:format("os.rename", "write"),
+        ["os.rename to"] = NIL_MESSAGE_EACCES:format("os.rename", "write"),
+        ["loadfile"] = "^true | nil | loadfile: sandbox: may not read 'PATH' %(.+%)$",
+        ["io.lines"] = "^false | [^|]*io.lines: sandbox: may not read 'PATH' %(.+%)$",
+        ["dofile"] = "^false | [^|]*dofile: sandbox: may not read 'PATH' %(.+%)$",
+        ["io.input"] = "^false | [^|]*io.input: sandbox: may not read 'PATH' %(.+%)$",
+        ["io.output"] = "^false | [^|]*io.output: sandbox: may not write 'PATH' %(.+%)$",
+    }
+    for name, pattern in pairs(expected) do
+        local a = answers[name] or {}
+        lu.assertStrMatches(a[1] or "missing", pattern, nil, nil, name .. ":\n" .. out)
+        lu.assertEquals(a[2], a[1], name .. ": a folder outside answers unlike a file")
+        lu.assertEquals(a[3], a[1], name .. ": a missing path answers unlike a file")
+    end
+    lu.assertStrMatches(out:match("inside = ([^\n]*)") or "missing",
+        "^true | nil | .*absent: No such file or directory | 2$")
+    lu.assertEquals(text, "kept", "the file outside was changed, moved or removed")
+end
+
+-- A function the sandbox takes away raises, naming itself and the sandbox (not "attempt to call
+-- a nil value"); os.execute() without a command answers standard Lua's "is there a shell?": false.
+function TestSandbox:test_removed_functions_say_so()
+    local path = script("removed.lua", [[
+local calls = {os_execute = 'os.execute("true")', io_popen = 'io.popen("true")', io_tmpfile = 'io.tmpfile()',
+    os_tmpname = 'os.tmpname()', string_dump = 'string.dump(print)',
+    package_loadlib = 'package.loadlib("libc.so.6", "system")',
+    package_searchpath = 'package.searchpath("x", "./?.lua")'}
+for name, call in pairs(calls) do
+    -- not a tail call, so that the message names the line
+    local fn = load("local r = " .. call .. "; return r", "=removed.lua")
+    print(name:gsub("_", ".", 1) .. " = " .. tostring(select(2, pcall(fn))))
+end
+print("shell = " .. tostring(os.execute()))
+]])
+    local out, code = sh(string.format("%s --sandbox --out '%s/o' '%s'", EXE, root, path))
+    lu.assertEquals(code, 0, out)
+    lu.assertNotStrContains(out, "nil value")
+    for _, name in ipairs({"os.execute", "io.popen", "io.tmpfile", "os.tmpname", "string.dump", "package.loadlib",
+        "package.searchpath"}) do
+        local quoted = name:gsub("%p", "%%%0")
+        local shown = out:match(quoted .. " = ([^\n]*)") or "missing"
+        lu.assertStrMatches(shown, ".*removed%.lua:%d+: " .. quoted .. ": sandbox: .*%-%-sandbox.*", nil, nil, name)
+    end
+    lu.assertStrContains(out, "shell = false\n")
 end
 
 function TestSandbox:test_usage_errors()

@@ -4,10 +4,14 @@
 --   * no processes (os.execute, io.popen), no C modules (package.loadlib, cpath searchers),
 --     no binary chunks (load/loadfile/dofile/require take text only; string.dump is gone), no
 --     debug library, no temporary files (os.tmpname, io.tmpfile), no package.searchpath,
---     environment variables other than WB_* read as nil;
+--     environment variables other than WB_* read as nil; a function taken away raises, naming
+--     itself and the sandbox (os.execute() without a command answers false: no shell);
 --   * files are read only under the script's folder, the workbench's library and --out;
 --     written, removed and renamed only under --out: every such call goes through the one check
---     in C (bindings/l_files.c), which the library's own writers use too;
+--     in C (bindings/l_files.c), which the library's own writers use too. A refused path gets
+--     the answer standard Lua gives for a file it cannot open: nil, message, EACCES from io.open,
+--     os.remove and os.rename, nil, message from loadfile, an error from io.lines, io.input,
+--     io.output and dofile; the message names the path as written, never what is there;
 --   * the wb._* internals are gone from `wb`; the library's modules captured them at load;
 --   * nested coroutine.close calls and cjson's depth setters are bounded (crashes of Lua 5.4.4
 --     and lua-cjson: a signal, not an error, otherwise).
@@ -21,6 +25,7 @@ return function(o)
     local sgmatch = string.gmatch
     local concat = table.concat
     local realpath, mkdir_p, check_path, set_roots = wb._realpath, wb._mkdir_p, wb._check_path, wb._sandbox_roots
+    local path_refusal = wb._path_refusal
     local io_open, io_lines, io_input, io_output = io.open, io.lines, io.input, io.output
     local os_remove, os_rename, os_getenv = os.remove, os.rename, os.getenv
     local raw_load, raw_loadfile = load, loadfile
@@ -39,17 +44,27 @@ return function(o)
     end
     set_roots(read_roots, write_roots)
 
-    local function check(path, write, what)
+    -- nil where the path is allowed, else the message and EACCES
+    local function refusal(path, write, what)
         if type(path) ~= "string" then error(sformat("sandbox: %s needs a file name", what), 3) end
-        local fine, msg = pcall(check_path, path, write, what)
-        if not fine then error(msg, 3) end
+        return path_refusal(path, write, what)
+    end
+    local function check(path, write, what) -- raises where the path is refused
+        if type(path) ~= "string" then error(sformat("sandbox: %s needs a file name", what), 3) end
+        local msg = path_refusal(path, write, what)
+        if msg then error(msg, 3) end
     end
     local function allowed(path) return (pcall(check_path, path, false)) end
+    -- what takes the place of a function the sandbox takes away
+    local function removed(name, why)
+        return function() error(sformat("%s: sandbox: %s", name, why), 2) end
+    end
 
     -- files
     io.open = function(path, mode)
         mode = mode or "r"
-        check(path, type(mode) ~= "string" or sfind(mode, "[wa+]") ~= nil, "io.open")
+        local msg, code = refusal(path, type(mode) ~= "string" or sfind(mode, "[wa+]") ~= nil, "io.open")
+        if msg then return nil, msg, code end
         return io_open(path, mode)
     end
     io.lines = function(path, ...)
@@ -64,17 +79,25 @@ return function(o)
         if type(f) == "string" then check(f, true, "io.output") end
         return io_output(f)
     end
-    io.popen, io.tmpfile = nil, nil
+    local NO_TEMPORARY = "no temporary files under --sandbox (write beneath wb.options.out)"
+    io.popen = removed("io.popen", "no processes run under --sandbox")
+    io.tmpfile = removed("io.tmpfile", NO_TEMPORARY)
     os.remove = function(path)
-        check(path, true, "os.remove")
+        local msg, code = refusal(path, true, "os.remove")
+        if msg then return nil, msg, code end
         return os_remove(path)
     end
     os.rename = function(a, b)
-        check(a, true, "os.rename")
-        check(b, true, "os.rename")
+        local msg, code = refusal(a, true, "os.rename")
+        if not msg then msg, code = refusal(b, true, "os.rename") end
+        if msg then return nil, msg, code end
         return os_rename(a, b)
     end
-    os.execute, os.tmpname = nil, nil
+    os.execute = function(...)
+        if select("#", ...) == 0 then return false end -- standard Lua's question "is there a shell?"
+        error("os.execute: sandbox: no processes run under --sandbox", 2)
+    end
+    os.tmpname = removed("os.tmpname", NO_TEMPORARY)
     os.getenv = function(name)
         if type(name) == "string" and smatch(name, "^WB_") then return os_getenv(name) end
         return nil
@@ -87,7 +110,8 @@ return function(o)
     end
     loadfile = function(path, _, ...)
         if path == nil then error("sandbox: loadfile from stdin is not allowed", 2) end
-        check(path, false, "loadfile")
+        local msg = refusal(path, false, "loadfile")
+        if msg then return nil, msg end
         if select("#", ...) > 0 then return raw_loadfile(path, "t", (...)) end
         return raw_loadfile(path, "t")
     end
@@ -98,12 +122,14 @@ return function(o)
         if not f then error(msg, 2) end
         return f()
     end
-    string.dump = nil
+    string.dump = removed("string.dump", "no binary chunks under --sandbox")
     debug = nil
     package.loaded.debug = nil
 
     -- modules: Lua files from the allowed folders only
-    package.loadlib, package.searchpath = nil, nil
+    package.loadlib = removed("package.loadlib", "no C modules load under --sandbox")
+    package.searchpath = removed("package.searchpath",
+        "not available under --sandbox (require finds the script's modules)")
     package.cpath = ""
     local library = o.library or "."
     package.path = concat({script_dir .. "/?.lua", library .. "/?.lua", library .. "/?/init.lua",
