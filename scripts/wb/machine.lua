@@ -14,7 +14,7 @@ local M = {}
 local io_open = io.open -- taken when the module loads
 
 local function read(path)
-    local ok, f = pcall(io_open, path) -- under --sandbox, io.open raises: the state is unreadable
+    local ok, f = pcall(io_open, path) -- under --sandbox, io.open refuses /proc: the state is unreadable
     if not ok or not f then return nil end
     local s = f:read("a")
     f:close()
