@@ -146,6 +146,28 @@ function TestCli:test_device_auto_with_the_mock_plugin()
     lu.assertEquals(out, "cpu\n")
 end
 
+-- A workbench option given after the script reaches the script's parser: one that does not know it
+-- says where it goes, with the command that does it (the script's own options kept after it).
+function TestCli:test_workbench_option_after_the_script_says_where_it_goes()
+    local sweep = EXPERIMENTS .. "/mlp_sweep.lua"
+    local _, err, code = run("--seed 3 " .. sweep .. " --tokens 1 --threads 2 --dim 64")
+    lu.assertEquals(code, 2, err)
+    lu.assertStrMatches(err, "mlp_sweep%.lua: unknown option '%-%-threads' %(a workbench option%): " ..
+        "put it before the script: [^\n]*workbench'? %-%-seed 3 %-%-threads 2 '?[^\n ]*mlp_sweep%.lua'? " ..
+        "%-%-tokens 1 %-%-dim 64\n")
+    _, err, code = run(sweep .. " --sandbox")
+    lu.assertEquals(code, 2, err)
+    lu.assertStrContains(err, "unknown option '--sandbox' (a workbench option): put it before the script: ")
+    lu.assertStrMatches(err, "[^\n]* %-%-sandbox '?[^\n ]*mlp_sweep%.lua'?\n")
+    -- an option the script has is its own (fusion's --threads), a misspelt one gets argparse's answer
+    _, err, code = run(EXPERIMENTS .. "/fusion.lua --threads 0")
+    lu.assertEquals(code, 2, err)
+    lu.assertNotStrContains(err, "workbench option")
+    _, err, code = run(sweep .. " --threds 1")
+    lu.assertEquals(code, 2, err)
+    lu.assertEquals(err, "mlp_sweep.lua: unknown option '--threds' (see --help)\n")
+end
+
 -- Scripts whose argument errors do not go through wb.args yet, and why.
 local NOT_YET_WB_ARGS = {}
 

@@ -18,7 +18,53 @@ function M.parser(name, description, epilog)
     return p
 end
 
--- Parses `argv` (default: the script's arg); on a bad argument: one line on stderr, status 2.
+-- The workbench's own options (bindings/main.c; true: takes a value). Given after the script they
+-- reach the script's parser; one it does not know is then told to go before the script.
+local WORKBENCH_OPTIONS = {["--threads"] = true, ["--device"] = true, ["--seed"] = true, ["--out"] = true,
+    ["--timeout"] = true, ["--max-memory"] = true, ["--sandbox"] = false, ["--sandbox-weak"] = false}
+
+local function shell_word(s)
+    if s:match("^[%w@%%+=:,./_-]+$") then return s end
+    return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+-- The command that runs what was asked with the workbench's options that the parser does not
+-- know (`known`: option -> takes a value) moved before the script: build/workbench --threads 1
+-- experiments/mlp_sweep.lua ... (`script` stands for the script where argv is not its arg).
+local function command_moved(given, known, script)
+    local before, after, i = {}, {}, 1
+    while i <= #given do
+        local a = given[i]
+        local name = a:match("^(%-%-[%w-]+)=") or a
+        if a == "--" then
+            table.move(given, i, #given, #after + 1, after)
+            break
+        elseif known[name] and name == a and given[i + 1] then -- the script's own, with its value
+            after[#after + 1], after[#after + 2], i = a, given[i + 1], i + 2
+        elseif known[name] ~= nil or WORKBENCH_OPTIONS[name] == nil then
+            after[#after + 1], i = a, i + 1
+        elseif WORKBENCH_OPTIONS[name] and name == a and given[i + 1] then
+            before[#before + 1], before[#before + 2], i = a, given[i + 1], i + 2
+        else
+            before[#before + 1], i = a, i + 1
+        end
+    end
+    local words = {"workbench"}
+    if given == arg and arg[0] then -- the command as typed: arg[-n] .. arg[-1] are the executable and its options
+        local first = -1
+        while arg[first - 1] ~= nil do first = first - 1 end
+        words = {}
+        for k = first, -1 do words[#words + 1] = arg[k] end
+    end
+    table.move(before, 1, #before, #words + 1, words)
+    words[#words + 1] = given == arg and arg[0] or script
+    table.move(after, 1, #after, #words + 1, words)
+    for k, w in ipairs(words) do words[k] = shell_word(w) end
+    return table.concat(words, " ")
+end
+
+-- Parses `argv` (default: the script's arg); on a bad argument: one line on stderr, status 2
+-- (for a workbench option after the script: where it goes, with the command).
 -- A negative number after an option that takes a value is that value (`--rounds -1` is
 -- `--rounds=-1`, refused by the option's converter by name), not an unknown option '-1' as
 -- lua-argparse would read it; after a flag, or after `--`, it is left as it is.
@@ -42,9 +88,15 @@ function M.parse(parser, argv)
     end
     local ok, result = parser:pparse(joined)
     if ok then return result end
-    -- one line: lua-argparse puts its suggestion ("Did you mean '-h'?") on a second
-    local line = tostring(result):gsub("\nDid you mean", "; did you mean"):gsub("\n", " ")
-    io.stderr:write(string.format("%s: %s (see --help)\n", parser._name, line))
+    local unknown = tostring(result):match("^unknown option '([^']*)'")
+    local line
+    if unknown and WORKBENCH_OPTIONS[unknown] ~= nil then
+        line = string.format("unknown option '%s' (a workbench option): put it before the script: %s", unknown,
+            command_moved(given, takes_value, parser._name))
+    else -- one line: lua-argparse puts its suggestion ("Did you mean '-h'?") on a second
+        line = tostring(result):gsub("\nDid you mean", "; did you mean"):gsub("\n", " ") .. " (see --help)"
+    end
+    io.stderr:write(string.format("%s: %s\n", parser._name, line))
     io.stderr:flush()
     os.exit(2, true)
 end

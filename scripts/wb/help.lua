@@ -67,7 +67,7 @@ local DOCS = {
     -- wb.args: an experiment's arguments (lua-argparse)
     ["wb.args"] = "wb.args (require(\"wb.args\")): an experiment's arguments with lua-argparse: --help lists the options with defaults, a bad one prints one line and exits 2",
     ["wb.args.parser"] = "wb.args.parser(name, description[, epilog]) -> an argparse parser named after the script",
-    ["wb.args.parse"] = "wb.args.parse(parser[, argv]) -> the parsed options (argv: the script's arg); a bad argument: one line on stderr, exit status 2",
+    ["wb.args.parse"] = "wb.args.parse(parser[, argv]) -> the parsed options (argv: the script's arg); a bad argument: one line on stderr, exit status 2 (a workbench option the script does not take, like --threads 1 after the script, is told to go before it, with the command)",
     ["wb.args.int"] = "wb.args.int(option, lo, hi) -> a converter for parser:option(...):convert(...): a whole number from lo to hi, e.g. parser:option(\"--tokens\", \"Tokens.\", \"16\"):convert(args.int(\"--tokens\", 1, 65536))",
     ["wb.args.ints"] = "wb.args.ints(option, lo, hi) -> a converter: comma-separated whole numbers from lo to hi, as an array",
     ["wb.args.names"] = "wb.args.names(option, allowed) -> a converter: a comma-separated list of names from the array allowed",
