@@ -61,8 +61,12 @@ local args = wbargs.parse(parser)
 local tokens_list, modes = args.tokens, args.modes
 local dim, hidden, iters, rounds, trace_tokens = args.dim, args.hidden, args.iters, args.rounds, args.trace_tokens
 local device = args.device or wb.default_device()
--- a machine without a usable GPU is not a bad argument: a script error (status 1) with the reason
-if device == "cuda" and not wb.cuda.is_available() then error("mlp_sweep: --device cuda: " .. wb.cuda.why_not(), 0) end
+-- a machine without a usable GPU is not a bad argument: one line with the reason and status 1, as
+-- the workbench's own --device cuda (docs/cli.md), not a script error's traceback
+if device == "cuda" and not wb.cuda.is_available() then
+    io.stderr:write("mlp_sweep.lua: --device cuda: " .. wb.cuda.why_not() .. "\n")
+    os.exit(1, true)
+end
 local cuda = device == "cuda"
 -- Modes must agree with eager to within the dtype's rounding: bf16 rounds the intermediates of
 -- eager (gelu output, product) but not those of the fused modes.

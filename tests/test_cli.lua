@@ -146,6 +146,15 @@ function TestCli:test_device_auto_with_the_mock_plugin()
     lu.assertEquals(out, "cpu\n")
 end
 
+-- A script's own --device cuda on a machine that cannot run it (a plugin that is not there stands
+-- for one here, GPU or not) is one line with the reason and status 1, as the workbench's own.
+function TestCli:test_script_device_cuda_without_a_gpu_is_one_line()
+    local no_plugin = "WB_CUDA_PLUGIN=/nonexistent/plugin.so"
+    local _, err, code = run(EXPERIMENTS .. "/mlp_sweep.lua --device cuda", nil, no_plugin)
+    lu.assertEquals(code, 1, err)
+    lu.assertStrMatches(err, "mlp_sweep%.lua: %-%-device cuda: device 'cuda' is not available: [^\n]+\n")
+end
+
 -- A workbench option given after the script reaches the script's parser: one that does not know it
 -- says where it goes, with the command that does it (the script's own options kept after it).
 function TestCli:test_workbench_option_after_the_script_says_where_it_goes()
