@@ -100,6 +100,33 @@ function TestResults:test_bad_input()
     lu.assertErrorMsgContains("cannot", function() r:save{dir = "/proc/no/such/dir"} end)
 end
 
+-- r:save{} without dir puts the files in a folder named after the time, so it says where, in one
+-- line on stderr (issue 47); with dir the caller knows (and experiments print it), and quiet = true
+-- silences it.
+function TestResults:test_save_without_dir_says_where()
+    local exe = os.getenv("WB_EXE") or "build/workbench"
+    local out, err = scratch.path("_out"), scratch.path(".err")
+    local script = scratch.file([[
+local r = wb.results("said")
+r:add{a = 1}
+io.write("returned ", r:save{}.json, "\n")
+io.stderr:write("--\n")
+r:save{dir = wb.options.out .. "/given"}
+r:save{quiet = true}
+io.write(tostring(pcall(r.save, r, {quiet = "yes"})), "\n")
+]], ".lua")
+    local p = io.popen(string.format("%s --out '%s' '%s' 2>'%s'", exe, out, script, err))
+    local stdout = p:read("a")
+    p:close()
+    local stderr = read(err):gsub("warning: busy machine[^\n]*\n", "")
+    lu.assertEquals(stdout, "returned " .. out .. "/said.json\nfalse\n")
+    lu.assertEquals(stderr, "results: saved " .. out .. "/said.json, .csv and .html\n--\n")
+    for _, ext in ipairs({".json", ".csv", ".html"}) do lu.assertNotNil(io.open(out .. "/said" .. ext), ext) end
+    lu.assertErrorMsgContains("results: quiet must be true or false, got string",
+        function() wb.results("q"):save{dir = out, quiet = "yes"} end)
+    os.execute("rm -rf '" .. out .. "'")
+end
+
 function TestResults:test_charts_are_svg()
     local report = require("wb.report")
     local svg = report.line_chart{title = "t <1>", x_label = "x", y_label = "y", log_x = true, log_y = true,

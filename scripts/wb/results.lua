@@ -158,7 +158,7 @@ local function finite_rows(rows)
     return out, count
 end
 
-local SAVE_OPTIONS = {dir = true, report = true, file = true, fingerprint = true, extra = true}
+local SAVE_OPTIONS = {dir = true, report = true, file = true, fingerprint = true, extra = true, quiet = true}
 
 -- The report's parts, all data (no HTML: every string is escaped where it is shown), saved in the
 -- JSON so that a merge draws the merged rows the same way: text (paragraphs), warnings, charts
@@ -213,8 +213,10 @@ local function new_save_id()
     return string.format("%s-%d-%d", os.date("!%Y%m%dT%H%M%SZ"), wb.time_ns() % 1000000000, saves)
 end
 
--- r:save{dir=, report=, file=, fingerprint=, extra=}: writes <dir>/<file>.json, .csv, .html
+-- r:save{dir=, report=, file=, fingerprint=, extra=, quiet=}: writes <dir>/<file>.json, .csv, .html
 -- (file defaults to the name; a sweep's shard is named after the shard); returns their paths.
+-- Without dir (a folder named after the time: wb.options.out, else out/<name>/<time>) it also says
+-- where on stderr, in one line (quiet = true: not); a caller that gives dir knows, and says it.
 -- report: the HTML report's text and charts, as data (above); fingerprint replaces this
 -- machine's (a merge of shards keeps what the shards measured on); extra holds more top-level
 -- fields of the JSON (a sweep's description).
@@ -226,9 +228,12 @@ function Results:save(o)
             error("results: html_extra is gone (a report runs no HTML from scripts): pass report = {text=, charts=, ...}", 2)
         end
         if not SAVE_OPTIONS[k] then
-            error(string.format("results: unknown save option '%s' (expected dir, report, file, fingerprint, extra)",
-                tostring(k)), 2)
+            error(string.format("results: unknown save option '%s' (expected dir, report, file, fingerprint, extra, " ..
+                "quiet)", tostring(k)), 2)
         end
+    end
+    if o.quiet ~= nil and type(o.quiet) ~= "boolean" then
+        error("results: quiet must be true or false, got " .. type(o.quiet), 2)
     end
     if o.file ~= nil and (type(o.file) ~= "string" or not o.file:match("^[%w_%-%.]+$")) then
         error("results: file must be a plain file name (letters, digits, _ - .), got " .. tostring(o.file), 2)
@@ -337,6 +342,9 @@ function Results:save(o)
     end
     h[#h + 1] = "</table></body></html>\n"
     write(base .. ".html", table.concat(h))
+    if o.dir == nil and not o.quiet then
+        io.stderr:write(string.format("results: saved %s.json, .csv and .html\n", base))
+    end
     return {json = base .. ".json", csv = base .. ".csv", html = base .. ".html", dir = dir, save_id = save_id}
 end
 
