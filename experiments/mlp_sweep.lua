@@ -78,7 +78,10 @@ assert(wb.mkdir_p(out_dir))
 local info = wb.device_info(device)
 if args.dtype == "bf16" and info.peak_gflops_bf16 then info.peak_gflops = info.peak_gflops_bf16 end
 local MLP = args.mlp == "swiglu" and "SwiGLU" or "GeGLU"
-if MLP == "SwiGLU" and device == "cuda" then error("mlp_sweep: --mlp swiglu runs on the cpu only (no cuda kernels for silu yet)", 0) end
+if MLP == "SwiGLU" and device == "cuda" then -- arguments that do not go together: one line, status 2
+    io.stderr:write("mlp_sweep.lua: --mlp swiglu runs on the cpu only (no cuda kernels for silu yet)\n")
+    os.exit(2, true)
+end
 print(string.format("mlp_sweep: " .. MLP .. " MLP dim %d hidden %d, %s on %s (%s, %s); tokens %s; modes %s", dim,
     hidden, args.dtype, device, info.name, plural(wb.get_num_threads(), "thread"), table.concat(tokens_list, ","),
     table.concat(modes, ",")))

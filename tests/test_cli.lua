@@ -153,6 +153,18 @@ function TestCli:test_script_device_cuda_without_a_gpu_is_one_line()
     local _, err, code = run(EXPERIMENTS .. "/mlp_sweep.lua --device cuda", nil, no_plugin)
     lu.assertEquals(code, 1, err)
     lu.assertStrMatches(err, "mlp_sweep%.lua: %-%-device cuda: device 'cuda' is not available: [^\n]+\n")
+    -- where cuda runs (the mock plugin), a mode it has no kernels for is a bad argument: one line, 2
+    local mock = EXE:gsub("[^/]*$", "") .. "libwb_cuda_mock.so"
+    local f = io.open(mock)
+    if not f then
+        print("skipped: no " .. mock)
+        return
+    end
+    f:close()
+    _, err, code = run(EXPERIMENTS .. "/mlp_sweep.lua --device cuda --mlp swiglu --tokens 1", nil,
+        "WB_CUDA_PLUGIN=" .. mock)
+    lu.assertEquals(code, 2, err)
+    lu.assertEquals(err, "mlp_sweep.lua: --mlp swiglu runs on the cpu only (no cuda kernels for silu yet)\n")
 end
 
 -- A workbench option given after the script reaches the script's parser: one that does not know it
