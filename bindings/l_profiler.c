@@ -132,7 +132,12 @@ static int l_session_new(lua_State *L) {
                                 policy ? policy : luaL_typename(L, -1));
     }
     lua_pop(L, 1);
-    if (lua_getfield(L, 1, "spill_dir") != LUA_TNIL) o.spill_dir = lua_tostring(L, -1); /* copied by wb_prof_new */
+    if (lua_getfield(L, 1, "spill_dir") != LUA_TNIL) { /* copied by wb_prof_new */
+        o.spill_dir = lua_tostring(L, -1);
+        /* under --sandbox, checked before use: the spill's own errors would tell a script whether a
+         * path outside the allowed folders exists and what it is */
+        if (o.spill_dir) wb_lua_check_path(L, o.spill_dir, 1, "profiler: spill_dir");
+    }
     session_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
     h->p = NULL;
     luaL_setmetatable(L, SESSION_TYPE);
@@ -510,7 +515,10 @@ static int l_load(lua_State *L) {
         o.policy = policy && !strcmp(policy, "ring") ? WB_PROF_RING : policy && !strcmp(policy, "stop") ? WB_PROF_STOP : WB_PROF_SPILL;
     }
     lua_pop(L, 1);
-    if (lua_getfield(L, 2, "spill_dir") != LUA_TNIL) o.spill_dir = lua_tostring(L, -1);
+    if (lua_getfield(L, 2, "spill_dir") != LUA_TNIL) {
+        o.spill_dir = lua_tostring(L, -1);
+        if (o.spill_dir) wb_lua_check_path(L, o.spill_dir, 1, "load_trace: spill_dir");
+    }
     session_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
     h->p = NULL;
     luaL_setmetatable(L, SESSION_TYPE);

@@ -161,4 +161,21 @@ function TestEscapes:test_without_landlock_sandbox_is_refused()
     lu.assertStrContains(out, "ran")
 end
 
+-- the profiler's spill_dir (and load_trace's) is a path like any other: refused before use, with
+-- one message whether the folder outside exists, is missing or is a file (the spill's own errors,
+-- Permission denied / No such file / Not a directory, told a script which)
+function TestEscapes:test_spill_dir_is_checked_without_an_oracle()
+    local said = {}
+    for _, dir in ipairs({"/etc", "/nonexistent_wb_dir", "/etc/passwd"}) do
+        local out = assert_blocked(string.format('local p = wb.profiler.profile({spill_dir = "%s", max_memory = 4 << 20, ' ..
+            'memory_policy = "spill"}); p:start(); for _ = 1, 40000 do local _ = wb.ones({1}) end; p:stop()', dir))
+        lu.assertStrContains(out, "profiler: spill_dir: sandbox: may not write '" .. dir .. "'")
+        said[#said + 1] = (out:match("sandbox: [^\n]*"):gsub(dir, "DIR", 1, true))
+    end
+    lu.assertEquals(said[2], said[1])
+    lu.assertEquals(said[3], said[1])
+    local out = assert_blocked('wb.profiler.load_trace(wb.options.out .. "/x.json", {spill_dir = "/etc"})')
+    lu.assertStrContains(out, "load_trace: spill_dir: sandbox: may not write '/etc'")
+end
+
 scratch.exit(lu.LuaUnit.run())
