@@ -1,5 +1,6 @@
 /* l_host.c: what the library's Lua code needs from the host that plain Lua lacks: canonical
- * paths (the sandbox's checks), creating folders (results), the host name (fingerprints). */
+ * paths (the sandbox's checks), creating folders (results), the host name and the environment
+ * variables that change measurements (fingerprints). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -30,6 +31,39 @@ static int l_hostname(lua_State *L) {
     if (gethostname(buf, sizeof buf) != 0) snprintf(buf, sizeof buf, "?");
     buf[sizeof buf - 1] = '\0';
     lua_pushstring(L, buf);
+    return 1;
+}
+
+extern char **environ;
+
+/* wb._environment({prefix, ...}) -> {NAME = value, ...}: the environment variables whose names
+ * start with one of the prefixes (plain Lua can read a variable it names, not list them). */
+static int l_environment(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer count = luaL_len(L, 1);
+    for (lua_Integer i = 1; i <= count; i++) {
+        if (lua_geti(L, 1, i) != LUA_TSTRING) return wb_lua_raise(L, "environment: prefix %d is not a string", (int)i);
+        lua_pop(L, 1);
+    }
+    lua_newtable(L);
+    for (char **e = environ; e && *e; e++) {
+        const char *equals = strchr(*e, '=');
+        if (!equals) continue;
+        size_t name_len = (size_t)(equals - *e);
+        for (lua_Integer i = 1; i <= count; i++) {
+            lua_geti(L, 1, i);
+            size_t prefix_len;
+            const char *prefix = lua_tolstring(L, -1, &prefix_len);
+            int match = prefix_len <= name_len && memcmp(*e, prefix, prefix_len) == 0;
+            lua_pop(L, 1);
+            if (match) {
+                lua_pushlstring(L, *e, name_len);
+                lua_pushstring(L, equals + 1);
+                lua_rawset(L, -3);
+                break;
+            }
+        }
+    }
     return 1;
 }
 
@@ -76,6 +110,7 @@ static const luaL_Reg functions[] = {
     {"_realpath", l_realpath},
     {"_mkdir_p", l_mkdir_p},
     {"_hostname", l_hostname},
+    {"_environment", l_environment},
     {"mkdir_p", l_mkdir_p},
     {NULL, NULL},
 };

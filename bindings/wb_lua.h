@@ -118,7 +118,7 @@ void wb_lua_register_profiler(lua_State *L); /* the session type; functions on t
 int wb_lua_in_library(lua_State *L, const char *source);
 void wb_lua_register_graph(lua_State *L);    /* the graph type; wb.graph on the table on top */
 void wb_lua_register_codegen(lua_State *L); /* wb.codegen on the table on top */
-void wb_lua_register_host(lua_State *L);     /* wb._realpath, _mkdir_p, _hostname on the table on top */
+void wb_lua_register_host(lua_State *L);     /* wb._realpath, _mkdir_p, _hostname, _environment on the table on top */
 void wb_lua_register_calibrate(lua_State *L); /* wb._read_gbs ...; wb.device_info via wb.calibrate */
 void wb_lua_register_files(lua_State *L);    /* wb._check_path, _path_refusal, _write_file, ... (l_files.c) */
 void wb_lua_register_history(lua_State *L);  /* wb._sqlite_open: SQLite for wb.history (l_history.c) */

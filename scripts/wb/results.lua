@@ -5,7 +5,8 @@
 --   local paths = r:save{dir = "out/mlp_sweep/run1"}   -- .json, .csv and .html
 --
 -- Every file carries the environment fingerprint: workbench version and commit, build,
--- device, CPU model and ISA, threads, seed, the command line and the date, and the machine's
+-- device, CPU model and ISA, threads, seed, the command line and the date, the environment
+-- variables that change measurements (WB_*, OMP_*, ...: wb.environment), and the machine's
 -- state (load, other runnable processes, steal, governor) when the results were created and when
 -- they were saved; a busy machine gets a one-line warning when the results are created.
 -- A row with a `noise` column (IQR / median) above its `target_noise` (or the results' target,
@@ -15,6 +16,7 @@ local cjson = require("cjson")
 local machine = require("wb.machine")
 local atomic = require("wb.atomic")
 local report = require("wb.report")
+local environment = require("wb.environment")
 local hostname, mkdir_p = wb._hostname, wb.mkdir_p -- captured at load: wb._* are gone under --sandbox
 
 local Results = {}
@@ -32,7 +34,7 @@ local function fingerprint(device)
     local cmd = {}
     for i = -10, #arg do if arg[i] then cmd[#cmd + 1] = arg[i] end end
     local host = hostname()
-    return {
+    return environment.record{
         workbench = wb.version, commit = wb.commit, build = wb.build.type, sanitizers = wb.build.sanitizers,
         device = device or device_used(), cpu = info.name, isa = info.isa, threads = wb.get_num_threads(),
         peak_gflops = info.peak_gflops, bandwidth_gbs = info.bandwidth_gbs,
