@@ -80,6 +80,29 @@ function TestCompare:test_slower_run_is_slower_and_the_mirror_is_faster()
     lu.assertEquals(lenient, 0)
 end
 
+-- Runs whose environments differ (a forced WB_GEMM_BLOCKING made a 2.4x regression that the
+-- commits were blamed for): one line names each variable, A's value first; the other fingerprint
+-- differences stay where they were, without the env_ fields; a file from before environments were
+-- recorded is named as such.
+function TestCompare:test_environment_differences_are_named()
+    local fp = {cpu = "X", threads = 2, commit = "abc", environment = "WB_* OMP_*", env_WB_DEVICE = "cpu",
+        env_WB_GEMM_BLOCKING = "40,24,64", env_OMP_WAIT_POLICY = "passive"}
+    local a = write(doc({row(1, "eager", 2.4)}, fp))
+    local b = write(doc({row(1, "eager", 1)}, {cpu = "X", threads = 2, commit = "abc", environment = "WB_* OMP_*",
+        env_WB_DEVICE = "cpu", env_OMP_WAIT_POLICY = "active"}))
+    local out, err, code = run(a, b)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "\nenvironment differs: OMP_WAIT_POLICY=passive vs active; WB_GEMM_BLOCKING=40,24,64 vs unset\n")
+    lu.assertStrContains(out, "fingerprint differences: none")
+    lu.assertNotStrContains(out, "env_")
+    lu.assertStrContains((run(b, a)), "WB_GEMM_BLOCKING unset vs 40,24,64")
+    lu.assertStrContains((run(a, a)), "\nenvironment differences: none\n")
+    local old = write(doc({row(1, "eager", 2.4)}))
+    lu.assertStrContains((run(old, a)),
+        "\nenvironment: not recorded in A (a results file from before the workbench recorded it)\n")
+    lu.assertStrContains((run(old, old)), "environment: not recorded in either file")
+end
+
 function TestCompare:test_a_large_change_without_evidence_is_unsure()
     local a = write(doc({row(1, "eager", 3, 0.02, {samples_ms = {3, 2.9}})}))
     local b = write(doc({row(1, "eager", 4, 0.02, {samples_ms = {4, 4.1}})}))

@@ -22,6 +22,7 @@
 local cjson = require("cjson")
 local stats = require("wb.stats")
 local words = require("wb.words")
+local environment = require("wb.environment")
 
 local M = {ALPHA = 0.01, MIN_EFFECT = 0.05}
 
@@ -311,6 +312,18 @@ local function check_comparable(a, b, ignore)
     end
 end
 
+-- The environment variables the two runs disagree on, in one line (a forced WB_GEMM_BLOCKING
+-- explains a 2.4x change that the commits do not).
+local function environment_line(fa, fb)
+    local diffs, missing = environment.differences(fa, fb)
+    if not diffs then
+        return string.format("environment: not recorded in %s (a results file from before the workbench recorded it)",
+            missing == "either" and "either file" or missing)
+    end
+    if #diffs == 0 then return "environment differences: none" end
+    return "environment differs: " .. environment.joined(diffs, environment.versus)
+end
+
 function M.compare(path_a, path_b, o)
     o = o or {}
     local out = o.out or io.write
@@ -422,11 +435,12 @@ function M.compare(path_a, path_b, o)
     for _, t in ipairs({fa, fb}) do for k in pairs(t) do if not seen[k] then seen[k] = true; names[#names + 1] = k end end end
     table.sort(names)
     for _, k in ipairs(names) do
-        if k ~= "date" and not k:match("_date$") and show(fa[k]) ~= show(fb[k]) then
+        if k ~= "date" and not k:match("_date$") and not environment.is_field(k) and show(fa[k]) ~= show(fb[k]) then
             diffs[#diffs + 1] = string.format("%s: %s -> %s", k, show(fa[k]), show(fb[k]))
         end
     end
     out("fingerprint differences: " .. (#diffs > 0 and ("\n  " .. table.concat(diffs, "\n  ")) or "none") .. "\n")
+    out(environment_line(fa, fb), "\n")
     counts.worst_slower_pct = worst_slower
     return counts
 end
