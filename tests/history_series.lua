@@ -42,6 +42,17 @@ local function base_file()
     return BASE
 end
 
+-- The fingerprint of a results file saved by another workbench process with `vars` set before it
+-- (a shell prefix, "WB_GEMM_BLOCKING=40,24,64"): what a run under those variables records.
+local function fingerprint_under(vars)
+    local dir = scratch.dir()
+    local script = scratch.file('local r = wb.results("fp", {quiet = true}); r:add{x = 1}; r:save{}', ".lua")
+    local out, code = scratch.run(string.format("%s %s --out %s %s", vars, os.getenv("WB_EXE") or "build/workbench", dir,
+        script))
+    assert(code == 0, out)
+    return cjson.decode(read(dir .. "/fp.json")).fingerprint
+end
+
 -- A seeded generator of standard normal numbers (Box-Muller on an LCG), independent of math.random.
 local function normal(seed)
     local state = seed * 2654435761 % 4294967296
@@ -55,7 +66,9 @@ end
 -- 14 results files of one series, from the real base file: run k's samples are the base row's
 -- median scaled by a seeded run factor (1% sd) and a seeded factor per sample (2% sd), then by
 -- `step` from run `at` on; `machine_at`: the CPU model differs from that run on. name: another
--- experiment name (separate series). The spread is seeded rather than the base samples' own: on a
+-- experiment name (separate series); `env`, from run `env_at` on: the fingerprint of a run saved
+-- under those variables (fingerprint_under); `unrecorded_before`: runs before it carry no
+-- environment, as files from before it was recorded. The spread is seeded rather than the base samples' own: on a
 -- busy shared machine those carry 20-60% noise (IQR / median), within which compare's rule
 -- rightly confirms no 10% change, and the tests must not depend on how busy the machine is.
 function M.series(o)
@@ -63,9 +76,16 @@ function M.series(o)
     local z = normal(o.seed or 1)
     local dir = scratch.dir()
     local files = {}
+    local forced = o.env and fingerprint_under(o.env)
     for k = 1, o.runs or 14 do
         local doc = cjson.decode(read(base_file()))
         doc.name = o.name or doc.name
+        if forced and k >= o.env_at then doc.fingerprint = cjson.decode(cjson.encode(forced)) end
+        if o.unrecorded_before and k < o.unrecorded_before then
+            for key in pairs(doc.fingerprint) do
+                if key == "environment" or key:match("^env_") then doc.fingerprint[key] = nil end
+            end
+        end
         doc.fingerprint.date = string.format("2026-01-%02dT12:00:00Z", k)
         doc.fingerprint.commit = string.format("c%02d", k)
         if o.machine_at and k >= o.machine_at then doc.fingerprint.cpu = "Another CPU 9000" end

@@ -108,6 +108,42 @@ function TestHistory:test_machine_change_is_not_a_regression()
     lu.assertEquals(select(2, hist(db, "check --fail-on-regression 1")), 0)
 end
 
+-- A 2.4x step at run 9 that came with a forced WB_GEMM_BLOCKING (the runs before it recorded
+-- none; runs 1-2 are older files that recorded no environment at all): check names the variable
+-- beside the regression (text and --json), show marks the run where it changed, list the run.
+function TestHistory:test_an_environment_change_is_named()
+    local db = scratch.path(".db")
+    local files, nrows = series{seed = 13, at = 9, step = 2.4, env_at = 9, env = "WB_GEMM_BLOCKING=40,24,64",
+        unrecorded_before = 3}
+    add_all(db, files)
+    local res = check_json(db)
+    lu.assertEquals(#res.changes, nrows, cjson.encode(res.changes))
+    for _, c in ipairs(res.changes) do
+        lu.assertEquals({c.kind, c.index, c.commit}, {"regression", 9, "c09"})
+        lu.assertEquals(c.environment, {{name = "WB_GEMM_BLOCKING", after = "40,24,64"}})
+    end
+    local text = hist(db, "check")
+    local _, named = text:gsub("regression at run 9 of 14 [^\n]*\n  environment changed at that run: " ..
+        "WB_GEMM_BLOCKING: unset %-> 40,24,64\n", "")
+    lu.assertEquals(named, nrows, text)
+    -- show: one mark per series, under run 9 (runs 1-2 recorded nothing: no mark at run 3)
+    local show = hist(db, "show history_base")
+    local _, marks = show:gsub("\n    environment changed: WB_GEMM_BLOCKING: unset %-> 40,24,64\n", "")
+    lu.assertEquals(marks, nrows, show)
+    lu.assertStrMatches(show, ".*2026%-01%-09T12:00:00Z c09 [^\n]*\n    environment changed: WB_GEMM_BLOCKING.*")
+    lu.assertEquals(select(2, show:gsub("environment changed", "")), nrows)
+    -- list: run 9 against run 8, newest first; --json gives each run's variables (none for runs 1-2)
+    local list = hist(db, "list")
+    lu.assertStrMatches(list, ".*\n +9  2026%-01%-09T12:00:00Z [^\n]*\n +environment changed since run 8: " ..
+        "WB_GEMM_BLOCKING: unset %-> 40,24,64\n.*")
+    lu.assertEquals(select(2, list:gsub("environment changed", "")), 1, list)
+    local runs = cjson.decode((hist(db, "list --json")))
+    lu.assertEquals(runs[6].id, 9)
+    lu.assertEquals(runs[6].environment.WB_GEMM_BLOCKING, "40,24,64")
+    lu.assertNil(runs[7].environment.WB_GEMM_BLOCKING)
+    lu.assertNil(runs[14].environment)
+end
+
 -- A 10% improvement: reported as one, and never a failure for CI.
 function TestHistory:test_improvement()
     local db = scratch.path(".db")

@@ -5,13 +5,16 @@
 --
 -- A run is one results file (its bytes' digest makes a second import of the same file a no-op);
 -- a series is experiment + run-wide config + row, cut wherever the machine (CPU model, ISA, GPU,
--- build type) changes. Each insert is one transaction: a killed process leaves the database as it
--- was before that run. WAL and a busy timeout let several processes add at once.
+-- build type) changes; the environment variables a run recorded (wb.environment) do not cut it:
+-- they are what `check` names beside a change that coincides with them. Each insert is one
+-- transaction: a killed process leaves the database as it was before that run. WAL and a busy
+-- timeout let several processes add at once.
 
 local cjson = require("cjson")
 local compare = require("wb.compare")
 local stats = require("wb.stats")
 local words = require("wb.words")
+local environment = require("wb.environment")
 local sqlite_open, mkdir_p = wb._sqlite_open, wb.mkdir_p -- captured at load: wb._* are gone under --sandbox
 
 local M = {}
@@ -350,23 +353,40 @@ end
 
 -- ---- reading ------------------------------------------------------------------------------------
 
--- db:runs() -> every run, newest first: {id, experiment, config, machine, date, commit_id, host, source, rows}
+-- The environment variables a run recorded (wb.environment.of its fingerprint), or nil; cache:
+-- run id -> the variables (false: none recorded), so each run's fingerprint is decoded once.
+local function environment_of(cache, id, fingerprint)
+    if cache[id] == nil then
+        local ok, fp = pcall(cjson.decode, fingerprint or "")
+        cache[id] = ok and environment.of(fp) or false
+    end
+    return cache[id] or nil
+end
+
+-- db:runs() -> every run, newest first: {id, experiment, config, machine, date, commit_id, host,
+-- source, rows, environment (the variables it recorded, wb.environment; nil for older runs)}
 function DB:runs()
-    return self:must("query", "SELECT r.id, r.experiment, r.config, r.machine, r.date, r.commit_id, r.host, " ..
-        "r.source, (SELECT count(*) FROM results x WHERE x.run = r.id) AS rows FROM runs r ORDER BY r.date DESC, r.id DESC")
+    local runs = self:must("query", "SELECT r.id, r.experiment, r.config, r.machine, r.date, r.commit_id, r.host, " ..
+        "r.source, r.fingerprint, (SELECT count(*) FROM results x WHERE x.run = r.id) AS rows FROM runs r " ..
+        "ORDER BY r.date DESC, r.id DESC")
+    local cache = {}
+    for _, r in ipairs(runs) do
+        r.environment, r.fingerprint = environment_of(cache, r.id, r.fingerprint), nil
+    end
+    return runs
 end
 
 -- db:series{experiment=, row=, samples=} -> the series, each {experiment, config, row, metric,
--- points = {{run, date, commit, machine, median, lo, hi, noise, n, samples}, ...}} in date order;
--- samples = true decodes the raw samples too.
+-- points = {{run, date, commit, machine, environment, median, lo, hi, noise, n, samples}, ...}}
+-- in date order (environment: as in db:runs); samples = true decodes the raw samples too.
 function DB:series(o)
     o = o or {}
     local list = self:must("query", "SELECT r.id AS run, r.experiment, r.config, r.machine, r.date, r.commit_id, " ..
-        "x.row, x.metric, x.median, x.lo, x.hi, x.noise, x.n" .. (o.samples and ", x.samples" or "") ..
+        "r.fingerprint, x.row, x.metric, x.median, x.lo, x.hi, x.noise, x.n" .. (o.samples and ", x.samples" or "") ..
         " FROM results x JOIN runs r ON r.id = x.run WHERE (?1 IS NULL OR r.experiment = ?1) AND " ..
         "(?2 IS NULL OR x.row = ?2) ORDER BY r.experiment, r.config, x.row, x.metric, r.date, r.id",
         o.experiment, o.row)
-    local out, current = {}, nil
+    local out, current, cache = {}, nil, {}
     for _, p in ipairs(list) do
         if not current or current.experiment ~= p.experiment or current.config ~= p.config or current.row ~= p.row or
             current.metric ~= p.metric then
@@ -374,6 +394,7 @@ function DB:series(o)
             out[#out + 1] = current
         end
         if p.samples then p.samples = cjson.decode(p.samples) end
+        p.environment, p.fingerprint = environment_of(cache, p.run, p.fingerprint), nil
         current.points[#current.points + 1] = p
     end
     return out

@@ -8,17 +8,19 @@ local cjson = require("cjson")
 local history = require("wb.history")
 local changepoints = require("wb.changepoints")
 local words = require("wb.words")
+local environment = require("wb.environment")
 
 local M = {}
 
 local USAGE = [[
 usage: workbench history [--db PATH] COMMAND ...
   add FILE...                 import results files (.json); the same file twice is one run
-  list [--json]               the runs, newest first
+  list [--json]               the runs, newest first (and where their WB_*/OMP_* variables changed)
   show EXPERIMENT [ROW]       each row's series: date, commit, median, 95% interval, noise
   check [EXPERIMENT] [--json] [--fail-on-regression PCT] [--seed N]
                               change points per series (experiment + config + row), confirmed on
-                              the raw samples; a new machine is reported as "machine changed"
+                              the raw samples, with the environment variables that changed there;
+                              a new machine is reported as "machine changed"
   report --html FILE [EXPERIMENT]   a chart per row: medians and intervals over the runs,
                               changes marked, machine changes shaded
   gc --keep N                 keep the newest N runs of every series
@@ -50,7 +52,21 @@ local function change_record(s, e)
         rec.before, rec.after, rec.ratio, rec.p, rec.p_permutation = e.before, e.after, e.ratio, e.p, e.p_perm
         rec.verdict = e.verdict
     end
+    -- the environment variables that changed at that run (a forced WB_GEMM_BLOCKING, not the commit)
+    local changed = e.index > 1 and environment.differ(s.points[e.index - 1].environment, p.environment)
+    if changed and #changed > 0 then
+        rec.environment = {}
+        for i, d in ipairs(changed) do rec.environment[i] = {name = d.name, before = d.a, after = d.b} end
+    end
     return rec
+end
+
+-- "<lead>NAME: a -> b; ...\n" for two runs' variables (lead: "  environment changed: "), or ""
+-- when they agree or either run did not record them.
+local function environment_note(before, after, lead)
+    local changed = environment.differ(before, after)
+    if not changed or #changed == 0 then return "" end
+    return lead .. environment.joined(changed, environment.change) .. "\n"
 end
 
 local function cmd_check(db, o)
@@ -80,6 +96,12 @@ local function cmd_check(db, o)
                 out(string.format("%s: %s at %s: %s -> %s %s, ratio %.3f, p %s\n", r.series, r.kind, where,
                     show(r.before), show(r.after), r.metric:match("_(%a+)$"), r.ratio,
                     r.p and string.format("%.2g", r.p) or "-"))
+            end
+            if r.environment then
+                local changed = {}
+                for i, d in ipairs(r.environment) do changed[i] = {name = d.name, a = d.before, b = d.after} end
+                out(string.format("  environment changed at that run: %s\n", environment.joined(changed,
+                    environment.change)))
             end
         end
     end
@@ -118,9 +140,18 @@ local function cmd_list(db, o)
         return 0
     end
     out(string.format("%s in %s\n", words.plural(#runs, "run"), db.path))
-    for _, r in ipairs(runs) do
+    for i, r in ipairs(runs) do
         out(string.format("%5d  %s  %-20s  commit %-14s %s  [%s]  %s\n", r.id, r.date, r.experiment,
             tostring(r.commit_id or "?"), words.plural(r.rows, "row"), r.config, r.machine))
+        -- against the run of the same experiment and config before it (runs are newest first)
+        for j = i + 1, #runs do
+            local older = runs[j]
+            if older.experiment == r.experiment and older.config == r.config then
+                out(environment_note(older.environment, r.environment,
+                    string.format("%7senvironment changed since run %d: ", "", older.id)))
+                break
+            end
+        end
     end
     return 0
 end
@@ -136,10 +167,13 @@ local function cmd_show(db, o)
         out(string.format("  %-20s %-14s %12s %25s %7s  %s\n", "date", "commit", "median", "95% interval", "noise",
             "machine"))
         local unit = s.metric:match("_(%a+)$")
-        for _, p in ipairs(s.points) do
+        for k, p in ipairs(s.points) do
             out(string.format("  %-20s %-14s %9s %s %25s %6s%%  %s\n", p.date, tostring(p.commit_id or "?"),
                 show(p.median), unit, p.lo and string.format("%s .. %s", show(p.lo), show(p.hi)) or "-",
                 p.noise and string.format("%.1f", p.noise * 100) or "-", p.machine))
+            if k > 1 then
+                out(environment_note(s.points[k - 1].environment, p.environment, "    environment changed: "))
+            end
         end
     end
     return 0
