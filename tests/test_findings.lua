@@ -357,7 +357,7 @@ end
 function test_mlp_sweep_json_carries_each_points_findings_and_merge_joins_them()
     local dir = scratch.path("-sweep")
     for shard = 1, 2 do
-        local cmd = string.format("%s %s/experiments/mlp_sweep.lua --tokens 2 --dim 32 --hidden 64 --modes " ..
+        local cmd = string.format("%s %s/experiments/mlp_sweep.lua --tokens 2,3 --dim 32 --hidden 64 --modes " ..
             "eager,compiled --rounds 1 --iters 2 --no-peer --device cpu --shard %d/2 --out %s >/dev/null 2>&1", EXE,
             os.getenv("WB_SOURCE_DIR") or ".", shard, dir)
         lu.assertTrue(os.execute(cmd), cmd)
@@ -370,12 +370,12 @@ function test_mlp_sweep_json_carries_each_points_findings_and_merge_joins_them()
         return doc
     end
     local one = read(dir .. "/mlp_sweep.shard-1-of-2.json")
-    lu.assertEquals(#one.findings, 1) -- one point per shard
-    local by_mode = {}
-    for _, p in ipairs(read(dir .. "/merged/mlp_sweep.json").findings) do
-        lu.assertEquals(p.tokens, 2)
+    lu.assertEquals(#one.findings, 2) -- one token count's two modes per shard
+    local by_mode, merged = {}, read(dir .. "/merged/mlp_sweep.json").findings
+    lu.assertEquals(#merged, 4)
+    for _, p in ipairs(merged) do
         lu.assertNotNil(p.shard)
-        by_mode[p.mode] = rules_of(p.findings)
+        if p.tokens == 2 then by_mode[p.mode] = rules_of(p.findings) end
         for _, x in ipairs(p.findings) do lu.assertStrContains(x.message, " ") end
     end
     lu.assertNotNil(by_mode.eager.fusion)

@@ -31,7 +31,7 @@ end
 local function toy(o)
     o = o or {}
     return wb.sweep{
-        name = "toy", quiet = true, shard = o.shard, rounds = 2,
+        name = "toy", quiet = true, shard = o.shard, rounds = 2, cost = o.cost,
         axes = {{"size", o.sizes or {1, 2, 4}}, {"kind", {"a", "b"}}},
         config = {scale = o.scale or 1},
         measure = function(p, round) return {p.index * round, (p.index + 1) * round, (p.index + 2) * round} end,
@@ -103,8 +103,20 @@ function TestShard:test_bad_shards_are_named()
     end
     lu.assertEquals({sweep.parse_shard("2/4")}, {2, 4})
     lu.assertEquals({sweep.parse_shard("1/1")}, {1, 1})
-    -- more shards than points
-    lu.assertErrorMsgContains("--shard 7/7: the sweep has 6 points, so at most 6 shards", toy, {shard = "7/7"})
+    -- more shards than groups of points (a point's kinds stay in one shard), or than points
+    lu.assertErrorMsgContains("--shard 4/4: the sweep's 6 points make 3 groups (points that differ only in kind " ..
+        "share a shard: a derived column pairs them), so at most 3 shards", toy, {shard = "4/4"})
+    local function plain(shard)
+        return wb.sweep{name = "plain", quiet = true, shard = shard, axes = {{"size", {1, 2}}, {"kind", {"a", "b"}}},
+            measure = function() return {1} end}
+    end
+    lu.assertErrorMsgContains("--shard 5/4: there are only 4 shards", plain, "5/4")
+    lu.assertErrorMsgContains("--shard 5/5: the sweep has 4 points, so at most 4 shards", plain, "5/5")
+    lu.assertEquals(#plain("4/4").mine, 1) -- no derived column pairs them: each point may go alone
+    -- a base that names no axis is refused when the sweep is declared
+    lu.assertErrorMsgContains("sweep: derived 1 (c): base names 'mode', which is not an axis", wb.sweep, {name = "x",
+        axes = {{"a", {1}}}, measure = function() return {1} end,
+        derived = {{column = "c", num = "median_ms", den = "median_ms", base = {mode = "eager"}}}})
 end
 
 function TestShard:test_the_experiment_refuses_bad_shards_before_measuring()
@@ -155,7 +167,53 @@ function TestShard:test_shards_partition_the_points_the_same_way_each_run()
     for _ in pairs(seen) do n = n + 1 end
     lu.assertEquals(n, 6)
     lu.assertEquals(seen["size=1 kind=a"], 1)
-    lu.assertEquals(seen["size=1 kind=b"], 2)
+    lu.assertEquals(seen["size=1 kind=b"], 1) -- with its kind a: vs_a pairs them
+    lu.assertEquals(seen["size=2 kind=a"], 2)
+end
+
+-- A point's modes stay in one shard (the issue: shard 1 got every eager point, shard 2 the other
+-- modes, and every speedup paired two processes): with and without costs, for every shard count,
+-- each size's kinds are in one shard, the shards together hold every point once, and their merge
+-- has every vs_a as the unsharded run has it, without the warning about pairs across shards.
+function TestShard:test_a_points_modes_stay_in_one_shard()
+    local sizes = {1, 2, 4, 8, 16}
+    for _, cost in ipairs({false, true}) do
+        for n = 1, #sizes do
+            local shard_of, count = {}, 0
+            for i = 1, n do
+                local s = toy{shard = i .. "/" .. n, sizes = sizes,
+                    cost = cost and function(p) return p.size * (p.kind == "a" and 1 or 3) end or nil}
+                for _, p in ipairs(s.mine) do
+                    lu.assertNil(shard_of[p.name], "point in two shards: " .. p.name)
+                    shard_of[p.name], count = i, count + 1
+                end
+            end
+            lu.assertEquals(count, 2 * #sizes)
+            for _, size in ipairs(sizes) do
+                lu.assertNotNil(shard_of["size=" .. size .. " kind=a"])
+                lu.assertEquals(shard_of["size=" .. size .. " kind=b"], shard_of["size=" .. size .. " kind=a"],
+                    string.format("%d shards%s: size %d's kinds split", n, cost and " with costs" or "", size))
+            end
+        end
+    end
+    -- with costs the groups balance: size 16 alone, the other four together (16 * 4 against 15 * 4)
+    local heavy = toy{shard = "1/2", sizes = sizes, cost = function(p) return p.size end}
+    lu.assertEquals(#heavy.mine, 2)
+    lu.assertEquals(heavy.mine[1].size, 16)
+    local whole_dir, shard_dir, out = scratch.dir(), scratch.dir(), scratch.dir() .. "/merged"
+    local whole = toy{sizes = sizes}
+    whole:run()
+    whole:save{dir = whole_dir}
+    save_shards(3, shard_dir, {sizes = sizes})
+    local text, code = run(string.format("%s merge %s %s", EXE, out, shard_dir))
+    lu.assertEquals(code, 0, text)
+    lu.assertStrContains(text, "merged 3 shard files of toy: 10 points")
+    lu.assertNotStrContains(text, "different shards")
+    local a, m = read_json(whole_dir .. "/toy.json"), read_json(out .. "/toy.json")
+    for i, r in ipairs(a.rows) do
+        lu.assertEquals({m.rows[i].vs_a, m.rows[i].vs_a_lo, m.rows[i].vs_a_hi}, {r.vs_a, r.vs_a_lo, r.vs_a_hi})
+    end
+    lu.assertNotStrContains(scratch.read(out .. "/toy.html"), "different shards")
 end
 
 -- Two shards on two machines (here: two processes with different cached calibrations, one a
@@ -186,14 +244,20 @@ function TestShard:test_shards_with_different_calibrations_assign_alike()
     local text, code = run(string.format("%s merge %s %s", EXE, out, shards))
     lu.assertEquals(code, 0, text)
     lu.assertStrContains(text, "merged 2 shard files of mlp_sweep: 6 points")
-    -- the merged output is a whole run's: a table, the charts, and a warning for the speedups whose
-    -- two rows ran in different shards (round k of one process against round k of another)
+    -- the merged output is a whole run's: a table, the charts; a token count's modes ran in one
+    -- shard, so no speedup pairs round k of one process with round k of another
     lu.assertStrMatches(text, "^ *tokens +mode +median_ms .*\n +1 +eager +[%d.]+ .*")
-    lu.assertStrContains(text, "WARNING: 2 speedup_vs_eager pair rows measured by different shards")
-    lu.assertStrContains(text, "speedup_vs_eager of tokens=1 mode=dual (shard 2/2) against tokens=1 mode=eager (shard 1/2)")
+    lu.assertNotStrContains(text, "different shards")
+    local m = read_json(out .. "/mlp_sweep.json")
+    local shard_of = {}
+    for _, r in ipairs(m.rows) do
+        shard_of[r.tokens] = shard_of[r.tokens] or r.shard
+        lu.assertEquals(r.shard, shard_of[r.tokens], r.tokens .. " " .. r.mode)
+    end
+    lu.assertNotEquals(shard_of[1], shard_of[64])
     local html = assert(io.open(out .. "/mlp_sweep.html")):read("a")
     lu.assertEquals(select(2, html:gsub("<figure>", "")), 3)
-    lu.assertStrContains(html, "pair rows measured by different shards")
+    lu.assertNotStrContains(html, "pair rows measured by different shards")
     lu.assertStrContains(html, "<h2>Shards</h2>")
 end
 
@@ -229,7 +293,8 @@ function TestShard:test_merge_equals_the_unsharded_run_and_recomputes_statistics
     save_shards(3, shard_dir)
     local sh = read_json(shard_dir .. "/toy.shard-2-of-3.json")
     lu.assertEquals(#sh.rows, 2)
-    lu.assertNil(sh.rows[1].vs_a) -- its base (kind a) ran in another shard
+    lu.assertEquals({sh.rows[1].size, sh.rows[1].kind, sh.rows[2].size, sh.rows[2].kind}, {2, "a", 2, "b"})
+    lu.assertNotNil(sh.rows[2].vs_a) -- its base (kind a) ran in the same shard
     local text, code = run(string.format("%s merge %s %s", EXE, out, shard_dir))
     lu.assertEquals(code, 0, text)
     lu.assertStrContains(text, "merged 3 shard files of toy: 6 points")
@@ -245,7 +310,7 @@ function TestShard:test_merge_equals_the_unsharded_run_and_recomputes_statistics
         lu.assertEquals(rm.samples_ms, ra.samples_ms)
         lu.assertEquals(rm.samples_ms_per_round, {3, 3})
         lu.assertEquals(rm.median_ms, stats.summarize(rm.samples_ms).median)
-        lu.assertEquals(rm.shard, (i - 1) % 3 + 1 .. "/3")
+        lu.assertEquals(rm.shard, (i - 1) // 2 + 1 .. "/3") -- one size (both kinds) per shard
     end
     lu.assertNil(m.rows[1].hardware) -- all shards on this machine
     lu.assertEquals(m.fingerprint.merged_shards, 3)
@@ -312,11 +377,11 @@ function TestShard:test_merge_names_missing_and_duplicated_points()
     local d = scratch.dir()
     save_shards(3, d)
     refused({d .. "/toy.shard-1-of-3.json", d .. "/toy.shard-3-of-3.json"},
-        {"2 missing points (shard 2/3): size=1 kind=b; size=4 kind=a", "nothing written"})
+        {"2 missing points (shard 2/3): size=2 kind=a; size=2 kind=b", "nothing written"})
     refused({d .. "/toy.shard-1-of-3.json", d .. "/toy.shard-2-of-3.json", d .. "/toy.shard-3-of-3.json",
         d .. "/toy.shard-1-of-3.json"},
         {"2 duplicated points: size=1 kind=a (in " .. d .. "/toy.shard-1-of-3.json, " .. d .. "/toy.shard-1-of-3.json)",
-            "size=2 kind=b"})
+            "size=1 kind=b"})
 end
 
 function TestShard:test_merge_refuses_truncated_and_foreign_files()
@@ -370,12 +435,14 @@ function TestShard:test_merge_flags_shards_on_different_hardware()
     lu.assertStrContains(text, "WARNING: the shards ran on different hardware")
     lu.assertStrContains(text, "shard 2/2: CPU Other CPU 9000, GPU Some GPU, driver 13.0")
     local m = read_json(out .. "/toy.json")
-    lu.assertEquals(m.rows[2].hardware, "CPU Other CPU 9000, GPU Some GPU, driver 13.0")
+    local other = m.rows[3] -- size=2 kind=a, the first row of shard 2/2 (size 2's kinds)
+    lu.assertEquals({other.size, other.kind, other.shard}, {2, "a", "2/2"})
+    lu.assertEquals(other.hardware, "CPU Other CPU 9000, GPU Some GPU, driver 13.0")
     lu.assertStrContains(m.rows[1].hardware, "CPU ")
-    lu.assertNotEquals(m.rows[1].hardware, m.rows[2].hardware)
+    lu.assertNotEquals(m.rows[1].hardware, other.hardware)
     lu.assertStrContains(m.fingerprint.cpu, " | Other CPU 9000")
-    lu.assertEquals(m.rows[2].median_ms, stats.summarize(m.rows[2].samples_ms).median)
-    lu.assertAlmostEquals(m.rows[2].rate, m.rows[2].work / m.rows[2].median_ms, 1e-12) -- JSON keeps 14 digits
+    lu.assertEquals(other.median_ms, stats.summarize(other.samples_ms).median)
+    lu.assertAlmostEquals(other.rate, other.work / other.median_ms, 1e-12) -- JSON keeps 14 digits
     local h = assert(io.open(out .. "/toy.html"))
     local html = h:read("a")
     h:close()
@@ -427,21 +494,25 @@ function TestShard:test_merge_refuses_hostile_shard_files()
     refused({d}, {path .. ": point ", ", sample 1: nan, expected a finite number"})
 end
 
--- The done-when of sharding: mlp_sweep --shard 1/3, 2/3, 3/3, merged, gives the unsharded rows.
+-- The done-when of sharding: mlp_sweep --shard 1/3, 2/3, 3/3, merged, gives the unsharded rows;
+-- each shard measures one token count's three modes.
 function TestShard:test_mlp_sweep_shards_merge_to_the_unsharded_rows()
     local whole, shards, out = scratch.dir(), scratch.dir(), scratch.dir() .. "/merged"
-    local small = "--tokens 1,3 --modes eager,dual,graph --dim 32 --hidden 64 --iters 2 --rounds 1 --no-peer --trace-tokens 3"
+    local small = "--tokens 1,3,5 --modes eager,dual,graph --dim 32 --hidden 64 --iters 2 --rounds 1 --no-peer " ..
+        "--trace-tokens 3"
     local text, code = run(string.format("%s --threads 1 %s/experiments/mlp_sweep.lua %s --out %s", EXE, SRC, small, whole))
     lu.assertEquals(code, 0, text)
     for i = 1, 3 do
         text, code = run(string.format("%s --threads 1 %s/experiments/mlp_sweep.lua %s --out %s --shard %d/3", EXE, SRC,
             small, shards, i))
         lu.assertEquals(code, 0, text)
-        lu.assertStrContains(text, string.format("shard %d/3: 2 of 6 points", i))
+        lu.assertStrMatches(text, string.format(".*shard %d/3: 3 of 9 points %%(tokens=(%%d) mode=eager, " ..
+            "tokens=%%1 mode=dual, tokens=%%1 mode=graph%%).*", i))
         lu.assertTrue(exists(string.format("%s/mlp_sweep.shard-%d-of-3.json", shards, i)))
     end
     text, code = run(string.format("%s merge %s %s", EXE, out, shards))
     lu.assertEquals(code, 0, text)
+    lu.assertNotStrContains(text, "different shards")
     local a, m = read_json(whole .. "/mlp_sweep.json"), read_json(out .. "/mlp_sweep.json")
     local function set(rows)
         local s = {}

@@ -46,7 +46,9 @@ grep -q "no Slurm cluster answers.*scripts/slurm/local_cluster.sh start DIR" "$t
 export SLURM_CONF="$tmp/cluster/slurm.conf"
 
 # --- the same small sweep, unsharded and as a 4-task array
-sweep_args=(--tokens "1,3,5" --modes "eager,fused,dual" --dim 32 --hidden 64 --iters 2 --rounds 2 --trace-tokens 3 --no-peer)
+# four token counts for four shards: a token count's modes stay in one shard (docs/sweeps.md)
+sweep_args=(--tokens "1,3,5,7" --modes "eager,fused,dual" --dim 32 --hidden 64 --iters 2 --rounds 2 --trace-tokens 3
+    --no-peer)
 "$exe" --threads 1 --device cpu --out "$tmp/whole" "$src/experiments/mlp_sweep.lua" "${sweep_args[@]}" >"$tmp/whole.log" 2>&1 ||
     { cat "$tmp/whole.log"; fail "the unsharded sweep failed"; }
 # the run's folder has a quote, a comma and a space in its name: submit.sh once broke on them
@@ -70,6 +72,10 @@ for i in 1 2 3 4; do
     grep -q -- "--threads 1 --device cpu" "$run/logs/shard-$i.log" || fail "task $i did not run with --threads from SLURM_CPUS_PER_TASK"
 done
 [ -f "$run/merged/mlp_sweep.html" ] || fail "no merged report"
+if grep -q "measured by different shards" "$run/logs/merge.log"; then
+    cat "$run/logs/merge.log"
+    fail "the merge found speedup pairs split across shards (a token count's modes must share a shard)"
+fi
 
 # the merged result against the unsharded one: every point, every structural field
 WB_A="$tmp/whole/mlp_sweep.json" WB_B="$run/merged/mlp_sweep.json" "$exe" - <<'LUA' || fail "the merged result differs from the unsharded one (above)"
@@ -83,7 +89,7 @@ end
 local a, b = read(os.getenv("WB_A")), read(os.getenv("WB_B"))
 local problems = {}
 local function check(ok, msg) if not ok then problems[#problems + 1] = msg end end
-check(#a.rows == 9 and #b.rows == 9, string.format("rows: %d unsharded, %d merged (expected 9)", #a.rows, #b.rows))
+check(#a.rows == 12 and #b.rows == 12, string.format("rows: %d unsharded, %d merged (expected 12)", #a.rows, #b.rows))
 check(b.fingerprint.merged_shards == 4, "the merged file does not say it joined 4 shards")
 check(#b.shards == 4, "the merged file keeps " .. #(b.shards or {}) .. " shard fingerprints, not 4")
 local cols = {}
@@ -92,8 +98,13 @@ cols[#cols + 1] = "shard"
 check(table.concat(cols, ",") == table.concat(b.columns, ","), "columns: " .. table.concat(a.columns, ",") ..
     " (+shard) vs " .. table.concat(b.columns, ","))
 local structural = {"tokens", "mode", "kernels", "flops", "rel_error"}
+local shard_of = {}
 for i, ra in ipairs(a.rows) do
     local rb = b.rows[i] or {}
+    local t = rb.tokens or 0
+    shard_of[t] = shard_of[t] or rb.shard
+    check(rb.shard == shard_of[t], string.format("row %d: tokens=%s mode=%s ran in shard %s, its other modes in %s", i,
+        tostring(rb.tokens), tostring(rb.mode), tostring(rb.shard), tostring(shard_of[t])))
     for _, k in ipairs(structural) do
         check(ra[k] == rb[k], string.format("row %d %s: %s unsharded, %s merged", i, k, tostring(ra[k]), tostring(rb[k])))
     end
@@ -121,7 +132,8 @@ if #problems > 0 then
     io.stderr:write(table.concat(problems, "\n") .. "\n")
     os.exit(1)
 end
-print("merged = unsharded: 9 points, kernels, flops and errors identical; statistics from the raw samples")
+print("merged = unsharded: 12 points (a token count's modes in one shard), kernels, flops and errors identical; " ..
+    "statistics from the raw samples")
 LUA
 "$exe" compare "$tmp/whole/mlp_sweep.json" "$run/merged/mlp_sweep.json" >"$tmp/compare.log" 2>&1 ||
     { cat "$tmp/compare.log"; fail "workbench compare refused the merged file"; }

@@ -1,8 +1,9 @@
 -- wb.sweep: a grid of points (named axes and their values) and the function that measures one
 -- point. Any experiment built on it gets --shard I/N (a deterministic, cost-balanced share of the
--- points), progress, and results with the raw samples of every point, saved as JSON, CSV and HTML
--- with the run's fingerprint; `workbench merge` (wb.merge) joins the shards' files; --history (or
--- WB_HISTORY=1, or history = true) records the saved run in the results history (wb.history).
+-- points, a point's modes kept in one shard: M.groups), progress, and results with the raw
+-- samples of every point, saved as JSON, CSV and HTML with the run's fingerprint; `workbench
+-- merge` (wb.merge) joins the shards' files; --history (or WB_HISTORY=1, or history = true)
+-- records the saved run in the results history (wb.history).
 --
 --   local s = wb.sweep{name = "my_sweep", axes = {{"tokens", {1, 16}}, {"mode", {"eager", "dual"}}},
 --                      config = {dim = 768}, measure = function(p, round) return {1.2, 1.1} end}
@@ -47,13 +48,14 @@ function M.parse_shard(text)
     return i, n
 end
 
--- Which shard (1..count) runs each point. Without costs: round robin over the points in order,
--- so every shard gets every part of the grid (interleaved, not contiguous blocks). With costs:
--- the costliest point first, each to the shard with the least cost so far (ties: the lowest
--- shard). Deterministic: the same points, costs and count give the same assignment everywhere.
--- Every shard computes it on its own, so a sweep's cost(point) must depend on the sweep's
--- definition only (axes, config, constants), never on anything measured (a calibration differs
--- from one process or node to the next, and two shards would then both run, or both skip, a point).
+-- Which shard (1..count) runs each of n units (a sweep's groups of points, M.groups). Without
+-- costs: round robin over the units in order, so every shard gets every part of the grid
+-- (interleaved, not contiguous blocks). With costs: the costliest unit first, each to the shard
+-- with the least cost so far (ties: the lowest shard). Deterministic: the same units, costs and
+-- count give the same assignment everywhere. Every shard computes it on its own, so a sweep's
+-- cost(point) must depend on the sweep's definition only (axes, config, constants), never on
+-- anything measured (a calibration differs from one process or node to the next, and two shards
+-- would then both run, or both skip, a point).
 function M.assign(npoints, count, cost)
     local shard_of = {}
     if not cost then
@@ -75,6 +77,31 @@ function M.assign(npoints, count, cost)
         load[best] = load[best] + cost[i]
     end
     return shard_of
+end
+
+-- The groups of points that stay in one shard: points that differ only on the axes a derived
+-- column pairs them across (its base's axes: speedup_vs_eager's `mode`) are one group, so that
+-- both rows of every such ratio are measured by one process, alternating round by round (split
+-- across shards, a ratio would set round k of one process against round k of another). Returns
+-- the groups in the order of their first point, each an array of point indices, and the name of
+-- each group (the point name over the other axes; "" when every axis is paired).
+function M.groups(axes, points, paired)
+    local kept = {}
+    for _, a in ipairs(axes) do
+        if not paired[a.name] then kept[#kept + 1] = a end
+    end
+    local groups, by_key = {}, {}
+    for j, p in ipairs(points) do
+        local key = M.point_name(kept, p)
+        local g = by_key[key]
+        if not g then
+            g = {name = key}
+            by_key[key] = g
+            groups[#groups + 1] = g
+        end
+        g[#g + 1] = j
+    end
+    return groups
 end
 
 local STAT_NAMES = {n = true, median = true, p10 = true, p25 = true, p75 = true, p90 = true, iqr = true, noise = true}
@@ -247,10 +274,19 @@ local function new(spec)
     end
     self.stats = spec.stats or {{from = samples, median = "median_ms", p10 = "p10_ms", p90 = "p90_ms"}}
     self.derived = spec.derived or {}
+    local paired = {} -- the axes a derived column pairs points across: their points share a shard
     for i, d in ipairs(self.derived) do
-        if type(d) ~= "table" or type(d.column) ~= "string" or type(d.num) ~= "string" or type(d.den) ~= "string" then
+        if type(d) ~= "table" or type(d.column) ~= "string" or type(d.num) ~= "string" or type(d.den) ~= "string" or
+            (d.base ~= nil and type(d.base) ~= "table") then
             error(string.format("sweep: derived %d must be {column=, num=, den=[, scale=][, base={axis=value}]" ..
                 "[, interval=true]}", i), 2)
+        end
+        for k in pairs(d.base or {}) do
+            if not seen[k] then
+                error(string.format("sweep: derived %d (%s): base names '%s', which is not an axis", i, d.column,
+                    tostring(k)), 2)
+            end
+            paired[k] = true
         end
     end
 
@@ -278,20 +314,38 @@ local function new(spec)
     if shard_text ~= nil then
         local i, n = M.parse_shard(shard_text)
         if not i then error("sweep: " .. n, 2) end
-        if n > #points then
-            error(string.format("sweep: --shard %s: the sweep has %d points, so at most %d shards", shard_text, #points,
-                #points), 2)
+        local groups = M.groups(axes, points, paired)
+        if n > #groups then
+            if #groups == #points then
+                error(string.format("sweep: --shard %s: the sweep has %d points, so at most %d shards", shard_text,
+                    #points, #points), 2)
+            end
+            local names = {}
+            for k in pairs(paired) do names[#names + 1] = k end
+            table.sort(names)
+            error(string.format("sweep: --shard %s: the sweep's %d points make %d group%s (points that differ only " ..
+                "in %s share a shard: a derived column pairs them), so at most %d shard%s", shard_text, #points,
+                #groups, #groups == 1 and "" or "s", table.concat(names, " and "), #groups, #groups == 1 and "" or "s"),
+                2)
         end
         local cost
         if spec.cost then
             cost = {}
-            for j, p in ipairs(points) do
-                cost[j] = spec.cost(p)
-                if type(cost[j]) ~= "number" or cost[j] < 0 then error("sweep: cost(point) must return a number >= 0", 2) end
+            for k, g in ipairs(groups) do
+                cost[k] = 0
+                for _, j in ipairs(g) do
+                    local c = spec.cost(points[j])
+                    if type(c) ~= "number" or c < 0 then error("sweep: cost(point) must return a number >= 0", 2) end
+                    cost[k] = cost[k] + c
+                end
             end
         end
         self.shard = {index = i, count = n}
-        self.assignment = M.assign(#points, n, cost)
+        local of_group = M.assign(#groups, n, cost)
+        self.assignment = {}
+        for k, g in ipairs(groups) do
+            for _, j in ipairs(g) do self.assignment[j] = of_group[k] end
+        end
         self.mine = {}
         for j, p in ipairs(points) do
             if self.assignment[j] == i then self.mine[#self.mine + 1] = p end
