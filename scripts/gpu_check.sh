@@ -122,7 +122,8 @@ cupti=$(awk '$1 == "libcupti.so.13" { print $3 }' "$OUT/ldd_plugin.txt")
 echo "libcupti: $cupti -> $(readlink -f "$cupti" 2>/dev/null)" > "$OUT/cupti_version.txt"
 
 # 3. the plugin loads and sees the GPU, or nothing else runs
-WB="$BUILD/workbench"
+# absolute, as the tests get it in WB_EXE (WB_GPU_BUILD may be a folder anywhere, relative or not)
+case "$BUILD" in /*) WB="$BUILD/workbench" ;; *) WB="$PWD/$BUILD/workbench" ;; esac
 "$WB" -e 'if wb.cuda.is_available() then print("cuda available") else print("cuda NOT available: " .. wb.cuda.why_not()) end' \
     > "$OUT/cuda.txt" 2>&1
 grep -q "^cuda available" "$OUT/cuda.txt" || stop "cuda" "$(head -3 "$OUT/cuda.txt" | tr '\n' ' ')"
@@ -134,10 +135,10 @@ status "cuda" "available"
 # tests ask for cuda by name and keep the cpu as their default device, as CTest runs them
 # (WB_DEVICE=cpu; the default is auto, cuda here)
 export WB_DEVICE=cpu
-WB_REQUIRE_GPU=1 WB_EXE="$PWD/$WB" LUA_PATH="${LUA_PATH:-$PWD/tests/?.lua;;}" \
+WB_REQUIRE_GPU=1 WB_EXE="$WB" LUA_PATH="${LUA_PATH:-$PWD/tests/?.lua;;}" \
     step test_cuda 30 "$WB" tests/test_cuda.lua -o text -v
 # WB_CUDA_VERBOSE: the log names the cuBLASLt algorithm each plan took (split-K or not)
-WB_CUDA_VERBOSE=1 WB_REQUIRE_GPU=1 WB_EXE="$PWD/$WB" LUA_PATH="${LUA_PATH:-$PWD/tests/?.lua;;}" \
+WB_CUDA_VERBOSE=1 WB_REQUIRE_GPU=1 WB_EXE="$WB" LUA_PATH="${LUA_PATH:-$PWD/tests/?.lua;;}" \
     step test_cuda_gpu 90 "$WB" tests/test_cuda_gpu.lua -o text -v
 grep -qE ", [1-9][0-9]* skipped" "$OUT/test_cuda.log" && status "test_cuda skips" "FAILED (a test skipped)"
 grep -qE ", [1-9][0-9]* skipped" "$OUT/test_cuda_gpu.log" && status "test_cuda_gpu skips" "FAILED (a test skipped)"

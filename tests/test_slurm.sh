@@ -8,10 +8,13 @@
 # the tasks' logs. Nothing is left running: every daemon is stopped by its pid on exit.
 # Needs root (the daemons run as root) and slurm-wlm + munge (scripts/bootstrap.sh installs them);
 # when they cannot start, it says why and fails.
-#   tests/test_slurm.sh WORKBENCH_EXE SOURCE_DIR
+#   tests/test_slurm.sh WORKBENCH_EXE SOURCE_DIR   (WORKBENCH_EXE: the build under test, handed to
+#                                                   submit.sh as WB_EXE; the checkout's build/ is never used)
 set -u
 exe=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 src=$(cd "$2" && pwd)
+# every submit.sh below runs the build under test, never the checkout's build/workbench (its default)
+export WB_EXE="$exe"
 
 fail() {
     echo "FAIL: $*" >&2
@@ -55,7 +58,7 @@ sweep_args=(--tokens "1,3,5,7" --modes "eager,fused,dual" --dim 32 --hidden 64 -
 # (the merge job's --wrap quoting, sbatch --export's comma-separated list)
 run="$tmp/it's, a run"
 start=$(date +%s)
-WB_EXE="$exe" timeout 300 "$src/scripts/slurm/submit.sh" --shards 4 --cpus 1 --partition local --out "$run" --wait \
+timeout 300 "$src/scripts/slurm/submit.sh" --shards 4 --cpus 1 --partition local --out "$run" --wait \
     "$src/experiments/mlp_sweep.lua" "${sweep_args[@]}" >"$tmp/submit.log" 2>&1
 rc=$?
 cat "$tmp/submit.log"
@@ -141,7 +144,7 @@ grep -q "^structural differences: none" "$tmp/compare.log" || { cat "$tmp/compar
 grep -q "^only in" "$tmp/compare.log" && { cat "$tmp/compare.log"; fail "compare found rows in only one file"; }
 
 # --- a failing array: every task rejects its arguments; the merge must not run
-WB_EXE="$exe" timeout 180 "$src/scripts/slurm/submit.sh" --shards 2 --partition local --out "$tmp/bad" --wait \
+timeout 180 "$src/scripts/slurm/submit.sh" --shards 2 --partition local --out "$tmp/bad" --wait \
     "$src/experiments/mlp_sweep.lua" --modes eager,warp --no-peer >"$tmp/bad.log" 2>&1
 rc=$?
 cat "$tmp/bad.log"

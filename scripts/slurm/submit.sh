@@ -4,7 +4,7 @@
 # (--dependency=afterok); prints the job ids, the logs and where the merged report will be.
 #
 #   scripts/slurm/submit.sh [options] EXPERIMENT [experiment arguments...]
-#     --shards N          array tasks, one shard each (default 4)
+#     --shards N          array tasks, one shard each (default 4; at most the sweep's groups: mlp_sweep's token counts)
 #     --cpus N            CPUs per task, passed to workbench as --threads (default 1)
 #     --gpu               one GPU per task (--gres=gpu:1); the task runs on device cuda
 #     --partition P       Slurm partition (default: the cluster's default)
@@ -12,7 +12,7 @@
 #     --out DIR           the run's folder, on a file system every node sees
 #                         (default: out/<experiment>/slurm-<date>)
 #     --wait              wait for the merge; exit non-zero and name the failed tasks' logs if any failed
-# The repository (with build/workbench) must be on a file system the nodes see too.
+# Runs $WB_EXE, else the checkout's build/workbench: it and the repository must be on a file system the nodes see.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
