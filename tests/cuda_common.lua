@@ -3,9 +3,10 @@
 -- whether device cuda runs here and why not, and skips that fail where WB_REQUIRE_GPU=1
 -- (scripts/gpu_check.sh) asks for every test.
 local lu = require("luaunit")
+local scratch = require("scratch")
 
 local M = {}
-M.EXE = os.getenv("WB_EXE") or "workbench"
+M.EXE = scratch.exe()
 M.HAVE = wb.cuda.is_available()
 M.WHY = wb.cuda.why_not()
 M.REQUIRE = os.getenv("WB_REQUIRE_GPU") == "1"

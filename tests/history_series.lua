@@ -47,8 +47,7 @@ end
 local function fingerprint_under(vars)
     local dir = scratch.dir()
     local script = scratch.file('local r = wb.results("fp", {quiet = true}); r:add{x = 1}; r:save{}', ".lua")
-    local out, code = scratch.run(string.format("%s %s --out %s %s", vars, os.getenv("WB_EXE") or "build/workbench", dir,
-        script))
+    local out, code = scratch.run(string.format("%s %s --out %s %s", vars, scratch.exe(), dir, script))
     assert(code == 0, out)
     return cjson.decode(read(dir .. "/fp.json")).fingerprint
 end

@@ -80,6 +80,25 @@ function scratch.run_split(cmd)
     return out, e, code
 end
 
+-- The workbench under test, by its absolute path: $WB_EXE (ctest sets it to the build's own,
+-- $<TARGET_FILE:workbench>), else the executable running this suite (a suite run by hand); never
+-- a checkout's build/workbench, which may be another build than the one under test, or none.
+local exe_path = wb._realpath and wb._realpath("/proc/self/exe") -- taken at load, as the library does
+function scratch.exe()
+    local exe = os.getenv("WB_EXE")
+    if exe and exe ~= "" then return exe end
+    return (assert(exe_path, "scratch: WB_EXE is not set and /proc/self/exe cannot be resolved: set WB_EXE"))
+end
+
+-- The source tree whose tests run: $WB_SOURCE_DIR (ctest sets it), else the folder above this
+-- file's tests/ (not the current folder: a suite may be run from anywhere).
+function scratch.source()
+    local dir = os.getenv("WB_SOURCE_DIR")
+    if dir and dir ~= "" then return dir end
+    local here = debug.getinfo(1, "S").source:match("^@(.*)/tests/[^/]*$")
+    return (assert(here, "scratch: WB_SOURCE_DIR is not set and tests/scratch.lua's folder is unknown: set it"))
+end
+
 -- Removes the folder, then exits with the status: `scratch.exit(lu.LuaUnit.run())`.
 function scratch.exit(status)
     scratch.remove()

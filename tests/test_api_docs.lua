@@ -3,8 +3,8 @@
 local lu = require("luaunit")
 local scratch = require("scratch")
 
-local SOURCE = os.getenv("WB_SOURCE_DIR")
-local EXE = os.getenv("WB_EXE")
+local SOURCE = scratch.source()
+local EXE = scratch.exe()
 local GEN = SOURCE .. "/scripts/gen_api_docs.lua"
 
 local read = scratch.read

@@ -5,7 +5,7 @@ local lu = require("luaunit")
 local cjson = require("cjson")
 local scratch = require("scratch")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
+local EXE = scratch.exe()
 
 local sh = scratch.run
 

@@ -70,7 +70,7 @@ function TestCalibrate:test_the_cache_folder_it_makes_is_private_and_code_genera
         lu.assertEquals(p:read("l"), "700", dir)
         p:close()
     end
-    local exe = assert(os.getenv("WB_EXE"), "WB_EXE: the workbench under test")
+    local exe = scratch.exe()
     local out = scratch.run(string.format("env -u WB_CACHE_DIR XDG_CACHE_HOME='%s' '%s' -e 'local f = " ..
         "wb.compile(function(a) return wb.tanh(a) * a end) f(wb.randn({2, 3})) print(f:explain())'", self.dir, exe))
     lu.assertStrContains(out, "group wb_poi_fused_tanh_mul_0")

@@ -2,8 +2,8 @@
 local lu = require("luaunit")
 local scratch = require("scratch")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
-local EXPERIMENTS = (os.getenv("WB_SOURCE_DIR") or ".") .. "/experiments"
+local EXE = scratch.exe()
+local EXPERIMENTS = scratch.source() .. "/experiments"
 
 -- Runs a shell command; returns stdout, stderr and the exit code.
 local function run(args, stdin, env)

@@ -6,7 +6,7 @@ local dags = require("random_dags")
 local B = require("bounds")
 local scratch = require("scratch")
 
-local exe = os.getenv("WB_EXE")
+local exe = scratch.exe()
 -- a private cache folder (the first compile makes it), so the test sees its own compiles (and
 -- children inherit it)
 local cache = scratch.path("_cache")

@@ -5,7 +5,7 @@
 local lu = require("luaunit")
 local scratch = require("scratch")
 
-local exe = os.getenv("WB_EXE")
+local exe = scratch.exe()
 
 local function sh(cmd)
     local f = assert(io.popen(cmd .. " 2>&1"))

@@ -9,7 +9,7 @@ local dags = require("random_dags")
 local B = require("bounds")
 local scratch = require("scratch")
 
-local exe = os.getenv("WB_EXE")
+local exe = scratch.exe()
 local cache = scratch.path("_cache") -- a private cache folder, made by the first compile
 local env = "WB_CACHE_DIR=" .. cache .. " "
 local CUDA = {device = "cuda"}

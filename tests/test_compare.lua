@@ -5,7 +5,7 @@ local lu = require("luaunit")
 local cjson = require("cjson")
 local scratch = require("scratch")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
+local EXE = scratch.exe()
 
 local function write(doc)
     local path = scratch.path(".json")
@@ -243,7 +243,7 @@ end
 
 function TestCompare:test_two_runs_of_the_same_script()
     local dir = scratch.path("_runs")
-    local sweep = (os.getenv("WB_SOURCE_DIR") or ".") .. "/experiments/mlp_sweep.lua"
+    local sweep = scratch.source() .. "/experiments/mlp_sweep.lua"
     for _, run in ipairs({"a", "b"}) do
         local p = io.popen(string.format("%s %s --tokens 1,4 --modes eager,dual --dim 32 --hidden 64 --rounds 1 " ..
             "--iters 3 --no-peer --out %s/%s 2>&1", EXE, sweep, dir, run))

@@ -195,7 +195,7 @@ function test_a_measured_choice_is_kept_for_later_processes()
         "for _, e in ipairs(p:events()) do if e.cat == 'kernel' then print('kernel', e.name) end end print(f:explain())"
     local function child(wait_share)
         return io.popen("WB_COMPILE_WAIT_SHARE=" .. (wait_share or "0") .. " WB_CACHE_DIR=" .. cache .. " " ..
-            os.getenv("WB_EXE") .. " --threads 1 -e \"" .. code .. "\" 2>&1"):read("a")
+            scratch.exe() .. " --threads 1 -e \"" .. code .. "\" 2>&1"):read("a")
     end
     local function entries()
         local f = io.open(path)

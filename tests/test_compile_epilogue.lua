@@ -112,7 +112,7 @@ function test_generated_epilogue_is_in_the_kernel_kind()
     end
     lu.assertNotNil(found, "no generated GEMM kernel in the trace")
     lu.assertEquals(found.args.epilogue, "bias_sigmoid_mul_add")
-    local exe = os.getenv("WB_EXE") or "build/workbench"
+    local exe = scratch.exe()
     local out, err, code = scratch.run_split(string.format("%s diff --json '%s' '%s'", exe, traces[1], traces[2]))
     lu.assertEquals(code, 0, err)
     local paths = {}
@@ -184,7 +184,7 @@ function test_failing_compiler_leaves_the_gemm_alone()
     local code = "local f = wb.compile(function(x, w, y) return wb.linear(x, w) * y end) " ..
         "local x, w, y = wb.randn({3, 8}), wb.randn({4, 8}), wb.randn({3, 4}) " ..
         "print('diff', wb.max_abs_diff(f(x, w, y), wb.linear(x, w) * y)) print(f:explain())"
-    local out = io.popen("CC=/bin/false WB_CACHE_DIR=" .. scratch.path("_cache") .. " " .. os.getenv("WB_EXE") ..
+    local out = io.popen("CC=/bin/false WB_CACHE_DIR=" .. scratch.path("_cache") .. " " .. scratch.exe() ..
         " -e \"" .. code .. "\" 2>&1"):read("a")
     lu.assertStrContains(out, "diff\t0.0")
     lu.assertStrContains(out, "2 kernels: linear, mul")

@@ -73,7 +73,7 @@ function TestNoGpu:test_plugin_missing_or_broken()
 end
 
 -- the mock plugin beside the executable: the rules of the real one, on host memory
-local MOCK = (os.getenv("WB_EXE") or ""):gsub("workbench$", "libwb_cuda_mock.so")
+local MOCK = scratch.exe():gsub("workbench$", "libwb_cuda_mock.so")
 
 -- runs a script in a fresh process on the mock plugin, with extra environment settings
 local function on_mock(env, script)
@@ -254,7 +254,7 @@ print("ops", ops, "note", p:stats().device_note)
 end
 
 function TestNoGpu:test_plugin_links_no_driver_and_references_the_libraries()
-    local plugin = (os.getenv("WB_EXE") or ""):gsub("workbench$", "libwb_cuda.so")
+    local plugin = scratch.exe():gsub("workbench$", "libwb_cuda.so")
     local f = io.open(plugin, "rb")
     if not f then skip("the CUDA plugin is not built in this build (" .. plugin .. ")") end
     f:close()
@@ -270,7 +270,7 @@ function TestNoGpu:test_plugin_links_no_driver_and_references_the_libraries()
         lu.assertStrContains(undef, sym)
     end
     -- and the executable links no CUDA library at all
-    local exe_needed = sh("objdump -p " .. os.getenv("WB_EXE") .. " | grep NEEDED")
+    local exe_needed = sh("objdump -p " .. scratch.exe() .. " | grep NEEDED")
     lu.assertNil(exe_needed:find("cuda", 1, true), exe_needed)
 end
 

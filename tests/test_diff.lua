@@ -9,7 +9,7 @@ local shared = require("diff_cases")
 local D = require("wb.diff")
 local T = require("wb.diff_text")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
+local EXE = scratch.exe()
 
 -- ---- constructed event streams ---------------------------------------------------------------
 -- prog{steps =, ranges = {{name, {ops}}}} with ops {name, shapes, dur, kernel = {fields}, kname}:

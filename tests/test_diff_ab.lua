@@ -7,7 +7,7 @@ local cjson = require("cjson")
 local scratch = require("scratch")
 local shared = require("diff_cases")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
+local EXE = scratch.exe()
 -- verdicts are judged in the Release build; the sanitizer build runs the same code for its checks
 local TIMED = not wb.build.sanitizers
 

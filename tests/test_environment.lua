@@ -6,7 +6,7 @@ local cjson = require("cjson")
 local scratch = require("scratch")
 local environment = require("wb.environment")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
+local EXE = scratch.exe()
 
 -- A results file saved by another workbench process with `vars` set before it (a shell prefix,
 -- "NAME=value ...") and the workbench options `options`; returns its fingerprint.

@@ -6,7 +6,7 @@ local scratch = require("scratch")
 local F = require("wb.findings")
 local TH = F.THRESHOLDS
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
+local EXE = scratch.exe()
 
 local function rules_of(list)
     local s = {}
@@ -359,7 +359,7 @@ function test_mlp_sweep_json_carries_each_points_findings_and_merge_joins_them()
     for shard = 1, 2 do
         local cmd = string.format("%s %s/experiments/mlp_sweep.lua --tokens 2,3 --dim 32 --hidden 64 --modes " ..
             "eager,compiled --rounds 1 --iters 2 --no-peer --device cpu --shard %d/2 --out %s >/dev/null 2>&1", EXE,
-            os.getenv("WB_SOURCE_DIR") or ".", shard, dir)
+            scratch.source(), shard, dir)
         lu.assertTrue(os.execute(cmd), cmd)
     end
     lu.assertTrue(os.execute(string.format("%s merge %s/merged %s >/dev/null 2>&1", EXE, dir, dir)))

@@ -7,7 +7,7 @@ local lu = require("luaunit")
 local scratch = require("scratch")
 local F = require("wb.findings")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
+local EXE = scratch.exe()
 
 -- equal values, integers and floats told apart (cjson prints them differently)
 local function same(a, b, where)

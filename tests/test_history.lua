@@ -6,7 +6,7 @@ local cjson = require("cjson")
 local scratch = require("scratch")
 local history = require("wb.history")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
+local EXE = scratch.exe()
 
 local run = scratch.run
 
@@ -421,7 +421,7 @@ s:save{dir = arg[1]}
     local runs = cjson.decode((hist(db, "list --json")))
     lu.assertEquals(#runs, 3)
     -- an experiment with its own argument parser (wb.sweep.add_options) takes --history too
-    local SRC = os.getenv("WB_SOURCE_DIR") or "."
+    local SRC = scratch.source()
     out, code = run(env .. EXE .. " " .. SRC .. "/experiments/mlp_sweep.lua --tokens 1 --modes eager --dim 16 " ..
         "--hidden 32 --rounds 1 --iters 2 --trace-tokens 1 --no-peer --history --out " .. dir .. "/mlp")
     lu.assertEquals(code, 0, out)

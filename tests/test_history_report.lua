@@ -6,7 +6,7 @@ local lu = require("luaunit")
 local scratch = require("scratch")
 local series = require("history_series").series
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
+local EXE = scratch.exe()
 
 local run = scratch.run
 

@@ -6,7 +6,7 @@ local lu = require("luaunit")
 local B = require("bounds")
 local scratch = require("scratch")
 
-local exe = os.getenv("WB_EXE") or "workbench"
+local exe = scratch.exe()
 local exe_dir = exe:match("^(.*)/[^/]*$") or "."
 local function exists(path)
     local f = io.open(path)
@@ -188,7 +188,7 @@ end
 -- the header; a peer missing is one line and no column, and the run goes on without it.
 local function gemm_bench(env)
     local cmd = string.format("%s '%s' '%s/experiments/gemm_bench.lua' --only squares --sizes 32 --threads 1 " ..
-        "--layouts nn --rounds 1 --max-rounds 1 --out '%s'", env, exe, os.getenv("WB_SOURCE_DIR") or ".",
+        "--layouts nn --rounds 1 --max-rounds 1 --out '%s'", env, exe, scratch.source(),
         scratch.path("-gemm_bench"))
     local out, code = scratch.run(cmd)
     lu.assertEquals(code, 0, out)
@@ -214,7 +214,7 @@ local function mlp_sweep(env, extra)
     local dir = scratch.path("-mlp_sweep")
     local cmd = string.format("%s '%s' --threads 1 '%s/experiments/mlp_sweep.lua' --tokens 1,5 --dim 32 --hidden 64 " ..
         "--modes eager,dual --rounds 2 --iters 2 --trace-tokens 5 --no-peer --out '%s' %s", env, exe,
-        os.getenv("WB_SOURCE_DIR") or ".", dir, extra or "")
+        scratch.source(), dir, extra or "")
     local out, code = scratch.run(cmd)
     lu.assertEquals(code, 0, out)
     local f = assert(io.open(dir .. "/mlp_sweep.json"))

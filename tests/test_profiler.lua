@@ -227,7 +227,7 @@ end
 ]])
     local path = dir .. "/wb/user.lua"
     assert(os.rename(script, path))
-    local exe = os.getenv("WB_EXE") or "build/workbench"
+    local exe = scratch.exe()
     local pipe = io.popen(string.format("'%s' '%s' 2>&1", exe, path))
     local out = pipe:read("a")
     pipe:close()

@@ -84,7 +84,7 @@ function TestSpill:test_kill_9_leaves_no_spill_file()
         io.stdout:flush()
         os.execute("kill -9 $PPID")
     ]], dir), ".lua")
-    local out = scratch.run(os.getenv("WB_EXE") .. " " .. script)
+    local out = scratch.run(scratch.exe() .. " " .. script)
     lu.assertStrContains(out, "spilling")
     lu.assertEquals(scratch.run("ls -A " .. dir), "")
 end
@@ -105,7 +105,7 @@ function TestSpill:test_failed_spill_write_is_a_clear_error_and_keeps_the_events
         print(p:table():match("WARNING[^\n]*"))
     ]], dir), ".lua")
     -- 2048 blocks: under one spilled chunk; the signal ignored so that write() fails instead
-    local out = scratch.run("ulimit -f 2048; trap '' XFSZ; " .. os.getenv("WB_EXE") .. " " .. script)
+    local out = scratch.run("ulimit -f 2048; trap '' XFSZ; " .. scratch.exe() .. " " .. script)
     lu.assertStrContains(out, "stop:\tfalse")
     lu.assertStrContains(out, "recording stopped: writing")
     lu.assertStrContains(out, "File too large")
@@ -375,7 +375,7 @@ function TestLoad:test_explain_reads_a_gz_trace()
     local f = assert(io.open(path, "rb"))
     lu.assertEquals(f:read(2), "\31\139") -- gzip indeed
     f:close()
-    local out, code = scratch.run(os.getenv("WB_EXE") .. " explain " .. path .. " --json")
+    local out, code = scratch.run(scratch.exe() .. " explain " .. path .. " --json")
     lu.assertEquals(code, 0, out)
     local want, got = {}, {}
     for _, f in ipairs(p:findings()) do want[f.rule] = true end

@@ -65,7 +65,7 @@ end
 -- The fingerprint names the device the measurements used, whichever option chose it: with the
 -- mock plugin, --device auto picks cuda, but a script that measures on the cpu is a cpu run.
 function TestResults:test_fingerprint_device_is_the_one_used()
-    local exe = os.getenv("WB_EXE") or "build/workbench"
+    local exe = scratch.exe()
     local mock = exe:gsub("[^/]*$", "") .. "libwb_cuda_mock.so"
     local f = io.open(mock)
     if not f then
@@ -225,7 +225,7 @@ function TestResults:test_a_set_mixed_between_saves_is_named()
     local f = assert(io.open(latest.csv, "w"))
     f:write(old_csv)
     f:close()
-    local p = io.popen(os.getenv("WB_EXE") .. " compare '" .. latest.json .. "' '" .. latest.json .. "' 2>&1")
+    local p = io.popen(scratch.exe() .. " compare '" .. latest.json .. "' '" .. latest.json .. "' 2>&1")
     local out = p:read("a")
     p:close()
     lu.assertStrContains(out, "compare: warning: " .. dir .. "/unit.csv is from another save")

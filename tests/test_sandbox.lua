@@ -4,7 +4,7 @@
 local lu = require("luaunit")
 local scratch = require("scratch")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
+local EXE = scratch.exe()
 
 local function sh(cmd)
     local p = io.popen(cmd .. " 2>&1")

@@ -5,8 +5,8 @@
 local lu = require("luaunit")
 local scratch = require("scratch")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
-local LIB = (os.getenv("WB_SOURCE_DIR") or ".") .. "/scripts"
+local EXE = scratch.exe()
+local LIB = scratch.source() .. "/scripts"
 
 local function sh(cmd)
     local p = io.popen(cmd .. " 2>&1")

@@ -7,8 +7,8 @@ local scratch = require("scratch")
 local sweep = require("wb.sweep")
 local stats = require("wb.stats")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
-local SRC = os.getenv("WB_SOURCE_DIR") or "."
+local EXE = scratch.exe()
+local SRC = scratch.source()
 
 local run = scratch.run
 

@@ -5,8 +5,8 @@ local lu = require("luaunit")
 local cjson = require("cjson")
 local scratch = require("scratch")
 
-local EXE = os.getenv("WB_EXE") or "build/workbench"
-local SRC = os.getenv("WB_SOURCE_DIR") or "."
+local EXE = scratch.exe()
+local SRC = scratch.source()
 local SWEEP = SRC .. "/experiments/mlp_sweep.lua"
 -- (oneDNN's column has its own tests, in test_peers.lua: these look at PyTorch's and the sweep's)
 local SMALL = "--tokens 1,4 --dim 32 --hidden 64 --iters 2 --modes eager,dual --no-dnnl"

@@ -1,7 +1,8 @@
 -- test_tensor.lua: creation, metadata, values in and out, printing, lifetime, the generator.
 local lu = require("luaunit")
+local scratch = require("scratch")
 
-local function exe() return os.getenv("WB_EXE") or "build/workbench" end
+local function exe() return scratch.exe() end
 
 local function run(cmd)
     local p = io.popen(cmd .. " 2>&1")
