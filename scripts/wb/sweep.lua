@@ -215,6 +215,19 @@ local function shard_from_arg()
     end
 end
 
+-- A --shard from the command line that the sweep cannot honour is an argument error: one line
+-- naming the script, exit status 2, as wb.args reports a bad argument (not a traceback after the
+-- calibration); a script's own shard = "I/N" raises instead.
+local function refuse_shard(shard_text, msg)
+    if shard_from_arg() == shard_text then
+        local script = type(arg) == "table" and type(arg[0]) == "string" and arg[0]:match("[^/]*$") or "workbench"
+        io.stderr:write(string.format("%s: %s (see --help)\n", script, msg))
+        io.stderr:flush()
+        os.exit(2, true)
+    end
+    error("sweep: " .. msg, 3)
+end
+
 local KNOWN = {name = true, axes = true, measure = true, config = true, rounds = true, shard = true, cost = true,
     prepare = true, after_round = true, finish = true, samples = true, stats = true, derived = true,
     constants = true, columns = true, quiet = true, out = true, history = true}
@@ -313,20 +326,20 @@ local function new(spec)
     if shard_text == nil then shard_text = shard_from_arg() end
     if shard_text ~= nil then
         local i, n = M.parse_shard(shard_text)
-        if not i then error("sweep: " .. n, 2) end
+        if not i then refuse_shard(shard_text, n) end
         local groups = M.groups(axes, points, paired)
         if n > #groups then
             if #groups == #points then
-                error(string.format("sweep: --shard %s: the sweep has %d points, so at most %d shards", shard_text,
-                    #points, #points), 2)
+                refuse_shard(shard_text, string.format("--shard %s: the sweep has %d points, so at most %d shards",
+                    shard_text, #points, #points))
             end
             local names = {}
             for k in pairs(paired) do names[#names + 1] = k end
             table.sort(names)
-            error(string.format("sweep: --shard %s: the sweep's %d points make %d group%s (points that differ only " ..
-                "in %s share a shard: a derived column pairs them), so at most %d shard%s", shard_text, #points,
-                #groups, #groups == 1 and "" or "s", table.concat(names, " and "), #groups, #groups == 1 and "" or "s"),
-                2)
+            refuse_shard(shard_text, string.format("--shard %s: the sweep's %d points make %d group%s (points that " ..
+                "differ only in %s share a shard: a derived column pairs them), so at most %d shard%s", shard_text,
+                #points, #groups, #groups == 1 and "" or "s", table.concat(names, " and "), #groups,
+                #groups == 1 and "" or "s"))
         end
         local cost
         if spec.cost then
