@@ -57,7 +57,8 @@ function TestEnvironment:test_a_sandboxed_run_records_them_too()
 end
 
 function TestEnvironment:test_differences_are_named_both_ways()
-    local a = {environment = "WB_*", env_WB_GEMM_BLOCKING = "40,24,64", env_OMP_NUM_THREADS = "1", env_WB_DEVICE = "cpu"}
+    local a = {environment = "WB_*", env_WB_GEMM_BLOCKING = "40,24,64", env_OMP_NUM_THREADS = "1",
+        env_WB_DEVICE = "cpu"}
     local b = {environment = "WB_*", env_OMP_NUM_THREADS = "2", env_WB_DEVICE = "cpu", env_WB_CPU_ISA = "avx2"}
     local d = environment.differences(a, b)
     lu.assertEquals(d, {{name = "OMP_NUM_THREADS", a = "1", b = "2"}, {name = "WB_CPU_ISA", b = "avx2"},

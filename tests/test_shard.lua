@@ -131,7 +131,7 @@ function TestShard:test_the_experiment_refuses_bad_shards_before_measuring()
     -- more shards than token counts (a token count's modes share a shard): one line, status 2,
     -- nothing measured (the count is known once the sweep is declared, after the calibration)
     local out, code = run(string.format("%s %s/experiments/mlp_sweep.lua --no-peer --tokens 1,4 --dim 32 " ..
-        "--hidden 64 --iters 2 --rounds 1 --shard 3/3", EXE, SRC))
+        "--hidden 64 --iters 2 --rounds 1 --shard 3/3 --out %s", EXE, SRC, scratch.dir()))
     lu.assertEquals(code, 2, out)
     lu.assertStrContains(out, "\nmlp_sweep.lua: --shard 3/3: the sweep's 12 points make 2 groups (points that " ..
         "differ only in mode share a shard: a derived column pairs them), so at most 2 shards (see --help)\n")
