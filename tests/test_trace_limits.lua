@@ -9,7 +9,7 @@
 local lu = require("luaunit")
 local scratch = require("scratch")
 
-local EXE = os.getenv("WB_EXE") or "workbench"
+local EXE = scratch.exe()
 local HEAD = '{"otherData": {"producer": "workbench"}, "traceEvents": [\n'
 local OP = '{"ph": "X", "cat": "op", "name": "add", "pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"id": 1}}'
 
