@@ -1,8 +1,9 @@
 /* l_profiler_groups.c: s:diff_model(), wb.diff's model of a stopped session computed in C
  * (core/observe/profiler_groups.c), pushed as the tables scripts/wb/diff.lua reads: the nodes
- * with one sample per occurrence, the steps, and the first step's tree for the HTML timeline;
+ * with one sample per occurrence, the steps, and the drawn steps' trees for the HTML timeline;
  * s:folded_stacks() (core/observe/profiler_stacks.c) and s:findings_groups() (findings_*.c). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "findings_groups.h"
 #include "profiler_groups.h"
@@ -52,15 +53,34 @@ static void push_node(lua_State *L, const wb_diff_model *m, const wb_diff_node *
     }
 }
 
-/* s:diff_model([step]) -> {nodes = {path -> node}, order = {paths}, steps = {{host_ns, device_ns,
- * ts_ns, wait_ns}}, synthetic_step = bool, step_tree = {{path, depth, ts_ns, dur_ns, cat}} (of step
- * `step`, 1-based; default the median step), drawn_step = its index}, or nil and the message (an
- * empty profile). */
+/* s:diff_model([{draw = N | "median" | "all" | "none", per_occurrence = bool}]) -> {nodes = {path ->
+ * node}, order = {paths}, steps = {{host_ns, device_ns, ts_ns, wait_ns}}, synthetic_step = bool,
+ * step_tree = {{path, depth, step, ts_ns, dur_ns, cat}} (of step N, 1-based, of the median step by
+ * default, of every step, or of none), drawn_step = the one step drawn (nil for "all" and "none")},
+ * or nil and the message (an empty profile). */
 static int diff_model_build(lua_State *L) {
     wb_prof *p = wb_lua_check_session(L);
-    lua_Integer draw = luaL_optinteger(L, 2, 0);
+    wb_diff_model_opts o = {.draw = WB_DIFF_DRAW_MEDIAN};
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_getfield(L, 2, "draw");
+        if (lua_isinteger(L, -1)) {
+            lua_Integer k = lua_tointeger(L, -1);
+            if (k < 1) return luaL_error(L, "diff_model: draw = %d: steps count from 1", (int)k);
+            o.draw = (int64_t)k - 1;
+        } else if (!lua_isnil(L, -1)) {
+            const char *v = lua_tostring(L, -1);
+            if (v && !strcmp(v, "median")) o.draw = WB_DIFF_DRAW_MEDIAN;
+            else if (v && !strcmp(v, "all")) o.draw = WB_DIFF_DRAW_ALL;
+            else if (v && !strcmp(v, "none")) o.draw = WB_DIFF_DRAW_NONE;
+            else return luaL_error(L, "diff_model: draw takes a step (from 1), \"median\", \"all\" or \"none\"");
+        }
+        lua_getfield(L, 2, "per_occurrence");
+        o.per_occurrence = lua_toboolean(L, -1);
+        lua_pop(L, 2);
+    }
     wb_diff_model m;
-    if (wb_prof_diff_model_drawing(p, draw >= 1 ? (int64_t)draw - 1 : -1, &m) != WB_OK) {
+    if (wb_prof_diff_model(p, &o, &m) != WB_OK) {
         lua_pushnil(L);
         lua_pushstring(L, wb_error_message());
         return 2;
@@ -94,14 +114,17 @@ static int diff_model_build(lua_State *L) {
         lua_createtable(L, 0, 5);
         wb_lua_setstring(L, "path", m.node[x->node].path);
         wb_lua_setinteger(L, "depth", x->depth);
+        wb_lua_setinteger(L, "step", (lua_Integer)x->step + 1);
         wb_lua_setinteger(L, "ts_ns", x->ts_ns);
         wb_lua_setinteger(L, "dur_ns", x->dur_ns);
         wb_lua_setstring(L, "cat", wb_event_kind_name(x->kind));
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "step_tree");
-    lua_pushinteger(L, (lua_Integer)m.drawn_step + 1);
-    lua_setfield(L, -2, "drawn_step");
+    if (o.draw >= 0 || o.draw == WB_DIFF_DRAW_MEDIAN) {
+        lua_pushinteger(L, (lua_Integer)m.drawn_step + 1);
+        lua_setfield(L, -2, "drawn_step");
+    }
     wb_diff_model_free(&m);
     return 1;
 }

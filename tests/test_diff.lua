@@ -54,7 +54,7 @@ local function prog(spec)
     return ev
 end
 
-local function diff_of(a, b, o) return D.diff(D.model(prog(a)), D.model(prog(b)), o) end
+local function diff_of(a, b, o) return D.diff(D.model(prog(a), o), D.model(prog(b), o), o) end
 
 local node, sums_exactly = shared.node, shared.sums_exactly
 
@@ -73,7 +73,7 @@ local function fused()
 end
 
 function test_repeated_ops_align_by_rank_and_replacement_is_named()
-    local r = diff_of({ranges = MLP, jitter = saw}, {ranges = fused(), jitter = saw})
+    local r = diff_of({ranges = MLP, jitter = saw}, {ranges = fused(), jitter = saw}, {per_occurrence = true})
     lu.assertEquals(#r.changes, 1)
     local line = T.change_line(r.changes[1])
     lu.assertEquals(line, "mlp: gelu (4x4) (wb_gelu) + mul (4x4, 4x4) (wb_mul) -> geglu (4x4, 4x4) (wb_geglu)")
@@ -83,8 +83,52 @@ function test_repeated_ops_align_by_rank_and_replacement_is_named()
     lu.assertEquals(#r.kernels.gone, 2)
     lu.assertEquals(r.kernels.new[1].name, "wb_geglu")
     for _, n in ipairs(r.nodes) do -- the range itself did get faster: only the aligned ops are the same
-        if n.label ~= "mlp" then lu.assertEquals(n.host and n.host.verdict or "SAME", "SAME", n.label) end
+        if n.label ~= "mlp" and not n.only then
+            lu.assertEquals(n.host and n.host.verdict or "SAME", "SAME", n.label)
+        end
     end
+end
+
+-- The changed nodes are rows of the table: the removed ones where A ran them, the added ones after
+-- them, each with its kernel, its median and its time per step (the attribution's terms).
+function test_removed_and_added_nodes_are_rows()
+    local r = diff_of({ranges = MLP, jitter = saw}, {ranges = fused(), jitter = saw})
+    local rows = {}
+    for _, n in ipairs(r.nodes) do rows[#rows + 1] = string.format("%d %s %s", n.depth, n.only or "=", n.label) end
+    lu.assertEquals(rows, {"1 = mlp", "2 = linear (4x4)", "3 = k", "2 A gelu (4x4)", "3 A wb_gelu",
+        "2 A mul (4x4, 4x4)", "3 A wb_mul", "2 B geglu (4x4, 4x4)", "3 B wb_geglu", "2 = linear (4x8)", "3 = k"})
+    local gelu, geglu = node(r, "gelu (4x4)"), node(r, "geglu (4x4, 4x4)")
+    lu.assertEquals({gelu.host.verdict, gelu.device.verdict, gelu.count_a, gelu.count_b}, {"removed", "removed", 1, 0})
+    lu.assertEquals(geglu.host.verdict, "added")
+    lu.assertTrue(gelu.host.median_a > 7000 and gelu.host.median_a < 9000, gelu.host.median_a)
+    lu.assertNil(gelu.host.median_b)
+    -- their times per step are the attribution's removed and added terms
+    local mlp = r.attribution.host[2]
+    lu.assertEquals(r.labels[mlp.parent], "mlp")
+    lu.assertAlmostEquals(gelu.host_contribution + node(r, "mul (4x4, 4x4)").host_contribution, mlp.removed, 1e-6)
+    lu.assertAlmostEquals(geglu.host_contribution, mlp.added, 1e-6)
+    local text = table.concat(T.format(r, 120), "\n")
+    lu.assertStrMatches(text, ".*\n %- gelu %(4x4%) +1 +[%d.]+ us +%- +%- +removed .*")
+    lu.assertStrMatches(text, ".*\n  %+ wb_geglu +1 +%- +%- +%- +%- +%- +[%d.]+ us +added .*")
+    -- what cannot fail a row: a verdict for a node one side lacks
+    lu.assertEquals(D.worst_slower(r), D.worst_slower({total = r.total, nodes = {}}))
+end
+
+-- Repeats of a path (three forwards a step, two linears of one signature) are one row with their
+-- count, as key_averages makes them; per occurrence each is its own.
+function test_repeats_are_one_row_with_their_count()
+    local three = {}
+    for i = 1, 3 do three[i] = MLP[1] end
+    local r = diff_of({ranges = three, jitter = saw}, {ranges = three, jitter = saw})
+    local rows = {}
+    for _, n in ipairs(r.nodes) do rows[#rows + 1] = string.format("%s x%g", n.label, n.count_a) end
+    lu.assertEquals(rows, {"mlp x3", "linear (4x4) x6", "k x6", "gelu (4x4) x3", "wb_gelu x3", "mul (4x4, 4x4) x3",
+        "wb_mul x3", "linear (4x8) x3", "k x3"})
+    lu.assertEquals(node(r, "mlp").host.n_a, 15) -- 5 steps of 3
+    local each = diff_of({ranges = three, jitter = saw}, {ranges = three, jitter = saw}, {per_occurrence = true})
+    lu.assertEquals(#each.nodes, 3 * 11)
+    lu.assertNotNil(node(each, "mlp #3"))
+    lu.assertEquals(node(each, "mlp #3").host.n_a, 5)
 end
 
 function test_a_copy_kernel_gone_is_named()
@@ -112,7 +156,7 @@ function test_kernels_align_by_kind_fields_not_by_name()
     d[1][2][1] = {name = "linear", dur = 20000, kernel = {op = "sgemm", isa = "avx2", layout = "tn", epilogue = "none",
         tile = "6x16", threads = 2}}
     lu.assertEquals(#diff_of({ranges = MLP}, {ranges = d}).changes, 0)
-    r = diff_of({ranges = MLP}, {ranges = c})
+    r = diff_of({ranges = MLP}, {ranges = c}, {per_occurrence = true})
     local lines = {}
     for _, ch in ipairs(r.changes) do lines[#lines + 1] = T.change_line(ch) end
     table.sort(lines)
@@ -324,10 +368,21 @@ function test_cli_text_json_html()
     local out, err, code = run(string.format("--width 100 '%s' '%s'", t.eager, t.fused))
     lu.assertEquals(code, 0, err)
     lu.assertStrContains(out, "fingerprint differences: none")
-    lu.assertStrMatches(out, ".*structural changes:\n  mlp: gelu .* %+ mul .* %-> geglu .*")
+    lu.assertStrMatches(out, ".*structural changes:\n  mlp: gelu .* %+ mul .* %->%s+geglu%s.*")
     for line in out:gmatch("[^\n]+") do
         if line:match("^ *mlp ") then lu.assertTrue(#line <= 100, line) end
     end
+    -- the default width (no $COLUMNS): 120 columns, the header whole, the replaced ops as rows,
+    -- no interval from too few samples (5 steps a side: "n=5")
+    out, err, code = scratch.run_split(string.format("env -u COLUMNS %s diff '%s' '%s'", EXE, t.eager, t.fused))
+    lu.assertEquals(code, 0, err)
+    for line in out:gmatch("[^\n]+") do lu.assertTrue(#line <= 120, line) end
+    lu.assertStrMatches(out, ".*\nnode +count +host A +host B +B/A %[95%%%] +host +dev A +dev B +dev +contrib\n.*")
+    lu.assertStrMatches(out, ".*\n %- gelu %(16x256%) +1 .* removed .*\n  %- wb_gelu_tanh_%w+ +1 .*")
+    lu.assertStrMatches(out, ".*\n %+ geglu %(16x256, 16x256%) +1 .* added .*")
+    lu.assertStrMatches(out, ".*\nmlp +1 .* n=5 .*")
+    lu.assertNil(out:find("%[(%d+%.%d+),%1%]"), out)
+    lu.assertEquals(select(2, out:gsub("\n", "")) < 45, true, out)
     out, err, code = run(string.format("--json '%s' '%s'", t.fast, t.slow))
     lu.assertEquals(code, 0, err)
     local doc = cjson.decode(out)
@@ -349,11 +404,11 @@ function test_cli_text_json_html()
     lu.assertNil(page:find("<script", 1, true))
     lu.assertStrContains(page, "&lt;script&gt;alert(1)&lt;/script&gt;")
     lu.assertNil(page:find("https?://"))
-    lu.assertStrContains(page, 'id="a1" href="#b1"')
-    lu.assertStrContains(page, 'id="b1" href="#a1"')
+    lu.assertStrContains(page, 'id="a1_1" href="#b1_1"')
+    lu.assertStrContains(page, 'id="b1_1" href="#a1_1"')
 end
 
-function test_cli_html_draws_the_median_step_or_the_one_asked()
+function test_cli_html_draws_every_step_or_the_one_asked()
     -- steps of 2, 30 and 12 ms: the median step by host time is the third (apart enough that a
     -- deschedule inside one of the loops, which spin on the wall clock, does not reorder them)
     local ms = {2, 30, 12}
@@ -370,20 +425,28 @@ function test_cli_html_draws_the_median_step_or_the_one_asked()
     local _, b = stepped()
     lu.assertEquals(D.model_of(p).drawn_step, 3)
     lu.assertEquals(D.median_step(D.model(p:events())), 3) -- the Lua model picks the same step
-    lu.assertEquals(D.model_of(p, 2).drawn_step, 2)
+    lu.assertEquals(D.model_of(p, {draw = 2}).drawn_step, 2)
     local function page(extra)
         local html = scratch.path(".html")
         local _, err, code = run(string.format("%s --html '%s' '%s' '%s'", extra, html, a, b))
         lu.assertEquals(code, 0, err)
         return read_all(html)
     end
+    -- every step, on one time axis (ticks), each bar's whole label in its text and its title
     local text = page("")
-    lu.assertStrContains(text, "Step 3 of A and step 3 of B (each side's median step by host time")
-    lu.assertStrMatches(text, '.*title="r: 1%d%d%d%d%.%d us".*')
+    lu.assertStrContains(text, "A: steps 1-3 of 3; B: steps 1-3 of 3 (every step")
+    for k, m in ipairs(ms) do
+        lu.assertStrMatches(text, string.format('.*title="r: %d%%d%%d%%d%%.%%d us, step %d"[^>]*>r</a>.*', m, k))
+        lu.assertStrContains(text, string.format('">step %d</div>', k))
+    end
+    lu.assertEquals(select(2, text:gsub('class="step"', "")), 6)
+    lu.assertTrue(select(2, text:gsub('class="tick"', "")) >= 5, "ticks on the time axis")
+    lu.assertStrMatches(text, '.*<span>[%d.]+ ms</span>.*')
+    lu.assertNil(text:find("&#183;", 1, true)) -- no depth dots eating the label
     text = page("--step 2")
-    lu.assertStrContains(text, "Step 2 of A and step 2 of B (as asked with --step)")
-    lu.assertStrMatches(text, '.*title="r: 3%d%d%d%d%.%d us".*')
-    lu.assertNil(text:find('title="r: 1%d%d%d%d%.%d us"'))
+    lu.assertStrContains(text, "A: step 2 of 3; B: step 2 of 3 (as asked with --step)")
+    lu.assertStrMatches(text, '.*title="r: 3%d%d%d%d%.%d us, step 2".*')
+    lu.assertNil(text:find('title="r: 1%d%d%d%d%.%d us'))
     local _, err, code = run(string.format("--step 4 --html '%s' '%s' '%s'", scratch.path(".html"), a, b))
     lu.assertEquals(code, 2)
     lu.assertStrContains(err, "--step 4: A has 3 step(s)")

@@ -6,7 +6,7 @@ local lu = require("luaunit")
 local scratch = require("scratch")
 local D = require("wb.diff")
 
--- a program with ranges (nested), views, composite ops, parallel kernels, memory events, steps
+-- a program with ranges (nested, one of them twice), views, composite ops, parallel kernels, memory events, steps
 local function program(steps, opts)
     local x, w, b = wb.rand({64, 96}), wb.rand({128, 96}), wb.rand({128})
     local p = wb.profiler.profile(opts)
@@ -15,7 +15,7 @@ local function program(steps, opts)
         wb.profiler.range("fwd", function()
             local y = wb.linear(x, w, b)
             local z = wb.gelu(y) * y
-            wb.profiler.range("inner", function() local _ = z:t():contiguous() + 1 end)
+            for _ = 1, 2 do wb.profiler.range("inner", function() local _ = z:t():contiguous() + 1 end) end
         end)
         local _ = x + 1
         p:step()
@@ -46,8 +46,22 @@ local function tree_lines(root)
     return out
 end
 
-local function assert_same_model(p)
+local function assert_same_model(p, no_repeats)
+    -- per occurrence (repeats apart by rank), and every step's tree as --html draws them
+    local lua_each = D.model(p:events(), {per_occurrence = true})
+    local all = D.model_of(p, {per_occurrence = true, draw = "all"})
+    lu.assertNil(all.drawn_step)
+    for k, st in ipairs(lua_each.steps) do
+        lu.assertEquals(tree_lines(all.steps[k].root), tree_lines(st.root), "step " .. k)
+    end
+    lu.assertEquals(comparable(all), comparable(lua_each))
+    local ranked = false
+    for path in pairs(all.nodes) do ranked = ranked or path:find("#2", 1, true) ~= nil end
+    lu.assertEquals(ranked, not no_repeats, "repeats told apart per occurrence")
+    -- a model for the table alone keeps no tree
+    for _, st in ipairs(D.model_of(p, {draw = "none"}).steps) do lu.assertNil(st.root) end
     local lua_model, native = D.model(p:events()), D.model_of(p)
+    for path in pairs(native.nodes) do lu.assertNil(path:find("#%d"), path) end -- repeats aggregated
     -- the C model keeps the median step's tree (the step diff --html draws), the same one
     lu.assertEquals(native.drawn_step, D.median_step(lua_model))
     lu.assertEquals(tree_lines(native.steps[native.drawn_step].root), tree_lines(lua_model.steps[native.drawn_step].root))
@@ -85,7 +99,7 @@ function TestDiffModel:test_no_steps_one_synthetic_step()
     f = assert(io.open(cut, "w"))
     f:write(text)
     f:close()
-    local m = assert_same_model(wb.profiler.load_trace(cut))
+    local m = assert_same_model(wb.profiler.load_trace(cut), true)
     lu.assertEquals(m.notes, {"no steps recorded (p:step()): the whole trace is one step"})
 end
 
@@ -121,17 +135,24 @@ function TestDiffModel:test_large_profiles_without_event_tables()
     collectgarbage()
     collectgarbage("stop")
     local before = collectgarbage("count")
-    local ma = D.model_of(pa)
+    local ma = D.model_of(pa, {per_occurrence = true})
     local grew_kb = collectgarbage("count") - before
     collectgarbage("restart")
     print(string.format("the model of %d events: %.0f KiB of Lua memory", pa:stats().events, grew_kb))
-    -- 2 samples per occurrence (host and device time) and 2600 nodes of each kind per step
+    -- per occurrence: 2 samples per occurrence (host and device time) and 2600 nodes of each kind
+    -- per step (the heavier model; aggregated, the same samples in 2 nodes)
     lu.assertTrue(grew_kb < 24 * 1024, string.format("the model took %.0f KiB of Lua memory for %d events", grew_kb,
         pa:stats().events))
     lu.assertEquals(#ma.steps, 40)
-    local r = wb.profiler.diff(pa, pb)
+    local r = wb.profiler.diff(pa, pb, {per_occurrence = true})
     lu.assertEquals(r.a.steps, 40)
     lu.assertTrue(#r.nodes >= 5200, "aligned nodes: " .. #r.nodes)
+    -- by default a row per path: the add and its kernel, 2600 times a step each
+    r = wb.profiler.diff(pa, pb)
+    lu.assertEquals(#r.nodes, 2)
+    for _, n in ipairs(r.nodes) do
+        lu.assertEquals({n.count_a, n.count_b, #D.model_of(pa).nodes[n.path].device}, {2600, 2600, 2600 * 40}, n.label)
+    end
 end
 
 scratch.exit(lu.LuaUnit.run())

@@ -1,7 +1,8 @@
 /* profiler_groups.c: wb.diff's model computed over the store (profiler_groups.h). Each step gets
  * a tree: an op under the op that called it, else under the innermost range holding it; a kernel
- * under the op that launched it. Siblings are ranked by signature in time order, and every node
- * path collects one sample per occurrence. Memory is ~64 bytes per host event or kernel while it
+ * under the op that launched it. A node is a path of signatures (repeats of one signature under
+ * one parent are one node, or, per occurrence, told apart by their rank in time order), and every
+ * node collects one sample per occurrence. Memory is ~64 bytes per host event or kernel while it
  * runs, and the nodes and their samples after; no Lua table per event. */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -249,7 +250,10 @@ static int node_new(wb_diff_model *m, size_t *cap, const sigtab *t, const inst *
     size_t np = strlen(parent_path) + strlen(key) + 16, nl = strlen(label) + 16;
     d->path = malloc(np), d->label = malloc(nl);
     if (!d->path || !d->label) return free(d->path), free(d->label), 0;
-    snprintf(d->path, np, "%s/%s#%u", parent_path, key, (unsigned)x->rank);
+    if (x->rank) /* per occurrence */
+        snprintf(d->path, np, "%s/%s#%u", parent_path, key, (unsigned)x->rank);
+    else
+        snprintf(d->path, np, "%s/%s", parent_path, key);
     if (x->rank > 1)
         snprintf(d->label, nl, "%s #%u", label, (unsigned)x->rank);
     else
@@ -288,10 +292,11 @@ static int median_step(const step_rec *steps, size_t ns, size_t *out) {
     return 1;
 }
 
-wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *m) { return wb_prof_diff_model_drawing(p, -1, m); }
-
-wb_status wb_prof_diff_model_drawing(const wb_prof *p, int64_t draw, wb_diff_model *m) {
+wb_status wb_prof_diff_model(const wb_prof *p, const wb_diff_model_opts *opts, wb_diff_model *m) {
     memset(m, 0, sizeof *m);
+    const wb_diff_model_opts defaults = {.draw = WB_DIFF_DRAW_MEDIAN};
+    if (!opts) opts = &defaults;
+    int64_t draw = opts->draw;
     inst *host = NULL, *dev = NULL, *in = NULL;
     step_rec *steps = NULL;
     size_t nh = 0, nd = 0, ns = 0, cap_h = 0, cap_d = 0, cap_s = 0, cap_nodes = 0;
@@ -362,7 +367,7 @@ wb_status wb_prof_diff_model_drawing(const wb_prof *p, int64_t draw, wb_diff_mod
         m->synthetic_step = 1;
     }
     if (draw >= 0) m->drawn_step = (size_t)draw < ns ? (size_t)draw : ns - 1;
-    else if (!median_step(steps, ns, &m->drawn_step)) goto oom;
+    else if (draw == WB_DIFF_DRAW_MEDIAN && !median_step(steps, ns, &m->drawn_step)) goto oom;
     /* 2: one array: host occurrences, kernels, then one root per step */
     size_t n = nh + nd + ns;
     if (!(in = malloc(n * sizeof *in))) goto oom;
@@ -457,13 +462,15 @@ wb_status wb_prof_diff_model_drawing(const wb_prof *p, int64_t draw, wb_diff_mod
         for (uint32_t j = 0; j < in[i].nchild; j++) {
             inst *ch = &in[kids[in[i].child0 + j]];
             if (rank_gen[ch->sig] != (int32_t)i) rank_gen[ch->sig] = (int32_t)i, rank_cnt[ch->sig] = 0;
-            ch->rank = ++rank_cnt[ch->sig];
+            ++rank_cnt[ch->sig];
+            ch->rank = opts->per_occurrence ? (int32_t)rank_cnt[ch->sig] : 0;
         }
     }
     /* 5: depth first from each step's root: nodes in the order first met, a sample per occurrence */
     if (!node_rehash(&nodes) || !(stack = malloc((n + 1) * sizeof *stack))) goto oom;
     for (size_t k = 0; k < ns; k++) {
         size_t sp = 0;
+        int keep = draw == WB_DIFF_DRAW_ALL || ((draw >= 0 || draw == WB_DIFF_DRAW_MEDIAN) && k == m->drawn_step);
         in[ROOT(k)].node = -1;
         stack[sp++] = ROOT(k);
         while (sp) {
@@ -495,9 +502,9 @@ wb_status wb_prof_diff_model_drawing(const wb_prof *p, int64_t draw, wb_diff_mod
                         goto oom;
                     d->step_no[d->nsteps] = x->step, d->step_count[d->nsteps++] = 1;
                 }
-                if (k == m->drawn_step) {
-                    wb_diff_instance di = {.node = x->node, .depth = depth - 1, .ts_ns = x->ts, .dur_ns = x->dur,
-                                           .kind = x->kind};
+                if (keep) {
+                    wb_diff_instance di = {.node = x->node, .depth = depth - 1, .step = (int32_t)k, .ts_ns = x->ts,
+                                           .dur_ns = x->dur, .kind = x->kind};
                     APPEND(m->step_tree, m->ntree, cap_tree, di);
                 }
             }

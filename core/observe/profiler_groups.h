@@ -9,9 +9,9 @@
 
 /* One aligned node: what wb.diff's model() calls a node (scripts/wb/diff.lua). */
 typedef struct wb_diff_node {
-    char *path;       /* "/range mlp#1/op linear(4x8)[f32]#1/kernel op=sgemm,...#1" */
+    char *path;       /* "/range mlp/op linear(4x8)[f32]/kernel op=sgemm,..."; per occurrence "/range mlp#1/..." */
     int32_t parent;   /* the parent node's index, -1 under a step */
-    char *label;      /* "linear (4x8)", "#2" appended from the second sibling of a signature on */
+    char *label;      /* "linear (4x8)"; per occurrence "#2" appended from a signature's second sibling on */
     char *kind_key;   /* device nodes: the kernel kind (the path's key without its rank), else NULL */
     const char *name; /* its first occurrence's name (valid while the session lives) */
     int kind;         /* WB_EV_* */
@@ -25,9 +25,9 @@ typedef struct wb_diff_node {
     char *fields[5]; /* device nodes: op, isa, layout, epilogue, tile (NULL: absent) */
 } wb_diff_node;
 
-/* One occurrence in the drawn step's tree (in depth-first order), for the HTML timeline. */
+/* One occurrence in the drawn steps' trees (in depth-first order), for the HTML timeline. */
 typedef struct wb_diff_instance {
-    int32_t node, depth; /* depth 0 under the step */
+    int32_t node, depth, step; /* depth 0 under the step; step 0-based */
     int64_t ts_ns, dur_ns;
     int kind;
 } wb_diff_instance;
@@ -39,18 +39,28 @@ typedef struct wb_diff_model {
     double *step_wait_ns; /* the run-queue delay recorded with the step (0: none) */
     size_t nsteps;
     int synthetic_step; /* no step recorded: the whole trace is one */
-    wb_diff_instance *step_tree; /* the occurrences of step drawn_step (0-based) */
-    size_t ntree, drawn_step;
+    wb_diff_instance *step_tree; /* the occurrences of the drawn steps, step by step */
+    size_t ntree, drawn_step;    /* drawn_step: the one step drawn (0-based), when one is */
 } wb_diff_model;
 
 extern const char *const wb_diff_field_names[5];
 
-/* The model of a stopped session (recorded, or a trace read back). WB_ERR_ARGUMENT with the
- * message "holds no ranges, ops or kernels (an empty profile)" when there is nothing to align. */
-wb_status wb_prof_diff_model(const wb_prof *p, wb_diff_model *out);
-/* The same, keeping the tree of step `draw` (0-based; past the last: the last) instead of the
- * median step's: the one whose host time is the median of the steps' (the earlier of two). */
-wb_status wb_prof_diff_model_drawing(const wb_prof *p, int64_t draw, wb_diff_model *out);
+/* Which steps' trees a model keeps (opts.draw), besides a step's index (0-based; past the last:
+ * the last): the median step by host time (the lower median, the earliest of equal ones), every
+ * step, or none (a model for the table only). */
+enum { WB_DIFF_DRAW_MEDIAN = -1, WB_DIFF_DRAW_ALL = -2, WB_DIFF_DRAW_NONE = -3 };
+
+typedef struct wb_diff_model_opts {
+    int64_t draw;
+    /* 0 (key_averages' way): every repeat of a signature under one parent is one node, its
+     * occurrences its samples; 1: the n-th repeat is a node of its own ("#n" in path and label) */
+    int per_occurrence;
+} wb_diff_model_opts;
+
+/* The model of a stopped session (recorded, or a trace read back); opts NULL: the median step's
+ * tree, repeats aggregated. WB_ERR_ARGUMENT with the message "holds no ranges, ops or kernels (an
+ * empty profile)" when there is nothing to align. */
+wb_status wb_prof_diff_model(const wb_prof *p, const wb_diff_model_opts *opts, wb_diff_model *out);
 void wb_diff_model_free(wb_diff_model *m);
 
 /* Folded stacks, one line per distinct stack ("call site;op;inner op;kernel <ns>\n"), sorted, as

@@ -3,9 +3,11 @@
 -- faster or slower beyond the noise (compare's rule), and where the total's change went.
 --
 -- A node is a range, a host op, a runtime call or a device kernel, named by its path: the ranges
--- around it, then each op as name + input shapes + dtypes + its rank among siblings with that
--- signature, then each kernel by its kind (op, dtype, isa, layout, epilogue: fields the kernel
--- carries, never read out of its name) and rank. Every occurrence, in every step, is a sample.
+-- around it, then each op as name + input shapes + dtypes, then each kernel by its kind (op,
+-- dtype, isa, layout, epilogue: fields the kernel carries, never read out of its name). Repeats of
+-- a signature under one parent are one node, as key_averages makes one row of them (the three
+-- forwards of a loop, the two linears of a GeGLU); per occurrence (o.per_occurrence), the n-th
+-- repeat is a node of its own, its rank in the path. Every occurrence, in every step, is a sample.
 -- Formatting lives in wb.diff_text and wb.diff_html; this module only computes.
 
 local stats = require("wb.stats")
@@ -83,11 +85,13 @@ local function sorted_by_time(list)
     return list
 end
 
--- model(events) -> {nodes = {path -> node}, order = {paths}, steps = {{host_ns, device_ns,
--- ts_ns, roots}}, notes = {...}}. A node: {path, parent, label, cat, depth, host = {samples},
--- device = {samples}, fields (a kernel's), kernels = {names under it}, order}.
-function M.model(events)
+-- model(events[, o]) -> {nodes = {path -> node}, order = {paths}, steps = {{host_ns, device_ns,
+-- ts_ns, root}}, notes = {...}}. A node: {path, parent, label, cat, depth, host = {samples},
+-- device = {samples}, fields (a kernel's), kernels = {names under it}, order}. o.per_occurrence:
+-- repeats apart (see above).
+function M.model(events, o)
     if type(events) ~= "table" then fail("expected a list of events") end
+    local per_occurrence = type(o) == "table" and o.per_occurrence
     local steps, host, device, by_id = {}, {}, {}, {}
     for _, e in ipairs(events) do
         if type(e) == "table" and type(e.ts_ns) == "number" and type(e.dur_ns) == "number" and type(e.name) == "string" then
@@ -179,10 +183,11 @@ function M.model(events)
         for _, c in ipairs(n.children) do
             local key, label = signature(c.e)
             rank[key] = (rank[key] or 0) + 1
-            c.path = n.path .. "/" .. key .. "#" .. rank[key]
+            c.path = per_occurrence and n.path .. "/" .. key .. "#" .. rank[key] or n.path .. "/" .. key
             local node = nodes[c.path]
             if not node then
-                node = {path = c.path, parent = n.path, label = rank[key] > 1 and label .. " #" .. rank[key] or label,
+                node = {path = c.path, parent = n.path,
+                    label = per_occurrence and rank[key] > 1 and label .. " #" .. rank[key] or label,
                     name = c.e.name, cat = c.e.cat, depth = depth, host = {}, device = {}, kernels = {},
                     order = #order + 1, first = c}
                 if DEVICE[c.e.cat] then
@@ -220,24 +225,27 @@ function M.model(events)
     return {nodes = nodes, order = order, steps = out_steps, notes = notes}
 end
 
--- model_of(p[, step]) -> the same model for a stopped profile or a loaded trace (a wb.profiler
+-- model_of(p[, o]) -> the same model for a stopped profile or a loaded trace (a wb.profiler
 -- object), computed in C over its store (s:diff_model(), core/observe/profiler_groups.c): no table
--- per event; the nodes keep their samples, and only one step keeps its tree (wb.diff_html's):
--- `step` (1-based; past the last, the last), else the median step by host time.
-function M.model_of(p, step)
-    local m, err = p:_result():diff_model(step)
+-- per event; the nodes keep their samples, and only the steps wb.diff_html draws keep their tree:
+-- o.draw = N (1-based; past the last, the last; then m.drawn_step = N), "all", "none", or by
+-- default the median step by host time (m.drawn_step). o.per_occurrence as for model().
+function M.model_of(p, o)
+    o = o or {}
+    local m, err = p:_result():diff_model({draw = o.draw, per_occurrence = o.per_occurrence and true or false})
     if not m then fail(err) end
     m.notes = {}
     if m.synthetic_step then m.notes[1] = "no steps recorded (p:step()): the whole trace is one step" end
-    local root, open = {children = {}}, {}
-    open[0] = root
+    local open = {}
     for _, x in ipairs(m.step_tree) do
+        local st = m.steps[x.step]
+        if not st.root then st.root = {children = {}} end
+        if x.depth == 0 then open[0] = st.root end
         local c = {path = x.path, e = {ts_ns = x.ts_ns, dur_ns = x.dur_ns, cat = x.cat}, children = {}}
         local up = open[x.depth]
         up.children[#up.children + 1] = c
         open[x.depth + 1] = c
     end
-    m.steps[m.drawn_step].root = root
     m.step_tree, m.synthetic_step = nil, nil
     return m
 end
@@ -273,8 +281,8 @@ end
 -- side has no samples. lo..hi bounds B/A from the two medians' 95% intervals.
 local function judge(sa, sb, min_effect, common)
     if #sa == 0 or #sb == 0 then return nil end
-    local ma, la, ha = stats.median_ci(sa)
-    local mb, lb, hb = stats.median_ci(sb)
+    local ma, la, ha, ca = stats.median_ci(sa)
+    local mb, lb, hb, cb = stats.median_ci(sb)
     local v, ratio, p, basis, noise = compare.verdict({median = ma, samples = sa}, {median = mb, samples = sb}, min_effect)
     -- below the clock's and the recorder's own resolution a ratio means nothing (a 100 ns
     -- transpose "4x slower" at 400 ns): SAME, whatever the ranks say
@@ -292,8 +300,12 @@ local function judge(sa, sb, min_effect, common)
         local rel = compare.verdict({median = ma * common, samples = scaled}, {median = mb, samples = sb}, min_effect)
         if rel ~= v then v, basis = "UNSURE", "common shift" end
     end
-    return {median_a = ma, median_b = mb, ratio = ratio, lo = ha > 0 and lb / ha or nil, hi = la > 0 and hb / la or nil,
-        verdict = v, p = p, basis = basis, noise = noise, n_a = #sa, n_b = #sb, drift = drift}
+    -- the interval only where both medians' intervals reach 95% (6 samples a side): from fewer,
+    -- [min, max] covers less, and one sample a side gives an "interval" of the ratio itself
+    local interval = ca >= 0.95 and cb >= 0.95
+    return {median_a = ma, median_b = mb, ratio = ratio, lo = interval and ha > 0 and lb / ha or nil,
+        hi = interval and la > 0 and hb / la or nil, verdict = v, p = p, basis = basis, noise = noise, n_a = #sa,
+        n_b = #sb, drift = drift}
 end
 
 local function label_with_kernels(node)
@@ -315,6 +327,36 @@ local function children_of(model)
         table.insert(ch[n.parent], n)
     end
     return ch
+end
+
+-- The paths of both models in the order the table shows them: A's nodes in A's order, and each
+-- node only B has under the same parent after its nearest aligned sibling before it in B (after
+-- the nodes only A has there: "gelu, mul" removed, then "geglu" added); a node's subtree follows it.
+local function merged_order(ma, mb)
+    local ca, cb = children_of(ma), children_of(mb)
+    local out = {}
+    local function walk(parent)
+        local later = {} -- B-only children by the aligned sibling they follow ("^": none)
+        local anchor = "^"
+        for _, n in ipairs(cb[parent] or {}) do
+            if ma.nodes[n.path] then anchor = n.path
+            else later[anchor] = later[anchor] or {}; table.insert(later[anchor], n.path) end
+        end
+        local pending = later["^"] or {}
+        local function flush()
+            for _, path in ipairs(pending) do out[#out + 1] = path; walk(path) end
+            pending = {}
+        end
+        for _, n in ipairs(ca[parent] or {}) do
+            if mb.nodes[n.path] then flush() end
+            out[#out + 1] = n.path
+            walk(n.path)
+            if mb.nodes[n.path] then pending = later[n.path] or {} end
+        end
+        flush()
+    end
+    walk("")
+    return out
 end
 
 -- Structural changes under every parent both profiles have: the unaligned children of A and of B
@@ -472,7 +514,9 @@ local function top_names(m)
 end
 
 -- diff(ma, mb, o) -> the whole comparison of two models (see M.model). o: min_effect (fraction),
--- fingerprint_a/_b (flat tables), name_a/_b. Raises {diff_error} when nothing aligns.
+-- fingerprint_a/_b (flat tables), name_a/_b. Raises {diff_error} when nothing aligns. r.nodes: a
+-- row per node of either side in the table's order; a node only one side has carries only = "A"
+-- (verdict "removed") or "B" ("added").
 function M.diff(ma, mb, o)
     o = o or {}
     local aligned_top = false
@@ -500,6 +544,7 @@ function M.diff(ma, mb, o)
         if fa[k] ~= fb[k] then diffs[#diffs + 1] = {field = k, a = fa[k], b = fb[k]} end
     end
     r.fingerprint = diffs
+    r.build = {a = fa.build, b = fb.build} -- shown whether or not they differ
     local function median_wait(m)
         local w = {}
         for i, st in ipairs(m.steps) do w[i] = st.wait_ns end
@@ -548,17 +593,39 @@ function M.diff(ma, mb, o)
         device = judge(step_samples(ma, "device"), step_samples(mb, "device"), o.min_effect, common)}
     local ca, cb = children_of(ma), children_of(mb)
     r.labels = {}
-    for _, path in ipairs(ma.order) do
+    -- one row per node of either side: aligned ones judged; one side's alone as removed or added,
+    -- with its median and its time per step (the attribution's removed and added terms)
+    local function alone(n, m, verdict, sign)
+        local function side(s)
+            if #s == 0 then return nil end
+            local x = {verdict = verdict, n_a = 0, n_b = 0}
+            local key = sign < 0 and "a" or "b"
+            x["median_" .. key], x["n_" .. key] = stats.summarize(s).median, #s
+            return x
+        end
+        return side(n.host), sum(n.device) > 0 and side(n.device) or nil,
+            HOST[n.cat] and sign * sum(n.host) / #m.steps or nil, sign * sum(n.device) / #m.steps
+    end
+    for _, path in ipairs(merged_order(ma, mb)) do
         local a, b = ma.nodes[path], mb.nodes[path]
-        if b then
+        local n = a or b
+        local row = {path = path, label = n.label, cat = n.cat, depth = n.depth,
+            count_a = a and #a.device / #ma.steps or 0, count_b = b and #b.device / #mb.steps or 0}
+        if a and b then
             r.labels[path] = a.label
             local has_device = sum(a.device) > 0 or sum(b.device) > 0
-            r.nodes[#r.nodes + 1] = {path = path, label = a.label, cat = a.cat, depth = a.depth,
-                host = judge(a.host, b.host, o.min_effect, common),
-                device = has_device and judge(a.device, b.device, o.min_effect, common) or nil,
-                host_contribution = HOST[a.cat] and (sum(b.host) / #mb.steps - sum(a.host) / #ma.steps) or nil,
-                device_contribution = sum(b.device) / #mb.steps - sum(a.device) / #ma.steps}
+            row.host = judge(a.host, b.host, o.min_effect, common)
+            row.device = has_device and judge(a.device, b.device, o.min_effect, common) or nil
+            row.host_contribution = HOST[a.cat] and (sum(b.host) / #mb.steps - sum(a.host) / #ma.steps) or nil
+            row.device_contribution = sum(b.device) / #mb.steps - sum(a.device) / #ma.steps
+        elseif a then
+            row.only = "A"
+            row.host, row.device, row.host_contribution, row.device_contribution = alone(a, ma, "removed", -1)
+        else
+            row.only = "B"
+            row.host, row.device, row.host_contribution, row.device_contribution = alone(b, mb, "added", 1)
         end
+        r.nodes[#r.nodes + 1] = row
     end
     r.attribution = {host = {attribute(ma, mb, "", "host", ca, cb)}, device = {attribute(ma, mb, "", "device", ca, cb)}}
     for _, path in ipairs(ma.order) do

@@ -9,18 +9,22 @@ local words = require("wb.words")
 local M = {}
 
 local USAGE = "usage: workbench diff [--json] [--html FILE [--step N]] [--fail-on-slower PCT] [--min-effect PCT] " ..
-    "[--width N] A.trace.json B.trace.json\n" ..
+    "[--width N] [--per-occurrence] A.trace.json B.trace.json\n" ..
     "       workbench diff --ab [--steps N] [--warmup N] [--order shuffled|abba|alternate] [--save DIR] [options] A.lua B.lua"
 local HELP = [[
   two Chrome traces the workbench wrote (p:export_chrome_trace), aligned node by node: structural
-  changes, then each aligned range/op/kernel's host and device time (every occurrence a sample)
-  with a verdict SAME/FASTER/SLOWER/UNSURE by compare's rule, and where the change per step went
+  changes, then a row per range/op/kernel path (repeats of a path under one parent, as the
+  forwards of a loop, are one row with their count, as key_averages does) with its host and device
+  time (every occurrence a sample) and a verdict SAME/FASTER/SLOWER/UNSURE by compare's rule, or
+  removed/added for a node only one side has, and where the change per step went
   --json                the whole comparison as JSON on stdout
-  --html FILE           also write FILE: one step of each trace side by side, aligned nodes linked
-  --step N              --html: draw step N of each (default: each side's median step by host time)
+  --html FILE           also write FILE: every step of both traces on one time axis, A above B,
+                        aligned nodes linked
+  --step N              --html: draw step N of each only
+  --per-occurrence      a row per repeat (the second forward of a step is its own row, "#2")
   --fail-on-slower PCT  exit with status 1 when the total or a node is SLOWER by more than PCT percent
   --min-effect PCT      the smallest change called FASTER or SLOWER (default 5)
-  --width N             the table's width (default: $COLUMNS, else 120)
+  --width N             the text's width (default: $COLUMNS, else 120)
   --ab                  A and B are scripts: each runs once and returns the function that is one
                         step; both are profiled interleaved in this process (A B B A, B A A B ...), so that
                         they share the machine's state, then diffed as two traces would be
@@ -47,11 +51,14 @@ local function signed(v)
 end
 
 local function ratio_text(j)
-    if not j then return "-" end
+    if not j or not j.ratio then return "-" end
     if j.ratio == math.huge then return "new time" end
-    local r = string.format("%.2fx", j.ratio)
-    if j.lo and j.hi then r = r .. string.format(" [%.2f,%.2f]", j.lo, j.hi) end
-    return r
+    -- two decimals below 10, fewer above: "[0.08,10.5]" fits the column where "[0.08,10.47]" would not
+    local function num(v) return string.format(v < 9.995 and "%.2f" or v < 99.95 and "%.1f" or "%.0f", v) end
+    local r = num(j.ratio) .. "x"
+    if j.lo and j.hi then return r .. " [" .. num(j.lo) .. "," .. num(j.hi) .. "]" end
+    -- too few samples for a 95% interval (judge gives none): say how few
+    return r .. string.format(" n=%d", math.min(j.n_a, j.n_b))
 end
 
 local function fit(s, w)
@@ -59,6 +66,26 @@ local function fit(s, w)
     if w <= 3 then return s:sub(1, w) end
     return s:sub(1, w - 3) .. "..."
 end
+
+-- `text` as lines of at most `width` columns, broken at spaces (its leading spaces kept); the
+-- lines after the first start with `indent` (a word longer than a line is cut with "...")
+local function wrap(text, width, indent)
+    indent = indent or ""
+    local lines, line = {}, nil
+    local lead, rest = text:match("^(%s*)(.*)$")
+    for word in rest:gmatch("%S+") do
+        if not line and #lines == 0 then word = lead .. word end
+        local room = width - (#lines > 0 and #indent or 0)
+        if line and #line + 1 + #word <= room then line = line .. " " .. word
+        else
+            if line then lines[#lines + 1] = (#lines > 0 and indent or "") .. line end
+            line = #word <= width - #indent and word or fit(word, width - #indent)
+        end
+    end
+    if line then lines[#lines + 1] = (#lines > 0 and indent or "") .. line end
+    return lines
+end
+M.wrap = wrap
 
 local function change_line(c)
     local function side(list)
@@ -76,51 +103,96 @@ local function change_line(c)
 end
 M.change_line = change_line
 
--- The result as lines of text, `width` columns wide at most (the node column takes what is left).
+-- occurrences per step: "3", "2.5", or "3->2" where the sides differ (a removed node: its A count)
+local function count_text(n)
+    local function g(v) return string.format("%.3g", v) end
+    if n.only == "A" then return g(n.count_a) end
+    if n.only == "B" then return g(n.count_b) end
+    if math.abs(n.count_a - n.count_b) > 1e-9 then return g(n.count_a) .. "->" .. g(n.count_b) end
+    return g(n.count_a)
+end
+
+-- The table's columns after the node's: heading, width, and the cell of a row (n: a node of
+-- r.nodes, or the total's {host =, device =, contribution =}).
+local COLUMNS = {
+    {"count", 5, function(n) return n.count_a and count_text(n) end},
+    {"host A", 8, function(n) return n.host and n.host.median_a and ns(n.host.median_a) end},
+    {"host B", 8, function(n) return n.host and n.host.median_b and ns(n.host.median_b) end},
+    {"B/A [95%]", 17, function(n) return n.host and n.host.ratio and ratio_text(n.host) end},
+    {"host", 7, function(n) return n.host and n.host.verdict end},
+    {"dev A", 8, function(n) return n.device and n.device.median_a and ns(n.device.median_a) end},
+    {"dev B", 8, function(n) return n.device and n.device.median_b and ns(n.device.median_b) end},
+    {"dev", 7, function(n) return n.device and n.device.verdict end},
+    {"contrib", 9, function(n) return signed(n.contribution or n.host_contribution or n.device_contribution) end},
+}
+
+-- The result as lines of text, `width` columns wide at most (the node column takes what is left;
+-- under 100 columns the table is wider than asked: 92 columns with a 16-column name).
 function M.format(r, width)
-    width = math.max(width or 100, 60)
+    width = math.max(width or 120, 60)
     local out = {}
     local function add(s) out[#out + 1] = clean(s) end
-    add(string.format("A: %s (%d steps)   B: %s (%d steps)", r.a.name, r.a.steps, r.b.name, r.b.steps))
+    local function para(s, indent)
+        for _, l in ipairs(wrap(clean(s), width, indent or "  ")) do out[#out + 1] = l end
+    end
+    para(string.format("A: %s (%s); B: %s (%s)", r.a.name, words.plural(r.a.steps, "step"), r.b.name,
+        words.plural(r.b.steps, "step")))
+    local build = r.build or {}
+    if build.a == build.b then para("build: " .. (build.a or "unknown (the traces do not say)") .. ", both")
+    else para(string.format("build: A %s, B %s", build.a or "unknown", build.b or "unknown")) end
     if #r.fingerprint > 0 then
         add("fingerprint differences:")
-        for _, f in ipairs(r.fingerprint) do add(string.format("  %s: %s -> %s", f.field, f.a or "?", f.b or "?")) end
+        for _, f in ipairs(r.fingerprint) do
+            para(string.format("  %s: %s -> %s", f.field, f.a or "?", f.b or "?"), "    ")
+        end
     else
         add("fingerprint differences: none")
     end
-    for _, n in ipairs(r.notes) do add("note: " .. n) end
+    for _, n in ipairs(r.notes) do para("note: " .. n) end
     add(#r.changes > 0 and "structural changes:" or "structural changes: none")
-    for _, c in ipairs(r.changes) do add("  " .. change_line(c)) end
+    for _, c in ipairs(r.changes) do para("  " .. change_line(c), "    ") end
     local k = r.kernels
     local function list(t, f)
         local parts = {}
         for i, x in ipairs(t) do parts[i] = f(x) end
         return table.concat(parts, ", ")
     end
-    if #k.gone > 0 then add("kernels gone: " .. list(k.gone, function(x) return string.format("%s (%g per step)", x.name, x.per_step) end)) end
-    if #k.new > 0 then add("kernels new: " .. list(k.new, function(x) return string.format("%s (%g per step)", x.name, x.per_step) end)) end
-    if #k.moved > 0 then add("kernel counts changed: " .. list(k.moved, function(x) return string.format("%s %g -> %g per step", x.name, x.a, x.b) end)) end
+    local function per_step(x) return string.format("%s (%g per step)", x.name, x.per_step) end
+    if #k.gone > 0 then para("kernels gone: " .. list(k.gone, per_step)) end
+    if #k.new > 0 then para("kernels new: " .. list(k.new, per_step)) end
+    if #k.moved > 0 then
+        para("kernel counts changed: " .. list(k.moved, function(x)
+            return string.format("%s %g -> %g per step", x.name, x.a, x.b)
+        end))
+    end
     add("")
-    -- the node table, in the order A ran them: fixed columns, the name column takes what is left
-    local cols = {{"host A", 9}, {"host B", 9}, {"B/A [95%]", 18}, {"host", 6}, {"dev A", 9}, {"dev B", 9},
-        {"dev", 6}, {"contrib", 10}}
-    local fixed = 0
-    for _, c in ipairs(cols) do fixed = fixed + c[2] + 1 end
+    -- the node table, in the order A ran them (B's own nodes after their aligned neighbour):
+    -- fixed columns, the name column takes what is left
+    local cols, fixed = {}, 0
+    for i, c in ipairs(COLUMNS) do cols[i] = c; fixed = fixed + c[2] + 1 end
+    if width - fixed < 24 then -- narrow: B/A without its interval, so that the names keep some room
+        cols[4] = {"B/A", 7, function(n) return n.host and n.host.ratio and (ratio_text(n.host):match("^%S+")) end}
+        fixed = fixed - 10
+    end
     local name_w = math.max(16, width - fixed)
-    local function row(name, h, d, contribution)
-        local vals = {h and ns(h.median_a), h and ns(h.median_b), h and ratio_text(h), h and h.verdict,
-            d and ns(d.median_a), d and ns(d.median_b), d and d.verdict, signed(contribution)}
+    para("count: occurrences per step; host, dev: medians per occurrence (dev: the device time under a node), B/A " ..
+        "with its 95% interval (n=K: too few samples for one), verdicts; contrib: the change of time per step. " ..
+        "Nodes only A has are removed, only B added.", "")
+    local function row(name, n)
         local cells = {fit(name, name_w)}
-        for i, c in ipairs(cols) do cells[#cells + 1] = string.format("%" .. c[2] .. "s", fit(vals[i] or "-", c[2]):gsub("%s+$", "")) end
+        for _, c in ipairs(cols) do
+            cells[#cells + 1] = string.format("%" .. c[2] .. "s", (fit(c[3](n) or "-", c[2]):gsub("%s+$", "")))
+        end
         return table.concat(cells, " ")
     end
-    local head = {fit("node (medians per occurrence; contrib: change per step)", name_w)}
+    local head = {fit("node", name_w)}
     for _, c in ipairs(cols) do head[#head + 1] = string.format("%" .. c[2] .. "s", c[1]) end
     add(table.concat(head, " "))
-    add(row("total (per step)", r.total.host, r.total.device, r.attribution.host[1].change))
+    add(row("total (per step)", {host = r.total.host, device = r.total.device,
+        contribution = r.attribution.host[1].change}))
     for _, n in ipairs(r.nodes) do
-        add(row(string.rep(" ", math.min(n.depth - 1, 8)) .. n.label, n.host, n.device,
-            n.host_contribution or n.device_contribution))
+        local mark = n.only == "A" and "- " or n.only == "B" and "+ " or ""
+        add(row(string.rep(" ", math.min(n.depth - 1, 8)) .. mark .. n.label, n))
     end
     add("")
     -- attribution: the change of the mean per step, split exactly
@@ -130,18 +202,19 @@ function M.format(r, width)
                 local where = a.parent == "" and "the step" or r.labels[a.parent]
                 local aligned = 0
                 for _, x in ipairs(a.rows) do aligned = aligned + x.contribution end
-                add(string.format("%s time of %s, mean per step %s -> %s: %s = aligned %s, added %s, removed %s, " ..
+                para(string.format("%s time of %s, mean per step %s -> %s: %s = aligned %s, added %s, removed %s, " ..
                     "unattributed %s", metric, where, ns(a.a_per_step), ns(a.b_per_step), signed(a.change), signed(aligned),
                     signed(a.added), signed(a.removed), signed(a.unattributed)))
                 for j, x in ipairs(a.rows) do
                     if j > 8 then add(string.format("  ... %d more", #a.rows - 8)); break end
-                    add(string.format("  %12s  %s", signed(x.contribution), x.label))
+                    add(fit(string.format("  %12s  %s", signed(x.contribution), x.label), width):gsub("%s+$", ""))
                 end
             end
         end
     end
-    add(string.format("verdicts by compare's rule: rank test p < %g and a change of at least %g%%, above both sides' " ..
-        "noise (IQR / median)", require("wb.compare").ALPHA, (r.min_effect or require("wb.compare").MIN_EFFECT) * 100))
+    local compare = require("wb.compare")
+    para(string.format("verdicts by compare's rule: rank test p < %g and a change of at least %g%%, above both " ..
+        "sides' noise (IQR / median)", compare.ALPHA, (r.min_effect or compare.MIN_EFFECT) * 100))
     return out
 end
 
@@ -186,7 +259,8 @@ function M.profiles(pa, pb, o)
     end
     local ea, eb = events_of(pa, "the first argument"), events_of(pb, "the second argument")
     if rawequal(pa, pb) then error("profiler.diff: the same profile given twice: nothing to compare", 2) end
-    local function model(x) return x.native and diff.model_of(x) or diff.model(x) end
+    local mo = {draw = "none", per_occurrence = o.per_occurrence}
+    local function model(x) return x.native and diff.model_of(x, mo) or diff.model(x, mo) end
     local ok, r = pcall(function()
         local ma, mb = model(ea), model(eb)
         return diff.diff(ma, mb, {min_effect = o.min_effect, name_a = "A", name_b = "B",
@@ -198,11 +272,11 @@ function M.profiles(pa, pb, o)
     return r
 end
 
-local function read_trace(path, which, step)
+local function read_trace(path, which, mo)
     -- a trace in the workbench's layout: read into a store, its model computed in C
     local okq, q = pcall(require("wb.profiler").load_trace, path)
     if okq then
-        local okm, model = pcall(diff.model_of, q, step)
+        local okm, model = pcall(diff.model_of, q, mo)
         if not okm then
             diff.fail(string.format("'%s' (%s) %s", path, which, type(model) == "table" and model.diff_error or tostring(model)))
         end
@@ -240,7 +314,7 @@ local function interleaved(files, o)
             if not okw then diff.fail(string.format("cannot write %s: %s", path, tostring(err))) end
         end
     end
-    local ma, mb = diff.model_of(pa, o.step), diff.model_of(pb, o.step)
+    local ma, mb = diff.model_of(pa, o.model), diff.model_of(pb, o.model)
     local r = diff.diff(ma, mb, {min_effect = o.min_effect, name_a = files[1], name_b = files[2],
         fingerprint_a = diff.fingerprint(pa:_findings_context(), build_of(pa)),
         fingerprint_b = diff.fingerprint(pb:_findings_context(), build_of(pb))})
@@ -265,6 +339,7 @@ function M.main(args)
             o.html = args[i + 1]
             i = i + 1
         elseif a == "--ab" then o.ab = true
+        elseif a == "--per-occurrence" then o.per_occurrence = true
         elseif a == "--order" or a == "--save" then
             if not args[i + 1] then return usage_error(a .. " takes a value") end
             o[a:sub(3)] = args[i + 1]
@@ -298,10 +373,12 @@ function M.main(args)
         return usage_error("--order takes shuffled, abba or alternate, got " .. clean(o.order))
     end
     if #files ~= 2 then return usage_error(string.format("expected two %s, got %d", o.ab and "scripts" or "traces", #files)) end
+    -- what the models keep: the steps --html draws (every one, or --step N), none for the table
+    o.model = {draw = o.html and (o.step or "all") or "none", per_occurrence = o.per_occurrence}
     local ok, r, ma, mb = pcall(function()
         if o.ab then return interleaved(files, o) end
-        local ma, fa = read_trace(files[1], "A", o.step)
-        local mb, fb = read_trace(files[2], "B", o.step)
+        local ma, fa = read_trace(files[1], "A", o.model)
+        local mb, fb = read_trace(files[2], "B", o.model)
         if same_file(files[1], files[2]) then
             diff.fail(string.format("the same trace given twice ('%s'): nothing to compare", files[1]))
         end
