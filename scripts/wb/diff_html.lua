@@ -28,7 +28,7 @@ body { font: 13px sans-serif; margin: 1em; }
 .step { position: absolute; top: 0; bottom: 0; border-left: 1px dashed #999; font-size: 10px; color: #666;
         padding-left: 2px; white-space: nowrap; overflow: hidden; }
 .bar { position: absolute; display: block; height: 16px; overflow: hidden; white-space: nowrap;
-       text-overflow: ellipsis; font-size: 11px; line-height: 16px; padding: 0 2px; box-sizing: border-box;
+       text-overflow: ellipsis; font-size: 11px; line-height: 16px; padding: 0 1px; box-sizing: border-box;
        border-radius: 2px; text-decoration: none; color: #000; min-width: 2px; }
 .aligned { background: #9cc3e6; } .removed { background: #f2a3a3; } .added { background: #a8dca8; }
 .kernel { background-image: repeating-linear-gradient(45deg, transparent 0 4px, rgba(255,255,255,.5) 4px 8px); }
@@ -79,35 +79,36 @@ local function axis(scale, px)
     end
     local out = {'<div class="axis">'}
     for t = 0, scale, step do
-        out[#out + 1] = string.format('<div class="tick" style="left:%.4f%%"><span>%s</span></div>', t / scale * 100,
+        out[#out + 1] = string.format('<div class="tick" style="left:%.1fpx"><span>%s</span></div>', t / scale * px,
             t == 0 and "0" or ns_text(t))
     end
     out[#out + 1] = "</div>"
     return table.concat(out)
 end
 
--- One side's lane: its steps' boundaries and every occurrence as a bar, one row per nesting level
--- (a flame chart); aligned nodes link to the same occurrence (by count) of the path on the other
--- side. occ[side][path] counts the drawn occurrences so far; other_total[path], the other side's.
-local function lane(model, steps, other, side, ids, scale, drawn_other)
+-- One side's lane on a canvas `px` wide: its steps' boundaries and every occurrence as a bar, one
+-- row per nesting level (a flame chart), at least 2 px wide and inside the canvas; aligned nodes
+-- link to the same occurrence (by count) of the path on the other side (drawn_other: how many of
+-- each path the other side draws).
+local function lane(model, steps, other, side, ids, scale, drawn_other, px)
     local t0 = model.steps[steps[1]].ts_ns
     local bars, deepest, seen = {}, 0, {}
     for _, k in ipairs(steps) do
         local st = model.steps[k]
-        bars[#bars + 1] = string.format('<div class="step" style="left:%.4f%%">step %d</div>',
-            (st.ts_ns - t0) / scale * 100, k)
+        bars[#bars + 1] = string.format('<div class="step" style="left:%.1fpx">step %d</div>',
+            (st.ts_ns - t0) / scale * px, k)
         local function visit(n, depth)
             for _, c in ipairs(n.children) do
                 local node = model.nodes[c.path]
                 local aligned = other.nodes[c.path] ~= nil
                 local cls = aligned and "aligned" or (side == "a" and "removed" or "added")
                 if c.e.cat == "kernel" or c.e.cat == "memcpy" or c.e.cat == "memset" then cls = cls .. " kernel" end
-                local left = math.max(0, (c.e.ts_ns - t0) / scale * 100)
-                local width = math.max(0.02, c.e.dur_ns / scale * 100)
+                local width = math.min(math.max(2, c.e.dur_ns / scale * px), px)
+                local left = math.min(math.max(0, (c.e.ts_ns - t0) / scale * px), px - width)
                 local title = string.format("%s: %.1f us, step %d%s", node.label, c.e.dur_ns / 1e3, k,
                     aligned and "" or (side == "a" and " (only in A)" or " (only in B)"))
-                local attrs = string.format('class="bar %s" style="left:%.4f%%;width:%.4f%%;top:%dpx" title="%s"', cls,
-                    left, math.min(width, 100 - math.min(left, 99.98)), (depth + 1) * ROW, esc(title))
+                local attrs = string.format('class="bar %s" style="left:%.1fpx;width:%.1fpx;top:%dpx" title="%s"', cls,
+                    left, width, (depth + 1) * ROW, esc(title))
                 if aligned then -- the i-th drawn occurrence of a path links to the other side's i-th (or first)
                     local i = (seen[c.path] or 0) + 1
                     seen[c.path] = i
@@ -173,8 +174,8 @@ function M.write(path, r, ma, mb, step)
             "in B; striped: device kernels. A bar's title gives its whole name and time.</p>", which(sa, ma, cut_a),
             which(sb, mb, cut_b), step and "as asked with --step" or "every step; --step N draws one", ns_text(scale)),
         string.format('<div class="scroll"><div class="canvas" style="width:%dpx">', px), axis(scale, px),
-        "<h2>A: ", esc(r.a.name), "</h2>\n", lane(ma, sa, mb, "a", ids, scale, drawn_counts(mb, sb)),
-        "\n<h2>B: ", esc(r.b.name), "</h2>\n", lane(mb, sb, ma, "b", ids, scale, drawn_counts(ma, sa)),
+        "<h2>A: ", esc(r.a.name), "</h2>\n", lane(ma, sa, mb, "a", ids, scale, drawn_counts(mb, sb), px),
+        "\n<h2>B: ", esc(r.b.name), "</h2>\n", lane(mb, sb, ma, "b", ids, scale, drawn_counts(ma, sa), px),
         "</div></div>\n<h2>Summary</h2><pre>", table.concat(text, "\n"), "</pre></body></html>\n"}
     atomic.write("diff --html", path, table.concat(page), 2)
     return path
