@@ -225,6 +225,45 @@ function test_roofline_names_the_binding_roof()
     lu.assertStrContains(find(F.analyze({o, k2}, {device_info = info}), "roofline").message, "FLOP/s peak")
 end
 
+-- five launches of one kernel, one of them preempted (4128 us among 28-31 us): the roofline reads
+-- the median launch (30 us: 10 GFLOP/s, not the sum's 0.35) and names the outlier
+local function preempted(durations)
+    local o = op("geglu", 0, 10e6)
+    local list = {o}
+    for i, d in ipairs(durations) do
+        list[#list + 1] = kernel(o, i * 1e6, d, {op = "geglu", epilogue = "none"},
+            {name = "wb_geglu_avx512", flops = 3e5, bytes = 3e5})
+    end
+    return list
+end
+
+function test_roofline_reads_the_median_launch_and_names_outliers()
+    local ev = preempted({28000, 31000, 4128000, 29000, 30000})
+    -- far below its roof even so: a warning at the median's rate, the outlier named
+    local f = find(F.analyze(ev, {device_info = {peak_gflops = 1000, dram_gbs = 1e6}}), "roofline")
+    lu.assertEquals(f.severity, "warn")
+    lu.assertAlmostEquals(f.evidence.achieved, 10, 1e-12)
+    lu.assertEquals({f.evidence.median_ns, f.evidence.outliers, f.evidence.outlier_max_ns}, {30000.0, 1, 4128000})
+    lu.assertStrContains(f.message, "wb_geglu_avx512 reaches 10.0 GFLOP/s in its median launch, 1% of what the " ..
+        "FLOP/s peak allows")
+    lu.assertStrContains(f.message, "1 launch of 5 ran over 3x slower than the median launch of 30.0 us (4128.0 us: " ..
+        "preempted or waiting")
+    -- near its roof at the median (50%), far below on average: said as information, the outlier named
+    f = find(F.analyze(ev, {device_info = {peak_gflops = 20, dram_gbs = 1e6}}), "roofline")
+    lu.assertEquals(f.severity, "info")
+    lu.assertStrContains(f.message, "reaches 10.0 GFLOP/s in its median launch, 50% of what the FLOP/s peak allows; " ..
+        "1 launch of 5 ran over 3x slower")
+    lu.assertStrContains(f.message, "which would have put its average at 0.4 GFLOP/s")
+    -- no outlier (the slowest 32 us): silent at 50%; two: both counted
+    lu.assertNil(find(F.analyze(preempted({28000, 31000, 32000, 29000, 30000}),
+        {device_info = {peak_gflops = 20, dram_gbs = 1e6}}), "roofline"))
+    f = find(F.analyze(preempted({28000, 31000, 4128000, 29000, 30000, 900000}),
+        {device_info = {peak_gflops = 1000, dram_gbs = 1e6}}), "roofline")
+    lu.assertEquals(f.evidence.outliers, 2)
+    lu.assertStrContains(f.message, "2 launches of 6 ran over 3x slower than the median launch of 30.5 us (the " ..
+        "slowest 4128.0 us, 5028.0 us in all")
+end
+
 function test_unreliable_marks_time_findings()
     local ev = gelu_mul(false)
     table.insert(ev, 1, step(0, 1000, math.floor(1000 * TH.unreliable_run_delay_share)))

@@ -79,6 +79,38 @@ function TestFindingsGroups:test_trace_read_back_gives_the_lua_findings()
     lu.assertEquals(device, k)
 end
 
+-- a trace with one preempted launch (five launches of one GEMM, their durations set to 28, 31,
+-- 4128, 29 and 30 us): the C groups read the median launch and name the outlier as the Lua rules do
+function TestFindingsGroups:test_roofline_outlier_in_a_trace()
+    local x, w = wb.rand({64, 256}), wb.rand({256, 256})
+    local p = wb.profiler.profile({activities = {"cpu", "device"}})
+    p:start()
+    for _ = 1, 5 do local _ = wb.linear(x, w) end
+    p:stop()
+    local path = scratch.path(".json")
+    p:export_chrome_trace(path)
+    local durations, n = {28, 31, 4128, 29, 30}, 0
+    local text = scratch.read(path):gsub('("cat": "kernel",[^\n]-"dur": )[%d.]+', function(head)
+        n = n + 1
+        return head .. durations[n]
+    end)
+    lu.assertEquals(n, 5)
+    local edited = scratch.file(text, ".json")
+    local events = require("wb.findings_trace").read(edited)
+    local flops = 2 * 64 * 256 * 256
+    -- the median launch (30 us) at 4% of the peak: a warning
+    local ctx = {device_info = {peak_gflops = flops / 30000 * 25, dram_gbs = 1e6}, machine = {busy = false}}
+    local lua_list = F.analyze(events, ctx)
+    local list = F.analyze_session(wb.profiler.load_trace(edited):_result(), ctx, true)
+    same(lua_list, list, "trace")
+    local f
+    for _, x in ipairs(list) do if x.rule == "roofline" then f = x end end
+    lu.assertEquals({f.severity, f.evidence.median_ns, f.evidence.outliers, f.evidence.outlier_max_ns},
+        {"warn", 30000.0, 1, 4128000})
+    lu.assertAlmostEquals(f.evidence.achieved, flops / 30000, 1e-9)
+    lu.assertStrContains(f.message, "1 launch of 5 ran over 3x slower than the median launch of 30.0 us (4128.0 us")
+end
+
 -- more events than the table's old limit for findings (200,000): the findings come in the table
 -- and the trace, and `workbench explain` reads them, without a Lua table per event
 function TestFindingsGroups:test_large_profile_findings_without_event_tables()

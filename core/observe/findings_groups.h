@@ -27,6 +27,7 @@ void wb_val_free(wb_val *v);
 /* The thresholds the rules compare with (wb.findings.THRESHOLDS). */
 typedef struct wb_findings_th {
     double imbalance_ratio, imbalance_min_ns;
+    double roofline_outlier_ratio; /* a launch this many times slower than the median one is an outlier */
 } wb_findings_th;
 
 /* The groups of every rule, as a map: view, epilogue, layout, fusion, host_bound, imbalance,

@@ -127,10 +127,73 @@ typedef struct kgroup { /* per kernel name: epilogue, layout, roofline, imbalanc
 
 enum { R_EPILOGUE, R_LAYOUT, R_ROOFLINE, R_IMBALANCE };
 
+/* The roofline's launches: per kernel name the median launch's rate (flops, or bytes where a kind
+ * declares no flops, per ns) and duration, and the launches slower than the median one by more
+ * than th->roofline_outlier_ratio (a preempted launch averaged in made a 30 us kernel read 0.1
+ * GFLOP/s), as scripts/wb/findings_time.lua's roofline() computes them from the events. */
+typedef struct launch {
+    size_t group;
+    int64_t dur;
+    double flops, bytes, rate;
+} launch;
+
+static int launch_by_group_rate(const void *a, const void *b) {
+    const launch *x = a, *y = b;
+    if (x->group != y->group) return x->group < y->group ? -1 : 1;
+    return (x->rate > y->rate) - (x->rate < y->rate);
+}
+
+static int cmp_dur(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* the median of sorted v[0..n) as Lua's findings compute it: the middle one, or the mean of two */
+static double median_of(const double *v, size_t n) { return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2; }
+
+static int roofline_medians(fx_out *o, wb_val *groups, const double *flops_of_group, launch *l, size_t nl,
+                            const wb_findings_th *th) {
+    for (size_t i = 0; i < nl; i++) /* a group with flops is judged by them, else by its bytes */
+        l[i].rate = (flops_of_group[l[i].group] > 0 ? l[i].flops : l[i].bytes) / (double)l[i].dur;
+    qsort(l, nl, sizeof *l, launch_by_group_rate);
+    double *rates = malloc((nl ? nl : 1) * sizeof *rates), *durs = malloc((nl ? nl : 1) * sizeof *durs);
+    int64_t *d = malloc((nl ? nl : 1) * sizeof *d);
+    if (!rates || !durs || !d) return free(rates), free(durs), free(d), 0;
+    for (size_t i = 0; i < nl;) {
+        size_t j = i;
+        while (j < nl && l[j].group == l[i].group)
+            j++;
+        size_t n = j - i;
+        for (size_t k = 0; k < n; k++)
+            rates[k] = l[i + k].rate, d[k] = l[i + k].dur;
+        qsort(d, n, sizeof *d, cmp_dur);
+        for (size_t k = 0; k < n; k++)
+            durs[k] = (double)d[k];
+        double rate = median_of(rates, n);
+        int64_t outliers = 0, worst = 0, outlier_ns = 0;
+        for (size_t k = 0; k < n; k++)
+            if (rates[k] * th->roofline_outlier_ratio < rate) {
+                outliers++, outlier_ns += l[i + k].dur;
+                if (l[i + k].dur > worst) worst = l[i + k].dur;
+            }
+        wb_val *m = &groups->c.v[l[i].group];
+        fx_set_num(o, m, "rate", rate);
+        fx_set_num(o, m, "median_ns", median_of(durs, n));
+        fx_set_int(o, m, "outliers", outliers);
+        fx_set_int(o, m, "outlier_ns", outlier_ns);
+        fx_set_int(o, m, "outlier_max_ns", worst);
+        i = j;
+    }
+    free(rates), free(durs), free(d);
+    return 1;
+}
+
 static int rule_kernels(fx_index *ix, fx_out *o, wb_val *out, int rule, const wb_findings_th *th) {
     gkeys keys = {.last = -1};
     kgroup *g = NULL;
-    size_t n = 0, cap = 0;
+    launch *l = NULL;
+    double *flops = NULL;
+    size_t n = 0, cap = 0, nl = 0, cap_l = 0;
     for (size_t i = 0; i < ix->ndev; i++) {
         const fx_dev *k = &ix->dev[i];
         wb_kernel_fields f;
@@ -147,6 +210,10 @@ static int rule_kernels(fx_index *ix, fx_out *o, wb_val *out, int rule, const wb
         kgroup *G = &g[x];
         if (fresh) G->ts = k->ts, G->first = k, G->workers = (int64_t)nsh;
         G->launches++, G->time_ns += k->dur, G->flops += k->flops, G->bytes += k->bytes;
+        if (rule == R_ROOFLINE) {
+            if (!wb_grow((void **)&l, &cap_l, nl + 1, sizeof *l)) goto oom;
+            l[nl++] = (launch){.group = (size_t)x, .dur = k->dur, .flops = k->flops, .bytes = k->bytes};
+        }
         if (rule == R_EPILOGUE) {
             fx_op *op = fx_op_of(ix, k->corr), *top = op;
             for (size_t guard = 0; top && top->parent && guard < ix->nop; guard++) {
@@ -210,10 +277,16 @@ static int rule_kernels(fx_index *ix, fx_out *o, wb_val *out, int rule, const wb
             fx_set_int(o, m, "worst_lo", G->worst_lo);
         }
     }
-    gkeys_free(&keys), free(g);
+    if (rule == R_ROOFLINE && n) {
+        if (!(flops = malloc(n * sizeof *flops))) goto oom;
+        for (size_t x = 0; x < n; x++)
+            flops[x] = g[x].flops;
+        if (!roofline_medians(o, out, flops, l, nl, th)) goto oom;
+    }
+    gkeys_free(&keys), free(g), free(l), free(flops);
     return 1;
 oom:
-    gkeys_free(&keys), free(g);
+    gkeys_free(&keys), free(g), free(l), free(flops);
     o->oom = 1;
     return 1;
 }

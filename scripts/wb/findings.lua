@@ -19,9 +19,10 @@ M.THRESHOLDS = {
     -- imbalance: the slowest worker more than 25% longer than the fastest (a fifth of the workers'
     -- time lost waiting at the join), and by at least 5 us (below that a wake-up's jitter).
     imbalance_ratio = 0.25, imbalance_min_ns = 5000,
-    -- roofline: under a quarter of the roof that binds the kernel (at its arithmetic intensity),
-    -- averaged over at least 2 us per launch (shorter kernels are dominated by their start-up).
-    roofline_fraction = 0.25, roofline_min_ns = 2000,
+    -- roofline: the median launch under a quarter of the roof that binds the kernel (at its
+    -- arithmetic intensity), at least 2 us long (shorter kernels are dominated by their start-up);
+    -- a launch 3 times slower than the median one is an outlier, named (a preempted launch).
+    roofline_fraction = 0.25, roofline_min_ns = 2000, roofline_outlier_ratio = 3,
     -- unreliable: other runnable processes, 5% steal, or the thread waiting for a CPU more than
     -- 10% of the recorded steps: times measured then are not the code's own.
     unreliable_run_delay_share = 0.10,
@@ -471,7 +472,8 @@ end
 -- store: no table per event. Also returns the counts of events and of device events read.
 function M.analyze_session(session, ctx, skip_memory)
     ctx = ctx or {}
-    local G = session:findings_groups(TH.imbalance_ratio, TH.imbalance_min_ns, skip_memory and true or false)
+    local G = session:findings_groups(TH.imbalance_ratio, TH.imbalance_min_ns, skip_memory and true or false,
+        TH.roofline_outlier_ratio)
     for _, g in ipairs(G.fusion) do g.inter = {g.first} end
     local out = {}
     for _, name in ipairs(ORDER) do

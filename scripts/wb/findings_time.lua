@@ -247,7 +247,17 @@ local function roof_for(info, bytes)
     return "DRAM", info.dram_gbs or info.bandwidth_gbs
 end
 
--- roofline: kernel kinds far below the roof that binds them at their arithmetic intensity.
+-- The median of a sorted list: the middle one, or the mean of the two (as findings_rules.c).
+local function median_sorted(v)
+    local n = #v
+    if n % 2 == 1 then return v[(n + 1) // 2] + 0.0 end
+    return (v[n // 2] + v[n // 2 + 1]) / 2
+end
+
+-- roofline: kernel kinds far below the roof that binds them at their arithmetic intensity, judged
+-- by their median launch (one preempted launch of 4 ms among 30 us ones made the sum's rate a
+-- hundredth of the kernel's); the launches slower than the median one by more than
+-- roofline_outlier_ratio are named. The same groups as findings_rules.c computes in C.
 function M.roofline(ix, out, ctx, TH)
     local info = ctx.device_info
     if not info or not info.peak_gflops then return end
@@ -256,13 +266,34 @@ function M.roofline(ix, out, ctx, TH)
         if k.cat == "kernel" and k.dur_ns > 0 and (k.flops > 0 or k.bytes > 0) then
             local g = groups[k.name]
             if not g then
-                g = {kernel = k.name, launches = 0, flops = 0, bytes = 0, time_ns = 0, ts = k.ts_ns}
+                g = {kernel = k.name, launches = 0, flops = 0, bytes = 0, time_ns = 0, ts = k.ts_ns, each = {}}
                 groups[k.name] = g
                 order[#order + 1] = g
             end
             g.launches, g.flops, g.bytes, g.time_ns = g.launches + 1, g.flops + k.flops, g.bytes + k.bytes,
                 g.time_ns + k.dur_ns
+            g.each[#g.each + 1] = k
         end
+    end
+    for _, g in ipairs(order) do
+        local rates, durs = {}, {}
+        for i, k in ipairs(g.each) do
+            rates[i] = {(g.flops > 0 and k.flops or k.bytes) / k.dur_ns, k.dur_ns}
+            durs[i] = k.dur_ns
+        end
+        table.sort(rates, function(a, b) return a[1] < b[1] end)
+        table.sort(durs)
+        local r = {}
+        for i, x in ipairs(rates) do r[i] = x[1] end
+        g.rate, g.median_ns = median_sorted(r), median_sorted(durs)
+        g.outliers, g.outlier_ns, g.outlier_max_ns = 0, 0, 0
+        for _, x in ipairs(rates) do
+            if x[1] * TH.roofline_outlier_ratio < g.rate then
+                g.outliers, g.outlier_ns = g.outliers + 1, g.outlier_ns + x[2]
+                g.outlier_max_ns = math.max(g.outlier_max_ns, x[2])
+            end
+        end
+        g.each = nil
     end
     M.report.roofline({roofline = order}, out, ctx, TH)
 end
@@ -270,26 +301,45 @@ function M.report.roofline(G, out, ctx, TH)
     local info = ctx.device_info
     if not info or not info.peak_gflops then return end
     for _, g in ipairs(G.roofline) do
-        if g.time_ns / g.launches >= TH.roofline_min_ns then
+        if g.median_ns >= TH.roofline_min_ns then
             local level, bw = roof_for(info, g.bytes / g.launches)
             local intensity = g.bytes > 0 and g.flops / g.bytes or math.huge
-            local roof, attainable, achieved, unit
+            local roof, attainable, unit
             if g.flops > 0 and (not bw or info.peak_gflops <= intensity * bw) then
-                roof, attainable, achieved, unit = "the FLOP/s peak", info.peak_gflops, g.flops / g.time_ns, "GFLOP/s"
+                roof, attainable, unit = "the FLOP/s peak", info.peak_gflops, "GFLOP/s"
             elseif g.flops > 0 then
-                roof, attainable, achieved, unit = level .. " bandwidth", intensity * bw, g.flops / g.time_ns, "GFLOP/s"
+                roof, attainable, unit = level .. " bandwidth", intensity * bw, "GFLOP/s"
             elseif bw then
-                roof, attainable, achieved, unit = level .. " bandwidth", bw, g.bytes / g.time_ns, "GB/s"
+                roof, attainable, unit = level .. " bandwidth", bw, "GB/s"
             end
+            -- the median launch's rate; the sum's (what an average says) only to tell when outliers
+            -- would have misled it
+            local achieved, mean = g.rate, (g.flops > 0 and g.flops or g.bytes) / g.time_ns
+            local outliers = g.outliers > 0 and string.format("%s of %d ran over %gx slower than the median " ..
+                "launch of %s (%s: preempted or waiting, not the kernel's speed)",
+                g.outliers == 1 and "1 launch" or string.format("%d launches", g.outliers), g.launches,
+                TH.roofline_outlier_ratio, us(g.median_ns), g.outliers == 1 and us(g.outlier_ns) or
+                string.format("the slowest %s, %s in all", us(g.outlier_max_ns), us(g.outlier_ns))) or nil
+            local evidence = {kernel = g.kernel, launches = g.launches, roof = roof, intensity = intensity ~= math.huge
+                and intensity or nil, achieved = achieved, attainable = attainable, unit = unit,
+                fraction = roof and achieved / attainable, median_ns = g.median_ns, mean_achieved = mean,
+                outliers = g.outliers, outlier_ns = g.outlier_ns, outlier_max_ns = g.outlier_max_ns,
+                time_ns = g.time_ns, ts_ns = g.ts}
             if roof and attainable > 0 and achieved / attainable < TH.roofline_fraction then
                 out[#out + 1] = {rule = "roofline", severity = "warn",
-                    message = string.format("%s reaches %.1f %s, %s of what %s allows %s (%.1f %s)", g.kernel,
-                        achieved, unit, pct(achieved / attainable), roof, g.flops > 0 and
+                    message = string.format("%s reaches %.1f %s in its median launch, %s of what %s allows %s " ..
+                        "(%.1f %s)%s", g.kernel, achieved, unit, pct(achieved / attainable), roof, g.flops > 0 and
                         string.format("at its intensity of %.2f flop/byte", intensity) or "(it declares bytes only)",
-                        attainable, unit),
-                    evidence = {kernel = g.kernel, launches = g.launches, roof = roof, intensity = intensity ~= math.huge
-                        and intensity or nil, achieved = achieved, attainable = attainable, unit = unit,
-                        fraction = achieved / attainable, time_ns = g.time_ns, ts_ns = g.ts}}
+                        attainable, unit, outliers and "; " .. outliers or ""),
+                    evidence = evidence}
+            elseif roof and attainable > 0 and outliers and mean / attainable < TH.roofline_fraction then
+                -- the median launch is near its roof, the sum is not: say which launches, and why
+                -- the rate is the median's
+                out[#out + 1] = {rule = "roofline", severity = "info",
+                    message = string.format("%s reaches %.1f %s in its median launch, %s of what %s allows; %s, " ..
+                        "which would have put its average at %.1f %s", g.kernel, achieved, unit,
+                        pct(achieved / attainable), roof, outliers, mean, unit),
+                    evidence = evidence}
             end
         end
     end
