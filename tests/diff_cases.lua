@@ -9,18 +9,48 @@ function M.node(r, label)
     for _, n in ipairs(r.nodes) do if n.label == label then return n end end
 end
 
--- Counts the nodes' host and device verdicts of r into t (judged, same, false_verdicts), printing
--- each SLOWER or FASTER: for a program diffed against itself, each is a false verdict.
+-- Counts the verdicts of r, a program diffed against itself, into t (judged, same, false_verdicts,
+-- and per group: trials, false_groups), printing each SLOWER or FASTER: each is a false verdict. A
+-- group is a top-level node with everything under it (range c, its linear, mm and kernel, host and
+-- device: one set of samples judged seven times, nearly the same test) or the step's totals; it
+-- is false when any of its verdicts is.
 function M.count_verdicts(r, seed, t)
-    for _, n in ipairs(r.nodes) do
-        for _, j in ipairs({n.host, n.device}) do
-            t.judged = t.judged + 1
-            if j.verdict == "SAME" then t.same = t.same + 1 end
-            if j.verdict == "SLOWER" or j.verdict == "FASTER" then
-                t.false_verdicts = t.false_verdicts + 1
-                print(string.format("  seed %d: %s %s %.2fx (noise %.2f)", seed, n.label, j.verdict, j.ratio, j.noise or 0))
-            end
+    t.trials, t.false_groups = t.trials or 0, t.false_groups or 0
+    local groups, wrong = {}, {}
+    local function see(group, j, label)
+        if not j then return end
+        if not groups[group] then groups[group] = true; t.trials = t.trials + 1 end
+        t.judged = t.judged + 1
+        if j.verdict == "SAME" then t.same = t.same + 1 end
+        if j.verdict == "SLOWER" or j.verdict == "FASTER" then
+            t.false_verdicts = t.false_verdicts + 1
+            if not wrong[group] then wrong[group] = true; t.false_groups = t.false_groups + 1 end
+            print(string.format("  seed %d: %s %s %.2fx (noise %.2f)", seed, label, j.verdict, j.ratio, j.noise or 0))
         end
+    end
+    see("total", r.total.host, "total (host)")
+    see("total", r.total.device, "total (device)")
+    for _, n in ipairs(r.nodes) do
+        local top = n.path:match("^/[^/]+")
+        see(top, n.host, n.label)
+        see(top, n.device, n.label .. " (device)")
+    end
+end
+
+-- The most false groups (of t.trials, from count_verdicts) that the diff's rule allows: each group
+-- is one set of samples of a program against itself, which compare's rule calls SLOWER or FASTER
+-- with probability alpha at most (its rank test's level; the minimum effect only lowers it), so
+-- the count is at most Binomial(trials, alpha); the bound is the largest count that such a count
+-- reaches with probability above `risk` (the chance that the test fails with the rule intact).
+-- Computed, so that it follows the trials and the level: 80 groups at alpha 0.01 and risk 0.001
+-- allow 5.
+function M.false_group_bound(trials, alpha, risk)
+    local k, tail, term = 0, 1, (1 - alpha) ^ trials -- term = P(X = k); tail = P(X >= k)
+    while true do
+        tail = tail - term -- now P(X >= k + 1)
+        if tail <= risk then return k end
+        k = k + 1
+        term = term * (trials - k + 1) / k * alpha / (1 - alpha)
     end
 end
 

@@ -245,22 +245,32 @@ function test_same_program_twice_gives_no_false_verdicts()
     for seed = 1, 20 do
         local f = three_ranges(0)
         local r = wb.profiler.diff(profile(f, 20, seed), profile(f, 20, seed))
-        for _, j in ipairs({r.total.host, r.total.device}) do
-            t.judged = t.judged + 1
-            if j.verdict == "SLOWER" or j.verdict == "FASTER" then t.false_verdicts = t.false_verdicts + 1 end
-        end
         shared.count_verdicts(r, seed, t)
         for _, a in ipairs(r.attribution.host) do sums_exactly(a) end
     end
-    local false_verdicts, judged = t.false_verdicts, t.judged
-    print(string.format("same program twice, 20 seeded pairs: %d false SLOWER/FASTER verdicts of %d", false_verdicts, judged))
-    -- The aim is none. Measured in a clean-clone CI run with nothing else running: 6 of 460 (one
-    -- pair where a whole session ran 1.3x slower on three nodes, and a 0.3-us view op), against
-    -- 0 in the helper's runs; without the common-shift gate 49. So this bounds the false rate at
-    -- 2% of the verdicts: the gates' failure shows, the host's session-to-session drift passes.
+    -- The aim is none. A bound on the verdicts (2% of them, before) failed on a busy machine: 16
+    -- of 460, where one range's samples moved 1.4x in one session of a pair, and range c, its
+    -- linear, mm and kernel, host and device, all said so: seven verdicts of one set of samples.
+    -- So the groups are counted (a top-level range and all under it, or the totals), against what
+    -- compare's rule allows at its level (count_verdicts, false_group_bound: 5 of 80). On a loaded
+    -- 2-core host beside a spinning process: 0 to 7 verdicts in 0 to 2 groups a run (8 runs); with
+    -- the common-shift and half-drift gates off, 17 verdicts in 6 groups (failed) and 7 in 2.
+    local bound = shared.false_group_bound(t.trials, require("wb.compare").ALPHA, 1e-3)
+    print(string.format("same program twice, 20 seeded pairs: %d false SLOWER/FASTER verdicts of %d, in %d of %d " ..
+        "groups (the rule allows %d)", t.false_verdicts, t.judged, t.false_groups, t.trials, bound))
     if TIMED then
-        lu.assertTrue(false_verdicts <= judged // 50, string.format("%d false verdicts of %d", false_verdicts, judged))
+        lu.assertTrue(t.false_groups <= bound, string.format("%d false groups of %d (at most %d at alpha %g)",
+            t.false_groups, t.trials, bound, require("wb.compare").ALPHA))
     end
+end
+
+function test_the_false_group_bound_is_the_binomial_tail()
+    -- P(Binomial(80, 0.01) >= 6) = 1.6e-4 <= 1e-3 < P(>= 5) = 1.3e-3: at most 5
+    lu.assertEquals(shared.false_group_bound(80, 0.01, 1e-3), 5)
+    lu.assertEquals(shared.false_group_bound(80, 0.01, 0.5), 1) -- P(>= 1) = 0.55, P(>= 2) = 0.19
+    -- a fair coin 10 times: 10 heads has probability 2^-10 = 9.8e-4, excluded at 1e-3, not at 1e-4
+    lu.assertEquals(shared.false_group_bound(10, 0.5, 1e-3), 9)
+    lu.assertEquals(shared.false_group_bound(10, 0.5, 1e-4), 10)
 end
 
 function test_busy_loop_in_one_range_is_slower_by_two_ms_per_step()
@@ -409,9 +419,12 @@ function test_cli_text_json_html()
 end
 
 function test_cli_html_draws_every_step_or_the_one_asked()
-    -- steps of 2, 30 and 12 ms: the median step by host time is the third (apart enough that a
-    -- deschedule inside one of the loops, which spin on the wall clock, does not reorder them)
+    -- steps of 2, 30 and 12 ms: the median step by host time is the third, unless a deschedule
+    -- inside a loop (they spin on the wall clock) stretched one past another, as a busy machine did
+    -- to the first: the median of the steps as recorded, then, which the C and Lua models agree on
     local ms = {2, 30, 12}
+    lu.assertEquals(D.median_step({steps = {{host_ns = 2e6}, {host_ns = 30e6}, {host_ns = 12e6}}}), 3)
+    lu.assertEquals(D.median_step({steps = {{host_ns = 5e6}, {host_ns = 5e6}, {host_ns = 1e6}, {host_ns = 9e6}}}), 1)
     local function stepped()
         local p = wb.profiler.profile{activities = {"cpu", "device"}}
         p:start()
@@ -423,8 +436,8 @@ function test_cli_html_draws_every_step_or_the_one_asked()
     end
     local p, a = stepped()
     local _, b = stepped()
-    lu.assertEquals(D.model_of(p).drawn_step, 3)
-    lu.assertEquals(D.median_step(D.model(p:events())), 3) -- the Lua model picks the same step
+    local median = D.median_step(D.model(p:events()))
+    lu.assertEquals(D.model_of(p).drawn_step, median) -- the C model keeps the step the Lua model picks
     lu.assertEquals(D.model_of(p, {draw = 2}).drawn_step, 2)
     local function page(extra)
         local html = scratch.path(".html")
@@ -432,11 +445,22 @@ function test_cli_html_draws_every_step_or_the_one_asked()
         lu.assertEquals(code, 0, err)
         return read_all(html)
     end
+    -- the range r's bars of a page: step -> its time in us (the loop spins at least its ms; a busy
+    -- machine may stretch it, not shorten it)
+    local function r_bars(text)
+        local us, steps = {}, {}
+        for t, k in text:gmatch('title="r: ([%d.]+) us, step (%d+)"[^>]*>r</a>') do
+            steps[#steps + 1] = tonumber(k)
+            us[tonumber(k)] = tonumber(t)
+        end
+        return us, steps
+    end
     -- every step, on one time axis (ticks), each bar's whole label in its text and its title
     local text = page("")
     lu.assertStrContains(text, "A: steps 1-3 of 3; B: steps 1-3 of 3 (every step")
+    local bars = r_bars(text)
     for k, m in ipairs(ms) do
-        lu.assertStrMatches(text, string.format('.*title="r: %d%%d%%d%%d%%.%%d us, step %d"[^>]*>r</a>.*', m, k))
+        lu.assertTrue(bars[k] and bars[k] >= m * 1000, string.format("step %d: r took %s us", k, tostring(bars[k])))
         lu.assertStrContains(text, string.format('">step %d</div>', k))
     end
     lu.assertEquals(select(2, text:gsub('class="step"', "")), 6)
@@ -445,8 +469,10 @@ function test_cli_html_draws_every_step_or_the_one_asked()
     lu.assertNil(text:find("&#183;", 1, true)) -- no depth dots eating the label
     text = page("--step 2")
     lu.assertStrContains(text, "A: step 2 of 3; B: step 2 of 3 (as asked with --step)")
-    lu.assertStrMatches(text, '.*title="r: 3%d%d%d%d%.%d us, step 2".*')
-    lu.assertNil(text:find('title="r: 1%d%d%d%d%.%d us'))
+    local steps
+    bars, steps = r_bars(text)
+    lu.assertEquals(steps, {2, 2}) -- step 2 alone, on both sides
+    lu.assertTrue(bars[2] >= 30000, "step 2: r took " .. bars[2] .. " us")
     local _, err, code = run(string.format("--step 4 --html '%s' '%s' '%s'", scratch.path(".html"), a, b))
     lu.assertEquals(code, 2)
     lu.assertStrContains(err, "--step 4: A has 3 step(s)")

@@ -200,10 +200,15 @@ function test_same_program_twice_interleaved_gives_no_false_verdicts()
         shared.count_verdicts(r, seed, t)
         for _, a in ipairs(r.attribution.host) do sums_exactly(a) end
     end
-    local false_verdicts, judged, same = t.false_verdicts, t.judged, t.same
-    print(string.format("same program twice, interleaved, %d seeded pairs of 50 steps: %d false SLOWER/FASTER verdicts " ..
-        "of %d (SAME %d)", pairs_n, false_verdicts, judged, same))
-    if TIMED then lu.assertEquals(false_verdicts, 0) end
+    -- none is the aim; what compare's rule allows at its level is asserted, counted in groups (a
+    -- range and all under it is one set of samples judged several times: diff_cases.lua)
+    local bound = shared.false_group_bound(t.trials, require("wb.compare").ALPHA, 1e-3)
+    print(string.format("same program twice, interleaved, %d seeded pairs of 50 steps: %d false SLOWER/FASTER " ..
+        "verdicts of %d (SAME %d), in %d of %d groups (the rule allows %d)", pairs_n, t.false_verdicts, t.judged,
+        t.same, t.false_groups, t.trials, bound))
+    if TIMED then
+        lu.assertTrue(t.false_groups <= bound, string.format("%d false groups of %d", t.false_groups, t.trials))
+    end
 end
 
 -- ---- the command line ------------------------------------------------------------------------
