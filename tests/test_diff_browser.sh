@@ -38,7 +38,8 @@ for _, impl in ipairs({"eager", "fused"}) do
     p:export_chrome_trace(out .. "/" .. impl .. ".json")
 end
 LUA
-"$EXE" "$dir/traces.lua" "$dir" >"$dir/traces.log" 2>&1 || { cat "$dir/traces.log"; fail "the traces were not written"; }
+"$EXE" "$dir/traces.lua" "$dir" >"$dir/traces.log" 2>&1 ||
+    { cat "$dir/traces.log"; fail "the traces were not written"; }
 "$EXE" diff --html "$dir/diff.html" "$dir/eager.json" "$dir/fused.json" >"$dir/diff.txt" 2>&1 ||
     { cat "$dir/diff.txt"; fail "workbench diff --html failed"; }
 page="$dir/diff.html"
@@ -49,9 +50,11 @@ cat >"$dir/measure.js" <<'JS'
 var problems = [], canvas = document.querySelector('.canvas').getBoundingClientRect();
 var steps = document.querySelectorAll('.step').length;
 if (steps !== 8) problems.push(steps + ' step marks, not 8 (4 steps a side)');
-var ticks = Array.prototype.map.call(document.querySelectorAll('.tick span'), function (t) { return t.getBoundingClientRect(); });
+var ticks = Array.prototype.map.call(document.querySelectorAll('.tick span'),
+                                     function (t) { return t.getBoundingClientRect(); });
 if (ticks.length < 3) problems.push('the time axis has ' + ticks.length + ' ticks');
-for (var i = 1; i < ticks.length; i++) if (ticks[i].left < ticks[i - 1].right) problems.push('tick labels ' + i + ' overlap');
+for (var i = 1; i < ticks.length; i++)
+  if (ticks[i].left < ticks[i - 1].right) problems.push('tick labels ' + i + ' overlap');
 var cut = 0, classes = {};
 document.querySelectorAll('a.bar').forEach(function (a) {
   var r = a.getBoundingClientRect(), name = a.title.replace(/: [0-9.]+ us, step [0-9]+.*$/, '');
@@ -63,7 +66,8 @@ document.querySelectorAll('a.bar').forEach(function (a) {
 });
 if (!classes.removed || !classes.added) problems.push('no removed or no added bar');
 var long = document.querySelector('a.bar[title^="a_range_whose_name"]');
-if (!long || long.scrollWidth <= long.clientWidth) problems.push('the long name was not ellipsized (the check would prove nothing)');
+if (!long || long.scrollWidth <= long.clientWidth)
+  problems.push('the long name was not ellipsized (the check would prove nothing)');
 var out = document.createElement('pre');
 out.id = 'layout';
 out.textContent = problems.length ? problems.join('\n') : 'layout ok, ' + cut + ' labels ellipsized';
@@ -75,7 +79,8 @@ JS
     cat "$dir/measure.js"
     echo "</body></html>"
 } >"$dir/measured.html"
-browse --dump-dom "$dir/measured.html" >"$dir/measured.dom" || { cat "$dir/browser.err"; fail "chromium could not load the page"; }
+browse --dump-dom "$dir/measured.html" >"$dir/measured.dom" ||
+    { cat "$dir/browser.err"; fail "chromium could not load the page"; }
 grep -q '<pre id="layout">layout ok' "$dir/measured.dom" ||
     { sed -n '/<pre id="layout">/,/<\/pre>/p' "$dir/measured.dom"; fail "the timeline's layout (above)"; }
 
@@ -93,5 +98,5 @@ grep -q "<title>SCRIPT RAN</title>" "$dir/open.dom" ||
 mkdir -p "$SHOTS"
 browse --screenshot="$SHOTS/diff.png" "$page" >/dev/null || fail "chromium could not take a screenshot"
 [ -s "$SHOTS/diff.png" ] || fail "the screenshot is empty"
-echo "diff --html in chromium: $(sed -n 's|.*<pre id="layout">\([^<]*\)</pre>.*|\1|p' "$dir/measured.dom"); no script runs;" \
-    "screenshot $SHOTS/diff.png"
+layout=$(sed -n 's|.*<pre id="layout">\([^<]*\)</pre>.*|\1|p' "$dir/measured.dom")
+echo "diff --html in chromium: $layout; no script runs; screenshot $SHOTS/diff.png"

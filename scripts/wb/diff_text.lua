@@ -8,8 +8,8 @@ local words = require("wb.words")
 
 local M = {}
 
-local USAGE = "usage: workbench diff [--json] [--html FILE [--step N]] [--fail-on-slower PCT] [--min-effect PCT] " ..
-    "[--width N] [--per-occurrence] A.trace.json B.trace.json\n" ..
+local USAGE = "usage: workbench diff [--json] [--html FILE [--step N]] [--fail-on-slower PCT] [--min-effect PCT]\n" ..
+    "                      [--width N] [--per-occurrence] A.trace.json B.trace.json\n" ..
     "       workbench diff --ab [--steps N] [--warmup N] [--order shuffled|abba|alternate] [--save DIR] [options] A.lua B.lua"
 local HELP = [[
   two Chrome traces the workbench wrote (p:export_chrome_trace), aligned node by node: structural
