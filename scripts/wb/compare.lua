@@ -6,16 +6,14 @@
 -- config the file recorded and the fingerprint's device and threads must match too, else the
 -- files are "not comparable" and the difference is named (--ignore COL drops a column from
 -- that check, e.g. to compare --threads 1 with --threads 2 on purpose).
--- Each row gets one verdict from its time metric: SAME, FASTER, SLOWER or UNSURE. With raw
--- samples in both files: a two-sided Mann-Whitney U test (p < ALPHA) plus a minimum effect
--- (the medians differ by at least MIN_EFFECT) larger than the noise of both rows (IQR / median);
--- SAME when the effect is below the minimum, UNSURE when it is larger but the test does not back
--- it or it is within the noise. The noise gate is there because a run's samples are not
--- independent draws: a shared host's slow spell spans many of them, so the rank test's p on
--- hundreds of samples from two runs is far too small (two runs of one build, seconds apart, gave
--- "SLOWER, p = 9e-5" for a row 6.8% slower whose IQR was 75% of its median). Effects are measured on the log of the
--- ratio, so A vs B mirrors B vs A. Files without raw samples (older results) fall back to the
--- recorded p10-p90 spread, and the output says so.
+-- Each row gets one verdict from its time metric: SAME, FASTER, SLOWER or UNSURE, by wb.verdict's
+-- rule (the one mlp_sweep's table uses too): the medians shown are each row's median of its
+-- rounds' medians (rounds weigh alike, however many samples each took), the ratio B/A is of those,
+-- and the verdict is taken on them: a rank test on the samples with rounds weighing alike, a
+-- minimum effect, above both rows' noise. Files without raw samples (older results) fall back to
+-- the recorded p10-p90 spread, and the output says so; a file holding partial results (a run
+-- stopped by Ctrl-C) is named as such. --json prints one JSON object instead of the text (errors
+-- too, as {"error": ...}).
 -- Exit status: 0; 1 when --fail-on-slower PCT and a row is SLOWER by more than PCT percent;
 -- 2 with a message for unreadable input or files that are not comparable.
 
@@ -23,8 +21,9 @@ local cjson = require("cjson")
 local stats = require("wb.stats")
 local words = require("wb.words")
 local environment = require("wb.environment")
+local rule = require("wb.verdict")
 
-local M = {ALPHA = 0.01, MIN_EFFECT = 0.05}
+local M = {ALPHA = rule.ALPHA, MIN_EFFECT = rule.MIN_EFFECT}
 
 local function fail(msg) error({compare_error = msg}, 0) end
 local validate -- defined below, with what it needs
@@ -218,14 +217,17 @@ local function key_of(row, keys)
     return table.concat(parts, " ")
 end
 
--- The row's time metric, its samples (raw or nil) and its recorded spread (M.timing).
+-- The row's time metric, its samples (raw or nil), how they divide into rounds (a sweep's
+-- <samples>_per_round, or nil) and its recorded spread (M.timing).
 local TIME_COLUMNS = {{"median_ms", "samples_ms", "p10_ms", "p90_ms"}, {"median_us", "samples_us", "p10_us", "p90_us"}}
 local function timing(row)
     for _, t in ipairs(TIME_COLUMNS) do
         if type(row[t[1]]) == "number" then
             local s = row[t[2]]
             if type(s) ~= "table" or #s == 0 then s = nil end
-            return {metric = t[1], median = row[t[1]], samples = s, p10 = row[t[3]], p90 = row[t[4]]}
+            local per = row[t[2] .. "_per_round"]
+            return {metric = t[1], median = row[t[1]], samples = s, per_round = type(per) == "table" and per or nil,
+                p10 = row[t[3]], p90 = row[t[4]]}
         end
     end
 end
@@ -238,34 +240,9 @@ function M.row_names(doc)
     return names
 end
 
--- verdict(ta, tb, min_effect) -> verdict, ratio (B/A), p (or nil), basis ("samples", "noise":
--- within the rows' noise, "spread"), the larger noise (IQR / median) of the two rows' samples
-function M.verdict(ta, tb, min_effect)
-    min_effect = min_effect or M.MIN_EFFECT
-    local ma, mb = ta.median, tb.median
-    local noise
-    if ta.samples and tb.samples then
-        local sa, sb = stats.summarize(ta.samples), stats.summarize(tb.samples)
-        ma, mb, noise = sa.median, sb.median, math.max(sa.noise, sb.noise)
-    end
-    local ratio = ma > 0 and mb / ma or (mb == ma and 1 or math.huge)
-    local effect = math.abs(math.log(ratio))
-    local small = effect < math.log(1 + min_effect)
-    local direction = ratio < 1 and "FASTER" or "SLOWER"
-    if ta.samples and tb.samples then
-        local p = stats.mann_whitney(ta.samples, tb.samples).p
-        if small then return "SAME", ratio, p, "samples", noise end
-        if effect < math.log(1 + noise) then return "UNSURE", ratio, p, "noise", noise end
-        return p < M.ALPHA and direction or "UNSURE", ratio, p, "samples", noise
-    end
-    -- no raw samples: the recorded p10-p90 ranges
-    if small then return "SAME", ratio, nil, "spread" end
-    if type(ta.p10) == "number" and type(ta.p90) == "number" and type(tb.p10) == "number" and type(tb.p90) == "number" then
-        local apart = ta.p90 < tb.p10 or tb.p90 < ta.p10
-        return apart and direction or "UNSURE", ratio, nil, "spread"
-    end
-    return "UNSURE", ratio, nil, "spread"
-end
+-- verdict(ta, tb[, min_effect][, o]) -> verdict, ratio (B/A), p, basis, noise, shown: wb.verdict's
+-- rule (see there), the one every verdict of the workbench is taken by.
+M.verdict = rule.verdict
 
 local function describe_values(doc, col)
     local vals, seen = {}, {}
@@ -324,9 +301,26 @@ local function environment_line(fa, fb)
     return "environment differs: " .. environment.joined(diffs, environment.versus)
 end
 
+
+-- What a file's partial results are, in words ("interrupted (Ctrl-C) after 2 of 3 rounds"), or nil
+-- when it holds a whole run. A run stopped by Ctrl-C saves `partial` = {rounds_completed =,
+-- rounds =, reason =} and marks each row partial = true.
+function M.partial_words(doc)
+    local p = doc.partial
+    local rows = false
+    for _, r in ipairs(doc.rows or {}) do rows = rows or r.partial == true end
+    if (p == nil or p == cjson.null) and not rows then return nil end
+    if type(p) ~= "table" then return "partial results (its rows are marked partial)" end
+    local function whole(v) return type(v) == "number" and string.format("%d", math.floor(v)) or "?" end
+    return string.format("partial results: %s after %s of %s rounds", type(p.reason) == "string" and p.reason or
+        "stopped", whole(p.rounds_completed), whole(p.rounds))
+end
+
+-- compare(path_a, path_b, o) -> the comparison as a table (what --json prints; the text is drawn
+-- from it); o.out receives the text (o.out = false: none). Raises {compare_error =} on bad input.
 function M.compare(path_a, path_b, o)
     o = o or {}
-    local out = o.out or io.write
+    local out = o.out == nil and io.write or o.out or function() end
     local ignore = o.ignore or {}
     local a, b = load(path_a), load(path_b)
     check_comparable(a, b, ignore)
@@ -361,16 +355,27 @@ function M.compare(path_a, path_b, o)
         fail("not comparable: no row of A matches a row of B; the config columns differ: " ..
             (#diffs > 0 and table.concat(diffs, "; ") or table.concat(keys, ", ")))
     end
-    out(string.format("A: %s (%s, %s)\nB: %s (%s, %s)\nrows aligned on: %s\n", clean(path_a), words.shown(a.name),
-        a.fingerprint and show(a.fingerprint.date) or "?", clean(path_b), words.shown(b.name),
-        b.fingerprint and show(b.fingerprint.date) or "?",
+    local min_effect = o.min_effect or M.MIN_EFFECT
+    local res = {a = {path = clean(path_a), name = a.name, date = a.fingerprint and a.fingerprint.date or nil,
+        partial = M.partial_words(a)}, b = {path = clean(path_b), name = b.name, date = b.fingerprint and
+        b.fingerprint.date or nil, partial = M.partial_words(b)}, aligned_on = keys, min_effect = min_effect,
+        alpha = M.ALPHA, rows = {}, only_in_a = {}, only_in_b = {}, structural = {}, fingerprint = {}}
+    out(string.format("A: %s (%s, %s)\nB: %s (%s, %s)\nrows aligned on: %s\n", res.a.path, words.shown(a.name),
+        show(res.a.date or "?"), res.b.path, words.shown(b.name), show(res.b.date or "?"),
         #keys > 0 and table.concat(keys, ", ") or "(row order)"))
+    for _, side in ipairs({"a", "b"}) do
+        if res[side].partial then
+            out(string.format("note: %s holds %s: its rows may have fewer rounds than a whole run's\n", side:upper(),
+                res[side].partial))
+        end
+    end
     local missing = {}
     for _, doc in ipairs({a, b}) do
         local n = 0
         for _, r in ipairs(doc.rows) do local t = timing(r); if t and not t.samples then n = n + 1 end end
         if n > 0 then missing[#missing + 1] = doc == a and "A" or "B" end
     end
+    res.basis = #missing == 0 and "samples" or "spread"
     if #missing > 0 then
         out(string.format("note: %s has no raw samples (older results): verdicts from the recorded p10-p90 spread, " ..
             "without a rank test\n", table.concat(missing, " and ")))
@@ -387,16 +392,20 @@ function M.compare(path_a, path_b, o)
         local k, ra, rb = pr[1], pr[2], pr[3]
         local ta, tb = timing(ra), timing(rb)
         if ta and tb and ta.metric == tb.metric then
-            local v, ratio, p, basis, noise = M.verdict(ta, tb, o.min_effect)
+            local v, ratio, p, basis, noise, shown = M.verdict(ta, tb, min_effect)
             counts[v] = counts[v] + 1
             if v == "SLOWER" then worst_slower = math.max(worst_slower, (ratio - 1) * 100) end
             local flags = {}
             if ra.unstable == true then flags[#flags + 1] = "A unstable" end
             if rb.unstable == true then flags[#flags + 1] = "B unstable" end
             if basis == "noise" then flags[#flags + 1] = string.format("within the noise, %.0f%%", noise * 100) end
-            out(pad(k) .. string.format(" %12s %12s %7.3fx %8s  %s%s\n", show(ta.median) .. " " ..
-                ta.metric:match("_(%a+)$"), show(tb.median), ratio, p and string.format("%.2g", p) or "-", v,
-                #flags > 0 and " (" .. table.concat(flags, ", ") .. ")" or ""))
+            local unit = ta.metric:match("_(%a+)$")
+            res.rows[#res.rows + 1] = {row = k, metric = ta.metric, a = shown.a, b = shown.b, ratio = ratio, p = p,
+                verdict = v, basis = basis, noise = noise, rounds_a = shown.rounds_a, rounds_b = shown.rounds_b,
+                unstable_a = ra.unstable == true, unstable_b = rb.unstable == true}
+            out(pad(k) .. string.format(" %12s %12s %7.3fx %8s  %s%s\n", show(shown.a) .. " " .. unit, show(shown.b),
+                ratio, p and string.format("%.2g", p) or "-", v, #flags > 0 and " (" .. table.concat(flags, ", ") ..
+                ")" or ""))
             if o.verbose then
                 for _, c in ipairs(a.columns) do
                     local va, vb = ra[c], rb[c]
@@ -407,28 +416,32 @@ function M.compare(path_a, path_b, o)
                 end
             end
         else
+            res.rows[#res.rows + 1] = {row = k, verdict = cjson.null}
             out(pad(k) .. " (no time metric to compare)\n")
         end
     end
-    local only_a, only_b = {}, {}
-    for k in pairs(ia) do if not ib[k] then only_a[#only_a + 1] = k end end
-    for k in pairs(ib) do if not ia[k] then only_b[#only_b + 1] = k end end
-    table.sort(only_a)
-    table.sort(only_b)
-    if #only_a > 0 then out("\nonly in A: " .. table.concat(only_a, "; ") .. "\n") end
-    if #only_b > 0 then out("only in B: " .. table.concat(only_b, "; ") .. "\n") end
-    local effect = (o.min_effect or M.MIN_EFFECT) * 100
+    for k in pairs(ia) do if not ib[k] then res.only_in_a[#res.only_in_a + 1] = k end end
+    for k in pairs(ib) do if not ia[k] then res.only_in_b[#res.only_in_b + 1] = k end end
+    table.sort(res.only_in_a)
+    table.sort(res.only_in_b)
+    if #res.only_in_a > 0 then out("\nonly in A: " .. table.concat(res.only_in_a, "; ") .. "\n") end
+    if #res.only_in_b > 0 then out("only in B: " .. table.concat(res.only_in_b, "; ") .. "\n") end
+    local effect = min_effect * 100
     out(string.format("\nverdicts: %d SAME, %d FASTER, %d SLOWER, %d UNSURE (%s)\n", counts.SAME, counts.FASTER,
-        counts.SLOWER, counts.UNSURE, #missing == 0 and string.format("rank test p < %g and a change of at least %g%%, " ..
-            "above both rows' noise: IQR / median", M.ALPHA, effect) or
+        counts.SLOWER, counts.UNSURE, #missing == 0 and rule.rule_text(min_effect) or
             string.format("p10-p90 spreads apart and a change of at least %g%%", effect)))
-    local structural = {}
+    if #missing == 0 then
+        out("A and B: each row's median of its rounds' medians (every round one vote); B/A is their ratio\n")
+    end
     for _, pr in ipairs(pairs_) do
         local ra, rb = pr[2], pr[3]
         if ra.kernels ~= nil and rb.kernels ~= nil and ra.kernels ~= rb.kernels then
-            structural[#structural + 1] = string.format("%s: %s kernels -> %s", pr[1], show(ra.kernels), show(rb.kernels))
+            res.structural[#res.structural + 1] = {row = pr[1], a = ra.kernels, b = rb.kernels,
+                text = string.format("%s: %s kernels -> %s", pr[1], show(ra.kernels), show(rb.kernels))}
         end
     end
+    local structural = {}
+    for i, d in ipairs(res.structural) do structural[i] = d.text end
     out("structural differences: " .. (#structural > 0 and ("\n  " .. table.concat(structural, "\n  ")) or "none") .. "\n")
     local fa, fb, diffs = a.fingerprint or {}, b.fingerprint or {}, {}
     local names, seen = {}, {}
@@ -437,73 +450,103 @@ function M.compare(path_a, path_b, o)
     for _, k in ipairs(names) do
         if k ~= "date" and not k:match("_date$") and not environment.is_field(k) and show(fa[k]) ~= show(fb[k]) then
             diffs[#diffs + 1] = string.format("%s: %s -> %s", k, show(fa[k]), show(fb[k]))
+            res.fingerprint[#res.fingerprint + 1] = {key = k, a = fa[k] == nil and cjson.null or fa[k],
+                b = fb[k] == nil and cjson.null or fb[k]}
         end
     end
     out("fingerprint differences: " .. (#diffs > 0 and ("\n  " .. table.concat(diffs, "\n  ")) or "none") .. "\n")
     out(environment_line(fa, fb), "\n")
-    counts.worst_slower_pct = worst_slower
-    return counts
+    do
+        local diffs = environment.differences(fa, fb)
+        res.environment = diffs or cjson.null
+    end
+    res.verdicts = counts
+    res.worst_slower_pct = worst_slower
+    return res
 end
 
-local USAGE = "usage: workbench compare [--verbose] [--fail-on-slower PCT] [--min-effect PCT] [--ignore COL] A.json B.json"
+local USAGE = "usage: workbench compare [--json] [--verbose] [--fail-on-slower PCT] [--min-effect PCT] [--ignore COL] " ..
+    "A.json B.json"
 local HELP = [[
   compares two results files of the same sweep, row by row: SAME, FASTER, SLOWER or UNSURE
+  --json                one JSON object on stdout instead of the text (errors too: {"error": "..."})
   --verbose, -v         every metric of each row, not only its time
   --fail-on-slower PCT  exit with status 1 when a row is SLOWER by more than PCT percent
   --min-effect PCT      the smallest change called FASTER or SLOWER (default 5)
   --ignore COL          leave COL out of the check that the runs are comparable (repeatable)
   --help, -h            this text]]
 
+local LISTS = {rows = true, only_in_a = true, only_in_b = true, structural = true, fingerprint = true, aligned_on = true}
+
 -- Entry point for `workbench compare ...`: returns the exit status.
 function M.main(args)
     local o, files = {ignore = {}}, {}
+    for _, a in ipairs(args) do o.json = o.json or a == "--json" end
+    -- an error: one line on stderr, or with --json one object on stdout; the status is the same
+    local function problem(status, msg, with_usage)
+        if o.json then
+            io.write(cjson.encode({error = msg, status = status}), "\n")
+        else
+            io.stderr:write("workbench compare: ", msg, "\n", with_usage and USAGE .. "\n" or "")
+        end
+        return status
+    end
     local i = 1
     while i <= #args do
         local a = args[i]
         if a == "--help" or a == "-h" then
             io.write(USAGE, "\n", HELP, "\n")
             return 0
+        elseif a == "--json" then
+            o.json = true
         elseif a == "--verbose" or a == "-v" then
             o.verbose = true
         elseif a == "--fail-on-slower" or a == "--min-effect" then
             local v = tonumber(args[i + 1])
             if not v or v < 0 or v > 1000 then
-                io.stderr:write(string.format("workbench compare: %s takes a percentage from 0 to 1000, got %s\n%s\n", a,
-                    tostring(args[i + 1]), USAGE))
-                return 2
+                return problem(2, string.format("%s takes a percentage from 0 to 1000, got %s", a, tostring(args[i + 1])),
+                    true)
             end
             if a == "--fail-on-slower" then o.fail_on_slower = v else o.min_effect = v / 100 end
             i = i + 1
         elseif a == "--ignore" then
-            if not args[i + 1] then
-                io.stderr:write("workbench compare: --ignore takes a column name\n" .. USAGE .. "\n")
-                return 2
-            end
+            if not args[i + 1] then return problem(2, "--ignore takes a column name", true) end
             o.ignore[args[i + 1]] = true
             i = i + 1
         elseif a:match("^%-%-?%a") then
-            io.stderr:write("workbench compare: unknown option " .. a .. "\n" .. USAGE .. "\n")
-            return 2
+            return problem(2, "unknown option " .. clean(a), true)
         else
             files[#files + 1] = a
         end
         i = i + 1
     end
     if #files ~= 2 then
+        if o.json then return problem(2, string.format("expected two results files, got %d", #files)) end
         io.stderr:write(USAGE .. "\n")
         return 2
     end
+    if o.json then o.out = false end
     local ok, res = pcall(M.compare, files[1], files[2], o)
     if not ok then
-        io.stderr:write("workbench compare: " .. (type(res) == "table" and res.compare_error or tostring(res)) .. "\n")
-        return 2
+        return problem(2, type(res) == "table" and res.compare_error or tostring(res))
     end
-    if o.fail_on_slower and res.SLOWER > 0 and res.worst_slower_pct > o.fail_on_slower then
-        io.stderr:write(string.format("workbench compare: a row is %.1f%% slower (more than --fail-on-slower %g)\n",
-            res.worst_slower_pct, o.fail_on_slower))
-        return 1
+    local status = 0
+    local msg
+    if o.fail_on_slower and res.verdicts.SLOWER > 0 and res.worst_slower_pct > o.fail_on_slower then
+        status = 1
+        msg = string.format("a row is %.1f%% slower (more than --fail-on-slower %g)", res.worst_slower_pct,
+            o.fail_on_slower)
     end
-    return 0
+    if o.json then
+        res.status, res.failure = status, msg
+        -- lua-cjson writes an empty table as {}: the lists are lists however long
+        io.write((cjson.encode(res):gsub('"(%a[%w_]*)":{}', function(k)
+            if LISTS[k] then return '"' .. k .. '":[]' end
+        end)), "\n")
+    elseif msg then
+        io.stderr:write("workbench compare: ", msg, "\n")
+    end
+    return status
 end
 
 return M

@@ -47,6 +47,48 @@ function M.summarize(samples)
     return r
 end
 
+-- ---- rounds ------------------------------------------------------------------------------------
+-- A measurement taken in rounds (the contenders alternated, round after round) keeps all its
+-- samples in one array and how many each round took ("counts": samples_ms_per_round). Rounds can
+-- take very different numbers of samples (a slow first round 72, the others 10): statistics that
+-- pool them follow the round with the most samples, so these weigh every round alike.
+
+-- split_rounds(samples, counts) -> an array of the rounds' samples, or nil when counts (whole
+-- numbers >= 1) do not divide samples exactly. counts nil: all samples are one round.
+function M.split_rounds(samples, counts)
+    if type(samples) ~= "table" or #samples == 0 then return nil end
+    if counts == nil then return {samples} end
+    if type(counts) ~= "table" or #counts == 0 then return nil end
+    local out, at = {}, 0
+    for r, n in ipairs(counts) do
+        if math.type(n) == nil or n < 1 or n ~= math.floor(n) or at + n > #samples then return nil end
+        out[r] = table.move(samples, at + 1, at + n, 1, {})
+        at = at + n
+    end
+    return at == #samples and out or nil
+end
+
+-- by_rounds(rounds) -> {median =, rounds =, equal = {...}, noise =}: median, the median of the
+-- rounds' medians (each round one vote); equal, the samples with every round weighing alike: from
+-- each round the same number k of its own samples (k = the fewest any round took), evenly spaced
+-- through its sorted samples, so a rank test or a spread sees each round as much as the others;
+-- noise, IQR / median of those.
+function M.by_rounds(rounds)
+    if type(rounds) ~= "table" or #rounds == 0 then error("stats.by_rounds: expected a non-empty array of rounds", 2) end
+    local medians, k = {}, math.huge
+    for i, r in ipairs(rounds) do
+        if type(r) ~= "table" or #r == 0 then error(string.format("stats.by_rounds: round %d has no samples", i), 2) end
+        medians[i] = M.summarize(r).median
+        k = math.min(k, #r)
+    end
+    local equal = {}
+    for _, r in ipairs(rounds) do
+        local s = sorted_copy(r)
+        for j = 1, k do equal[#equal + 1] = s[math.floor((j - 0.5) * #s / k) + 1] end
+    end
+    return {median = M.summarize(medians).median, rounds = #rounds, equal = equal, noise = M.summarize(equal).noise}
+end
+
 -- ---- the stopping rule ------------------------------------------------------------------------
 -- In the spirit of nvbench's stdrel criterion: take at least min_samples samples and at least
 -- min_time_ms of sampled time; from then on, stop as soon as the relative noise (IQR / median of
