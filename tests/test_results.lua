@@ -25,7 +25,8 @@ function TestResults:test_save_writes_three_files_with_fingerprint()
     local csv = read(p.csv)
     lu.assertStrContains(csv, "mode,ms,kernels\neager,1.5,5\n")
     lu.assertStrContains(csv, '"quote ""and"", comma",2,\n')
-    lu.assertStrContains(csv, "# isa=" .. wb.cpu_isa())
+    lu.assertNotStrContains(csv, "\n#") -- plain CSV: the fingerprint is in the JSON
+    lu.assertEquals(doc.csv_digest, require("wb.saveset").digest(csv))
     local html = read(p.html)
     lu.assertStrContains(html, "<p>extra</p>")
     lu.assertStrContains(html, "quote &quot;and&quot;, comma")
@@ -185,7 +186,7 @@ function TestResults:test_csv_quotes_names_and_defuses_formulas()
     local csv = read(p.csv)
     lu.assertStrContains(csv, '"a,b","q""",f,g,h,i,n\n')
     lu.assertStrContains(csv, '\n1,"a\rb","\'=HYPERLINK(""http://x"",""y"")",\'@SUM(A1),\'+1,\'-2,-3\n')
-    lu.assertStrContains(csv, '\n# "config_odd,key"=x\n')
+    lu.assertNotStrContains(csv, "config_odd") -- the config is in the JSON, not in comment lines
     local doc = cjson.decode(read(p.json))
     lu.assertEquals(doc.rows[1].f, '=HYPERLINK("http://x","y")')
     lu.assertEquals(doc.rows[1].i, "-2")
@@ -207,7 +208,7 @@ function TestResults:test_a_set_mixed_between_saves_is_named()
     lu.assertNil(require("wb.saveset").check(first.json))
     local second = save(2)
     lu.assertNotEquals(second.save_id, first.save_id)
-    lu.assertStrContains(read(second.csv), "# save_id=" .. second.save_id .. "\n")
+    lu.assertNotStrContains(read(second.csv), "save_id") -- the CSV stays plain: the JSON holds its digest
     lu.assertStrContains(read(second.html), "<!-- save_id=" .. second.save_id .. " -->")
     lu.assertNil(require("wb.saveset").check(second.json))
     local current = second
@@ -216,7 +217,8 @@ function TestResults:test_a_set_mixed_between_saves_is_named()
         f:write(old)
         f:close()
         local msg = require("wb.saveset").check(current.json)
-        lu.assertStrContains(tostring(msg), "unit." .. name .. " is from another save (" .. first.save_id .. ") than")
+        lu.assertStrContains(tostring(msg), "unit." .. name .. " is from another save (" .. (name == "html" and
+            first.save_id or "its text is not the one this save wrote") .. ") than")
         lu.assertStrContains(msg, "(" .. current.save_id .. "): a save was interrupted between the files")
         current = save(3) -- whole again
     end
@@ -229,6 +231,49 @@ function TestResults:test_a_set_mixed_between_saves_is_named()
     local out = p:read("a")
     p:close()
     lu.assertStrContains(out, "compare: warning: " .. dir .. "/unit.csv is from another save")
+    os.execute("rm -rf '" .. dir .. "'")
+end
+
+-- The CSV is plain CSV: Python's csv module, strict, reads a header and one record per row, every
+-- record as long as the header, the values as saved (samples in one cell, quoted text, booleans);
+-- pandas.read_csv with its defaults too, where pandas is installed. No comment lines.
+function TestResults:test_csv_reads_strictly_with_python()
+    local probe = scratch.run("python3 -c 'import csv' 2>&1")
+    lu.skipIf(probe ~= "", "python3 is not installed: " .. probe)
+    local dir = scratch.path("_plain")
+    local r = wb.results("plain", {keys = {"tokens", "mode"}, config = {dim = 64, dtype = "f32"}})
+    r:add{tokens = 1, mode = "eager", median_ms = 0.25, samples_ms = {0.25, 0.5, 0.125}, noise = 0.01}
+    r:add{tokens = 16, mode = 'odd, "name"', median_ms = 1.5, samples_ms = {1.5}, noise = 0.2, note = "line\nbreak"}
+    local p = r:save{dir = dir}
+    local text = read(p.csv)
+    lu.assertNotStrContains(text, "\n#")
+    local script = scratch.file([[
+import csv, json, sys
+with open(sys.argv[1], newline="") as f:
+    records = list(csv.reader(f, strict=True))
+doc = json.load(open(sys.argv[2]))
+assert records[0] == doc["columns"], (records[0], doc["columns"])
+assert len(records) == 1 + len(doc["rows"]), records
+for rec, row in zip(records[1:], doc["rows"]):
+    assert len(rec) == len(records[0]), rec
+    got = dict(zip(records[0], rec))
+    assert float(got["median_ms"]) == row["median_ms"], got
+    assert [float(x) for x in got["samples_ms"].split()] == row["samples_ms"], got
+    assert got["mode"] == row["mode"] and got["unstable"] == str(row["unstable"]).lower(), got
+    assert got.get("note", "") == row.get("note", ""), got
+try:
+    import pandas
+except ImportError:
+    print("pandas: not installed")
+    sys.exit(0)
+frame = pandas.read_csv(sys.argv[1])
+assert list(frame.columns) == doc["columns"] and len(frame) == len(doc["rows"]), frame
+print("pandas: read")
+]], ".py")
+    local out, code = scratch.run(string.format("python3 '%s' '%s' '%s' 2>&1", script, p.csv, p.json))
+    lu.assertEquals(code, 0, out)
+    lu.assertStrMatches(out, "^pandas: [%a ]+\n$")
+    if out:match("not installed") then print("(pandas is not installed: read with the csv module only)") end
     os.execute("rm -rf '" .. dir .. "'")
 end
 

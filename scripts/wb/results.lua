@@ -17,6 +17,7 @@ local machine = require("wb.machine")
 local atomic = require("wb.atomic")
 local report = require("wb.report")
 local environment = require("wb.environment")
+local saveset = require("wb.saveset")
 local hostname, mkdir_p = wb._hostname, wb.mkdir_p -- captured at load: wb._* are gone under --sandbox
 
 local Results = {}
@@ -115,9 +116,8 @@ end
 
 -- One CSV cell. Text that a spreadsheet would run as a formula (starting with = + - @, or a tab or
 -- carriage return before one) gets a leading ' (OWASP's advice for CSV injection; the JSON keeps
--- the text as it was), unless plain (the fingerprint's "# key=value" lines, one comment cell
--- each); a cell with a comma, a quote or a line break is quoted.
-local function csv_cell(v, plain)
+-- the text as it was); a cell with a comma, a quote or a line break is quoted.
+local function csv_cell(v)
     if v == nil then return "" end
     if type(v) == "table" then -- raw samples: space-separated in one cell
         local parts = {}
@@ -125,7 +125,7 @@ local function csv_cell(v, plain)
         return table.concat(parts, " ")
     end
     local s = math.type(v) == "float" and string.format("%.10g", v) or tostring(v)
-    if type(v) == "string" and not plain and s:find("^[=+%-@\t\r]") then s = "'" .. s end
+    if type(v) == "string" and s:find("^[=+%-@\t\r]") then s = "'" .. s end
     if s:find('[,"\r\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
     return s
 end
@@ -206,9 +206,9 @@ local function cell(v)
     return v == nil and "" or tostring(v)
 end
 
--- Each save marks its three files with one id (the JSON's save_id, a "# save_id=" line of the
--- CSV, a comment atop the HTML): each file is written whole (wb.atomic), and a set that a kill
--- left mixed between two saves says so (wb.saveset.check).
+-- Each save marks its three files (the JSON's save_id and the digest of the CSV's text, a comment
+-- atop the HTML; the CSV stays plain CSV): each file is written whole (wb.atomic), and a set that
+-- a kill left mixed between two saves says so (wb.saveset.check).
 local saves = 0
 local function new_save_id()
     saves = saves + 1
@@ -264,7 +264,8 @@ function Results:save(o)
         if doc[k] ~= nil then error("results: extra field '" .. tostring(k) .. "' would replace the file's own", 2) end
         doc[k] = v
     end
-    write(base .. ".json", cjson.encode(doc))
+    -- plain CSV: a header and one line per row, read by Python's csv module and pandas.read_csv as
+    -- they are; the fingerprint is in the JSON (and the report's Environment table)
     local header = {}
     for i, c in ipairs(self.columns) do header[i] = csv_cell(c) end
     local lines = {table.concat(header, ",")}
@@ -277,13 +278,14 @@ function Results:save(o)
         end
         lines[#lines + 1] = table.concat(cells, ",")
     end
+    local csv = table.concat(lines, "\n") .. "\n"
+    doc.csv_digest = saveset.digest(csv)
+    write(base .. ".json", cjson.encode(doc))
+    write(base .. ".csv", csv)
     for k, v in pairs(self.config or {}) do fp["config_" .. k] = v end
     local fp_keys = {}
     for k in pairs(fp) do fp_keys[#fp_keys + 1] = k end
     table.sort(fp_keys)
-    for _, k in ipairs(fp_keys) do lines[#lines + 1] = "# " .. csv_cell(k, true) .. "=" .. csv_cell(fp[k], true) end
-    lines[#lines + 1] = "# save_id=" .. save_id
-    write(base .. ".csv", table.concat(lines, "\n") .. "\n")
     local h = {report.page_head(self.name), "<!-- save_id=" .. save_id .. " -->", "<h1>", html_escape(self.name), "</h1>"}
     for _, w in ipairs(rep.warnings or {}) do h[#h + 1] = "<p class='warn'><b>" .. html_escape(w) .. "</b></p>" end
     for _, t in ipairs(rep.text or {}) do h[#h + 1] = "<p>" .. html_escape(t) .. "</p>" end
