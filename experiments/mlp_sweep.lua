@@ -21,15 +21,21 @@
 -- fewer kernels and less dispatch help most where the GEMMs are small (few tokens); at 512
 -- tokens the GEMMs dominate and the modes converge.
 -- Method: check each mode against eager, then time them alternately (A B C ..., rounds over every
--- mode at every token count, medians with p10-p90); kernels and host time per forward come from
--- the profiler. Results (JSON, CSV),
+-- mode at every token count, then the peers); a token count whose rows are unstable (noise above
+-- 5%) or whose verdicts against eager are UNSURE gets more rounds, up to --max-rounds (10), as
+-- nvbench measures until its criterion holds. Every row (the peers' too) gets a verdict against
+-- eager by compare's rule (wb.verdict) on the medians of the rounds' medians; kernels and host time
+-- per forward come from the profiler. Results (JSON, CSV),
 -- an HTML report with charts and a Perfetto trace per mode (at --trace-tokens) go under --out.
 -- When python3 with torch is installed, PyTorch's eager CPU forward is timed on the same shapes
--- (experiments/peers/torch_mlp.py) after each round of ours, and shown beside ours. So is oneDNN's
+-- (experiments/peers/torch_mlp.py) after each round of ours, by the same rule as ours (at least --iters
+-- forwards and 50 ms a round, its OpenMP threads told not to spin: OMP_WAIT_POLICY=passive), and
+-- shown as rows beside ours. So is oneDNN's
 -- (when its peer module was built, from experiments/peers/dnnl_peer.c): the same MLP as three
 -- matmul primitives made once per token count, the gate's activation and the multiply by the up
 -- projection as post-ops, on our weights and inputs, checked against eager like every mode; the
--- column "vs oneDNN" is its time over ours (above 1: ours is faster), with its version and kernels.
+-- line "vs peers" gives our fastest mode against each peer (above 1: ours is faster), the footer
+-- their versions, BLAS and kernels.
 -- It is a wb.sweep (tokens x modes): --shard I/N measures one shard of the points, and
 -- `workbench merge` joins the shards into the rows of the whole sweep.
 
@@ -49,6 +55,9 @@ parser:option("--mlp", "The gated MLP: geglu (gelu_tanh) or swiglu (silu).", "ge
 parser:option("--device", "Device (cpu or cuda; default: the workbench's default device)."):choices({"cpu", "cuda"})
 parser:option("--iters", "Timed forwards per mode per round (at least).", "10"):convert(wbargs.int("--iters", 1, 100000))
 parser:option("--rounds", "Rounds of alternating the modes.", "3"):convert(wbargs.int("--rounds", 1, 1000))
+parser:option("--max-rounds", "More rounds, up to this many in all, for a token count while a row of it (a mode or a " ..
+    "peer) is unstable or its verdict against eager UNSURE (default: 10, or --rounds when that is more).")
+    :convert(wbargs.int("--max-rounds", 1, 1000))
 parser:option("--trace-tokens", "Token count at which a Perfetto trace per mode is written.", "16")
     :convert(wbargs.int("--trace-tokens", 1, 65536))
 parser:option("--out", "Output folder (default: out/mlp_sweep/<timestamp>).")
@@ -60,6 +69,13 @@ local args = wbargs.parse(parser)
 
 local tokens_list, modes = args.tokens, args.modes
 local dim, hidden, iters, rounds, trace_tokens = args.dim, args.hidden, args.iters, args.rounds, args.trace_tokens
+local DEFAULT_MAX_ROUNDS = 10
+if args.max_rounds and args.max_rounds < rounds then
+    io.stderr:write(string.format("mlp_sweep.lua: --max-rounds %d is below --rounds %d (it caps the rounds in all, " ..
+        "the extra ones included) (see --help)\n", args.max_rounds, rounds))
+    os.exit(2, true)
+end
+local max_rounds = args.max_rounds or math.max(DEFAULT_MAX_ROUNDS, rounds)
 local device = args.device or wb.default_device()
 -- a machine without a usable GPU is not a bad argument: one line with the reason and status 1, as
 -- the workbench's own --device cuda (docs/cli.md), not a script error's traceback
@@ -85,7 +101,8 @@ end
 print(string.format("mlp_sweep: " .. MLP .. " MLP dim %d hidden %d, %s on %s (%s, %s); tokens %s; modes %s", dim,
     hidden, args.dtype, device, info.name, plural(wb.get_num_threads(), "thread"), table.concat(tokens_list, ","),
     table.concat(modes, ",")))
-print(string.format("roofline: %.1f GFLOP/s, %.1f GB/s (%s)", info.peak_gflops, info.bandwidth_gbs, info.calibrated))
+print(require("wb.words").wrap(string.format("roofline: %.1f GFLOP/s, %.1f GB/s (%s)", info.peak_gflops,
+    info.bandwidth_gbs, info.calibrated), 120, "  "))
 
 wb.manual_seed(wb.options.seed or 0)
 local mlp = wb.nn[MLP .. "MLP"](dim, hidden, {impl = "eager", dtype = args.dtype, device = device})
@@ -154,11 +171,32 @@ local bytes_of = function(t) return (args.dtype == "bf16" and 2 or 4) * (3.0 * d
 
 local inputs_of -- the input drawn for a token count (set with the inputs below)
 
+-- One round's samples of a forward, in ms: the rule every contender is timed by (our modes and
+-- oneDNN here; torch_mlp.py takes the same --rounds and --min-time-ms): at least --iters
+-- forwards and 50 ms, after 2 warm-up forwards.
+local MIN_TIME_MS = 50
+local function time_forward(fn)
+    local b = wb.bench(fn, {warmup = 2, iters = iters, min_time_ms = MIN_TIME_MS, device = device})
+    local ms = {}
+    for i, s in ipairs(b.samples_us) do ms[i] = s / 1e3 end
+    return ms
+end
+
+-- A peer's samples per token count, kept round by round (per_round: one count per round), so its
+-- statistics are taken as ours are (the median of the rounds' medians, the noise with rounds alike).
+local function keep(peer, t, samples)
+    local s, per = peer.samples[t] or {}, peer.per_round[t] or {}
+    for _, v in ipairs(samples) do s[#s + 1] = v end
+    per[#per + 1] = #samples
+    peer.samples[t], peer.per_round[t] = s, per
+end
+
 -- The PyTorch peer (when installed): one run of experiments/peers/torch_mlp.py per round, after
 -- our modes' round, so that ours and the peer's samples come from the same stretches of time
--- (alternate the contenders: this machine's speed drifts between minutes).
-local PEER_SAMPLES = 7 -- per token count and round
-local torch = {samples = {}}
+-- (alternate the contenders: this machine's speed drifts between minutes). Its OpenMP runtime is
+-- told not to spin-wait (OMP_WAIT_POLICY=passive, unless the environment sets it): a spinning
+-- team left behind by a peer competes with the next round of ours for the cores.
+local torch = {samples = {}, per_round = {}}
 local peer_cmd
 local script = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/peers/torch_mlp.py"
 local function exists(path)
@@ -173,20 +211,22 @@ elseif not args.no_peer and not cuda and MLP == "GeGLU" and exists(script) then
     local python = exists("/usr/bin/python3") and "/usr/bin/python3" or "python3"
     peer_cmd = string.format("%s '%s'", python, script)
 end
+local wait_policy = (os.getenv("OMP_WAIT_POLICY") or "") ~= "" and os.getenv("OMP_WAIT_POLICY") or "passive"
 local function peer_round(peer_tokens)
     if not peer_cmd or torch.failed then return end
-    local cmd = string.format("%s --tokens %s --dim %d --hidden %d --threads %d --dtype %s --rounds %d 2>/dev/null",
-        peer_cmd, table.concat(peer_tokens, ","), dim, hidden, wb.get_num_threads(), args.dtype, PEER_SAMPLES)
+    local cmd = string.format("OMP_WAIT_POLICY=%s %s --tokens %s --dim %d --hidden %d --threads %d --dtype %s " ..
+        "--rounds %d --min-time-ms %d 2>/dev/null", wait_policy, peer_cmd, table.concat(peer_tokens, ","), dim, hidden,
+        wb.get_num_threads(), args.dtype, iters, MIN_TIME_MS)
     local pipe = io.popen(cmd)
     local text = pipe and pipe:read("a") or ""
     if pipe then pipe:close() end
     local okj, data = pcall(require("cjson").decode, text)
     if not (okj and type(data) == "table" and type(data.results) == "table") then
-        torch.failed = true -- not installed (or broken): no peer column, said at the end
+        torch.failed = true -- not installed (or broken): no peer rows, said at the end
         return
     end
     torch.version = tostring(data.torch)
-    -- what the column and the report name: the version and the BLAS its GEMMs ran on: the library
+    -- what the rows and the report name: the version and the BLAS its GEMMs ran on: the library
     -- the peer found loaded (BLAS_INFO=generic only says torch calls whatever libblas.so.3 is),
     -- else the build's BLAS_INFO; never the raw build string
     local info = type(data.blas) == "string" and data.blas:match("BLAS_INFO=([%w_]+)")
@@ -194,17 +234,18 @@ local function peer_round(peer_tokens)
     torch.blas = library or (info and "BLAS_INFO=" .. info) or "BLAS not reported"
     torch.label = string.format("PyTorch %s (%s)", torch.version, library or (info and "BLAS " .. info) or "BLAS not reported")
     for _, r in ipairs(data.results) do
-        local s = torch.samples[r.tokens] or {}
-        for _, v in ipairs(type(r.samples_ms) == "table" and r.samples_ms or {r.median_ms}) do s[#s + 1] = v end
-        torch.samples[r.tokens] = s
+        keep(torch, r.tokens, type(r.samples_ms) == "table" and r.samples_ms or {r.median_ms})
     end
 end
 
 -- The oneDNN peer (cpu, when built): per token count a wb.dnnl.mlp on our weights, checked in
--- prepare like every mode, timed after each round of ours (after PyTorch's) for PEER_SAMPLES calls.
--- Its primitives are made for, and run on, the thread count asked for (a primitive runs on the
--- threads there were when it was made); ours may drop to one under contention (wb.set_threads_adaptive).
-local dnnl = {samples = {}, mlp = {}, kernels = {}, threads = wb.get_num_threads()}
+-- prepare like every mode, timed after each round of ours (after PyTorch's) by time_forward, as
+-- our modes are. Its primitives are made for, and run on, the thread count asked for (a primitive
+-- runs on the threads there were when it was made); ours may drop to one under contention
+-- (wb.set_threads_adaptive). It runs in this process on the workbench's own OpenMP runtime
+-- (libgomp: one team of threads, shared), so it cannot spin against ours: the wait policy of that
+-- one runtime is the process's, read from OMP_WAIT_POLICY when the workbench starts.
+local dnnl = {samples = {}, per_round = {}, mlp = {}, kernels = {}, threads = wb.get_num_threads()}
 if not args.no_dnnl and not cuda then
     if wb.dnnl.available() then
         local i = wb.dnnl.info()
@@ -218,13 +259,7 @@ local function dnnl_round(peer_tokens)
     wb.dnnl.set_num_threads(dnnl.threads)
     for _, t in ipairs(peer_tokens) do
         local m, x = dnnl.mlp[t], inputs_of(t)
-        if m then
-            local b = wb.bench(function() m(x) end, {warmup = 1, iters = PEER_SAMPLES, max_iters = PEER_SAMPLES,
-                min_time_ms = 0})
-            local s = dnnl.samples[t] or {}
-            for _, v in ipairs(b.samples_us) do s[#s + 1] = v / 1e3 end
-            dnnl.samples[t] = s
-        end
+        if m then keep(dnnl, t, time_forward(function() m(x) end)) end
     end
     wb.set_num_threads(dnnl.threads) -- the same OpenMP setting as ours: theirs again, adaptive as before
 end
@@ -237,7 +272,8 @@ local inputs = {} -- per token count: {run = runners, checked = true}
 inputs_of = function(t) return inputs[t].x end
 local traces = {} -- the report's links to the traces written
 local COST_GFLOPS, COST_GBS = 100, 20 -- the model machine of the shards' cost (fixed, not measured)
-local sweep = wb.sweep{
+local sweep, again, report_parts -- again and report_parts: below, with what they need
+sweep = wb.sweep{
     name = "mlp_sweep",
     out = out_dir, -- where Ctrl-C's partial results go
     axes = {{"tokens", tokens_list}, {"mode", modes}},
@@ -300,12 +336,14 @@ local sweep = wb.sweep{
         print(string.format("  all modes%s agree with eager (rel. error < %.0e)", dnnl.label and " and oneDNN's MLP" or
             "", tolerance))
     end,
-    measure = function(p)
-        local b = wb.bench(inputs[p.tokens].run[p.mode], {warmup = 2, iters = iters, min_time_ms = 50, device = device})
-        local ms = {}
-        for i, s in ipairs(b.samples_us) do ms[i] = s / 1e3 end
-        return ms
-    end,
+    measure = function(p) return time_forward(inputs[p.tokens].run[p.mode]) end,
+    max_rounds = max_rounds,
+    -- after the --rounds: another round for each token count with a row that is unstable (a mode's
+    -- or a peer's noise above 5%) or UNSURE against eager, all its modes (eager included, so the
+    -- rounds stay paired) and peers; at most max_rounds in all
+    again = function(so_far, round) return again(so_far, round) end,
+    -- the report's parts as they stand, for partial results (Ctrl-C) too
+    report = function() return report_parts() end,
     after_round = function(_, points)
         local peer_tokens, seen = {}, {}
         for _, p in ipairs(points) do
@@ -324,8 +362,9 @@ local sweep = wb.sweep{
         local kernels, host_us, kernel_events, prof = anatomy(inputs[p.tokens].run[p.mode], p.mode)
         row.kernels, row.host_us, row.rel_error, row.flops = kernels, host_us, inputs[p.tokens].err[p.mode], flops_of(p.tokens)
         row.bytes = bytes_of(p.tokens)
-        row.torch_samples_ms = torch.samples[p.tokens]
-        row.dnnl_samples_ms = dnnl.samples[p.tokens]
+        row.torch_samples_ms, row.torch_samples_ms_per_round = torch.samples[p.tokens], torch.per_round[p.tokens]
+        row.dnnl_samples_ms, row.dnnl_samples_ms_per_round = dnnl.samples[p.tokens], dnnl.per_round[p.tokens]
+        row.rounds = #row.samples_ms_per_round
         -- the forward's kernels, for the roofline (drawn from the rows, so a merge draws it too)
         -- (numbers only: a column of text would be configuration to compare, which rows are aligned on)
         local kf, kb, kt = {}, {}, {}
@@ -348,86 +387,91 @@ local sweep = wb.sweep{
         end
     end,
     -- median_ms: the median of the rounds' medians (as vs eager is taken round by round; a pooled
-    -- median follows whichever round took the most samples); p10-p90 and noise: of all samples
+    -- median follows whichever round took the most samples); noise: with every round weighing
+    -- alike (what the verdicts read); p10-p90: of all samples. The peers' alike.
     stats = {{from = "samples_ms", median = "median_ms", median_of = "rounds", p10 = "p10_ms", p90 = "p90_ms",
         noise = "noise"},
-        {from = "torch_samples_ms", median = "torch_ms"}, {from = "dnnl_samples_ms", median = "dnnl_ms"}},
+        {from = "torch_samples_ms", median = "torch_ms", median_of = "rounds", p10 = "torch_p10_ms",
+            p90 = "torch_p90_ms", noise = "torch_noise", unstable = "torch_unstable"},
+        {from = "dnnl_samples_ms", median = "dnnl_ms", median_of = "rounds", p10 = "dnnl_p10_ms", p90 = "dnnl_p90_ms",
+            noise = "dnnl_noise", unstable = "dnnl_unstable"}},
     derived = {
         {column = "gflops", num = "flops", den = "median_ms", scale = 1e-6},
         {column = "pct_peak", num = "gflops", den = "@peak_gflops", scale = 100},
         {column = "gbs", num = "bytes", den = "median_ms", scale = 1e-6},
-        {column = "speedup_vs_eager", num = "median_ms", den = "median_ms", base = {mode = "eager"}, interval = true},
-        {column = "vs_torch", num = "torch_ms", den = "median_ms"},
-        {column = "vs_dnnl", num = "dnnl_ms", den = "median_ms"},
+        {column = "speedup_vs_eager", num = "median_ms", den = "median_ms", base = {mode = "eager"}, interval = true,
+            verdict = true},
+        -- the peers against eager, by the same rule (the same on every mode's row of a token count)
+        {column = "torch_speedup_vs_eager", num = "median_ms", den = "torch_ms", base = {mode = "eager"},
+            interval = true, verdict = true},
+        {column = "dnnl_speedup_vs_eager", num = "median_ms", den = "dnnl_ms", base = {mode = "eager"},
+            interval = true, verdict = true},
+        -- each mode against each peer: the peer's time over the mode's, paired round by round
+        {column = "vs_torch", num = "torch_ms", den = "median_ms", interval = true},
+        {column = "vs_dnnl", num = "dnnl_ms", den = "median_ms", interval = true},
     },
     constants = {peak_gflops = info.peak_gflops},
     columns = {"tokens", "mode", "median_ms", "p10_ms", "p90_ms", "gflops", "pct_peak", "gbs", "kernels", "host_us",
-        "speedup_vs_eager", "speedup_vs_eager_lo", "speedup_vs_eager_hi", "rel_error", "torch_ms", "vs_torch", "dnnl_ms", "vs_dnnl"},
+        "rounds", "speedup_vs_eager", "speedup_vs_eager_lo", "speedup_vs_eager_hi", "speedup_vs_eager_verdict",
+        "rel_error", "torch_ms", "torch_noise", "vs_torch", "dnnl_ms", "dnnl_noise", "vs_dnnl"},
 }
-rows = sweep:run()
-local summarize = require("wb.stats").summarize
-local run_tokens = {} -- the token counts this run measured, in order
-for i, r in ipairs(rows) do
-    print(string.format("  tokens %-5d %-9s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s  %d kernels  host %.1f us",
-        r.tokens, r.mode, r.median_ms, r.p10_ms, r.p90_ms, r.gflops, r.kernels, r.host_us))
-    local nxt = rows[i + 1]
-    if not nxt or nxt.tokens ~= r.tokens then
-        run_tokens[#run_tokens + 1] = r.tokens
-        if r.torch_samples_ms then
-            local s = summarize(r.torch_samples_ms)
-            print(string.format("  tokens %-5d %-9s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s", r.tokens, "PyTorch",
-                s.median, s.p10, s.p90, flops_of(r.tokens) / (s.median * 1e6)))
+local stats = require("wb.stats")
+local verdict_rule = require("wb.verdict")
+local words = require("wb.words")
+local TARGET_NOISE = 0.05 -- a row above it is unstable (wb.results' target)
+
+-- A peer's timing at a token count (wb.verdict's), or nil where it did not run.
+local function peer_timing(peer, t)
+    if not peer.samples[t] then return nil end
+    return {samples = peer.samples[t], per_round = peer.per_round[t]}
+end
+local PEERS = {{peer = torch, name = "PyTorch", prefix = "torch"}, {peer = dnnl, name = "oneDNN", prefix = "dnnl"}}
+
+-- After the --rounds (wb.sweep's again): the points of the token counts that are not settled yet
+-- (a row unstable, a verdict against eager UNSURE: a mode's or a peer's), and why.
+again = function(so_far)
+    local by_tokens, order = {}, {}
+    for _, r in ipairs(so_far) do
+        if not by_tokens[r.tokens] then order[#order + 1] = r.tokens end
+        by_tokens[r.tokens] = by_tokens[r.tokens] or {}
+        table.insert(by_tokens[r.tokens], r)
+    end
+    local more, why = {}, {}
+    for _, t in ipairs(order) do
+        local reasons, eager = {}, nil
+        for _, r in ipairs(by_tokens[t]) do
+            if r.mode == "eager" then eager = r end
+            if r.noise and r.noise > TARGET_NOISE then
+                reasons[#reasons + 1] = string.format("%s noise %.0f%%", r.mode, r.noise * 100)
+            elseif r.speedup_vs_eager_verdict == "UNSURE" then
+                reasons[#reasons + 1] = r.mode .. " UNSURE"
+            end
         end
-        if r.dnnl_samples_ms then
-            local s = summarize(r.dnnl_samples_ms)
-            print(string.format("  tokens %-5d %-8s %9.3f ms (p10 %.3f, p90 %.3f)  %7.1f GFLOP/s  kernels: %s", r.tokens,
-                "oneDNN", s.median, s.p10, s.p90, flops_of(r.tokens) / (s.median * 1e6), dnnl.kernels[r.tokens] or "?"))
+        for _, pr in ipairs(PEERS) do
+            local tp = peer_timing(pr.peer, t)
+            if tp then
+                local side = verdict_rule.side(tp)
+                if side.noise > TARGET_NOISE then
+                    reasons[#reasons + 1] = string.format("%s noise %.0f%%", pr.name, side.noise * 100)
+                elseif eager and verdict_rule.verdict({samples = eager.samples_ms,
+                    per_round = eager.samples_ms_per_round}, tp) == "UNSURE" then
+                    reasons[#reasons + 1] = pr.name .. " UNSURE"
+                end
+            end
+        end
+        if #reasons > 0 then
+            more[t] = true
+            why[#why + 1] = string.format("tokens %d (%s%s)", t, table.concat(reasons, ", ", 1, math.min(#reasons, 3)),
+                #reasons > 3 and ", ..." or "")
         end
     end
+    local points = {}
+    for _, p in ipairs(sweep.mine) do if more[p.tokens] then points[#points + 1] = p end end
+    return points, table.concat(why, "; ")
 end
 
-local vs_torch = torch.label and ("vs " .. torch.label) or "vs torch"
-local vs_dnnl = dnnl.label and "vs " .. dnnl.label -- a column only when oneDNN ran
-local function dnnl_cell(r)
-    if not vs_dnnl then return "" end
-    return string.format("  %" .. #vs_dnnl .. "s", r.vs_dnnl and string.format("%.2fx", r.vs_dnnl) or "-")
-end
--- % of peak above 100 means the ceiling is wrong (calibrated low, or under load): never shown
--- as an ordinary figure (marked "!"; wb.device_info's calibration says how it was measured)
-local above = 0
-for _, r in ipairs(rows) do if r.pct_peak > 100 then above = above + 1 end end
-if above > 0 then
-    print(string.format("note: %s above the calibrated peak (marked !): the ceiling is too low; %s",
-        plural(above, "point is", "points are"), info.calibrated))
-end
--- vs eager: eager's median over the mode's, round by round, the median of the rounds (wb.sweep's
--- interval = true), with the rounds' range, or a 95% interval for their median from 6 rounds on
-local function vs_eager(r)
-    if not r.speedup_vs_eager then return "-" end
-    if r.mode == "eager" or not r.speedup_vs_eager_lo or (r.speedup_vs_eager_rounds or 0) < 2 then
-        return string.format("%.2fx", r.speedup_vs_eager)
-    end
-    return string.format("%.2fx (%.2f-%.2f)", r.speedup_vs_eager, r.speedup_vs_eager_lo, r.speedup_vs_eager_hi)
-end
-print(string.format("\n%-6s %-9s %10s %17s %9s %7s %7s %8s %9s %18s %9s%s", "tokens", "mode", "median ms", "p10-p90 ms",
-    "GFLOP/s", "%peak", "GB/s", "kernels", "host us", "vs eager (rounds)", vs_torch, vs_dnnl and "  " .. vs_dnnl or ""))
-for _, r in ipairs(rows) do
-    print(string.format("%-6d %-9s %10.3f %8.3f-%-8.3f %9.1f %7s %7.1f %8d %9.1f %18s %" ..
-        math.max(9, #vs_torch) .. "s%s%s", r.tokens, r.mode,
-        r.median_ms, r.p10_ms, r.p90_ms, r.gflops, calibrate.pct_cell(r.pct_peak, info.under_load), r.gbs, r.kernels, r.host_us,
-        vs_eager(r), r.vs_torch and string.format("%.2fx", r.vs_torch) or "-", dnnl_cell(r),
-        r.noise and r.noise > 0.05 and string.format("  unstable (noise %.0f%%)", r.noise * 100) or ""))
-end
-print("%peak: against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops, info.calibrated) or
-    calibrate.ceiling_note(info)))
-print("median ms: the median of the rounds' medians; p10-p90: of all the samples" ..
-    (torch.version and "; PyTorch's: the median of all its samples" or ""))
-if rounds >= 2 then
-    print(string.format("vs eager: eager's median over the mode's in each round, the median of the %s; in brackets " ..
-        "their %s", plural(rounds, "round"), rounds >= 6 and "95% interval" or "range"))
-end
-
--- the report: text and charts as data (wb.report draws them from the rows; a merge does the same)
+-- The report: text and charts as data (wb.report draws them from the rows; a merge does the same).
+-- A function, so that results cut short by Ctrl-C are drawn the same way.
 local ceilings
 if not cuda and info.l2_gbs then
     local e = calibrate.cpu(wb.get_num_threads())
@@ -436,75 +480,197 @@ if not cuda and info.l2_gbs then
 else
     ceilings = {{name = "DRAM", gbs = info.bandwidth_gbs}}
 end
-local peer_series = {} -- the peers' lines on the latency chart
-if torch.version then peer_series[#peer_series + 1] = {name = torch.label, y = "torch_ms"} end
-if dnnl.label then peer_series[#peer_series + 1] = {name = dnnl.label, y = "dnnl_ms"} end
-local report_spec = {
-    text = {
-        string.format(MLP .. " MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). %s of alternating modes%s; every " ..
-            "mode checked against eager first.", dim, hidden, args.dtype, device, info.name, info.isa,
-            cuda and "" or ", " .. plural(wb.get_num_threads(), "thread"), plural(rounds, "round"),
-            torch.version and string.format(" (%s timed after each round; its GEMMs ran on %s)", torch.label,
-                torch.blas) or ""),
-        "median_ms: the median of the rounds' medians (each round one vote, however many samples it took); " ..
-            "p10_ms-p90_ms: of all the samples; speedup_vs_eager: eager's median over the mode's in each round, the " ..
-            "median of the rounds, with the rounds' range (or a 95% interval from 6 rounds) in _lo-_hi" ..
-            (torch.version and "; torch_ms: the median of all of PyTorch's samples." or "."),
-        "% of peak (pct_peak) is against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops,
-            info.calibrated) or calibrate.ceiling_note(info)) .. ".",
-    },
-    warnings = info.under_load and {"The ceilings were MEASURED UNDER LOAD: every % of peak reads high."} or nil,
-    links = traces,
-    charts = {
-        {kind = "line", title = "Latency per forward", x_label = "tokens", y_label = "median ms", log_x = true,
-            log_y = true, x = "tokens", y = "median_ms", lo = "p10_ms", hi = "p90_ms", series = "mode",
-            unstable = "unstable", extra = #peer_series > 0 and peer_series or nil,
-            caption = "Median time of one forward per mode (lower is better), against the number of tokens; bars: " ..
-                "p10-p90 of the samples; hollow: unstable." ..
-                (torch.version and " PyTorch's eager CPU forward on the same shapes is drawn for comparison." or "") ..
-                (dnnl.label and " So is oneDNN's: matmul primitives with the gate's activation and the multiply as " ..
-                    "post-ops, on the same weights." or "")},
-        {kind = "bar", title = "Speedup against eager", y_label = "eager time / mode time", group = "tokens",
-            series = "mode", value = "speedup_vs_eager", lo = "speedup_vs_eager_lo", hi = "speedup_vs_eager_hi",
-            reference = 1, caption = "How much faster each mode is than eager dispatch at the same token count (the " ..
-                "dashed line is eager itself); whiskers: the rounds' range, or a 95% interval from 6 rounds. Fewer " ..
-                "kernels and no dispatch matter most where the GEMMs are small."},
-        {kind = "roofline", title = "Kernels on the roofline", x_label = "arithmetic intensity (FLOP per byte)",
-            y_label = "GFLOP/s", peak_gflops = info.peak_gflops, ceilings = ceilings, series = "mode",
-            flops = "kernel_flops", bytes = "kernel_bytes", ns = "kernel_ns",
-            caption = string.format("Each kernel of each mode (all token counts) at its arithmetic intensity (flops per " ..
-                "byte that must move) and achieved GFLOP/s, under the roofline of this device (%s): %.1f GFLOP/s " ..
-                "peak. Points near a sloped line are memory-bound (small token counts), near the flat line " ..
-                "compute-bound. %s", cuda and "datasheet rates, not measured" or info.calibrated, info.peak_gflops,
-                cuda and "The bandwidth is DRAM's: a kernel whose data stays in the caches can sit above the sloped " ..
-                "line." or "On the cpu the roofline is cache-aware: L2, L3 and DRAM roofs measured on working sets " ..
-                "sized from the caches; each point's tooltip judges it against the level its bytes fit in.")},
-    },
+local run_tokens = {} -- the token counts this run measured, in order (after the run)
+report_parts = function()
+    local peer_series = {} -- the peers' lines on the latency chart
+    if torch.version then peer_series[#peer_series + 1] = {name = torch.label, y = "torch_ms"} end
+    if dnnl.label then peer_series[#peer_series + 1] = {name = dnnl.label, y = "dnnl_ms"} end
+    local report_spec = {
+        text = {
+            string.format(MLP .. " MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). %s of alternating modes%s; every " ..
+                "mode checked against eager first; more rounds (at most %d in all) for a token count while a row of " ..
+                "it is unstable or UNSURE against eager.", dim, hidden, args.dtype, device, info.name, info.isa,
+                cuda and "" or ", " .. plural(wb.get_num_threads(), "thread"), plural(rounds, "round"),
+                torch.version and string.format(" (%s timed after each round; its GEMMs ran on %s)", torch.label,
+                    torch.blas) or "", max_rounds),
+            "median_ms: the median of the rounds' medians (each round one vote, however many samples it took); " ..
+                "p10_ms-p90_ms: of all the samples; rounds: how many rounds the row took; speedup_vs_eager: eager's " ..
+                "median_ms over the mode's, with the same ratio taken round by round (its range, or a 95% interval " ..
+                "from 6 rounds) in _lo-_hi, and the verdict against eager (SAME, FASTER, SLOWER, UNSURE) by workbench " ..
+                "compare's rule in speedup_vs_eager_verdict" .. (torch.version and "; torch_ms: PyTorch's median of its " ..
+                "rounds' medians, torch_noise its noise" or "") .. (dnnl.label and "; dnnl_ms, dnnl_noise: oneDNN's, alike"
+                or "") .. ".",
+            "% of peak (pct_peak) is against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops,
+                info.calibrated) or calibrate.ceiling_note(info)) .. ".",
+        },
+        warnings = info.under_load and {"The ceilings were MEASURED UNDER LOAD: every % of peak reads high."} or nil,
+        links = traces,
+        charts = {
+            {kind = "line", title = "Latency per forward", x_label = "tokens", y_label = "median ms", log_x = true,
+                log_y = true, x = "tokens", y = "median_ms", lo = "p10_ms", hi = "p90_ms", series = "mode",
+                unstable = "unstable", extra = #peer_series > 0 and peer_series or nil,
+                caption = "Median time of one forward per mode (lower is better), against the number of tokens; bars: " ..
+                    "p10-p90 of the samples; hollow: unstable." ..
+                    (torch.version and " PyTorch's eager CPU forward on the same shapes is drawn for comparison." or "") ..
+                    (dnnl.label and " So is oneDNN's: matmul primitives with the gate's activation and the multiply as " ..
+                        "post-ops, on the same weights." or "")},
+            {kind = "bar", title = "Speedup against eager", y_label = "eager time / mode time", group = "tokens",
+                series = "mode", value = "speedup_vs_eager", lo = "speedup_vs_eager_lo", hi = "speedup_vs_eager_hi",
+                reference = 1, caption = "How much faster each mode is than eager dispatch at the same token count (the " ..
+                    "dashed line is eager itself); whiskers: the rounds' range, or a 95% interval from 6 rounds. Fewer " ..
+                    "kernels and no dispatch matter most where the GEMMs are small."},
+            {kind = "roofline", title = "Kernels on the roofline", x_label = "arithmetic intensity (FLOP per byte)",
+                y_label = "GFLOP/s", peak_gflops = info.peak_gflops, ceilings = ceilings, series = "mode",
+                flops = "kernel_flops", bytes = "kernel_bytes", ns = "kernel_ns",
+                caption = string.format("Each kernel of each mode (all token counts) at its arithmetic intensity (flops per " ..
+                    "byte that must move) and achieved GFLOP/s, under the roofline of this device (%s): %.1f GFLOP/s " ..
+                    "peak. Points near a sloped line are memory-bound (small token counts), near the flat line " ..
+                    "compute-bound. %s", cuda and "datasheet rates, not measured" or info.calibrated, info.peak_gflops,
+                    cuda and "The bandwidth is DRAM's: a kernel whose data stays in the caches can sit above the sloped " ..
+                    "line." or "On the cpu the roofline is cache-aware: L2, L3 and DRAM roofs measured on working sets " ..
+                    "sized from the caches; each point's tooltip judges it against the level its bytes fit in.")},
+        },
+    }
+    if dnnl.label then
+        local k = {}
+        for _, t in ipairs(run_tokens) do
+            if dnnl.kernels[t] then k[#k + 1] = string.format("%d tokens: %s", t, dnnl.kernels[t]) end
+        end
+        table.insert(report_spec.text, 2, string.format("%s timed after each round too, on the same weights and inputs " ..
+            "(checked against eager first); dnnl_ms: the median of all its samples; its kernels: %s.", dnnl.label,
+            table.concat(k, "; ")))
+    end
+    -- a Findings section per mode: what the profile of each point showed (wb.findings' rules)
+    local finding_tables, table_of = {}, {}
+    for _, pf in ipairs(point_findings) do
+        local t = table_of[pf.mode]
+        if not t then
+            t = {title = "Findings: " .. pf.mode, header = {"tokens", "severity", "rule", "finding"}, rows = {}}
+            table_of[pf.mode] = t
+            finding_tables[#finding_tables + 1] = t
+        end
+        for _, f in ipairs(pf.findings) do
+            t.rows[#t.rows + 1] = {pf.tokens, f.severity, f.rule,
+                f.message .. (f.unreliable and " (the machine was busy: a figure about time is unreliable)" or "")}
+        end
+    end
+    report_spec.tables = finding_tables
+
+    return report_spec
+end
+
+rows = sweep:run()
+local by_tokens = {}
+for _, r in ipairs(rows) do
+    if not by_tokens[r.tokens] then run_tokens[#run_tokens + 1] = r.tokens end
+    by_tokens[r.tokens] = by_tokens[r.tokens] or {}
+    table.insert(by_tokens[r.tokens], r)
+end
+
+-- % of peak above 100 means the ceiling is wrong (calibrated low, or under load): never shown
+-- as an ordinary figure (marked "!"; wb.device_info's calibration says how it was measured)
+local above = 0
+for _, r in ipairs(rows) do if r.pct_peak > 100 then above = above + 1 end end
+if above > 0 then
+    print(words.wrap(string.format("note: %s above the calibrated peak (marked !): the ceiling is too low; %s",
+        plural(above, "point is", "points are"), info.calibrated), 120, "  "))
+end
+
+-- The main table, within 120 columns: one row per mode and per peer at each token count, each
+-- with its verdict against eager (wb.verdict's rule, the one compare uses), taken on the medians
+-- shown; the bracket: the range of the same ratio taken round by round (a 95% interval from 6
+-- rounds). Printed with decimals enough that no figure lands on the other side of 1 than it is.
+local function vs_eager_cell(value, lo, hi, n)
+    if not value then return "-" end
+    if not lo or (n or 0) < 2 then return string.format("%.2fx", value) end
+    local v, l, h = stats.against_bar(2, 1, value, lo, hi)
+    return string.format("%sx (%s-%s)", v, l, h)
+end
+local function flag(noise)
+    return noise and noise > TARGET_NOISE and string.format(" unstable (noise %.0f%%)", noise * 100) or ""
+end
+local LINE = "%-6s %-9s %9s %7s %5s %6s %7s %7s %6s %-17s %-6s%s"
+print("\n" .. string.format(LINE, "tokens", "mode", "median ms", "GFLOP/s", "%peak", "GB/s", "kernels", "host us",
+    "rounds", "vs eager (range)", "verdict", ""))
+for _, t in ipairs(run_tokens) do
+    for _, r in ipairs(by_tokens[t]) do
+        print(string.format(LINE, tostring(r.tokens), r.mode, string.format("%.3f", r.median_ms),
+            string.format("%.1f", r.gflops), calibrate.pct_cell(r.pct_peak, info.under_load), string.format("%.1f", r.gbs),
+            tostring(r.kernels), string.format("%.1f", r.host_us), tostring(r.rounds),
+            r.mode == "eager" and "1.00x" or vs_eager_cell(r.speedup_vs_eager, r.speedup_vs_eager_lo,
+                r.speedup_vs_eager_hi, r.speedup_vs_eager_rounds),
+            r.mode == "eager" and "-" or r.speedup_vs_eager_verdict or "-", flag(r.noise)))
+    end
+    local r = by_tokens[t][1]
+    for _, pr in ipairs(PEERS) do
+        local median = r[pr.prefix .. "_ms"]
+        if median then
+            local c = pr.prefix .. "_speedup_vs_eager"
+            local has_eager = by_tokens[t][1].mode == "eager" or r[c] ~= nil
+            print(string.format(LINE, tostring(t), pr.name, string.format("%.3f", median),
+                string.format("%.1f", flops_of(t) / (median * 1e6)), calibrate.pct_cell(100 * flops_of(t) / (median * 1e6)
+                    / info.peak_gflops, info.under_load), string.format("%.1f", bytes_of(t) / (median * 1e6)), "-", "-",
+                tostring(#(r[pr.prefix .. "_samples_ms_per_round"] or {})),
+                has_eager and vs_eager_cell(r[c], r[c .. "_lo"], r[c .. "_hi"], r[c .. "_rounds"]) or "-",
+                has_eager and r[c .. "_verdict"] or "-", flag(r[pr.prefix .. "_noise"])))
+        end
+    end
+end
+
+-- Our fastest mode at each token count against each peer, by the same rule: the peer's median over
+-- the mode's (above 1: ours is faster), and the verdict for ours against the peer's.
+local peer_lines = {}
+for _, t in ipairs(run_tokens) do
+    local best
+    for _, r in ipairs(by_tokens[t]) do if not best or r.median_ms < best.median_ms then best = r end end
+    local parts = {}
+    for _, pr in ipairs(PEERS) do
+        local tp = peer_timing(pr.peer, t)
+        if tp and best[pr.prefix .. "_ms"] then
+            local v, ratio = verdict_rule.verdict(tp, {samples = best.samples_ms, per_round = best.samples_ms_per_round})
+            parts[#parts + 1] = string.format("%s %.2fx %s", pr.name, 1 / ratio, v)
+        end
+    end
+    if #parts > 0 then
+        peer_lines[#peer_lines + 1] = string.format("  tokens %-5d %-9s against %s", t, best.mode, table.concat(parts, ", "))
+    end
+end
+if #peer_lines > 0 then
+    print("\nvs peers: our fastest mode, the peer's median over its (above 1: ours is faster), verdict for ours:")
+    print(table.concat(peer_lines, "\n"))
+end
+
+-- the footer: what each figure is, the rounds each token count took, and the peers' builds
+local footer = {
+    "%peak: against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops, info.calibrated) or
+        calibrate.ceiling_note(info)),
+    "median ms: the median of the rounds' medians (each round one vote); p10-p90 of all samples are in the JSON, " ..
+        "CSV and report",
+    "vs eager: eager's median over the row's; in brackets the same ratio taken round by round, their " ..
+        (rounds >= 6 and "95% interval" or "range (a 95% interval from 6 rounds)") .. "; verdict: " ..
+        verdict_rule.rule_text() .. ", and FASTER or SLOWER only when the bracket is on one side of 1",
 }
+local taken = {}
+for _, t in ipairs(run_tokens) do
+    local n = by_tokens[t][1].rounds
+    taken[#taken + 1] = string.format("%d: %d%s", t, n, n >= max_rounds and n > rounds and " (the cap)" or "")
+end
+footer[#footer + 1] = string.format("rounds per token count: %s (--rounds %d, more while a row is unstable or UNSURE, " ..
+    "at most --max-rounds %d)", table.concat(taken, ", "), rounds, max_rounds)
+if torch.label then
+    footer[#footer + 1] = string.format("PyTorch: %s, timed after each round (OMP_WAIT_POLICY=%s)", torch.label, wait_policy)
+end
 if dnnl.label then
     local k = {}
     for _, t in ipairs(run_tokens) do
         if dnnl.kernels[t] then k[#k + 1] = string.format("%d tokens: %s", t, dnnl.kernels[t]) end
     end
-    table.insert(report_spec.text, 2, string.format("%s timed after each round too, on the same weights and inputs " ..
-        "(checked against eager first); dnnl_ms: the median of all its samples; its kernels: %s.", dnnl.label,
-        table.concat(k, "; ")))
+    footer[#footer + 1] = string.format("oneDNN: %s, in this process (its OpenMP runtime is ours); kernels: %s",
+        dnnl.label, table.concat(k, "; "))
 end
--- a Findings section per mode: what the profile of each point showed (wb.findings' rules)
-local finding_tables, table_of = {}, {}
-for _, pf in ipairs(point_findings) do
-    local t = table_of[pf.mode]
-    if not t then
-        t = {title = "Findings: " .. pf.mode, header = {"tokens", "severity", "rule", "finding"}, rows = {}}
-        table_of[pf.mode] = t
-        finding_tables[#finding_tables + 1] = t
-    end
-    for _, f in ipairs(pf.findings) do
-        t.rows[#t.rows + 1] = {pf.tokens, f.severity, f.rule,
-            f.message .. (f.unreliable and " (the machine was busy: a figure about time is unreliable)" or "")}
-    end
-end
-report_spec.tables = finding_tables
+for _, line in ipairs(footer) do print(words.wrap(line, 120, "  ")) end
+
+local report_spec = report_parts()
 local paths = sweep:save{dir = out_dir, report = report_spec, extra = {findings = point_findings}}
 local traced = false
 for _, t in ipairs(run_tokens) do traced = traced or t == trace_tokens end
@@ -516,4 +682,4 @@ if args.peer and not torch.version then
 elseif not torch.version and not args.no_peer and not cuda and MLP == "GeGLU" then
     print("(PyTorch not found: install python3-torch to time its eager CPU forward beside these figures)")
 end
-if dnnl.why_not then print("(no oneDNN column: " .. dnnl.why_not .. ")") end
+if dnnl.why_not then print("(no oneDNN rows: " .. dnnl.why_not .. ")") end

@@ -1,10 +1,11 @@
 -- fake_peer.lua: stands in for experiments/peers/torch_mlp.py in test_sweep.lua (mlp_sweep.lua's
--- --peer option): takes the same options, appends them to $WB_FAKE_PEER_LOG, and prints the same
--- JSON with the samples 1, 2, 3 ms for every token count, and the raw build string torch reports.
+-- --peer option): takes the same options, appends them and the OMP_WAIT_POLICY it was given to
+-- $WB_FAKE_PEER_LOG, and prints the same JSON with the samples 1, 2, 3 ms for every token count,
+-- and the raw build string torch reports.
 local tokens
 for i = 1, #arg do if arg[i] == "--tokens" then tokens = arg[i + 1] end end
 local log = assert(io.open(assert(os.getenv("WB_FAKE_PEER_LOG"), "WB_FAKE_PEER_LOG is not set"), "a"))
-log:write(table.concat(arg, " "), "\n")
+log:write(table.concat(arg, " "), " OMP_WAIT_POLICY=", os.getenv("OMP_WAIT_POLICY") or "(unset)", "\n")
 log:close()
 local results = {}
 for t in tokens:gmatch("[^,]+") do

@@ -208,12 +208,14 @@ function TestMissing:test_gemm_bench_columns_and_missing_peers()
     lu.assertNotStrContains(out, "oneDNN 2")
 end
 
--- mlp_sweep at toy sizes: oneDNN's MLP checked against eager and timed at every token count, a
--- "vs oneDNN" ratio in every row, its kernels named; without the module, one line saying why.
+-- mlp_sweep at toy sizes: oneDNN's MLP checked against eager and timed at every token count by the
+-- rule our modes are timed by (rounds of at least --iters forwards), a row of the table with its
+-- verdict and noise, a "vs oneDNN" ratio in every mode's row, its kernels named in the footer;
+-- without the module, one line saying why.
 local function mlp_sweep(env, extra)
     local dir = scratch.path("-mlp_sweep")
     local cmd = string.format("%s '%s' --threads 1 '%s/experiments/mlp_sweep.lua' --tokens 1,5 --dim 32 --hidden 64 " ..
-        "--modes eager,dual --rounds 2 --iters 2 --trace-tokens 5 --no-peer --out '%s' %s", env, exe,
+        "--modes eager,dual --rounds 2 --max-rounds 2 --iters 2 --trace-tokens 5 --no-peer --out '%s' %s", env, exe,
         scratch.source(), dir, extra or "")
     local out, code = scratch.run(cmd)
     lu.assertEquals(code, 0, out)
@@ -228,12 +230,21 @@ function TestMissing:test_mlp_sweep_vs_onednn()
     for _, kind in ipairs({"geglu", "swiglu"}) do
         local out, rows = mlp_sweep("", "--mlp " .. kind)
         lu.assertStrContains(out, "all modes and oneDNN's MLP agree with eager")
-        lu.assertStrMatches(out, ".*vs oneDNN [%d.]+ %(.- runtime%) %(%S+, 1 thread%).*")
+        lu.assertStrMatches(out, ".*\noneDNN: oneDNN [%d.]+ %(.- runtime%) %(%S+, 1 thread%), in this process.*")
+        lu.assertStrMatches(out, ".*\n5 +oneDNN +[%d.]+ .* 2 +[%d.]+x %([%d.]+%-[%d.]+%) +%u+.*")
         lu.assertStrContains(out, kind == "geglu" and "gelu_tanh+mul" or "swish+mul")
         lu.assertEquals(#rows, 4)
         for _, r in ipairs(rows) do
             lu.assertTrue(type(r.vs_dnnl) == "number" and r.vs_dnnl > 0, r.mode .. " at " .. r.tokens)
-            lu.assertEquals(#r.dnnl_samples_ms, 2 * 7, "two rounds of 7 samples")
+            lu.assertEquals(#r.dnnl_samples_ms_per_round, 2, "two rounds")
+            local n = 0
+            for _, c in ipairs(r.dnnl_samples_ms_per_round) do
+                lu.assertTrue(c >= 2, "at least --iters forwards a round")
+                n = n + c
+            end
+            lu.assertEquals(#r.dnnl_samples_ms, n)
+            lu.assertTrue(type(r.dnnl_noise) == "number" and type(r.dnnl_unstable) == "boolean")
+            lu.assertNotNil(r.dnnl_speedup_vs_eager_verdict)
         end
     end
     local out, rows = mlp_sweep("", "--no-dnnl")
@@ -243,7 +254,7 @@ end
 
 function TestMissing:test_mlp_sweep_without_onednn()
     local out, rows = mlp_sweep("WB_DNNL_PEER=/nonexistent/libwb_dnnl_peer.so")
-    lu.assertStrContains(out, "(no oneDNN column: oneDNN peer not built (no /nonexistent/libwb_dnnl_peer.so; install " ..
+    lu.assertStrContains(out, "(no oneDNN rows: oneDNN peer not built (no /nonexistent/libwb_dnnl_peer.so; install " ..
         "libdnnl-dev and configure again))\n")
     lu.assertNil(rows[1].vs_dnnl)
 end

@@ -50,7 +50,7 @@ end
 function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     local dir, log = scratch.dir(), scratch.path(".log")
     local peer = string.format("'%s' '%s/tests/fake_peer.lua'", EXE, SRC)
-    local out, code = sweep(SMALL .. " --rounds 2 --trace-tokens 4 --peer \"" .. peer .. "\" --out " .. dir,
+    local out, code = sweep(SMALL .. " --rounds 2 --max-rounds 2 --trace-tokens 4 --peer \"" .. peer .. "\" --out " .. dir,
         "WB_FAKE_PEER_LOG=" .. log)
     lu.assertEquals(code, 0, out)
     local f = assert(io.open(log))
@@ -60,10 +60,22 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     os.remove(log)
     lu.assertEquals(#calls, 2, "one peer run per round")
     lu.assertStrContains(calls[1], "--tokens 1,4 --dim 32 --hidden 64 --threads ")
-    lu.assertStrContains(calls[1], "--dtype f32 --rounds 7")
+    -- timed by our modes' rule (--iters forwards and 50 ms at least), its OpenMP threads not spinning
+    lu.assertStrContains(calls[1], "--dtype f32 --rounds 2 --min-time-ms 50 OMP_WAIT_POLICY=passive")
     lu.assertStrContains(out, "round 2/2 done (and PyTorch's)")
-    -- the column and the report name the peer's version and BLAS
-    lu.assertStrMatches(out, ".*\ntokens +mode .* vs eager %(rounds%) +vs PyTorch fake%-1%.0 %(BLAS generic%)\n.*")
+    -- the footer and the report name the peer's version and BLAS; the table stays within 120 columns
+    lu.assertStrContains(out, "\nPyTorch: PyTorch fake-1.0 (BLAS generic), timed after each round " ..
+        "(OMP_WAIT_POLICY=passive)\n")
+    for line in out:gmatch("[^\n]+") do
+        -- (the lines naming files hold the scratch folder's path, as long as it is)
+        if not line:find(dir, 1, true) and not line:match("^warning: busy machine") then
+            lu.assertTrue(#line <= 120, #line .. " columns: " .. line)
+        end
+    end
+    -- the peer is a row of the table, timed by the same rule: its rounds, its verdict against eager,
+    -- and its noise flag (the samples 1, 2, 3 in every round: IQR / median 75%)
+    lu.assertStrMatches(out, ".*\n4 +PyTorch +2%.000 +[%d.]+ +%S+ +[%d.]+ +%- +%- +2 +[%d.]+x %([%d.]+%-[%d.]+%) +%u+ " ..
+        "unstable %(noise 75%%%)\n.*")
     local html = assert(io.open(dir .. "/mlp_sweep.html")):read("a")
     lu.assertStrContains(html, "PyTorch fake-1.0 (BLAS generic) timed after each round; its GEMMs ran on BLAS_INFO=generic")
     lu.assertNotStrContains(html, "Build settings") -- never the raw build string
@@ -72,10 +84,14 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     lu.assertStrContains(html, "(interval ")
     lu.assertStrContains(html, "<a href='mlp_eager_tokens4.trace.json'>")
     lu.assertStrContains(html, "median_ms: the median of the rounds&#39; medians")
-    lu.assertStrMatches(out, ".*tokens 4%s+PyTorch%s+2%.000 ms %(p10 1%.000, p90 3%.000%).*")
     for _, r in ipairs(saved_rows(dir, 4)) do
         lu.assertEquals(r.torch_ms, 2.0) -- the median of 1,2,3 twice
+        lu.assertEquals(r.torch_samples_ms_per_round, {3, 3})
+        lu.assertEquals(r.torch_noise, 0.75)
+        lu.assertTrue(r.torch_unstable)
         lu.assertAlmostEquals(r.vs_torch, 2.0 / r.median_ms, 1e-9)
+        lu.assertEquals(r.rounds, 2)
+        lu.assertNotNil(r.torch_speedup_vs_eager_verdict)
         -- GB/s: the three weights, the input and the output (f32, dim 32, hidden 64)
         lu.assertEquals(r.bytes, 4 * (3 * 32 * 64 + 2 * r.tokens * 32))
         lu.assertAlmostEquals(r.gbs, r.bytes / r.median_ms * 1e-6, 1e-9)
@@ -84,9 +100,9 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
         lu.assertEquals(r.speedup_vs_eager_rounds, 2)
         lu.assertTrue(r.speedup_vs_eager_lo <= r.speedup_vs_eager and r.speedup_vs_eager <= r.speedup_vs_eager_hi)
     end
-    lu.assertStrContains(out, "vs eager: eager's median over the mode's in each round, the median of the 2 rounds; in " ..
-        "brackets their range")
-    lu.assertStrMatches(out, ".*\ntokens +mode +median ms +p10%-p90 ms +GFLOP/s +%%peak +GB/s +kernels .*")
+    lu.assertStrContains(out, "vs eager: eager's median over the row's; in brackets the same ratio taken round by round")
+    lu.assertStrMatches(out, ".*\ntokens +mode +median ms +GFLOP/s +%%peak +GB/s +kernels +host us +rounds +vs eager " ..
+        "%(range%) +verdict\n.*")
     -- compare reads the main job's output as it is when the peer ran (torch_samples_ms is an array)
     local p = io.popen(string.format("%s compare '%s/mlp_sweep.json' '%s/mlp_sweep.json' 2>&1", EXE, dir, dir))
     local cmp = p:read("a")
@@ -130,7 +146,21 @@ kill -INT $pid; wait $pid; echo "status=$?"]], cmd, log, log))
     local merged = m:read("a")
     local _, _, mcode = m:close()
     lu.assertEquals(mcode, 2, merged)
-    lu.assertStrContains(merged, "mlp_sweep.json holds partial results (interrupted after ")
+    lu.assertStrMatches(merged, ".*mlp_sweep%.json holds partial results: its run was interrupted after %d+ of its " ..
+        "1000 rounds, so it is not a whole shard; run that shard again\n$")
+    -- the partial report: a banner first, and the sweep's charts drawn from the rows so far
+    local html = scratch.read(dir .. "/mlp_sweep.html")
+    lu.assertStrMatches(html, ".*<p class='partial' role='alert'><b>PARTIAL RESULTS</b>: interrupted %(Ctrl%-C%) " ..
+        "after %d+ of 1000 rounds%..*")
+    lu.assertTrue(html:find("class='partial'", 1, true) < html:find("<figure>", 1, true))
+    -- latency and speedup (the roofline's kernels come from the profiles taken after the rounds)
+    lu.assertEquals(select(2, html:gsub("<figure>", "")), 2)
+    lu.assertStrContains(html, "Kernels on the roofline: no kernels to draw.")
+    -- compare names it as partial
+    local c = io.popen(string.format("%s compare %s/mlp_sweep.json %s/mlp_sweep.json 2>&1", EXE, dir, dir))
+    local cmp = c:read("a")
+    c:close()
+    lu.assertStrMatches(cmp, ".*note: A holds partial results: interrupted %(Ctrl%-C%) after %d+ of 1000 rounds.*")
     os.execute("rm -rf '" .. dir .. "'")
 end
 
@@ -140,11 +170,11 @@ function TestSweep:test_the_peer_names_the_blas_it_ran_on()
     local dir, log = scratch.dir(), scratch.path(".log")
     local peer = string.format("'%s' '%s/tests/fake_peer.lua'", EXE, SRC)
     local blas = "OpenBLAS 0.3.21 (Cooperlake kernels) through libblas.so.3"
-    local out, code = sweep(SMALL .. " --rounds 1 --trace-tokens 4 --peer \"" .. peer .. "\" --out " .. dir,
+    local out, code = sweep(SMALL .. " --rounds 1 --max-rounds 1 --trace-tokens 4 --peer \"" .. peer .. "\" --out " .. dir,
         string.format("WB_FAKE_PEER_LOG=%s WB_FAKE_PEER_BLAS_LIBRARY='%s'", log, blas))
     os.remove(log)
     lu.assertEquals(code, 0, out)
-    lu.assertStrContains(out, "vs PyTorch fake-1.0 (" .. blas .. ")")
+    lu.assertStrContains(out, "\nPyTorch: PyTorch fake-1.0 (" .. blas .. ")")
     local html = assert(io.open(dir .. "/mlp_sweep.html")):read("a")
     lu.assertStrContains(html, "its GEMMs ran on " .. blas)
     lu.assertStrContains(html, ">PyTorch fake-1.0 (" .. blas .. ")</text>") -- the legend, whole
@@ -165,7 +195,7 @@ end
 
 function TestSweep:test_a_failing_peer_leaves_the_results_intact()
     local dir = scratch.dir()
-    local out, code = sweep(SMALL .. " --rounds 1 --trace-tokens 4 --peer false --out " .. dir)
+    local out, code = sweep(SMALL .. " --rounds 1 --max-rounds 1 --trace-tokens 4 --peer false --out " .. dir)
     lu.assertEquals(code, 0, out)
     lu.assertStrContains(out, "(the --peer command printed no results: false)")
     lu.assertStrContains(out, "report: ")
@@ -175,7 +205,7 @@ end
 
 function TestSweep:test_trace_tokens_outside_the_sweep_is_said()
     local dir = scratch.dir()
-    local out, code = sweep(SMALL .. " --rounds 1 --no-peer --out " .. dir)
+    local out, code = sweep(SMALL .. " --rounds 1 --max-rounds 1 --no-peer --out " .. dir)
     lu.assertEquals(code, 0, out)
     lu.assertStrContains(out, "traces: none (--trace-tokens 16 is not among the token counts)")
     os.execute("rm -rf '" .. dir .. "'")

@@ -3,7 +3,10 @@
 comparison can be reproduced: the peer runs on the same machine, between rounds of ours. Prints JSON: {"torch": version, "blas": ...,
 "blas_library": the BLAS it loaded (OpenBLAS's version and kernels),
 "threads": n, "results": [{"tokens": t, "median_ms": ..., "samples_ms": [...]}, ...]}.
-mlp_sweep.lua runs it once per round with --rounds 7, between rounds of its own modes.
+mlp_sweep.lua runs it once per round, between rounds of its own modes, with the rule its own modes
+are timed by: at least --rounds forwards (its --iters) and --min-time-ms of them (50) per token
+count, after warm-up forwards; and with OMP_WAIT_POLICY=passive, so that torch's OpenMP threads
+sleep at once when idle instead of spinning against the workbench's next round.
 
     python3 experiments/peers/torch_mlp.py --tokens 1,16,128,512 --threads 1
 
@@ -55,7 +58,9 @@ def main():
     ap.add_argument("--dim", type=int, default=768)
     ap.add_argument("--hidden", type=int, default=3072)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=20, help="forwards timed per token count (at least)")
+    ap.add_argument("--min-time-ms", type=float, default=0.0,
+                    help="and at least this much time of timed forwards per token count")
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     a = ap.parse_args()
     # OpenBLAS's own pool would otherwise use every core on top of torch's threads
@@ -88,7 +93,7 @@ def main():
             for _ in range(3):
                 mlp(x)
             samples = []
-            for _ in range(a.rounds):
+            while len(samples) < a.rounds or sum(samples) < a.min_time_ms:
                 t0 = time.perf_counter()
                 mlp(x)
                 samples.append((time.perf_counter() - t0) * 1e3)
@@ -96,7 +101,8 @@ def main():
     blas = [line.strip() for line in torch.__config__.show().splitlines() if "BLAS" in line]
     print(json.dumps({"torch": torch.__version__, "dtype": a.dtype, "blas": "; ".join(b[:120] for b in blas),
                       "blas_library": blas_in_use(), "threads": a.threads,
-                      "coretype": os.environ.get("OPENBLAS_CORETYPE", ""), "results": out}))
+                      "coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
+                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "results": out}))
 
 
 if __name__ == "__main__":

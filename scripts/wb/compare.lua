@@ -172,12 +172,14 @@ local CONFIG_NAMES = {tokens = true, mode = true, dtype = true, dim = true, hidd
     path = true, op = true, kernel = true, layer = true}
 
 -- A config column: a key of the file, a usual configuration name, or a column of strings.
--- (Booleans such as `unstable` and arrays of raw samples are outcomes, not configuration.)
+-- (Booleans such as `unstable`, arrays of raw samples and a sweep's <column>_verdict are outcomes,
+-- not configuration.)
 -- Where a row was measured, not what: a merged file's shard column.
 local PROVENANCE = {shard = true}
 
 local function is_config(doc, c)
     if PROVENANCE[c] then return false end
+    if type(c) == "string" and c:match("_verdict$") then return false end -- an outcome (a sweep's verdict column)
     if CONFIG_NAMES[c] then return true end
     if type(doc.keys) == "table" then for _, k in ipairs(doc.keys) do if k == c then return true end end end
     local any = false

@@ -210,9 +210,12 @@ function M.merge(out_dir, inputs, say)
         docs[i] = load(path)
         local part = docs[i].partial
         if part ~= nil and part ~= cjson.null then -- a run stopped by Ctrl-C: fewer rounds than the others
-            fail(string.format("%s holds partial results (interrupted after %s of %s rounds): run that shard again",
-                files[i], tostring(type(part) == "table" and part.rounds_completed or "?"),
-                tostring(type(part) == "table" and part.rounds or "?")))
+            -- JSON gives whole numbers back as floats: said as whole rounds ("2 of 3", never "2.0 of 3.0")
+            local function whole(v) return math.type(v) and v == math.floor(v) and string.format("%d", v) or "?" end
+            local done, asked = type(part) == "table" and whole(part.rounds_completed) or "?",
+                type(part) == "table" and whole(part.rounds) or "?"
+            fail(string.format("%s holds partial results: its run was interrupted after %s of its %s rounds, so it is " ..
+                "not a whole shard; run that shard again", files[i], done, asked))
         end
     end
     local ref = docs[1].sweep

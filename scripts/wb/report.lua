@@ -36,6 +36,7 @@ function M.page_head(title)
         "th{background:#eee}td:first-child,th:first-child{text-align:left}" ..
         ".wide{overflow-x:auto;max-width:100%}.fp td{text-align:left;overflow-wrap:anywhere;max-width:700px}" ..
         "figure{margin:2em 0}figcaption{color:#444;max-width:900px}.warn{color:#a40}" ..
+        ".partial{background:#fff3cd;border:2px solid #a40;padding:.6em 1em}" ..
         "tr.unstable td{background:#fde8d8}svg{max-width:100%;height:auto}</style></head><body>"
 end
 

@@ -287,6 +287,15 @@ function Results:save(o)
     for k in pairs(fp) do fp_keys[#fp_keys + 1] = k end
     table.sort(fp_keys)
     local h = {report.page_head(self.name), "<!-- save_id=" .. save_id .. " -->", "<h1>", html_escape(self.name), "</h1>"}
+    -- results a Ctrl-C cut short (a sweep's extra.partial): said first, before anything is read into them
+    local partial = type(o.extra) == "table" and type(o.extra.partial) == "table" and o.extra.partial
+    if partial then
+        local function whole(v) return type(v) == "number" and string.format("%d", math.floor(v)) or "?" end
+        h[#h + 1] = string.format("<p class='partial' role='alert'><b>PARTIAL RESULTS</b>: %s after %s of %s rounds. " ..
+            "Every row holds the rounds measured so far; the figures are less certain than a whole run's, and " ..
+            "merge does not take this file for a shard.</p>", html_escape(tostring(partial.reason or "stopped")),
+            whole(partial.rounds_completed), whole(partial.rounds))
+    end
     for _, w in ipairs(rep.warnings or {}) do h[#h + 1] = "<p class='warn'><b>" .. html_escape(w) .. "</b></p>" end
     for _, t in ipairs(rep.text or {}) do h[#h + 1] = "<p>" .. html_escape(t) .. "</p>" end
     for _, c in ipairs(rep.charts or {}) do h[#h + 1] = report.render(c, rows) end

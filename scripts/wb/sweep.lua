@@ -15,6 +15,7 @@
 
 local stats = require("wb.stats")
 local results = require("wb.results")
+local rule = require("wb.verdict")
 
 local M = {}
 local Sweep = {}
@@ -111,15 +112,21 @@ local STAT_NAMES = {n = true, median = true, p10 = true, p25 = true, p75 = true,
 local function round_medians(desc, row, median_column)
     for _, spec in ipairs(desc.stats) do
         if spec.median == median_column then
-            local s, counts = row[spec.from], row[spec.from .. "_per_round"]
-            if type(s) ~= "table" or type(counts) ~= "table" or #counts == 0 then return nil end
-            local out, at = {}, 0
-            for r, n in ipairs(counts) do
-                if math.type(n) == nil or n < 1 or n ~= math.floor(n) or at + n > #s then return nil end
-                out[r] = stats.summarize(table.move(s, at + 1, at + n, 1, {})).median
-                at = at + n
-            end
-            return at == #s and out or nil
+            local counts = row[spec.from .. "_per_round"]
+            local rounds = type(counts) == "table" and stats.split_rounds(row[spec.from], counts)
+            if not rounds then return nil end
+            local out = {}
+            for r, part in ipairs(rounds) do out[r] = stats.summarize(part).median end
+            return out
+        end
+    end
+end
+
+-- The timing (wb.verdict's: samples and how they divide into rounds) behind a median column.
+local function timing_of(desc, row, median_column)
+    for _, spec in ipairs(desc.stats) do
+        if spec.median == median_column and type(row[spec.from]) == "table" and #row[spec.from] > 0 then
+            return {samples = row[spec.from], per_round = row[spec.from .. "_per_round"], median = row[median_column]}
         end
     end
 end
@@ -129,13 +136,21 @@ end
 -- Every derived column is computed over all rows before the next, so a column may use an
 -- earlier one, also from another row (base: the row with the same point but these axis values).
 -- A derived column with interval = true whose num and den are medians is, where the rows say how
--- their samples divide into rounds, the median over the rounds of the same ratio taken on each
--- round's medians (robust to a slow spell that falls in one round, as the pooled medians are
--- not), with <column>_lo and <column>_hi, stats.median_ci's interval for it (the rounds' range
--- below 6 rounds), and <column>_rounds, how many; elsewhere the ratio of the medians.
+-- their samples divide into rounds, the ratio of the two sides' medians of their rounds' medians
+-- (what wb.verdict's rule compares, so a ratio and its verdict agree), with <column>_lo and
+-- <column>_hi, an interval from the same ratio taken on each round's medians (paired in time:
+-- robust to a slow spell that falls in one round): stats.median_ci's interval for their median,
+-- the rounds' range below 6 rounds (which always holds the ratio of the medians), and
+-- <column>_rounds, how many; elsewhere the ratio of the medians.
 -- A stats entry with median_of = "rounds" makes its median column the median of the rounds'
 -- medians (each round one vote, however many samples it took: a pooled median follows the round
--- with the most samples, and then disagrees with an interval ratio taken round by round).
+-- with the most samples, and then disagrees with an interval ratio taken round by round), and its
+-- noise column the noise of the samples with every round weighing alike (stats.by_rounds, as the
+-- verdicts read it). A stats entry's `unstable` names a column set to noise > 0.05 (the target of
+-- wb.results' own `unstable`), for a second timing in one row (a peer's).
+-- A derived column with verdict = true (and a base) also gets <column>_verdict: wb.verdict's
+-- SAME, FASTER, SLOWER or UNSURE for this row's timing (den) against the base row's (num), with
+-- the interval above as the paired one, so a ratio and its verdict never disagree.
 function M.compute(rows, desc, constants_of)
     for _, spec in ipairs(desc.stats) do
         for _, r in ipairs(rows) do
@@ -145,17 +160,23 @@ function M.compute(rows, desc, constants_of)
                 for stat, column in pairs(spec) do
                     if STAT_NAMES[stat] then r[column] = sum[stat] end
                 end
-                if spec.median_of == "rounds" and spec.median then
-                    local per = round_medians(desc, r, spec.median)
-                    if per then r[spec.median] = stats.summarize(per).median end
+                if spec.median_of == "rounds" then
+                    local rounds = stats.split_rounds(s, r[spec.from .. "_per_round"])
+                    if rounds then
+                        local by = stats.by_rounds(rounds)
+                        if spec.median then r[spec.median] = by.median end
+                        if spec.noise then r[spec.noise] = by.noise end
+                        sum.noise = by.noise
+                    end
                 end
+                if spec.unstable then r[spec.unstable] = sum.noise > 0.05 end
             end
         end
     end
     local by_name = {}
     for _, r in ipairs(rows) do by_name[M.point_name(desc.axes, r)] = r end
     for _, d in ipairs(desc.derived) do
-        local values, intervals = {}, {}
+        local values, intervals, bases = {}, {}, {}
         for i, r in ipairs(rows) do
             local function get(src, name)
                 if name:sub(1, 1) == "@" then return constants_of(src)[name:sub(2)] end
@@ -167,6 +188,7 @@ function M.compute(rows, desc, constants_of)
                 for _, a in ipairs(desc.axes) do other[a.name] = r[a.name] end
                 for k, v in pairs(d.base) do other[k] = v end
                 from = by_name[M.point_name(desc.axes, other)]
+                bases[i] = from
             end
             local num, den = from and get(from, d.num), get(r, d.den)
             if type(num) == "number" and type(den) == "number" and den ~= 0 then
@@ -180,14 +202,27 @@ function M.compute(rows, desc, constants_of)
                         if dr[k] == 0 then all = false else ratios[k] = nr[k] / dr[k] * (d.scale or 1) end
                     end
                     if all then
-                        local median, lo, hi = stats.median_ci(ratios)
-                        values[i], intervals[i] = median, {lo, hi, #ratios}
+                        local _, lo, hi = stats.median_ci(ratios)
+                        local den_median = stats.summarize(dr).median
+                        if den_median ~= 0 then values[i] = stats.summarize(nr).median / den_median * (d.scale or 1) end
+                        intervals[i] = {lo, hi, #ratios}
                     end
                 end
             end
         end
         for i, r in ipairs(rows) do
             r[d.column] = values[i]
+            if d.verdict and d.base then
+                r[d.column .. "_verdict"] = nil
+                local from = bases[i]
+                local ta, tb = from and timing_of(desc, from, d.num), timing_of(desc, r, d.den)
+                if ta and tb and values[i] then
+                    local iv = intervals[i]
+                    -- the interval is for num/den (the base's time over this row's): B/A is its inverse
+                    r[d.column .. "_verdict"] = from == r and d.num == d.den and "SAME" or rule.verdict(ta, tb, nil,
+                        {interval = iv and iv[1] > 0 and {1 / iv[2], 1 / iv[1]} or nil})
+                end
+            end
             if d.interval then
                 local iv = intervals[i] or {}
                 r[d.column .. "_lo"], r[d.column .. "_hi"], r[d.column .. "_rounds"] = iv[1], iv[2], iv[3]
@@ -230,7 +265,8 @@ end
 
 local KNOWN = {name = true, axes = true, measure = true, config = true, rounds = true, shard = true, cost = true,
     prepare = true, after_round = true, finish = true, samples = true, stats = true, derived = true,
-    constants = true, columns = true, quiet = true, out = true, history = true}
+    constants = true, columns = true, quiet = true, out = true, history = true, max_rounds = true, again = true,
+    report = true}
 
 -- wb.sweep{name=, axes=, measure=, ...}: see the top of this file and help(wb.sweep).
 local function new(spec)
@@ -282,6 +318,15 @@ local function new(spec)
     local self = setmetatable({spec = spec, axes = axes, config = config, rounds = spec.rounds or 1,
         samples = samples, constants = spec.constants or {}, quiet = spec.quiet}, Sweep)
     if math.type(self.rounds) ~= "integer" or self.rounds < 1 then error("sweep: rounds must be a whole number >= 1", 2) end
+    self.max_rounds = spec.max_rounds or self.rounds
+    if math.type(self.max_rounds) ~= "integer" or self.max_rounds < self.rounds then
+        error(string.format("sweep: max_rounds must be a whole number >= rounds (%d), got %s", self.rounds,
+            tostring(spec.max_rounds)), 2)
+    end
+    if spec.again ~= nil and type(spec.again) ~= "function" then error("sweep: again must be a function(rows, round)", 2) end
+    if spec.report ~= nil and type(spec.report) ~= "function" then
+        error("sweep: report must be a function() -> the report's parts (wb.results), for partial results", 2)
+    end
     for k, v in pairs(self.constants) do
         if type(k) ~= "string" or not scalar(v) then error("sweep: constants hold name = number, string or boolean", 2) end
     end
@@ -389,8 +434,12 @@ end
 
 -- Measures this run's points: prepare(points) once, then `rounds` rounds over the points in
 -- order, measure(point, round) returning raw samples each time (so modes and points alternate
--- in time), after_round(round, points) after each; then finish(point, row) adds each row's
--- other fields. Returns the rows with their statistics and derived columns.
+-- in time), after_round(round, points) after each; then, up to max_rounds, more rounds over the
+-- points again(rows, round) returns (rows: the statistics so far, without finish's fields;
+-- an empty list, or no `again`, ends the rounds): unstable points get more rounds, as nvbench
+-- keeps measuring until its criterion holds. Then finish(point, row) adds each row's other
+-- fields. Returns the rows with their statistics and derived columns; each row's
+-- <samples>_per_round has one count per round it took.
 function Sweep:run()
     local spec = self.spec
     local say = self.quiet and function() end or print
@@ -410,8 +459,19 @@ function Sweep:run()
     for _, p in ipairs(self.mine) do samples[p.index], per_round[p.index] = {}, {} end
     local done = 0 -- rounds completed
     local function rounds()
-        for round = 1, self.rounds do
-            for _, p in ipairs(self.mine) do
+        local points = self.mine
+        for round = 1, self.max_rounds do
+            if round > self.rounds then
+                local why
+                points, why = {}, nil
+                if spec.again then points, why = spec.again(self:rows_of(samples, per_round), round) end
+                if type(points) ~= "table" or #points == 0 then break end
+                local words = require("wb.words")
+                say(words.wrap(string.format("  round %d (of at most %d): again for %s%s", round, self.max_rounds,
+                    #points == #self.mine and "every point" or words.plural(#points, "point"),
+                    why and why ~= "" and ": " .. why or ""), 120, "    "))
+            end
+            for _, p in ipairs(points) do
                 local s = spec.measure(p, round)
                 if type(s) ~= "table" or #s == 0 then
                     error(string.format("sweep: measure(%s) returned no samples (expected an array of numbers)", p.name), 0)
@@ -423,11 +483,13 @@ function Sweep:run()
                 end
                 local into = samples[p.index]
                 for _, v in ipairs(s) do into[#into + 1] = v end
-                per_round[p.index][round] = #s
+                local pr = per_round[p.index]
+                pr[#pr + 1] = #s
             end
             done = round
-            local note = spec.after_round and spec.after_round(round, self.mine)
-            say(string.format("  round %d/%d done%s", round, self.rounds, note or ""))
+            local note = spec.after_round and spec.after_round(round, points)
+            say(round <= self.rounds and string.format("  round %d/%d done%s", round, self.rounds, note or "") or
+                string.format("  round %d done%s", round, note or ""))
         end
     end
     -- Ctrl-C (the workbench raises "interrupted!") keeps what was measured: the points' samples
@@ -476,7 +538,11 @@ function Sweep:save_interrupted(samples, per_round, done)
     self.rows, self.partial = rows, {rounds_completed = done, rounds = self.rounds, reason = "interrupted (Ctrl-C)"}
     local where = "nothing measured, nothing saved"
     if #rows > 0 then
-        local okp, paths = pcall(self.save, self, {})
+        -- the report's charts and text as the sweep would draw them (its report function), drawn
+        -- from the rows so far; results.save puts the partial banner above them
+        local okr, rep = true, nil
+        if self.spec.report then okr, rep = pcall(self.spec.report) end
+        local okp, paths = pcall(self.save, self, {report = okr and rep or nil})
         where = okp and string.format("saved as partial results: %s (and .csv, .html)", paths.json) or
             ("the partial results could not be saved: " .. tostring(paths))
     end

@@ -3,6 +3,7 @@
 --   words.plural(n, "thread") -> "1 thread" / "2 threads";  words.plural(n, "entry", "entries")
 --   words.escaped("a\27[31m") -> "a\\027[31m" (control characters as \027-style escapes)
 --   words.shown(s) -> s escaped, and cut after 80 characters ("abc... (30000000 characters)")
+--   words.wrap(text, 120, "  ") -> text in lines of at most 120 columns, the later ones indented
 
 local M = {}
 
@@ -23,8 +24,65 @@ end
 function M.shown(v, max)
     if type(v) ~= "string" then return tostring(v) end
     max = max or 80
-    if #v <= max then return M.escaped(v) end
-    return M.escaped(v:sub(1, max)) .. string.format("... (%d characters)", #v)
+    if #v <= max then -- text broken at spaces into lines of at most width columns (default 120), the lines after the
+-- first starting with indent; a word longer than a line stays whole on its own line.
+function M.wrap(text, width, indent)
+    width, indent = width or 120, indent or ""
+    local lines, line = {}, nil
+    local lead = tostring(text):match("^%s*") -- the first line keeps its indent
+    for word in tostring(text):gmatch("%S+") do
+        if not line and lead ~= "" then word = lead .. word end
+        if line and #line + 1 + #word > width then
+            lines[#lines + 1] = line
+            line = indent .. word
+        else
+            line = line and line .. " " .. word or word
+        end
+    end
+    lines[#lines + 1] = line or ""
+    return table.concat(lines, "\n")
+end
+
+return M.escaped(v) end
+    -- text broken at spaces into lines of at most width columns (default 120), the lines after the
+-- first starting with indent; a word longer than a line stays whole on its own line.
+function M.wrap(text, width, indent)
+    width, indent = width or 120, indent or ""
+    local lines, line = {}, nil
+    local lead = tostring(text):match("^%s*") -- the first line keeps its indent
+    for word in tostring(text):gmatch("%S+") do
+        if not line and lead ~= "" then word = lead .. word end
+        if line and #line + 1 + #word > width then
+            lines[#lines + 1] = line
+            line = indent .. word
+        else
+            line = line and line .. " " .. word or word
+        end
+    end
+    lines[#lines + 1] = line or ""
+    return table.concat(lines, "\n")
+end
+
+return M.escaped(v:sub(1, max)) .. string.format("... (%d characters)", #v)
+end
+
+-- text broken at spaces into lines of at most width columns (default 120), the lines after the
+-- first starting with indent; a word longer than a line stays whole on its own line.
+function M.wrap(text, width, indent)
+    width, indent = width or 120, indent or ""
+    local lines, line = {}, nil
+    local lead = tostring(text):match("^%s*") -- the first line keeps its indent
+    for word in tostring(text):gmatch("%S+") do
+        if not line and lead ~= "" then word = lead .. word end
+        if line and #line + 1 + #word > width then
+            lines[#lines + 1] = line
+            line = indent .. word
+        else
+            line = line and line .. " " .. word or word
+        end
+    end
+    lines[#lines + 1] = line or ""
+    return table.concat(lines, "\n")
 end
 
 return M
