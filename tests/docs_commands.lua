@@ -17,8 +17,8 @@ local EXE = os.getenv("WB_EXE") or error("docs_commands: WB_EXE is not set")
 
 -- Quick flags per experiment: the sizes the experiments' own CTest tests use.
 local QUICK = {
-    ["mlp_sweep.lua"] = {"--tokens", "1,16", "--dim", "64", "--hidden", "128", "--rounds", "1", "--iters", "2",
-        "--no-peer"},
+    ["mlp_sweep.lua"] = {"--tokens", "1,16", "--dim", "64", "--hidden", "128", "--rounds", "1", "--max-rounds", "2",
+        "--iters", "2", "--no-peer"},
     ["mlp_anatomy.lua"] = {"--tokens", "4", "--dim", "64", "--hidden", "256"},
     ["graph_replay.lua"] = {"--tokens", "1"},
     ["compile_linear.lua"] = {"--in", "64", "--out-features", "64", "--rounds", "2"},

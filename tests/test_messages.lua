@@ -203,4 +203,21 @@ function TestMessages:test_the_library_lua_functions_check_their_arguments()
     lu.assertEquals(wrong, {})
 end
 
+-- wb.words.wrap: the footers of the main job's table fit 120 columns this way
+function TestMessages:test_wrap_fits_the_width_and_keeps_words_whole()
+    local words = require("wb.words")
+    local text = "  " .. string.rep("alpha beta gamma delta ", 20) .. string.rep("x", 130)
+    local out = words.wrap(text, 40, "    ")
+    local lines = {}
+    for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+    lu.assertStrMatches(lines[1], "^  alpha beta .*")
+    for i, l in ipairs(lines) do
+        if i > 1 then lu.assertStrMatches(l, "^    %S.*") end
+        if not l:find("xxx", 1, true) then lu.assertTrue(#l <= 40, l) end
+    end
+    lu.assertEquals(lines[#lines], "    " .. string.rep("x", 130)) -- a word longer than a line stays whole
+    lu.assertEquals((out:gsub("%s+", " ")), (text:gsub("%s+", " ")))
+    lu.assertEquals(words.wrap("short", 40), "short")
+end
+
 os.exit(lu.LuaUnit.run())

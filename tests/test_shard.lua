@@ -245,7 +245,8 @@ function TestShard:test_shards_with_different_calibrations_assign_alike()
     local shards, out = scratch.dir(), scratch.dir() .. "/merged"
     for i, home in ipairs({fast, slow}) do
         local text, code = run(string.format("XDG_CACHE_HOME='%s' %s --threads 1 %s/experiments/mlp_sweep.lua --no-peer " ..
-            "--tokens 1,64 --modes eager,dual,fused --dim 32 --hidden 64 --iters 2 --rounds 2 --trace-tokens 1 --shard %d/2 " ..
+            "--tokens 1,64 --modes eager,dual,fused --dim 32 --hidden 64 --iters 2 --rounds 2 --max-rounds 2 --trace-tokens 1 " ..
+            "--shard %d/2 " ..
             "--out %s", home, EXE, SRC, i, shards))
         lu.assertEquals(code, 0, text)
         lu.assertStrContains(text, "cached calibration") -- the planted calibration was the one in use
@@ -264,6 +265,10 @@ function TestShard:test_shards_with_different_calibrations_assign_alike()
         lu.assertEquals(r.shard, shard_of[r.tokens], r.tokens .. " " .. r.mode)
     end
     lu.assertNotEquals(shard_of[1], shard_of[64])
+    -- the table fits 120 columns: the keys and the shard first, the columns that do not fit named
+    for line in text:match("^(.-)\nmerged "):gmatch("[^\n]+") do lu.assertTrue(#line <= 120, line) end
+    lu.assertStrMatches(text, ".*\n +1 +eager +[%d.]+ [^\n]* 1/2\n.*")
+    lu.assertStrMatches(text, ".*\n%(%d+ more columns in the JSON and CSV: [%w_, ]+.*")
     local html = assert(io.open(out .. "/mlp_sweep.html")):read("a")
     lu.assertEquals(select(2, html:gsub("<figure>", "")), 3)
     lu.assertNotStrContains(html, "pair rows measured by different shards")
@@ -507,7 +512,8 @@ end
 -- each shard measures one token count's three modes.
 function TestShard:test_mlp_sweep_shards_merge_to_the_unsharded_rows()
     local whole, shards, out = scratch.dir(), scratch.dir(), scratch.dir() .. "/merged"
-    local small = "--tokens 1,3,5 --modes eager,dual,graph --dim 32 --hidden 64 --iters 2 --rounds 1 --no-peer " ..
+    local small = "--tokens 1,3,5 --modes eager,dual,graph --dim 32 --hidden 64 --iters 2 --rounds 1 --max-rounds 1 " ..
+        "--no-peer " ..
         "--trace-tokens 3"
     local text, code = run(string.format("%s --threads 1 %s/experiments/mlp_sweep.lua %s --out %s", EXE, SRC, small, whole))
     lu.assertEquals(code, 0, text)

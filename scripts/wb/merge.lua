@@ -388,7 +388,7 @@ function M.merge(out_dir, inputs, say)
     end
     local paths = res:save{dir = out_dir, file = ref.name, fingerprint = fp, report = merged_report,
         extra = {sweep = desc, shards = shards, findings = findings}}
-    say(M.text_table(columns, merged))
+    say(M.text_table(columns, merged, keys))
     say(string.format("merged %d shard file%s of %s: %d points", #docs, #docs > 1 and "s" or "", ref.name, #merged))
     if mixed then
         say("WARNING: the shards ran on different hardware (column 'hardware'):")
@@ -435,33 +435,64 @@ function M.paired_across_shards(rows, desc)
     return lines
 end
 
--- The merged rows as text, one line each: the columns that hold one value (numbers to 4 digits).
-function M.text_table(columns, rows)
-    local shown = {}
+-- The merged rows as text, one line each, within 120 columns: the columns that hold one value
+-- (numbers to 4 digits), the keys and the shard first, then the others in their order while they
+-- fit; a last line names those left out (every column is in the JSON and CSV).
+local WIDTH = 120
+function M.text_table(columns, rows, keys)
+    local scalar = {}
     for _, c in ipairs(columns) do
-        local scalar = false
-        for _, r in ipairs(rows) do scalar = scalar or (r[c] ~= nil and type(r[c]) ~= "table") end
-        if scalar then shown[#shown + 1] = c end
+        for _, r in ipairs(rows) do scalar[c] = scalar[c] or (r[c] ~= nil and type(r[c]) ~= "table") end
     end
     local cells, width = {}, {}
-    for j, c in ipairs(shown) do width[j] = #c end
-    for i, r in ipairs(rows) do
-        cells[i] = {}
-        for j, c in ipairs(shown) do
-            local v = r[c]
-            local text = v == nil and "-" or math.type(v) == "integer" and tostring(v) or type(v) == "number" and
-                string.format("%.4g", v) or words.escaped(tostring(v), true)
-            if #text > 24 then text = text:sub(1, 21) .. "..." end -- kernel names: in the JSON whole
-            cells[i][j], width[j] = text, math.max(width[j], #text)
+    for _, c in ipairs(columns) do
+        if scalar[c] then
+            width[c] = #c
+            cells[c] = {}
+            for i, r in ipairs(rows) do
+                local v = r[c]
+                local text = v == nil and "-" or math.type(v) == "integer" and tostring(v) or type(v) == "number" and
+                    string.format("%.4g", v) or words.escaped(tostring(v), true)
+                if #text > 24 then text = text:sub(1, 21) .. "..." end -- kernel names: in the JSON whole
+                cells[c][i], width[c] = text, math.max(width[c], #text)
+            end
         end
     end
+    local first = {}
+    for _, k in ipairs(keys or {}) do first[k] = true end
+    first.shard, first.hardware = true, true
+    local shown, left, used = {}, {}, -2
+    local function take(c)
+        if used + 2 + width[c] <= WIDTH or #shown == 0 then
+            shown[#shown + 1], used = c, used + 2 + width[c]
+        else
+            left[#left + 1] = c
+        end
+    end
+    for _, c in ipairs(columns) do if scalar[c] and first[c] then take(c) end end
+    for _, c in ipairs(columns) do if scalar[c] and not first[c] then take(c) end end
+    -- back in the file's order, the shard (provenance) last
+    local at = {}
+    for i, c in ipairs(columns) do at[c] = i end
+    table.sort(shown, function(a, b)
+        if (a == "shard") ~= (b == "shard") then return b == "shard" end
+        return at[a] < at[b]
+    end)
     local function line(vals)
         local out = {}
-        for j, v in ipairs(vals) do out[j] = string.rep(" ", width[j] - #v) .. v end
+        for j, v in ipairs(vals) do out[j] = string.rep(" ", width[shown[j]] - #v) .. v end
         return table.concat(out, "  ")
     end
     local out = {line(shown)}
-    for _, c in ipairs(cells) do out[#out + 1] = line(c) end
+    for i = 1, #rows do
+        local vals = {}
+        for j, c in ipairs(shown) do vals[j] = cells[c][i] end
+        out[#out + 1] = line(vals)
+    end
+    if #left > 0 then
+        out[#out + 1] = words.wrap(string.format("(%d more columns in the JSON and CSV: %s)", #left,
+            table.concat(left, ", ")), WIDTH, "  ")
+    end
     return table.concat(out, "\n")
 end
 

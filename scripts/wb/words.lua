@@ -24,54 +24,16 @@ end
 function M.shown(v, max)
     if type(v) ~= "string" then return tostring(v) end
     max = max or 80
-    if #v <= max then -- text broken at spaces into lines of at most width columns (default 120), the lines after the
--- first starting with indent; a word longer than a line stays whole on its own line.
-function M.wrap(text, width, indent)
-    width, indent = width or 120, indent or ""
-    local lines, line = {}, nil
-    local lead = tostring(text):match("^%s*") -- the first line keeps its indent
-    for word in tostring(text):gmatch("%S+") do
-        if not line and lead ~= "" then word = lead .. word end
-        if line and #line + 1 + #word > width then
-            lines[#lines + 1] = line
-            line = indent .. word
-        else
-            line = line and line .. " " .. word or word
-        end
-    end
-    lines[#lines + 1] = line or ""
-    return table.concat(lines, "\n")
-end
-
-return M.escaped(v) end
-    -- text broken at spaces into lines of at most width columns (default 120), the lines after the
--- first starting with indent; a word longer than a line stays whole on its own line.
-function M.wrap(text, width, indent)
-    width, indent = width or 120, indent or ""
-    local lines, line = {}, nil
-    local lead = tostring(text):match("^%s*") -- the first line keeps its indent
-    for word in tostring(text):gmatch("%S+") do
-        if not line and lead ~= "" then word = lead .. word end
-        if line and #line + 1 + #word > width then
-            lines[#lines + 1] = line
-            line = indent .. word
-        else
-            line = line and line .. " " .. word or word
-        end
-    end
-    lines[#lines + 1] = line or ""
-    return table.concat(lines, "\n")
-end
-
-return M.escaped(v:sub(1, max)) .. string.format("... (%d characters)", #v)
+    if #v <= max then return M.escaped(v) end
+    return M.escaped(v:sub(1, max)) .. string.format("... (%d characters)", #v)
 end
 
 -- text broken at spaces into lines of at most width columns (default 120), the lines after the
--- first starting with indent; a word longer than a line stays whole on its own line.
+-- first starting with indent (the first keeps its own); a word longer than a line stays whole.
 function M.wrap(text, width, indent)
     width, indent = width or 120, indent or ""
     local lines, line = {}, nil
-    local lead = tostring(text):match("^%s*") -- the first line keeps its indent
+    local lead = tostring(text):match("^%s*")
     for word in tostring(text):gmatch("%S+") do
         if not line and lead ~= "" then word = lead .. word end
         if line and #line + 1 + #word > width then
