@@ -55,7 +55,8 @@ parser:option("--mlp", "The gated MLP: geglu (gelu_tanh) or swiglu (silu).", "ge
 parser:option("--device", "Device (cpu or cuda; default: the workbench's default device)."):choices({"cpu", "cuda"})
 parser:option("--iters", "Timed forwards per mode per round (at least).", "10"):convert(wbargs.int("--iters", 1, 100000))
 parser:option("--rounds", "Rounds of alternating the modes.", "3"):convert(wbargs.int("--rounds", 1, 1000))
-parser:option("--max-rounds", "More rounds, up to this many in all, for a token count while a row of it (a mode or a " ..
+parser:option("--max-rounds", "More rounds, up to this many in all, for a token count while a row of it (a mode " ..
+    "or a " ..
     "peer) is unstable or its verdict against eager UNSURE (default: 10, or --rounds when that is more).")
     :convert(wbargs.int("--max-rounds", 1, 1000))
 parser:option("--trace-tokens", "Token count at which a Perfetto trace per mode is written.", "16")
@@ -487,7 +488,8 @@ report_parts = function()
     if dnnl.label then peer_series[#peer_series + 1] = {name = dnnl.label, y = "dnnl_ms"} end
     local report_spec = {
         text = {
-            string.format(MLP .. " MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). %s of alternating modes%s; every " ..
+            string.format(MLP .. " MLP forward, dim %d, hidden %d, %s on %s (%s, %s%s). %s of alternating " ..
+                "modes%s; every " ..
                 "mode checked against eager first; more rounds (at most %d in all) for a token count while a row of " ..
                 "it is unstable or UNSURE against eager.", dim, hidden, args.dtype, device, info.name, info.isa,
                 cuda and "" or ", " .. plural(wb.get_num_threads(), "thread"), plural(rounds, "round"),
@@ -496,38 +498,53 @@ report_parts = function()
             "median_ms: the median of the rounds' medians (each round one vote, however many samples it took); " ..
                 "p10_ms-p90_ms: of all the samples; rounds: how many rounds the row took; speedup_vs_eager: eager's " ..
                 "median_ms over the mode's, with the same ratio taken round by round (its range, or a 95% interval " ..
-                "from 6 rounds) in _lo-_hi, and the verdict against eager (SAME, FASTER, SLOWER, UNSURE) by workbench " ..
-                "compare's rule in speedup_vs_eager_verdict" .. (torch.version and "; torch_ms: PyTorch's median of its " ..
-                "rounds' medians, torch_noise its noise" or "") .. (dnnl.label and "; dnnl_ms, dnnl_noise: oneDNN's, alike"
+                "from 6 rounds) in _lo-_hi, and the verdict against eager (SAME, FASTER, SLOWER, UNSURE) by " ..
+                    "workbench " ..
+                "compare's rule in speedup_vs_eager_verdict" .. (torch.version and "; torch_ms: PyTorch's " ..
+                    "median of its " ..
+                "rounds' medians, torch_noise its noise" or "") .. (dnnl.label and "; dnnl_ms, dnnl_noise: " ..
+                    "oneDNN's, alike"
                 or "") .. ".",
             "% of peak (pct_peak) is against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops,
                 info.calibrated) or calibrate.ceiling_note(info)) .. ".",
         },
         warnings = info.under_load and {"The ceilings were MEASURED UNDER LOAD: every % of peak reads high."} or nil,
+        -- the results table: what fits a page (every column is in the JSON and CSV)
+        columns = {"tokens", "mode", "median_ms", "p10_ms", "p90_ms", "gflops", "pct_peak", "gbs", "kernels", "host_us",
+            "rounds", "speedup_vs_eager", "speedup_vs_eager_verdict", "noise", "torch_ms", "dnnl_ms"},
         links = traces,
         charts = {
             {kind = "line", title = "Latency per forward", x_label = "tokens", y_label = "median ms", log_x = true,
                 log_y = true, x = "tokens", y = "median_ms", lo = "p10_ms", hi = "p90_ms", series = "mode",
                 unstable = "unstable", extra = #peer_series > 0 and peer_series or nil,
-                caption = "Median time of one forward per mode (lower is better), against the number of tokens; bars: " ..
+                caption = "Median time of one forward per mode (lower is better), against the number of tokens; " ..
+                    "bars: " ..
                     "p10-p90 of the samples; hollow: unstable." ..
-                    (torch.version and " PyTorch's eager CPU forward on the same shapes is drawn for comparison." or "") ..
-                    (dnnl.label and " So is oneDNN's: matmul primitives with the gate's activation and the multiply as " ..
+                    (torch.version and " PyTorch's eager CPU forward on the same shapes is drawn for " ..
+                        "comparison." or "") ..
+                    (dnnl.label and " So is oneDNN's: matmul primitives with the gate's activation and the " ..
+                        "multiply as " ..
                         "post-ops, on the same weights." or "")},
             {kind = "bar", title = "Speedup against eager", y_label = "eager time / mode time", group = "tokens",
                 series = "mode", value = "speedup_vs_eager", lo = "speedup_vs_eager_lo", hi = "speedup_vs_eager_hi",
-                reference = 1, caption = "How much faster each mode is than eager dispatch at the same token count (the " ..
-                    "dashed line is eager itself); whiskers: the rounds' range, or a 95% interval from 6 rounds. Fewer " ..
+                reference = 1, caption = "How much faster each mode is than eager dispatch at the same token " ..
+                    "count (the " ..
+                    "dashed line is eager itself); whiskers: the rounds' range, or a 95% interval from 6 " ..
+                        "rounds. Fewer " ..
                     "kernels and no dispatch matter most where the GEMMs are small."},
             {kind = "roofline", title = "Kernels on the roofline", x_label = "arithmetic intensity (FLOP per byte)",
                 y_label = "GFLOP/s", peak_gflops = info.peak_gflops, ceilings = ceilings, series = "mode",
                 flops = "kernel_flops", bytes = "kernel_bytes", ns = "kernel_ns",
-                caption = string.format("Each kernel of each mode (all token counts) at its arithmetic intensity (flops per " ..
-                    "byte that must move) and achieved GFLOP/s, under the roofline of this device (%s): %.1f GFLOP/s " ..
+                caption = string.format("Each kernel of each mode (all token counts) at its arithmetic " ..
+                    "intensity (flops per " ..
+                    "byte that must move) and achieved GFLOP/s, under the roofline of this device (%s): %.1f " ..
+                        "GFLOP/s " ..
                     "peak. Points near a sloped line are memory-bound (small token counts), near the flat line " ..
                     "compute-bound. %s", cuda and "datasheet rates, not measured" or info.calibrated, info.peak_gflops,
-                    cuda and "The bandwidth is DRAM's: a kernel whose data stays in the caches can sit above the sloped " ..
-                    "line." or "On the cpu the roofline is cache-aware: L2, L3 and DRAM roofs measured on working sets " ..
+                    cuda and "The bandwidth is DRAM's: a kernel whose data stays in the caches can sit above " ..
+                        "the sloped " ..
+                    "line." or "On the cpu the roofline is cache-aware: L2, L3 and DRAM roofs measured on " ..
+                        "working sets " ..
                     "sized from the caches; each point's tooltip judges it against the level its bytes fit in.")},
         },
     }
@@ -536,7 +553,8 @@ report_parts = function()
         for _, t in ipairs(run_tokens) do
             if dnnl.kernels[t] then k[#k + 1] = string.format("%d tokens: %s", t, dnnl.kernels[t]) end
         end
-        table.insert(report_spec.text, 2, string.format("%s timed after each round too, on the same weights and inputs " ..
+        table.insert(report_spec.text, 2, string.format("%s timed after each round too, on the same weights and " ..
+            "inputs " ..
             "(checked against eager first); dnnl_ms: the median of all its samples; its kernels: %s.", dnnl.label,
             table.concat(k, "; ")))
     end
@@ -595,7 +613,8 @@ print("\n" .. string.format(LINE, "tokens", "mode", "median ms", "GFLOP/s", "%pe
 for _, t in ipairs(run_tokens) do
     for _, r in ipairs(by_tokens[t]) do
         print(string.format(LINE, tostring(r.tokens), r.mode, string.format("%.3f", r.median_ms),
-            string.format("%.1f", r.gflops), calibrate.pct_cell(r.pct_peak, info.under_load), string.format("%.1f", r.gbs),
+            string.format("%.1f", r.gflops), calibrate.pct_cell(r.pct_peak, info.under_load),
+            string.format("%.1f", r.gbs),
             tostring(r.kernels), string.format("%.1f", r.host_us), tostring(r.rounds),
             r.mode == "eager" and "1.00x" or vs_eager_cell(r.speedup_vs_eager, r.speedup_vs_eager_lo,
                 r.speedup_vs_eager_hi, r.speedup_vs_eager_rounds),
@@ -608,7 +627,8 @@ for _, t in ipairs(run_tokens) do
             local c = pr.prefix .. "_speedup_vs_eager"
             local has_eager = by_tokens[t][1].mode == "eager" or r[c] ~= nil
             print(string.format(LINE, tostring(t), pr.name, string.format("%.3f", median),
-                string.format("%.1f", flops_of(t) / (median * 1e6)), calibrate.pct_cell(100 * flops_of(t) / (median * 1e6)
+                string.format("%.1f", flops_of(t) / (median * 1e6)),
+                calibrate.pct_cell(100 * flops_of(t) / (median * 1e6)
                     / info.peak_gflops, info.under_load), string.format("%.1f", bytes_of(t) / (median * 1e6)), "-", "-",
                 tostring(#(r[pr.prefix .. "_samples_ms_per_round"] or {})),
                 has_eager and vs_eager_cell(r[c], r[c .. "_lo"], r[c .. "_hi"], r[c .. "_rounds"]) or "-",
@@ -627,12 +647,14 @@ for _, t in ipairs(run_tokens) do
     for _, pr in ipairs(PEERS) do
         local tp = peer_timing(pr.peer, t)
         if tp and best[pr.prefix .. "_ms"] then
-            local v, ratio = verdict_rule.verdict(tp, {samples = best.samples_ms, per_round = best.samples_ms_per_round})
+            local ours = {samples = best.samples_ms, per_round = best.samples_ms_per_round}
+            local v, ratio = verdict_rule.verdict(tp, ours)
             parts[#parts + 1] = string.format("%s %.2fx %s", pr.name, 1 / ratio, v)
         end
     end
     if #parts > 0 then
-        peer_lines[#peer_lines + 1] = string.format("  tokens %-5d %-9s against %s", t, best.mode, table.concat(parts, ", "))
+        peer_lines[#peer_lines + 1] = string.format("  tokens %-5d %-9s against " ..
+            "%s", t, best.mode, table.concat(parts, ", "))
     end
 end
 if #peer_lines > 0 then
@@ -655,10 +677,12 @@ for _, t in ipairs(run_tokens) do
     local n = by_tokens[t][1].rounds
     taken[#taken + 1] = string.format("%d: %d%s", t, n, n >= max_rounds and n > rounds and " (the cap)" or "")
 end
-footer[#footer + 1] = string.format("rounds per token count: %s (--rounds %d, more while a row is unstable or UNSURE, " ..
+footer[#footer + 1] = string.format("rounds per token count: %s (--rounds %d, more while a row is unstable or " ..
+    "UNSURE, " ..
     "at most --max-rounds %d)", table.concat(taken, ", "), rounds, max_rounds)
 if torch.label then
-    footer[#footer + 1] = string.format("PyTorch: %s, timed after each round (OMP_WAIT_POLICY=%s)", torch.label, wait_policy)
+    footer[#footer + 1] = string.format("PyTorch: %s, timed after each round " ..
+        "(OMP_WAIT_POLICY=%s)", torch.label, wait_policy)
 end
 if dnnl.label then
     local k = {}

@@ -246,7 +246,7 @@ function TestCompare:test_two_runs_of_the_same_script()
     local dir = scratch.path("_runs")
     local sweep = scratch.source() .. "/experiments/mlp_sweep.lua"
     for _, run in ipairs({"a", "b"}) do
-        local p = io.popen(string.format("%s %s --tokens 1,4 --modes eager,dual --dim 32 --hidden 64 --rounds 1 " ..
+        local p = io.popen(string.format("%s %s --tokens 1,4 --modes eager,dual --dim 32 --hidden 64 --rounds 1 --max-rounds 1 " ..
             "--iters 3 --no-peer --out %s/%s 2>&1", EXE, sweep, dir, run))
         local out = p:read("a")
         local _, _, code = p:close()
@@ -286,7 +286,8 @@ function TestCompare:test_unequal_rounds_one_slow_agree_on_every_row()
     local a = doc({rounds_row(128, "eager", {10.6, 5.281, 5.29}, slow), rounds_row(128, "dual", {4.4, 4, 4}, slow),
         rounds_row(1, "eager", {1.1, 1, 1}, slow), rounds_row(16, "eager", {6, 3, 3}, slow)})
     local b = doc({rounds_row(128, "eager", {5.44, 5.441, 5.45}, {10, 10, 10}),
-        rounds_row(128, "dual", {3.0, 3.01, 2.99}, {10, 10, 10}), rounds_row(1, "eager", {1.5, 1.51, 1.49}, {10, 10, 10}),
+        rounds_row(128, "dual", {3.0, 3.01, 2.99}, {10, 10, 10}),
+        rounds_row(1, "eager", {1.5, 1.51, 1.49}, {10, 10, 10}),
         rounds_row(16, "eager", {3.6, 3.0, 3.3}, {10, 10, 12})})
     local pa, pb = write(a), write(b)
     local out, err, code = run(pa, pb)
@@ -356,7 +357,8 @@ function TestCompare:test_json_output_and_errors()
     lu.assertEquals(j.status, 1)
     lu.assertStrContains(j.failure, "a row is 20.0% slower (more than --fail-on-slower 5)")
     for _, case in ipairs({{"'" .. a .. "' /nonexistent/b.json", "cannot read /nonexistent/b.json"},
-        {"--bogus '" .. a .. "' '" .. b .. "'", "unknown option --bogus"}, {"'" .. a .. "'", "expected two results files"}}) do
+        {"--bogus '" .. a .. "' '" .. b .. "'", "unknown option --bogus"}, {"'" .. a .. "'", "expected two " ..
+            "results files"}}) do
         out, err, code = scratch.run_split(string.format("%s compare %s --json", EXE, case[1]))
         lu.assertEquals(code, 2, out .. err)
         lu.assertEquals(err, "")

@@ -26,7 +26,7 @@ browse() { # browse MODE FILE: MODE --dump-dom or --screenshot=PATH
 
 peer="'$EXE' '$SRC/tests/fake_peer.lua'"
 WB_FAKE_PEER_LOG="$dir/peer.log" "$EXE" "$SRC/experiments/mlp_sweep.lua" --tokens 1,4 --dim 32 --hidden 64 --iters 2 \
-    --modes eager,fused,dual,compiled --rounds 2 --trace-tokens 4 --peer "$peer" --out "$dir/run" >"$dir/run.log" 2>&1 ||
+    --modes eager,fused,dual,compiled --rounds 2 --max-rounds 2 --trace-tokens 4 --peer "$peer" --out "$dir/run" >"$dir/run.log" 2>&1 ||
     { cat "$dir/run.log"; fail "mlp_sweep did not run"; }
 report="$dir/run/mlp_sweep.html"
 
@@ -45,7 +45,8 @@ browse --dump-dom "$dir/open.html" >"$dir/open.dom" || fail "chromium could not 
 grep -q "<title>SCRIPT RAN</title>" "$dir/open.dom" ||
     fail "the control (the planted page without its policy) did not run the script: the check above proves nothing"
 
-# 3. the layout, measured by the browser: labels that overlap, or that run past the chart's edge
+# 3. the layout, measured by the browser: labels that overlap, or that run past the chart's edge; the
+# results table wider than the page, or a header broken inside a word
 cat >"$dir/measure.js" <<'JS'
 <script>
 var problems = [];
@@ -64,6 +65,24 @@ document.querySelectorAll('svg').forEach(function (svg, n) {
       problems.push('chart ' + (n + 1) + ': "' + a.t + '" overlaps "' + c.t + '"');
   }
 });
+// the results table fits the page (no sideways scroll) and no header is broken inside a word: each
+// piece of a header (its name broken only after an underscore, <wbr>) stays on one line
+document.querySelectorAll('table.results').forEach(function (table) {
+  var box = table.parentElement;
+  if (box.scrollWidth > box.clientWidth + 1)
+    problems.push('the results table is ' + box.scrollWidth + ' px wide in ' + box.clientWidth + ' px: it scrolls');
+  table.querySelectorAll('th').forEach(function (th) {
+    th.childNodes.forEach(function (node) {
+      if (node.nodeType !== 3 || !node.textContent.trim()) return;
+      var range = document.createRange();
+      range.selectNodeContents(node);
+      var lines = {};
+      Array.prototype.forEach.call(range.getClientRects(), function (r) { if (r.width > 0) lines[Math.round(r.top)] = 1; });
+      if (Object.keys(lines).length > 1 && node.textContent.trim().indexOf(' ') < 0)
+        problems.push('the header "' + th.textContent + '" is broken inside "' + node.textContent + '"');
+    });
+  });
+});
 var out = document.createElement('pre');
 out.id = 'layout';
 out.textContent = problems.length ? problems.join('\n') : 'layout ok';
@@ -77,7 +96,7 @@ JS
 } >"$dir/measured.html"
 browse --dump-dom "$dir/measured.html" >"$dir/measured.dom" || fail "chromium could not load the measured page"
 grep -q '<pre id="layout">layout ok</pre>' "$dir/measured.dom" ||
-    { sed -n '/<pre id="layout">/,/<\/pre>/p' "$dir/measured.dom"; fail "labels overlap or are cut (above)"; }
+    { sed -n '/<pre id="layout">/,/<\/pre>/p' "$dir/measured.dom"; fail "labels overlap or are cut, or the table is too wide (above)"; }
 
 # 4. a screenshot to look at
 mkdir -p "$SHOTS"

@@ -245,7 +245,8 @@ function TestShard:test_shards_with_different_calibrations_assign_alike()
     local shards, out = scratch.dir(), scratch.dir() .. "/merged"
     for i, home in ipairs({fast, slow}) do
         local text, code = run(string.format("XDG_CACHE_HOME='%s' %s --threads 1 %s/experiments/mlp_sweep.lua --no-peer " ..
-            "--tokens 1,64 --modes eager,dual,fused --dim 32 --hidden 64 --iters 2 --rounds 2 --max-rounds 2 --trace-tokens 1 " ..
+            "--tokens 1,64 --modes eager,dual,fused --dim 32 --hidden 64 --iters 2 --rounds 2 --max-rounds 2 " ..
+                "--trace-tokens 1 " ..
             "--shard %d/2 " ..
             "--out %s", home, EXE, SRC, i, shards))
         lu.assertEquals(code, 0, text)

@@ -50,7 +50,8 @@ end
 function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     local dir, log = scratch.dir(), scratch.path(".log")
     local peer = string.format("'%s' '%s/tests/fake_peer.lua'", EXE, SRC)
-    local out, code = sweep(SMALL .. " --rounds 2 --max-rounds 2 --trace-tokens 4 --peer \"" .. peer .. "\" --out " .. dir,
+    local out, code = sweep(SMALL .. " --rounds 2 --max-rounds 2 --trace-tokens 4 --peer \"" .. peer .. "\" " ..
+        "--out " .. dir,
         "WB_FAKE_PEER_LOG=" .. log)
     lu.assertEquals(code, 0, out)
     local f = assert(io.open(log))
@@ -72,9 +73,15 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
             lu.assertTrue(#line <= 120, #line .. " columns: " .. line)
         end
     end
+    -- the README shows the table's header line as the program prints it
+    local readme = scratch.read(SRC .. "/README.md")
+    local header = readme:match("\n(tokens mode [^\n]*)\n")
+    lu.assertNotNil(header, "README.md shows no table header")
+    lu.assertStrContains(out, "\n" .. header .. "\n")
     -- the peer is a row of the table, timed by the same rule: its rounds, its verdict against eager,
     -- and its noise flag (the samples 1, 2, 3 in every round: IQR / median 75%)
-    lu.assertStrMatches(out, ".*\n4 +PyTorch +2%.000 +[%d.]+ +%S+ +[%d.]+ +%- +%- +2 +[%d.]+x %([%d.]+%-[%d.]+%) +%u+ " ..
+    lu.assertStrMatches(out, ".*\n4 +PyTorch +2%.000 +[%d.]+ +%S+ +[%d.]+ +%- +%- +2 +[%d.]+x " ..
+        "%([%d.]+%-[%d.]+%) +%u+ " ..
         "unstable %(noise 75%%%)\n.*")
     local html = assert(io.open(dir .. "/mlp_sweep.html")):read("a")
     lu.assertStrContains(html, "PyTorch fake-1.0 (BLAS generic) timed after each round; its GEMMs ran on BLAS_INFO=generic")
@@ -100,8 +107,10 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
         lu.assertEquals(r.speedup_vs_eager_rounds, 2)
         lu.assertTrue(r.speedup_vs_eager_lo <= r.speedup_vs_eager and r.speedup_vs_eager <= r.speedup_vs_eager_hi)
     end
-    lu.assertStrContains(out, "vs eager: eager's median over the row's; in brackets the same ratio taken round by round")
-    lu.assertStrMatches(out, ".*\ntokens +mode +median ms +GFLOP/s +%%peak +GB/s +kernels +host us +rounds +vs eager " ..
+    lu.assertStrContains(out, "vs eager: eager's median over the row's; in brackets the same ratio taken round " ..
+        "by round")
+    lu.assertStrMatches(out, ".*\ntokens +mode +median ms +GFLOP/s +%%peak +GB/s +kernels +host us +rounds +vs " ..
+        "eager " ..
         "%(range%) +verdict\n.*")
     -- compare reads the main job's output as it is when the peer ran (torch_samples_ms is an array)
     local p = io.popen(string.format("%s compare '%s/mlp_sweep.json' '%s/mlp_sweep.json' 2>&1", EXE, dir, dir))
@@ -170,7 +179,8 @@ function TestSweep:test_the_peer_names_the_blas_it_ran_on()
     local dir, log = scratch.dir(), scratch.path(".log")
     local peer = string.format("'%s' '%s/tests/fake_peer.lua'", EXE, SRC)
     local blas = "OpenBLAS 0.3.21 (Cooperlake kernels) through libblas.so.3"
-    local out, code = sweep(SMALL .. " --rounds 1 --max-rounds 1 --trace-tokens 4 --peer \"" .. peer .. "\" --out " .. dir,
+    local out, code = sweep(SMALL .. " --rounds 1 --max-rounds 1 --trace-tokens 4 --peer \"" .. peer .. "\" " ..
+        "--out " .. dir,
         string.format("WB_FAKE_PEER_LOG=%s WB_FAKE_PEER_BLAS_LIBRARY='%s'", log, blas))
     os.remove(log)
     lu.assertEquals(code, 0, out)

@@ -467,7 +467,8 @@ function M.compare(path_a, path_b, o)
     return res
 end
 
-local USAGE = "usage: workbench compare [--json] [--verbose] [--fail-on-slower PCT] [--min-effect PCT] [--ignore COL] " ..
+local USAGE = "usage: workbench compare [--json] [--verbose] [--fail-on-slower PCT] [--min-effect PCT] " ..
+    "[--ignore COL] " ..
     "A.json B.json"
 local HELP = [[
   compares two results files of the same sweep, row by row: SAME, FASTER, SLOWER or UNSURE
@@ -478,7 +479,8 @@ local HELP = [[
   --ignore COL          leave COL out of the check that the runs are comparable (repeatable)
   --help, -h            this text]]
 
-local LISTS = {rows = true, only_in_a = true, only_in_b = true, structural = true, fingerprint = true, aligned_on = true}
+local LISTS = {rows = true, only_in_a = true, only_in_b = true, structural = true, fingerprint = true,
+    aligned_on = true}
 
 -- Entry point for `workbench compare ...`: returns the exit status.
 function M.main(args)
@@ -506,7 +508,8 @@ function M.main(args)
         elseif a == "--fail-on-slower" or a == "--min-effect" then
             local v = tonumber(args[i + 1])
             if not v or v < 0 or v > 1000 then
-                return problem(2, string.format("%s takes a percentage from 0 to 1000, got %s", a, tostring(args[i + 1])),
+                return problem(2, string.format("%s takes a percentage from 0 to 1000, got " ..
+                    "%s", a, tostring(args[i + 1])),
                     true)
             end
             if a == "--fail-on-slower" then o.fail_on_slower = v else o.min_effect = v / 100 end

@@ -214,7 +214,8 @@ function M.merge(out_dir, inputs, say)
             local function whole(v) return math.type(v) and v == math.floor(v) and string.format("%d", v) or "?" end
             local done, asked = type(part) == "table" and whole(part.rounds_completed) or "?",
                 type(part) == "table" and whole(part.rounds) or "?"
-            fail(string.format("%s holds partial results: its run was interrupted after %s of its %s rounds, so it is " ..
+            fail(string.format("%s holds partial results: its run was interrupted after %s of its %s rounds, so " ..
+                "it is " ..
                 "not a whole shard; run that shard again", files[i], done, asked))
         end
     end
@@ -351,7 +352,8 @@ function M.merge(out_dir, inputs, say)
     end
     -- the report: the first shard's charts drawn from the merged rows, and what the merge knows
     local rep = type(docs[1].report) == "table" and docs[1].report or {}
-    local merged_report = {charts = rep.charts, links = rep.links, text = {}, warnings = {}, tables = {}}
+    local merged_report = {charts = rep.charts, links = rep.links, text = {}, warnings = {}, tables = {},
+        columns = rep.columns}
     for _, t in ipairs(rep.text or {}) do merged_report.text[#merged_report.text + 1] = t end
     table.insert(merged_report.text, 1, string.format("Merged from %d shard files of the sweep %s (%d points); every " ..
         "statistic recomputed from the raw samples.", #docs, ref.name, #ref.points))

@@ -37,6 +37,7 @@ function M.page_head(title)
         ".wide{overflow-x:auto;max-width:100%}.fp td{text-align:left;overflow-wrap:anywhere;max-width:700px}" ..
         "figure{margin:2em 0}figcaption{color:#444;max-width:900px}.warn{color:#a40}" ..
         ".partial{background:#fff3cd;border:2px solid #a40;padding:.6em 1em}" ..
+        "table.results th{word-break:keep-all;overflow-wrap:normal;hyphens:none}" ..
         "tr.unstable td{background:#fde8d8}svg{max-width:100%;height:auto}</style></head><body>"
 end
 

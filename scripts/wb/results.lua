@@ -165,14 +165,17 @@ local SAVE_OPTIONS = {dir = true, report = true, file = true, fingerprint = true
 -- The report's parts, all data (no HTML: every string is escaped where it is shown), saved in the
 -- JSON so that a merge draws the merged rows the same way: text (paragraphs), warnings, charts
 -- (wb.report.render specs), links ({text=, href=} to files beside the report), tables
--- ({title=, header={...}, rows={{...}, ...}}). Returns the checked copy, or raises naming the problem.
-local REPORT_PARTS = {text = true, warnings = true, charts = true, links = true, tables = true}
+-- ({title=, header={...}, rows={{...}, ...}}), columns (the columns of the results table, by name;
+-- default: every column of single values). Returns the checked copy, or raises naming the problem.
+local REPORT_PARTS = {text = true, warnings = true, charts = true, links = true, tables = true, columns = true}
 local function check_report(rep)
     if rep == nil then return {} end
     if type(rep) ~= "table" then error("results: report must be a table {text=, charts=, ...}, got " .. type(rep), 3) end
     local function bad(fmt, ...) error("results: report." .. string.format(fmt, ...), 3) end
     for k in pairs(rep) do
-        if not REPORT_PARTS[k] then bad("%s is not a part of a report (text, warnings, charts, links, tables)", tostring(k)) end
+        if not REPORT_PARTS[k] then
+            bad("%s is not a part of a report (text, warnings, charts, links, tables, columns)", tostring(k))
+        end
     end
     for _, part in ipairs({"text", "warnings"}) do
         for i, t in ipairs(rep[part] or {}) do
@@ -194,6 +197,10 @@ local function check_report(rep)
         if type(t) ~= "table" or type(t.header) ~= "table" or type(t.rows) ~= "table" then
             bad("tables[%d] must be {title=, header={...}, rows={{...}, ...}}", i)
         end
+    end
+    if rep.columns ~= nil and type(rep.columns) ~= "table" then bad("columns must be an array of column names") end
+    for i, c in ipairs(rep.columns or {}) do
+        if type(c) ~= "string" then bad("columns[%d] must be a column name, got %s", i, type(c)) end
     end
     return rep
 end
@@ -291,7 +298,8 @@ function Results:save(o)
     local partial = type(o.extra) == "table" and type(o.extra.partial) == "table" and o.extra.partial
     if partial then
         local function whole(v) return type(v) == "number" and string.format("%d", math.floor(v)) or "?" end
-        h[#h + 1] = string.format("<p class='partial' role='alert'><b>PARTIAL RESULTS</b>: %s after %s of %s rounds. " ..
+        h[#h + 1] = string.format("<p class='partial' role='alert'><b>PARTIAL RESULTS</b>: %s after %s of %s " ..
+            "rounds. " ..
             "Every row holds the rounds measured so far; the figures are less certain than a whole run's, and " ..
             "merge does not take this file for a shard.</p>", html_escape(tostring(partial.reason or "stopped")),
             whole(partial.rounds_completed), whole(partial.rounds))
@@ -308,24 +316,47 @@ function Results:save(o)
         h[#h + 1] = string.format("<p class='warn'>%d of %d rows are unstable (noise, IQR / median, above %g%%): " ..
             "marked below; do not read small differences into them.</p>", unstable, #self.rows, self.target_noise * 100)
     end
-    -- the columns of single values (arrays, raw samples among them, are in the JSON and CSV);
-    -- names may break after an underscore, so the table fits the page
-    local shown, arrays = {}, 0
+    -- the columns of single values (arrays, raw samples among them, are in the JSON and CSV), or
+    -- the report's own choice of them; a column X with X_lo and X_hi shows "X (lo-hi)" in one cell.
+    -- Names break only after an underscore (never inside a word), so the table fits the page.
+    local present, single = {}, {}
     for _, c in ipairs(self.columns) do
-        local single = false
-        for _, r in ipairs(self.rows) do single = single or (r[c] ~= nil and type(r[c]) ~= "table") end
-        if single then shown[#shown + 1] = c else arrays = arrays + 1 end
+        present[c] = true
+        for _, r in ipairs(self.rows) do single[c] = single[c] or (r[c] ~= nil and type(r[c]) ~= "table") end
     end
-    if arrays > 0 then
+    local shown, arrays, chosen = {}, 0, rep.columns ~= nil
+    for _, c in ipairs(rep.columns or self.columns) do
+        if single[c] then shown[#shown + 1] = c elseif present[c] and not chosen then arrays = arrays + 1 end
+    end
+    local paired = {} -- X_lo and X_hi shown inside X's cell
+    for _, c in ipairs(shown) do
+        if single[c .. "_lo"] and single[c .. "_hi"] then paired[c .. "_lo"], paired[c .. "_hi"] = c, c end
+    end
+    local kept = {}
+    for _, c in ipairs(shown) do if not paired[c] then kept[#kept + 1] = c end end
+    shown = kept
+    if chosen then
+        h[#h + 1] = string.format("<p>%d of the %d columns shown; all of them, the raw samples among them, are in " ..
+            "the JSON and CSV.</p>", #shown, #self.columns)
+    elseif arrays > 0 then
         h[#h + 1] = string.format("<p>%d column%s of arrays (raw samples) %s in the JSON and CSV only.</p>", arrays,
             arrays == 1 and "" or "s", arrays == 1 and "is" or "are")
     end
-    h[#h + 1] = "<div class='wide'><table><tr>"
-    for _, c in ipairs(shown) do h[#h + 1] = "<th>" .. html_escape(c):gsub("_", "_<wbr>") .. "</th>" end
+    h[#h + 1] = "<div class='wide'><table class='results'><tr>"
+    for _, c in ipairs(shown) do
+        local name = single[c .. "_lo"] and single[c .. "_hi"] and c .. " (lo-hi)" or c
+        h[#h + 1] = "<th>" .. html_escape(name):gsub("_", "_<wbr>") .. "</th>"
+    end
     h[#h + 1] = "</tr>"
     for _, r in ipairs(self.rows) do
         h[#h + 1] = r.unstable == true and "<tr class='unstable' title='unstable: noise above target'>" or "<tr>"
-        for _, c in ipairs(shown) do h[#h + 1] = "<td>" .. html_escape(cell(r[c])) .. "</td>" end
+        for _, c in ipairs(shown) do
+            local text = cell(r[c])
+            if single[c .. "_lo"] and single[c .. "_hi"] and r[c .. "_lo"] ~= nil and r[c .. "_hi"] ~= nil then
+                text = text .. " (" .. cell(r[c .. "_lo"]) .. "-" .. cell(r[c .. "_hi"]) .. ")"
+            end
+            h[#h + 1] = "<td>" .. html_escape(text) .. "</td>"
+        end
         h[#h + 1] = "</tr>"
     end
     h[#h + 1] = "</table></div>"

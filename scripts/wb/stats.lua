@@ -74,7 +74,8 @@ end
 -- through its sorted samples, so a rank test or a spread sees each round as much as the others;
 -- noise, IQR / median of those.
 function M.by_rounds(rounds)
-    if type(rounds) ~= "table" or #rounds == 0 then error("stats.by_rounds: expected a non-empty array of rounds", 2) end
+    if type(rounds) ~= "table" or #rounds == 0 then error("stats.by_rounds: expected a non-empty array of " ..
+        "rounds", 2) end
     local medians, k = {}, math.huge
     for i, r in ipairs(rounds) do
         if type(r) ~= "table" or #r == 0 then error(string.format("stats.by_rounds: round %d has no samples", i), 2) end

@@ -323,7 +323,8 @@ local function new(spec)
         error(string.format("sweep: max_rounds must be a whole number >= rounds (%d), got %s", self.rounds,
             tostring(spec.max_rounds)), 2)
     end
-    if spec.again ~= nil and type(spec.again) ~= "function" then error("sweep: again must be a function(rows, round)", 2) end
+    if spec.again ~= nil and type(spec.again) ~= "function" then error("sweep: again must be a function(rows, " ..
+        "round)", 2) end
     if spec.report ~= nil and type(spec.report) ~= "function" then
         error("sweep: report must be a function() -> the report's parts (wb.results), for partial results", 2)
     end

@@ -55,7 +55,9 @@ function M.verdict(ta, tb, min_effect, o)
         if small then return "SAME", ratio, p, "samples", noise, shown end
         if effect < math.log(1 + noise) then return "UNSURE", ratio, p, "noise", noise, shown end
         local iv = o.interval
-        if iv and iv[1] and iv[2] and iv[1] <= 1 and iv[2] >= 1 then return "UNSURE", ratio, p, "interval", noise, shown end
+        if iv and iv[1] and iv[2] and iv[1] <= 1 and iv[2] >= 1 then
+            return "UNSURE", ratio, p, "interval", noise, shown
+        end
         -- the test's direction (A's ranks above B's: B faster) must be the ratio's: a rank test and
         -- a ratio of medians can point opposite ways on skewed samples
         local agrees = (test.z > 0) == (ratio < 1)
@@ -63,7 +65,8 @@ function M.verdict(ta, tb, min_effect, o)
     end
     -- no raw samples: the recorded p10-p90 ranges
     if small then return "SAME", ratio, nil, "spread", nil, shown end
-    if type(ta.p10) == "number" and type(ta.p90) == "number" and type(tb.p10) == "number" and type(tb.p90) == "number" then
+    local function spread(t) return type(t.p10) == "number" and type(t.p90) == "number" end
+    if spread(ta) and spread(tb) then
         local apart = ta.p90 < tb.p10 or tb.p90 < ta.p10
         return apart and direction or "UNSURE", ratio, nil, "spread", nil, shown
     end
@@ -72,7 +75,8 @@ end
 
 -- The rule in one line, for a table's footer.
 function M.rule_text(min_effect)
-    return string.format("a change of at least %g%%, above both sides' noise (IQR / median), rank test p < %g in its " ..
+    return string.format("a change of at least %g%%, above both sides' noise (IQR / median), rank test p < %g " ..
+        "in its " ..
         "direction, rounds weighing alike", (min_effect or M.MIN_EFFECT) * 100, M.ALPHA)
 end
 
