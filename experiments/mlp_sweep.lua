@@ -85,6 +85,25 @@ if device == "cuda" and not wb.cuda.is_available() then
     os.exit(1, true)
 end
 local cuda = device == "cuda"
+-- What the sweep holds at once on the cpu, estimated before anything is allocated: one that cannot
+-- fit would swap for minutes and be stopped, its results lost. Fitted to the peak RSS measured
+-- (/usr/bin/time, dim 1024, hidden 4096-16384, 1 and 512 tokens, within 4%): 12 bytes per byte of
+-- one f32 weight matrix (the three weights, the dual path's [gate; up], the one-kernel MLP's and
+-- the compiled forward's packed panels; 15 in bf16: the f32 copy for the accuracy line), 13 per
+-- byte of [tokens, dim + hidden] f32 activations at the largest token count, and 90 MiB.
+if not cuda then
+    local max_tokens = math.max(table.unpack(tokens_list))
+    local need = (args.dtype == "bf16" and 15 or 12) * 4.0 * dim * hidden + 13 * 4.0 * max_tokens * (dim + hidden) +
+        90 * 2 ^ 20
+    local memory = require("wb.memory")
+    local free, where = memory.available()
+    if free and need > free then
+        io.stderr:write(string.format("mlp_sweep.lua: dim %d, hidden %d, %s, up to %d tokens needs about %s of memory, " ..
+            "and %s is available (%s): it would swap, then be stopped; try a smaller --dim, --hidden or --tokens\n", dim,
+            hidden, args.dtype, max_tokens, memory.gib(need), memory.gib(free), where))
+        os.exit(1, true)
+    end
+end
 -- Modes must agree with eager to within the dtype's rounding: bf16 rounds the intermediates of
 -- eager (gelu output, product) but not those of the fused modes.
 local tolerance = args.dtype == "bf16" and 2e-2 or 1e-5
@@ -183,60 +202,16 @@ local function time_forward(fn)
     return ms
 end
 
--- A peer's samples per token count, kept round by round (per_round: one count per round), so its
--- statistics are taken as ours are (the median of the rounds' medians, the noise with rounds alike).
-local function keep(peer, t, samples)
-    local s, per = peer.samples[t] or {}, peer.per_round[t] or {}
-    for _, v in ipairs(samples) do s[#s + 1] = v end
-    per[#per + 1] = #samples
-    peer.samples[t], peer.per_round[t] = s, per
-end
-
--- The PyTorch peer (when installed): one run of experiments/peers/torch_mlp.py per round, after
--- our modes' round, so that ours and the peer's samples come from the same stretches of time
--- (alternate the contenders: this machine's speed drifts between minutes). Its OpenMP runtime is
--- told not to spin-wait (OMP_WAIT_POLICY=passive, unless the environment sets it): a spinning
--- team left behind by a peer competes with the next round of ours for the cores.
-local torch = {samples = {}, per_round = {}}
-local peer_cmd
-local script = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/peers/torch_mlp.py"
-local function exists(path)
-    local f = io.open(path)
-    if f then f:close() end
-    return f ~= nil
-end
-if args.peer then
-    peer_cmd = args.peer
-elseif not args.no_peer and not cuda and MLP == "GeGLU" and exists(script) then
-    -- Debian's python3-torch lives with Debian's interpreter, which a pyenv python3 would hide
-    local python = exists("/usr/bin/python3") and "/usr/bin/python3" or "python3"
-    peer_cmd = string.format("%s '%s'", python, script)
-end
-local wait_policy = (os.getenv("OMP_WAIT_POLICY") or "") ~= "" and os.getenv("OMP_WAIT_POLICY") or "passive"
+-- The PyTorch peer (when installed): experiments/peers/torch_mlp.py, one run per round after ours,
+-- its OpenMP threads told not to spin (wb.torch_peer); a peer's samples kept round by round.
+local torch_peer = require("wb.torch_peer")
+local keep = torch_peer.keep
+local torch = torch_peer.new{command = args.peer, enabled = not args.no_peer and not cuda and MLP == "GeGLU",
+    script = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/peers/torch_mlp.py"}
+local wait_policy = torch.wait_policy
 local function peer_round(peer_tokens)
-    if not peer_cmd or torch.failed then return end
-    local cmd = string.format("OMP_WAIT_POLICY=%s %s --tokens %s --dim %d --hidden %d --threads %d --dtype %s " ..
-        "--rounds %d --min-time-ms %d 2>/dev/null", wait_policy, peer_cmd, table.concat(peer_tokens, ","), dim, hidden,
-        wb.get_num_threads(), args.dtype, iters, MIN_TIME_MS)
-    local pipe = io.popen(cmd)
-    local text = pipe and pipe:read("a") or ""
-    if pipe then pipe:close() end
-    local okj, data = pcall(require("cjson").decode, text)
-    if not (okj and type(data) == "table" and type(data.results) == "table") then
-        torch.failed = true -- not installed (or broken): no peer rows, said at the end
-        return
-    end
-    torch.version = tostring(data.torch)
-    -- what the rows and the report name: the version and the BLAS its GEMMs ran on: the library
-    -- the peer found loaded (BLAS_INFO=generic only says torch calls whatever libblas.so.3 is),
-    -- else the build's BLAS_INFO; never the raw build string
-    local info = type(data.blas) == "string" and data.blas:match("BLAS_INFO=([%w_]+)")
-    local library = type(data.blas_library) == "string" and data.blas_library ~= "" and data.blas_library:sub(1, 80)
-    torch.blas = library or (info and "BLAS_INFO=" .. info) or "BLAS not reported"
-    torch.label = string.format("PyTorch %s (%s)", torch.version, library or (info and "BLAS " .. info) or "BLAS not reported")
-    for _, r in ipairs(data.results) do
-        keep(torch, r.tokens, type(r.samples_ms) == "table" and r.samples_ms or {r.median_ms})
-    end
+    torch.round(peer_tokens, {dim = dim, hidden = hidden, threads = wb.get_num_threads(), dtype = args.dtype,
+        rounds = iters, min_time_ms = MIN_TIME_MS})
 end
 
 -- The oneDNN peer (cpu, when built): per token count a wb.dnnl.mlp on our weights, checked in
@@ -594,105 +569,10 @@ if above > 0 then
         plural(above, "point is", "points are"), info.calibrated), 120, "  "))
 end
 
--- The main table, within 120 columns: one row per mode and per peer at each token count, each
--- with its verdict against eager (wb.verdict's rule, the one compare uses), taken on the medians
--- shown; the bracket: the range of the same ratio taken round by round (a 95% interval from 6
--- rounds). Printed with decimals enough that no figure lands on the other side of 1 than it is.
-local function vs_eager_cell(value, lo, hi, n)
-    if not value then return "-" end
-    if not lo or (n or 0) < 2 then return string.format("%.2fx", value) end
-    local v, l, h = stats.against_bar(2, 1, value, lo, hi)
-    return string.format("%sx (%s-%s)", v, l, h)
-end
-local function flag(noise)
-    return noise and noise > TARGET_NOISE and string.format(" unstable (noise %.0f%%)", noise * 100) or ""
-end
-local LINE = "%-6s %-9s %9s %7s %5s %6s %7s %7s %6s %-17s %-6s%s"
-print("\n" .. string.format(LINE, "tokens", "mode", "median ms", "GFLOP/s", "%peak", "GB/s", "kernels", "host us",
-    "rounds", "vs eager (range)", "verdict", ""))
-for _, t in ipairs(run_tokens) do
-    for _, r in ipairs(by_tokens[t]) do
-        print(string.format(LINE, tostring(r.tokens), r.mode, string.format("%.3f", r.median_ms),
-            string.format("%.1f", r.gflops), calibrate.pct_cell(r.pct_peak, info.under_load),
-            string.format("%.1f", r.gbs),
-            tostring(r.kernels), string.format("%.1f", r.host_us), tostring(r.rounds),
-            r.mode == "eager" and "1.00x" or vs_eager_cell(r.speedup_vs_eager, r.speedup_vs_eager_lo,
-                r.speedup_vs_eager_hi, r.speedup_vs_eager_rounds),
-            r.mode == "eager" and "-" or r.speedup_vs_eager_verdict or "-", flag(r.noise)))
-    end
-    local r = by_tokens[t][1]
-    for _, pr in ipairs(PEERS) do
-        local median = r[pr.prefix .. "_ms"]
-        if median then
-            local c = pr.prefix .. "_speedup_vs_eager"
-            local has_eager = by_tokens[t][1].mode == "eager" or r[c] ~= nil
-            print(string.format(LINE, tostring(t), pr.name, string.format("%.3f", median),
-                string.format("%.1f", flops_of(t) / (median * 1e6)),
-                calibrate.pct_cell(100 * flops_of(t) / (median * 1e6)
-                    / info.peak_gflops, info.under_load), string.format("%.1f", bytes_of(t) / (median * 1e6)), "-", "-",
-                tostring(#(r[pr.prefix .. "_samples_ms_per_round"] or {})),
-                has_eager and vs_eager_cell(r[c], r[c .. "_lo"], r[c .. "_hi"], r[c .. "_rounds"]) or "-",
-                has_eager and r[c .. "_verdict"] or "-", flag(r[pr.prefix .. "_noise"])))
-        end
-    end
-end
-
--- Our fastest mode at each token count against each peer, by the same rule: the peer's median over
--- the mode's (above 1: ours is faster), and the verdict for ours against the peer's.
-local peer_lines = {}
-for _, t in ipairs(run_tokens) do
-    local best
-    for _, r in ipairs(by_tokens[t]) do if not best or r.median_ms < best.median_ms then best = r end end
-    local parts = {}
-    for _, pr in ipairs(PEERS) do
-        local tp = peer_timing(pr.peer, t)
-        if tp and best[pr.prefix .. "_ms"] then
-            local ours = {samples = best.samples_ms, per_round = best.samples_ms_per_round}
-            local v, ratio = verdict_rule.verdict(tp, ours)
-            parts[#parts + 1] = string.format("%s %.2fx %s", pr.name, 1 / ratio, v)
-        end
-    end
-    if #parts > 0 then
-        peer_lines[#peer_lines + 1] = string.format("  tokens %-5d %-9s against " ..
-            "%s", t, best.mode, table.concat(parts, ", "))
-    end
-end
-if #peer_lines > 0 then
-    print("\nvs peers: our fastest mode, the peer's median over its (above 1: ours is faster), verdict for ours:")
-    print(table.concat(peer_lines, "\n"))
-end
-
--- the footer: what each figure is, the rounds each token count took, and the peers' builds
-local footer = {
-    "%peak: against " .. (cuda and string.format("%.1f GFLOP/s (%s)", info.peak_gflops, info.calibrated) or
-        calibrate.ceiling_note(info)),
-    "median ms: the median of the rounds' medians (each round one vote); p10-p90 of all samples are in the JSON, " ..
-        "CSV and report",
-    "vs eager: eager's median over the row's; in brackets the same ratio taken round by round, their " ..
-        (rounds >= 6 and "95% interval" or "range (a 95% interval from 6 rounds)") .. "; verdict: " ..
-        verdict_rule.rule_text() .. ", and FASTER or SLOWER only when the bracket is on one side of 1",
-}
-local taken = {}
-for _, t in ipairs(run_tokens) do
-    local n = by_tokens[t][1].rounds
-    taken[#taken + 1] = string.format("%d: %d%s", t, n, n >= max_rounds and n > rounds and " (the cap)" or "")
-end
-footer[#footer + 1] = string.format("rounds per token count: %s (--rounds %d, more while a row is unstable or " ..
-    "UNSURE, " ..
-    "at most --max-rounds %d)", table.concat(taken, ", "), rounds, max_rounds)
-if torch.label then
-    footer[#footer + 1] = string.format("PyTorch: %s, timed after each round " ..
-        "(OMP_WAIT_POLICY=%s)", torch.label, wait_policy)
-end
-if dnnl.label then
-    local k = {}
-    for _, t in ipairs(run_tokens) do
-        if dnnl.kernels[t] then k[#k + 1] = string.format("%d tokens: %s", t, dnnl.kernels[t]) end
-    end
-    footer[#footer + 1] = string.format("oneDNN: %s, in this process (its OpenMP runtime is ours); kernels: %s",
-        dnnl.label, table.concat(k, "; "))
-end
-for _, line in ipairs(footer) do print(words.wrap(line, 120, "  ")) end
+-- the main table, the line against the peers and the footer (wb.mlp_table)
+require("wb.mlp_table").print{by_tokens = by_tokens, run_tokens = run_tokens, peers = PEERS, peer_timing = peer_timing,
+    info = info, cuda = cuda, flops_of = flops_of, bytes_of = bytes_of, rounds = rounds, max_rounds = max_rounds,
+    torch = torch, dnnl = dnnl, wait_policy = wait_policy, target_noise = TARGET_NOISE}
 
 local report_spec = report_parts()
 local paths = sweep:save{dir = out_dir, report = report_spec, extra = {findings = point_findings}}

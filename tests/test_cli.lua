@@ -167,6 +167,22 @@ function TestCli:test_script_device_cuda_without_a_gpu_is_one_line()
     lu.assertEquals(err, "mlp_sweep.lua: --mlp swiglu runs on the cpu only (no cuda kernels for silu yet)\n")
 end
 
+-- A sweep that cannot fit in memory is refused before anything is allocated or written: with the
+-- estimate and what is available, in well under 5 s (it used to swap for two minutes and be killed)
+function TestCli:test_mlp_sweep_that_cannot_fit_is_refused_with_an_estimate()
+    local out = scratch.path("-bomb")
+    local t0 = wb.time_ns()
+    local _, err, code = run(EXPERIMENTS .. "/mlp_sweep.lua --dim 65536 --hidden 262144 --no-peer --out " .. out)
+    lu.assertTrue((wb.time_ns() - t0) / 1e9 < 5, "took more than 5 s")
+    lu.assertEquals(code, 1, err)
+    lu.assertStrMatches(err, "mlp_sweep%.lua: dim 65536, hidden 262144, f32, up to 512 tokens needs about [%d.]+ GiB " ..
+        "of memory, and [%d.]+ GiB is available %([^)]+%): it would swap, then be stopped; try a smaller %-%-dim, " ..
+        "%-%-hidden or %-%-tokens\n")
+    local need = tonumber(err:match("needs about ([%d.]+) GiB"))
+    lu.assertTrue(need > 768 and need < 800, err) -- 12 x 64 GiB of weights, and the activations
+    lu.assertNil(io.open(out), "nothing written: " .. out)
+end
+
 -- A workbench option given after the script reaches the script's parser: one that does not know it
 -- says where it goes, with the command that does it (the script's own options kept after it).
 function TestCli:test_workbench_option_after_the_script_says_where_it_goes()

@@ -1,0 +1,34 @@
+-- wb.memory: how much memory this process can still take before the machine swaps or the kernel
+-- stops it, for experiments that check what they are about to allocate before they start (a
+-- sweep that cannot fit would otherwise swap for minutes and be killed, its results lost).
+--
+--   memory.available() -> bytes, "where it was read" | nil, why
+--       /proc/meminfo's MemAvailable (what the kernel can give without swapping), capped by the
+--       cgroup's limit less its usage (cgroup v2 memory.max - memory.current) where one is set
+--   memory.gib(bytes) -> "12.3 GiB"
+local M = {}
+
+local function read_first(path)
+    local f = io.open(path, "r")
+    if not f then return nil end
+    local text = f:read("a")
+    f:close()
+    return text
+end
+
+function M.available()
+    local info = read_first("/proc/meminfo")
+    local kb = info and tonumber(info:match("MemAvailable:%s*(%d+) kB"))
+    if not kb then return nil, "no MemAvailable in /proc/meminfo" end
+    local bytes, where = kb * 1024, "MemAvailable"
+    local limit = tonumber((read_first("/sys/fs/cgroup/memory.max") or ""):match("^(%d+)"))
+    local used = tonumber((read_first("/sys/fs/cgroup/memory.current") or ""):match("^(%d+)"))
+    if limit and used and limit - used < bytes then
+        bytes, where = math.max(limit - used, 0), "the cgroup's memory.max less memory.current"
+    end
+    return bytes, where
+end
+
+function M.gib(bytes) return string.format("%.1f GiB", bytes / 2 ^ 30) end
+
+return M
