@@ -171,7 +171,7 @@ echo "== lessons (cuda) =="
 grep -hE "All expectations|rel. error|failed|^(eager|fused|dual) " "$OUT/linear_anatomy.log" "$OUT/mlp_anatomy.log" | head -10
 echo "== diff --ab on cuda (eager gelu*mul vs geglu) =="
 grep -E "geglu|gelu|mul|rror" "$OUT/diff_ab.log" | head -8
-echo "== mlp_sweep (tokens, mode, median ms, ..., kernels, host us, vs eager) =="
+echo "== mlp_sweep (tokens, mode, median ms, GFLOP/s, %peak, GB/s, kernels, host us, rounds, vs eager, verdict) =="
 grep -E "host time eager/replay|replay host cost" "$OUT/graph_replay.log" | head -8
 for f in "$OUT/mlp_sweep_bf16.log" "$OUT/mlp_sweep_f32.log" "$OUT/mlp_sweep_main.log"; do
     [ -f "$f" ] && grep -E "^[0-9]+ +(eager|fused|dual|compiled|graph|fused_mlp) |bf16 eager vs|disagrees|rror" "$f" | head -26
