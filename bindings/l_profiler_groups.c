@@ -59,11 +59,13 @@ static void push_node(lua_State *L, const wb_diff_model *m, const wb_diff_node *
  * default, of every step, or of none), drawn_step = the one step drawn (nil for "all" and "none")},
  * or nil and the message (an empty profile). */
 static int diff_model_build(lua_State *L) {
-    wb_prof *p = wb_lua_check_session(L);
     wb_diff_model_opts o = {.draw = WB_DIFF_DRAW_MEDIAN};
+    /* the options first, read raw: a metamethod of the table could run any code, finalizing the
+     * session included (the session is checked after them) */
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
-        lua_getfield(L, 2, "draw");
+        lua_pushliteral(L, "draw");
+        lua_rawget(L, 2);
         if (lua_isinteger(L, -1)) {
             lua_Integer k = lua_tointeger(L, -1);
             if (k < 1) return luaL_error(L, "diff_model: draw = %d: steps count from 1", (int)k);
@@ -75,10 +77,12 @@ static int diff_model_build(lua_State *L) {
             else if (v && !strcmp(v, "none")) o.draw = WB_DIFF_DRAW_NONE;
             else return luaL_error(L, "diff_model: draw takes a step (from 1), \"median\", \"all\" or \"none\"");
         }
-        lua_getfield(L, 2, "per_occurrence");
+        lua_pushliteral(L, "per_occurrence");
+        lua_rawget(L, 2);
         o.per_occurrence = lua_toboolean(L, -1);
         lua_pop(L, 2);
     }
+    wb_prof *p = wb_lua_check_session(L);
     wb_diff_model m;
     if (wb_prof_diff_model(p, &o, &m) != WB_OK) {
         lua_pushnil(L);
