@@ -169,4 +169,41 @@ function test_a_trace_rewritten_by_a_json_tool_reads_as_the_original()
     lu.assertTrue(#rows(p) > 3)
 end
 
+-- Names in a trace are the writer's: an escape sequence (set the terminal's title, clear the
+-- screen), a C1 control or a bidi override in one reaches no terminal raw, in explain, diff or
+-- p:table(); each is shown escaped.
+function test_names_with_escape_sequences_are_printed_escaped()
+    local evil = "\27]0;owned\7\27[2J\194\155\226\128\174gnp.exe"
+    local x, w = wb.randn({4, 8}), wb.randn({6, 8})
+    local function record()
+        return wb.profiler.profile({activities = {"cpu", "device"}}, function(q)
+            for _ = 1, 2 do
+                wb.profiler.range(evil, function() return wb.linear(x, w) end)
+                q:step()
+            end
+        end)
+    end
+    local p = record()
+    local a, b = scratch.path(".json"), scratch.path(".json")
+    p:export_chrome_trace(a)
+    record():export_chrome_trace(b)
+    local function clean(text, what)
+        lu.assertNil(text:find("\27", 1, true), what .. ": a raw ESC byte")
+        lu.assertNil(text:find("\7", 1, true), what .. ": a raw BEL byte")
+        lu.assertNil(text:find("\194\155", 1, true), what .. ": a raw C1 control")
+        lu.assertNil(text:find("\226\128\174", 1, true), what .. ": a raw right-to-left override")
+    end
+    local tbl = wb.profiler.load_trace(a):table()
+    clean(tbl, "p:table()")
+    lu.assertStrContains(tbl, "\\027]0;owned\\007\\027[2J\\u{009B}\\u{202E}gnp.exe")
+    clean(p:table(), "p:table() of the recording")
+    local out, code = scratch.run(EXE .. " explain " .. sh_quote(a))
+    lu.assertEquals(code, 0, out)
+    clean(out, "explain")
+    out, code = scratch.run(EXE .. " diff " .. sh_quote(a) .. " " .. sh_quote(b))
+    lu.assertEquals(code, 0, out)
+    clean(out, "diff")
+    lu.assertStrContains(out, "\\u{202E}gnp.exe")
+end
+
 scratch.exit(lu.LuaUnit.run())

@@ -6,6 +6,8 @@
 --   -- ctx (each optional): {device_info=, machine=, replay_ns_per_kernel=, measure_replay=fn}
 --   -> {{rule=, severity="info"|"warn", message=, evidence={time_ns=, ...}}, ...} by time concerned
 
+local words = require("wb.words")
+
 local M = {}
 
 -- Thresholds, each with its reason (docs/profiler.md's Findings section repeats them).
@@ -514,7 +516,8 @@ function M.format(findings, limit)
     local lines = {}
     for i, f in ipairs(findings) do
         if limit and i > limit then break end
-        lines[#lines + 1] = string.format("[%s] %s: %s", f.severity, f.rule, f.message)
+        -- names come from traces anyone may hand over: never a raw escape sequence to the terminal
+        lines[#lines + 1] = words.escaped(string.format("[%s] %s: %s", f.severity, f.rule, f.message))
     end
     if #findings == 0 then lines[1] = "no findings" end
     return table.concat(lines, "\n")

@@ -2,7 +2,7 @@
 -- per op name, and input shapes or call site when asked, and one per kernel), with the
 -- roofline's % of peak per kernel and the spread of a parallel kernel's worker threads.
 
-local plural = require("wb.words").plural
+local plural, escaped = require("wb.words").plural, require("wb.words").escaped
 local calibrate = require("wb.calibrate")
 
 local M = {}
@@ -87,7 +87,7 @@ function M.table(self, o)
     local name_w = 4
     for i, r in ipairs(rows) do
         if i > limit then break end
-        name_w = math.max(name_w, #r.name)
+        name_w = math.max(name_w, #escaped(r.name)) -- a trace's names never reach the terminal raw
     end
     local show_shapes = o.group_by_input_shape
     local show_src = o.group_by_stack_n
@@ -127,7 +127,7 @@ function M.table(self, o)
                 pct = 100 * gflops / attainable
             end
         end
-        local line = pad(r.name) .. string.format("  %8.2f%% %10s %10s %10s %11s %12s %10s %7d %9d %8s %7s %7s",
+        local line = pad(escaped(r.name)) .. string.format("  %8.2f%% %10s %10s %10s %11s %12s %10s %7d %9d %8s %7s %7s",
             self_total > 0 and 100 * (on_device(r) and 0 or r.self_cpu_ns) / self_total or 0,
             on_device(r) and "-" or fmt_time(r.self_cpu_ns), on_device(r) and "-" or fmt_time(r.cpu_total_ns),
             on_device(r) and "-" or fmt_time(r.cpu_total_ns / r.calls), fmt_time(r.self_device_ns),
@@ -139,7 +139,7 @@ function M.table(self, o)
             line = line .. string.format(" %13s", r.spread_launches and fmt_time(r.spread_ns / r.spread_launches) or "-")
         end
         if show_shapes then line = line .. "  " .. (r.input_shapes or "") end
-        if show_src then line = line .. "  " .. (r.src or "") end
+        if show_src then line = line .. "  " .. escaped(r.src or "") end
         out[#out + 1] = line
     end
     out[#out + 1] = rule

@@ -1,7 +1,8 @@
 -- wb.words: counted nouns in printed output ("1 thread", "2 threads"), and text from files anyone
 -- may hand over made safe to print.
 --   words.plural(n, "thread") -> "1 thread" / "2 threads";  words.plural(n, "entry", "entries")
---   words.escaped("a\27[31m") -> "a\\027[31m" (control characters as \027-style escapes)
+--   words.escaped("a\27[31m") -> "a\\027[31m" (control characters as \027-style escapes, bidi marks
+--       and C1 controls as \u{202E})
 --   words.shown(s) -> s escaped, and cut after 80 characters ("abc... (30000000 characters)")
 --   words.wrap(text, 120, "  ") -> text in lines of at most 120 columns, the later ones indented
 
@@ -11,12 +12,23 @@ function M.plural(n, word, words)
     return string.format("%s %s", tostring(n), n == 1 and word or (words or word .. "s"))
 end
 
--- s with its control characters (a terminal's escape sequences) as \027-style escapes, never raw;
--- with keep_newlines, line breaks stay (a message of several lines).
+-- The UTF-8 characters that change how a terminal shows the text after them without being control
+-- bytes: the C1 controls (U+0080-U+009F; U+009B opens an escape sequence as ESC [ does) and the
+-- bidirectional formatting marks (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069: a U+202E in a
+-- name shows the rest of the line reversed).
+local INVISIBLE = {"\194[\128-\159]", "\216\156", "\226\128[\142\143\170-\174]", "\226\129[\166-\169]"}
+
+-- s with its control characters (a terminal's escape sequences) as \027-style escapes and the
+-- characters above as \u{202E}-style escapes, never raw; with keep_newlines, line breaks stay (a
+-- message of several lines).
 function M.escaped(s, keep_newlines)
-    return (s:gsub("%c", function(c)
+    s = s:gsub("%c", function(c)
         return keep_newlines and c == "\n" and c or string.format("\\%03d", c:byte())
-    end))
+    end)
+    for _, pattern in ipairs(INVISIBLE) do
+        s = s:gsub(pattern, function(c) return string.format("\\u{%04X}", utf8.codepoint(c)) end)
+    end
+    return s
 end
 
 -- A value from a file, for a one-line message: escaped, and a long string cut (a 30 MB name in a
