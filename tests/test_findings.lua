@@ -355,8 +355,15 @@ function test_one_token_mlp_is_host_bound_and_a_large_gemm_is_not()
     local mlp = wb.nn.GeGLUMLP(32, 128, {impl = "eager"})
     local x = wb.randn({1, 32})
     mlp(x)
-    local hb = find(profile(function() return mlp(x) end, 5):findings(), "host_bound")
-    lu.assertNotNil(hb)
+    -- a timing property: another process on the machine can stretch the kernels of one recording
+    -- until the host no longer dominates (seen once in a CI run beside the Slurm test), so up to
+    -- five recordings, one of which must show it (on a quiet machine the first does)
+    local hb
+    for _ = 1, 5 do
+        hb = find(profile(function() return mlp(x) end, 5):findings(), "host_bound")
+        if hb then break end
+    end
+    lu.assertNotNil(hb, "five recordings of a 1-token MLP, none host-bound")
     lu.assertNotNil(hb.evidence.replay_ns_per_kernel) -- measured
     local a, b = wb.randn({1024, 1024}), wb.randn({1024, 1024})
     wb.matmul(a, b)
