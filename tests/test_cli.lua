@@ -22,6 +22,18 @@ end
 
 TestCli = {}
 
+-- The mock CUDA plugin beside the executable, or nil (said) where this build has none.
+local function mock_plugin()
+    local mock = EXE:gsub("[^/]*$", "") .. "libwb_cuda_mock.so"
+    local f = io.open(mock)
+    if not f then
+        print("skipped: no " .. mock)
+        return nil
+    end
+    f:close()
+    return mock
+end
+
 function TestCli:test_statement_and_stride()
     local out, _, code = run([[-e "print(wb.tensor({{1,2},{3,4}}):t():stride()[1])"]])
     lu.assertEquals(out, "1\n")
@@ -130,13 +142,8 @@ end
 
 -- --device auto picks cuda when a plugin loads and reports a device: the mock plugin does
 function TestCli:test_device_auto_with_the_mock_plugin()
-    local mock = EXE:gsub("[^/]*$", "") .. "libwb_cuda_mock.so"
-    local f = io.open(mock)
-    if not f then
-        print("skipped: no " .. mock)
-        return
-    end
-    f:close()
+    local mock = mock_plugin()
+    if not mock then return end
     local out, err, code = run("--device auto -e 'print(wb.default_device(), wb.options.device)'", nil,
         "WB_CUDA_PLUGIN=" .. mock)
     lu.assertEquals(code, 0, err)
@@ -154,13 +161,8 @@ function TestCli:test_script_device_cuda_without_a_gpu_is_one_line()
     lu.assertEquals(code, 1, err)
     lu.assertStrMatches(err, "mlp_sweep%.lua: %-%-device cuda: device 'cuda' is not available: [^\n]+\n")
     -- where cuda runs (the mock plugin), a mode it has no kernels for is a bad argument: one line, 2
-    local mock = EXE:gsub("[^/]*$", "") .. "libwb_cuda_mock.so"
-    local f = io.open(mock)
-    if not f then
-        print("skipped: no " .. mock)
-        return
-    end
-    f:close()
+    local mock = mock_plugin()
+    if not mock then return end
     _, err, code = run(EXPERIMENTS .. "/mlp_sweep.lua --device cuda --mlp swiglu --tokens 1", nil,
         "WB_CUDA_PLUGIN=" .. mock)
     lu.assertEquals(code, 2, err)
