@@ -62,8 +62,9 @@ local function normal(seed)
     return function() return math.sqrt(-2 * math.log(uniform())) * math.cos(2 * math.pi * uniform()) end
 end
 
--- 14 results files of one series, from the real base file: run k's samples are the base row's
--- median scaled by a seeded run factor (1% sd) and a seeded factor per sample (2% sd), then by
+-- 14 results files of one series, from the real base file: run k's samples (o.samples, 30) are
+-- the base row's median scaled by a seeded run factor (1% sd) and a seeded factor per sample
+-- (o.sample_sd, 2% sd: 0.3 and 1000 samples is a 1-token MLP row), then by
 -- `step` from run `at` on; `machine_at`: the CPU model differs from that run on. name: another
 -- experiment name (separate series); `env`, from run `env_at` on: the fingerprint of a run saved
 -- under those variables (fingerprint_under); `unrecorded_before`: runs before it carry no
@@ -92,7 +93,7 @@ function M.series(o)
         for i, r in ipairs(doc.rows) do
             local median = base.rows[i].median_ms
             local s = {}
-            for j = 1, 30 do s[j] = median * run_factor * math.exp(0.02 * z()) end
+            for j = 1, o.samples or 30 do s[j] = median * run_factor * math.exp((o.sample_sd or 0.02) * z()) end
             r.samples_ms = s
             r.median_ms = stats.summarize(s).median
         end

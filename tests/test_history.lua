@@ -73,6 +73,26 @@ function TestHistory:test_change_at_run_9_for_every_row()
     lu.assertEquals(select(2, hist(db, "check --fail-on-regression 20")), 0)
 end
 
+-- The rows of a 1-token MLP: a thousand samples a run with a wide spread (IQR / median ~40%),
+-- each run's median known to ~1.5%, 1% run-to-run noise: a 10% step at run 9 is found in every
+-- row, and the same series without the step shows no change. A gate on the spread of single
+-- samples (compare's noise rule) called these steps UNSURE.
+function TestHistory:test_step_found_under_a_wide_sample_spread()
+    local db = scratch.path(".db")
+    local files, nrows = series{seed = 11, at = 9, samples = 1000, sample_sd = 0.3}
+    add_all(db, files)
+    for seed = 1, 3 do add_all(db, (series{seed = 40 + seed, samples = 1000, sample_sd = 0.3, name = "wide_aa" .. seed})) end
+    local res = check_json(db)
+    lu.assertEquals(res.series, 4 * nrows)
+    local found = 0
+    for _, c in ipairs(res.changes) do
+        lu.assertEquals({c.experiment, c.kind, c.index}, {"history_base", "regression", 9}, cjson.encode(c))
+        lu.assertTrue(math.abs(c.ratio - 1.10) < 0.03, c.series .. ": ratio " .. c.ratio)
+        found = found + 1
+    end
+    lu.assertEquals(found, nrows, cjson.encode(res.changes))
+end
+
 -- 30 seeded A/A series (no change) of 14 runs, every row of the base file each: at most one
 -- false change in all of them.
 function TestHistory:test_aa_series_give_at_most_one_false_change()

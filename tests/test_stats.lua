@@ -238,4 +238,18 @@ function TestBench:test_bad_options()
     lu.assertErrorMsgContains("device must be", wb.bench, f, {device = "tpu"})
 end
 
+-- Student's t tail against printed tables (two-sided 5% and 1% points) and the normal limit.
+function TestStats:test_student_t_tail()
+    local stats = require("wb.stats")
+    for _, c in ipairs({{12.706, 1, 0.025}, {2.228, 10, 0.025}, {3.169, 10, 0.005}, {2.845, 20, 0.005},
+        {1.960, 1e7, 0.025}, {0, 7, 0.5}}) do
+        lu.assertAlmostEquals(stats.student_sf(c[1], c[2]), c[3], 2e-5, string.format("t %g df %g", c[1], c[2]))
+    end
+    lu.assertAlmostEquals(stats.student_sf(-2.228, 10), 0.975, 2e-5)
+    lu.assertEquals(stats.student_sf(math.huge, 3), 0)
+    lu.assertAlmostEquals(math.exp(stats.log_gamma(6)), 120, 1e-9)
+    lu.assertAlmostEquals(math.exp(stats.log_gamma(0.5)), math.sqrt(math.pi), 1e-12)
+    lu.assertErrorMsgContains("degrees of freedom > 0", stats.student_sf, 1, 0)
+end
+
 os.exit(lu.LuaUnit.run())

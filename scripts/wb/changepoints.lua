@@ -1,13 +1,13 @@
 -- wb.changepoints: where a series of runs changed. E-Divisive means (Matteson and James, 2014)
 -- over the runs' medians, each candidate kept only if a seeded permutation test backs it, then
--- each change confirmed on the raw samples of the runs on both sides with compare's rule (rank
--- test plus a minimum effect above the noise, wb.compare.verdict). A change of machine cuts the
--- series first: it is reported as "machine changed", never as a regression.
+-- each change confirmed on the runs' own estimates (their medians with the medians' standard
+-- errors) against the series' run-to-run variation, judged as the strongest split of shuffled
+-- runs would be (see confirm). A change of machine cuts the series first: it is reported as
+-- "machine changed", never as a regression.
 --
 --   local cp = require("wb.changepoints")
 --   local events = cp.detect(points, {seed = 1})  -- points: {{median=, samples=, machine=}, ...}
 
-local compare = require("wb.compare")
 local stats = require("wb.stats")
 
 local M = {ALPHA = 0.05, PERMUTATIONS = 199, MIN_SIZE = 2}
@@ -107,42 +107,84 @@ function M.candidates(v, o)
     return found
 end
 
--- The samples (and medians) of points[from..to], pooled: what compare.verdict reads. Without raw
--- samples in every run, the runs' medians and their range stand in (compare's spread rule).
-local function pooled(points, from, to)
-    local all, medians, complete = {}, {}, true
-    for i = from, to do
-        local p = points[i]
-        medians[#medians + 1] = p.median
-        if type(p.samples) == "table" and #p.samples > 0 then
-            table.move(p.samples, 1, #p.samples, #all + 1, all)
-        else
-            complete = false
-        end
-    end
-    local m = stats.summarize(medians)
-    if complete then return {median = stats.summarize(all).median, samples = all} end
-    return {median = m.median, p10 = m.min, p90 = m.max}
+-- ---- confirming a candidate on the runs' own estimates ----------------------------------------
+-- A run is one estimate: the log of its median, with that median's own uncertainty from the run's
+-- raw samples (the sign test's 95% interval, as a standard error). The spread of single samples
+-- says nothing about how well a run's median is known (a 1-token row takes thousands of samples
+-- with IQR / median 30% and knows its median to 1%), so a change is tested against the series'
+-- run-to-run variation: Student's t of the two segments' mean log medians, its variance the
+-- larger of the runs' scatter about their segment means and the runs' own squared standard
+-- errors (a series whose runs agree by chance still knows each run only so well). E-Divisive
+-- chose the split as the strongest of several, so its p is multiplied by the number of splits
+-- the segment allows (Bonferroni): a series with no change passes with probability at most
+-- ALPHA_RUNS, whatever its length.
+
+M.ALPHA_RUNS = 0.002 -- the confirmation's level
+M.MIN_EFFECT = 0.02  -- smaller changes are not reported, however certain
+
+-- The standard error of log(median) of one run from its raw samples, or nil (fewer than 6).
+local function log_se(p)
+    if type(p.samples) ~= "table" or #p.samples < 6 then return nil end
+    local m, lo, hi, coverage = stats.median_ci(p.samples)
+    if not (m and lo and lo > 0 and hi > 0) then return nil end
+    return (math.log(hi) - math.log(lo)) / (2 * 1.96) * (0.95 / coverage)
 end
 
--- Confirms the candidates of one machine's block on the raw samples: a candidate whose two sides
--- compare's rule calls SAME or UNSURE is dropped (the weakest first, since its neighbours' sides
--- then grow), until every one left is FASTER or SLOWER. Returns the confirmed changes.
+-- One split of v (log medians; se: their standard errors, nil where unknown): runs v[1..k-1]
+-- against v[k..n] -> {p, t, ratio, before, after, agree}: the p of the split's t, corrected for
+-- the splits of v there are; the ratio of the segments' geometric means; the medians of their
+-- runs' medians (before, after: what is shown); agree: the share of runs after the split that lie
+-- past the midpoint between the two means (the change confirmed by the runs after it).
+local function test_split(v, se, k, min_size)
+    local n, m, r = #v, k - 1, #v - k + 1
+    local m1, m2 = 0, 0
+    for i = 1, m do m1 = m1 + v[i] / m end
+    for i = k, n do m2 = m2 + v[i] / r end
+    local ss, floor, nse = 0, 0, 0
+    for i = 1, n do
+        local d = v[i] - (i < k and m1 or m2)
+        ss = ss + d * d
+        if se[i] then floor, nse = floor + se[i] * se[i], nse + 1 end
+    end
+    local df = math.max(n - 2, 1)
+    local var = math.max(ss / df, nse > 0 and floor / nse or 0)
+    local d = m2 - m1
+    local t = var > 0 and math.abs(d) / math.sqrt(var * (1 / m + 1 / r)) or (d == 0 and 0 or math.huge)
+    local splits = math.max(n - 2 * min_size + 1, 1)
+    local mid, far = (m1 + m2) / 2, 0
+    for i = k, n do if (v[i] - mid) * d > 0 then far = far + 1 end end
+    local before, after = {}, {}
+    for i = 1, m do before[i] = math.exp(v[i]) end
+    for i = k, n do after[#after + 1] = math.exp(v[i]) end
+    return {p = math.min(1, 2 * stats.student_sf(t, df) * splits), t = t, ratio = math.exp(d),
+        before = stats.summarize(before).median, after = stats.summarize(after).median, agree = far / r}
+end
+
+-- Confirms the candidates of one machine's block on the runs' estimates: a candidate is kept when
+-- the test above gives p < ALPHA_RUNS between its neighbouring candidates, the change is at least
+-- min_effect, and at least two thirds of the runs after it (two at least, the minimum segment)
+-- lie past the midpoint; the weakest failing one is dropped first (its neighbours' sides then
+-- grow) until every one left holds. Returns the confirmed changes.
 local function confirm(points, cands, o)
     local list = {}
     for i, c in ipairs(cands) do list[i] = c end
+    local v, se = {}, {}
+    for i, p in ipairs(points) do v[i], se[i] = math.log(math.max(p.median, 1e-300)), log_se(p) end
     while true do
         local weakest, changes = nil, {}
         for i, c in ipairs(list) do
             local from = i > 1 and list[i - 1].index or 1
             local to = i < #list and list[i + 1].index - 1 or #points
-            local a, b = pooled(points, from, c.index - 1), pooled(points, c.index, to)
-            local verdict, ratio, p = compare.verdict(a, b, o.min_effect)
-            local ch = {index = c.index, verdict = verdict, ratio = ratio, p = p, p_perm = c.p_perm,
-                before = a.median, after = b.median, runs_before = c.index - from, runs_after = to - c.index + 1}
-            changes[i] = ch
-            if verdict ~= "SLOWER" and verdict ~= "FASTER" then
-                local strength = math.abs(math.log(ratio))
+            local seg, sse = table.move(v, from, to, 1, {}), {}
+            for j = from, to do sse[j - from + 1] = se[j] end
+            local r = test_split(seg, sse, c.index - from + 1, o.min_size)
+            local holds = r.p < o.alpha_runs and math.abs(math.log(r.ratio)) >= math.log(1 + o.min_effect) and
+                r.agree >= 2 / 3
+            changes[i] = {index = c.index, verdict = holds and (r.ratio > 1 and "SLOWER" or "FASTER") or "UNSURE",
+                ratio = r.ratio, p = r.p, t = r.t, p_perm = c.p_perm, before = r.before, after = r.after,
+                runs_before = c.index - from, runs_after = to - c.index + 1}
+            if not holds then
+                local strength = r.t
                 if not weakest or strength < weakest.strength then weakest = {i = i, strength = strength} end
             end
         end
@@ -153,11 +195,15 @@ end
 
 -- detect(points[, o]) -> events in run order: {kind = "machine", index, from, to} where the
 -- machine changes, and {kind = "change", index, verdict = "SLOWER"|"FASTER", ratio (after /
--- before), p (rank test), p_perm, before, after} for each confirmed change inside a machine's
--- runs. points: {median=, samples= (raw, optional), machine=} in date order. o: seed,
--- permutations, alpha, min_size, min_effect (compare's, default 5%).
+-- before, of the segments' geometric means), p (the confirmation's, see test_split), t, p_perm
+-- (E-Divisive's), before, after (medians of the runs' medians)} for each confirmed change inside
+-- a machine's runs. points: {median=, samples= (raw, optional), machine=} in date order. o: seed,
+-- permutations, alpha, min_size (E-Divisive's), alpha_runs, min_effect (the confirmation's,
+-- defaults M.ALPHA_RUNS and M.MIN_EFFECT).
 function M.detect(points, o)
     o = o or {}
+    o = {seed = o.seed, permutations = o.permutations, alpha = o.alpha, min_size = o.min_size or M.MIN_SIZE,
+        alpha_runs = o.alpha_runs or M.ALPHA_RUNS, min_effect = o.min_effect or M.MIN_EFFECT}
     local events, start = {}, 1
     for i = 2, #points + 1 do
         if i > #points or points[i].machine ~= points[start].machine then

@@ -19,7 +19,8 @@ usage: workbench history [--db PATH] COMMAND ...
   show EXPERIMENT [ROW]       each row's series: date, commit, median, 95% interval, noise
   check [EXPERIMENT] [--json] [--fail-on-regression PCT] [--seed N]
                               change points per series (experiment + config + row), confirmed on
-                              the raw samples, with the environment variables that changed there;
+                              the runs' medians against the run-to-run noise, with the environment
+                              variables that changed there;
                               a new machine is reported as "machine changed"
   report --html FILE [EXPERIMENT]   a chart per row: medians and intervals over the runs,
                               changes marked, machine changes shaded

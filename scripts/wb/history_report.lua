@@ -153,7 +153,7 @@ function M.write(path, list, db_path)
         "<title>workbench history</title><style nonce='", n, "'>", STYLE, "</style></head><body>",
         "<h1>workbench history</h1><p>", #list, " series from ", esc(db_path), ", generated ",
         os.date("!%Y-%m-%dT%H:%M:%SZ"), ". Each chart: the median of every run (in date order) with its 95% ",
-        "interval; dashed lines mark changes confirmed on the raw samples (red slower, green faster, grey a new ",
+        "interval; dashed lines mark changes confirmed on the runs (red slower, green faster, grey a new ",
         "machine); the runs on a different machine are shaded.</p>",
         "<noscript><p>The charts are drawn by this page's script: allow scripts to see them.</p></noscript>",
         "<h2>Changes</h2>"}

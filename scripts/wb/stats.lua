@@ -167,6 +167,62 @@ local function normal_sf(z)
 end
 M.normal_sf = normal_sf
 
+-- log Gamma(x) for x > 0 (Lanczos, g = 7, 9 terms: relative error under 1e-13).
+local LANCZOS = {0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+    -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7}
+local function log_gamma(x)
+    if x < 0.5 then return math.log(math.pi / math.abs(math.sin(math.pi * x))) - log_gamma(1 - x) end
+    x = x - 1
+    local a = LANCZOS[1]
+    for i = 1, 8 do a = a + LANCZOS[i + 1] / (x + i) end
+    local t = x + 7.5
+    return 0.5 * math.log(2 * math.pi) + (x + 0.5) * math.log(t) - t + math.log(a)
+end
+M.log_gamma = log_gamma
+
+-- The regularized incomplete beta function I_x(a, b), by its continued fraction (modified Lentz).
+local function beta_cf(a, b, x)
+    local tiny = 1e-300
+    local c, d = 1, 1 - (a + b) * x / (a + 1)
+    if math.abs(d) < tiny then d = tiny end
+    d = 1 / d
+    local h = d
+    for m = 1, 300 do
+        local m2 = 2 * m
+        local aa = m * (b - m) * x / ((a - 1 + m2) * (a + m2))
+        d = 1 + aa * d; if math.abs(d) < tiny then d = tiny end
+        c = 1 + aa / c; if math.abs(c) < tiny then c = tiny end
+        d = 1 / d
+        h = h * d * c
+        aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + 1 + m2))
+        d = 1 + aa * d; if math.abs(d) < tiny then d = tiny end
+        c = 1 + aa / c; if math.abs(c) < tiny then c = tiny end
+        d = 1 / d
+        local del = d * c
+        h = h * del
+        if math.abs(del - 1) < 1e-15 then break end
+    end
+    return h
+end
+local function beta_inc(a, b, x)
+    if x <= 0 then return 0 elseif x >= 1 then return 1 end
+    local bt = math.exp(log_gamma(a + b) - log_gamma(a) - log_gamma(b) + a * math.log(x) + b * math.log(1 - x))
+    if x < (a + 1) / (a + b + 2) then return bt * beta_cf(a, b, x) / a end
+    return 1 - bt * beta_cf(b, a, 1 - x) / b
+end
+M.beta_inc = beta_inc
+
+-- student_sf(t, df) -> P(T > t) for Student's t with df degrees of freedom (df > 0).
+function M.student_sf(t, df)
+    if type(t) ~= "number" or type(df) ~= "number" or not (df > 0) then
+        error("stats.student_sf: expected a number t and degrees of freedom > 0", 2)
+    end
+    if t ~= t then return 0 / 0 end
+    if t == math.huge then return 0 elseif t == -math.huge then return 1 end
+    local tail = 0.5 * beta_inc(df / 2, 0.5, df / (df + t * t))
+    return t >= 0 and tail or 1 - tail
+end
+
 -- mann_whitney(a, b) -> {u_a, u_b, z, p}: the two-sided Mann-Whitney U test (normal
 -- approximation with tie correction and continuity correction). Symmetric: swapping a and b
 -- swaps u_a and u_b and keeps p. With fewer than 3 samples on a side p is 1 (no evidence).
