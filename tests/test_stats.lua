@@ -252,4 +252,21 @@ function TestStats:test_student_t_tail()
     lu.assertErrorMsgContains("degrees of freedom > 0", stats.student_sf, 1, 0)
 end
 
+-- The rank test is exact for small samples without ties: 5 against 5 wholly apart is 2 / C(10, 5)
+-- (the normal approximation gave 0.012), 3 against 3 is 0.1 at best; ties use the approximation.
+function TestStats:test_mann_whitney_exact_for_small_samples()
+    local stats = require("wb.stats")
+    local r = stats.mann_whitney({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10})
+    lu.assertTrue(r.exact)
+    lu.assertAlmostEquals(r.p, 2 / 252, 1e-12)
+    lu.assertTrue(r.z < 0) -- A's ranks below B's
+    lu.assertAlmostEquals(stats.mann_whitney({4, 5, 6}, {1, 2, 3}).p, 0.1, 1e-12)
+    lu.assertAlmostEquals(stats.mann_whitney({1, 3, 5, 7}, {2, 4, 6, 8}).p, 48 / 70, 1e-12)
+    local tied = stats.mann_whitney({1, 2, 2, 4, 5}, {6, 7, 8, 9, 10})
+    lu.assertFalse(tied.exact)
+    local a, b = {}, {}
+    for i = 1, 30 do a[i], b[i] = i, i + 0.5 end
+    lu.assertFalse(stats.mann_whitney(a, b).exact) -- 900 > EXACT_MAX_PRODUCT
+end
+
 os.exit(lu.LuaUnit.run())

@@ -12,6 +12,7 @@
 
 local stats = require("wb.stats")
 local compare = require("wb.compare")
+local steps = require("wb.diff_steps")
 
 local M = {MIN_ABS_NS = 1000} -- medians closer than this are SAME (see judge)
 
@@ -105,9 +106,12 @@ local function judge(sa, sb, min_effect, common)
     -- the interval only where both medians' intervals reach 95% (6 samples a side): from fewer,
     -- [min, max] covers less, and one sample a side gives an "interval" of the ratio itself
     local interval = ca >= 0.95 and cb >= 0.95
+    -- no verdict from these samples although the change is above the minimum and the noise: how
+    -- many samples a side would give one at this effect (wb.diff_steps.needed)
+    local needs = v == "UNSURE" and basis == "samples" and steps.needed(sa, sb, compare.ALPHA) or nil
     return {median_a = ma, median_b = mb, ratio = ratio, lo = interval and ha > 0 and lb / ha or nil,
         hi = interval and la > 0 and hb / la or nil, verdict = v, p = p, basis = basis, noise = noise, n_a = #sa,
-        n_b = #sb, drift = drift}
+        n_b = #sb, drift = drift, needs = needs ~= math.huge and needs or nil}
 end
 
 local function label_with_kernels(node)
@@ -366,13 +370,40 @@ function M.diff(ma, mb, o)
             "(medians of the run-queue delay): the machine was busy, times include that wait",
             r.wait_ns.a / 1e3, r.wait_ns.b / 1e3)
     end
+    -- the steps: bursts rescaled, busy steps left out, and the unit of a sample (wb.diff_steps)
+    local function key_of(n) return HOST[n.cat] and "host" or "device" end
+    local pa, pb = steps.plan(ma, key_of, M.MIN_ABS_NS), steps.plan(mb, key_of, M.MIN_ABS_NS)
+    local unit = (pa.kept >= steps.MIN_STEPS and pb.kept >= steps.MIN_STEPS) and "step" or "occurrence"
+    r.steps = {unit = unit, a = {burst = pa.burst, busy = pa.busy, kept = pa.kept},
+        b = {burst = pb.burst, busy = pb.busy, kept = pb.kept}}
+    for _, side in ipairs({{"A", ma, pa}, {"B", mb, pb}}) do
+        local name, m, plan = side[1], side[2], side[3]
+        if #plan.burst > 0 then
+            local f = {}
+            for i, k in ipairs(plan.burst) do f[i] = string.format("%d (%.2fx)", k, plan.factor[k]) end
+            r.notes[#r.notes + 1] = string.format("%s: step(s) %s ran slower as a whole (the median of their " ..
+                "nodes against the quiet steps: a burst of other work, not a node): their samples are divided by " ..
+                "that factor", name, table.concat(f, ", "))
+        end
+        if #plan.busy > 0 then
+            r.notes[#r.notes + 1] = string.format("%s: step(s) %s left out of the verdicts: the host thread waited " ..
+                "for a CPU for %d%% or more of the step; %d of %d steps judged", name,
+                table.concat(plan.busy, ", "), math.floor(steps.BUSY_SHARE * 100), plan.kept, #m.steps)
+        end
+    end
+    if unit == "occurrence" and math.min(pa.kept, pb.kept) < steps.MIN_STEPS then
+        r.notes[#r.notes + 1] = string.format("fewer than %d steps a side: every occurrence is a sample (not one " ..
+            "per step), and occurrences within a step share its conditions", steps.MIN_STEPS)
+    end
     -- the factor every aligned node moved by (median of their ratios; nodes above the resolution,
     -- and at least 4 of them, else none): a machine that ran faster or slower while recording
+    -- (the samples as judged: bursts rescaled, busy steps out)
     local logs = {}
     for _, path in ipairs(ma.order) do
         local a, b = ma.nodes[path], mb.nodes[path]
         if b then
-            local sa, sb = HOST[a.cat] and a.host or a.device, HOST[a.cat] and b.host or b.device
+            local key = key_of(a)
+            local sa, sb = steps.samples(a, key, ma, pa, unit), steps.samples(b, key, mb, pb, unit)
             if #sa > 0 and #sb > 0 then
                 local x, y = stats.summarize(sa).median, stats.summarize(sb).median
                 if x >= M.MIN_ABS_NS and y >= M.MIN_ABS_NS then logs[#logs + 1] = math.log(y / x) end
@@ -386,13 +417,22 @@ function M.diff(ma, mb, o)
             "machine ran at another speed, or the change is everywhere; a node is FASTER or SLOWER only if it " ..
             "still is against A scaled by %.2f", common, common)
     end
-    local function step_samples(m, metric)
-        local s = {}
-        for i, st in ipairs(m.steps) do s[i] = st[metric .. "_ns"] end
-        return s
+    -- a verdict's needed samples a side as steps a side: per step, or per occurrence (n samples
+    -- from the kept steps)
+    local function needs_steps(j, plan, n)
+        if j and j.needs then
+            j.needs_steps = unit == "step" and j.needs or math.ceil(j.needs * plan.kept / math.max(n, 1))
+        end
+        return j
     end
-    r.total = {host = judge(step_samples(ma, "host"), step_samples(mb, "host"), o.min_effect, common),
-        device = judge(step_samples(ma, "device"), step_samples(mb, "device"), o.min_effect, common)}
+    local function judged(a, b, key)
+        local sa, sb = steps.samples(a, key, ma, pa, unit), steps.samples(b, key, mb, pb, unit)
+        return needs_steps(judge(sa, sb, o.min_effect, common), pa, math.min(#sa, #sb))
+    end
+    r.total = {host = needs_steps(judge(steps.step_samples(ma, "host_ns", pa), steps.step_samples(mb, "host_ns", pb),
+            o.min_effect, common), pa, pa.kept),
+        device = needs_steps(judge(steps.step_samples(ma, "device_ns", pa), steps.step_samples(mb, "device_ns", pb),
+            o.min_effect, common), pa, pa.kept)}
     local ca, cb = children_of(ma), children_of(mb)
     r.labels = {}
     -- one row per node of either side: aligned ones judged; one side's alone as removed or added,
@@ -416,8 +456,8 @@ function M.diff(ma, mb, o)
         if a and b then
             r.labels[path] = a.label
             local has_device = sum(a.device) > 0 or sum(b.device) > 0
-            row.host = judge(a.host, b.host, o.min_effect, common)
-            row.device = has_device and judge(a.device, b.device, o.min_effect, common) or nil
+            row.host = judged(a, b, "host")
+            row.device = has_device and judged(a, b, "device") or nil
             row.host_contribution = HOST[a.cat] and (sum(b.host) / #mb.steps - sum(a.host) / #ma.steps) or nil
             row.device_contribution = sum(b.device) / #mb.steps - sum(a.device) / #ma.steps
         elseif a then

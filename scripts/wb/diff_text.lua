@@ -15,8 +15,10 @@ local HELP = [[
   two Chrome traces the workbench wrote (p:export_chrome_trace), aligned node by node: structural
   changes, then a row per range/op/kernel path (repeats of a path under one parent, as the
   forwards of a loop, are one row with their count, as key_averages does) with its host and device
-  time (every occurrence a sample) and a verdict SAME/FASTER/SLOWER/UNSURE by compare's rule, or
-  removed/added for a node only one side has, and where the change per step went
+  time and a verdict SAME/FASTER/SLOWER/UNSURE by compare's rule (one sample per node and step from
+  6 steps a side, else every occurrence; steps that ran slower as a whole rescaled, steps that
+  waited for a CPU left out), or removed/added for a node only one side has, and where the change
+  per step went; an UNSURE from too few samples says how many steps a verdict needs
   --json                the whole comparison as JSON on stdout
   --html FILE           also write FILE: every step of both traces on one time axis, A above B,
                         aligned nodes linked
@@ -195,6 +197,30 @@ function M.format(r, width)
         add(row(string.rep(" ", math.min(n.depth - 1, 8)) .. mark .. n.label, n))
     end
     add("")
+    -- the verdicts the samples could not reach: how many steps would
+    local short = {}
+    local function see(label, j)
+        if j and j.needs_steps then short[#short + 1] = {label = label, j = j} end
+    end
+    see("total (host)", r.total.host)
+    see("total (device)", r.total.device)
+    for _, n in ipairs(r.nodes) do see(n.label, n.host); see(n.label .. " (device)", n.device) end
+    if #short > 0 then
+        table.sort(short, function(x, y) return math.abs(math.log(x.j.ratio)) > math.abs(math.log(y.j.ratio)) end)
+        local parts = {}
+        for i, x in ipairs(short) do
+            if i > 6 then parts[#parts + 1] = string.format("%d more", #short - 6); break end
+            parts[#parts + 1] = string.format("%s %.2fx: >= %d steps a side", x.label, x.j.ratio, x.j.needs_steps)
+        end
+        local na, nb = short[1].j.n_a, short[1].j.n_b
+        local c = 1 -- C(na + nb, na): the smallest two-sided exact p is 2 / c
+        for i = 1, na do c = c * (nb + i) / i end
+        para(string.format("UNSURE with too few samples (%d and %d a side: the exact rank test's smallest p is %.2g, " ..
+            "and only for two sides wholly apart): at the effect and overlap seen, a verdict needs %s; record " ..
+            "that many active steps (torch.profiler: schedule(active=N))", na, nb, math.min(1, 2 / c),
+            table.concat(parts, "; ")))
+        add("")
+    end
     -- attribution: the change of the mean per step, split exactly
     for _, metric in ipairs({"host", "device"}) do
         for i, a in ipairs(r.attribution[metric]) do
@@ -213,8 +239,11 @@ function M.format(r, width)
         end
     end
     local compare = require("wb.compare")
-    para(string.format("verdicts by compare's rule: rank test p < %g and a change of at least %g%%, above both " ..
-        "sides' noise (IQR / median)", compare.ALPHA, (r.min_effect or compare.MIN_EFFECT) * 100))
+    local unit = r.steps and r.steps.unit == "step" and "one sample per node and step (its median in the step)" or
+        "every occurrence a sample"
+    para(string.format("verdicts by compare's rule: rank test (exact for small samples) p < %g and a change of at " ..
+        "least %g%%, above both sides' noise (IQR / median); %s", compare.ALPHA,
+        (r.min_effect or compare.MIN_EFFECT) * 100, unit))
     return out
 end
 

@@ -223,9 +223,36 @@ function M.student_sf(t, df)
     return t >= 0 and tail or 1 - tail
 end
 
--- mann_whitney(a, b) -> {u_a, u_b, z, p}: the two-sided Mann-Whitney U test (normal
--- approximation with tie correction and continuity correction). Symmetric: swapping a and b
--- swaps u_a and u_b and keeps p. With fewer than 3 samples on a side p is 1 (no evidence).
+-- The exact distribution of U for sizes m and n without ties: P(U <= u) for u = 0..m n, by the
+-- recursion count(m, n, u) = count(m - 1, n, u - n) + count(m, n - 1, u); cached per (m, n).
+local exact_cdf_cache = {}
+local function exact_cdf(m, n)
+    local key = m .. "x" .. n
+    if exact_cdf_cache[key] then return exact_cdf_cache[key] end
+    local prev = {} -- prev[j] = counts for (i - 1, j), indexed from u = 0
+    for j = 0, n do prev[j] = {[0] = 1} end
+    for i = 1, m do
+        local cur = {[0] = {[0] = 1}}
+        for j = 1, n do
+            local c, a, b = {}, prev[j], cur[j - 1]
+            for u = 0, i * j do c[u] = (a[u - j] or 0) + (b[u] or 0) end
+            cur[j] = c
+        end
+        prev = cur
+    end
+    local counts, total, cdf, acc = prev[n], 0, {}, 0
+    for u = 0, m * n do total = total + counts[u] end
+    for u = 0, m * n do acc = acc + counts[u]; cdf[u] = acc / total end
+    exact_cdf_cache[key] = cdf
+    return cdf
+end
+M.EXACT_MAX_PRODUCT = 400 -- exact p up to 20 x 20 samples (without ties)
+
+-- mann_whitney(a, b) -> {u_a, u_b, z, p, exact}: the two-sided Mann-Whitney U test: exact (the
+-- permutation distribution of U) for small samples without ties (na nb <= EXACT_MAX_PRODUCT),
+-- where the normal approximation misstates p (5 against 5 fully apart: exact 0.0079, normal
+-- 0.012), else the normal approximation with tie and continuity corrections. Symmetric: swapping a
+-- and b swaps u_a and u_b and keeps p. With fewer than 3 samples on a side p is 1 (no evidence).
 function M.mann_whitney(a, b)
     if type(a) ~= "table" or type(b) ~= "table" then
         error(string.format("stats.mann_whitney: expected two arrays of numbers, got %s and %s", type(a), type(b)), 2)
@@ -256,7 +283,12 @@ function M.mann_whitney(a, b)
     local diff = math.abs(u_a - mu)
     local z = math.max(0, diff - 0.5) / math.sqrt(var)
     local p = math.min(1, 2 * normal_sf(z))
-    return {u_a = u_a, u_b = u_b, z = u_a >= mu and z or -z, p = p}
+    local exact = ties == 0 and na * nb <= M.EXACT_MAX_PRODUCT
+    if exact then
+        local cdf, u = exact_cdf(na, nb), math.floor(u_a + 0.5)
+        p = math.min(1, 2 * math.min(cdf[u], 1 - (u > 0 and cdf[u - 1] or 0)))
+    end
+    return {u_a = u_a, u_b = u_b, z = u_a >= mu and z or -z, p = p, exact = exact}
 end
 
 -- ---- a confidence interval for the median -----------------------------------------------------

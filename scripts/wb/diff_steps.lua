@@ -1,0 +1,154 @@
+-- wb.diff_steps: what the steps of a recording say about its samples, for wb.diff's verdicts.
+--
+-- A node's occurrences within one step are not independent draws: a burst of other work on the
+-- machine slows every node of the steps it overlaps, and a rank test that counts each occurrence
+-- as a sample reads one slow spell as strong evidence. So, per recording:
+--   * burst steps: a step's factor is the median, over the nodes that occur in it, of the node's
+--     time in that step against its median step, taken against the quiet level (the steps' lower
+--     quartile: other work slows steps, never speeds them); a step 10% or more above it ran slower
+--     as a whole (the machine, not a node), and its samples are divided by its factor;
+--   * busy steps: a step whose host thread waited for a CPU for 10% or more of its time (the
+--     run-queue delay the profiler samples) is left out when six or more steps a side remain;
+--   * the unit: with six or more steps a side each node's sample is its median time per step (one
+--     per step, as independent as steps are); with fewer, every occurrence counts (rescaled as
+--     above), so that a node repeated within a step still gives the test something to read.
+-- needed() says how many steps a side a verdict would take when the samples at hand cannot give one.
+
+local stats = require("wb.stats")
+
+local M = {BURST = 0.10, BUSY_SHARE = 0.10, MIN_STEPS = 6, MIN_NODES = 4, POWER_Z = 0.8416} -- 80% power
+
+-- per_step(node, key, nsteps) -> {[k] = {samples of step k}} from a node's samples (key "host" or
+-- "device", one per occurrence, in step order) and its occurrences per step (node.steps), or nil
+-- when they do not add up.
+function M.per_step(n, key, nsteps)
+    local s = n[key]
+    if type(s) ~= "table" or #s == 0 or type(n.steps) ~= "table" then return nil end
+    local out, at = {}, 0
+    for k = 1, nsteps do
+        local c = n.steps[k] or 0
+        if c > 0 then
+            if at + c > #s then return nil end
+            out[k] = table.move(s, at + 1, at + c, 1, {})
+            at = at + c
+        end
+    end
+    return at == #s and out or nil
+end
+
+-- The plan for one recording (a wb.diff model): {factor = {[k] = f}, keep = {[k] = bool}, burst =
+-- {steps whose factor was applied}, busy = {steps left out}, kept = count}. key_of(node) -> the
+-- sample key judged for that node; min_abs: nodes whose median step is below it (the clock's
+-- resolution) do not vote on a step's factor.
+function M.plan(m, key_of, min_abs)
+    local nsteps = #m.steps
+    local logs = {}
+    for _, path in ipairs(m.order) do
+        local n = m.nodes[path]
+        local ps = M.per_step(n, key_of(n), nsteps)
+        if ps then
+            local med, all = {}, {}
+            for k, v in pairs(ps) do med[k] = stats.summarize(v).median; all[#all + 1] = med[k] end
+            local mid = #all >= 3 and stats.summarize(all).median or 0
+            if mid >= min_abs then
+                for k, x in pairs(med) do
+                    if x > 0 then logs[k] = logs[k] or {}; table.insert(logs[k], math.log(x / mid)) end
+                end
+            end
+        end
+    end
+    local p = {factor = {}, keep = {}, burst = {}, busy = {}, kept = nsteps}
+    local raw, voted = {}, {}
+    for k = 1, nsteps do
+        local l = logs[k]
+        if l and #l >= M.MIN_NODES then raw[k] = math.exp(stats.summarize(l).median); voted[#voted + 1] = raw[k] end
+    end
+    -- other work only ever slows a step: the quiet level is the steps' lower quartile, not their
+    -- median (a burst over most of a recording would be the median)
+    local quiet = #voted >= 3 and stats.summarize(voted).p25 or 1
+    for k = 1, nsteps do
+        local f = raw[k] and raw[k] / quiet or 1
+        if f >= 1 + M.BURST then p.burst[#p.burst + 1] = k else f = 1 end
+        p.factor[k], p.keep[k] = f, true
+    end
+    local busy = {}
+    for k, st in ipairs(m.steps) do
+        if st.host_ns > 0 and (st.wait_ns or 0) >= M.BUSY_SHARE * st.host_ns then busy[#busy + 1] = k end
+    end
+    if #busy > 0 and nsteps - #busy >= M.MIN_STEPS then
+        for _, k in ipairs(busy) do p.keep[k] = false end
+        p.busy, p.kept = busy, nsteps - #busy
+    end
+    return p
+end
+
+-- samples(node, key, m, plan, unit) -> the samples a verdict reads: per kept step, the node's
+-- median time in it (unit "step") or each occurrence (unit "occurrence"), divided by the step's
+-- factor. A node whose samples do not split by step gives its samples as recorded.
+function M.samples(n, key, m, plan, unit)
+    local ps = M.per_step(n, key, #m.steps)
+    if not ps then return n[key] or {} end
+    local out = {}
+    for k = 1, #m.steps do
+        local v = ps[k]
+        if v and plan.keep[k] then
+            local f = plan.factor[k]
+            if unit == "step" then
+                out[#out + 1] = stats.summarize(v).median / f
+            else
+                for _, x in ipairs(v) do out[#out + 1] = x / f end
+            end
+        end
+    end
+    return out
+end
+
+-- The steps of a model as samples of one metric ("host_ns", "device_ns"), under the plan.
+function M.step_samples(m, field, plan)
+    local out = {}
+    for k, st in ipairs(m.steps) do
+        if plan.keep[k] then out[#out + 1] = st[field] / plan.factor[k] end
+    end
+    return out
+end
+
+local function binomial(n, k)
+    local c = 1
+    for i = 1, k do c = c * (n - k + i) / i end
+    return c
+end
+
+-- The z a two-sided test at level alpha needs (bisection on the normal tail).
+local function z_for(alpha)
+    local lo, hi = 0, 10
+    for _ = 1, 60 do
+        local mid = (lo + hi) / 2
+        if 2 * stats.normal_sf(mid) > alpha then lo = mid else hi = mid end
+    end
+    return hi
+end
+
+-- needed(sa, sb, alpha) -> the samples a side at which the rank test would reach alpha at the
+-- effect these samples show: never fewer than the exact test's floor (the smallest n with 2 /
+-- C(2n, n) < alpha: 5 at 0.01; 3 against 3 cannot go below p = 0.1); for two sides apart by more
+-- than their spread, that floor; else Noether's size for the observed P(A < B) at 80% power.
+function M.needed(sa, sb, alpha)
+    local floor = 1
+    while 2 / binomial(2 * floor, floor) >= alpha do floor = floor + 1 end
+    if #sa == 0 or #sb == 0 then return floor end
+    local a, b = stats.summarize(sa), stats.summarize(sb)
+    local lo, hi = a, b
+    if b.median < a.median then lo, hi = b, a end
+    local spread = math.max(a.iqr, b.iqr)
+    if lo.max < hi.min and hi.min - lo.max > spread then return floor end
+    local u = 0
+    for _, x in ipairs(sa) do
+        for _, y in ipairs(sb) do u = u + (x < y and 1 or x == y and 0.5 or 0) end
+    end
+    local d = math.abs(u / (#sa * #sb) - 0.5)
+    if d < 1e-9 then return math.huge end
+    local n = math.ceil((z_for(alpha) + M.POWER_Z) ^ 2 / (6 * d * d))
+    return math.max(floor, n)
+end
+
+return M
