@@ -261,7 +261,7 @@ static void push_dims(lua_State *L, const int64_t *v, int n) {
 static void push_event(lua_State *L, const wb_prof *p, const wb_event *e) {
     lua_createtable(L, 0, 12);
     if (e->kind == WB_EV_STEP)
-        lua_pushfstring(L, "ProfileStep#%d", (int)e->id);
+        lua_pushfstring(L, "ProfilerStep#%d", (int)e->id);
     else
         lua_pushstring(L, wb_event_name(e));
     lua_setfield(L, -2, "name");

@@ -48,7 +48,7 @@ local function prog(spec)
             add({cat = "range", name = r[1], ts_ns = r_ts, dur_ns = ts - r_ts, id = 0})
             ts = ts + 20
         end
-        add({cat = "step", name = "ProfileStep#" .. s, ts_ns = step_ts - 10, dur_ns = ts - step_ts + 30, id = s,
+        add({cat = "step", name = "ProfilerStep#" .. s, ts_ns = step_ts - 10, dur_ns = ts - step_ts + 30, id = s,
             args = spec.wait and {run_delay_ns = spec.wait(s, ts - step_ts)} or nil})
         ts = ts + 100
     end

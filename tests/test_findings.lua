@@ -44,7 +44,7 @@ local function range(name, ts, dur)
 end
 -- a step with the host thread's run-queue delay inside it
 local function step(ts, dur, delay)
-    return {cat = "step", name = "ProfileStep#0", ts_ns = ts, dur_ns = dur, lane = "host", id = 0, correlation = 0,
+    return {cat = "step", name = "ProfilerStep#0", ts_ns = ts, dur_ns = dur, lane = "host", id = 0, correlation = 0,
         parent = 0, flops = 0, bytes = 0, args = {run_delay_ns = delay}}
 end
 
@@ -282,7 +282,7 @@ function test_sync_and_memcpy_inside_a_step_only()
         return {cat = "runtime", name = "cudaStreamSynchronize", ts_ns = ts, dur_ns = 50, lane = "host", id = 0,
             correlation = 0, parent = 0, flops = 0, bytes = 0, args = {api = api}}
     end
-    local step = {cat = "step", name = "ProfileStep#0", ts_ns = 0, dur_ns = 1000, lane = "host", id = 0,
+    local step = {cat = "step", name = "ProfilerStep#0", ts_ns = 0, dur_ns = 1000, lane = "host", id = 0,
         correlation = 0, parent = 0, flops = 0, bytes = 0, args = {}}
     local cp = {cat = "memcpy", name = "Memcpy HtoD", ts_ns = 100, dur_ns = 30, lane = "cuda:0 stream 7", id = 0,
         correlation = 0, parent = 0, flops = 0, bytes = 64, args = {}}

@@ -134,9 +134,9 @@ function TestRing:test_ring_keeps_whole_newest_steps()
     end
     table.sort(steps, function(x, y) return x.ts_ns < y.ts_ns end)
     lu.assertTrue(#steps >= 10 and #steps < 101, "steps kept: " .. #steps)
-    lu.assertEquals(steps[#steps].name, "ProfileStep#100") -- the empty one closed by stop()
+    lu.assertEquals(steps[#steps].name, "ProfilerStep#100") -- the empty one closed by stop()
     for i = 2, #steps do
-        lu.assertEquals(steps[i].name, "ProfileStep#" .. (tonumber(steps[1].name:match("%d+")) + i - 1))
+        lu.assertEquals(steps[i].name, "ProfilerStep#" .. (tonumber(steps[1].name:match("%d+")) + i - 1))
     end
     for i = 1, #steps - 1 do
         local s, n = steps[i], 0

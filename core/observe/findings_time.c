@@ -12,7 +12,7 @@ static const char *dev_name(const fx_dev *k) { return k->kind ? wb_kernel_kind_n
 
 static const char *window_name(const fx_span *w, char *buf, size_t len) {
     if (w->name) return w->name;
-    snprintf(buf, len, "ProfileStep#%d", (int)w->id);
+    snprintf(buf, len, "ProfilerStep#%d", (int)w->id);
     return buf;
 }
 

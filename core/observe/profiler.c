@@ -425,7 +425,7 @@ void wb_prof_end_step(wb_prof *p) {
     if (!p->recording) return;
     wb_event *e = slot(p);
     if (!e) return;
-    *e = (wb_event){.name = "ProfileStep",
+    *e = (wb_event){.name = "ProfilerStep",
                     .ts_ns = p->step_ts - p->t0,
                     .dur_ns = wb_now_ns() - p->step_ts,
                     .run_delay_ns = run_delay_since(p->step_run_delay),

@@ -185,7 +185,7 @@ static void write_event(wb_out *f, const wb_prof *p, const wb_event *e, uint64_t
     json_string(f, wb_event_kind_name(e->kind));
     wb_out_str(f, ", \"name\": ");
     if (e->kind == WB_EV_STEP) {
-        wb_out_str(f, "\"ProfileStep#");
+        wb_out_str(f, "\"ProfilerStep#");
         wb_out_int(f, e->id);
         wb_out_char(f, '"');
     } else {

@@ -208,13 +208,13 @@ static int append(wb_prof *p, const parsed *x) {
     } else if (kind == WB_EV_KERNEL || kind == WB_EV_THREAD) {
         ev.kernel = kind_from(x);
     } else if (kind == WB_EV_STEP) {
-        ev.name = "ProfileStep";
+        ev.name = "ProfilerStep";
     } else {
         ev.name = wb_store_string(p, wb_store_intern(p, x->name));
     }
     ev.id = (uint32_t)x->id;
     ev.link = (uint32_t)(kind == WB_EV_KERNEL ? x->correlation : kind == WB_EV_THREAD ? x->kernel : x->parent);
-    if (kind == WB_EV_STEP) { /* "ProfileStep#N" */
+    if (kind == WB_EV_STEP) { /* "ProfilerStep#N" */
         const char *hash = strchr(x->name, '#');
         ev.id = hash ? (uint32_t)strtoul(hash + 1, NULL, 10) : 0;
     }
