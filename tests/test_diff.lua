@@ -612,8 +612,8 @@ function test_cli_bad_input_one_line_status_2()
     local text = read_all(t.fast)
     local cases = {
         {scratch.file(text:sub(1, #text // 2), ".json"), "truncated"},
-        {scratch.file('{"traceEvents": []}', ".json"), "not written by the workbench"},
-        {scratch.file('{"rows": []}', ".json"), "not a Chrome trace"},
+        {scratch.file('{"traceEvents": []}', ".json"), "empty profile"}, -- another tool's trace, with no events
+        {scratch.file('{"rows": []}', ".json"), "is JSON but not a trace"},
         {scratch.path(".json"), "cannot open"},
         {scratch.dir(), "a folder"},
         {scratch.file('{"traceEvents": [], "otherData": {"producer": "workbench"}}', ".json"), "empty profile"},

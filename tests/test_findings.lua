@@ -477,12 +477,12 @@ function test_explain_refuses_bad_traces_with_one_line()
         {nil, "cannot open"},
         {"", "empty"},
         {'{"traceEvents": [{"ph": "X"', "the trace is truncated"},
-        {'{"traceEvents": []}', "not written by the workbench"},
+        {'{"traceEvents": []}', "holds no events"},
         {'{"otherData": {"producer": "workbench"}, "traceEvents": []}', "no events"},
         {'{"otherData": {"producer": "workbench"}, "traceEvents": [{"ph": "X", "cat": "op", "name": "add", ' ..
             '"pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"id": 1}}]}', "no device events"},
-        {'[1, 2]', "a bare list of events"},
-        {'"trace"', "not a Chrome trace"},
+        {'[1, 2]', "the event list holds something that is not an event object"},
+        {'"trace"', "is JSON but not a trace"},
         -- a field of the wrong type (shapes that are not numbers, a layout that is no string): the event refused
         {'{"otherData": {"producer": "workbench"}, "traceEvents": [{"ph": "X", "cat": "op", "name": "gelu", ' ..
             '"pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"id": 1, "flow": [1, 2], "input_shapes": [["a"]]}}, ' ..
@@ -492,16 +492,16 @@ function test_explain_refuses_bad_traces_with_one_line()
             '"kernel", "name": "k", "pid": 1, "tid": 0, "ts": 3.5, "dur": 0.1, "args": {"id": 4, "correlation": 3}}]}',
             "line 1: not an event the workbench writes"},
     }
-    local function folder() -- a folder where a file should be
+    local function folder() -- a folder with no trace in it (a TensorBoard folder holds one per rank)
         local err = scratch.path(".err")
-        local p = io.popen(EXE .. " explain " .. scratch.root() .. " 2>" .. err)
+        local p = io.popen(EXE .. " explain " .. scratch.dir() .. " 2>" .. err)
         p:read("a")
         local _, _, code = p:close()
         return io.open(err):read("a"), code
     end
     local ferr, fcode = folder()
     lu.assertEquals(fcode, 2)
-    lu.assertStrContains(ferr, "is not a regular file (a folder")
+    lu.assertStrContains(ferr, "is a folder with no .json or .json.gz trace in it")
     for _, c in ipairs(cases) do
         local out, err, code = explain(c[1])
         lu.assertEquals(code, 2, err)

@@ -387,8 +387,12 @@ end
 function TestLoad:test_bad_traces_are_refused_in_one_line()
     lu.assertErrorMsgContains("load_trace: cannot open '/nonexistent/t.json'", wb.profiler.load_trace, "/nonexistent/t.json")
     lu.assertErrorMsgContains("is empty, not a trace", wb.profiler.load_trace, scratch.file("", ".json"))
-    lu.assertErrorMsgContains("was not written by the workbench (no otherData.producer", wb.profiler.load_trace,
-        scratch.file('{"traceEvents": [\n{"ph": "X", "name": "a", "ts": 1, "dur": 1}\n]}\n', ".json"))
+    -- another tool's trace is read (its complete events as ranges); one with the workbench's event
+    -- kinds but no producer was edited, and is refused
+    local other = wb.profiler.load_trace(scratch.file('{"traceEvents": [\n{"ph": "X", "name": "a", "ts": 1, "dur": 1}\n]}\n', ".json"))
+    lu.assertEquals(other:events()[1].cat, "range")
+    lu.assertErrorMsgContains("has the workbench's event kinds but no otherData.producer", wb.profiler.load_trace,
+        scratch.file('{"traceEvents": [\n{"ph": "X", "cat": "op", "name": "a", "pid": 0, "tid": 0, "ts": 1, "dur": 1}\n]}\n', ".json"))
     local p = wb.profiler.profile({}, function() adds(3) end)
     local good = scratch.path(".json")
     p:export_chrome_trace(good)

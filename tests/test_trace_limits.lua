@@ -113,7 +113,7 @@ function test_paths_that_are_no_regular_file_are_refused_at_once()
     local out, code = scratch.run("mkfifo " .. sh_quote(fifo))
     lu.assertEquals(code, 0, out)
     refused(fifo, "is not a regular file", "a FIFO nobody writes")
-    refused(scratch.dir(), "is not a regular file", "a folder")
+    refused(scratch.dir(), "folder", "a folder") -- explain: no trace in it; diff: not a regular file
 end
 
 -- The other side of one grammar: what a JSON tool does to a trace changes nothing it says.

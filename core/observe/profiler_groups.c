@@ -88,6 +88,7 @@ static void put(buf *b, const char *fmt, ...) {
 static void kernel_fields(const wb_kernel_kind *k, const char *out[5], wb_kernel_fields *f, char *epi, size_t len) {
     memset(out, 0, 5 * sizeof *out);
     out[0] = k->op;
+    if (!k->op && !k->isa) return; /* another tool's kernel (torch's): known by its whole name */
     if (wb_kernel_kind_fields(k, f)) {
         out[1] = f->isa, out[2] = f->layout, out[3] = f->epilogue, out[4] = f->tile;
     } else {

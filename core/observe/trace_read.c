@@ -1,8 +1,9 @@
-/* trace_read.c: a Chrome trace the workbench wrote, read back into a session's store in one
- * streaming pass (plain or .gz through zlib): one event a line, parsed as it comes, kept in
- * chunks under max_memory like a recording (spilled past it). The table, the events and the
- * exports of the loaded session are then those of the recording. Traces from other tools are
- * refused: their events lack the fields the workbench writes. */
+/* trace_read.c: a Chrome trace read into a session's store in one streaming pass (plain or gzip
+ * through zlib, told apart by content): events parsed as they come, kept in chunks under
+ * max_memory like a recording (spilled past it). A trace the workbench wrote gives back its
+ * recording; one another tool wrote (torch.profiler's Kineto JSON, the legacy bare array, any
+ * Chrome trace) goes event by event through the importer (trace_import.c), which maps its fields
+ * onto the same events. The format is told from the content, never the file's name. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,16 +15,8 @@
 
 #include "keyindex.h"
 #include "profiler_internal.h"
+#include "trace_import.h"
 #include "trace_json.h"
-
-/* ---- strings that kernel kinds keep for the life of the process ------------------------------- */
-
-static const char *lasting(const char *s) {
-    static wb_keyindex kept; /* hashed: 80,000 distinct ops load in linear time */
-    if (!s || !*s) return NULL;
-    int64_t id = wb_keyindex_get(&kept, s, NULL);
-    return id < 0 ? NULL : kept.key[id];
-}
 
 /* ---- one event ------------------------------------------------------------------------------- */
 
@@ -146,7 +139,8 @@ static int api_of(const char *name) {
 /* A kernel's kind from its args: named as the trace names it, with the fields the trace carries
  * (op, isa, tile, layout, epilogue), so the rules read the same data as on the recording. */
 static const wb_kernel_kind *kind_from(const parsed *x) {
-    wb_kernel_kind key = {.external = x->name, .op = lasting(x->op), .ops = lasting(x->ops), .isa = lasting(x->isa)};
+    wb_kernel_kind key = {.external = x->name, .op = wb_trace_lasting(x->op), .ops = wb_trace_lasting(x->ops),
+                           .isa = wb_trace_lasting(x->isa)};
     if (x->tile[0] && sscanf(x->tile, "%dx%d", &key.tile_m, &key.tile_n) != 2) key.tile_m = key.tile_n = 0;
     snprintf(key.layout, sizeof key.layout, "%.2s", x->layout);
     for (int bias = 0; bias <= 1 && x->epilogue[0]; bias++)
@@ -247,6 +241,10 @@ static int append(wb_prof *p, const parsed *x) {
 #define TRACE_MAX_MEMBERS ((size_t)64 << 20)
 #define TRACE_MAX_DEPTH 64
 #define TRACE_MAX_IDLE ((uint64_t)256 << 20)
+/* What a refusal says the workbench reads. */
+#define TRACE_READS                                                                                                   \
+    "the workbench reads Chrome traces, .json or .json.gz: its own, torch.profiler's (Kineto JSON, a TensorBoard "    \
+    "trace folder, the legacy array) and any other tool's"
 
 typedef struct src {
     gzFile g;
@@ -394,8 +392,23 @@ static wb_status copy_error(const char *path, const src *r, int why, const char 
     return trace_error(path, r->line, msg);
 }
 
-/* The elements of traceEvents, each parsed and appended; r stands after the '['. */
-static wb_status read_events(const char *path, src *r, wb_prof *p, text *ev) {
+/* Whose events these are: told by the members before traceEvents (otherData's producer, Kineto's
+ * schemaVersion ...), else by the first event that is not metadata. */
+enum { MODE_UNKNOWN, MODE_WORKBENCH, MODE_FOREIGN };
+typedef struct doc {
+    int mode;
+    wb_import *im;
+} doc;
+
+static int mode_of(const char *text, parsed *x) {
+    if (!parse_event(text, x)) return MODE_FOREIGN; /* a string pid, say: not the workbench's */
+    if (!strcmp(x->ph, "M") || !x->ph[0]) return MODE_UNKNOWN;
+    if (!strcmp(x->ph, "C") && !strncmp(x->name, "memory ", 7)) return MODE_WORKBENCH;
+    return kind_of(x->cat) >= 0 && x->pid >= 0 && x->pid <= 2 ? MODE_WORKBENCH : MODE_FOREIGN;
+}
+
+/* The elements of the event list, each parsed and appended; r stands after the '['. */
+static wb_status read_events(const char *path, src *r, wb_prof *p, text *ev, doc *d) {
     int c = skip_ws(r);
     if (c == ']') return next_byte(r), WB_OK;
     for (;;) {
@@ -404,23 +417,31 @@ static wb_status read_events(const char *path, src *r, wb_prof *p, text *ev) {
         int why = copy_value(r, ev);
         if (why != COPY_OK) return copy_error(path, r, why, "an event");
         parsed x;
-        if (ev->s[0] != '{') return trace_error(path, line, "traceEvents holds something that is not an event object");
-        if (!parse_event(ev->s, &x) || !append(p, &x))
-            return trace_error(path, line, "not an event the workbench writes (a field of the wrong type, a bad "
-                                           "\\u escape or a number out of range)");
+        if (ev->s[0] != '{') return trace_error(path, line, "the event list holds something that is not an event object");
+        if (d->mode == MODE_UNKNOWN) d->mode = mode_of(ev->s, &x);
+        int ok = d->mode == MODE_WORKBENCH ? parse_event(ev->s, &x) && append(p, &x)
+                 : d->mode == MODE_FOREIGN ? wb_import_event(d->im, p, ev->s)
+                                           : 1; /* metadata before the first event that tells */
+        if (!ok)
+            return trace_error(path, line, d->mode == MODE_WORKBENCH
+                                               ? "not an event the workbench writes (a field of the wrong type, a bad "
+                                                 "\\u escape or a number out of range)"
+                                               : "not an event the workbench writes, nor one torch.profiler writes (a "
+                                                 "field of the wrong type, a bad \\u escape or a number out of range)");
         r->since_event = 0;
         c = skip_ws(r);
         next_byte(r);
         if (c == ']') return WB_OK;
         if (c != ',')
-            return c < 0 ? copy_error(path, r, COPY_END, "traceEvents")
-                         : trace_error(path, r->line, "traceEvents has no comma between two events");
+            return c < 0 ? copy_error(path, r, COPY_END, "the event list")
+                         : trace_error(path, r->line, "the event list has no comma between two events");
     }
 }
 
 /* The document's members after its '{': traceEvents read into p, otherData kept in *other, the
  * others appended to *members as "name":value. */
-static wb_status read_members(const char *path, src *r, wb_prof *p, text *members, text *other, int *has_events) {
+static wb_status read_members(const char *path, src *r, wb_prof *p, text *members, text *other, int *has_events,
+                              doc *d) {
     text ev = {.max = TRACE_MAX_EVENT}, key = {.max = 256};
     wb_status st = WB_OK;
     if (skip_ws(r) == '}') return next_byte(r), WB_OK;
@@ -444,7 +465,7 @@ static wb_status read_members(const char *path, src *r, wb_prof *p, text *member
                 break;
             }
             next_byte(r);
-            if ((st = read_events(path, r, p, &ev)) != WB_OK) break;
+            if ((st = read_events(path, r, p, &ev, d)) != WB_OK) break;
             *has_events = 1;
         } else if (!strcmp(name, "otherData")) {
             other->n = 0;
@@ -452,7 +473,9 @@ static wb_status read_members(const char *path, src *r, wb_prof *p, text *member
                 st = copy_error(path, r, why, "otherData");
                 break;
             }
+            if (d->mode == MODE_UNKNOWN && produced_by_workbench(other->s)) d->mode = MODE_WORKBENCH;
         } else if (!(members->n > 1 && !put(members, ',')) && puts_(members, key.s) && put(members, ':')) {
+            if (d->mode == MODE_UNKNOWN && wb_import_kineto_member(name)) d->mode = MODE_FOREIGN;
             if ((why = copy_value(r, members)) != COPY_OK) {
                 st = copy_error(path, r, why, "a member beside traceEvents");
                 break;
@@ -502,38 +525,57 @@ wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_
     if (st != WB_OK) return gzclose(g), free(r), st;
     text members = {.max = TRACE_MAX_MEMBERS}, other = {.max = TRACE_MAX_MEMBERS};
     int has_events = 0;
+    doc d = {.mode = MODE_UNKNOWN, .im = wb_import_new()};
+    if (!d.im) st = wb_error(WB_ERR_MEMORY, "load_trace: out of memory opening '%s'", path);
     put(&members, '{');
     int c = skip_ws(r);
-    if (c == '{') {
+    if (st == WB_OK && c == '{') {
         next_byte(r);
-        st = read_members(path, r, p, &members, &other, &has_events);
-        if (st == WB_OK && skip_ws(r) >= 0)
-            st = trace_error(path, r->line, "more follows the document's closing '}' (two documents, or padding)");
+        st = read_members(path, r, p, &members, &other, &has_events, &d);
+    } else if (st == WB_OK && c == '[') { /* the bare array: the legacy profiler's, or any tool's */
+        next_byte(r);
+        d.mode = MODE_FOREIGN, has_events = 1;
+        wb_import_bare_array(d.im);
+        text ev = {.max = TRACE_MAX_EVENT};
+        st = read_events(path, r, p, &ev, &d);
+        free(ev.s);
     }
+    if (st == WB_OK && (c == '{' || c == '[') && skip_ws(r) >= 0)
+        st = trace_error(path, r->line, "more follows the document's end (two documents, or padding)");
     if (st == WB_OK && (r->nul || r->idle)) st = copy_error(path, r, COPY_END, "the document");
     int gz_err;
     const char *zmsg = gzerror(g, &gz_err);
+    int mine = other.n && produced_by_workbench(other.s);
     if (gz_err != Z_OK && gz_err != Z_STREAM_END && gz_err != Z_BUF_ERROR)
-        st = wb_error(WB_ERR_ARGUMENT, "load_trace: reading '%s' failed: %s", path, zmsg);
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: reading '%s' failed: %s (a gzip file cut short or damaged)", path,
+                      zmsg);
     else if (st == WB_OK && c < 0)
-        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is empty, not a trace", path);
-    else if (st == WB_OK && c == '[')
-        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is a bare list of events (the Chrome trace's array form): "
-                                       "the workbench reads the object form its export writes (traceEvents and "
-                                       "otherData)", path);
-    else if (st == WB_OK && c != '{')
-        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is not a Chrome trace: it does not start with a JSON object "
-                                       "holding traceEvents", path);
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is empty, not a trace (" TRACE_READS ")", path);
+    else if (st == WB_OK && c != '{' && c != '[' && strchr("\"-0123456789tfn", c))
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is JSON but not a trace: a bare value, not an object holding "
+                                       "traceEvents nor a list of events (" TRACE_READS ")", path);
+    else if (st == WB_OK && c != '{' && c != '[')
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is not JSON text (it starts with %s): not a trace (" TRACE_READS
+                                       ")", path, c >= 0x20 && c < 0x7f ? (char[]){'\'', (char)c, '\'', 0} : "a binary byte");
     else if (st == WB_OK && !has_events)
-        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is not a Chrome trace: it has no traceEvents list", path);
-    else if (st == WB_OK && (!other.n || !produced_by_workbench(other.s)))
-        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' was not written by the workbench (no otherData.producer = "
-                                       "\"workbench\"): its events lack the kernel kinds and data flow the rules "
-                                       "read", path);
-    /* otherData goes back with the other members */
-    if (st == WB_OK && !((members.n == 1 || put(&members, ',')) && puts_(&members, "\"otherData\":") &&
-                         puts_(&members, other.s) && put(&members, '}')))
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is JSON but not a trace: an object with no traceEvents list ("
+                                       TRACE_READS ")", path);
+    else if (st == WB_OK && d.mode == MODE_WORKBENCH && !mine)
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' has the workbench's event kinds but no otherData.producer = "
+                                       "\"workbench\": an edited trace, not one the workbench wrote", path);
+    /* otherData goes back with the other members; a foreign trace's with what the importer found */
+    if (st == WB_OK && d.mode == MODE_FOREIGN) wb_import_finish(d.im, p);
+    char *summary = !mine && st == WB_OK ? wb_import_summary(d.im) : NULL;
+    if (st == WB_OK && !mine && !summary) st = wb_error(WB_ERR_MEMORY, "load_trace: out of memory reading '%s'", path);
+    if (st == WB_OK && other.n && !((members.n == 1 || put(&members, ',')) && puts_(&members, "\"otherData\":") &&
+                                    puts_(&members, other.s)))
         st = copy_error(path, r, COPY_LONG, "the members beside traceEvents");
+    if (st == WB_OK && summary && !((members.n == 1 || put(&members, ',')) && puts_(&members, "\"import\":") &&
+                                    puts_(&members, summary)))
+        st = copy_error(path, r, COPY_LONG, "the members beside traceEvents");
+    if (st == WB_OK && !put(&members, '}')) st = copy_error(path, r, COPY_LONG, "the members beside traceEvents");
+    free(summary);
+    wb_import_free(d.im);
     uint64_t lines = r->line + 1;
     gzclose(g);
     free(r), free(other.s);

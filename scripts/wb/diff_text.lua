@@ -415,7 +415,8 @@ function M.main(args)
             fingerprint_b = fb}), ma, mb
     end)
     if not ok then
-        io.stderr:write("workbench diff: " .. clean(type(r) == "table" and (r.diff_error or r.explain) or tostring(r)) .. "\n")
+        local msg = "workbench diff: " .. clean(type(r) == "table" and (r.diff_error or r.explain) or tostring(r))
+        if o.json then print(cjson.encode({error = msg})) else io.stderr:write(msg .. "\n") end -- --json: a JSON answer
         return 2
     end
     r.min_effect = o.min_effect

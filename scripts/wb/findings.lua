@@ -469,19 +469,53 @@ function M.analyze(events, ctx)
     return M.finish(out, ctx)
 end
 
+-- What each rule reads beyond ops and their times, and what to say when a trace (another tool's:
+-- ctx.fields lists what it carries) lacks it. The workbench's own traces carry everything.
+local NEEDS = {
+    view = {flow = "the trace has no data flow (which op's output shares its input's storage): torch.profiler does not record it"},
+    epilogue = {kernel_kinds = "the trace's kernels carry vendor names only, not the fields (op, layout, epilogue) the rule reads"},
+    layout = {kernel_kinds = "the trace's kernels carry vendor names only, not the fields (op, layout, epilogue) the rule reads"},
+    fusion = {shapes = "the trace has no shapes; record with record_shapes=True",
+        flow = "the trace has no data flow (which kernel reads which op's output): torch.profiler does not record it"},
+    host_bound = {kernels = "the trace has no device kernels; record with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]",
+        links = "no kernel is linked to the op that launched it (no External id or correlation the trace's ops carry)"},
+    gaps = {kernels = "the trace has no device kernels; record with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"},
+    imbalance = {threads = "the trace has no per-thread shares of parallel kernels (the workbench's cpu device records them)"},
+    roofline = {work = "the trace has no FLOP or byte counts per kernel, nor the device's ceilings"},
+    unreliable = {machine = "the trace does not record the machine's load (other runnable processes, steal)"},
+    sync = {runtime = "the trace has no CUDA runtime calls (cuda_runtime events)"},
+    memcpy = {kernels = "the trace has no device work (kernels, copies); record with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"},
+}
+M.NEEDS = NEEDS
+
+-- Why `rule` cannot run on a trace carrying `fields` (nil: it can). Requirements in a fixed order.
+local NEED_ORDER = {"kernels", "links", "shapes", "flow", "kernel_kinds", "threads", "work", "machine", "runtime"}
+function M.why_skipped(rule, fields)
+    if not fields then return nil end
+    for _, need in ipairs(NEED_ORDER) do
+        local why = NEEDS[rule] and NEEDS[rule][need]
+        if why and not fields[need] then return why end
+    end
+    return nil
+end
+
 -- The same findings for a session (a stopped profile, or a trace read back: skip_memory leaves its
 -- memory events out, as `workbench explain` reads traces), from the groups computed in C over its
--- store: no table per event. Also returns the counts of events and of device events read.
+-- store: no table per event. Also returns the counts of events and of device events read, and the
+-- rules skipped ({rule, severity = "skipped", message = why}) for what ctx.fields lacks.
 function M.analyze_session(session, ctx, skip_memory)
     ctx = ctx or {}
     local G = session:findings_groups(TH.imbalance_ratio, TH.imbalance_min_ns, skip_memory and true or false,
         TH.roofline_outlier_ratio)
     for _, g in ipairs(G.fusion) do g.inter = {g.first} end
-    local out = {}
+    local out, skipped = {}, {}
     for _, name in ipairs(ORDER) do
-        if report[name] then report[name](G[name], out, ctx) else time_rules.report[name](G, out, ctx, TH) end
+        local why = M.why_skipped(name, ctx.fields)
+        if why then skipped[#skipped + 1] = {rule = name, severity = "skipped", message = why}
+        elseif report[name] then report[name](G[name], out, ctx)
+        else time_rules.report[name](G, out, ctx, TH) end
     end
-    return M.finish(out, ctx), G.events, G.device_events
+    return M.finish(out, ctx), G.events, G.device_events, skipped
 end
 
 -- Marks the timed findings when the machine was busy, sorts by the time concerned, and puts what

@@ -314,6 +314,11 @@ end
 function Profiler:_findings_context()
     if self.findings_ctx then return self.findings_ctx end
     local on_cuda = self:stats().device_lane
+    local fields = self.trace_members and require("wb.trace").fields(self)
+    if fields then -- another tool's trace: not this machine's ceilings; the rules its fields allow
+        self.findings_ctx = {device = on_cuda and "cuda" or "cpu", fields = fields}
+        return self.findings_ctx
+    end
     local ok, info = pcall(wb.device_info, on_cuda and "cuda" or "cpu")
     local ctx = {device = on_cuda and "cuda" or "cpu", device_info = ok and info or nil, machine = self.machine}
     ctx.measure_replay = function()
@@ -324,15 +329,16 @@ function Profiler:_findings_context()
     return ctx
 end
 
--- p:findings() -> {{rule=, severity=, message=, evidence=}, ...}, most time concerned first.
+-- p:findings() -> {{rule=, severity=, message=, evidence=}, ...}, most time concerned first; and
+-- the rules skipped for fields the trace lacks ({rule, severity = "skipped", message = why}).
 function Profiler:findings()
-    if self.findings_cache and not self.started then return self.findings_cache end
+    if self.findings_cache and not self.started then return self.findings_cache, self.findings_skipped end
     local ctx = self:_findings_context()
     ctx.dropped, ctx.dropped_note = self:stats().dropped, self:stats().dropped_note
     -- from groups computed in C over the store: no table per event (wb.findings.analyze_session)
-    local f = require("wb.findings").analyze_session(self:_result(), ctx)
-    if not self.started then self.findings_cache = f end
-    return f
+    local f, _, _, skipped = require("wb.findings").analyze_session(self:_result(), ctx)
+    if not self.started then self.findings_cache, self.findings_skipped = f, skipped end
+    return f, skipped
 end
 
 -- p:explain(): prints the findings, one per line; returns them.
@@ -529,8 +535,8 @@ function M.diff(pa, pb, o) return require("wb.diff_text").profiles(pa, pb, o) en
 -- -> pa, pb: two programs profiled interleaved in one process (wb.profiler_ab), for diff.
 function M.ab(o) return require("wb.profiler_ab").run(M.profile, o) end
 
--- wb.profiler.load_trace(path[, {max_memory=, memory_policy=, spill_dir=}]): a Chrome trace the
--- workbench wrote (.json or .json.gz), read back in one streaming pass into a stopped profile:
+-- wb.profiler.load_trace(path[, {max_memory=, memory_policy=, spill_dir=}]): a Chrome trace (.json
+-- or .json.gz; the workbench's, torch.profiler's or another tool's: wb.trace), read back in one streaming pass into a stopped profile:
 -- p:table(), p:key_averages(), p:events(), p:findings(), p:export_chrome_trace() as after recording.
 function M.load_trace(path, o)
     if type(path) ~= "string" then fail("load_trace needs a trace path", 2) end

@@ -1,0 +1,234 @@
+-- test_torch_traces.lua: traces users already have (issue 43), read by explain, diff and
+-- wb.trace.load: Kineto JSON (CPU only; with GPU kernels, flows, memory and Python frames), the
+-- legacy array, gzip, a TensorBoard folder of per-rank files, any Chrome trace; and the refusals.
+-- The traces come from tests/torch_traces.lua, which writes the documented schema.
+local lu = require("luaunit")
+local cjson = require("cjson")
+local scratch = require("scratch")
+local T = require("torch_traces")
+local EXE = scratch.exe()
+
+-- (stdout, stderr, status) of `workbench ARGS`.
+local function run(args)
+    local err = scratch.path(".err")
+    local p = io.popen(EXE .. " " .. args .. " 2>" .. err)
+    local out = p:read("a")
+    local _, _, code = p:close()
+    local f = io.open(err)
+    local e = f:read("a")
+    f:close()
+    return out, e, code
+end
+
+local function count(s, pat)
+    local n = 0
+    for _ in s:gmatch(pat) do n = n + 1 end
+    return n
+end
+
+function test_kineto_cpu_only_explains_and_lists_the_rules_it_skipped()
+    local path = T.write(scratch.path(".pt.trace.json"), T.kineto({gpu = false, steps = 4}))
+    local q = wb.trace.load(path)
+    lu.assertEquals(q.trace_format, "kineto")
+    local steps, ops = {}, 0
+    for e in q:each_event() do
+        if e.cat == "step" then steps[#steps + 1] = e.name end
+        if e.cat == "op" then ops = ops + 1 end
+    end
+    lu.assertEquals(steps, {"ProfilerStep#10", "ProfilerStep#11", "ProfilerStep#12", "ProfilerStep#13"})
+    lu.assertEquals(ops, 4 * 11) -- linear (t, addmm) x3, gelu, mul
+    local out, err, code = run("explain " .. path)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "a torch.profiler trace (Kineto JSON): 44 ops, 4 steps")
+    lu.assertStrContains(out, "[skipped] host_bound: the trace has no device kernels; record with activities=")
+    lu.assertStrContains(out, "[skipped] view: the trace has no data flow")
+    local list = cjson.decode((run("explain --json " .. path)))
+    local skipped = {}
+    for _, f in ipairs(list) do if f.severity == "skipped" then skipped[f.rule] = f.message end end
+    lu.assertStrContains(skipped.gaps, "no device kernels")
+end
+
+function test_kineto_gpu_trace_links_kernels_shapes_frames_and_memory()
+    local path = T.write(scratch.path(".json"), T.kineto({steps = 3, memory = true, python = true}))
+    local q = wb.trace.load(path)
+    local kernels, linked, runtime, memory, framed, addmm = 0, 0, 0, 0, 0, nil
+    local ops = {}
+    for e in q:each_event() do
+        if e.cat == "op" then ops[e.id] = e end
+    end
+    for e in q:each_event() do
+        if e.cat == "kernel" then
+            kernels = kernels + 1
+            local op = ops[e.correlation]
+            if op then linked = linked + 1 end
+            if op and op.name == "aten::addmm" then addmm = op end
+        elseif e.cat == "runtime" then runtime = runtime + 1
+        elseif e.cat == "memory" then memory = memory + 1
+        elseif e.cat == "op" and e.src == "mlp.py:21" then framed = framed + 1 end
+    end
+    lu.assertEquals(kernels, 3 * 5)
+    lu.assertEquals(linked, kernels) -- each kernel under the op whose External id it carries
+    lu.assertEquals(runtime, 3 * 5 + 3) -- a launch per kernel and a sync per step
+    lu.assertEquals(memory, 3 * 5)
+    lu.assertEquals(framed, 3 * 11)
+    lu.assertNotNil(addmm)
+    lu.assertEquals(addmm.shapes, {{64}, {16, 256}, {256, 64}}) -- the last addmm seen: the down projection
+    lu.assertEquals(addmm.dtypes, {"f32", "f32", "f32"})
+    local fp = wb.trace.fingerprint(q)
+    lu.assertEquals(fp.gpu, "NVIDIA H100 80GB HBM3")
+    local out, err, code = run("explain " .. path)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "15 kernels and copies linked to the op that launched them; NVIDIA H100 80GB HBM3, rank 0 of 1")
+    lu.assertStrContains(out, "[warn] sync: ProfilerStep#")
+    lu.assertStrContains(out, "cudaDeviceSynchronize")
+    lu.assertNotStrContains(out, "[skipped] host_bound")
+    lu.assertStrContains(out, "[skipped] roofline")
+end
+
+function test_gzip_is_told_from_content_and_reads_as_the_plain_file()
+    local doc = T.kineto({steps = 3})
+    local plain = T.write(scratch.path(".json"), doc)
+    local gz = T.write(scratch.path(".json.gz"), doc)
+    local renamed = scratch.path(".json") -- gzip bytes under a plain name: still read
+    assert(os.execute("cp '" .. gz .. "' '" .. renamed .. "'"))
+    local a, _, ca = run("explain " .. plain)
+    local b, _, cb = run("explain " .. gz)
+    local c, _, cc = run("explain " .. renamed)
+    lu.assertEquals({ca, cb, cc}, {0, 0, 0})
+    lu.assertEquals(b, a)
+    lu.assertEquals(c, a)
+end
+
+function test_legacy_array_links_kernels_through_its_flows()
+    local path = T.write(scratch.path(".json"), T.legacy({steps = 3}))
+    local q = wb.trace.load(path)
+    lu.assertEquals(q.trace_format, "legacy")
+    local ops, kernels, linked, steps = {}, 0, 0, 0
+    for e in q:each_event() do if e.cat == "op" then ops[e.id] = e end end
+    for e in q:each_event() do
+        if e.cat == "kernel" then
+            kernels = kernels + 1
+            if ops[e.correlation] and ops[e.correlation].name ~= "aten::linear" then linked = linked + 1 end
+        elseif e.cat == "step" then steps = steps + 1 end
+    end
+    lu.assertEquals({kernels, linked, steps}, {15, 15, 3})
+    local out, err, code = run("explain " .. path)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "legacy profiler's array")
+end
+
+function test_a_tensorboard_folder_is_explained_rank_by_rank()
+    local dir = scratch.dir()
+    for rank = 0, 1 do
+        T.write(string.format("%s/worker%d.1700000000%d.pt.trace.json.gz", dir, rank, rank),
+            T.kineto({steps = 2, rank = rank, world = 2}))
+    end
+    local qs = wb.trace.load(dir)
+    lu.assertEquals(#qs, 2)
+    lu.assertEquals(wb.trace.fingerprint(qs[2]).rank, 1)
+    local out, err, code = run("explain " .. dir)
+    lu.assertEquals(code, 0, err)
+    lu.assertEquals(count(out, "\n== "), 1)
+    lu.assertStrContains(out, "rank 0 of 2")
+    lu.assertStrContains(out, "rank 1 of 2")
+    local list = cjson.decode((run("explain --json " .. dir)))
+    lu.assertEquals(#list, 2)
+end
+
+function test_any_chrome_trace_reads_its_complete_events_as_ranges()
+    local path = scratch.file('{"traceEvents": [{"ph": "X", "name": "load", "pid": "Main", "tid": 1, "ts": 1.5, ' ..
+        '"dur": 10}, {"ph": "X", "name": "parse", "pid": "Main", "tid": 1, "ts": 2, "dur": 3}]}', ".json")
+    local q = wb.trace.load(path)
+    lu.assertEquals(q.trace_format, "chrome")
+    local names = {}
+    for e in q:each_event() do names[#names + 1] = e.cat .. ":" .. e.name end
+    lu.assertEquals(names, {"range:load", "range:parse"})
+end
+
+function test_refusals_say_what_the_file_is_exit_2_and_answer_json_under_json()
+    local cases = {
+        {scratch.file("[1, 2]", ".json"), "the event list holds something that is not an event object"},
+        {scratch.file("hello\n", ".json"), "is not JSON text (it starts with 'h')"},
+        {scratch.file('{"rows": []}', ".json"), "is JSON but not a trace: an object with no traceEvents list"},
+        {scratch.file('"trace"', ".json"), "is JSON but not a trace: a bare value"},
+        {scratch.file('{"traceEvents": []}', ".json"), "holds no events"},
+        {scratch.dir(), "is a folder with no .json or .json.gz trace in it"},
+    }
+    local gz = T.write(scratch.path(".json.gz"), T.kineto({steps = 1}))
+    local f = io.open(gz, "rb")
+    local bytes = f:read("a")
+    f:close()
+    cases[#cases + 1] = {scratch.file(bytes:sub(1, #bytes // 2), ".json.gz"), "the trace is truncated"}
+    for _, c in ipairs(cases) do
+        local out, err, code = run("explain " .. c[1])
+        lu.assertEquals(code, 2, c[1])
+        lu.assertEquals(out, "")
+        lu.assertStrContains(err, c[2])
+        lu.assertStrContains(err, "explain: ")
+        out, err, code = run("explain --json " .. c[1])
+        lu.assertEquals(code, 2)
+        lu.assertEquals(err, "")
+        local doc = cjson.decode(out)
+        lu.assertStrContains(doc.error, c[2])
+    end
+    -- diff --json answers a refusal as a JSON object too
+    local out, err, code = run("diff --json " .. cases[1][1] .. " " .. T.write(scratch.path(".json"), T.kineto({steps = 1})))
+    lu.assertEquals({code, err}, {2, ""})
+    lu.assertStrContains(cjson.decode(out).error, cases[1][2])
+end
+
+function test_diff_of_two_torch_traces_aligns_steps_and_names_added_nodes()
+    local function jitter(seed)
+        local x = seed
+        return function(i)
+            x = (x * 1103515245 + 12345 + i) % 2147483648
+            return (x % 1000) / 1000 - 0.5
+        end
+    end
+    local a = T.write(scratch.path(".json"), T.kineto({steps = 8, jitter = jitter(1)}))
+    local a2 = T.write(scratch.path(".json"), T.kineto({steps = 8, jitter = jitter(2)}))
+    local b = T.write(scratch.path(".json"), T.kineto({steps = 8, variant = "b", adds = 6, jitter = jitter(3)}))
+    local out, err, code = run("diff " .. a .. " " .. a2)
+    lu.assertEquals(code, 0, err)
+    lu.assertNotStrContains(out, "SLOWER")
+    lu.assertNotStrContains(out, "FASTER")
+    out, err, code = run("diff " .. a .. " " .. b)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "aten::copy_")
+    lu.assertStrContains(out, "aten::add")
+end
+
+-- A real torch.profiler recording of an MLP, where python3-torch is installed.
+function test_a_real_torch_profiler_trace()
+    local probe = io.popen("python3 -c 'import torch' 2>/dev/null && echo yes")
+    local has = probe and probe:read("a"):match("yes")
+    if probe then probe:close() end
+    if not has then
+        lu.skip("python3-torch is not installed: the real-recording check needs torch (the generated traces above cover the schema)")
+    end
+    local path, path2 = scratch.path(".json"), scratch.path(".json")
+    local script = scratch.file(string.format([[
+import torch
+from torch.profiler import profile, ProfilerActivity, schedule
+x = torch.randn(16, 64)
+w1, w2, w3 = torch.randn(256, 64), torch.randn(256, 64), torch.randn(64, 256)
+def mlp(x):
+    return torch.nn.functional.linear(torch.nn.functional.gelu(torch.nn.functional.linear(x, w1)) *
+        torch.nn.functional.linear(x, w2), w3)
+for out in (%q, %q):
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=5)) as p:
+        for _ in range(6):
+            mlp(x)
+            p.step()
+    p.export_chrome_trace(out)
+]], path, path2), ".py")
+    lu.assertTrue(os.execute("python3 " .. script), "the torch script ran")
+    local out, err, code = run("explain " .. path)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "torch.profiler trace")
+    out, err, code = run("diff " .. path .. " " .. path2) -- A/A: two recordings of one program
+    lu.assertEquals(code, 0, err)
+    lu.assertNotStrContains(out, "SLOWER")
+end
+
+scratch.exit(lu.LuaUnit.run())
