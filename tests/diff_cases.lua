@@ -97,4 +97,48 @@ function M.three_ranges(extra_ns, pause_ms, pause)
     end
 end
 
+-- prog{steps =, ranges = {{name, {ops}}}, jitter =, wait =} with ops {name, shapes, dur, kernel =
+-- {fields}, kname}: the events of a constructed program; every step runs the ranges one after the
+-- other; jitter(step, i) perturbs each duration; wait(step, step_ns) is the step's run-queue delay
+-- (its run_delay_ns); a range's extra(step) adds time inside it after its ops.
+function M.prog(spec)
+    local ev, id, ts = {}, 0, 1000
+    local function add(e)
+        e.lane = e.lane or "host"
+        e.flops, e.bytes, e.args = 0, 0, e.args or {}
+        e.parent, e.correlation = e.parent or 0, e.correlation or 0
+        ev[#ev + 1] = e
+        return e
+    end
+    for s = 1, spec.steps or 5 do
+        local step_ts = ts
+        for _, r in ipairs(spec.ranges) do
+            local r_ts = ts
+            ts = ts + 100
+            for i, o in ipairs(r[2]) do
+                id = id + 1
+                local dur = math.floor(o.dur * (spec.jitter and spec.jitter(s, i) or 1))
+                local op = add({cat = "op", name = o.name, ts_ns = ts, dur_ns = dur, id = id, correlation = id,
+                    shapes = o.shapes or {{4, 4}}, dtypes = {"f32"}})
+                if o.kernel then
+                    local kid = id + 100000
+                    add({cat = "kernel", name = o.kname or "k", ts_ns = ts + 10, dur_ns = math.floor(dur / 2), id = kid,
+                        parent = id, correlation = id, lane = "cpu:0 stream 0", args = o.kernel})
+                end
+                ts = ts + dur + 50
+            end
+            ts = ts + (r.extra and r.extra(s) or 0)
+            add({cat = "range", name = r[1], ts_ns = r_ts, dur_ns = ts - r_ts, id = 0})
+            ts = ts + 20
+        end
+        add({cat = "step", name = "ProfilerStep#" .. s, ts_ns = step_ts - 10, dur_ns = ts - step_ts + 30, id = s,
+            args = spec.wait and {run_delay_ns = spec.wait(s, ts - step_ts)} or nil})
+        ts = ts + 100
+    end
+    return ev
+end
+
+-- +-4%, deterministic: the jitter of a step's i-th op
+function M.saw(s, i) return 1 + 0.02 * (((s * 7 + i * 3) % 5) - 2) end
+
 return M

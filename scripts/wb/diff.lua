@@ -374,21 +374,26 @@ function M.diff(ma, mb, o)
     local function key_of(n) return HOST[n.cat] and "host" or "device" end
     local pa, pb = steps.plan(ma, key_of, M.MIN_ABS_NS), steps.plan(mb, key_of, M.MIN_ABS_NS)
     local unit = (pa.kept >= steps.MIN_STEPS and pb.kept >= steps.MIN_STEPS) and "step" or "occurrence"
-    r.steps = {unit = unit, a = {burst = pa.burst, busy = pa.busy, kept = pa.kept},
-        b = {burst = pb.burst, busy = pb.busy, kept = pb.kept}}
+    r.steps = {unit = unit, a = {burst = pa.burst, busy = pa.busy, left_out = pa.left_out, rescaled = pa.rescaled,
+        kept = pa.kept}, b = {burst = pb.burst, busy = pb.busy, left_out = pb.left_out, rescaled = pb.rescaled,
+        kept = pb.kept}}
     for _, side in ipairs({{"A", ma, pa}, {"B", mb, pb}}) do
         local name, m, plan = side[1], side[2], side[3]
-        if #plan.burst > 0 then
-            local f = {}
-            for i, k in ipairs(plan.burst) do f[i] = string.format("%d (%.2fx)", k, plan.factor[k]) end
-            r.notes[#r.notes + 1] = string.format("%s: step(s) %s ran slower as a whole (the median of their " ..
-                "nodes against the quiet steps: a burst of other work, not a node): their samples are divided by " ..
-                "that factor", name, table.concat(f, ", "))
+        if #plan.left_out > 0 then
+            local why = {}
+            if #plan.burst > 0 then why[#why + 1] = string.format("%s ran 10%% or more slower as a whole than the " ..
+                "quiet steps (a burst of other work, not a node)", table.concat(plan.burst, ", ")) end
+            if #plan.busy > 0 then why[#why + 1] = string.format("%s waited for a CPU for %d%% or more of the step",
+                table.concat(plan.busy, ", "), math.floor(steps.BUSY_SHARE * 100)) end
+            r.notes[#r.notes + 1] = string.format("%s: %d of %d steps left out of the verdicts: step(s) %s",
+                name, #plan.left_out, #m.steps, table.concat(why, "; step(s) "))
         end
-        if #plan.busy > 0 then
-            r.notes[#r.notes + 1] = string.format("%s: step(s) %s left out of the verdicts: the host thread waited " ..
-                "for a CPU for %d%% or more of the step; %d of %d steps judged", name,
-                table.concat(plan.busy, ", "), math.floor(steps.BUSY_SHARE * 100), plan.kept, #m.steps)
+        if #plan.rescaled > 0 then
+            local f = {}
+            for i, k in ipairs(plan.rescaled) do f[i] = string.format("%d (%.2fx)", k, plan.factor[k]) end
+            r.notes[#r.notes + 1] = string.format("%s: step(s) %s ran slower as a whole (the median of their " ..
+                "nodes against the quiet steps: a burst of other work, not a node), too many to leave out: their " ..
+                "samples are divided by that factor", name, table.concat(f, ", "))
         end
     end
     if unit == "occurrence" and math.min(pa.kept, pb.kept) < steps.MIN_STEPS then

@@ -6,9 +6,12 @@
 --   * burst steps: a step's factor is the median, over the nodes that occur in it, of the node's
 --     time in that step against its median step, taken against the quiet level (the steps' lower
 --     quartile: other work slows steps, never speeds them); a step 10% or more above it ran slower
---     as a whole (the machine, not a node), and its samples are divided by its factor;
+--     as a whole (the machine, not a node);
 --   * busy steps: a step whose host thread waited for a CPU for 10% or more of its time (the
---     run-queue delay the profiler samples) is left out when six or more steps a side remain;
+--     run-queue delay the profiler samples);
+--   * burst and busy steps are left out while six or more steps remain, so that what is judged
+--     and shown is what ran; with fewer, every step is kept and a burst step's samples are divided
+--     by its factor (a burst over most of a recording);
 --   * the unit: with six or more steps a side each node's sample is its median time per step (one
 --     per step, as independent as steps are); with fewer, every occurrence counts (rescaled as
 --     above), so that a node repeated within a step still gives the test something to read.
@@ -57,7 +60,7 @@ function M.plan(m, key_of, min_abs)
             end
         end
     end
-    local p = {factor = {}, keep = {}, burst = {}, busy = {}, kept = nsteps}
+    local p = {factor = {}, keep = {}, burst = {}, busy = {}, left_out = {}, rescaled = {}, kept = nsteps}
     local raw, voted = {}, {}
     for k = 1, nsteps do
         local l = logs[k]
@@ -66,18 +69,29 @@ function M.plan(m, key_of, min_abs)
     -- other work only ever slows a step: the quiet level is the steps' lower quartile, not their
     -- median (a burst over most of a recording would be the median)
     local quiet = #voted >= 3 and stats.summarize(voted).p25 or 1
+    local disturbed = {}
     for k = 1, nsteps do
-        local f = raw[k] and raw[k] / quiet or 1
-        if f >= 1 + M.BURST then p.burst[#p.burst + 1] = k else f = 1 end
-        p.factor[k], p.keep[k] = f, true
+        p.factor[k], p.keep[k] = raw[k] and raw[k] / quiet or 1, true
+        if p.factor[k] >= 1 + M.BURST then p.burst[#p.burst + 1] = k; disturbed[k] = true end
+        local st = m.steps[k]
+        if st.host_ns > 0 and (st.wait_ns or 0) >= M.BUSY_SHARE * st.host_ns then
+            p.busy[#p.busy + 1] = k; disturbed[k] = true
+        end
     end
-    local busy = {}
-    for k, st in ipairs(m.steps) do
-        if st.host_ns > 0 and (st.wait_ns or 0) >= M.BUSY_SHARE * st.host_ns then busy[#busy + 1] = k end
-    end
-    if #busy > 0 and nsteps - #busy >= M.MIN_STEPS then
-        for _, k in ipairs(busy) do p.keep[k] = false end
-        p.busy, p.kept = busy, nsteps - #busy
+    local n_disturbed = 0
+    for _ in pairs(disturbed) do n_disturbed = n_disturbed + 1 end
+    if n_disturbed > 0 and nsteps - n_disturbed >= M.MIN_STEPS then
+        -- enough quiet steps: the disturbed ones are left out, the rest judged as they ran
+        for k = 1, nsteps do
+            if disturbed[k] then p.keep[k] = false; p.left_out[#p.left_out + 1] = k end
+            p.factor[k] = 1
+        end
+        p.kept = nsteps - n_disturbed
+    else
+        -- too few: every step kept, the bursts divided by their factor
+        for k = 1, nsteps do
+            if p.factor[k] >= 1 + M.BURST then p.rescaled[#p.rescaled + 1] = k else p.factor[k] = 1 end
+        end
     end
     return p
 end
