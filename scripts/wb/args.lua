@@ -6,6 +6,7 @@
 --   local parser = args.parser("graph_replay.lua", "What replaying a captured graph removes.")
 --   parser:option("--tokens", "Token counts, comma-separated.", "1,16"):convert(args.ints("--tokens", 1, 65536))
 --   local o = args.parse(parser)      -- o.tokens == {1, 16}
+--   if bad_together then args.stop(parser, "--x and --y do not go together") end   -- status 2
 
 local argparse = require("argparse")
 
@@ -99,6 +100,23 @@ function M.parse(parser, argv)
     io.stderr:write(string.format("%s: %s\n", parser._name, line))
     io.stderr:flush()
     os.exit(2, true)
+end
+
+-- stop(parser, message[, status]): one line on stderr named after the script, then the script
+-- ends with status (2, a bad argument, by default; 1: this machine cannot run what was asked),
+-- instead of a script error's traceback: for what the converters cannot see (two options that do
+-- not go together, a device or memory that is not there).
+function M.stop(parser, message, status)
+    if type(parser) ~= "table" or type(parser._name) ~= "string" then
+        error("args.stop: parser must be wb.args.parser()'s parser, got " .. type(parser), 2)
+    end
+    if type(message) ~= "string" then error("args.stop: message must be text, got " .. type(message), 2) end
+    if status ~= nil and (math.type(status) ~= "integer" or status < 1 or status > 255) then
+        error("args.stop: status must be a whole number from 1 to 255, got " .. tostring(status), 2)
+    end
+    io.stderr:write(string.format("%s: %s\n", parser._name, message))
+    io.stderr:flush()
+    os.exit(status or 2, true)
 end
 
 local function bad(option, value, what)

@@ -177,6 +177,18 @@ function M.ceiling_note(info)
     return s .. " (" .. tostring(info.calibrated) .. ")"
 end
 
+-- ceilings(info) -> the roofs of a roofline chart (wb.report) from wb.device_info(): on the cpu, where
+-- it was calibrated, cache-aware (L2 for the working sets that fit every thread's L2, L3, DRAM);
+-- elsewhere DRAM's bandwidth only.
+function M.ceilings(info)
+    if type(info) ~= "table" then
+        error("calibrate.ceilings: info must be wb.device_info()'s table, got " .. type(info), 2)
+    end
+    if info.device == "cuda" or not info.l2_gbs then return {{name = "DRAM", gbs = info.bandwidth_gbs}} end
+    return {{name = "L2", gbs = info.l2_gbs, max_bytes = info.l2_bytes and info.l2_bytes * info.threads},
+        {name = "L3", gbs = info.l3_gbs, max_bytes = info.l3_bytes}, {name = "DRAM", gbs = info.dram_gbs}}
+end
+
 function M.device_info(device)
     if device ~= nil and type(device) ~= "string" then
         error("device_info: device must be a string (\"cpu\", \"cuda\" or \"auto\"), got " .. type(device), 2)

@@ -60,6 +60,7 @@ local DOCS = {
     ["wb.sweep.groups"] = "wb.sweep.groups(axes, points, paired) -> the groups of points that stay in one shard (arrays of point indices, with .name): points differing only on the paired axes (those a derived column's base names, e.g. mode) are one group",
     ["wb.sweep.point_name"] = "wb.sweep.point_name(axes, row) -> \"tokens=16 mode=dual\"",
     ["wb.sweep.compute"] = "wb.sweep.compute(rows, description, constants_of) -> rows with the statistics and derived columns recomputed from their raw samples",
+    ["wb.sweep.unsettled"] = "wb.sweep.unsettled(rows, points, {by=\"tokens\", series=\"mode\", base=\"eager\", verdict=\"speedup_vs_eager_verdict\", target_noise=0.05[, noise=\"noise\"][, peers={{name=, timing=function(value) -> {samples=, per_round=} or nil}}]}) -> the points of every group (points sharing a value of `by`) with a row unstable (noise above target_noise) or UNSURE against the base row, or a peer unstable or UNSURE against it, and why (text): a sweep's again= rule",
     ["wb.sweep.add_options"] = "wb.sweep.add_options(parser): adds --shard I/N and --history to an argparse parser",
     ["wb.compile"] = "wb.compile(fn[, {max_signatures=8, fuse=true, codegen=true}]) -> a callable that traces fn per input signature, fuses (gelu+mul, dual GEMM, epilogues; fuse=false: no rules), generates a C (or CUDA C) kernel per group of elementwise ops (codegen=false: none; a hand-written geglu/swiglu only for a whole group, the faster of the two, timed), and a group on a linear/matmul's f32 cpu result into that GEMM's generated epilogue (one kernel, wb_sgemm_*_epi_*), captures and replays; f:explain() shows what it did, the bytes each group moves and why it was cut there",
     ["wb.compiled"] = "a compiled function (wb.compile(fn)): f(...) runs fn's plan for the arguments' signature (traced, fused, captured, replayed); f:explain() the ops, rules and kernels per signature; f:source(name) a generated kernel's C (CUDA C on cuda); f:signatures() how many are traced",
@@ -69,18 +70,23 @@ local DOCS = {
     ["wb.args"] = "wb.args (require(\"wb.args\")): an experiment's arguments with lua-argparse: --help lists the options with defaults, a bad one prints one line and exits 2",
     ["wb.args.parser"] = "wb.args.parser(name, description[, epilog]) -> an argparse parser named after the script",
     ["wb.args.parse"] = "wb.args.parse(parser[, argv]) -> the parsed options (argv: the script's arg); a bad argument: one line on stderr, exit status 2 (a workbench option the script does not take, like --threads 1 after the script, is told to go before it, with the command)",
+    ["wb.args.stop"] = "wb.args.stop(parser, message[, status=2]): one line \"<script>: message\" on stderr, then the script ends with status (2: a bad argument; 1: this machine cannot run what was asked), not a traceback",
     ["wb.args.int"] = "wb.args.int(option, lo, hi) -> a converter for parser:option(...):convert(...): a whole number from lo to hi, e.g. parser:option(\"--tokens\", \"Tokens.\", \"16\"):convert(args.int(\"--tokens\", 1, 65536))",
     ["wb.args.ints"] = "wb.args.ints(option, lo, hi) -> a converter: comma-separated whole numbers from lo to hi, as an array",
     ["wb.args.names"] = "wb.args.names(option, allowed) -> a converter: a comma-separated list of names from the array allowed",
     ["wb.cuda.is_available"] = "wb.cuda.is_available() -> true when the CUDA plugin loads and a GPU is present",
     ["wb.cuda.why_not"] = "wb.cuda.why_not() -> nil, or why device cuda cannot run (plugin not built, no driver, no device)",
     ["wb.cuda.memory"] = "wb.cuda.memory() -> {allocated, reserved, peak} bytes of the caching allocator",
+    -- reports: parts that come from profiles (require("wb.report"))
+    ["wb.report.kernel_work"] = "wb.report.kernel_work(events) -> flops, bytes, ns: arrays of the events with flops, bytes and a duration (kernels), kept in a row for a roofline chart spec (flops=, bytes=, ns= name the columns)",
+    ["wb.report.findings_tables"] = "wb.report.findings_tables(points, {by=\"mode\", at=\"tokens\"}) -> the report's tables of findings (wb.results' report.tables): one per value of `by`, titled \"Findings: <value>\", a row per finding {point[at], severity, rule, message}; points: {{mode=, tokens=, findings={{rule=, severity=, message=, unreliable=}}}}",
     -- modules
     ["wb.nn.Linear"] = "wb.nn.Linear(in, out[, {bias=true, dtype=, device=}]) -> a module: m(x), m.weight [out, in], m.bias, m:parameters(), m:to{}",
     ["wb.nn.SwiGLUMLP"] = "wb.nn.SwiGLUMLP(dim, hidden[, {impl=\"eager\"|\"fused\"|\"dual\"|\"fused_mlp\", bias=false, dtype=, device=}]) -> down(silu(gate(x)) * up(x)) (Llama's MLP); 5 / 4 / 2 / 1 kernels per forward (cpu); fused_mlp (wb.swiglu_mlp) needs bias=false",
     ["wb.nn.GeGLUMLP"] = "wb.nn.GeGLUMLP(dim, hidden[, {impl=\"eager\"|\"fused\"|\"dual\"|\"fused_mlp\", bias=false, dtype=, device=}]) -> down(gelu_tanh(gate(x)) * up(x)); 5 / 4 / 2 / 1 kernels per forward (fused_mlp: wb.geglu_mlp, 1 on the cpu, 2 on cuda; needs bias=false); m.impl can be switched",
     ["wb.graph.capture"] = "wb.graph.capture(fn, ...) -> g: runs fn once recording its kernel launches; g:replay() re-issues them, g.outputs are fn's results, g:nodes() the kernels, g:recapture(...) records fn again (cuda: cudaGraphExecUpdate), g:held_bytes() what it keeps alive, g:input(t) declares a captured input (-> its index), g:bind(i, t) replays on t instead (no copy), g:run(range, t1, ...) binds every input and replays inside a profiler range, g:release()",
     ["wb.profiler.profile"] = "wb.profiler.profile(opts[, fn]) -> p: p:start() p:step() p:stop() p:events() p:table{} p:key_averages{} p:expect{} p:findings() (what the profile shows: {rule, severity, message, evidence}) p:explain() (prints them) p:export_chrome_trace(path) p:export_stacks(path) (folded stacks for flamegraph.pl/speedscope) p:export_memory_timeline(path) (JSON + HTML chart; needs profile_memory) p:range_instances(name) (each instance of a range: its kernels, kernel and host time) p:each_event(filter) (events{cat=, lane=, name=, from_ns=, to_ns=, first=, limit=} builds only those); opts: activities, schedule, record_shapes, with_stack, with_flops, profile_memory, on_trace_ready, max_memory (default 256 MiB), memory_policy (\"spill\" | \"ring\" | \"stop\"), spill_dir, max_events; see also wb.profiler.load_trace",
+    ["wb.profiler.per_call"] = "wb.profiler.per_call(fn[, {calls=5, range=\"call\", device=\"cpu\", kernels=n}]) -> {kernels, host_us, kernel_events, profile}: the kernels one call of fn launches and its host time (medians over calls profiled calls, each in the named range; on cuda host time is the launches' and kernels are counted over all calls); kernels=n checks every call launched n (p:expect)",
     ["wb.profiler.range"] = "wb.profiler.range(name, fn, ...) -> fn(...) inside a named range of the running profiler session",
     ["wb.profiler.diff"] = "wb.profiler.diff(pa, pb[, {min_effect=0.05, per_occurrence=false}]) -> two stopped " ..
         "profiles aligned node by node: {changes (replacements, added, removed, kernel kind changes), kernels {gone, " ..
@@ -175,7 +181,7 @@ for _, op in ipairs(wb._ops()) do
 end
 TOPICS = TOPICS:gsub("ACTIVATIONS", table.concat(activations, " ")):gsub("ARITHMETIC", table.concat(arithmetic, " "))
 
-local MODULES = {"nn", "graph", "profiler", "openblas", "cuda", "sweep", "args"}
+local MODULES = {"nn", "graph", "profiler", "openblas", "cuda", "sweep", "args", "report"}
 
 -- The documented name of a function value, by searching wb, its modules and tensor methods.
 local function name_of(f)

@@ -6,6 +6,9 @@
 --       /proc/meminfo's MemAvailable (what the kernel can give without swapping), capped by the
 --       cgroup's limit less its usage (cgroup v2 memory.max - memory.current) where one is set
 --   memory.gib(bytes) -> "12.3 GiB"
+--   memory.refusal(need, what) -> nil where `need` bytes fit in what is available (or it cannot be
+--       read), else "WHAT needs about X GiB of memory, and Y GiB is available (where): it would
+--       swap, then be stopped": the line a script prints before it stops, having allocated nothing
 local M = {}
 
 local function read_first(path)
@@ -30,5 +33,14 @@ function M.available()
 end
 
 function M.gib(bytes) return string.format("%.1f GiB", bytes / 2 ^ 30) end
+
+function M.refusal(need, what)
+    if type(need) ~= "number" then error("memory.refusal: need must be a number of bytes, got " .. type(need), 2) end
+    if type(what) ~= "string" then error("memory.refusal: what must be text (what needs it), got " .. type(what), 2) end
+    local free, where = M.available()
+    if not free or need <= free then return nil end
+    return string.format("%s needs about %s of memory, and %s is available (%s): it would swap, then be stopped", what,
+        M.gib(need), M.gib(free), where)
+end
 
 return M

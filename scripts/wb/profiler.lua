@@ -535,6 +535,10 @@ function M.diff(pa, pb, o) return require("wb.diff_text").profiles(pa, pb, o) en
 -- -> pa, pb: two programs profiled interleaved in one process (wb.profiler_ab), for diff.
 function M.ab(o) return require("wb.profiler_ab").run(M.profile, o) end
 
+-- wb.profiler.per_call(fn[, {calls =, range =, device =, kernels =}]): the kernels and host time of
+-- one call of fn, medians of a few profiled calls (wb.profiler_calls)
+function M.per_call(fn, o) return require("wb.profiler_calls").per_call(M.profile, fn, o) end
+
 -- wb.profiler.load_trace(path[, {max_memory=, memory_policy=, spill_dir=}]): a Chrome trace (.json
 -- or .json.gz; the workbench's, torch.profiler's or another tool's: wb.trace), read back in one streaming pass into a stopped profile:
 -- p:table(), p:key_averages(), p:events(), p:findings(), p:export_chrome_trace() as after recording.

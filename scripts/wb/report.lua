@@ -9,6 +9,7 @@
 --            points={{name=, intensity=, gflops=[, kernel=, bytes=, roof=, roof_gbs=]}}}
 --   render(spec, rows): one of them drawn from results rows by a spec that is data (saved with the
 --       results, so `workbench merge` draws the merged rows' charts); page_head(title): the page's head
+--   kernel_work(events), findings_tables(points, {by=, at=}): a report's parts from profiles (below)
 -- Each chart returns an HTML <figure> with axis titles, tooltips (<title>) on every point, a legend
 -- under the plot (never cut) and a caption. Numbers are shown to 3 significant digits.
 
@@ -424,6 +425,56 @@ function M.render(spec, rows)
     end
     if #o.points == 0 then return "<p>" .. esc(spec.title or "roofline") .. ": no kernels to draw.</p>" end
     return M.roofline(o)
+end
+
+
+-- ---- the parts of a report that come from profiles ----
+
+-- kernel_work(events) -> flops, bytes, ns: three arrays, one entry per event with flops, bytes and a
+-- duration (kernels), as a row keeps them for a roofline spec (flops=, bytes=, ns= name the columns)
+function M.kernel_work(events)
+    if type(events) ~= "table" then
+        error("report.kernel_work: events must be an array of events, got " .. type(events), 2)
+    end
+    local flops, bytes, ns = {}, {}, {}
+    for i, e in ipairs(events) do
+        if type(e) ~= "table" then
+            error(string.format("report.kernel_work: events[%d] is a %s, not an event", i, type(e)), 2)
+        end
+        if num(e.bytes) and num(e.flops) and num(e.dur_ns) and e.bytes > 0 and e.flops > 0 and e.dur_ns > 0 then
+            flops[#flops + 1], bytes[#bytes + 1], ns[#ns + 1] = e.flops, e.bytes, e.dur_ns
+        end
+    end
+    return flops, bytes, ns
+end
+
+-- findings_tables(points, {by=, at=}) -> the report's tables of findings (results' report.tables): one
+-- per value of the field `by` (in the order they first come), titled "Findings: <value>", a row per
+-- finding: the point's `at`, severity, rule, message (with a note where a figure about time is
+-- unreliable). points: {{[by]=, [at]=, findings={{rule=, severity=, message=, unreliable=}, ...}}, ...}
+function M.findings_tables(points, o)
+    local function bad(fmt, ...) error("report.findings_tables: " .. string.format(fmt, ...), 3) end
+    if type(points) ~= "table" then bad("points must be an array of {findings=, ...}, got %s", type(points)) end
+    if type(o) ~= "table" or type(o.by) ~= "string" or type(o.at) ~= "string" then
+        bad("options must be {by=field, at=field} (e.g. {by=\"mode\", at=\"tokens\"})")
+    end
+    local tables, table_of = {}, {}
+    for i, p in ipairs(points) do
+        if type(p) ~= "table" or type(p.findings) ~= "table" or p[o.by] == nil then
+            bad("points[%d] must be {%s=, %s=, findings={...}}", i, o.by, o.at)
+        end
+        local key = tostring(p[o.by])
+        local t = table_of[key]
+        if not t then
+            t = {title = "Findings: " .. key, header = {o.at, "severity", "rule", "finding"}, rows = {}}
+            table_of[key], tables[#tables + 1] = t, t
+        end
+        for _, f in ipairs(p.findings) do
+            local note = f.unreliable and " (the machine was busy: a figure about time is unreliable)" or ""
+            t.rows[#t.rows + 1] = {p[o.at], f.severity, f.rule, tostring(f.message) .. note}
+        end
+    end
+    return tables
 end
 
 return M

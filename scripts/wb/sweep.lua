@@ -39,6 +39,8 @@ end
 local shards = require("wb.sweep_shards")
 M.parse_shard, M.assign = shards.parse_shard, shards.assign
 function M.groups(axes, points, paired) return shards.groups(axes, points, paired, M.point_name) end
+-- again='s usual rule: the points of the groups not settled yet (wb.sweep_rounds)
+M.unsettled = require("wb.sweep_rounds").unsettled
 
 local STAT_NAMES = {n = true, median = true, p10 = true, p25 = true, p75 = true, p90 = true, iqr = true, noise = true}
 
