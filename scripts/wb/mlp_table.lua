@@ -1,10 +1,13 @@
--- wb.mlp_table: the main job's text table (experiments/mlp_sweep.lua), within 120 columns: one
--- row per mode and per peer at each token count with its verdict against eager (wb.verdict's rule,
--- the one compare uses), taken on the medians shown; then our fastest mode against each peer, and
--- the footer that says what each figure is, the rounds each token count took and the peers' builds.
+-- wb.mlp_table: the main job's text table (experiments/mlp_sweep.lua), within 120 columns: a note
+-- first where a point is above the calibrated peak, then one row per mode and per peer at each
+-- token count with its verdict against eager (wb.verdict's rule, the one compare uses), taken on
+-- the medians shown; then our fastest mode against each peer, and the footer that says what each
+-- figure is, the rounds each token count took and the peers' builds.
 --
---   require("wb.mlp_table").print{by_tokens =, run_tokens =, peers =, peer_timing =, info =, cuda =,
---       flops_of =, bytes_of =, rounds =, max_rounds =, torch =, dnnl =, wait_policy =, target_noise =}
+--   require("wb.mlp_table").print(run, by_tokens): run, the main job's state as wb.mlp_report reads it
+--       ({info =, device =, rounds =, max_rounds =, torch =, dnnl =, run_tokens =}) and peers =
+--       {{name =, prefix =, timing = function(tokens) -> wb.verdict's timing or nil}}, flops_of =,
+--       bytes_of = (functions of a token count), target_noise =; by_tokens: the rows per token count
 local calibrate = require("wb.calibrate")
 local stats = require("wb.stats")
 local verdict_rule = require("wb.verdict")
@@ -12,11 +15,20 @@ local words = require("wb.words")
 
 local M = {}
 
-function M.print(c)
-    local by_tokens, run_tokens, PEERS, peer_timing, info, cuda = c.by_tokens, c.run_tokens, c.peers, c.peer_timing,
-        c.info, c.cuda
+function M.print(c, by_tokens)
+    local run_tokens, PEERS, info, cuda = c.run_tokens, c.peers, c.info, c.device == "cuda"
     local flops_of, bytes_of, rounds, max_rounds = c.flops_of, c.bytes_of, c.rounds, c.max_rounds
-    local torch, dnnl, wait_policy, TARGET_NOISE = c.torch, c.dnnl, c.wait_policy, c.target_noise
+    local torch, dnnl, wait_policy, TARGET_NOISE = c.torch, c.dnnl, c.torch.wait_policy, c.target_noise
+    -- % of peak above 100 means the ceiling is wrong (calibrated low, or under load): never shown
+    -- as an ordinary figure (marked "!"; wb.device_info's calibration says how it was measured)
+    local above = 0
+    for _, t in ipairs(run_tokens) do
+        for _, r in ipairs(by_tokens[t]) do if r.pct_peak > 100 then above = above + 1 end end
+    end
+    if above > 0 then
+        print(words.wrap(string.format("note: %s above the calibrated peak (marked !): the ceiling is too low; %s",
+            words.plural(above, "point is", "points are"), info.calibrated), 120, "  "))
+    end
     -- The main table, within 120 columns: one row per mode and per peer at each token count, each
     -- with its verdict against eager (wb.verdict's rule, the one compare uses), taken on the medians
     -- shown; the bracket: the range of the same ratio taken round by round (a 95% interval from 6
@@ -68,7 +80,7 @@ function M.print(c)
         for _, r in ipairs(by_tokens[t]) do if not best or r.median_ms < best.median_ms then best = r end end
         local parts = {}
         for _, pr in ipairs(PEERS) do
-            local tp = peer_timing(pr.peer, t)
+            local tp = pr.timing(t)
             if tp and best[pr.prefix .. "_ms"] then
                 local ours = {samples = best.samples_ms, per_round = best.samples_ms_per_round}
                 local v, ratio = verdict_rule.verdict(tp, ours)

@@ -11,7 +11,8 @@
 --   torch.round(tokens, {dim =, hidden =, threads =, dtype =, rounds =, min_time_ms =}): one round;
 --       the samples go to torch.samples[t] (torch.per_round[t]: how many each round gave);
 --       torch.version, .blas, .label once it answered; torch.failed when it did not
---   require("wb.torch_peer").keep(peer, t, samples): a round's samples of any peer, kept the same way
+--   require("wb.torch_peer").keep(peer, t, samples): a round's samples of any peer, kept the same way;
+--   .timing(peer, t): its timing at t tokens for wb.verdict, or nil
 local M = {}
 
 -- A peer's samples per token count, kept round by round (per_round: one count per round), so its
@@ -21,6 +22,12 @@ function M.keep(peer, t, samples)
     for _, v in ipairs(samples) do s[#s + 1] = v end
     per[#per + 1] = #samples
     peer.samples[t], peer.per_round[t] = s, per
+end
+
+-- A peer's timing at a token count (wb.verdict's {samples =, per_round =}), or nil where it did not run.
+function M.timing(peer, t)
+    if not peer.samples[t] then return nil end
+    return {samples = peer.samples[t], per_round = peer.per_round[t]}
 end
 
 local function exists(path)
