@@ -66,6 +66,37 @@ function TestGpu:test_pointwise_match_cpu()
     within(wb.geglu(g:to{device = "cuda"}, u:to{device = "cuda"}), program(glu, {g, u}), "geglu f32x4")
     local g16, u16 = g:to{dtype = "bf16"}, u:to{dtype = "bf16"}
     within(wb.geglu(g16:to{device = "cuda"}, u16:to{device = "cuda"}), program(glu, {g16, u16}), "geglu bf16x8")
+    -- every activation of the list (act_list.h) runs the plugin's kernel of its line (the list's
+    -- CUDA column, one kernel named after it), a few ULPs from the cpu's in f32 and one bf16
+    -- rounding from it in bf16
+    local acts = 0
+    for _, op in ipairs(wb._ops()) do
+        if not op.method then
+            acts = acts + 1
+            for _, c in ipairs({{"f32", 2e-6}, {"bf16", 8e-3}}) do
+                local x = a:to{device = "cpu", dtype = c[1]}
+                local dx = x:to{device = "cuda"}
+                local p = wb.profiler.profile({activities = {"cpu", "device"}}, function()
+                    wb.profiler.range("act", function() return wb[op.name](dx) end)
+                    wb.synchronize("cuda")
+                end)
+                local names = {}
+                for _, e in ipairs(p:events()) do if e.cat == "kernel" then names[#names + 1] = e.name end end
+                lu.assertEquals(#names, 1, op.name .. " " .. c[1] .. ": " .. table.concat(names, ", "))
+                lu.assertStrContains(names[1], op.name)
+                local got = wb[op.name](dx):to{device = "cpu", dtype = "f32"}:tolist()
+                local want = wb[op.name](x):to{dtype = "f32"}:tolist()
+                for i = 1, #want do
+                    for j = 1, #want[i] do
+                        local g, w = got[i][j], want[i][j]
+                        lu.assertTrue(math.abs(g - w) <= c[2] * math.max(math.abs(w), 1e-6), string.format(
+                            "%s %s [%d][%d]: device %.9g, cpu %.9g", op.name, c[1], i, j, g, w))
+                    end
+                end
+            end
+        end
+    end
+    lu.assertTrue(acts >= 6, "silu, sigmoid, relu, tanh, exp and softplus at least")
     -- contiguous same-dtype operands take the 16-byte kernels (f32x4, bf16x8)
     for _, dt in ipairs({"f32", "bf16"}) do
         local x, y = wb.randn({64, 128}, {dtype = dt}), wb.randn({64, 128}, {dtype = dt})

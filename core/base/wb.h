@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <wb_kernels/act_list.h>
 #include <wb_kernels/arith_list.h>
 
 #ifdef __cplusplus
@@ -242,12 +243,12 @@ wb_status wb_geglu_mlp(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tens
                        wb_tensor **out);
 wb_status wb_swiglu_mlp(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_tensor *w_down, wb_tensor *b_down,
                         wb_tensor **out);
-/* Elementwise activations, one kernel each (core/ops/activation.c). */
-wb_status wb_silu(wb_tensor *x, wb_tensor **out);    /* x / (1 + exp(-x)) */
-wb_status wb_sigmoid(wb_tensor *x, wb_tensor **out); /* 1 / (1 + exp(-x)) */
-wb_status wb_relu(wb_tensor *x, wb_tensor **out);    /* max(x, 0); NaN stays NaN */
-wb_status wb_tanh(wb_tensor *x, wb_tensor **out);
-wb_status wb_exp(wb_tensor *x, wb_tensor **out);
+/* Elementwise activations, one kernel each (core/ops/activation.c): wb_silu, wb_sigmoid, wb_relu,
+ * wb_tanh, wb_exp, wb_softplus, ...: one function per line of the list they are declared in,
+ * kernels/cpu/include/wb_kernels/act_list.h (its formula column says what each computes). */
+#define WB_ACT_DECLARE(ID, name, ...) wb_status wb_##name(wb_tensor *x, wb_tensor **out);
+WB_ACT_LIST(WB_ACT_DECLARE)
+#undef WB_ACT_DECLARE
 wb_status wb_swiglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out); /* silu(gate) * up, fused */
 /* The same activations as data, in the order of the list they are declared in (one line each,
  * kernels/cpu/include/wb_kernels/act_list.h): the bindings register wb.<name> and t:<name>()

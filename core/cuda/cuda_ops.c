@@ -100,24 +100,31 @@ wb_status wb_cuda_creation_impl(wb_op_call *c) {
 
 /* ---- pointwise ------------------------------------------------------------------------------ */
 
-/* The arithmetic ops of <wb_kernels/arith_list.h> run the plugin's own kernels, named by its ABI;
- * an op of the list that has none yet is refused here, by name. */
-wb_status wb_cuda_binary_impl(wb_op_call *c) {
-    int k;
-    switch (c->def->id) {
-    case WB_OP_ADD: k = WB_CU_EW_ADD; break;
-    case WB_OP_SUB: k = WB_CU_EW_SUB; break;
-    case WB_OP_MUL: k = WB_CU_EW_MUL; break;
-    case WB_OP_DIV: k = WB_CU_EW_DIV; break;
-    default: return wb_error(WB_ERR_UNSUPPORTED, "no cuda kernel for %s yet", c->def->name);
+/* The ops of the lists (<wb_kernels/arith_list.h>: add, sub, mul, div, neg; act_list.h: the
+ * activations) run the plugin's kernel of the same list line: its op code is made from the line,
+ * as the op id is, so every listed op has one. */
+static int listed_code(wb_op_id id) {
+    switch (id) {
+#define LISTED_CODE(ID, ...)                                                                                           \
+    case WB_OP_##ID: return WB_CU_EW_##ID;
+        WB_BINARY_LIST(LISTED_CODE)
+        WB_ARITH_UNARY_LIST(LISTED_CODE)
+        WB_ACT_LIST(LISTED_CODE)
+#undef LISTED_CODE
+    default: return -1;
     }
-    return run_ew(k, c->out, c->in[0], c->in[1], 0, c->def->name, c);
 }
 
-wb_status wb_cuda_unary_impl(wb_op_call *c) {
-    if (c->def->id != WB_OP_NEG) return wb_error(WB_ERR_UNSUPPORTED, "no cuda kernel for %s yet", c->def->name);
-    return run_ew(WB_CU_EW_NEG, c->out, c->in[0], NULL, 0, "neg", c);
+static wb_status run_listed(wb_op_call *c, wb_tensor *b) {
+    int k = listed_code(c->def->id);
+    if (k < 0) return wb_error(WB_ERR_UNSUPPORTED, "no cuda kernel for %s (not an op of the lists)", c->def->name);
+    return run_ew(k, c->out, c->in[0], b, 0, c->def->name, c);
 }
+
+wb_status wb_cuda_binary_impl(wb_op_call *c) { return run_listed(c, c->in[1]); }
+
+/* neg and the activations */
+wb_status wb_cuda_unary_impl(wb_op_call *c) { return run_listed(c, NULL); }
 
 /* sum, mean, max: no cuda kernel yet. The error says what to do rather than copying to the host
  * behind the user's back (a profile would show a device op that ran on the cpu). */

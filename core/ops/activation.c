@@ -1,8 +1,9 @@
 /* activation.c: the elementwise activations of <wb_kernels/act_list.h> (silu, sigmoid, relu,
  * tanh, exp, ...) and the fused swiglu (silu(gate) * up) on the cpu: one kernel each, run by the
  * active ISA's vectorised routine (wb_cpu_act_run, the same math as the GEMM's silu epilogue), and
- * their public entry points. bf16 goes through bf16.c (f32 math, one rounding). No cuda
- * kernels yet. */
+ * their public entry points, wb_<name>(), made by the list. bf16 goes through bf16.c (f32 math,
+ * one rounding). On cuda the activations run the plugin's kernels of the same list (cuda_ops.c);
+ * swiglu has none yet. */
 #include <wb_kernels/gemm.h>
 #include <wb_kernels/pointwise.h>
 
@@ -57,11 +58,11 @@ static wb_status unary(wb_op_id id, wb_tensor *x, wb_tensor **out) {
     return wb_dispatch_out(id, &c, out);
 }
 
-wb_status wb_silu(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_SILU, x, out); }
-wb_status wb_sigmoid(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_SIGMOID, x, out); }
-wb_status wb_relu(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_RELU, x, out); }
-wb_status wb_tanh(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_TANH, x, out); }
-wb_status wb_exp(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_EXP, x, out); }
+/* wb_silu, wb_sigmoid, ..., wb_softplus: one per line of the list (declared in wb.h the same way) */
+#define ACT_ENTRY(ID, NAME, ...)                                                                                       \
+    wb_status wb_##NAME(wb_tensor *x, wb_tensor **out) { return unary(WB_OP_##ID, x, out); }
+WB_ACT_LIST(ACT_ENTRY)
+#undef ACT_ENTRY
 
 /* The list as data, for the bindings (wb.<name>, t:<name>(), wb._ops()); the expressions are
  * the list's own text. */

@@ -10,7 +10,7 @@ wb_status wb_cuda_copy_impl(wb_op_call *c);
 wb_status wb_cuda_fill_impl(wb_op_call *c);
 wb_status wb_cuda_creation_impl(wb_op_call *c);
 wb_status wb_cuda_binary_impl(wb_op_call *c);
-wb_status wb_cuda_unary_impl(wb_op_call *c);
+wb_status wb_cuda_unary_impl(wb_op_call *c); /* neg and the activations */
 wb_status wb_cuda_gelu_impl(wb_op_call *c);
 wb_status wb_cuda_geglu_impl(wb_op_call *c);
 wb_status wb_cuda_mm_impl(wb_op_call *c);

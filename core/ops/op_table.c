@@ -48,7 +48,7 @@
             .allocates_output = 1,                                                                                     \
             .shape = wb_shape_unary,                                                                                   \
             .bytes = wb_bytes_unary,                                                                                   \
-            .impl = {[WB_DEVICE_CPU] = wb_cpu_activation_impl}}
+            .impl = CPU_CUDA(wb_cpu_activation_impl, wb_cuda_unary_impl)}
 #define REDUCE_ROW(ID, NAME)                                                                                           \
     [ID] = {.id = ID,                                                                                                  \
             .name = NAME,                                                                                              \

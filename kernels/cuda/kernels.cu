@@ -1,5 +1,7 @@
 // kernels.cu: our own CUDA kernels (elementwise, GELU, fused GeGLU) and their launchers.
 // Kernels are extern "C" so that traces show plain names (wb_add_kernel, wb_geglu_bf16x8, ...).
+// The elementwise ops of the op lists (<wb_kernels/arith_list.h>, act_list.h) are written by the
+// lists: each op's code, its math (the list's CUDA column), its kernel and its launch.
 // Math is fp32 whatever the storage type; bf16 results are rounded once, to nearest even.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -51,15 +53,21 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
 
 template <int OP> __device__ __forceinline__ float apply(float a, float b, float value) {
+    float x = a; // the lists' unary expressions are in x, the binary ones in a and b
+    (void)x, (void)b;
     switch (OP) {
     case WB_CU_EW_COPY: return a;
-    case WB_CU_EW_NEG: return -a;
     case WB_CU_EW_GELU_TANH: return gelu_tanh(a);
     case WB_CU_EW_GELU_ERF: return gelu_erf(a);
-    case WB_CU_EW_ADD: return a + b;
-    case WB_CU_EW_SUB: return a - b;
-    case WB_CU_EW_MUL: return a * b;
-    case WB_CU_EW_DIV: return a / b;
+#define EW_ARITH_CASE(ID, NAME, SCALAR, VEC, CUDA, ...)                                                                \
+    case WB_CU_EW_##ID: return CUDA;
+        WB_BINARY_LIST(EW_ARITH_CASE)
+        WB_ARITH_UNARY_LIST(EW_ARITH_CASE)
+#undef EW_ARITH_CASE
+#define EW_ACT_CASE(ID, NAME, VEC, REF, CUDA, ...)                                                                     \
+    case WB_CU_EW_##ID: return CUDA;
+        WB_ACT_LIST(EW_ACT_CASE)
+#undef EW_ACT_CASE
     default: return value; // FILL
     }
 }
@@ -130,14 +138,17 @@ template <int OP, bool BINARY, bool READS> __device__ void ew_dispatch(const EwA
     extern "C" __global__ void __launch_bounds__(256) NAME(EwArgs e) { ew_dispatch<OP, BINARY, READS>(e); }
 
 WB_EW_KERNEL(wb_copy_kernel, WB_CU_EW_COPY, false, true)
-WB_EW_KERNEL(wb_neg_kernel, WB_CU_EW_NEG, false, true)
 WB_EW_KERNEL(wb_gelu_tanh_kernel, WB_CU_EW_GELU_TANH, false, true)
 WB_EW_KERNEL(wb_gelu_erf_kernel, WB_CU_EW_GELU_ERF, false, true)
-WB_EW_KERNEL(wb_add_kernel, WB_CU_EW_ADD, true, true)
-WB_EW_KERNEL(wb_sub_kernel, WB_CU_EW_SUB, true, true)
-WB_EW_KERNEL(wb_mul_kernel, WB_CU_EW_MUL, true, true)
-WB_EW_KERNEL(wb_div_kernel, WB_CU_EW_DIV, true, true)
 WB_EW_KERNEL(wb_fill_kernel, WB_CU_EW_FILL, false, false)
+// wb_add_kernel, ..., wb_neg_kernel, wb_silu_kernel, ...: one per op of the lists
+#define WB_EW_BINARY_KERNEL(ID, NAME, ...) WB_EW_KERNEL(wb_##NAME##_kernel, WB_CU_EW_##ID, true, true)
+#define WB_EW_UNARY_KERNEL(ID, NAME, ...)  WB_EW_KERNEL(wb_##NAME##_kernel, WB_CU_EW_##ID, false, true)
+WB_BINARY_LIST(WB_EW_BINARY_KERNEL)
+WB_ARITH_UNARY_LIST(WB_EW_UNARY_KERNEL)
+WB_ACT_LIST(WB_EW_UNARY_KERNEL)
+#undef WB_EW_BINARY_KERNEL
+#undef WB_EW_UNARY_KERNEL
 
 // Fused GeGLU, vectorised: each thread loads 16 bytes of gate and 16 of up (8 bf16 or 4 f32)
 // and stores 16 bytes; GELU in fp32. Rows may have their own leading dimension (the two halves
@@ -213,7 +224,7 @@ extern "C" int wbcu_launch_elementwise(const wb_cuda_ew *w, cudaStream_t stream,
     memset(&e, 0, sizeof e);
     e.ndim = w->ndim;
     e.n = 1;
-    bool binary = w->op >= WB_CU_EW_ADD && w->op <= WB_CU_EW_DIV, reads = w->op != WB_CU_EW_FILL;
+    bool binary = WB_CU_EW_IS_BINARY(w->op), reads = w->op != WB_CU_EW_FILL;
     bool contiguous = true;
     int64_t expect = 1;
     for (int d = w->ndim - 1; d >= 0; d--) {
@@ -242,13 +253,14 @@ extern "C" int wbcu_launch_elementwise(const wb_cuda_ew *w, cudaStream_t stream,
     unsigned grid = grid_for(e.vec ? e.n / width : e.n, sm_count);
     switch (w->op) {
     case WB_CU_EW_COPY: wb_copy_kernel<<<grid, kThreads, 0, stream>>>(e); break;
-    case WB_CU_EW_NEG: wb_neg_kernel<<<grid, kThreads, 0, stream>>>(e); break;
     case WB_CU_EW_GELU_TANH: wb_gelu_tanh_kernel<<<grid, kThreads, 0, stream>>>(e); break;
     case WB_CU_EW_GELU_ERF: wb_gelu_erf_kernel<<<grid, kThreads, 0, stream>>>(e); break;
-    case WB_CU_EW_ADD: wb_add_kernel<<<grid, kThreads, 0, stream>>>(e); break;
-    case WB_CU_EW_SUB: wb_sub_kernel<<<grid, kThreads, 0, stream>>>(e); break;
-    case WB_CU_EW_MUL: wb_mul_kernel<<<grid, kThreads, 0, stream>>>(e); break;
-    case WB_CU_EW_DIV: wb_div_kernel<<<grid, kThreads, 0, stream>>>(e); break;
+#define EW_LAUNCH_CASE(ID, NAME, ...)                                                                                  \
+    case WB_CU_EW_##ID: wb_##NAME##_kernel<<<grid, kThreads, 0, stream>>>(e); break;
+        WB_BINARY_LIST(EW_LAUNCH_CASE)
+        WB_ARITH_UNARY_LIST(EW_LAUNCH_CASE)
+        WB_ACT_LIST(EW_LAUNCH_CASE)
+#undef EW_LAUNCH_CASE
     default: wb_fill_kernel<<<grid, kThreads, 0, stream>>>(e); break;
     }
     return (int)cudaGetLastError();

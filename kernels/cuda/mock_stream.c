@@ -42,7 +42,14 @@ static const char *op_name(const op *o) {
     } else if (o->kind == OP_GEN) {
         return mock_intern(o->u.p.k->name); /* extern "C": CUPTI reports the name as written */
     } else {
-        static const char *const ew[] = {"copy", "neg", "gelu_tanh", "gelu_erf", "add", "sub", "mul", "div", "fill"};
+#define EW_NAME(ID, NAME, ...) [WB_CU_EW_##ID] = #NAME,
+        static const char *const ew[WB_CU_EW_COUNT] = {[WB_CU_EW_COPY] = "copy",
+                                                       [WB_CU_EW_FILL] = "fill",
+                                                       [WB_CU_EW_GELU_TANH] = "gelu_tanh",
+                                                       [WB_CU_EW_GELU_ERF] = "gelu_erf",
+                                                       WB_BINARY_LIST(EW_NAME) WB_ARITH_UNARY_LIST(EW_NAME)
+                                                           WB_ACT_LIST(EW_NAME)};
+#undef EW_NAME
         snprintf(buf, sizeof buf, "mock_%s", ew[o->u.e.op]);
     }
     return mock_intern(buf);
@@ -78,16 +85,20 @@ static void run_ew(const wb_cuda_ew *e) {
             ob += idx[d] * e->b_stride[d];
         }
         float a = e->op == WB_CU_EW_FILL ? 0 : ld(e->a, e->a_dtype, oa);
-        float b = e->op >= WB_CU_EW_ADD && e->op <= WB_CU_EW_DIV ? ld(e->b, e->b_dtype, ob) : 0, v;
-        switch (e->op) {
+        float b = WB_CU_EW_IS_BINARY(e->op) ? ld(e->b, e->b_dtype, ob) : 0, x = a, v;
+        switch (e->op) { /* the listed ops: the lists' CUDA column, compiled as C (as the plugin's kernels) */
         case WB_CU_EW_COPY: v = a; break;
-        case WB_CU_EW_NEG: v = -a; break;
         case WB_CU_EW_GELU_TANH: v = gelu_tanh(a); break;
         case WB_CU_EW_GELU_ERF: v = 0.5f * a * (1.0f + erff(a * 0.7071067811865476f)); break;
-        case WB_CU_EW_ADD: v = a + b; break;
-        case WB_CU_EW_SUB: v = a - b; break;
-        case WB_CU_EW_MUL: v = a * b; break;
-        case WB_CU_EW_DIV: v = a / b; break;
+#define EW_ARITH_CASE(ID, NAME, SCALAR, VEC, CUDA, ...)                                                                \
+    case WB_CU_EW_##ID: v = CUDA; break;
+            WB_BINARY_LIST(EW_ARITH_CASE)
+            WB_ARITH_UNARY_LIST(EW_ARITH_CASE)
+#undef EW_ARITH_CASE
+#define EW_ACT_CASE(ID, NAME, VEC, REF, CUDA, ...)                                                                     \
+    case WB_CU_EW_##ID: v = CUDA; break;
+            WB_ACT_LIST(EW_ACT_CASE)
+#undef EW_ACT_CASE
         default: v = (float)e->value; break;
         }
         st(e->out, e->out_dtype, oo, v);

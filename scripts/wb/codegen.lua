@@ -248,9 +248,6 @@ struct wb_cuda_poi_args {
     i64 parallel_min;
 };
 static_assert(sizeof(wb_cuda_poi_args) == 464, "wb_cuda_poi_args changed");
-__device__ __forceinline__ float wb_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float wb_silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float wb_relu(float x) { return x != x ? x : (x > 0.0f ? x : 0.0f); }
 __device__ __forceinline__ float wb_gelu_tanh(float x) {
     float y = 0.7978845608028654f * (x + 0.044715f * x * x * x);
     return x / (1.0f + expf(-2.0f * y));

@@ -64,13 +64,34 @@ static void test_op_table(void) {
     }
     const int64_t shape[] = {3};
     wb_tensor *x, *y = (wb_tensor *)&y;
+    double v[3];
     CHECK_OK(wb_tensor_empty(WB_F32, WB_DEVICE_CPU, 1, shape, &x));
     CHECK_ERR(wb_unary(n, x, &y), WB_ERR_ARGUMENT, "no such activation");
     CHECK(y == NULL);
     CHECK_ERR(wb_unary(-1, x, &y), WB_ERR_ARGUMENT, "no such activation");
+    /* wb_<name>() of every activation, made by the list: the same op as wb_unary(i) */
+    typedef wb_status (*act_entry)(wb_tensor *, wb_tensor **);
+#define ACT_ENTRY(ID, name, ...) wb_##name,
+    static const act_entry entries[] = {WB_ACT_LIST(ACT_ENTRY)};
+#undef ACT_ENTRY
+    CHECK((int)(sizeof entries / sizeof entries[0]) == n);
+    CHECK_OK(wb_fill_(x, -0.75));
+    for (int i = 0; i < n; i++) {
+        wb_tensor *a, *b;
+        double va[3], vb[3];
+        CHECK_OK(entries[i](x, &a));
+        CHECK_OK(wb_unary(i, x, &b));
+        CHECK_OK(wb_to_doubles(a, va));
+        CHECK_OK(wb_to_doubles(b, vb));
+        CHECK(va[0] == vb[0] && va[0] != -0.75); /* each one computes something */
+        wb_tensor_free(a), wb_tensor_free(b);
+    }
+    CHECK_OK(wb_softplus(x, &y)); /* softplus(-0.75) = log(1 + e^-0.75) = 0.38687... */
+    CHECK_OK(wb_to_doubles(y, v));
+    CHECK(fabs(v[0] - 0.38687) < 1e-5);
+    wb_tensor_free(y);
     CHECK_OK(wb_fill_(x, 0.0));
     CHECK_OK(wb_unary(1, x, &y)); /* sigmoid(0) = 0.5 */
-    double v[3];
     CHECK_OK(wb_to_doubles(y, v));
     CHECK(v[0] == 0.5 && v[2] == 0.5);
     wb_tensor_free(x), wb_tensor_free(y);

@@ -17,11 +17,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <wb_kernels/act_list.h>
+#include <wb_kernels/arith_list.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define WB_CUDA_ABI_VERSION 4
+#define WB_CUDA_ABI_VERSION 5
 #define WB_CUDA_MAX_DIMS    8 /* = WB_MAX_DIMS */
 
 /* Element types: the values equal wb_dtype's. */
@@ -36,19 +39,23 @@ enum { WB_CU_COPY_H2D = 0, WB_CU_COPY_D2H, WB_CU_COPY_D2D };
  * "gelu_tanh" is cuBLASLt's GELU epilogue; the erf form has no cuBLASLt epilogue). */
 enum { WB_CU_ACT_NONE = 0, WB_CU_ACT_GELU_TANH = 1, WB_CU_ACT_GELU_ERF = 2 };
 
-/* Elementwise ops of the generic strided kernel. */
+/* Elementwise ops of the generic strided kernel: four of the plugin's own, then one per op of the
+ * lists (<wb_kernels/arith_list.h>: a op b, then op a; <wb_kernels/act_list.h>: the activations),
+ * whose math is the list's CUDA column and whose kernel is wb_<name>_kernel. */
+#define WB_CU_EW_LISTED(ID, ...) WB_CU_EW_##ID,
 enum {
     WB_CU_EW_COPY = 0, /* out = a (also converts dtype) */
-    WB_CU_EW_NEG,
+    WB_CU_EW_FILL,     /* out = value */
     WB_CU_EW_GELU_TANH,
     WB_CU_EW_GELU_ERF,
-    WB_CU_EW_ADD,
-    WB_CU_EW_SUB,
-    WB_CU_EW_MUL,
-    WB_CU_EW_DIV,
-    WB_CU_EW_FILL, /* out = value */
-    WB_CU_EW_COUNT
+    WB_BINARY_LIST(WB_CU_EW_LISTED) WB_ARITH_UNARY_LIST(WB_CU_EW_LISTED) WB_ACT_LIST(WB_CU_EW_LISTED) WB_CU_EW_COUNT
 };
+#undef WB_CU_EW_LISTED
+/* The binary ops' codes are the run after GELU_ERF: whether an op reads b. */
+#define WB_CU_EW_ONE(...) +1
+enum { WB_CU_EW_FIRST_BINARY = WB_CU_EW_GELU_ERF + 1, WB_CU_EW_BINARY_COUNT = 0 WB_BINARY_LIST(WB_CU_EW_ONE) };
+#undef WB_CU_EW_ONE
+#define WB_CU_EW_IS_BINARY(op) ((op) >= WB_CU_EW_FIRST_BINARY && (op) < WB_CU_EW_FIRST_BINARY + WB_CU_EW_BINARY_COUNT)
 
 typedef struct wb_cuda_info {
     char name[256];

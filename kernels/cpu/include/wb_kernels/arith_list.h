@@ -2,7 +2,8 @@
  * Every other place derives from these lists: the kernels' op enums, scalar loops and bf16 path;
  * the core's op ids, op-table rows and wb_<name>(); wb.<name>, t:<name>() and the tensor's
  * metamethod in Lua; wb.compile's traced names, the generated kernels' expressions and help's
- * entries (through wb._ops()). Eager cuda kernels are the plugin's own (core/cuda/cuda_ops.c). */
+ * entries (through wb._ops()); the CUDA plugin's op codes (wb_cuda_abi.h) and eager kernels
+ * wb_<name>_kernel (kernels.cu, and the mock plugin's). */
 #ifndef WB_KERNELS_ARITH_LIST_H
 #define WB_KERNELS_ARITH_LIST_H
 
@@ -12,7 +13,8 @@
  *   name        wb.<name>(a, b), t:<name>(b), wb_<name>(a, b, &out) in C, the op and kernel name
  *   SCALAR      the math on one pair of floats, a C expression in `a` and `b` (the CPU loops)
  *   VEC         the generated C kernels' math over vecmath.inc's vector type, in `a` and `b`
- *   CUDA        the generated CUDA kernels' math, a CUDA C expression in `a` and `b` (float)
+ *   CUDA        the math on the device (the eager cuda kernel's and the generated CUDA kernels'), a
+ *               CUDA C expression in `a` and `b` (float) that is also C (the mock plugin's)
  *   operator    the Lua operator that calls the op ("+": a + b), "" for none
  *   metamethod  the tensor's metamethod for that operator ("__add"), "" for none
  *   formula     what help prints after "wb.<name>(a, b) -> "
