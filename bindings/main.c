@@ -315,9 +315,9 @@ int main(int argc, char **argv) {
     luaL_requiref(L, "wb", luaopen_wb, 1);
     lua_pop(L, 1);
     set_arg(L, argc, argv, o.script_index);
-    if (o.subcommand) { /* scripts/wb/<subcommand>.lua does the work; its main() returns the exit status */
+    if (o.subcommand) { /* scripts/wb/cmd/<subcommand>.lua does the work; its main() returns the exit status */
         lua_getglobal(L, "require");
-        lua_pushfstring(L, "wb.%s", o.subcommand);
+        lua_pushfstring(L, "wb.cmd.%s", o.subcommand);
         rc = wb_lua_docall(L, 1, 1) == LUA_OK ? 0 : 2;
         if (rc == 0) {
             lua_getfield(L, -1, "main");

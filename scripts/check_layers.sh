@@ -14,6 +14,9 @@
 #   one clock: only core/base/clock.h reads the time (wb_now_ns), in the core and the bindings
 #   no `if cuda` outside the backend's own files: WB_DEVICE_CUDA appears only in the device
 #                  registry, the op table's device column and the wb.cuda bindings
+#   scripts/wb/    the Lua library: no module requires a command (scripts/wb/cmd/, what `workbench
+#                  <subcommand>` runs), and no modules require each other in a circle (a require
+#                  inside a function counts: it is a circle the first call closes)
 # Usage: scripts/check_layers.sh [BUILD_DIR]   (with BUILD_DIR, also checks the calls
 #                                               between its objects and the executable's links)
 set -u
@@ -185,6 +188,40 @@ calls() {
         bad=1
     fi
 }
+# The Lua library: "module dependency" for every require("wb.X") in scripts/wb (lazy ones too).
+lua_edges=$(find scripts/wb -name '*.lua' | sort | while read -r f; do
+    m=$(echo "$f" | sed 's|^scripts/wb/||; s|\.lua$||; s|/|.|g')
+    grep -o 'require("wb\.[A-Za-z0-9_.]*")' "$f" | sed 's/require("wb\.\(.*\)")/\1/' | sort -u |
+        while read -r d; do [ "$d" != "$m" ] && echo "$m $d"; done
+done)
+hits=$(echo "$lua_edges" | awk '$1 !~ /^cmd\./ && $2 ~ /^cmd\./ {print "wb." $1 " requires wb." $2}')
+if [ -n "$hits" ]; then
+    echo "check_layers: a library module requires a command (scripts/wb/cmd/ is above the library):" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
+circles=$(echo "$lua_edges" | awk '
+    NF == 2 { adj[$1] = adj[$1] " " $2; node[$1]; node[$2] }
+    function visit(u,   i, n, next_, v, j, s) {
+        color[u] = 1; path[++depth] = u
+        n = split(adj[u], next_, " ")
+        for (i = 1; i <= n; i++) {
+            v = next_[i]
+            if (color[v] == 1) {
+                s = "wb." v
+                for (j = depth; j >= 1 && path[j] != v; j--) s = "wb." path[j] " -> " s
+                print "wb." v " -> " s
+            } else if (color[v] == 0) visit(v)
+        }
+        depth--; color[u] = 2
+    }
+    END { for (u in node) if (color[u] == 0) visit(u) }')
+if [ -n "$circles" ]; then
+    echo "check_layers: Lua modules that require each other in a circle:" >&2
+    echo "$circles" | sed 's/^/  /' >&2
+    bad=1
+fi
+
 if [ -n "$build" ]; then
     # the objects of a target whose source is still in the tree (a build folder keeps the objects
     # of files since moved or deleted)
@@ -205,5 +242,5 @@ if [ -n "$build" ]; then
     calls "the CUDA plugin" $(objs wb_cuda)
 fi
 
-[ "$bad" -eq 0 ] && echo "check_layers: ok (core, kernels, bindings and the executable keep their lines)"
+[ "$bad" -eq 0 ] && echo "check_layers: ok (core, kernels, bindings, the Lua library and the executable keep their lines)"
 exit "$bad"

@@ -1,14 +1,15 @@
 #!/bin/sh
 # test_layers.sh: scripts/check_layers.sh passes on the tree and its build, and fails on each kind
 # of crossing planted into a copy of them (so the check cannot pass by checking nothing): includes
-# and clocks in the sources, calls between floors and call circles in the objects.
+# and clocks in the sources, Lua requires of commands and in circles, calls between floors and call
+# circles in the objects.
 # Usage: tests/test_layers.sh SOURCE_DIR BUILD_DIR
 set -u
 src=$1 build=$2
 sh "$src/scripts/check_layers.sh" "$build" || { echo "FAIL: the tree itself crosses a line"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-(cd "$src" && tar cf - CMakeLists.txt core kernels bindings scripts/check_layers.sh) | (cd "$tmp" && tar xf -)
+(cd "$src" && tar cf - CMakeLists.txt core kernels bindings scripts/check_layers.sh scripts/wb) | (cd "$tmp" && tar xf -)
 fails=0
 plant() { # FILE LINE WHAT
     cp "$tmp/$1" "$tmp/saved"
@@ -34,6 +35,8 @@ plant bindings/l_host.c 'static void t(struct timespec *ts) { clock_gettime(CLOC
 plant core/cpu/peak.c 'static void t(struct timeval *tv) { gettimeofday(tv, 0); }' "a second clock in the core"
 plant CMakeLists.txt 'target_include_directories(wb_cuda_mock PRIVATE kernels/cuda core/base)' "a kernel target includes a core folder"
 plant core/base/storage.c '#include "profiler.h"' "a floor includes a header of a floor above it"
+plant scripts/wb/stats.lua 'local function f() return require("wb.cmd.diff") end' "a library module requires a command"
+plant scripts/wb/words.lua 'local function f() return require("wb.profiler") end' "two Lua modules in a circle (a lazy require)"
 
 # Calls: the check reads them from the build's objects, so the plants are objects compiled here
 # (each with its source beside the copy of the tree, as the check only reads objects whose

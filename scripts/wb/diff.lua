@@ -1,5 +1,5 @@
 -- wb.diff: two profiles (p:events() of stopped sessions, or Chrome traces the workbench wrote, read
--- back by wb.findings_trace) aligned node by node: what changed in the structure, which nodes got
+-- back by wb.profiler.load_trace) aligned node by node: what changed in the structure, which nodes got
 -- faster or slower beyond the noise (compare's rule), and where the total's change went.
 --
 -- A node is a range, a host op, a runtime call or a device kernel, named by its path: the ranges
@@ -482,9 +482,6 @@ function M.diff(ma, mb, o)
     end
     return r
 end
-
--- `workbench diff ...` (bindings/main.c requires wb.<subcommand> and calls its main)
-function M.main(args) return require("wb.diff_text").main(args) end
 
 -- The largest percentage by which the total or a node is SLOWER (0 when none is).
 function M.worst_slower(r)

@@ -1,7 +1,7 @@
 -- wb.history: every results file kept in one SQLite database (bindings/l_history.c), so that a
 -- row's timings can be followed over weeks of commits. This file is the store: where the
 -- database lives, its schema and migrations, importing results files, reading series, gc.
--- Change points: wb.changepoints; the HTML report: wb.history_report; the command: wb.history_cli.
+-- Change points: wb.changepoints; the HTML report: wb.history_report; the command: wb.cmd.history.
 --
 -- A run is one results file (its bytes' digest makes a second import of the same file a no-op);
 -- a series is experiment + run-wide config + row, cut wherever the machine (CPU model, ISA, GPU,
@@ -447,8 +447,5 @@ function M.record(json_path, say)
         msg, json_path))
     return false, msg
 end
-
--- Entry point for `workbench history ...` (wb.history_cli): returns the exit status.
-function M.main(args) return require("wb.history_cli").main(args) end
 
 return M

@@ -314,7 +314,7 @@ end
 function Profiler:_findings_context()
     if self.findings_ctx then return self.findings_ctx end
     local on_cuda = self:stats().device_lane
-    local fields = self.trace_members and require("wb.trace").fields(self)
+    local fields = self.trace_members and require("wb.trace_info").fields(self)
     if fields then -- another tool's trace: not this machine's ceilings; the rules its fields allow
         self.findings_ctx = {device = on_cuda and "cuda" or "cpu", fields = fields}
         return self.findings_ctx

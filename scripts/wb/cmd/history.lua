@@ -1,4 +1,4 @@
--- wb.history_cli: `workbench history add|list|show|check|report|gc [--db PATH]`, the command
+-- wb.cmd.history: `workbench history add|list|show|check|report|gc [--db PATH]`, the command
 -- over wb.history (the store), wb.changepoints (where series changed) and wb.history_report.
 -- Exit status: 0; 1 for check --fail-on-regression when a series' newest segment is slower by
 -- more than PCT; 2 with a one-line message for bad input or a database that cannot be used
