@@ -41,7 +41,7 @@ function test_kineto_cpu_only_explains_and_lists_the_rules_it_skipped()
     lu.assertEquals(code, 0, err)
     lu.assertStrContains(out, "a torch.profiler trace (Kineto JSON): 44 ops, 4 steps")
     lu.assertStrContains(out, "[skipped] host_bound: the trace has no device kernels; record with activities=")
-    lu.assertStrContains(out, "[skipped] view: the trace has no data flow")
+    lu.assertStrContains(out, "[info] view: aten::t is a view") -- read from the op tree, not a data flow
     local list = cjson.decode((run("explain --json " .. path)))
     local skipped = {}
     for _, f in ipairs(list) do if f.severity == "skipped" then skipped[f.rule] = f.message end end
@@ -196,6 +196,118 @@ function test_diff_of_two_torch_traces_aligns_steps_and_names_added_nodes()
     lu.assertEquals(code, 0, err)
     lu.assertStrContains(out, "aten::copy_")
     lu.assertStrContains(out, "aten::add")
+end
+
+-- The findings of a generated trace by rule: {rule = {finding, ...}}, and the skipped rules' reasons.
+local function findings_of(o)
+    local q = wb.trace.load(T.write(scratch.path(".json"), T.kineto(o)))
+    local list, skipped = q:findings()
+    local by, why = {}, {}
+    for _, f in ipairs(list) do
+        by[f.rule] = by[f.rule] or {}
+        table.insert(by[f.rule], f)
+    end
+    for _, f in ipairs(skipped) do why[f.rule] = f.message end
+    return by, why
+end
+
+local function find(list, field, value)
+    for _, f in ipairs(list or {}) do if f.evidence[field] == value then return f end end
+    return nil
+end
+
+-- The eager GeGLU MLP (down(gelu(gate(x)) * up(x)), 16 tokens, 64 -> 256 -> 64, fp32) on a GPU.
+function test_torch_rules_on_an_eager_geglu_mlp_with_gpu_kernels()
+    local by, why = findings_of({steps = 5})
+    -- (a) gelu then mul on [16, 256]: one fused kernel would not write and read it
+    lu.assertEquals(#by.fusion, 1)
+    local f = by.fusion[1]
+    lu.assertEquals(f.evidence.chain, {"aten::gelu", "aten::mul"})
+    lu.assertEquals(f.evidence.intermediate_shape, {16, 256})
+    lu.assertEquals(f.evidence.bytes, 16 * 256 * 4 * 2) -- elements x float x (write + read)
+    lu.assertEquals(f.evidence.instances, 5)
+    lu.assertEquals(f.evidence.time_ns, 5 * (4 + 4) * 1000) -- their kernels' time
+    lu.assertStrContains(f.message, "aten::gelu -> aten::mul could be one kernel")
+    -- (b) aten::t is a view; aten::addmm, aten::linear (with a kernel under them) never are
+    lu.assertEquals(#by.view, 1)
+    lu.assertEquals(by.view[1].evidence.op, "aten::t")
+    lu.assertEquals(by.view[1].evidence.calls, 15)
+    lu.assertEquals(by.view[1].evidence.input_shape, {256, 64})
+    lu.assertNil(by.copy) -- nothing is copied in the eager MLP
+    -- (c) the GEMMs that do the work, with their shapes; aten::linear is their caller, not a GEMM row
+    lu.assertEquals(#by.gemm, 2)
+    local up = find(by.gemm, "k", 64)
+    lu.assertEquals({up.evidence.op, up.evidence.m, up.evidence.n, up.evidence.calls}, {"aten::addmm", 16, 256, 10})
+    lu.assertEquals(up.evidence.flops, 2 * 16 * 256 * 64)
+    lu.assertEquals(up.evidence.shapes, {{256}, {16, 64}, {64, 256}})
+    lu.assertNil(find(by.gemm, "op", "aten::linear"))
+    lu.assertEquals(#by.precision, 1) -- float GEMMs on the GPU
+    lu.assertEquals(by.precision[1].severity, "warn")
+    lu.assertEquals(by.precision[1].evidence.time_ns, 15 * 20 * 1000)
+    lu.assertStrContains(by.precision[1].message, "torch.autocast")
+    -- (d) gelu's and mul's 4 us kernels are small, the GEMMs' 20 us ones are not; launches per op
+    local s = by.small_kernels[1]
+    lu.assertEquals({s.evidence.small, s.evidence.kernels}, {10, 25})
+    lu.assertEquals(s.evidence.small_ns, 10 * 4000)
+    lu.assertEquals(s.severity, "info") -- 40% of the kernels: under half
+    lu.assertNotStrContains(s.message, "aten::addmm")
+    local l = find(by.launches, "op", "aten::addmm")
+    lu.assertEquals({l.evidence.calls, l.evidence.kernels, l.evidence.launches}, {15, 15, 15})
+    lu.assertEquals(l.evidence.launch_ns, 15 * 3000)
+    lu.assertEquals(l.severity, "info") -- a 3 us launch for a 20 us kernel
+    for _, rule in ipairs({"view", "fusion", "gemm", "precision", "small_kernels", "launches", "copy"}) do
+        lu.assertNil(why[rule], rule)
+    end
+    lu.assertNotNil(why.roofline)
+end
+
+function test_torch_rules_on_a_cpu_only_trace_and_without_shapes()
+    local by, why = findings_of({steps = 4, gpu = false})
+    lu.assertEquals(by.fusion[1].evidence.chain, {"aten::gelu", "aten::mul"})
+    lu.assertEquals(by.view[1].evidence.op, "aten::t")
+    lu.assertEquals(#by.gemm, 2)
+    lu.assertStrContains(by.gemm[1].message, "on the CPU")
+    lu.assertNil(by.precision) -- fp32 is the CPU's usual precision
+    lu.assertStrContains(why.precision, "no GPU kernels")
+    lu.assertStrContains(why.small_kernels, "no device kernels")
+    lu.assertStrContains(why.launches, "no device kernels")
+    -- without record_shapes: no fusion, no GEMM sizes, each skipped with the reason; views still found
+    by, why = findings_of({steps = 4, shapes = false})
+    lu.assertNil(by.fusion)
+    lu.assertNil(by.gemm)
+    lu.assertEquals(why.fusion, "the trace has no shapes; record with record_shapes=True")
+    lu.assertEquals(why.gemm, "the trace has no shapes; record with record_shapes=True")
+    lu.assertEquals(by.view[1].evidence.op, "aten::t")
+    lu.assertNil(by.view[1].evidence.input_shape)
+    lu.assertNotNil(by.small_kernels)
+end
+
+function test_a_contiguous_copy_and_a_loop_of_small_adds_are_named()
+    local by = findings_of({steps = 5, variant = "b", adds = 6})
+    lu.assertEquals(#by.copy, 1)
+    local c = by.copy[1]
+    lu.assertEquals(c.evidence.chain, {"aten::contiguous", "aten::clone", "aten::copy_"})
+    lu.assertEquals(c.evidence.device_ns, 5 * 730 * 1000)
+    lu.assertEquals(c.evidence.bytes, 5 * 16 * 256 * 4 * 2)
+    lu.assertEquals(c.severity, "warn")
+    lu.assertStrContains(c.message, "aten::contiguous -> aten::clone -> aten::copy_ is a copy: [16, 256] float")
+    for _, v in ipairs(by.view) do lu.assertNotEquals(v.evidence.op, "aten::contiguous") end
+    -- the adds: a pointwise chain on [16], and most kernels now small
+    local adds = find(by.fusion, "bytes", 5 * 16 * 4 * 2)
+    lu.assertNotNil(adds)
+    lu.assertEquals(#adds.evidence.chain, 6)
+    lu.assertNotNil(find(by.fusion, "bytes", 16 * 256 * 4 * 2)) -- gelu -> mul still
+    lu.assertEquals(by.small_kernels[1].severity, "warn") -- 40 of 60
+    local l = find(by.launches, "op", "aten::add")
+    lu.assertEquals(l.severity, "warn") -- a 3 us launch for a 2 us kernel
+    lu.assertStrContains(l.message, "the launch takes longer than the kernel runs")
+end
+
+function test_bf16_gemms_are_not_a_precision_finding()
+    local by = findings_of({steps = 3, dtype = "c10::BFloat16"})
+    lu.assertNil(by.precision)
+    lu.assertEquals(#by.gemm, 2)
+    lu.assertEquals(by.fusion[1].evidence.bytes, 16 * 256 * 2 * 2)
 end
 
 -- A real torch.profiler recording of an MLP, where python3-torch is installed.

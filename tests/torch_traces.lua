@@ -11,41 +11,43 @@ local M = {}
 
 -- A program: a list of ops per step, each {name, us (host), kernel = {name, us} or nil,
 -- children = {...}, dims = {...}, types = {...}}.
-local function linear(x, w, kernel_us)
-    return {name = "aten::linear", us = 6, dims = {x, w, {w[1]}}, types = {"float", "float", "float"}, children = {
-        {name = "aten::t", us = 1, dims = {w}, types = {"float"}},
-        {name = "aten::addmm", us = 4, dims = {{w[1]}, x, {w[2], w[1]}}, types = {"float", "float", "float"},
+local function linear(x, w, kernel_us, dt)
+    return {name = "aten::linear", us = 6, dims = {x, w, {w[1]}}, types = {dt, dt, dt}, children = {
+        {name = "aten::t", us = 1, dims = {w}, types = {dt}},
+        {name = "aten::addmm", us = 4, dims = {{w[1]}, x, {w[2], w[1]}}, types = {dt, dt, dt},
             kernel = {name = "ampere_sgemm_64x32_sliced1x4_tn", us = kernel_us}},
     }}
 end
 
--- The ops of one step of the eager GeGLU MLP; variant "b" adds a copy and `adds` small adds.
-function M.mlp_step(variant, tokens, dim, hidden, adds)
+-- The ops of one step of the eager GeGLU MLP (down(gelu(gate(x)) * up(x))); variant "b" adds a
+-- copy and `adds` small adds. dtype: torch's name for the tensors' dtype ("float" unless given).
+function M.mlp_step(variant, tokens, dim, hidden, adds, dtype)
     tokens, dim, hidden = tokens or 16, dim or 64, hidden or 256
-    local x, h = {tokens, dim}, {tokens, hidden}
+    local x, h, dt = {tokens, dim}, {tokens, hidden}, dtype or "float"
     local ops = {
-        linear(x, {hidden, dim}, 20), linear(x, {hidden, dim}, 20),
-        {name = "aten::gelu", us = 3, dims = {h}, types = {"float"},
+        linear(x, {hidden, dim}, 20, dt), linear(x, {hidden, dim}, 20, dt),
+        {name = "aten::gelu", us = 3, dims = {h}, types = {dt},
             kernel = {name = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", us = 4}},
-        {name = "aten::mul", us = 3, dims = {h, h}, types = {"float", "float"},
+        {name = "aten::mul", us = 3, dims = {h, h}, types = {dt, dt},
             kernel = {name = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > >", us = 4}},
     }
     if variant == "b" then
-        ops[#ops + 1] = {name = "aten::contiguous", us = 4, dims = {h}, types = {"float"}, children = {
-            {name = "aten::clone", us = 3, dims = {h}, types = {"float"}, children = {
-                {name = "aten::copy_", us = 2, dims = {h, h}, types = {"float", "float"},
+        ops[#ops + 1] = {name = "aten::contiguous", us = 4, dims = {h}, types = {dt}, children = {
+            {name = "aten::clone", us = 3, dims = {h}, types = {dt}, children = {
+                {name = "aten::copy_", us = 2, dims = {h, h}, types = {dt, dt},
                     kernel = {name = "void at::native::elementwise_kernel<128, 2, at::native::direct_copy_kernel_cuda>", us = 730}}}}}}
         for _ = 1, adds or 8 do
-            ops[#ops + 1] = {name = "aten::add", us = 3, dims = {{tokens}, {tokens}}, types = {"float", "float"},
+            ops[#ops + 1] = {name = "aten::add", us = 3, dims = {{tokens}, {tokens}}, types = {dt, dt},
                 kernel = {name = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >", us = 2}}
         end
     end
-    ops[#ops + 1] = linear(h, {dim, hidden}, 20)
+    ops[#ops + 1] = linear(h, {dim, hidden}, 20, dt)
     return ops
 end
 
 -- Kineto JSON as a Lua table. o: steps, variant, gpu (kernels and launches), memory, python,
--- shapes (Input Dims), rank, world, jitter(i) -> extra us, t0.
+-- shapes (Input Dims), dtype (torch's name: "float", "c10::BFloat16"), rank, world, jitter(i) ->
+-- extra us, t0.
 function M.kineto(o)
     o = o or {}
     local ev, pid, tid, stream = {}, 4242, 4242, 7
@@ -98,7 +100,7 @@ function M.kineto(o)
                 args = {["Python id"] = s, ["Python parent id"] = 0}}
             ev[#ev + 1] = py
         end
-        for _, op in ipairs(M.mlp_step(o.variant, o.tokens, o.dim, o.hidden, o.adds)) do emit(op) end
+        for _, op in ipairs(M.mlp_step(o.variant, o.tokens, o.dim, o.hidden, o.adds, o.dtype)) do emit(op) end
         if py then py.dur = t - py.ts end
         if o.gpu ~= false then
             ev[#ev + 1] = {ph = "X", cat = "cuda_runtime", name = "cudaDeviceSynchronize", pid = pid, tid = tid, ts = t,

@@ -28,11 +28,13 @@ void wb_val_free(wb_val *v);
 typedef struct wb_findings_th {
     double imbalance_ratio, imbalance_min_ns;
     double roofline_outlier_ratio; /* a launch this many times slower than the median one is an outlier */
+    double small_kernel_ns;        /* torch traces: a kernel shorter than this is small */
 } wb_findings_th;
 
 /* The groups of every rule, as a map: view, epilogue, layout, fusion, host_bound, imbalance,
  * roofline, sync, memcpy (lists of groups), gaps ({lanes = {...}, workers = {...}}), steps
- * ({delay =, span =}), events and device_events (counts). skip_memory: leave memory events out
+ * ({delay =, span =}), events and device_events (counts), and torch ({view, copy, gemm, fusion,
+ * launches, kernel_sizes}: the rules for torch.profiler's traces, findings_torch.c). skip_memory: leave memory events out
  * (a trace read back for `workbench explain`). */
 wb_status wb_prof_findings_groups(const wb_prof *p, const wb_findings_th *th, int skip_memory, wb_val *out);
 

@@ -293,6 +293,7 @@ oom:
 
 int fx_rule_fusion(fx_index *ix, fx_out *o, wb_val *out);
 int fx_rules_time(fx_index *ix, fx_out *o, wb_val *root);
+int fx_rules_torch(fx_index *ix, fx_out *o, wb_val *root, double small_kernel_ns);
 
 wb_status wb_prof_findings_groups(const wb_prof *p, const wb_findings_th *th, int skip_memory, wb_val *out) {
     memset(out, 0, sizeof *out);
@@ -308,7 +309,8 @@ wb_status wb_prof_findings_groups(const wb_prof *p, const wb_findings_th *th, in
              rule_kernels(&ix, &o, fx_set_list(&o, out, "layout"), R_LAYOUT, th) &&
              fx_rule_fusion(&ix, &o, fx_set_list(&o, out, "fusion")) &&
              rule_kernels(&ix, &o, fx_set_list(&o, out, "imbalance"), R_IMBALANCE, th) &&
-             rule_kernels(&ix, &o, fx_set_list(&o, out, "roofline"), R_ROOFLINE, th) && fx_rules_time(&ix, &o, out);
+             rule_kernels(&ix, &o, fx_set_list(&o, out, "roofline"), R_ROOFLINE, th) && fx_rules_time(&ix, &o, out) &&
+             fx_rules_torch(&ix, &o, out, th->small_kernel_ns);
     fx_index_free(&ix);
     if (!ok || o.oom) {
         wb_val_free(out);

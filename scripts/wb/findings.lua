@@ -28,6 +28,11 @@ M.THRESHOLDS = {
     -- unreliable: other runnable processes, 5% steal, or the thread waiting for a CPU more than
     -- 10% of the recorded steps: times measured then are not the code's own.
     unreliable_run_delay_share = 0.10,
+    -- small_kernels (torch traces): a kernel under 10 us is about as long as launching it costs
+    -- the host (a few us a cudaLaunchKernel), so the GPU soon waits on the launches.
+    small_kernel_ns = 10000,
+    -- launches (torch traces): the ops with the most kernels, this many listed.
+    launches_listed = 5,
 }
 local TH = M.THRESHOLDS
 
@@ -488,12 +493,15 @@ local NEEDS = {
 }
 M.NEEDS = NEEDS
 
+local torch_rules = require("wb.findings_torch")
+
 -- Why `rule` cannot run on a trace carrying `fields` (nil: it can). Requirements in a fixed order.
-local NEED_ORDER = {"kernels", "links", "shapes", "flow", "kernel_kinds", "threads", "work", "machine", "runtime"}
+local NEED_ORDER = {"ops", "kernels", "links", "shapes", "dtypes", "flow", "kernel_kinds", "threads", "work", "machine", "runtime"}
 function M.why_skipped(rule, fields)
     if not fields then return nil end
+    local needs = torch_rules.NEEDS[rule] or NEEDS[rule] -- another tool's trace: the torch forms
     for _, need in ipairs(NEED_ORDER) do
-        local why = NEEDS[rule] and NEEDS[rule][need]
+        local why = needs and needs[need]
         if why and not fields[need] then return why end
     end
     return nil
@@ -506,12 +514,14 @@ end
 function M.analyze_session(session, ctx, skip_memory)
     ctx = ctx or {}
     local G = session:findings_groups(TH.imbalance_ratio, TH.imbalance_min_ns, skip_memory and true or false,
-        TH.roofline_outlier_ratio)
+        TH.roofline_outlier_ratio, TH.small_kernel_ns)
     for _, g in ipairs(G.fusion) do g.inter = {g.first} end
     local out, skipped = {}, {}
-    for _, name in ipairs(ORDER) do
+    -- another tool's trace (ctx.fields: what it carries) gets the rules that read torch's op tree
+    for _, name in ipairs(ctx.fields and torch_rules.ORDER or ORDER) do
         local why = M.why_skipped(name, ctx.fields)
         if why then skipped[#skipped + 1] = {rule = name, severity = "skipped", message = why}
+        elseif ctx.fields and torch_rules.report[name] then torch_rules.report[name](G, out, ctx, TH)
         elseif report[name] then report[name](G[name], out, ctx)
         else time_rules.report[name](G, out, ctx, TH) end
     end
