@@ -196,6 +196,20 @@ function test_diff_of_two_torch_traces_aligns_steps_and_names_added_nodes()
     lu.assertEquals(code, 0, err)
     lu.assertStrContains(out, "aten::copy_")
     lu.assertStrContains(out, "aten::add")
+    -- the attribution names what was added, with its time per step, largest first: the 730 us copy
+    -- before the six 2 us adds, under the device time of the step
+    local device = out:match("\ndevice time of the step.-\nverdicts by")
+    lu.assertNotNil(device, out)
+    local copy_at, copy_us = device:match("()\n%s+%+(%d+%.%d) us  %+ aten::contiguous %(16x256%)\n")
+    local adds_at, adds_us = device:match("()\n%s+%+(%d+%.%d) us  %+ aten::add %(16, 16%)\n")
+    lu.assertNotNil(copy_at, device)
+    lu.assertNotNil(adds_at, device)
+    lu.assertTrue(copy_at < adds_at)
+    lu.assertAlmostEquals(tonumber(copy_us), 730, 730 * 0.03)
+    lu.assertAlmostEquals(tonumber(adds_us), 6 * 2, 6 * 2 * 0.03)
+    -- and the other way round, removed
+    out = run("diff " .. b .. " " .. a)
+    lu.assertStrMatches(out, ".*\ndevice time of the step.-\n%s+%-7%d%d%.%d us  %- aten::contiguous %(16x256%)\n.*")
 end
 
 -- The findings of a generated trace by rule: {rule = {finding, ...}}, and the skipped rules' reasons.

@@ -88,6 +88,24 @@ end
 
 -- The table's columns after the node's: heading, width, and the cell of a row (n: a node of
 -- r.nodes, or the total's {host =, device =, contribution =}).
+-- The attribution's added and removed terms are itemised: this many nodes each, largest first.
+local ALONE_LISTED = 5
+
+-- The rows only one side has, by the path of their parent (the step's own: ""), from the table's
+-- rows, which come in tree order (a node's subtree right after it) with their depth.
+local function alone_children(r)
+    local by, stack = {}, {}
+    for _, n in ipairs(r.nodes) do
+        stack[n.depth] = n.path
+        local parent = n.depth > 1 and stack[n.depth - 1] or ""
+        if n.only then
+            by[parent] = by[parent] or {}
+            table.insert(by[parent], n)
+        end
+    end
+    return by
+end
+
 local COLUMNS = {
     {"count", 5, function(n) return n.count_a and count_text(n) end},
     {"host A", 8, function(n) return n.host and n.host.median_a and ns(n.host.median_a) end},
@@ -193,7 +211,9 @@ function M.format(r, width)
             table.concat(parts, "; ")))
         add("")
     end
-    -- attribution: the change of the mean per step, split exactly
+    -- attribution: the change of the mean per step, split exactly; the added and removed terms
+    -- itemised by node (the table's rows only one side has, under the parent attributed)
+    local alone = alone_children(r)
     for _, metric in ipairs({"host", "device"}) do
         for i, a in ipairs(r.attribution[metric]) do
             if i == 1 or #a.rows > 0 then
@@ -206,6 +226,22 @@ function M.format(r, width)
                 for j, x in ipairs(a.rows) do
                     if j > 8 then add(string.format("  ... %d more", #a.rows - 8)); break end
                     add(fit(string.format("  %12s  %s", signed(x.contribution), x.label), width):gsub("%s+$", ""))
+                end
+                for _, only in ipairs({"B", "A"}) do
+                    local list = {}
+                    for _, n in ipairs(alone[a.parent] or {}) do
+                        local c = n.only == only and n[metric .. "_contribution"]
+                        if c and c ~= 0 then list[#list + 1] = {label = n.label, contribution = c} end
+                    end
+                    table.sort(list, function(x, y) return math.abs(x.contribution) > math.abs(y.contribution) end)
+                    for j, x in ipairs(list) do
+                        if j > ALONE_LISTED then
+                            add(string.format("  ... %d more %s", #list - ALONE_LISTED, only == "B" and "added" or "removed"))
+                            break
+                        end
+                        add(fit(string.format("  %12s  %s %s", signed(x.contribution), only == "B" and "+" or "-", x.label),
+                            width):gsub("%s+$", ""))
+                    end
                 end
             end
         end
