@@ -324,6 +324,18 @@ function test_bf16_gemms_are_not_a_precision_finding()
     lu.assertEquals(by.fusion[1].evidence.bytes, 16 * 256 * 2 * 2)
 end
 
+-- docs/torch-traces.md shows explain's output on the generated GeGLU trace: it is what explain says.
+function test_the_docs_show_what_explain_says_on_the_geglu_trace()
+    local f = assert(io.open(scratch.source() .. "/docs/torch-traces.md"))
+    local page = f:read("a")
+    f:close()
+    local shown = page:match("### On an eager GeGLU MLP.-```text\n(.-)\n```")
+    lu.assertNotNil(shown, "docs/torch-traces.md has no explain output under 'On an eager GeGLU MLP'")
+    local out, err, code = run("explain " .. T.write(scratch.path(".pt.trace.json"), T.kineto({steps = 5})))
+    lu.assertEquals(code, 0, err)
+    lu.assertEquals(shown, (out:gsub("\n$", "")), "docs/torch-traces.md's explain output is stale")
+end
+
 -- A real torch.profiler recording of an MLP, where python3-torch is installed.
 function test_a_real_torch_profiler_trace()
     local probe = io.popen("python3 -c 'import torch' 2>/dev/null && echo yes")
