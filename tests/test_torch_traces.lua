@@ -317,6 +317,16 @@ function test_a_contiguous_copy_and_a_loop_of_small_adds_are_named()
     lu.assertStrContains(l.message, "the launch takes longer than the kernel runs")
 end
 
+-- `gelu(gate(x)) * up(x)` runs up's linear between gelu and mul: still one chain; a GEMM never is a link
+function test_a_fusion_chain_spans_the_linear_between_gelu_and_mul()
+    local by = findings_of({steps = 3, interleaved = true})
+    lu.assertEquals(#by.fusion, 1)
+    lu.assertEquals(by.fusion[1].evidence.chain, {"aten::gelu", "aten::mul"})
+    lu.assertEquals(by.fusion[1].evidence.bytes, 16 * 256 * 4 * 2)
+    by = findings_of({steps = 3, interleaved = true, gpu = false})
+    lu.assertEquals(by.fusion[1].evidence.chain, {"aten::gelu", "aten::mul"})
+end
+
 function test_bf16_gemms_are_not_a_precision_finding()
     local by = findings_of({steps = 3, dtype = "c10::BFloat16"})
     lu.assertNil(by.precision)

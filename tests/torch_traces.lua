@@ -21,7 +21,8 @@ end
 
 -- The ops of one step of the eager GeGLU MLP (down(gelu(gate(x)) * up(x))); variant "b" adds a
 -- copy and `adds` small adds. dtype: torch's name for the tensors' dtype ("float" unless given).
-function M.mlp_step(variant, tokens, dim, hidden, adds, dtype)
+-- interleaved: in the order `gelu(gate(x)) * up(x)` runs them (gate, gelu, up, mul).
+function M.mlp_step(variant, tokens, dim, hidden, adds, dtype, interleaved)
     tokens, dim, hidden = tokens or 16, dim or 64, hidden or 256
     local x, h, dt = {tokens, dim}, {tokens, hidden}, dtype or "float"
     local ops = {
@@ -31,6 +32,7 @@ function M.mlp_step(variant, tokens, dim, hidden, adds, dtype)
         {name = "aten::mul", us = 3, dims = {h, h}, types = {dt, dt},
             kernel = {name = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > >", us = 4}},
     }
+    if interleaved then ops[2], ops[3] = ops[3], ops[2] end
     if variant == "b" then
         ops[#ops + 1] = {name = "aten::contiguous", us = 4, dims = {h}, types = {dt}, children = {
             {name = "aten::clone", us = 3, dims = {h}, types = {dt}, children = {
@@ -46,8 +48,8 @@ function M.mlp_step(variant, tokens, dim, hidden, adds, dtype)
 end
 
 -- Kineto JSON as a Lua table. o: steps, variant, gpu (kernels and launches), memory, python,
--- shapes (Input Dims), dtype (torch's name: "float", "c10::BFloat16"), rank, world, jitter(i) ->
--- extra us, t0.
+-- shapes (Input Dims), dtype (torch's name: "float", "c10::BFloat16"), interleaved (the ops in
+-- the order gelu(gate(x)) * up(x) runs them), rank, world, jitter(i) -> extra us, t0.
 function M.kineto(o)
     o = o or {}
     local ev, pid, tid, stream = {}, 4242, 4242, 7
@@ -100,7 +102,9 @@ function M.kineto(o)
                 args = {["Python id"] = s, ["Python parent id"] = 0}}
             ev[#ev + 1] = py
         end
-        for _, op in ipairs(M.mlp_step(o.variant, o.tokens, o.dim, o.hidden, o.adds, o.dtype)) do emit(op) end
+        for _, op in ipairs(M.mlp_step(o.variant, o.tokens, o.dim, o.hidden, o.adds, o.dtype, o.interleaved)) do
+            emit(op)
+        end
         if py then py.dur = t - py.ts end
         if o.gpu ~= false then
             ev[#ev + 1] = {ph = "X", cat = "cuda_runtime", name = "cudaDeviceSynchronize", pid = pid, tid = tid, ts = t,

@@ -142,7 +142,6 @@ typedef struct tgroup {
     int64_t calls, host_ns, device_ns, kernels, ts, bytes, small, small_ns, launches, launch_ns;
     int has_bytes;
     int32_t first; /* the first member (its shapes are read again for the sentence) */
-    int32_t last;  /* fusion: the first instance's last op */
     const char *kernel;
 } tgroup;
 
@@ -158,7 +157,7 @@ static tgroup *group(groups *gs, const char *key, int32_t first, int64_t ts) {
     int64_t k = wb_keyindex_get(&gs->keys, key, &fresh);
     if (k < 0 || !wb_grow((void **)&gs->g, &gs->cap, (size_t)k + 1, sizeof *gs->g)) return NULL;
     if (fresh) {
-        gs->g[k] = (tgroup){.first = first, .last = first, .ts = ts, .has_bytes = 1};
+        gs->g[k] = (tgroup){.first = first, .ts = ts, .has_bytes = 1};
         gs->n = (size_t)k + 1;
     }
     return &gs->g[k];
@@ -241,63 +240,78 @@ static int same_shape(const fx_op *a, const fx_op *b) {
     return 0;
 }
 
-/* fusion: chains of sibling pointwise ops (each launching its kernels on a GPU trace) on one shape */
+/* Other ops allowed between two links of a chain: `gelu(gate(x)) * up(x)` runs gate's linear,
+ * gelu, up's linear, then mul; the mul still reads gelu's output. */
+#define FUSE_GAP 2
+
+/* The next pointwise sibling after x (one that ran its kernels, on a GPU trace), past at most
+ * FUSE_GAP others, in window w; -1 when there is none. */
+static int32_t next_pointwise(fx_index *ix, const tree *t, int32_t x, int gpu, int64_t w) {
+    int32_t b = t->next[x];
+    for (int others = 0; b >= 0 && others <= FUSE_GAP; b = t->next[b], others++) {
+        if (window_of(ix, ix->op[b].ts) != w) return -1;
+        if ((t->kind[b] & K_POINT) && (!gpu || ix->op[b].nkernels)) return b;
+    }
+    return -1;
+}
+
+/* a chain's ops, joined by " -> ", as a list */
+static void put_chain(fx_out *o, wb_val *m, const char *joined) {
+    wb_val *l = fx_set_list(o, m, "chain");
+    for (const char *s = joined, *arrow; s; s = arrow ? arrow + 4 : NULL) {
+        arrow = strstr(s, " -> ");
+        wb_val *v = fx_add(o, l, NULL);
+        v->type = WB_VAL_STR, v->s = arrow ? strndup(s, (size_t)(arrow - s)) : strdup(s);
+        if (!v->s) v->type = WB_VAL_NIL, o->oom = 1;
+    }
+}
+
+/* fusion: chains of sibling pointwise ops (each launching its kernels on a GPU trace) where each
+ * reads a tensor of the size and dtype the one before wrote, in one window */
 static int fusion(fx_index *ix, const tree *t, fx_out *o, wb_val *out) {
     groups gs = {0};
     static char key[4096];
     int gpu = ix->ndev > 0;
+    int32_t member[64];
     for (size_t s = 0; s <= ix->nop; s++) { /* each op's children, then the top level */
         int32_t a = s < ix->nop ? t->first[s] : t->top_first;
         while (a >= 0) {
-            int32_t b = t->next[a], end = a;
+            int n = 1, has_bytes = 1;
             int64_t bytes = 0, time = 0;
-            int has_bytes = 1;
+            member[0] = a;
             const fx_op *oa = &ix->op[a];
             if ((t->kind[a] & K_POINT) && (!gpu || oa->nkernels)) {
                 int64_t w = window_of(ix, oa->ts);
-                for (; b >= 0; end = b, b = t->next[b]) {
-                    const fx_op *pe = &ix->op[end], *ob = &ix->op[b];
-                    if (!(t->kind[b] & K_POINT) || (gpu && !ob->nkernels) || !same_shape(pe, ob) ||
-                        window_of(ix, ob->ts) != w)
-                        break;
+                for (int32_t b; n < 64 && (b = next_pointwise(ix, t, member[n - 1], gpu, w)) >= 0; member[n++] = b) {
+                    const fx_op *pe = &ix->op[member[n - 1]];
+                    if (!same_shape(pe, &ix->op[b])) break;
                     int k = out_input(pe), size = dtype_size(pe->dtype[k]);
                     if (size) bytes += 2 * pe->numel[k] * size;
                     else has_bytes = 0;
                 }
             }
-            if (end != a) {
-                size_t kl = (size_t)snprintf(key, sizeof key, "%s", oa->name);
-                for (int32_t x = t->next[a]; kl < sizeof key; x = t->next[x]) {
-                    kl += (size_t)snprintf(key + kl, sizeof key - kl, " -> %s", ix->op[x].name);
-                    if (x == end) break;
-                }
-                int k = out_input(oa);
-                if (kl < sizeof key) snprintf(key + kl, sizeof key - kl, "|%lld|%d", (long long)oa->numel[k], oa->dtype[k]);
-                for (int32_t x = a;; x = t->next[x]) {
-                    time += gpu ? t->ktime[x] : ix->op[x].dur;
-                    if (x == end) break;
-                }
-                tgroup *g = group(&gs, key, a, oa->ts);
-                if (!g) goto oom;
-                if (!g->calls) g->last = end; /* the first instance's chain is the one named */
-                g->calls++, g->device_ns += time, g->bytes = bytes, g->has_bytes = has_bytes;
-                a = t->next[end];
-            } else {
+            if (n == 1) {
                 a = t->next[a];
+                continue;
             }
+            size_t kl = 0;
+            for (int i = 0; i < n && kl < sizeof key; i++) {
+                kl += (size_t)snprintf(key + kl, sizeof key - kl, "%s%s", i ? " -> " : "", ix->op[member[i]].name);
+                time += gpu ? t->ktime[member[i]] : ix->op[member[i]].dur;
+            }
+            int k = out_input(oa);
+            if (kl < sizeof key) snprintf(key + kl, sizeof key - kl, "|%lld|%d", (long long)oa->numel[k], oa->dtype[k]);
+            tgroup *g = group(&gs, key, a, oa->ts);
+            if (!g) goto oom;
+            g->calls++, g->device_ns += time, g->bytes = bytes, g->has_bytes = has_bytes;
+            a = t->next[member[n - 1]];
         }
     }
     for (size_t k = 0; k < gs.n; k++) {
         tgroup *g = &gs.g[k];
         wb_val *m = put_group(o, out, gs.keys.key[k], g);
         *strchr(fx_get(m, "name")->s, '|') = '\0'; /* the chain, without its shape key */
-        wb_val *l = fx_set_list(o, m, "chain");
-        for (int32_t x = g->first;; x = t->next[x]) {
-            wb_val *v = fx_add(o, l, NULL);
-            v->type = WB_VAL_STR, v->s = strdup(ix->op[x].name);
-            if (!v->s) v->type = WB_VAL_NIL, o->oom = 1;
-            if (x == g->last) break;
-        }
+        put_chain(o, m, fx_get(m, "name")->s);
         fx_set_int(o, m, "input", out_input(&ix->op[g->first]) + 1);
         if (!put_inputs(ix, o, m, g->first)) return groups_free(&gs), 0;
     }
@@ -356,15 +370,7 @@ static int by_name(fx_index *ix, const tree *t, fx_out *o, wb_val *out, int rule
         wb_val *m = put_group(o, out, gs.keys.key[k], &gs.g[k]);
         char *bar = strchr(fx_get(m, "name")->s, '|');
         if (bar) *bar = '\0';
-        if (rule == R_COPY) {
-            wb_val *l = fx_set_list(o, m, "chain");
-            for (char *s = fx_get(m, "name")->s, *arrow; s; s = arrow ? arrow + 4 : NULL) {
-                arrow = strstr(s, " -> ");
-                wb_val *v = fx_add(o, l, NULL);
-                v->type = WB_VAL_STR, v->s = arrow ? strndup(s, (size_t)(arrow - s)) : strdup(s);
-                if (!v->s) v->type = WB_VAL_NIL, o->oom = 1;
-            }
-        }
+        if (rule == R_COPY) put_chain(o, m, fx_get(m, "name")->s);
         if (!put_inputs(ix, o, m, gs.g[k].first)) return groups_free(&gs), 0;
     }
     groups_free(&gs);
