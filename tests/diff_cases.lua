@@ -99,7 +99,7 @@ end
 
 -- prog{steps =, ranges = {{name, {ops}}}, jitter =, wait =} with ops {name, shapes, dur, kernel =
 -- {fields}, kname}: the events of a constructed program; every step runs the ranges one after the
--- other; jitter(step, i) perturbs each duration; wait(step, step_ns) is the step's run-queue delay
+-- other; jitter(step, i, range name) perturbs each duration of a range's i-th op; wait(step, step_ns) is the step's run-queue delay
 -- (its run_delay_ns); a range's extra(step) adds time inside it after its ops.
 function M.prog(spec)
     local ev, id, ts = {}, 0, 1000
@@ -117,7 +117,7 @@ function M.prog(spec)
             ts = ts + 100
             for i, o in ipairs(r[2]) do
                 id = id + 1
-                local dur = math.floor(o.dur * (spec.jitter and spec.jitter(s, i) or 1))
+                local dur = math.floor(o.dur * (spec.jitter and spec.jitter(s, i, r[1]) or 1))
                 local op = add({cat = "op", name = o.name, ts_ns = ts, dur_ns = dur, id = id, correlation = id,
                     shapes = o.shapes or {{4, 4}}, dtypes = {"f32"}})
                 if o.kernel then

@@ -370,12 +370,12 @@ function M.diff(ma, mb, o)
             "(medians of the run-queue delay): the machine was busy, times include that wait",
             r.wait_ns.a / 1e3, r.wait_ns.b / 1e3)
     end
-    -- the steps: bursts rescaled, busy steps left out, and the unit of a sample (wb.diff_steps)
+    -- the steps: bursts and busy steps left out (or checked), and the unit of a sample (wb.diff_steps)
     local function key_of(n) return HOST[n.cat] and "host" or "device" end
     local pa, pb = steps.plan(ma, key_of, M.MIN_ABS_NS), steps.plan(mb, key_of, M.MIN_ABS_NS)
     local unit = (pa.kept >= steps.MIN_STEPS and pb.kept >= steps.MIN_STEPS) and "step" or "occurrence"
-    r.steps = {unit = unit, a = {burst = pa.burst, busy = pa.busy, left_out = pa.left_out, rescaled = pa.rescaled,
-        kept = pa.kept}, b = {burst = pb.burst, busy = pb.busy, left_out = pb.left_out, rescaled = pb.rescaled,
+    r.steps = {unit = unit, a = {burst = pa.burst, busy = pa.busy, left_out = pa.left_out, checked = pa.check or false,
+        kept = pa.kept}, b = {burst = pb.burst, busy = pb.busy, left_out = pb.left_out, checked = pb.check or false,
         kept = pb.kept}}
     for _, side in ipairs({{"A", ma, pa}, {"B", mb, pb}}) do
         local name, m, plan = side[1], side[2], side[3]
@@ -388,12 +388,13 @@ function M.diff(ma, mb, o)
             r.notes[#r.notes + 1] = string.format("%s: %d of %d steps left out of the verdicts: step(s) %s",
                 name, #plan.left_out, #m.steps, table.concat(why, "; step(s) "))
         end
-        if #plan.rescaled > 0 then
-            local f = {}
-            for i, k in ipairs(plan.rescaled) do f[i] = string.format("%d (%.2fx)", k, plan.factor[k]) end
-            r.notes[#r.notes + 1] = string.format("%s: step(s) %s ran slower as a whole (the median of their " ..
-                "nodes against the quiet steps: a burst of other work, not a node), too many to leave out: their " ..
-                "samples are divided by that factor", name, table.concat(f, ", "))
+        if plan.check then
+            local disturbed = {}
+            for k = 1, #m.steps do if not plan.quiet[k] then disturbed[#disturbed + 1] = k end end
+            r.notes[#r.notes + 1] = string.format("%s: step(s) %s ran slower as a whole or waited for a CPU (a " ..
+                "burst of other work), too many to leave out (fewer than %d quiet steps): a FASTER or SLOWER must " ..
+                "show on the quiet steps alone as well (their medians apart the same way), else it is UNSURE", name, table.concat(disturbed, ", "),
+                steps.MIN_QUIET)
         end
     end
     if unit == "occurrence" and math.min(pa.kept, pb.kept) < steps.MIN_STEPS then
@@ -402,7 +403,7 @@ function M.diff(ma, mb, o)
     end
     -- the factor every aligned node moved by (median of their ratios; nodes above the resolution,
     -- and at least 4 of them, else none): a machine that ran faster or slower while recording
-    -- (the samples as judged: bursts rescaled, busy steps out)
+    -- (the samples as judged: burst and busy steps out)
     local logs = {}
     for _, path in ipairs(ma.order) do
         local a, b = ma.nodes[path], mb.nodes[path]
@@ -430,14 +431,34 @@ function M.diff(ma, mb, o)
         end
         return j
     end
+    -- with bursts over too many steps to leave out: a FASTER or SLOWER must also show on the quiet
+    -- steps alone (too few for a test of their own: their medians' ratio in the same direction and
+    -- at least the minimum effect), else UNSURE
+    local least = math.log(1 + (o.min_effect or compare.MIN_EFFECT))
+    local function held(j, quiet_a, quiet_b)
+        if j and (j.verdict == "SLOWER" or j.verdict == "FASTER") and (pa.check or pb.check) then
+            local shows = false
+            if #quiet_a > 0 and #quiet_b > 0 then
+                local x, y = stats.summarize(quiet_a).median, stats.summarize(quiet_b).median
+                local l = (x > 0 and y > 0) and math.log(y / x) or 0
+                shows = math.abs(l) >= least and (l > 0) == (j.verdict == "SLOWER")
+            end
+            if not shows then j.verdict, j.basis = "UNSURE", "burst" end
+        end
+        return j
+    end
+    local qa, qb = pa.check and pa.quiet or nil, pb.check and pb.quiet or nil
     local function judged(a, b, key)
         local sa, sb = steps.samples(a, key, ma, pa, unit), steps.samples(b, key, mb, pb, unit)
-        return needs_steps(judge(sa, sb, o.min_effect, common), pa, math.min(#sa, #sb))
+        local j = needs_steps(judge(sa, sb, o.min_effect, common), pa, math.min(#sa, #sb))
+        return held(j, steps.samples(a, key, ma, pa, unit, qa), steps.samples(b, key, mb, pb, unit, qb))
     end
-    r.total = {host = needs_steps(judge(steps.step_samples(ma, "host_ns", pa), steps.step_samples(mb, "host_ns", pb),
-            o.min_effect, common), pa, pa.kept),
-        device = needs_steps(judge(steps.step_samples(ma, "device_ns", pa), steps.step_samples(mb, "device_ns", pb),
-            o.min_effect, common), pa, pa.kept)}
+    local function total(field)
+        local j = needs_steps(judge(steps.step_samples(ma, field, pa), steps.step_samples(mb, field, pb), o.min_effect,
+            common), pa, pa.kept)
+        return held(j, steps.step_samples(ma, field, pa, qa), steps.step_samples(mb, field, pb, qb))
+    end
+    r.total = {host = total("host_ns"), device = total("device_ns")}
     local ca, cb = children_of(ma), children_of(mb)
     r.labels = {}
     -- one row per node of either side: aligned ones judged; one side's alone as removed or added,

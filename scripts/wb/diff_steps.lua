@@ -1,25 +1,30 @@
 -- wb.diff_steps: what the steps of a recording say about its samples, for wb.diff's verdicts.
 --
 -- A node's occurrences within one step are not independent draws: a burst of other work on the
--- machine slows every node of the steps it overlaps, and a rank test that counts each occurrence
+-- machine slows the nodes of the steps it overlaps, and a rank test that counts each occurrence
 -- as a sample reads one slow spell as strong evidence. So, per recording:
 --   * burst steps: a step's factor is the median, over the nodes that occur in it, of the node's
---     time in that step against its median step, taken against the quiet level (the steps' lower
---     quartile: other work slows steps, never speeds them); a step 10% or more above it ran slower
+--     time in that step against its median step, taken against the quiet level (the steps' 10th
+--     percentile: other work slows steps, never speeds them); a step 10% or more above it ran slower
 --     as a whole (the machine, not a node);
 --   * busy steps: a step whose host thread waited for a CPU for 10% or more of its time (the
 --     run-queue delay the profiler samples);
---   * burst and busy steps are left out while six or more steps remain, so that what is judged
---     and shown is what ran; with fewer, every step is kept and a burst step's samples are divided
---     by its factor (a burst over most of a recording);
+--   * burst and busy steps are left out while five or more quiet steps remain (five a side is the
+--     fewest from which the exact rank test can reach p < 0.01), so that what is judged and shown
+--     is what ran; with fewer, every step is kept, and a FASTER or SLOWER must show on the quiet
+--     steps alone as well (their medians apart the same way), else it is UNSURE (wb.diff: basis
+--     "burst"). Nothing is rescaled: a
+--     burst slows the nodes of a step unevenly (a GEMM whose thread shares a core with the burst
+--     2x, a single-threaded op hardly), so no one factor undoes it;
 --   * the unit: with six or more steps a side each node's sample is its median time per step (one
---     per step, as independent as steps are); with fewer, every occurrence counts (rescaled as
---     above), so that a node repeated within a step still gives the test something to read.
+--     per step, as independent as steps are); with fewer, every occurrence counts, so that a node
+--     repeated within a step still gives the test something to read.
 -- needed() says how many steps a side a verdict would take when the samples at hand cannot give one.
 
 local stats = require("wb.stats")
 
-local M = {BURST = 0.10, BUSY_SHARE = 0.10, MIN_STEPS = 6, MIN_NODES = 4, POWER_Z = 0.8416} -- 80% power
+local M = {BURST = 0.10, BUSY_SHARE = 0.10, MIN_STEPS = 6, MIN_QUIET = 5, MIN_NODES = 4,
+    POWER_Z = 0.8416} -- 80% power
 
 -- per_step(node, key, nsteps) -> {[k] = {samples of step k}} from a node's samples (key "host" or
 -- "device", one per occurrence, in step order) and its occurrences per step (node.steps), or nil
@@ -39,10 +44,12 @@ function M.per_step(n, key, nsteps)
     return at == #s and out or nil
 end
 
--- The plan for one recording (a wb.diff model): {factor = {[k] = f}, keep = {[k] = bool}, burst =
--- {steps whose factor was applied}, busy = {steps left out}, kept = count}. key_of(node) -> the
--- sample key judged for that node; min_abs: nodes whose median step is below it (the clock's
--- resolution) do not vote on a step's factor.
+-- The plan for one recording (a wb.diff model): {keep = {[k] = bool} (the steps judged), quiet =
+-- {[k] = bool} (steps neither burst nor busy), check = true when the quiet steps were too few to
+-- judge alone (every step kept: a verdict must hold on the quiet ones too), burst, busy, left_out
+-- (step lists), factor = {[k] = the step's factor against the quiet level}, kept = count}.
+-- key_of(node) -> the sample key judged for that node; min_abs: nodes whose median step is below
+-- it (the clock's resolution) do not vote on a step's factor.
 function M.plan(m, key_of, min_abs)
     local nsteps = #m.steps
     local logs = {}
@@ -60,68 +67,64 @@ function M.plan(m, key_of, min_abs)
             end
         end
     end
-    local p = {factor = {}, keep = {}, burst = {}, busy = {}, left_out = {}, rescaled = {}, kept = nsteps}
+    local p = {factor = {}, keep = {}, quiet = {}, burst = {}, busy = {}, left_out = {}, kept = nsteps}
     local raw, voted = {}, {}
     for k = 1, nsteps do
         local l = logs[k]
         if l and #l >= M.MIN_NODES then raw[k] = math.exp(stats.summarize(l).median); voted[#voted + 1] = raw[k] end
     end
-    -- other work only ever slows a step: the quiet level is the steps' lower quartile, not their
+    -- other work only ever slows a step: the quiet level is the steps' 10th percentile, not their
     -- median (a burst over most of a recording would be the median)
-    local quiet = #voted >= 3 and stats.summarize(voted).p25 or 1
-    local disturbed = {}
+    local level = #voted >= 3 and stats.summarize(voted).p10 or 1
+    local n_quiet = 0
     for k = 1, nsteps do
-        p.factor[k], p.keep[k] = raw[k] and raw[k] / quiet or 1, true
-        if p.factor[k] >= 1 + M.BURST then p.burst[#p.burst + 1] = k; disturbed[k] = true end
+        p.factor[k], p.keep[k], p.quiet[k] = raw[k] and raw[k] / level or 1, true, true
+        if p.factor[k] >= 1 + M.BURST then p.burst[#p.burst + 1] = k; p.quiet[k] = false end
         local st = m.steps[k]
         if st.host_ns > 0 and (st.wait_ns or 0) >= M.BUSY_SHARE * st.host_ns then
-            p.busy[#p.busy + 1] = k; disturbed[k] = true
+            p.busy[#p.busy + 1] = k; p.quiet[k] = false
         end
+        if p.quiet[k] then n_quiet = n_quiet + 1 end
     end
-    local n_disturbed = 0
-    for _ in pairs(disturbed) do n_disturbed = n_disturbed + 1 end
-    if n_disturbed > 0 and nsteps - n_disturbed >= M.MIN_STEPS then
-        -- enough quiet steps: the disturbed ones are left out, the rest judged as they ran
+    if n_quiet < nsteps and n_quiet >= M.MIN_QUIET then
         for k = 1, nsteps do
-            if disturbed[k] then p.keep[k] = false; p.left_out[#p.left_out + 1] = k end
-            p.factor[k] = 1
+            if not p.quiet[k] then p.keep[k] = false; p.left_out[#p.left_out + 1] = k end
         end
-        p.kept = nsteps - n_disturbed
-    else
-        -- too few: every step kept, the bursts divided by their factor
-        for k = 1, nsteps do
-            if p.factor[k] >= 1 + M.BURST then p.rescaled[#p.rescaled + 1] = k else p.factor[k] = 1 end
-        end
+        p.kept = n_quiet
+    elseif n_quiet < nsteps then
+        p.check = true
     end
     return p
 end
 
--- samples(node, key, m, plan, unit) -> the samples a verdict reads: per kept step, the node's
--- median time in it (unit "step") or each occurrence (unit "occurrence"), divided by the step's
--- factor. A node whose samples do not split by step gives its samples as recorded.
-function M.samples(n, key, m, plan, unit)
+-- samples(node, key, m, plan, unit[, only]) -> the samples a verdict reads: per step judged
+-- (plan.keep, or the steps of `only`), the node's median time in it (unit "step") or each
+-- occurrence (unit "occurrence"). A node whose samples do not split by step gives them as recorded.
+function M.samples(n, key, m, plan, unit, only)
     local ps = M.per_step(n, key, #m.steps)
     if not ps then return n[key] or {} end
+    local use = only or plan.keep
     local out = {}
     for k = 1, #m.steps do
         local v = ps[k]
-        if v and plan.keep[k] then
-            local f = plan.factor[k]
+        if v and use[k] then
             if unit == "step" then
-                out[#out + 1] = stats.summarize(v).median / f
+                out[#out + 1] = stats.summarize(v).median
             else
-                for _, x in ipairs(v) do out[#out + 1] = x / f end
+                for _, x in ipairs(v) do out[#out + 1] = x end
             end
         end
     end
     return out
 end
 
--- The steps of a model as samples of one metric ("host_ns", "device_ns"), under the plan.
-function M.step_samples(m, field, plan)
+-- The steps of a model as samples of one metric ("host_ns", "device_ns"), under the plan (or only
+-- the steps of `only`).
+function M.step_samples(m, field, plan, only)
+    local use = only or plan.keep
     local out = {}
     for k, st in ipairs(m.steps) do
-        if plan.keep[k] then out[#out + 1] = st[field] / plan.factor[k] end
+        if use[k] then out[#out + 1] = st[field] end
     end
     return out
 end
