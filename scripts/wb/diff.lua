@@ -393,8 +393,8 @@ function M.diff(ma, mb, o)
             for k = 1, #m.steps do if not plan.quiet[k] then disturbed[#disturbed + 1] = k end end
             r.notes[#r.notes + 1] = string.format("%s: step(s) %s ran slower as a whole or waited for a CPU (a " ..
                 "burst of other work), too many to leave out (fewer than %d quiet steps): a FASTER or SLOWER must " ..
-                "show on the quiet steps alone as well (their medians apart the same way), else it is UNSURE", name, table.concat(disturbed, ", "),
-                steps.MIN_QUIET)
+                "show on the quiet steps alone as well (their medians apart the same way), else it is UNSURE", name,
+                table.concat(disturbed, ", "), steps.MIN_QUIET)
         end
     end
     if unit == "occurrence" and math.min(pa.kept, pb.kept) < steps.MIN_STEPS then
