@@ -172,6 +172,30 @@ local function migrate(db, upto)
     db.version = db:must("query", "PRAGMA user_version")[1].user_version
 end
 
+-- The objects of the schema the workbench creates, by version: its tables, its indexes and the
+-- indexes SQLite makes for their keys.
+local OBJECTS = {
+    {["table runs"] = true, ["table results"] = true, ["index sqlite_autoindex_runs_1"] = true,
+        ["index sqlite_autoindex_results_1"] = true},
+    {["index runs_by_series"] = true, ["index results_by_row"] = true},
+}
+
+-- The objects of db's schema that its version's schema does not hold ("trigger keep_medians on
+-- results"), in name order: anything there is someone else's, and a trigger or a view would run
+-- on the workbench's own statements.
+function M.foreign_objects(db)
+    local known = {}
+    for v = 1, math.min(db.version, #OBJECTS) do for k in pairs(OBJECTS[v]) do known[k] = true end end
+    local out = {}
+    for _, o in ipairs(db:must("query", "SELECT type, name, tbl_name FROM sqlite_master ORDER BY name")) do
+        if not known[o.type .. " " .. o.name] then
+            out[#out + 1] = string.format("%s %s%s", o.type, words.shown(o.name),
+                (o.type == "trigger" or o.type == "index") and (" on " .. words.shown(o.tbl_name)) or "")
+        end
+    end
+    return out
+end
+
 -- M.open{path=, write=, upto=} -> db, checked (PRAGMA quick_check). write: create the file (and
 -- its folder) if missing, in WAL mode. A database from a newer workbench is refused.
 -- upto: migrate only to that version (tests of the migrations).
@@ -192,6 +216,9 @@ function M.open(o)
     local conn, msg, code = sqlite_open(path, false, M.busy_ms())
     if not conn then fail(explain(path, "cannot open", msg, code)) end
     local db = setmetatable({conn = conn, path = path}, DB)
+    -- functions named in a schema (a planted view's or default's) run only where the schema is
+    -- trusted: never here
+    db:must("exec", "PRAGMA trusted_schema = OFF")
     -- the version and the tables read in one snapshot: another process creating the database
     -- commits both at once, and reading them apart once saw its tables without their version
     -- (a new history refused as someone else's, in test_concurrent_writers)
@@ -203,6 +230,19 @@ function M.open(o)
         conn:close()
         fail(string.format("%s has schema version %d, newer than this workbench's %d: refusing to use it (use the " ..
             "workbench that wrote it, or a newer one)", path, db.version, M.SCHEMA))
+    end
+    if db.version < 0 then
+        conn:close()
+        fail(string.format("%s has schema version %d, which no workbench writes: refusing to use it", path, db.version))
+    end
+    if db.version > 0 then
+        local foreign = M.foreign_objects(db)
+        if #foreign > 0 then
+            conn:close()
+            fail(string.format("%s holds objects the workbench did not create (%s): refusing to read or write it, " ..
+                "nothing was changed (a trigger or view would run on this workbench's own reads and writes)", path,
+                table.concat(foreign, ", ")))
+        end
     end
     -- every page read once: a damaged database is named before anything reads a wrong answer
     -- from it or writes into it (a second or so for a database of 100 MB)
@@ -363,6 +403,33 @@ local function environment_of(cache, id, fingerprint)
     return cache[id] or nil
 end
 
+-- A stored row with a value no workbench writes: one line naming the run and the row.
+local function bad_row(db, p, field, what)
+    fail(string.format("%s: run %s%s: %s is %s: the database was changed by something other than the " ..
+        "workbench (restore a copy, or delete that run with sqlite3)", db.path, tostring(p.run or p.id),
+        p.row and (", row " .. words.shown(tostring(p.row))) or "", field, what))
+end
+
+local function finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
+
+-- Checks one stored point as db:series reads it (or a run as db:runs does: no median): a finite,
+-- non-negative median, finite bounds, and no NUL bytes in the texts that are printed (one would
+-- end a C string: the text shown would not be the text stored).
+function M.check_point(db, p)
+    if p.median ~= nil or p.row ~= nil then
+        if not finite(p.median) or p.median < 0 then bad_row(db, p, "the median", tostring(p.median)) end
+    end
+    for _, k in ipairs({"lo", "hi", "noise"}) do
+        if p[k] ~= nil and not finite(p[k]) then bad_row(db, p, k, tostring(p[k])) end
+    end
+    for _, k in ipairs({"row", "experiment", "config", "machine", "date", "commit_id", "metric", "host", "source"}) do
+        local v = p[k]
+        if v ~= nil and (type(v) ~= "string" or v:find("%z")) then
+            bad_row(db, p, k, type(v) ~= "string" and ("a " .. type(v)) or "text with a NUL byte")
+        end
+    end
+end
+
 -- db:runs() -> every run, newest first: {id, experiment, config, machine, date, commit_id, host,
 -- source, rows, environment (the variables it recorded, wb.environment; nil for older runs)}
 function DB:runs()
@@ -371,6 +438,7 @@ function DB:runs()
         "ORDER BY r.date DESC, r.id DESC")
     local cache = {}
     for _, r in ipairs(runs) do
+        M.check_point(self, r)
         r.environment, r.fingerprint = environment_of(cache, r.id, r.fingerprint), nil
     end
     return runs
@@ -393,7 +461,12 @@ function DB:series(o)
             current = {experiment = p.experiment, config = p.config, row = p.row, metric = p.metric, points = {}}
             out[#out + 1] = current
         end
-        if p.samples then p.samples = cjson.decode(p.samples) end
+        M.check_point(self, p)
+        if p.samples then
+            local ok, v = pcall(cjson.decode, p.samples)
+            if not ok or type(v) ~= "table" then bad_row(self, p, "samples", "not a JSON list of numbers") end
+            p.samples = v
+        end
         p.environment, p.fingerprint = environment_of(cache, p.run, p.fingerprint), nil
         current.points[#current.points + 1] = p
     end
