@@ -122,7 +122,7 @@ static void string_list(lua_State *L, const char *field, const char **out, int m
  * messages), then the kernel enforces the same folders (Landlock) and refuses execve, ptrace
  * and sockets (seccomp). Without Landlock, --sandbox is refused unless the user asked for the
  * weaker Lua-only mode (--sandbox-weak). */
-int wb_guard_sandbox(lua_State *L, const char *script, const char *out, int weak) {
+int wb_guard_sandbox(lua_State *L, const char *script, const char *script2, const char *out, int weak) {
     int abi = wb_landlock_abi();
     if (abi < 1 && !weak) {
         fprintf(stderr, "workbench: --sandbox: this kernel has no Landlock, so the sandbox cannot be enforced by the "
@@ -135,8 +135,9 @@ int wb_guard_sandbox(lua_State *L, const char *script, const char *out, int weak
     lua_getglobal(L, "require");
     lua_pushstring(L, "wb.sandbox");
     if (wb_lua_docall(L, 1, 1) != LUA_OK) return 1;
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 4);
     wb_lua_setstring(L, "script", script);
+    if (script2) wb_lua_setstring(L, "script2", script2);
     wb_lua_setstring(L, "out", out);
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "wb_scripts_dir");

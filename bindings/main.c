@@ -82,6 +82,7 @@ typedef struct options {
     int sandbox_weak;
     int script_index;       /* argv index of the script (or "-"); 0 when none */
     const char *subcommand; /* "compare", "merge", "explain", "history" or "diff": a Lua module's main() does the work */
+    int subcommand_index;   /* its place in argv (2 after --sandbox) */
 } options;
 
 static int fail_usage(const char *fmt, const char *what) {
@@ -102,9 +103,11 @@ static int parse_args(int argc, char **argv, options *o) {
             return -1;
         }
         if (!strcmp(a, "-") || a[0] != '-') {
-            if (i == 1 && (!strcmp(a, "compare") || !strcmp(a, "merge") || !strcmp(a, "explain") ||
-                           !strcmp(a, "history") || !strcmp(a, "diff"))) {
+            /* a subcommand comes first, or after --sandbox alone (`workbench --sandbox diff --ab`) */
+            if (i == 1 + o->sandbox && (!strcmp(a, "compare") || !strcmp(a, "merge") || !strcmp(a, "explain") ||
+                                        !strcmp(a, "history") || !strcmp(a, "diff"))) {
                 o->subcommand = a;
+                o->subcommand_index = i;
                 return -1;
             }
             o->script_index = i;
@@ -288,6 +291,19 @@ static int run_chunk(lua_State *L, int status, int nargs_from, int argc, char **
     return wb_lua_interrupted() ? 130 : 1; /* 128 + SIGINT, as a shell reports Ctrl-C */
 }
 
+/* wb._enter_sandbox(script_a, script_b, out, weak) -> true, or false (the reason printed): the
+ * --sandbox policy for `workbench diff --ab --sandbox` (both scripts' folders read, writes under
+ * out) and its default 8G address-space limit; from then on as for a sandboxed script. */
+static int enter_sandbox(lua_State *L) {
+    const char *a = luaL_checkstring(L, 1), *b = luaL_checkstring(L, 2), *out = luaL_checkstring(L, 3);
+    int weak = lua_toboolean(L, 4);
+    lua_settop(L, 4);
+    int rc = wb_guard_sandbox(L, a, b, out, weak);
+    if (rc == 0) rc = wb_guard_memory("8G", 0);
+    lua_pushboolean(L, rc == 0);
+    return 1;
+}
+
 int main(int argc, char **argv) {
     options o = {0};
     int rc = parse_args(argc, argv, &o);
@@ -316,15 +332,31 @@ int main(int argc, char **argv) {
     lua_pop(L, 1);
     set_arg(L, argc, argv, o.script_index);
     if (o.subcommand) { /* scripts/wb/cmd/<subcommand>.lua does the work; its main() returns the exit status */
+        if (o.sandbox && strcmp(o.subcommand, "diff")) {
+            fprintf(stderr, "workbench: --sandbox runs a script (or diff --ab's two scripts), not %s\n", o.subcommand);
+            lua_close(L);
+            free(o.exprs);
+            return 2;
+        }
+        /* diff --ab --sandbox: the command enters the sandbox once it knows the two scripts */
+        lua_getglobal(L, "wb");
+        lua_pushcfunction(L, enter_sandbox);
+        lua_setfield(L, -2, "_enter_sandbox");
+        lua_pop(L, 1);
         lua_getglobal(L, "require");
         lua_pushfstring(L, "wb.cmd.%s", o.subcommand);
         rc = wb_lua_docall(L, 1, 1) == LUA_OK ? 0 : 2;
         if (rc == 0) {
             lua_getfield(L, -1, "main");
-            lua_createtable(L, argc - 2, 0);
-            for (int i = 2; i < argc; i++) {
+            lua_createtable(L, argc - 1, 0);
+            int n = 0;
+            if (o.sandbox) { /* `workbench --sandbox diff ...` is `workbench diff --sandbox ...` */
+                lua_pushstring(L, o.sandbox_weak ? "--sandbox-weak" : "--sandbox");
+                lua_rawseti(L, -2, ++n);
+            }
+            for (int i = o.subcommand_index + 1; i < argc; i++) {
                 lua_pushstring(L, argv[i]);
-                lua_rawseti(L, -2, i - 1);
+                lua_rawseti(L, -2, ++n);
             }
             rc = wb_lua_docall(L, 1, 1) == LUA_OK ? (int)lua_tointeger(L, -1) : 2;
         }
@@ -352,7 +384,7 @@ int main(int argc, char **argv) {
     }
     rc = run_options(L, &o);
     if (rc == 0 && o.timeout) rc = wb_guard_timeout(L, o.timeout);
-    if (rc == 0 && o.sandbox) rc = wb_guard_sandbox(L, argv[o.script_index], o.out, o.sandbox_weak);
+    if (rc == 0 && o.sandbox) rc = wb_guard_sandbox(L, argv[o.script_index], NULL, o.out, o.sandbox_weak);
     if (rc == 0 && (o.max_memory || o.sandbox)) rc = wb_guard_memory(o.max_memory ? o.max_memory : "8G", o.max_memory != NULL);
     for (int i = 0; rc == 0 && i < o.nexpr; i++)
         rc = run_chunk(L, luaL_loadbuffer(L, o.exprs[i], strlen(o.exprs[i]), "=(command line)"), 0, argc, argv);

@@ -266,7 +266,8 @@ function test_cli_ab_bad_input_one_line_status_2()
         {"--ab --steps 0 '" .. good .. "' '" .. good .. "'", "--steps takes a whole number from 1, got 0"},
         {"--ab --warmup x '" .. good .. "' '" .. good .. "'", "--warmup takes a whole number from 0, got x"},
         {"--ab --order random '" .. good .. "' '" .. good .. "'", "--order takes shuffled, abba or alternate, got random"},
-        {"--steps 5 '" .. good .. "' '" .. good .. "'", "--steps, --warmup, --order and --save go with --ab"},
+        {"--steps 5 '" .. good .. "' '" .. good .. "'", "--steps, --warmup, --order, --save and --sandbox go with --ab"},
+        {"--sandbox '" .. good .. "' '" .. good .. "'", "--steps, --warmup, --order, --save and --sandbox go with --ab"},
         {"--ab --save '" .. scratch.path() .. "/no/such' '" .. good .. "' '" .. good .. "'", "cannot write"},
     }
     for _, c in ipairs(cases) do
@@ -278,6 +279,46 @@ function test_cli_ab_bad_input_one_line_status_2()
         if not err:find("usage:", 1, true) and not err:find("export_chrome_trace", 1, true) then lu.assertEquals(lines, 1, err) end
         lu.assertNil(err:find("traceback", 1, true), err)
     end
+end
+
+-- --sandbox: both scripts run as a sandboxed script would (files read only in their folders and
+-- the library, written only under --save, no processes), whichever way it is asked for; without
+-- it they run as the user's own scripts do.
+function test_cli_ab_sandbox_confines_both_scripts()
+    local probe = [[
+local f = io.open("/etc/passwd")
+print("passwd " .. (f and "read" or "refused"))
+local ok = pcall(os.execute, "true")
+print("execute " .. (ok and "ran" or "refused"))
+local x = wb.randn({8, 16})
+return function() wb.profiler.range("fwd", function() return x:sum() end) end
+]]
+    local a, b = script(probe), script(probe)
+    for _, form in ipairs({"diff --ab --sandbox", "--sandbox diff --ab"}) do
+        local save = scratch.dir()
+        local out, err, code = scratch.run_split(string.format("%s %s --steps 3 --save '%s' '%s' '%s'", EXE, form, save,
+            a, b))
+        lu.assertEquals(code, 0, form .. ": " .. out .. err)
+        lu.assertEquals(select(2, out:gsub("passwd refused", "")), 2, out)
+        lu.assertEquals(select(2, out:gsub("execute refused", "")), 2, out)
+        lu.assertNotStrContains(out, "passwd read")
+        lu.assertStrContains(out, "A: " .. a)
+        lu.assertNotNil(scratch.read(save .. "/A.trace.json"), "the traces are written under --save")
+    end
+    -- unsandboxed, the same scripts read the file (the sandbox made the difference above)
+    local out = scratch.run_split(string.format("%s diff --ab --steps 3 '%s' '%s'", EXE, a, b))
+    lu.assertStrContains(out, "passwd read")
+    -- a script that needs the file fails its setup under the sandbox: status 2, one line
+    local needy = script('assert(io.open("/etc/passwd"))\nreturn function() end')
+    local _, err, code = scratch.run_split(string.format("%s diff --ab --sandbox --steps 3 --save '%s' '%s' '%s'", EXE,
+        scratch.dir(), needy, a))
+    lu.assertEquals(code, 2, err)
+    lu.assertStrContains(err, "(A): its setup failed:")
+    lu.assertStrContains(err, "/etc/passwd")
+    -- another subcommand is not run sandboxed: refused, not run as it is
+    _, err, code = scratch.run_split(string.format("%s --sandbox explain '%s'", EXE, a))
+    lu.assertEquals(code, 2, err)
+    lu.assertStrContains(err, "--sandbox runs a script (or diff --ab's two scripts), not explain")
 end
 
 scratch.exit(lu.LuaUnit.run())

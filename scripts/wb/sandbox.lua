@@ -37,6 +37,9 @@ return function(o)
     local script_dir = assert(realpath(dir_of(o.script)))
     local out_dir = assert(realpath(o.out))
     local read_roots, write_roots = {script_dir, out_dir}, {out_dir}
+    -- `workbench diff --ab --sandbox A.lua B.lua`: B's folder too
+    local script2_dir = o.script2 and assert(realpath(dir_of(o.script2)))
+    if script2_dir and script2_dir ~= script_dir then read_roots[#read_roots + 1] = script2_dir end
     -- the system's Lua library folders (Debian links 5.4's files to 5.1's, hence the whole tree)
     for _, d in ipairs({o.library, "/usr/share/lua", "/usr/local/share/lua"}) do
         local p = d and realpath(d)

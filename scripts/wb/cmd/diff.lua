@@ -14,15 +14,16 @@ local function clean(s) return words.escaped(tostring(s)) end
 
 local USAGE = "usage: workbench diff [--json] [--html FILE [--step N]] [--fail-on-slower PCT] [--min-effect PCT]\n" ..
     "                      [--width N] [--per-occurrence] A.trace.json B.trace.json\n" ..
-    "       workbench diff --ab [--steps N] [--warmup N] [--order shuffled|abba|alternate] [--save DIR] [options] A.lua B.lua"
+    "       workbench diff --ab [--sandbox] [--steps N] [--warmup N] [--order shuffled|abba|alternate] [--save DIR]\n" ..
+    "                      [options] A.lua B.lua"
 local HELP = [[
   two Chrome traces the workbench wrote (p:export_chrome_trace), aligned node by node: structural
   changes, then a row per range/op/kernel path (repeats of a path under one parent, as the
   forwards of a loop, are one row with their count, as key_averages does) with its host and device
   time and a verdict SAME/FASTER/SLOWER/UNSURE by compare's rule (one sample per node and step from
-  6 steps a side, else every occurrence; steps that ran slower as a whole rescaled, steps that
-  waited for a CPU left out), or removed/added for a node only one side has, and where the change
-  per step went; an UNSURE from too few samples says how many steps a verdict needs
+  6 steps a side, else every occurrence; steps that ran slower as a whole or waited for a CPU left
+  out), or removed/added for a node only one side has, and where the change per step went; an
+  UNSURE from too few samples says how many steps a verdict needs
   --json                the whole comparison as JSON on stdout
   --html FILE           also write FILE: every step of both traces on one time axis, A above B,
                         aligned nodes linked
@@ -39,6 +40,11 @@ local HELP = [[
   --order shuffled|abba|alternate  --ab: the order of the steps (default shuffled: blocks of A B B A
                          and B A A B in a seeded shuffle)
   --save DIR            --ab: also write DIR/A.trace.json and DIR/B.trace.json
+  --sandbox             --ab: run both scripts under the sandbox, as `workbench --sandbox script.lua`
+                        runs one (no processes, files read only in their folders and the library,
+                        written only under --save, else out/diff/<time>); also `workbench --sandbox
+                        diff --ab ...`. Not the default, as a script of one's own runs unsandboxed:
+                        use it for scripts from someone else (--sandbox-weak: without Landlock)
   --help, -h            this text]]
 
 local function read_trace(path, which, mo)
@@ -74,6 +80,15 @@ end
 -- `--ab A.lua B.lua`: the two scripts' steps profiled interleaved, then diffed -> r, ma, mb.
 local function interleaved(files, o)
     local profiler = require("wb.profiler")
+    if o.sandbox then
+        -- the library's modules load first (the sandbox then takes the internals they capture)
+        require("wb.profiler_ab")
+        require("wb.diff_html")
+        local out = o.save or ("out/diff/" .. os.date("%Y%m%d-%H%M%S"))
+        if not wb._enter_sandbox(files[1], files[2], out, o.sandbox_weak) then
+            diff.fail("--sandbox: the sandbox could not be set up (the reason is above)")
+        end
+    end
     local pa, pb = require("wb.profiler_ab").scripts(files[1], files[2], o, profiler.profile)
     if o.save then
         for _, x in ipairs({{"A", pa}, {"B", pb}}) do
@@ -108,6 +123,7 @@ function M.main(args)
             o.html = args[i + 1]
             i = i + 1
         elseif a == "--ab" then o.ab = true
+        elseif a == "--sandbox" or a == "--sandbox-weak" then o.sandbox, o.sandbox_weak = true, a == "--sandbox-weak"
         elseif a == "--per-occurrence" then o.per_occurrence = true
         elseif a == "--order" or a == "--save" then
             if not args[i + 1] then return usage_error(a .. " takes a value") end
@@ -134,8 +150,9 @@ function M.main(args)
         else files[#files + 1] = a end
         i = i + 1
     end
-    if not o.ab and (o.steps or o.warmup or o.order or o.save) then
-        return usage_error("--steps, --warmup, --order and --save go with --ab (two scripts profiled interleaved)")
+    if not o.ab and (o.steps or o.warmup or o.order or o.save or o.sandbox) then
+        return usage_error("--steps, --warmup, --order, --save and --sandbox go with --ab (two scripts profiled " ..
+            "interleaved)")
     end
     if o.step and not o.html then return usage_error("--step says which step --html draws: give --html FILE") end
     if o.order and o.order ~= "shuffled" and o.order ~= "abba" and o.order ~= "alternate" then
