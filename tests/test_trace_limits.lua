@@ -170,6 +170,27 @@ function test_a_trace_rewritten_by_a_json_tool_reads_as_the_original()
     lu.assertTrue(#rows(p) > 3)
 end
 
+-- Ranges nested 100,000 deep (a chain: each inside the one before): diff refuses the model past
+-- 256 levels (a node's path holds its parents' names: unbounded, the paths grow with the square
+-- of the depth, 24 GB at this depth), and the search for each event's innermost range stops at
+-- its parent instead of walking the chain (27 s before); explain answers too. In seconds, in
+-- bounded memory.
+function test_a_chain_nested_100000_deep_is_refused_in_seconds()
+    local chain = made("awk 'BEGIN { printf \"{\\\"otherData\\\": {\\\"producer\\\": \\\"workbench\\\"}, " ..
+        "\\\"traceEvents\\\": [\\n\"; n = 100000; for (i = 0; i < n; i++) printf \"%s{\\\"ph\\\": \\\"X\\\", " ..
+        "\\\"cat\\\": \\\"range\\\", \\\"name\\\": \\\"r%d\\\", \\\"pid\\\": 0, \\\"tid\\\": 0, " ..
+        "\\\"ts\\\": %d, \\\"dur\\\": %d}\\n\", (i ? \",\" : \"\"), i % 7, 1000 + i, 2 * (n - i) + 10; " ..
+        "printf \"]}\\n\" }'", ".json")
+    local err, code, secs = hostile("diff " .. sh_quote(good_trace()) .. " " .. sh_quote(chain))
+    lu.assertEquals(code, 2, err)
+    lu.assertStrContains(err, "ranges and ops nest more than 256 deep")
+    lu.assertTrue(secs < 20, string.format("diff took %.1f s", secs))
+    err, code, secs = hostile("explain " .. sh_quote(chain))
+    lu.assertTrue(code == 0 or code == 2, err)
+    lu.assertNil(err:find("traceback", 1, true), err)
+    lu.assertTrue(secs < 20, string.format("explain took %.1f s", secs))
+end
+
 -- Names in a trace are the writer's: an escape sequence (set the terminal's title, clear the
 -- screen), a C1 control or a bidi override in one reaches no terminal raw, in explain, diff or
 -- p:table(); each is shown escaped.

@@ -218,15 +218,26 @@ static int kid_cmp(const void *a, const void *b, void *ctx) {
 }
 
 /* wb.diff's innermost_range: the shortest range of step k (rng[lo..hi), sorted by start) holding
- * [ts, ts + dur], other than self, and longer (or as long and earlier, or with a smaller id). */
+ * [ts, ts + dur], other than self, and longer (or as long and earlier, or with a smaller id); of
+ * equally short ones the earliest in that order. Scanned backwards from the last range starting
+ * by ts: a range starting at r.ts holds the event only if it lasts at least ts + dur - r.ts, which
+ * only grows going back, so the scan stops once that passes the best found (a chain of ranges
+ * nested 100,000 deep costs a step or two per event, not the whole chain). */
 static int32_t innermost(const inst *in, const int32_t *rng, size_t lo, size_t hi, int32_t self, int64_t ts,
                          int64_t dur, uint32_t id, int32_t root) {
+    size_t a = lo, b = hi; /* the first range starting after ts */
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (in[rng[mid]].ts <= ts) a = mid + 1;
+        else b = mid;
+    }
     int32_t best = -1;
-    for (size_t j = lo; j < hi && in[rng[j]].ts <= ts; j++) {
+    for (size_t j = a; j-- > lo;) {
         const inst *r = &in[rng[j]];
+        if (best >= 0 && (ts - r->ts) + dur > in[best].dur) break;
         if (rng[j] == self || ts + dur > r->ts + r->dur) continue;
         if (!(r->dur > dur || (r->dur == dur && r->ts < ts) || (r->dur == dur && r->ts == ts && r->id < id))) continue;
-        if (best < 0 || r->dur < in[best].dur) best = rng[j];
+        if (best < 0 || r->dur <= in[best].dur) best = rng[j];
     }
     return best >= 0 ? best : root;
 }
@@ -311,6 +322,7 @@ wb_status wb_prof_diff_model(const wb_prof *p, const wb_diff_model_opts *opts, w
     wb_status st = WB_OK;
     wb_prof_cursor c;
     uint64_t seq = 0;
+    size_t path_bytes = 0;
     /* 1: host events, kernels and steps, with their signatures */
     wb_prof_cursor_open(&c, p);
     for (const wb_event *e; (e = wb_prof_cursor_next(&c)); seq++) {
@@ -486,6 +498,21 @@ wb_status wb_prof_diff_model(const wb_prof *p, const wb_diff_model_opts *opts, w
                 int found;
                 int32_t *slot = node_find(&nodes, pn, x->sig, (uint32_t)x->rank, &found);
                 if (!found) {
+                    /* a node's path is its parent's and a segment: bounded in depth and in all, so
+                     * a hostile nesting (a 100,000-deep chain of ops) is refused, not quadratic */
+                    if (depth > WB_DIFF_MAX_DEPTH) {
+                        st = wb_error(WB_ERR_ARGUMENT, "diff: ranges and ops nest more than %d deep (step %zu): no "
+                                      "program's profile does; the trace is refused", WB_DIFF_MAX_DEPTH, k + 1);
+                        goto done;
+                    }
+                    size_t seg = strlen(sigs.keys.key[x->sig]) + 16;
+                    path_bytes += (pn >= 0 ? strlen(m->node[pn].path) : 0) + seg;
+                    if (path_bytes > WB_DIFF_MAX_PATH_BYTES) {
+                        st = wb_error(WB_ERR_ARGUMENT, "diff: the nodes' paths (each its parents' names and its own) "
+                                      "pass %d MiB at node %zu: nesting this deep and wide is refused",
+                                      WB_DIFF_MAX_PATH_BYTES >> 20, m->n + 1);
+                        goto done;
+                    }
                     *slot = (int32_t)m->n, nodes.n++;
                     if (!node_new(m, &cap_nodes, &sigs, x, pn, depth)) goto oom;
                     APPEND(first, nfirst, cap_first, i);

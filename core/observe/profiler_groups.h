@@ -8,6 +8,11 @@
 #include "profiler.h"
 
 /* One aligned node: what wb.diff's model() calls a node (scripts/wb/diff.lua). */
+/* The deepest nesting a diff model takes (ranges and ops inside each other under a step), and
+ * the bytes all its nodes' paths may hold: past either, the model is refused with a message. */
+#define WB_DIFF_MAX_DEPTH 256
+#define WB_DIFF_MAX_PATH_BYTES (256 << 20)
+
 typedef struct wb_diff_node {
     char *path;       /* "/range mlp/op linear(4x8)[f32]/kernel op=sgemm,..."; per occurrence "/range mlp#1/..." */
     int32_t parent;   /* the parent node's index, -1 under a step */

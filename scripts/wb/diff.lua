@@ -392,8 +392,8 @@ function M.diff(ma, mb, o)
             local disturbed = {}
             for k = 1, #m.steps do if not plan.quiet[k] then disturbed[#disturbed + 1] = k end end
             r.notes[#r.notes + 1] = string.format("%s: step(s) %s ran slower as a whole or waited for a CPU (a " ..
-                "burst of other work), too many to leave out (fewer than %d quiet steps): a FASTER or SLOWER must " ..
-                "show on the quiet steps alone as well (their medians apart the same way), else it is UNSURE", name,
+                "burst of other work), too many to leave out (fewer than %d quiet steps): a change must also show on " ..
+                "the quiet steps alone (their medians apart the same way), else its verdict is UNSURE", name,
                 table.concat(disturbed, ", "), steps.MIN_QUIET)
         end
     end
@@ -437,8 +437,8 @@ function M.diff(ma, mb, o)
     local least = math.log(1 + (o.min_effect or compare.MIN_EFFECT))
     local function held(j, quiet_a, quiet_b)
         if j and (j.verdict == "SLOWER" or j.verdict == "FASTER") and (pa.check or pb.check) then
-            local shows = false
-            if #quiet_a > 0 and #quiet_b > 0 then
+            local shows = #quiet_a == 0 or #quiet_b == 0 -- every step disturbed alike: nothing to set apart
+            if not shows then
                 local x, y = stats.summarize(quiet_a).median, stats.summarize(quiet_b).median
                 local l = (x > 0 and y > 0) and math.log(y / x) or 0
                 shows = math.abs(l) >= least and (l > 0) == (j.verdict == "SLOWER")

@@ -3,7 +3,7 @@
 -- session's store (core/observe/profiler_groups.c), and the tests hold the two equal. See wb.diff
 -- for what a node is.
 
-local M = {}
+local M = {MAX_DEPTH = 256} -- the deepest nesting of ranges and ops taken (WB_DIFF_MAX_DEPTH in C)
 
 M.HOST = {range = true, op = true, runtime = true}
 M.DEVICE = {kernel = true, memcpy = true, memset = true}
@@ -172,6 +172,10 @@ function M.model(events, o)
             return x.e.dur_ns > y.e.dur_ns
         end)
         local rank = {}
+        if depth > M.MAX_DEPTH and #n.children > 0 then -- as the C model (profiler_groups.h)
+            fail(string.format("diff: ranges and ops nest more than %d deep: no program's profile does; the trace " ..
+                "is refused", M.MAX_DEPTH))
+        end
         for _, c in ipairs(n.children) do
             local key, label = signature(c.e)
             rank[key] = (rank[key] or 0) + 1

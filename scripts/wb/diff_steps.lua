@@ -8,7 +8,8 @@
 --     percentile: other work slows steps, never speeds them); a step 10% or more above it ran slower
 --     as a whole (the machine, not a node);
 --   * busy steps: a step whose host thread waited for a CPU for 10% or more of its time (the
---     run-queue delay the profiler samples);
+--     run-queue delay the profiler samples), and for more than twice the steps' median share (a
+--     machine busy through every step moves all of them alike: the common shift's case);
 --   * burst and busy steps are left out while five or more quiet steps remain (five a side is the
 --     fewest from which the exact rank test can reach p < 0.01), so that what is judged and shown
 --     is what ran; with fewer, every step is kept, and a FASTER or SLOWER must show on the quiet
@@ -76,14 +77,16 @@ function M.plan(m, key_of, min_abs)
     -- other work only ever slows a step: the quiet level is the steps' 10th percentile, not their
     -- median (a burst over most of a recording would be the median)
     local level = #voted >= 3 and stats.summarize(voted).p10 or 1
+    -- a busy step waited for a CPU for BUSY_SHARE of it or more, and more than twice the steps'
+    -- median share: a machine busy through every step is the common shift's, not a step's
+    local shares = {}
+    for k, st in ipairs(m.steps) do shares[k] = st.host_ns > 0 and (st.wait_ns or 0) / st.host_ns or 0 end
+    local usual = nsteps > 0 and stats.summarize(shares).median or 0
     local n_quiet = 0
     for k = 1, nsteps do
         p.factor[k], p.keep[k], p.quiet[k] = raw[k] and raw[k] / level or 1, true, true
         if p.factor[k] >= 1 + M.BURST then p.burst[#p.burst + 1] = k; p.quiet[k] = false end
-        local st = m.steps[k]
-        if st.host_ns > 0 and (st.wait_ns or 0) >= M.BUSY_SHARE * st.host_ns then
-            p.busy[#p.busy + 1] = k; p.quiet[k] = false
-        end
+        if shares[k] >= M.BUSY_SHARE and shares[k] > 2 * usual then p.busy[#p.busy + 1] = k; p.quiet[k] = false end
         if p.quiet[k] then n_quiet = n_quiet + 1 end
     end
     if n_quiet < nsteps and n_quiet >= M.MIN_QUIET then
