@@ -110,7 +110,15 @@ local function discounted(r)
     return n
 end
 
+-- the CPU as /proc/cpuinfo names it (model name, family and model: "AMD EPYC" alone is not a CPU)
 local cpu = wb.device_info("cpu").name
+local info = io.open("/proc/cpuinfo")
+if info then
+    local text = info:read(65536) or ""
+    info:close()
+    local family, model = text:match("cpu family%s*:%s*(%d+)"), text:match("\nmodel%s*:%s*(%d+)")
+    if family and model then cpu = string.format("%s (family %s, model %s)", cpu, family, model) end
+end
 print(string.format("verdict calibration on %s (%s), %d threads; seed %d", cpu, wb.cpu_isa(), wb.get_num_threads(),
     args.seed))
 print("background load: one process, a busy loop switched on for 10-60 ms and off for 10-60 ms (seeded)")
@@ -140,7 +148,7 @@ local ok, err = pcall(function()
     local aa_s = (wb.time_ns() - t0) / 1e9
     print(string.format("\ndiff, A/A: %d pairs of 12 steps each, %.0f s", aa.pairs, aa_s))
     print(string.format("  pairs with a false SLOWER/FASTER: %d of %d (%.1f%%); false verdicts %d of %d judged; " ..
-        "steps rescaled or left out: %d", aa.false_pairs, aa.pairs, 100 * aa.false_pairs / aa.pairs, aa.false_verdicts,
+        "burst or busy steps: %d", aa.false_pairs, aa.pairs, 100 * aa.false_pairs / aa.pairs, aa.false_verdicts,
         aa.judged, aa.discounted))
     for _, e in ipairs(aa.examples) do print("    " .. e) end
     -- power: on the machine as it is (the load stopped), then under the same switching load
