@@ -55,11 +55,18 @@ end
 local exe = arg[-1]
 for i = -2, -10, -1 do if arg[i] then exe = arg[i] else break end end
 local load_pid
+-- this process's id: the load ends itself when it is gone (killed, or stopped by a closed pipe,
+-- before it could stop the load)
+local self_stat = io.open("/proc/self/stat")
+local self_pid = self_stat and self_stat:read("l"):match("^(%d+)")
+if self_stat then self_stat:close() end
 local function start_load(seed)
     -- the loop as a -e chunk (no file to leave behind), seeded so each run switches alike
-    local code = string.format("local s = %d; local function u() s = (s * 1103515245 + 12345) %% 2147483648; " ..
-        "return s / 2147483648 end; while true do local t0, on = wb.time_ns(), (10 + 50 * u()) * 1e6; " ..
-        "while wb.time_ns() - t0 < on do end; wb.sleep_ms(math.floor(10 + 50 * u())) end", seed)
+    local code = string.format("local s, parent = %d, %q; local function u() s = (s * 1103515245 + 12345) %% " ..
+        "2147483648; return s / 2147483648 end; while true do local f = io.open(\"/proc/\" .. parent .. \"/stat\"); " ..
+        "if not f then os.exit(0) end; f:close(); local t0, on = wb.time_ns(), (10 + 50 * u()) * 1e6; " ..
+        "while wb.time_ns() - t0 < on do end; wb.sleep_ms(math.floor(10 + 50 * u())) end", seed,
+        self_pid or "self")
     local p = assert(io.popen(string.format("'%s' -e '%s' >/dev/null 2>&1 & echo $!", exe, code)))
     load_pid = math.tointeger(tonumber(p:read("l")))
     p:close()
