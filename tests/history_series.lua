@@ -61,6 +61,7 @@ local function normal(seed)
     end
     return function() return math.sqrt(-2 * math.log(uniform())) * math.cos(2 * math.pi * uniform()) end
 end
+M.normal = normal
 
 -- 14 results files of one series, from the real base file: run k's samples (o.samples, 30) are
 -- the base row's median scaled by a seeded run factor (1% sd) and a seeded factor per sample

@@ -5,15 +5,7 @@
 local lu = require("luaunit")
 local cp = require("wb.changepoints")
 
--- A seeded normal generator (Box-Muller on an LCG), apart from math.random.
-local function normal(seed)
-    local state = (seed * 2654435761 + 1) % 4294967296
-    local function u()
-        state = (state * 1103515245 + 12345) % 2147483648
-        return (state + 0.5) / 2147483648
-    end
-    return function() return math.sqrt(-2 * math.log(u())) * math.cos(2 * math.pi * u()) end
-end
+local normal = require("history_series").normal -- seeded, apart from math.random
 
 -- 14 runs: run k's samples scaled by a 1% run factor, factor(k) and a per-sample spread.
 local function series(seed, factor, o)

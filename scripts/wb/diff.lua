@@ -451,11 +451,13 @@ function M.diff(ma, mb, o)
     local function judged(a, b, key)
         local sa, sb = steps.samples(a, key, ma, pa, unit), steps.samples(b, key, mb, pb, unit)
         local j = needs_steps(judge(sa, sb, o.min_effect, common), pa, math.min(#sa, #sb))
+        if not (qa or qb) then return j end
         return held(j, steps.samples(a, key, ma, pa, unit, qa), steps.samples(b, key, mb, pb, unit, qb))
     end
     local function total(field)
         local j = needs_steps(judge(steps.step_samples(ma, field, pa), steps.step_samples(mb, field, pb), o.min_effect,
             common), pa, pa.kept)
+        if not (qa or qb) then return j end
         return held(j, steps.step_samples(ma, field, pa, qa), steps.step_samples(mb, field, pb, qb))
     end
     r.total = {host = total("host_ns"), device = total("device_ns")}

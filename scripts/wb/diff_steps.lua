@@ -27,10 +27,7 @@ local stats = require("wb.stats")
 local M = {BURST = 0.10, BUSY_SHARE = 0.10, MIN_STEPS = 6, MIN_QUIET = 5, MIN_NODES = 4,
     POWER_Z = 0.8416} -- 80% power
 
--- per_step(node, key, nsteps) -> {[k] = {samples of step k}} from a node's samples (key "host" or
--- "device", one per occurrence, in step order) and its occurrences per step (node.steps), or nil
--- when they do not add up.
-function M.per_step(n, key, nsteps)
+local function split_steps(n, key, nsteps)
     local s = n[key]
     if type(s) ~= "table" or #s == 0 or type(n.steps) ~= "table" then return nil end
     local out, at = {}, 0
@@ -43,6 +40,20 @@ function M.per_step(n, key, nsteps)
         end
     end
     return at == #s and out or nil
+end
+
+-- per_step(node, key, nsteps) -> {[k] = {samples of step k}} from a node's samples (key "host" or
+-- "device", one per occurrence, in step order) and its occurrences per step (node.steps), or nil
+-- when they do not add up.
+-- Split once per node and key: plan, samples and diff read it many times.
+local split = setmetatable({}, {__mode = "k"})
+function M.per_step(n, key, nsteps)
+    local done = split[n]
+    if done and done[key] ~= nil then return done[key] or nil end
+    local ps = split_steps(n, key, nsteps)
+    split[n] = done or {}
+    split[n][key] = ps or false
+    return ps
 end
 
 -- The plan for one recording (a wb.diff model): {keep = {[k] = bool} (the steps judged), quiet =
