@@ -168,14 +168,14 @@ static void push_val(lua_State *L, const wb_val *v) {
     }
 }
 
-/* s:findings_groups(imbalance_ratio, imbalance_min_ns, skip_memory, roofline_outlier_ratio, small_kernel_ns) -> per rule
+/* s:findings_groups(imbalance_ratio, imbalance_min_ns, roofline_outlier_ratio, small_kernel_ns) -> per rule
  * the groups wb.findings writes its sentences from (core/observe/findings_rules.c). */
 static int findings_groups_build(lua_State *L) {
     wb_prof *p = wb_lua_check_session(L);
     wb_findings_th th = {.imbalance_ratio = luaL_checknumber(L, 2), .imbalance_min_ns = luaL_checknumber(L, 3),
-                         .roofline_outlier_ratio = luaL_checknumber(L, 5), .small_kernel_ns = luaL_checknumber(L, 6)};
+                         .roofline_outlier_ratio = luaL_checknumber(L, 4), .small_kernel_ns = luaL_checknumber(L, 5)};
     wb_val v;
-    WB_LUA_CHECK(L, wb_prof_findings_groups(p, &th, lua_toboolean(L, 4), &v));
+    WB_LUA_CHECK(L, wb_prof_findings_groups(p, &th, &v));
     push_val(L, &v); /* (a memory error here leaks the groups: rare, small) */
     wb_val_free(&v);
     return 1;

@@ -65,16 +65,14 @@ function TestFindingsGroups:test_profiles_give_the_lua_findings()
     end
 end
 
--- The events of a trace read back by the one reader, the memory counters left out.
+-- The events of a trace read back by the one reader.
 local function trace_events(path)
     local events = {}
-    for e in wb.profiler.load_trace(path):each_event() do
-        if e.cat ~= "memory" then events[#events + 1] = e end
-    end
+    for e in wb.profiler.load_trace(path):each_event() do events[#events + 1] = e end
     return events
 end
 
--- a trace read back: the same findings as the Lua rules on the events read from it (no memory)
+-- a trace read back: the same findings as the Lua rules on the events read from it
 function TestFindingsGroups:test_trace_read_back_gives_the_lua_findings()
     local path = scratch.path(".json.gz")
     program({activities = {"cpu", "device"}, record_shapes = true, profile_memory = true}):export_chrome_trace(path)
@@ -86,6 +84,49 @@ function TestFindingsGroups:test_trace_read_back_gives_the_lua_findings()
     local k = 0
     for _, e in ipairs(events) do if e.cat == "kernel" or e.cat == "memcpy" or e.cat == "memset" then k = k + 1 end end
     lu.assertEquals(device, k)
+end
+
+-- a trace written with profile_memory carries each allocation and free as long as its call, so
+-- `workbench explain` splits the gaps as p:findings() did on the profile that wrote it (the
+-- allocation share once read 0% from the trace, and dispatch took it)
+function TestFindingsGroups:test_explain_reads_the_allocation_share_the_profile_had()
+    local p = program({activities = {"cpu", "device"}, record_shapes = true, profile_memory = true})
+    local function gaps(list) -- the gaps findings' sentences (a lane's, the workers'), in order
+        local t = {}
+        for _, f in ipairs(list) do
+            if f.rule == "gaps" then t[#t + 1] = (f.message:gsub(" %[timing unreliable: busy machine%]", "")) end
+        end
+        table.sort(t)
+        return t
+    end
+    local want = gaps(p:findings())
+    lu.assertEquals(#want, 2)
+    lu.assertNotStrContains(want[1] .. want[2], "allocation 0% (0.0 us)")
+    local path = scratch.path(".json")
+    p:export_chrome_trace(path)
+    local out, code = scratch.run(string.format("%s explain --json %s", EXE, path))
+    lu.assertEquals(code, 0, out)
+    lu.assertEquals(gaps(require("cjson").decode(out:match("%[.*%]"))), want)
+    -- the memory events read back are the recorded ones: name, time, bytes, device
+    local function memory(q)
+        local t = {}
+        for e in q:each_event({cat = "memory"}) do
+            t[#t + 1] = {e.name, e.ts_ns, e.dur_ns, e.bytes, e.args.allocated_bytes, e.args.device}
+        end
+        return t
+    end
+    local recorded = memory(p)
+    lu.assertTrue(#recorded > 10)
+    lu.assertEquals(memory(wb.profiler.load_trace(path)), recorded)
+    -- a trace written before the slices (the counter track only) still reads its memory, as points
+    local old, slices = scratch.read(path):gsub('\n{"ph": "X", "cat": "memory",[^\n]*', "")
+    lu.assertEquals(slices, #recorded)
+    local points = memory(wb.profiler.load_trace(scratch.file(old, ".json")))
+    lu.assertEquals(#points, #recorded)
+    for i, e in ipairs(points) do
+        lu.assertEquals({e[1], e[2], e[3], e[5], e[6]},
+            {"memory", recorded[i][2] + recorded[i][3], 0, recorded[i][5], recorded[i][6]})
+    end
 end
 
 -- a trace with one preempted launch (five launches of one GEMM, their durations set to 28, 31,

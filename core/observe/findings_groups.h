@@ -34,8 +34,7 @@ typedef struct wb_findings_th {
 /* The groups of every rule, as a map: view, epilogue, layout, fusion, host_bound, imbalance,
  * roofline, sync, memcpy (lists of groups), gaps ({lanes = {...}, workers = {...}}), steps
  * ({delay =, span =}), events and device_events (counts), and torch ({view, copy, gemm, fusion,
- * launches, kernel_sizes}: the rules for torch.profiler's traces, findings_torch.c). skip_memory: leave memory events out
- * (a trace read back for `workbench explain`). */
-wb_status wb_prof_findings_groups(const wb_prof *p, const wb_findings_th *th, int skip_memory, wb_val *out);
+ * launches, kernel_sizes}: the rules for torch.profiler's traces, findings_torch.c). */
+wb_status wb_prof_findings_groups(const wb_prof *p, const wb_findings_th *th, wb_val *out);
 
 #endif

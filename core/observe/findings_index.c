@@ -185,7 +185,7 @@ static int64_t gemm_out(const wb_prof *p, const wb_event *e) {
 
 static int itemsize_of(const char *dtype) { return dtype && !strcmp(dtype, "bf16") ? 2 : 4; }
 
-wb_status fx_index_build(fx_index *ix, const wb_prof *p, int skip_memory) {
+wb_status fx_index_build(fx_index *ix, const wb_prof *p) {
     memset(ix, 0, sizeof *ix);
     ix->p = p;
     size_t cap_dev = 0, cap_top = 0, cap_rt = 0, cap_mem = 0, cap_sh = 0, cap_rg = 0, cap_st = 0;
@@ -209,14 +209,13 @@ wb_status fx_index_build(fx_index *ix, const wb_prof *p, int skip_memory) {
     PRESIZE(ix->dev, cap_dev, count_of[WB_EV_KERNEL] + count_of[WB_EV_MEMCPY] + count_of[WB_EV_MEMSET]);
     PRESIZE(ix->top, cap_top, tops);
     PRESIZE(ix->runtime, cap_rt, count_of[WB_EV_RUNTIME]);
-    PRESIZE(ix->memory, cap_mem, skip_memory ? 0 : count_of[WB_EV_MEMORY]);
+    PRESIZE(ix->memory, cap_mem, count_of[WB_EV_MEMORY]);
     PRESIZE(ix->share, cap_sh, count_of[WB_EV_THREAD]);
     PRESIZE(ix->range, cap_rg, count_of[WB_EV_RANGE]);
     PRESIZE(ix->step, cap_st, count_of[WB_EV_STEP]);
 #undef PRESIZE
     uint64_t seq = 0;
     for (wb_prof_cursor_open(&c, p); (e = wb_prof_cursor_next(&c)); seq++) {
-        if (skip_memory && e->kind == WB_EV_MEMORY) continue;
         ix->events++;
         if (e->ts_ns < t0) t0 = e->ts_ns;
         if (e->ts_ns + e->dur_ns > t1) t1 = e->ts_ns + e->dur_ns;

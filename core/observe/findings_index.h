@@ -68,7 +68,7 @@ typedef struct fx_index {
     int oom;
 } fx_index;
 
-wb_status fx_index_build(fx_index *ix, const wb_prof *p, int skip_memory);
+wb_status fx_index_build(fx_index *ix, const wb_prof *p);
 void fx_index_free(fx_index *ix);
 /* The op with that id, or NULL. */
 fx_op *fx_op_of(fx_index *ix, uint32_t id);

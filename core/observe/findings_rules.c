@@ -295,10 +295,10 @@ int fx_rule_fusion(fx_index *ix, fx_out *o, wb_val *out);
 int fx_rules_time(fx_index *ix, fx_out *o, wb_val *root);
 int fx_rules_torch(fx_index *ix, fx_out *o, wb_val *root, double small_kernel_ns);
 
-wb_status wb_prof_findings_groups(const wb_prof *p, const wb_findings_th *th, int skip_memory, wb_val *out) {
+wb_status wb_prof_findings_groups(const wb_prof *p, const wb_findings_th *th, wb_val *out) {
     memset(out, 0, sizeof *out);
     fx_index ix;
-    wb_status st = fx_index_build(&ix, p, skip_memory);
+    wb_status st = fx_index_build(&ix, p);
     if (st != WB_OK) return st;
     fx_out o = {0};
     out->type = WB_VAL_MAP;

@@ -172,7 +172,26 @@ static void write_event(wb_out *f, const wb_prof *p, const wb_event *e, uint64_t
                       pid, tid, wb_prof_lane_name(p, e->lane));
     }
     wb_out_str(f, ",\n");
-    if (e->kind == WB_EV_MEMORY) { /* a counter track of live bytes per device, after the event */
+    if (e->kind == WB_EV_MEMORY) {
+        /* the allocation or free as the host ran it (a slice as long as the call: the gaps rule's
+         * allocation share reads it back), then a counter track of live bytes per device after it */
+        wb_out_str(f, "{\"ph\": \"X\", \"cat\": \"memory\", \"name\": ");
+        json_string(f, wb_event_name(e));
+        wb_out_str(f, ", \"pid\": 0, \"tid\": 0, \"ts\": ");
+        wb_out_us(f, e->ts_ns);
+        wb_out_str(f, ", \"dur\": ");
+        wb_out_us(f, e->dur_ns);
+        wb_out_str(f, ", \"args\": {\"bytes\": ");
+        wb_out_int(f, (int64_t)e->bytes);
+        wb_out_str(f, ", \"allocated_bytes\": ");
+        wb_out_int(f, (int64_t)e->live_bytes);
+        wb_out_str(f, ", \"device\": ");
+        json_string(f, wb_device_name((wb_device)e->device));
+        if (e->link) {
+            wb_out_str(f, ", \"parent\": ");
+            wb_out_int(f, e->link);
+        }
+        wb_out_str(f, "}},\n");
         wb_out_printf(f, "{\"ph\": \"C\", \"name\": \"memory %s\", \"pid\": 0, \"ts\": ",
                       wb_device_name((wb_device)e->device));
         wb_out_us(f, e->ts_ns + e->dur_ns);

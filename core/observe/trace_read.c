@@ -22,7 +22,7 @@
 
 typedef struct parsed {
     char ph[4], cat[16], name[512], src[512], op[64], ops[256], api[32], isa[32], tile[24], layout[8],
-        epilogue[WB_EPILOGUE_MAX];
+        epilogue[WB_EPILOGUE_MAX], device[16];
     int64_t pid, tid, ts, dur;
     int64_t id, correlation, parent, threads, kernel, thread, cbid;
     double flops, bytes, work, run_delay, allocated;
@@ -55,6 +55,7 @@ static void parse_args(jp *j, parsed *e) {
         else if (!strcmp(key, "op")) jp_string(j, e->op, sizeof e->op);
         else if (!strcmp(key, "ops")) jp_string(j, e->ops, sizeof e->ops);
         else if (!strcmp(key, "api")) jp_string(j, e->api, sizeof e->api);
+        else if (!strcmp(key, "device")) jp_string(j, e->device, sizeof e->device);
         else if (!strcmp(key, "isa")) jp_string(j, e->isa, sizeof e->isa);
         else if (!strcmp(key, "tile")) jp_string(j, e->tile, sizeof e->tile);
         else if (!strcmp(key, "layout")) jp_string(j, e->layout, sizeof e->layout);
@@ -106,7 +107,7 @@ static int parse_event(const char *line, parsed *e) {
     jp j = {.s = line};
     char key[16];
     e->ph[0] = e->cat[0] = e->name[0] = e->src[0] = e->op[0] = e->ops[0] = e->api[0] = '\0';
-    e->isa[0] = e->tile[0] = e->layout[0] = e->epilogue[0] = '\0';
+    e->isa[0] = e->tile[0] = e->layout[0] = e->epilogue[0] = e->device[0] = '\0';
     memset(&e->pid, 0, offsetof(parsed, flow) - offsetof(parsed, pid));
     if (!jp_eat(&j, '{')) return 0;
     do {
@@ -156,12 +157,17 @@ static const wb_kernel_kind *kind_from(const parsed *x) {
     return wb_kernel_kind_intern(&key);
 }
 
-/* Appends the parsed event to the store; 0 when it is not one the workbench writes. */
-static int append(wb_prof *p, const parsed *x) {
+/* Appends the parsed event to the store; 0 when it is not one the workbench writes. A memory event
+ * is a slice (cat "memory": the call, its bytes and the bytes live after it) followed by a point of
+ * the "memory <device>" counter track; traces written before the slices carry only the counter,
+ * read as an event of no duration while no slice has come (*slices). */
+static int append(wb_prof *p, const parsed *x, int *slices) {
     int kind = kind_of(x->cat);
-    int memory = !strcmp(x->ph, "C") && !strncmp(x->name, "memory ", 7);
-    if (memory) kind = WB_EV_MEMORY;
+    int counter = !strcmp(x->ph, "C") && !strncmp(x->name, "memory ", 7);
+    if (counter && *slices) return 1;
+    if (counter) kind = WB_EV_MEMORY;
     else if (strcmp(x->ph, "X") || kind < 0) return 1; /* metadata, flow arrows, findings: not events */
+    if (kind == WB_EV_MEMORY && !counter) *slices = 1;
     int64_t side_buf[FRAME_SIDE];
     uint32_t n = 0;
     uint8_t meta[WB_EVENT_MAX_INPUTS] = {0};
@@ -192,12 +198,11 @@ static int append(wb_prof *p, const parsed *x) {
                x->tid > 255 ? 255 : x->tid > 0 ? WB_LANE_CPU_THREAD0 + (int)x->tid - 1 : WB_LANE_CPU_DEVICE;
     if (lane > 255) lane = 255;
     wb_event ev = {.ts_ns = x->ts, .dur_ns = x->dur, .src = WB_EVENT_NONE, .kind = (uint8_t)kind, .lane = (uint8_t)lane};
-    if (memory) {
-        ev.ts_ns = x->ts, ev.dur_ns = 0;
-        ev.name = "memory"; /* the trace keeps the bytes live after it, not the call */
+    if (kind == WB_EV_MEMORY) {
+        ev.name = counter ? "memory" : wb_store_string(p, wb_store_intern(p, x->name));
         ev.live_bytes = x->allocated;
         wb_device d = WB_DEVICE_CPU;
-        wb_device_parse(x->name + 7, &d);
+        wb_device_parse(counter ? x->name + 7 : x->device, &d);
         ev.device = (uint16_t)d;
     } else if (kind == WB_EV_KERNEL || kind == WB_EV_THREAD) {
         ev.kernel = kind_from(x);
@@ -214,8 +219,8 @@ static int append(wb_prof *p, const parsed *x) {
     }
     if (kind == WB_EV_THREAD) ev.work = x->work, ev.threads = (uint16_t)x->thread;
     else if (kind == WB_EV_RANGE || kind == WB_EV_STEP) ev.run_delay_ns = x->has_run_delay ? x->run_delay : -1;
-    else if (!memory) ev.flops = x->flops;
-    if (!memory) ev.bytes = (float)x->bytes;
+    else if (kind != WB_EV_MEMORY) ev.flops = x->flops;
+    ev.bytes = (float)x->bytes;
     if (kind == WB_EV_KERNEL) ev.threads = (uint16_t)x->threads;
     if (kind == WB_EV_RUNTIME) ev.cbid = (uint16_t)x->cbid, ev.api = (uint8_t)api_of(x->api);
     if (x->src[0]) ev.src = wb_store_intern(p, x->src);
@@ -396,7 +401,7 @@ static wb_status copy_error(const char *path, const src *r, int why, const char 
  * schemaVersion ...), else by the first event that is not metadata. */
 enum { MODE_UNKNOWN, MODE_WORKBENCH, MODE_FOREIGN };
 typedef struct doc {
-    int mode;
+    int mode, memory_slices;
     wb_import *im;
 } doc;
 
@@ -419,7 +424,7 @@ static wb_status read_events(const char *path, src *r, wb_prof *p, text *ev, doc
         parsed x;
         if (ev->s[0] != '{') return trace_error(path, line, "the event list holds something that is not an event object");
         if (d->mode == MODE_UNKNOWN) d->mode = mode_of(ev->s, &x);
-        int ok = d->mode == MODE_WORKBENCH ? parse_event(ev->s, &x) && append(p, &x)
+        int ok = d->mode == MODE_WORKBENCH ? parse_event(ev->s, &x) && append(p, &x, &d->memory_slices)
                  : d->mode == MODE_FOREIGN ? wb_import_event(d->im, p, ev->s)
                                            : 1; /* metadata before the first event that tells */
         if (!ok)

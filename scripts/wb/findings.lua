@@ -507,14 +507,13 @@ function M.why_skipped(rule, fields)
     return nil
 end
 
--- The same findings for a session (a stopped profile, or a trace read back: skip_memory leaves its
--- memory events out, as `workbench explain` reads traces), from the groups computed in C over its
--- store: no table per event. Also returns the counts of events and of device events read, and the
+-- The same findings for a session (a stopped profile, or a trace read back), from the groups
+-- computed in C over its store: no table per event. Also returns the counts of events and of device events read, and the
 -- rules skipped ({rule, severity = "skipped", message = why}) for what ctx.fields lacks.
-function M.analyze_session(session, ctx, skip_memory)
+function M.analyze_session(session, ctx)
     ctx = ctx or {}
-    local G = session:findings_groups(TH.imbalance_ratio, TH.imbalance_min_ns, skip_memory and true or false,
-        TH.roofline_outlier_ratio, TH.small_kernel_ns)
+    local G = session:findings_groups(TH.imbalance_ratio, TH.imbalance_min_ns, TH.roofline_outlier_ratio,
+        TH.small_kernel_ns)
     for _, g in ipairs(G.fusion) do g.inter = {g.first} end
     local out, skipped = {}, {}
     -- another tool's trace (ctx.fields: what it carries) gets the rules that read torch's op tree

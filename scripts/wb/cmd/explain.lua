@@ -26,7 +26,7 @@ local function explain_one(path, as_json)
         machine = type(c.machine) == "table" and c.machine or nil, replay_ns_per_kernel = tonumber(c.replay_ns_per_kernel),
         dropped = type(other) == "table" and math.tointeger(other.dropped_events) or nil,
         dropped_note = type(other) == "table" and type(other.dropped) == "string" and other.dropped or "", fields = fields}
-    local okf, list, nevents, device_events, skipped = pcall(findings.analyze_session, q:_result(), ctx, true)
+    local okf, list, nevents, device_events, skipped = pcall(findings.analyze_session, q:_result(), ctx)
     if nevents == 0 then
         return nil, string.format("'%s' holds no events (%s)", path, fields and trace.describe(q) or "an empty profile")
     end
