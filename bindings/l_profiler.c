@@ -94,6 +94,15 @@ static wb_prof *check_session(lua_State *L) {
 wb_prof *wb_lua_check_session(lua_State *L);
 wb_prof *wb_lua_check_session(lua_State *L) { return check_session(L); }
 int wb_lua_session_diff_model(lua_State *L);
+/* A new handle on the stack (its session NULL until set through the pointer returned), for
+ * l_profiler_events.c: the finalizer frees whatever session it holds. */
+wb_prof **wb_lua_new_session(lua_State *L);
+wb_prof **wb_lua_new_session(lua_State *L) {
+    session_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
+    h->p = NULL;
+    luaL_setmetatable(L, SESSION_TYPE);
+    return &h->p;
+}
 int wb_lua_session_folded_stacks(lua_State *L);
 int wb_lua_session_findings_groups(lua_State *L);
 

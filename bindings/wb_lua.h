@@ -113,6 +113,7 @@ void wb_lua_register_ops(lua_State *L);      /* adds op functions to the table o
 void wb_lua_register_reductions(lua_State *L); /* t:sum(), t:mean(), t:max() (l_reduce.c) */
 void wb_lua_register_creation(lua_State *L); /* adds creation functions to the table on top */
 void wb_lua_register_profiler(lua_State *L); /* the session type; functions on the table on top */
+void wb_lua_register_profiler_events(lua_State *L); /* _profiler_from_events on the table on top */
 /* Whether a chunk (lua_Debug's source, "@path" for a file) is one of the library's own scripts:
  * its folder, resolved, is the library's scripts/wb (l_profiler.c; the REPL's error positions too). */
 int wb_lua_in_library(lua_State *L, const char *source);

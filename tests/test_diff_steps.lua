@@ -8,7 +8,9 @@ local D = require("wb.diff")
 local T = require("wb.diff_text")
 
 local prog, saw, node = shared.prog, shared.saw, shared.node
-local function diff_of(a, b, o) return D.diff(D.model(prog(a), o), D.model(prog(b), o), o) end
+-- a list of events made a profile (wb.profiler.from_events), its model computed in C
+local function model(events, o) return D.model_of(wb.profiler.from_events(events), o) end
+local function diff_of(a, b, o) return D.diff(model(prog(a), o), model(prog(b), o), o) end
 
 -- Steps that ran slower as a whole (a burst of other work over 7 of A's 12 steps, every node 1.4x):
 -- left out, as five quiet steps remain (the fewest from which the exact test reaches p < 0.01), so

@@ -1,7 +1,7 @@
--- test_diff_store.lua: wb.diff's model computed in C over a session's store (s:diff_model())
--- against the model computed in Lua from the event tables (diff.model), on recorded profiles and
--- on traces read back; and wb.profiler.diff on profiles of more than 200,000 events with a Lua
--- heap that does not grow with the events.
+-- test_diff_store.lua: wb.diff's model computed in C over a session's store (s:diff_model()):
+-- recorded profiles and traces read back give the model of their events fed back as tables
+-- (wb.profiler.from_events); and wb.profiler.diff on profiles of more than 200,000 events with a
+-- Lua heap that does not grow with the events.
 local lu = require("luaunit")
 local scratch = require("scratch")
 local D = require("wb.diff")
@@ -24,8 +24,7 @@ local function program(steps, opts)
     return p
 end
 
--- the Lua model without what only it keeps (each node's first occurrence, each step's tree), the
--- C model without the index of the one step whose tree it keeps
+-- a model without its step trees (compared apart) and the index of the step it draws
 local function comparable(m)
     for _, n in pairs(m.nodes) do n.first = nil end
     for _, s in ipairs(m.steps) do s.root = nil end
@@ -46,28 +45,32 @@ local function tree_lines(root)
     return out
 end
 
+-- The profile's model against the model of its events fed back as tables (wb.profiler.from_events):
+-- per occurrence with every step's tree, and aggregated with the median step's (the one diff
+-- --html draws).
 local function assert_same_model(p, no_repeats)
-    -- per occurrence (repeats apart by rank), and every step's tree as --html draws them
-    local lua_each = D.model(p:events(), {per_occurrence = true})
+    local fed = wb.profiler.from_events(p:events())
+    local each = D.model_of(fed, {per_occurrence = true, draw = "all"})
     local all = D.model_of(p, {per_occurrence = true, draw = "all"})
     lu.assertNil(all.drawn_step)
-    for k, st in ipairs(lua_each.steps) do
+    for k, st in ipairs(each.steps) do
         lu.assertEquals(tree_lines(all.steps[k].root), tree_lines(st.root), "step " .. k)
     end
-    lu.assertEquals(comparable(all), comparable(lua_each))
+    lu.assertEquals(comparable(all), comparable(each))
     local ranked = false
     for path in pairs(all.nodes) do ranked = ranked or path:find("#2", 1, true) ~= nil end
     lu.assertEquals(ranked, not no_repeats, "repeats told apart per occurrence")
     -- a model for the table alone keeps no tree
     for _, st in ipairs(D.model_of(p, {draw = "none"}).steps) do lu.assertNil(st.root) end
-    local lua_model, native = D.model(p:events()), D.model_of(p)
+    local fed_model, native = D.model_of(fed), D.model_of(p)
     for path in pairs(native.nodes) do lu.assertNil(path:find("#%d"), path) end -- repeats aggregated
-    -- the C model keeps the median step's tree (the step diff --html draws), the same one
-    lu.assertEquals(native.drawn_step, D.median_step(lua_model))
-    lu.assertEquals(tree_lines(native.steps[native.drawn_step].root), tree_lines(lua_model.steps[native.drawn_step].root))
-    lu.assertEquals(comparable(native), comparable(lua_model))
+    -- the model keeps the median step's tree, the same one on both
+    lu.assertEquals(native.drawn_step, D.median_step(native))
+    lu.assertEquals(fed_model.drawn_step, native.drawn_step)
+    lu.assertEquals(tree_lines(native.steps[native.drawn_step].root), tree_lines(fed_model.steps[native.drawn_step].root))
+    lu.assertEquals(comparable(native), comparable(fed_model))
     -- integers stay integers (cjson and the formats print them so)
-    for path, n in pairs(lua_model.nodes) do
+    for path, n in pairs(fed_model.nodes) do
         for i, v in ipairs(n.host) do lu.assertEquals(math.type(native.nodes[path].host[i]), math.type(v)) end
         for i, v in ipairs(n.device) do lu.assertEquals(math.type(native.nodes[path].device[i]), math.type(v)) end
     end
@@ -76,7 +79,7 @@ end
 
 TestDiffModel = {}
 
-function TestDiffModel:test_recorded_profiles_give_the_lua_model()
+function TestDiffModel:test_recorded_profiles_give_their_events_model()
     for _, opts in ipairs({{activities = {"cpu", "device"}, record_shapes = true, with_stack = true, profile_memory = true},
         {activities = {"cpu", "device"}}, {activities = {"cpu"}}}) do
         local m = assert_same_model(program(5, opts))
@@ -103,7 +106,7 @@ function TestDiffModel:test_no_steps_one_synthetic_step()
     lu.assertEquals(m.notes, {"no steps recorded (p:step()): the whole trace is one step"})
 end
 
-function TestDiffModel:test_loaded_trace_gives_the_lua_model()
+function TestDiffModel:test_loaded_trace_gives_its_events_model()
     local path = scratch.path(".json.gz")
     program(4, {activities = {"cpu", "device"}, record_shapes = true}):export_chrome_trace(path)
     assert_same_model(wb.profiler.load_trace(path))

@@ -8,6 +8,10 @@ local TH = F.THRESHOLDS
 
 local EXE = scratch.exe()
 
+-- The findings of a list of events, through the one analysis: the events made a profile
+-- (wb.profiler.from_events), its groups computed in C, the sentences in wb.findings.
+local function analyze(events, ctx) return (F.analyze_session(wb.profiler.from_events(events):_result(), ctx)) end
+
 local function rules_of(list)
     local s = {}
     for _, f in ipairs(list) do s[f.rule] = (s[f.rule] or 0) + 1 end
@@ -52,14 +56,14 @@ function test_view_fires_on_shared_storage_and_not_on_copies()
     local t = op("t", 0, 100, {flow = {7, 7}, shapes = {{3, 4}}})
     local c = op("contiguous", 200, 100, {flow = {7, 8}})
     local k = kernel(c, 220, 50, {op = "copy", epilogue = "none"})
-    local list = F.analyze({t, c, k}, {})
+    local list = analyze({t, c, k}, {})
     local v = find(list, "view")
     lu.assertNotNil(v)
     lu.assertStrContains(v.message, "t is a view: no kernel, 0 bytes moved")
     lu.assertStrContains(v.message, "[3, 4]")
     lu.assertEquals(rules_of(list).view, 1) -- the copy is not a view
     -- an op without a kernel whose output is new storage (an allocation) is not a view either
-    lu.assertNil(find(F.analyze({op("empty", 0, 10, {flow = {0, 9}})}, {}), "view"))
+    lu.assertNil(find(analyze({op("empty", 0, 10, {flow = {0, 9}})}, {}), "view"))
 end
 
 function test_epilogue_and_layout_from_kind_fields()
@@ -68,7 +72,7 @@ function test_epilogue_and_layout_from_kind_fields()
         dtypes = {"f32", "f32", "f32"}})
     local k = kernel(mm, 20, 800, {op = "sgemm", isa = "avx2", tile = "6x16", layout = "tn", epilogue = "bias"},
         {name = "any name at all"})
-    local list = F.analyze({lin, mm, k}, {})
+    local list = analyze({lin, mm, k}, {})
     local e = find(list, "epilogue")
     lu.assertStrContains(e.message, "bias")
     lu.assertEquals(e.evidence.separate_kernels, 0)
@@ -76,13 +80,13 @@ function test_epilogue_and_layout_from_kind_fields()
     -- an activation alone is one stage, bias and activation two
     for epi, stages in pairs({gelu_tanh = 1, bias_gelu_tanh = 2}) do
         local kk = kernel(mm, 20, 800, {op = "sgemm", layout = "tn", epilogue = epi})
-        lu.assertEquals(find(F.analyze({lin, mm, kk}, {}), "epilogue").evidence.bytes_saved, stages * 2 * 4 * 8 * 4)
+        lu.assertEquals(find(analyze({lin, mm, kk}, {}), "epilogue").evidence.bytes_saved, stages * 2 * 4 * 8 * 4)
     end
     local l = find(list, "layout")
     lu.assertStrContains(l.message, "layout tn")
     -- the same GEMM with no epilogue: no epilogue finding; the name is never read
     local k2 = kernel(mm, 20, 800, {op = "sgemm", layout = "nn", epilogue = "none"}, {name = "x_tn_bias"})
-    local list2 = F.analyze({lin, mm, k2}, {})
+    local list2 = analyze({lin, mm, k2}, {})
     lu.assertNil(find(list2, "epilogue"))
     lu.assertStrContains(find(list2, "layout").message, "layout nn")
 end
@@ -103,16 +107,16 @@ local function gelu_mul(extra_reader)
 end
 
 function test_fusion_fires_only_when_the_next_kernel_is_the_only_reader()
-    local f = find(F.analyze(gelu_mul(false), {}), "fusion")
+    local f = find(analyze(gelu_mul(false), {}), "fusion")
     lu.assertNotNil(f)
     lu.assertStrContains(f.message, "gelu -> mul")
     lu.assertEquals(f.evidence.bytes, 4 * 8 * 4 * 2)
     lu.assertStrContains(f.evidence.fuser, "wb.geglu")
-    lu.assertNil(find(F.analyze(gelu_mul(true), {}), "fusion")) -- g is also read by add
+    lu.assertNil(find(analyze(gelu_mul(true), {}), "fusion")) -- g is also read by add
     -- kernels of a replayed graph (no op flow) never make a fusion finding
     local ev = gelu_mul(false)
     for _, e in ipairs(ev) do if e.cat == "op" then e.args.flow = nil end end
-    lu.assertNil(find(F.analyze(ev, {}), "fusion"))
+    lu.assertNil(find(analyze(ev, {}), "fusion"))
 end
 
 -- a window of `span` ns holding kernels busy for `busy` ns
@@ -123,8 +127,8 @@ end
 
 function test_host_bound_threshold_edges()
     local share = TH.host_bound_idle_share
-    lu.assertNil(find(F.analyze(window(100000, math.floor(100000 * (1 - share))), {}), "host_bound")) -- exactly half
-    local f = find(F.analyze(window(100000, math.floor(100000 * (1 - share)) - 1000), {replay_ns_per_kernel = 50}),
+    lu.assertNil(find(analyze(window(100000, math.floor(100000 * (1 - share))), {}), "host_bound")) -- exactly half
+    local f = find(analyze(window(100000, math.floor(100000 * (1 - share)) - 1000), {replay_ns_per_kernel = 50}),
         "host_bound")
     lu.assertNotNil(f)
     lu.assertStrContains(f.message, "fwd is host-bound")
@@ -138,7 +142,7 @@ function test_gaps_sum_to_total_and_script_is_outside_ops()
     local ka = kernel(a, 600, 300, {op = "add", epilogue = "none"})
     local b = op("mul", 5000, 1000, {flow = {3, 2, 4}})
     local kb = kernel(b, 5700, 200, {op = "mul", epilogue = "none"})
-    local f = find(F.analyze({a, ka, b, kb}, {}), "gaps")
+    local f = find(analyze({a, ka, b, kb}, {}), "gaps")
     local c = f.evidence.categories
     lu.assertEquals(f.evidence.total_ns, 5700 - 900)
     lu.assertEquals(c.other, 100)       -- add's tail after its kernel
@@ -153,14 +157,14 @@ function test_gaps_sum_to_total_and_script_is_outside_ops()
         return {cat = "memory", name = name, ts_ns = ts, dur_ns = dur, lane = "host", id = 0, correlation = 0,
             parent = 0, flops = 0, bytes = 0, args = {}}
     end
-    local fa = find(F.analyze({a, ka, b, kb, mem("free", 2000, 500), mem("alloc", 5100, 200)}, {}), "gaps")
+    local fa = find(analyze({a, ka, b, kb, mem("free", 2000, 500), mem("alloc", 5100, 200)}, {}), "gaps")
     local ca = fa.evidence.categories
     lu.assertEquals(ca.allocation, 700)
     lu.assertEquals(ca.script, 4000 - 500)
     lu.assertEquals(ca.dispatch, 700 - 200)
     lu.assertEquals(ca.other, 100)
     -- a run-queue delay in the window becomes `preempted`, and the sum still holds
-    local f2 = find(F.analyze({step(0, 6000, 1200), a, ka, b, kb}, {}), "gaps")
+    local f2 = find(analyze({step(0, 6000, 1200), a, ka, b, kb}, {}), "gaps")
     local s2 = 0
     for _, v in pairs(f2.evidence.categories) do s2 = s2 + v end
     lu.assertTrue(f2.evidence.categories.preempted > 0)
@@ -180,7 +184,7 @@ function test_gaps_of_worker_threads_start_with_imbalance()
         end
     end
     local w
-    for _, f in ipairs(F.analyze(ev, {})) do if f.rule == "gaps" and f.evidence.workers then w = f end end
+    for _, f in ipairs(analyze(ev, {})) do if f.rule == "gaps" and f.evidence.workers then w = f end end
     lu.assertNotNil(w)
     local c = w.evidence.categories
     lu.assertEquals(c.imbalance, 300)           -- worker 1 waited at the join
@@ -202,10 +206,10 @@ end
 
 function test_imbalance_threshold_edges()
     local lo = 100000
-    lu.assertNil(find(F.analyze(parallel(lo, math.floor(lo * (1 + TH.imbalance_ratio))), {}), "imbalance"))
-    lu.assertNotNil(find(F.analyze(parallel(lo, math.floor(lo * (1 + TH.imbalance_ratio)) + 1000), {}), "imbalance"))
+    lu.assertNil(find(analyze(parallel(lo, math.floor(lo * (1 + TH.imbalance_ratio))), {}), "imbalance"))
+    lu.assertNotNil(find(analyze(parallel(lo, math.floor(lo * (1 + TH.imbalance_ratio)) + 1000), {}), "imbalance"))
     -- a large ratio on a tiny kernel is jitter
-    lu.assertNil(find(F.analyze(parallel(1000, 1000 + TH.imbalance_min_ns - 1), {}), "imbalance"))
+    lu.assertNil(find(analyze(parallel(1000, 1000 + TH.imbalance_min_ns - 1), {}), "imbalance"))
 end
 
 function test_roofline_names_the_binding_roof()
@@ -213,16 +217,16 @@ function test_roofline_names_the_binding_roof()
     local o = op("mm", 0, 2e6, {flow = {1, 2}})
     -- 1e6 flops over 1e6 bytes (intensity 1: DRAM-bound, 10 GFLOP/s attainable), in 1 ms: 1 GFLOP/s = 10%
     local k = kernel(o, 0, 1e6, {op = "sgemm", layout = "tn", epilogue = "none"}, {flops = 1e6, bytes = 1e6})
-    local f = find(F.analyze({o, k}, {device_info = info}), "roofline")
+    local f = find(analyze({o, k}, {device_info = info}), "roofline")
     lu.assertStrContains(f.message, "DRAM bandwidth")
     lu.assertAlmostEquals(f.evidence.fraction, 0.1, 1e-9)
     -- at 30% of it: silent; without ceilings: silent
-    k.dur_ns = 1e6 / 3
-    lu.assertNil(find(F.analyze({o, k}, {device_info = info}), "roofline"))
-    lu.assertNil(find(F.analyze({o, k}, {}), "roofline"))
+    k.dur_ns = 333333 -- (times are whole ns)
+    lu.assertNil(find(analyze({o, k}, {device_info = info}), "roofline"))
+    lu.assertNil(find(analyze({o, k}, {}), "roofline"))
     -- compute-bound: intensity 100 flop/byte
     local k2 = kernel(o, 0, 1e6, {op = "sgemm", layout = "tn", epilogue = "none"}, {flops = 1e7, bytes = 1e5})
-    lu.assertStrContains(find(F.analyze({o, k2}, {device_info = info}), "roofline").message, "FLOP/s peak")
+    lu.assertStrContains(find(analyze({o, k2}, {device_info = info}), "roofline").message, "FLOP/s peak")
 end
 
 -- five launches of one kernel, one of them preempted (4128 us among 28-31 us): the roofline reads
@@ -240,7 +244,7 @@ end
 function test_roofline_reads_the_median_launch_and_names_outliers()
     local ev = preempted({28000, 31000, 4128000, 29000, 30000})
     -- far below its roof even so: a warning at the median's rate, the outlier named
-    local f = find(F.analyze(ev, {device_info = {peak_gflops = 1000, dram_gbs = 1e6}}), "roofline")
+    local f = find(analyze(ev, {device_info = {peak_gflops = 1000, dram_gbs = 1e6}}), "roofline")
     lu.assertEquals(f.severity, "warn")
     lu.assertAlmostEquals(f.evidence.achieved, 10, 1e-12)
     lu.assertEquals({f.evidence.median_ns, f.evidence.outliers, f.evidence.outlier_max_ns}, {30000.0, 1, 4128000})
@@ -249,15 +253,15 @@ function test_roofline_reads_the_median_launch_and_names_outliers()
     lu.assertStrContains(f.message, "1 launch of 5 ran over 3x slower than the median launch of 30.0 us (4128.0 us: " ..
         "preempted or waiting")
     -- near its roof at the median (50%), far below on average: said as information, the outlier named
-    f = find(F.analyze(ev, {device_info = {peak_gflops = 20, dram_gbs = 1e6}}), "roofline")
+    f = find(analyze(ev, {device_info = {peak_gflops = 20, dram_gbs = 1e6}}), "roofline")
     lu.assertEquals(f.severity, "info")
     lu.assertStrContains(f.message, "reaches 10.0 GFLOP/s in its median launch, 50% of what the FLOP/s peak allows; " ..
         "1 launch of 5 ran over 3x slower")
     lu.assertStrContains(f.message, "which would have put its average at 0.4 GFLOP/s")
     -- no outlier (the slowest 32 us): silent at 50%; two: both counted
-    lu.assertNil(find(F.analyze(preempted({28000, 31000, 32000, 29000, 30000}),
+    lu.assertNil(find(analyze(preempted({28000, 31000, 32000, 29000, 30000}),
         {device_info = {peak_gflops = 20, dram_gbs = 1e6}}), "roofline"))
-    f = find(F.analyze(preempted({28000, 31000, 4128000, 29000, 30000, 900000}),
+    f = find(analyze(preempted({28000, 31000, 4128000, 29000, 30000, 900000}),
         {device_info = {peak_gflops = 1000, dram_gbs = 1e6}}), "roofline")
     lu.assertEquals(f.evidence.outliers, 2)
     lu.assertStrContains(f.message, "2 launches of 6 ran over 3x slower than the median launch of 30.5 us (the " ..
@@ -267,13 +271,13 @@ end
 function test_unreliable_marks_time_findings()
     local ev = gelu_mul(false)
     table.insert(ev, 1, step(0, 1000, math.floor(1000 * TH.unreliable_run_delay_share)))
-    lu.assertNil(find(F.analyze(ev, {}), "unreliable")) -- at the threshold
+    lu.assertNil(find(analyze(ev, {}), "unreliable")) -- at the threshold
     ev[1].args.run_delay_ns = 200
-    local list = F.analyze(ev, {})
+    local list = analyze(ev, {})
     lu.assertNotNil(find(list, "unreliable"))
     lu.assertTrue(find(list, "fusion").unreliable)
-    lu.assertNil(find(list, "unreliable") and find(F.analyze(gelu_mul(false), {machine = {busy = false}}), "unreliable"))
-    lu.assertNotNil(find(F.analyze(gelu_mul(false), {machine = {busy = true, other_runnable = 3, steal_pct = 0}}),
+    lu.assertNil(find(list, "unreliable") and find(analyze(gelu_mul(false), {machine = {busy = false}}), "unreliable"))
+    lu.assertNotNil(find(analyze(gelu_mul(false), {machine = {busy = true, other_runnable = 3, steal_pct = 0}}),
         "unreliable"))
 end
 
@@ -286,10 +290,10 @@ function test_sync_and_memcpy_inside_a_step_only()
         correlation = 0, parent = 0, flops = 0, bytes = 0, args = {}}
     local cp = {cat = "memcpy", name = "Memcpy HtoD", ts_ns = 100, dur_ns = 30, lane = "cuda:0 stream 7", id = 0,
         correlation = 0, parent = 0, flops = 0, bytes = 64, args = {}}
-    local list = F.analyze({step, rt(10, "sync"), rt(20, "launch"), rt(2000, "sync"), cp}, {})
+    local list = analyze({step, rt(10, "sync"), rt(20, "launch"), rt(2000, "sync"), cp}, {})
     lu.assertEquals(find(list, "sync").evidence.count, 1)
     lu.assertEquals(find(list, "memcpy").evidence.count, 1)
-    lu.assertNil(find(F.analyze({rt(10, "sync"), cp}, {}), "sync")) -- no step or range: nothing is inside one
+    lu.assertNil(find(analyze({rt(10, "sync"), cp}, {}), "sync")) -- no step or range: nothing is inside one
 end
 
 -- ---- real profiles ---------------------------------------------------------------------------
@@ -445,8 +449,13 @@ function test_cuda_sync_and_memcpy_inside_steps()
     end
     p:stop()
     local list = p:findings()
-    -- p:findings() computes its groups in C: the same as the Lua rules on the event tables
-    lu.assertEquals(list, F.analyze(p:events(), p:_findings_context()))
+    -- its events fed back (wb.profiler.from_events) and its trace read back give the same findings,
+    -- the device lane named as recorded ("cuda:0 stream N", once "device:0 stream 0" read back)
+    lu.assertEquals(analyze(p:events(), p:_findings_context()), list)
+    local path = scratch.path(".json")
+    p:export_chrome_trace(path)
+    lu.assertEquals(F.analyze_session(wb.profiler.load_trace(path):_result(), p:_findings_context()), list)
+    lu.assertStrContains(device_gaps(list).evidence.lane, "cuda:0 stream ")
     lu.assertNotNil(find(list, "sync"), F.format(list))
     lu.assertNotNil(find(list, "memcpy"), F.format(list))
     lu.assertTrue(find(list, "memcpy").evidence.count >= 2)
@@ -510,44 +519,6 @@ function test_explain_refuses_bad_traces_with_one_line()
         lu.assertEquals(select(2, err:gsub("\n", "")), 1, err) -- one line
         lu.assertNotStrContains(err, "traceback")
     end
-end
-
--- ---- cost on a large profile -----------------------------------------------------------------
-function test_findings_cost_on_a_100k_event_profile()
-    local a, b = wb.randn({4, 4}), wb.randn({4, 4})
-    local p = wb.profiler.profile{with_flops = true, record_shapes = true, max_events = 1 << 18}
-    p:start()
-    for _ = 1, 500 do
-        wb.profiler.range("step", function()
-            for _ = 1, 50 do wb.mul(wb.add(a, b), b) end
-        end)
-    end
-    p:stop()
-    local t0 = os.clock()
-    local ev = p:events()
-    local t1 = os.clock()
-    -- the better of two runs, each after a full collection: CPU time on a shared machine is noisy
-    local ctx = {device_info = {peak_gflops = 100, dram_gbs = 10}}
-    local cost, list, native, from_c = math.huge, nil, math.huge, nil
-    for _ = 1, 2 do
-        collectgarbage()
-        local t2 = os.clock()
-        list = F.analyze(ev, ctx)
-        cost = math.min(cost, os.clock() - t2)
-        collectgarbage()
-        t2 = os.clock()
-        from_c = F.analyze_session(p:_result(), ctx) -- what p:findings() runs: groups computed in C
-        native = math.min(native, os.clock() - t2)
-    end
-    lu.assertEquals(from_c, list)
-    print(string.format("\nfindings of a %d-event profile: %.3f s of CPU from the event tables, the better of 2 runs " ..
-        "(%d findings; p:events() took %.3f s more); %.3f s from the groups computed in C", #ev, cost, #list, t1 - t0,
-        native))
-    lu.assertTrue(#ev >= 100000, tostring(#ev))
-    lu.assertTrue(#list >= 1)
-    -- No bar on the time here (a timed test fails on a slow or busy machine, not on slow code):
-    -- the figure is printed. On the 2-vCPU EPYC Zen 3 0.78-0.96 s, alone; 1.06-1.14 s beside
-    -- other tests, which a 1 s bar here failed on.
 end
 
 scratch.exit(lu.LuaUnit.run())

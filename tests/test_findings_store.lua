@@ -1,13 +1,16 @@
 -- test_findings_store.lua: wb.findings from groups computed in C over a session's store
--- (analyze_session) against the findings computed in Lua from the event tables (analyze), on
--- recorded profiles (two worker threads, shapes, stacks, memory) and on traces read back; and the
--- findings of more than 200,000 events (once left out of the table and the trace) with a Lua heap
--- that does not grow with the events.
+-- (analyze_session): a recorded profile (two worker threads, shapes, stacks, memory), its events
+-- fed back through wb.profiler.from_events, and its trace read back all give the same findings;
+-- explain reads a trace's allocation share; and the findings of more than 200,000 events (once
+-- left out of the table and the trace) with a Lua heap that does not grow with the events.
 local lu = require("luaunit")
 local scratch = require("scratch")
 local F = require("wb.findings")
 
 local EXE = scratch.exe()
+
+-- the findings of a list of event tables, made a profile (wb.profiler.from_events)
+local function analyze(events, ctx) return (F.analyze_session(wb.profiler.from_events(events):_result(), ctx)) end
 
 -- equal values, integers and floats told apart (cjson prints them differently)
 local function same(a, b, where)
@@ -18,7 +21,7 @@ local function same(a, b, where)
         return
     end
     for k, v in pairs(a) do same(v, b[k], where .. "." .. tostring(k)) end
-    for k in pairs(b) do lu.assertNotNil(a[k], where .. "." .. tostring(k) .. " only in the C groups' findings") end
+    for k in pairs(b) do lu.assertNotNil(a[k], where .. "." .. tostring(k) .. " only in the second list") end
 end
 
 -- ranges (nested), views, composite ops, a GeGLU MLP, steps; parallel kernels with two threads
@@ -50,14 +53,15 @@ local CTX = {device_info = wb.device_info(), machine = {busy = false}, replay_ns
 
 TestFindingsGroups = {}
 
-function TestFindingsGroups:test_profiles_give_the_lua_findings()
+-- p:events() fed back as tables (from_events) keep everything the rules read
+function TestFindingsGroups:test_events_fed_back_give_the_profiles_findings()
     local rules = {}
     for i, opts in ipairs({{activities = {"cpu", "device"}, record_shapes = true, with_stack = true, profile_memory = true},
         {activities = {"cpu", "device"}}, {activities = {"device"}}}) do
         local p = program(opts)
-        local lua_list = F.analyze(p:events(), CTX)
-        same(lua_list, (F.analyze_session(p:_result(), CTX)), "profile " .. i)
-        for _, f in ipairs(lua_list) do rules[f.rule] = true end
+        local list = F.analyze_session(p:_result(), CTX)
+        same(list, analyze(p:events(), CTX), "profile " .. i)
+        for _, f in ipairs(list) do rules[f.rule] = true end
     end
     -- the cases cover the rules that read sequences and shares, not only the per-kernel sums
     for _, r in ipairs({"view", "epilogue", "layout", "fusion", "host_bound", "gaps", "roofline"}) do
@@ -72,14 +76,37 @@ local function trace_events(path)
     return events
 end
 
--- a trace read back: the same findings as the Lua rules on the events read from it
-function TestFindingsGroups:test_trace_read_back_gives_the_lua_findings()
+-- events that are not events: an error naming the event and the field, never a guess
+function TestFindingsGroups:test_from_events_names_what_is_wrong()
+    local cases = {
+        {{5}, "event 1: not a table"},
+        {{{cat = "op", name = "a"}, {cat = "opx"}}, "event 2: cat 'opx' is not one of op, kernel"},
+        {{{cat = "op", ts_ns = 1.5}}, "event 1: ts_ns must be an integer, got a fraction"},
+        {{{cat = "op", dur_ns = "1"}}, "event 1: dur_ns must be an integer, got string"},
+        {{{cat = "op", dur_ns = -1}}, "event 1: dur_ns is negative"},
+        {{{cat = "kernel", lane = "gpu"}}, "event 1: lane 'gpu' is not host, cpu:0 stream 0, cpu:0 thread N or a device stream"},
+        {{{cat = "op", shapes = {{1, "a"}}}}, "event 1: a shape must be a list of at most 8 integers"},
+        {{{cat = "op", name = string.rep("x", 600)}}, "event 1: name is 600 bytes, over 511"},
+        {{{cat = "op", args = 3}}, "event 1: args must be a table"},
+        {{{cat = "kernel", args = {flow = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}}}, "event 1: flow must be a list of at most"},
+    }
+    for _, c in ipairs(cases) do
+        local ok, err = pcall(wb.profiler.from_events, c[1])
+        lu.assertFalse(ok, c[2])
+        lu.assertStrContains(tostring(err), "from_events: " .. c[2])
+    end
+    lu.assertErrorMsgContains("from_events needs a list of events, got string", wb.profiler.from_events, "x")
+    -- an empty list: an empty profile, whose findings are none
+    lu.assertEquals(analyze({}, CTX), {})
+end
+
+-- a trace read back: the same findings as its events fed back as tables
+function TestFindingsGroups:test_trace_read_back_gives_its_events_findings()
     local path = scratch.path(".json.gz")
     program({activities = {"cpu", "device"}, record_shapes = true, profile_memory = true}):export_chrome_trace(path)
     local events = trace_events(path)
-    local lua_list = F.analyze(events, CTX)
-    local list, n, device = F.analyze_session(wb.profiler.load_trace(path):_result(), CTX, true)
-    same(lua_list, list, "trace")
+    local list, n, device = F.analyze_session(wb.profiler.load_trace(path):_result(), CTX)
+    same(analyze(events, CTX), list, "trace")
     lu.assertEquals(n, #events)
     local k = 0
     for _, e in ipairs(events) do if e.cat == "kernel" or e.cat == "memcpy" or e.cat == "memset" then k = k + 1 end end
@@ -130,7 +157,7 @@ function TestFindingsGroups:test_explain_reads_the_allocation_share_the_profile_
 end
 
 -- a trace with one preempted launch (five launches of one GEMM, their durations set to 28, 31,
--- 4128, 29 and 30 us): the C groups read the median launch and name the outlier as the Lua rules do
+-- 4128, 29 and 30 us): the rule reads the median launch and names the outlier
 function TestFindingsGroups:test_roofline_outlier_in_a_trace()
     local x, w = wb.rand({64, 256}), wb.rand({256, 256})
     local p = wb.profiler.profile({activities = {"cpu", "device"}})
@@ -150,9 +177,8 @@ function TestFindingsGroups:test_roofline_outlier_in_a_trace()
     local flops = 2 * 64 * 256 * 256
     -- the median launch (30 us) at 4% of the peak: a warning
     local ctx = {device_info = {peak_gflops = flops / 30000 * 25, dram_gbs = 1e6}, machine = {busy = false}}
-    local lua_list = F.analyze(events, ctx)
-    local list = F.analyze_session(wb.profiler.load_trace(edited):_result(), ctx, true)
-    same(lua_list, list, "trace")
+    local list = F.analyze_session(wb.profiler.load_trace(edited):_result(), ctx)
+    same(analyze(events, ctx), list, "trace")
     local f
     for _, x in ipairs(list) do if x.rule == "roofline" then f = x end end
     lu.assertEquals({f.severity, f.evidence.median_ns, f.evidence.outliers, f.evidence.outlier_max_ns},

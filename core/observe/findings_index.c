@@ -320,7 +320,7 @@ wb_status fx_index_build(fx_index *ix, const wb_prof *p) {
             if (ix->dev[i].lane == ix->lane_order[k]) ix->lane_dev[at++] = (int32_t)i;
     }
     ix->lane_start[ix->nlanes] = at;
-    /* each op's kernels: the launching op's and every op above it (64 levels, as in Lua) */
+    /* each op's kernels: the launching op's and every op above it (64 levels) */
     for (size_t i = 0; i < ix->ndev; i++) {
         const fx_dev *k = &ix->dev[i];
         fx_op *o = fx_op_of(ix, k->corr);

@@ -1,6 +1,6 @@
 /* findings_index.h: the index the findings' rules read (findings_index.c builds it from the store
  * in two passes, findings_rules.c runs the rules on it), and the value tree's builders. The
- * index mirrors wb.findings' Lua index: ops by id, device events in time order (all, and per
+ * index: ops by id, device events in time order (all, and per
  * lane), each op's kernels (its own and its children's), top-level ops, runtime calls, memory
  * events, worker shares per kernel, ranges and steps. Internal to libwb. */
 #ifndef WB_FINDINGS_INDEX_H
@@ -20,7 +20,7 @@ typedef struct fx_op {
     int64_t numel[WB_EVENT_MAX_INPUTS];
     int64_t gemm_out; /* output elements of a GEMM op from its shapes, -1 unknown */
     int64_t last_kernel_ts;
-    /* its kernels, its own and its children's (up to 64 levels, as in Lua) */
+    /* its kernels, its own and its children's (up to 64 levels) */
     uint32_t nkernels, nonlayout; /* all; those without a GEMM layout */
     uint8_t nflow, failed, ninputs, no_work; /* no_work: 0 flops and 0 bytes declared */
     int8_t dtype[WB_EVENT_MAX_INPUTS]; /* -1: absent input */
@@ -34,7 +34,7 @@ typedef struct fx_dev { /* a kernel, copy or memset */
     const wb_kernel_kind *kind; /* kernels */
     const char *name;
     uint32_t id, corr;
-    uint8_t kind_ev, lane, has_fields; /* has_fields: a GEMM kind (the Lua args carry a layout) */
+    uint8_t kind_ev, lane, has_fields; /* has_fields: a GEMM kind (its events carry a layout) */
 } fx_dev;
 
 typedef struct fx_span { /* runtime calls, memory events, worker shares, ranges, steps */

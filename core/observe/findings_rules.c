@@ -1,6 +1,6 @@
-/* findings_rules.c: wb.findings' rules over the C index (findings_index.h): per rule the groups
- * its sentences are made from, in the order the Lua rules make them (scripts/wb/findings.lua and
- * findings_time.lua write the sentences, from these groups or from their own index's). */
+/* findings_rules.c: wb.findings' rules over the index (findings_index.h): per rule the groups
+ * its sentences are made from, in the order they are written (scripts/wb/findings.lua and
+ * findings_time.lua write the sentences, from these groups: the analysis is here, once). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +148,7 @@ static int cmp_dur(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* the median of sorted v[0..n) as Lua's findings compute it: the middle one, or the mean of two */
+/* the median of sorted v[0..n): the middle one, or the mean of the two */
 static double median_of(const double *v, size_t n) { return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2; }
 
 static int roofline_medians(fx_out *o, wb_val *groups, const double *flops_of_group, launch *l, size_t nl,

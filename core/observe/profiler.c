@@ -396,6 +396,7 @@ const char *wb_prof_lane_name(const wb_prof *p, int lane) {
         snprintf(buf, sizeof buf, "cpu:0 thread %d", lane - WB_LANE_CPU_THREAD0);
         return buf;
     }
+    if (!p->device && p->device_lane[0]) return p->device_lane;
     snprintf(buf, sizeof buf, "%s:0 stream %u", p->device ? p->device->name : "device", p->device_stream);
     return buf;
 }

@@ -84,7 +84,7 @@ static void put(buf *b, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* A kernel kind's fields as the Lua event's args carry them (op, isa, layout, epilogue, tile). */
+/* A kernel kind's fields as an event's args carry them (op, isa, layout, epilogue, tile). */
 static void kernel_fields(const wb_kernel_kind *k, const char *out[5], wb_kernel_fields *f, char *epi, size_t len) {
     memset(out, 0, 5 * sizeof *out);
     out[0] = k->op;
@@ -178,7 +178,7 @@ static int node_rehash(nodetab *t) {
     return 1;
 }
 
-/* ---- ids of ops and runtime calls -> their occurrence (the last recorded wins, as in Lua) ------ */
+/* ---- ids of ops and runtime calls -> their occurrence (the last recorded wins) -------------- */
 
 typedef struct idmap {
     uint32_t *key;

@@ -123,6 +123,7 @@ struct wb_prof {
     size_t nnotes, cap_notes;
     uint32_t device_stream; /* the stream the device's kernels ran on (for the lane name) */
     int cuda_lane;          /* a kernel record arrived from the device's tracer */
+    char device_lane[48];   /* a session read back or fed: the device lane's name as given ("") */
     char device_note[256];
 };
 

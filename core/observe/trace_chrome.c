@@ -220,7 +220,8 @@ static void write_event(wb_out *f, const wb_prof *p, const wb_event *e, uint64_t
     wb_out_us(f, e->dur_ns);
     wb_out_str(f, ", \"args\": {\"id\": ");
     wb_out_int(f, e->id);
-    if (e->kind == WB_EV_OP || e->kind == WB_EV_KERNEL) {
+    /* an op's own id; a kernel's or a copy's launching op */
+    if (e->kind == WB_EV_OP || e->kind == WB_EV_KERNEL || e->kind == WB_EV_MEMCPY || e->kind == WB_EV_MEMSET) {
         wb_out_str(f, ", \"correlation\": ");
         wb_out_int(f, e->kind == WB_EV_OP ? e->id : e->link);
     }

@@ -1,6 +1,6 @@
--- wb.diff: two profiles (p:events() of stopped sessions, or Chrome traces the workbench wrote, read
--- back by wb.profiler.load_trace) aligned node by node: what changed in the structure, which nodes got
--- faster or slower beyond the noise (compare's rule), and where the total's change went.
+-- wb.diff: two profiles (stopped sessions, or traces read back by wb.profiler.load_trace) aligned
+-- node by node: what changed in the structure, which nodes got faster or slower beyond the noise
+-- (compare's rule), and where the total's change went.
 --
 -- A node is a range, a host op, a runtime call or a device kernel, named by its path: the ranges
 -- around it, then each op as name + input shapes + dtypes, then each kernel by its kind (op,
@@ -16,23 +16,29 @@ local steps = require("wb.diff_steps")
 
 local M = {MIN_ABS_NS = 1000} -- medians closer than this are SAME (see judge)
 
-local model = require("wb.diff_model")
-local HOST, DEVICE, KIND_FIELDS, DETAIL_FIELDS = model.HOST, model.DEVICE, model.KIND_FIELDS, model.DETAIL_FIELDS
+-- what the model's nodes are (core/observe/profiler_groups.c computes them)
+local HOST = {range = true, op = true, runtime = true}
+local DEVICE = {kernel = true, memcpy = true, memset = true}
+local KIND_FIELDS = {"op", "dtype", "isa", "layout", "epilogue"}
+-- what a kernel of the same kind may still change: shown as a kind change, not an alignment key
+-- (not `threads`: how many workers a launch got is the pool's choice at the time, not a kind)
+local DETAIL_FIELDS = {"tile"}
 
 local function fail(msg) error({diff_error = msg}, 0) end
 M.fail = fail
 
-local scalar = require("wb.diff_model").scalar
+-- a field's value as text (a whole float as an integer), nil for what is neither string nor number
+local function scalar(v)
+    if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%d", v) end
+    return (type(v) == "string" or type(v) == "number") and tostring(v) or nil
+end
 
--- model(events[, o]): the model of a list of events, in Lua (wb.diff_model); model_of below is C's
-M.model = require("wb.diff_model").model
-
-
--- model_of(p[, o]) -> the same model for a stopped profile or a loaded trace (a wb.profiler
--- object), computed in C over its store (s:diff_model(), core/observe/profiler_groups.c): no table
--- per event; the nodes keep their samples, and only the steps wb.diff_html draws keep their tree:
+-- model_of(p[, o]) -> the model of a stopped profile, a loaded trace or a list of events made one
+-- (wb.profiler.from_events): a wb.profiler object, its model computed in C over its store
+-- (s:diff_model(), core/observe/profiler_groups.c): no table per event; the nodes keep their samples, and only the steps wb.diff_html draws keep their tree:
 -- o.draw = N (1-based; past the last, the last; then m.drawn_step = N), "all", "none", or by
--- default the median step by host time (m.drawn_step). o.per_occurrence as for model().
+-- default the median step by host time (m.drawn_step). o.per_occurrence: the n-th repeat of a
+-- signature under one parent is a node of its own (its rank in the path).
 function M.model_of(p, o)
     o = o or {}
     local m, err = p:_result():diff_model({draw = o.draw, per_occurrence = o.per_occurrence and true or false})

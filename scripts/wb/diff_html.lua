@@ -138,8 +138,7 @@ local function drawn_counts(model, steps)
 end
 
 -- write(path, r, ma, mb[, step]) -> path: r is wb.diff's result for the models ma and mb. Draws
--- every step of each side that its model keeps a tree of (wb.diff.model_of with draw = "all"; a
--- Lua model keeps all), or `step` (1-based) of each alone, on one time axis: the longer side's span
+-- every step of each side that its model keeps a tree of (wb.diff.model_of with draw = "all"), or `step` (1-based) of each alone, on one time axis: the longer side's span
 -- fills the canvas, which grows with the steps drawn and scrolls sideways.
 function M.write(path, r, ma, mb, step)
     local sa, cut_a = drawn_steps(ma, step)

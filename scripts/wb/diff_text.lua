@@ -286,20 +286,18 @@ end
 -- wb.profiler.diff(pa, pb[, o]): two stopped profiles -> the comparison as a table.
 function M.profiles(pa, pb, o)
     o = o or {}
-    local function events_of(p, which)
-        if type(p) ~= "table" or type(p.events) ~= "function" then
+    local function check(p, which)
+        if type(p) ~= "table" or not p.native or type(p._result) ~= "function" then
             error(string.format("profiler.diff: %s must be a profiler (wb.profiler.profile), got %s", which, type(p)), 3)
         end
         if p.started then error(string.format("profiler.diff: %s is still recording: call p:stop() first", which), 3) end
-        -- a wb.profiler profile: its model computed in C over the store; anything else, from its events
-        return p.native and p._result and p or p:events()
     end
-    local ea, eb = events_of(pa, "the first argument"), events_of(pb, "the second argument")
+    check(pa, "the first argument")
+    check(pb, "the second argument")
     if rawequal(pa, pb) then error("profiler.diff: the same profile given twice: nothing to compare", 2) end
     local mo = {draw = "none", per_occurrence = o.per_occurrence}
-    local function model(x) return x.native and diff.model_of(x, mo) or diff.model(x, mo) end
     local ok, r = pcall(function()
-        local ma, mb = model(ea), model(eb)
+        local ma, mb = diff.model_of(pa, mo), diff.model_of(pb, mo)
         return diff.diff(ma, mb, {min_effect = o.min_effect, name_a = "A", name_b = "B",
             fingerprint_a = diff.fingerprint(pa:_findings_context(), M.build_of(pa)),
             fingerprint_b = diff.fingerprint(pb:_findings_context(), M.build_of(pb))}), ma, mb

@@ -1,117 +1,14 @@
 -- wb.findings_time: the findings about time (gaps between kernels and where they went, worker
 -- imbalance, the roofline, a busy machine, and on cuda synchronizations and copies inside a
--- step). Rules take the index wb.findings builds; thresholds live in wb.findings.THRESHOLDS.
+-- step), in sentences: the groups come from C (core/observe/findings_time.c, through
+-- s:findings_groups()); thresholds live in wb.findings.THRESHOLDS.
 
-local M = {report = {}} -- report.<rule>(groups, out, ctx, TH): the findings from groups (Lua's or C's)
+local M = {report = {}} -- report.<rule>(groups, out, ctx, TH): the findings from the groups
 
 local function us(ns) return string.format("%.1f us", ns / 1e3) end
 local function pct(x) return string.format("%.0f%%", 100 * x) end
 
 M.GAP_CATEGORIES = {"dispatch", "allocation", "script", "imbalance", "preempted", "other"}
-
--- Host cover of the gaps: top-level ops split at their last kernel's start (before it: dispatch,
--- the op preparing launches; after: other), top-level runtime calls (allocation when the API is
--- an allocation, else other). Sorted, not overlapping (top-level events do not nest).
-local function host_segments(ix)
-    local from, to, what = {}, {}, {} -- parallel arrays: no table per segment
-    local n, sorted = 0, true
-    local function add(a, b, c)
-        n = n + 1
-        from[n], to[n], what[n] = a, b, c
-        if n > 1 and a < from[n - 1] then sorted = false end
-    end
-    for _, op in ipairs(ix.top_ops) do
-        local t0, t1 = op.ts_ns, op.ts_ns + op.dur_ns
-        local ks = ix.op_kernels[op.id]
-        local last = t0
-        if not ks then
-            last = t1
-        elseif ks.cat then
-            last = ks.ts_ns
-        else
-            for _, k in ipairs(ks) do
-                if k.ts_ns > last then last = k.ts_ns end
-            end
-        end
-        if last < t0 then last = t0 end
-        if last > t1 then last = t1 end
-        add(t0, last, "dispatch")
-        if t1 > last then add(last, t1, "other") end
-    end
-    for _, r in ipairs(ix.runtime) do
-        if r.parent == 0 and r.lane == "host" then add(r.ts_ns, r.ts_ns + r.dur_ns, "other") end
-    end
-    if not sorted then -- rare (runtime calls between ops): sort the indexes
-        local idx = {}
-        for i = 1, n do idx[i] = i end
-        table.sort(idx, function(a, b) return from[a] < from[b] end)
-        local f2, t2, w2 = {}, {}, {}
-        for i, k in ipairs(idx) do f2[i], t2[i], w2[i] = from[k], to[k], what[k] end
-        from, to, what = f2, t2, w2
-    end
-    -- allocations and frees (profile_memory: memory events last as long as the call), inside
-    -- ops or outside them (a garbage collection freeing storage between two ops)
-    local af, at = {}, {}
-    for _, m in ipairs(ix.memory) do
-        if m.dur_ns > 0 then af[#af + 1], at[#at + 1] = m.ts_ns, m.ts_ns + m.dur_ns end
-    end
-    return from, to, what, n, af, at
-end
-
--- The gaps between consecutive busy spans of one lane (sorted), added into cat by what the host
--- was doing; for a worker's shares, the first part of a gap, up to the end of the parallel kernel
--- the share belonged to (join[share]), is imbalance: the worker waited for the slower ones.
--- Returns the total, the count of gaps and the lane's span.
-local function split_lane(ks, segs, cat, join)
-    local sf, st, sw, ns, af, at = segs[1], segs[2], segs[3], segs[4], segs[5], segs[6]
-    local ap = 1
-    local function alloc_between(lo, hi) -- time allocating inside [lo, hi]; lo never decreases
-        while ap <= #af and at[ap] <= lo do ap = ap + 1 end
-        local sum, i = 0, ap
-        while i <= #af and af[i] < hi do
-            local x, y = math.max(lo, af[i]), math.min(hi, at[i])
-            if y > x then sum = sum + (y - x) end
-            i = i + 1
-        end
-        return sum
-    end
-    local total, count, p = 0, 0, 1
-    local reach = ks[1] and ks[1].ts_ns + ks[1].dur_ns or 0
-    local waits_until = join and join[ks[1]] or reach
-    for i = 2, #ks do
-        local a, b = reach, ks[i].ts_ns
-        if b > a then
-            total, count = total + (b - a), count + 1
-            local wait = math.max(0, math.min(b, waits_until) - a)
-            cat.imbalance = cat.imbalance + wait
-            a = a + wait
-            while p <= ns and st[p] <= a do p = p + 1 end
-            local alloc = alloc_between(a, b)
-            local covered, alloc_in_ops, q = 0, 0, p
-            while q <= ns and sf[q] < b do
-                local lo, hi = math.max(a, sf[q]), math.min(b, st[q])
-                if hi > lo then
-                    local in_alloc = alloc_between(lo, hi) -- taken out of the op's category
-                    cat[sw[q]] = cat[sw[q]] + (hi - lo) - in_alloc
-                    covered, alloc_in_ops = covered + (hi - lo), alloc_in_ops + in_alloc
-                end
-                q = q + 1
-            end
-            cat.allocation = cat.allocation + alloc
-            cat.script = cat.script + (b - a - covered) - (alloc - alloc_in_ops)
-        end
-        local e = ks[i].ts_ns + ks[i].dur_ns
-        if e > reach then reach = e end
-        waits_until = join and math.max(join[ks[i]] or e, reach) or reach
-    end
-    return total, count, #ks > 0 and reach - ks[1].ts_ns or 0
-end
-
-local function new_categories()
-    local cat = {}
-    for _, c in ipairs(M.GAP_CATEGORIES) do cat[c] = 0 end
-    return cat
-end
 
 local function gaps_finding(out, TH, what, cat, total, count, span, ts, evidence)
     local parts = {}
@@ -128,57 +25,13 @@ local function gaps_finding(out, TH, what, cat, total, count, span, ts, evidence
         evidence = evidence}
 end
 
--- gaps: per device lane, the time between consecutive kernels, split by what the host was doing;
--- and the cpu device's worker threads together, between their shares of parallel kernels.
--- preempted: the host thread's run-queue delay inside the steps (sampled at their boundaries)
--- scaled by the lane's idle share; where in the step it fell is not known, so it is taken out
--- of the other categories in proportion.
-function M.gaps(ix, out, ctx, TH)
-    local segs = table.pack(host_segments(ix))
-    local G = {lanes = {}}
-    for _, lane in ipairs(ix.lane_order) do
-        local ks = ix.lanes[lane]
-        local cat = new_categories()
-        local total, count, span = split_lane(ks, segs, cat, nil)
-        G.lanes[#G.lanes + 1] = {lane = lane, cat = cat, total = total, count = count, span = span, ts = ks[1].ts_ns}
-    end
-    -- worker lanes: each share's gap to the worker's next share, its first part waiting at the join
-    local workers, order, join = {}, {}, {}
-    for _, k in ipairs(ix.kernels) do
-        for _, sh in ipairs(ix.threads[k.id] or {}) do
-            local l = workers[sh.lane]
-            if not l then l = {}; workers[sh.lane] = l; order[#order + 1] = sh.lane end
-            l[#l + 1] = sh
-            join[sh] = k.ts_ns + k.dur_ns
-        end
-    end
-    if #order > 0 then
-        local cat, total, count, span, ts = new_categories(), 0, 0, 0, math.huge
-        for _, lane in ipairs(order) do
-            local t, c, s = split_lane(workers[lane], segs, cat, join)
-            total, count, span, ts = total + t, count + c, span + s, math.min(ts, workers[lane][1].ts_ns)
-        end
-        G.workers = {cat = cat, total = total, count = count, span = span, ts = ts, workers = #order}
-    end
-    G.steps = M.step_delay(ix)
-    M.report.gaps(G, out, ctx, TH)
-end
-
--- The host thread's run-queue delay inside the steps, and the steps' span where it was sampled.
-function M.step_delay(ix)
-    local delay, span = 0, 0
-    for _, w in ipairs(ix.steps) do
-        local d = w.args and w.args.run_delay_ns
-        if d then delay, span = delay + d, span + w.dur_ns end
-    end
-    return {delay = delay, span = span}
-end
-
 -- G: {lanes = {{lane, cat, total, count, span, ts}}, workers = {cat, total, count, span, ts,
--- workers} or nil, steps = {delay, span}}, from the Lua index above or computed in C.
+-- workers} or nil, steps = {delay, span}}. The preempted share is the host thread's run-queue
+-- delay inside the steps scaled by the lane's idle share, taken from the other categories in
+-- proportion (where in the step it fell is not known).
 function M.report.gaps(G, out, ctx, TH)
     local delay, delay_span = G.steps.delay, G.steps.span
-    for _, l in ipairs(G.gaps and G.gaps.lanes or G.lanes) do
+    for _, l in ipairs(G.gaps.lanes) do
         local cat, total, span = l.cat, l.total, l.span
         if total > 0 and span > 0 then
             local before = {} -- what the host was doing, before the preempted share is carved out
@@ -192,7 +45,7 @@ function M.report.gaps(G, out, ctx, TH)
             gaps_finding(out, TH, l.lane .. " is", cat, total, l.count, span, l.ts, {lane = l.lane, host_categories = before})
         end
     end
-    local w = G.gaps and G.gaps.workers or G.workers
+    local w = G.gaps.workers
     if w and w.total > 0 and w.span > 0 then
         gaps_finding(out, TH, string.format("the cpu device's %d worker threads are", w.workers), w.cat, w.total,
             w.count, w.span, w.ts, {workers = w.workers})
@@ -200,33 +53,6 @@ function M.report.gaps(G, out, ctx, TH)
 end
 
 -- imbalance: parallel kernels whose slowest worker ran much longer than the fastest.
-function M.imbalance(ix, out, ctx, TH)
-    local groups, order = {}, {}
-    for _, k in ipairs(ix.kernels) do
-        local shares = ix.threads[k.id]
-        if shares and #shares >= 2 then
-            local lo, hi = math.huge, 0
-            for _, s in ipairs(shares) do
-                if s.dur_ns < lo then lo = s.dur_ns end
-                if s.dur_ns > hi then hi = s.dur_ns end
-            end
-            local g = groups[k.name]
-            if not g then
-                g = {kernel = k.name, launches = 0, over = 0, waited = 0, worst = 0, worst_lo = 0, workers = #shares,
-                    ts = k.ts_ns}
-                groups[k.name] = g
-                order[#order + 1] = g
-            end
-            g.launches = g.launches + 1
-            if hi - lo >= TH.imbalance_min_ns and lo > 0 and (hi - lo) / lo > TH.imbalance_ratio then
-                g.over = g.over + 1
-                for _, s in ipairs(shares) do g.waited = g.waited + (hi - s.dur_ns) end
-                if (hi - lo) / lo > g.worst then g.worst, g.worst_hi, g.worst_lo = (hi - lo) / lo, hi, lo end
-            end
-        end
-    end
-    M.report.imbalance({imbalance = order}, out, ctx, TH)
-end
 function M.report.imbalance(G, out, ctx, TH)
     for _, g in ipairs(G.imbalance) do
         if g.over > 0 then
@@ -247,56 +73,10 @@ local function roof_for(info, bytes)
     return "DRAM", info.dram_gbs or info.bandwidth_gbs
 end
 
--- The median of a sorted list: the middle one, or the mean of the two (as findings_rules.c).
-local function median_sorted(v)
-    local n = #v
-    if n % 2 == 1 then return v[(n + 1) // 2] + 0.0 end
-    return (v[n // 2] + v[n // 2 + 1]) / 2
-end
-
 -- roofline: kernel kinds far below the roof that binds them at their arithmetic intensity, judged
 -- by their median launch (one preempted launch of 4 ms among 30 us ones made the sum's rate a
 -- hundredth of the kernel's); the launches slower than the median one by more than
--- roofline_outlier_ratio are named. The same groups as findings_rules.c computes in C.
-function M.roofline(ix, out, ctx, TH)
-    local info = ctx.device_info
-    if not info or not info.peak_gflops then return end
-    local groups, order = {}, {}
-    for _, k in ipairs(ix.kernels) do
-        if k.cat == "kernel" and k.dur_ns > 0 and (k.flops > 0 or k.bytes > 0) then
-            local g = groups[k.name]
-            if not g then
-                g = {kernel = k.name, launches = 0, flops = 0, bytes = 0, time_ns = 0, ts = k.ts_ns, each = {}}
-                groups[k.name] = g
-                order[#order + 1] = g
-            end
-            g.launches, g.flops, g.bytes, g.time_ns = g.launches + 1, g.flops + k.flops, g.bytes + k.bytes,
-                g.time_ns + k.dur_ns
-            g.each[#g.each + 1] = k
-        end
-    end
-    for _, g in ipairs(order) do
-        local rates, durs = {}, {}
-        for i, k in ipairs(g.each) do
-            rates[i] = {(g.flops > 0 and k.flops or k.bytes) / k.dur_ns, k.dur_ns}
-            durs[i] = k.dur_ns
-        end
-        table.sort(rates, function(a, b) return a[1] < b[1] end)
-        table.sort(durs)
-        local r = {}
-        for i, x in ipairs(rates) do r[i] = x[1] end
-        g.rate, g.median_ns = median_sorted(r), median_sorted(durs)
-        g.outliers, g.outlier_ns, g.outlier_max_ns = 0, 0, 0
-        for _, x in ipairs(rates) do
-            if x[1] * TH.roofline_outlier_ratio < g.rate then
-                g.outliers, g.outlier_ns = g.outliers + 1, g.outlier_ns + x[2]
-                g.outlier_max_ns = math.max(g.outlier_max_ns, x[2])
-            end
-        end
-        g.each = nil
-    end
-    M.report.roofline({roofline = order}, out, ctx, TH)
-end
+-- roofline_outlier_ratio are named.
 function M.report.roofline(G, out, ctx, TH)
     local info = ctx.device_info
     if not info or not info.peak_gflops then return end
@@ -347,7 +127,6 @@ end
 
 -- unreliable: the machine was busy while recording (other runnable processes or steal, from
 -- ctx.machine; or this thread waiting for a CPU inside the steps).
-function M.unreliable(ix, out, ctx, TH) M.report.unreliable({steps = M.step_delay(ix)}, out, ctx, TH) end
 function M.report.unreliable(G, out, ctx, TH)
     local delay, span = G.steps.delay, G.steps.span
     local share = span > 0 and delay / span or 0
@@ -369,28 +148,6 @@ function M.report.unreliable(G, out, ctx, TH)
 end
 
 -- sync and memcpy (cuda): host synchronizations and device copies inside a step or range.
-local function inside_windows(ix, pick)
-    local hits, n = {}, 0
-    for _, w in ipairs(ix.windows) do
-        if w.cat ~= "trace" then
-            local t0, t1 = w.ts_ns, w.ts_ns + w.dur_ns
-            for _, e in ipairs(pick) do
-                if e.ts_ns >= t0 and e.ts_ns <= t1 then
-                    n = n + 1
-                    local h = hits[w.name]
-                    if not h then
-                        h = {window = w.name, count = 0, time_ns = 0, names = {}, ts = e.ts_ns}
-                        hits[w.name], hits[#hits + 1] = h, h -- in the order first hit (as in C)
-                    end
-                    h.count, h.time_ns = h.count + 1, h.time_ns + e.dur_ns
-                    h.names[e.name] = (h.names[e.name] or 0) + 1
-                end
-            end
-        end
-    end
-    return hits, n
-end
-
 local function count_list(names)
     local parts = {}
     for name, c in pairs(names) do parts[#parts + 1] = string.format("%s x%d", name, c) end
@@ -398,13 +155,6 @@ local function count_list(names)
     return table.concat(parts, ", ")
 end
 
-function M.sync(ix, out)
-    local syncs = {}
-    for _, r in ipairs(ix.runtime) do
-        if r.args and r.args.api == "sync" then syncs[#syncs + 1] = r end
-    end
-    M.report.sync({sync = inside_windows(ix, syncs)}, out)
-end
 function M.report.sync(G, out)
     for _, h in ipairs(G.sync) do
         out[#out + 1] = {rule = "sync", severity = "warn",
@@ -415,13 +165,6 @@ function M.report.sync(G, out)
     end
 end
 
-function M.memcpy(ix, out)
-    local copies = {}
-    for _, k in ipairs(ix.kernels) do
-        if k.cat == "memcpy" then copies[#copies + 1] = k end
-    end
-    M.report.memcpy({memcpy = inside_windows(ix, copies)}, out)
-end
 function M.report.memcpy(G, out)
     for _, h in ipairs(G.memcpy) do
         out[#out + 1] = {rule = "memcpy", severity = "warn",

@@ -100,6 +100,7 @@ local DOCS = {
     ["wb.profiler.push"] = "wb.profiler.push(name): open a named range (close it with pop)",
     ["wb.profiler.pop"] = "wb.profiler.pop(): close the innermost range",
     ["wb.profiler.load_trace"] = "wb.profiler.load_trace(path[, {max_memory=, memory_policy=, spill_dir=}]) -> p: a trace (.json or .json.gz, told by content: the workbench's, torch.profiler's Kineto JSON or legacy array, any Chrome trace) read in one streaming pass; p:table(), p:key_averages(), p:events(), p:findings(), p:export_chrome_trace() as after recording",
+    ["wb.profiler.from_events"] = "wb.profiler.from_events(events) -> p: a stopped profile of a list of event tables (as p:events() returns them, or synthetic ones) through the trace reader's path: p:findings(), p:table(), wb.profiler.diff as for a recording; a field of the wrong type is an error naming the event and the field",
     ["wb.trace.load"] = "wb.trace.load(path[, load_trace options]) -> p: a trace file (the workbench's, torch.profiler's Kineto JSON, .json.gz, the legacy array, any Chrome trace) as wb.profiler.load_trace reads it, with p.trace_format (\"workbench\" | \"kineto\" | \"legacy\" | \"chrome\"); a TensorBoard folder -> an array of them, one per rank file; p:findings() -> findings, skipped (the rules the trace's fields do not support, with why); wb.profiler.diff(p, q) diffs two; see also wb.trace.describe(p), wb.trace.fingerprint(p) ({gpu, rank, world_size})",
     ["wb.openblas.matmul"] = "wb.openblas.matmul(a, b) -> OpenBLAS's sgemm on the same operands (a comparison peer)",
     ["wb.openblas.info"] = "wb.openblas.info() -> {corename, coretype}: the kernels OpenBLAS chose",
@@ -151,7 +152,7 @@ workbench help: help(function) or help("name") for one entry; help(x) for a tens
   reduce    t:sum t:mean t:max (every element, or one dim: t:sum(2, {keepdim=true}); t:max(dim) -> values, indices)
   modules   wb.nn.Linear wb.nn.GeGLUMLP wb.nn.SwiGLUMLP
   speed     wb.graph.capture wb.compile wb.bench wb.profiler.profile wb.results wb.sweep wb.device_info
-  traces    wb.trace.load (torch.profiler's too) wb.profiler.load_trace wb.profiler.diff
+  traces    wb.trace.load (torch.profiler's too) wb.profiler.load_trace wb.profiler.from_events wb.profiler.diff
   scripts   wb.args (wb.args.parser wb.args.parse wb.args.int wb.args.ints wb.args.names) wb.options
   machine   wb.set_num_threads wb.set_threads_adaptive wb.cpu_isa wb.cpu_bf16 wb.cpu_blocking wb.devices
             wb.set_cpu_blocking wb.synchronize

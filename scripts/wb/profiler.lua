@@ -571,6 +571,17 @@ function M.load_trace(path, o)
         trace_members = members}, Profiler)
 end
 
+-- wb.profiler.from_events(events): a stopped profile holding a list of event tables (the shape
+-- p:events() returns; synthetic ones in tests), appended through the trace reader's path, so the
+-- findings, the table and the diff model are computed in C over them as over a trace.
+function M.from_events(events)
+    if type(events) ~= "table" then fail("from_events needs a list of events, got " .. type(events), 2) end
+    local ok, session = pcall(wb._profiler_from_events, events)
+    if not ok then error(session, 2) end
+    return setmetatable({native = session, native_opts = {}, started = false, opts = {}, step_num = 0,
+        cycles_done = 0, cycles_kept = 0, trace_other = {}, trace_members = {}}, Profiler)
+end
+
 -- wb.profiler.range(name, fn, ...): fn(...) inside a named range; returns fn's results.
 function M.range(name, fn, ...)
     if type(name) ~= "string" then fail("range needs a name", 2) end
