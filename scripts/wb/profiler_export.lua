@@ -1,6 +1,5 @@
--- wb.profiler_export: folded stacks (flamegraph.pl, speedscope; a session's computed in C, the Lua
--- version below the reference, serving event lists) and the memory timeline (JSON and an HTML
--- chart). The Chrome trace is written natively; these follow its rules for paths and --sandbox.
+-- wb.profiler_export: folded stacks (flamegraph.pl, speedscope; computed in C) and the memory
+-- timeline (JSON and an HTML chart). The Chrome trace is written natively; these follow its rules for paths and --sandbox.
 
 local cjson = require("cjson")
 local report = require("wb.report")
@@ -15,75 +14,15 @@ local function open_for_writing(what, path)
     return atomic.open(what, path, 2) -- a tail call: level 2 of open is the export's caller's line
 end
 
--- A frame may contain anything but the separator and line breaks (the weight follows the last space).
-local function frame(name) return (tostring(name):gsub(";", ":"):gsub("[\r\n]", " ")) end
 
--- Folded stacks, one line per distinct stack: "call site;op;inner op;kernel <ns>". Weights are
--- time where it was spent: an op's self time on the host (minus the CPU device's kernels, which
--- run inside their op on the calling thread), a kernel's or a device copy's duration on its device.
--- The call site (the script's file:line) is there when the session ran with with_stack.
-function M.folded_stacks(events)
-    local by_id = {}
-    for _, e in ipairs(events) do
-        if e.cat == "op" or e.cat == "runtime" then by_id[e.id] = e end
-    end
-    local self_ns = {}
-    for _, e in ipairs(events) do
-        if e.cat == "op" or e.cat == "runtime" then
-            self_ns[e] = (self_ns[e] or 0) + e.dur_ns
-            local parent = e.parent ~= 0 and by_id[e.parent]
-            if parent and parent ~= e then self_ns[parent] = (self_ns[parent] or 0) - e.dur_ns end
-        end
-    end
-    local function path_of(e) -- frames from the outermost op down to e
-        local frames, seen, site = {}, {}, nil
-        while e and not seen[e] do
-            seen[e] = true
-            table.insert(frames, 1, frame(e.name))
-            site = e.src or site
-            e = e.parent ~= 0 and by_id[e.parent] or nil
-        end
-        if site then table.insert(frames, 1, frame(site)) end
-        return frames
-    end
-    local weights = {}
-    local function add(frames, ns)
-        local key = table.concat(frames, ";")
-        weights[key] = (weights[key] or 0) + ns
-    end
-    for _, e in ipairs(events) do
-        if e.cat == "kernel" or e.cat == "memcpy" or e.cat == "memset" then
-            local launcher = by_id[e.correlation]
-            local frames = launcher and path_of(launcher) or {}
-            frames[#frames + 1] = frame(e.name)
-            add(frames, e.dur_ns)
-            -- the CPU device runs a kernel inside its op: that time is not the op's own
-            if launcher and e.lane:sub(1, 4) == "cpu:" then self_ns[launcher] = (self_ns[launcher] or 0) - e.dur_ns end
-        end
-    end
-    for e, ns in pairs(self_ns) do add(path_of(e), ns) end
-    local keys = {}
-    for k, ns in pairs(weights) do
-        if ns >= 1 then keys[#keys + 1] = k end
-    end
-    table.sort(keys)
-    local lines = {}
-    for i, k in ipairs(keys) do lines[i] = string.format("%s %d", k, math.floor(weights[k] + 0.5)) end
-    return lines
-end
-
--- source: a list of events, or a function returning the folded text (a session's folded_stacks(),
--- the same lines computed in C over its store without a table per event).
+-- Folded stacks, one line per distinct stack: "call site;op;inner op;kernel <ns>" (flamegraph.pl,
+-- speedscope), computed in C over a session's store (core/observe/profiler_stacks.c): source()
+-- returns the text (a session's folded_stacks()).
 function M.export_stacks(source, path)
     local f = open_for_writing("export_stacks", path)
-    if type(source) == "function" then
-        local ok, text = pcall(source)
-        if not ok then error(text, 2) end -- nothing in place: the file is put there at close
-        f:write(text)
-    else
-        local lines = M.folded_stacks(source)
-        if #lines > 0 then f:write(table.concat(lines, "\n"), "\n") end
-    end
+    local ok, text = pcall(source)
+    if not ok then error(text, 2) end -- nothing in place: the file is put there at close
+    f:write(text)
     f:close()
     return path
 end
