@@ -242,11 +242,14 @@ static int run_options(lua_State *L, const options *o) {
     wb_lua_setstring(L, "device", wb_device_name(wb_default_device()));
     if (o->threads) {
         long long n;
-        if (!parse_int(o->threads, 1, 1024, &n)) {
-            fprintf(stderr, "workbench: --threads %s: expected a whole number from 1 to 1024\n", o->threads);
+        if (!parse_int(o->threads, 1, WB_MAX_THREADS, &n)) {
+            fprintf(stderr, "workbench: --threads %s: expected a whole number from 1 to %d\n", o->threads, WB_MAX_THREADS);
             return 2;
         }
-        wb_set_num_threads((int)n);
+        if (wb_set_num_threads((int)n) != WB_OK) { /* no OpenMP, or the stacks do not fit --max-memory */
+            fprintf(stderr, "workbench: --threads %s: %s\n", o->threads, wb_error_message());
+            return 2;
+        }
     }
     wb_lua_setinteger(L, "threads", wb_get_num_threads());
     if (o->seed) {
@@ -386,6 +389,21 @@ int main(int argc, char **argv) {
     if (rc == 0 && o.timeout) rc = wb_guard_timeout(L, o.timeout);
     if (rc == 0 && o.sandbox) rc = wb_guard_sandbox(L, argv[o.script_index], NULL, o.out, o.sandbox_weak);
     if (rc == 0 && (o.max_memory || o.sandbox)) rc = wb_guard_memory(o.max_memory ? o.max_memory : "8G", o.max_memory != NULL);
+    /* the threads' stacks checked under that limit: the first parallel kernel would otherwise end
+     * the process (libgomp's "Thread creation failed", past any error handling) */
+    if (rc == 0 && (o.max_memory || o.sandbox) && wb_set_num_threads(wb_threads_requested()) != WB_OK) {
+        if (o.threads) { /* asked for: an error */
+            fprintf(stderr, "workbench: --threads %s: %s\n", o.threads, wb_error_message());
+            rc = 2;
+        } else { /* the default: the most that fit, said (1 always fits: no workers) */
+            int n = wb_threads_requested();
+            while (n > 1 && wb_set_num_threads(n) != WB_OK)
+                n--;
+            wb_set_num_threads(n);
+            fprintf(stderr, "workbench: the memory limit leaves room for %d %s: running on %d (--threads to choose)\n",
+                    n, n == 1 ? "thread's stack" : "threads' stacks", n);
+        }
+    }
     for (int i = 0; rc == 0 && i < o.nexpr; i++)
         rc = run_chunk(L, luaL_loadbuffer(L, o.exprs[i], strlen(o.exprs[i]), "=(command line)"), 0, argc, argv);
     if (rc == 0) {

@@ -126,7 +126,7 @@ function TestCli:test_bad_options()
     end
     _, err, code = run("--threads 0 -e 'print(1)'")
     lu.assertEquals(code, 2)
-    lu.assertStrContains(err, "--threads 0: expected a whole number from 1 to 1024")
+    lu.assertStrContains(err, "--threads 0: expected a whole number from 1 to 256")
     _, err, code = run("--threads")
     lu.assertEquals(code, 2)
     lu.assertStrContains(err, "--threads needs a value")

@@ -90,15 +90,15 @@ end
 
 function TestMemorySafety:test_thread_counts_are_checked_before_narrowing_to_int()
     local threads = wb.get_num_threads()
-    lu.assertErrorMsgContains("set_num_threads: 4294967298 threads is out of range (1..1024)",
+    lu.assertErrorMsgContains("set_num_threads: 4294967298 threads is out of range (1..256)",
         wb.set_num_threads, (1 << 32) + 2) -- was taken as 2
-    lu.assertErrorMsgContains("set_num_threads: -9223372036854775808 threads is out of range (1..1024)",
+    lu.assertErrorMsgContains("set_num_threads: -9223372036854775808 threads is out of range (1..256)",
         wb.set_num_threads, math.mininteger) -- was reported as 0
     lu.assertEquals(wb.get_num_threads(), threads)
     if wb.openblas.available() then -- OpenBLAS itself ignores counts below 1 without a word
-        lu.assertErrorMsgContains("openblas.set_num_threads: 0 threads is out of range (1..1024)",
+        lu.assertErrorMsgContains("openblas.set_num_threads: 0 threads is out of range (1..256)",
             wb.openblas.set_num_threads, 0)
-        lu.assertErrorMsgContains("openblas.set_num_threads: 4294967298 threads is out of range (1..1024)",
+        lu.assertErrorMsgContains("openblas.set_num_threads: 4294967298 threads is out of range (1..256)",
             wb.openblas.set_num_threads, (1 << 32) + 2)
     end
 end

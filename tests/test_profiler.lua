@@ -382,6 +382,29 @@ function TestTrace:test_json_is_valid_with_hostile_names()
     os.remove(path)
 end
 
+-- A kernel event records the threads the kernel ran on, not the ones its launcher offered: a GEMM
+-- too small to fork ran on one of the two offered, a large one on two (one share event each)
+function test_kernel_events_record_the_threads_that_ran()
+    local threads, adaptive = wb.get_num_threads(), wb.set_threads_adaptive(false)
+    wb.set_num_threads(2)
+    local small, large = wb.ones({2, 2}), wb.randn({256, 256})
+    local p = wb.profiler.profile({activities = {"cpu", "device"}}, function()
+        local _ = wb.matmul(small, small)
+        local _ = wb.matmul(large, large)
+    end)
+    wb.set_num_threads(threads)
+    wb.set_threads_adaptive(adaptive)
+    local got = {}
+    for _, e in ipairs(p:events({cat = "kernel"})) do
+        if e.name:find("gemm", 1, true) then
+            local shares = 0
+            for _, t in ipairs(p:events({cat = "thread"})) do if t.args.kernel == e.id then shares = shares + 1 end end
+            got[#got + 1] = {e.args.threads, shares}
+        end
+    end
+    lu.assertEquals(got, {{1, 0}, {2, 2}})
+end
+
 TestExports = {}
 
 function TestExports:test_stacks_of_a_profiled_mlp_line_by_line()

@@ -142,22 +142,44 @@ print("writes", io.open("/dev/null", "w") ~= nil)']])
 end
 
 -- libgomp ended the process ("Thread creation failed", status 1, past any pcall) at the first
--- parallel kernel when 1024 threads' stacks did not fit under --max-memory
+-- parallel kernel when 1024 threads' stacks did not fit under --max-memory (256 threads of 16 MiB
+-- stacks here: the cap is 256, and a machine's default stack may be smaller than 8 MiB)
 function TestSandboxLimits:test_threads_that_do_not_fit_the_memory_limit_are_refused()
     if wb.build.sanitizers then -- which applies no --max-memory (ASan reserves terabytes)
         print("skipped in the sanitizer build: --max-memory is not applied there")
         return
     end
-    local out, how, code = sh("WB_THREADS_ADAPT=0 " .. EXE .. [[ --max-memory 2G -e '
-print(pcall(wb.set_num_threads, 1024))
+    local out, how, code = sh("WB_THREADS_ADAPT=0 OMP_STACKSIZE=16M " .. EXE .. [[ --max-memory 2G -e '
+print(pcall(wb.set_num_threads, 256))
 print("after", (wb.ones({1 << 22}) + 1):numel(), wb.get_num_threads())
 print("fits", pcall(wb.set_num_threads, 4))']])
     assert_no_signal(how, code, out)
     lu.assertEquals(code, 0, out)
-    lu.assertStrContains(out, "false\tset_num_threads: 1024 threads need about")
+    lu.assertStrContains(out, "false\tset_num_threads: 256 threads need about")
     lu.assertStrContains(out, "the address-space limit (--max-memory) leaves")
     lu.assertStrContains(out, "after\t4194304")
     lu.assertStrContains(out, "fits\ttrue")
+end
+
+-- the same refusal from the command line: --threads says why and the script does not run
+function TestSandboxLimits:test_threads_option_that_does_not_fit_is_an_error()
+    if wb.build.sanitizers then
+        print("skipped in the sanitizer build: --max-memory is not applied there")
+        return
+    end
+    local out, how, code = sh("WB_THREADS_ADAPT=0 OMP_STACKSIZE=16M " .. EXE .. [[ --max-memory 2G --threads 256 -e '
+print("ran")']])
+    assert_no_signal(how, code, out)
+    lu.assertEquals(code, 2, out)
+    lu.assertStrContains(out, "workbench: --threads 256: set_num_threads: 256 threads need about")
+    lu.assertNotStrContains(out, "ran")
+    -- the default count (4 here) lowered to what fits, and said: 2 of 512 MiB stacks under 1 GiB
+    out, how, code = sh("WB_THREADS_ADAPT=0 OMP_NUM_THREADS=4 OMP_STACKSIZE=512M " .. EXE ..
+        [[ --max-memory 1G -e 'print("threads", wb.get_num_threads())']])
+    assert_no_signal(how, code, out)
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "workbench: the memory limit leaves room for 2 threads' stacks: running on 2")
+    lu.assertStrContains(out, "threads\t2")
 end
 
 scratch.exit(lu.LuaUnit.run())

@@ -18,8 +18,12 @@
 #include <omp.h>
 #endif
 
+#include <wb_kernels/spans.h>
+
 #include "clock.h"
 #include "wb.h"
+
+_Static_assert(WB_MAX_THREADS == WB_CPU_MAX_THREADS, "one thread cap: the core's is the CPU kernels'");
 
 #define WINDOW_NS 20000000    /* re-decide every 20 ms of wall time */
 #define BUSY_WAIT_SHARE 0.10  /* runnable-but-waiting over 10% of the window: cores are contended */

@@ -77,8 +77,9 @@ int wb_executable_dir(char *buf, size_t len);
 /* The host CPU's model name, e.g. "AMD EPYC". */
 const char *wb_cpu_model(void);
 wb_status wb_set_num_threads(int n);
-/* The most threads a thread count may ask for (wb_set_num_threads, wb_openblas_set_threads). */
-#define WB_MAX_THREADS 1024
+/* The most threads a thread count may ask for (wb_set_num_threads, wb_openblas_set_threads): the
+ * CPU kernels' cap, WB_CPU_MAX_THREADS (one cap: threads.c fails to compile if they differ). */
+#define WB_MAX_THREADS 256
 /* Threads the user asked for (wb_get_num_threads: what kernels use now, which is 1 while other
  * processes keep the cores busy; see threads.c). wb_threads_adapt re-decides, at most every
  * 20 ms; kernel launches call it. */

@@ -146,7 +146,7 @@ static void on_kernel_begin(void *user, const wb_kernel_desc *desc) {
     (void)desc;
     wb_prof *p = user;
     if (p->recording && p->o.record_device) { /* per-thread shares of a parallel kernel */
-        p->spans.count = 0;
+        p->spans.count = p->spans.team = 0;
         wb_cpu_spans_set(&p->spans);
     }
     p->kernel_ts = wb_now_ns();
@@ -186,7 +186,9 @@ static void on_kernel_end(void *user, const wb_kernel_desc *desc) {
                     .id = ++p->next_id,
                     .link = enclosing_op(p),
                     .src = WB_EVENT_NONE,
-                    .threads = (uint16_t)desc->threads,
+                    /* what the kernel ran on (its team), not what its launcher offered; a kernel
+                     * that keeps no record (team 0) is taken at the launcher's word */
+                    .threads = (uint16_t)(p->spans.team > 0 ? p->spans.team : desc->threads),
                     .kind = WB_EV_KERNEL,
                     .lane = WB_LANE_CPU_DEVICE};
     if (p->spans.count > 1) record_shares(p, desc, e->id);

@@ -12,7 +12,6 @@
 #include "wb_kernels/gemm.h"
 #include "wb_kernels/spans.h"
 
-#define MAX_THREADS 256
 #define MAX_MR      12
 #define MAX_NR      32
 /* The dual GEMM keeps K in one block up to this depth (no partial sums to spill). */
@@ -25,7 +24,7 @@ typedef struct buffers {
 
 /* Per-thread packing buffers, allocated once and reused (a first touch inside a timed call
  * would otherwise add page faults to it). Reachable from here, so never reported as leaks. */
-static buffers thread_buffers[MAX_THREADS];
+static buffers thread_buffers[WB_CPU_MAX_THREADS];
 
 float *wb_cpu_reserve(float **p, size_t *cap, size_t floats) {
     if (floats <= *cap && *p) return *p;
@@ -358,7 +357,7 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
         local.dual_bias = interleaved;
     }
     const wb_gemm_blocking blocking = wb_gemm_blocking_of(isa);
-    int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
+    int nt = p->threads < 1 ? 1 : p->threads > WB_CPU_MAX_THREADS ? WB_CPU_MAX_THREADS : p->threads;
     /* not worth a fork (a pair ISA's k counts pairs: two multiply-adds each) */
     if (2.0 * (double)p->m * (double)p->n * (double)p->k * (isa->bf16_pairs ? 2 : 1) < 4e6) nt = 1;
 #ifdef _OPENMP

@@ -13,7 +13,6 @@
 #include "wb_kernels/mlp.h"
 #include "wb_kernels/spans.h"
 
-#define MAX_THREADS 256
 #define MAX_MR      12
 #define MAX_NR      32
 /* Split by tokens when every thread gets at least this many row tiles; with fewer, the weights
@@ -27,13 +26,13 @@ typedef struct mlp_buffers {
 
 /* Per-thread buffers kept across calls (as the GEMM's packing buffers), and the shared ones (the
  * token split's packed x and the column split's hidden; bf16's f32 output): one MLP runs at a time. */
-static mlp_buffers thread_buffers[MAX_THREADS];
+static mlp_buffers thread_buffers[WB_CPU_MAX_THREADS];
 static float *shared_x, *shared_hidden, *shared_out;
 static size_t shared_x_cap, shared_hidden_cap, shared_out_cap;
 
 /* The opt-in phase counts (wb_mlp_phases_count), one slot per thread. */
 static int phases_on;
-static wb_mlp_phases thread_phases[MAX_THREADS];
+static wb_mlp_phases thread_phases[WB_CPU_MAX_THREADS];
 
 static int64_t thread_cpu_ns(void) {
     struct timespec ts;
@@ -59,7 +58,7 @@ void wb_mlp_phases_count(int on) {
 
 wb_mlp_phases wb_mlp_phases_read(void) {
     wb_mlp_phases sum = {0};
-    for (int t = 0; t < MAX_THREADS; t++) {
+    for (int t = 0; t < WB_CPU_MAX_THREADS; t++) {
         const wb_mlp_phases *p = &thread_phases[t];
         sum.runs = p->runs > sum.runs ? p->runs : sum.runs;
         sum.pack_x_ns += p->pack_x_ns, sum.gated_ns += p->gated_ns, sum.down_ns += p->down_ns;
@@ -406,7 +405,7 @@ static geometry geometry_of(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
 }
 
 wb_mlp_split wb_mlp_plan(const wb_cpu_isa *isa, const wb_mlp_problem *p, int *threads) {
-    int nt = p->threads < 1 ? 1 : p->threads > MAX_THREADS ? MAX_THREADS : p->threads;
+    int nt = p->threads < 1 ? 1 : p->threads > WB_CPU_MAX_THREADS ? WB_CPU_MAX_THREADS : p->threads;
 #ifdef _OPENMP
     if (nt > omp_get_max_threads()) nt = omp_get_max_threads(); /* the core lowers it while the cores are busy */
 #endif

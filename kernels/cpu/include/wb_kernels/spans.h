@@ -11,6 +11,9 @@
 #endif
 
 #define WB_CPU_MAX_SPANS 64
+/* The most threads a CPU kernel runs on (the GEMM's and the MLP's per-thread buffers are sized by
+ * it): the one cap, which the core's WB_MAX_THREADS equals (checked where the core sets it). */
+#define WB_CPU_MAX_THREADS 256
 
 typedef struct wb_cpu_span {
     int64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
@@ -19,6 +22,7 @@ typedef struct wb_cpu_span {
 
 typedef struct wb_cpu_spans {
     int count;        /* threads that ran the kernel (slots filled: 0 .. count-1) */
+    int team;         /* threads that ran it, past the slots too (0: the kernel kept no record) */
     const char *unit; /* "tiles", "elements" */
     wb_cpu_span span[WB_CPU_MAX_SPANS];
 } wb_cpu_spans;
@@ -53,7 +57,7 @@ static inline int wb_cpu_team(void) {
 /* Opens a parallel kernel's record, counted in `unit` (before the parallel region). */
 static inline wb_cpu_spans *wb_cpu_spans_open(const char *unit) {
     wb_cpu_spans *s = wb_cpu_spans_get();
-    if (s) s->count = 0, s->unit = unit;
+    if (s) s->count = 0, s->team = 0, s->unit = unit;
     return s;
 }
 
@@ -63,7 +67,7 @@ static inline void wb_cpu_span_done(wb_cpu_spans *s, int64_t t0, int64_t work) {
     int t = wb_cpu_thread();
     if (!s || t >= WB_CPU_MAX_SPANS) return;
     s->span[t] = (wb_cpu_span){.start_ns = t0, .end_ns = wb_cpu_clock_ns(), .work = work};
-    if (t == 0) s->count = wb_cpu_team() < WB_CPU_MAX_SPANS ? wb_cpu_team() : WB_CPU_MAX_SPANS;
+    if (t == 0) s->team = wb_cpu_team(), s->count = s->team < WB_CPU_MAX_SPANS ? s->team : WB_CPU_MAX_SPANS;
 }
 
 /* A worker's start time when recording, else 0 (no clock read). */
