@@ -1,5 +1,5 @@
-/* l_peers.c: wb.blis and wb.dnnl, the BLIS and oneDNN comparison peers for benchmarks (core/
- * peer_blis.c, core/cpu/peer_dnnl.c): GEMMs, a oneDNN linear and MLP made once per shape. Not ops:
+/* l_peers.c: wb.blis and wb.dnnl, the BLIS and oneDNN comparison peers for benchmarks
+ * (core/cpu/peer_blis.c, core/cpu/peer_dnnl.c): GEMMs, a oneDNN linear and MLP made once per shape. Not ops:
  * no dispatcher, no profiler events. wb.openblas lives in l_ops.c. */
 #include <string.h>
 

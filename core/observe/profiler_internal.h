@@ -1,7 +1,8 @@
 /* profiler_internal.h: the session object shared by the recorder (profiler.c), its event store
  * (profiler_store.c: chunks, spill file, ring, interned strings), the device-trace merge
- * (profiler_device.c), the aggregation (profiler_aggregate.c) and the Chrome-trace writer
- * (trace_chrome.c). Internal to libwb. */
+ * (profiler_device.c), the aggregation (profiler_aggregate.c), the Chrome-trace writer
+ * (trace_chrome.c) and reader (trace_read.c, trace_record.c), and the groups read over the store
+ * (profiler_groups.c, profiler_stacks.c). Internal to libwb. */
 #ifndef WB_PROFILER_INTERNAL_H
 #define WB_PROFILER_INTERNAL_H
 

@@ -1,4 +1,5 @@
-/* plugin_internal.h: what the plugin's files share (plugin.c, plugin_trace.c, kernels.cu).
+/* plugin_internal.h: what the plugin's files share (plugin.c, plugin_trace.c,
+ * plugin_codegen.c, kernels.cu).
  * Hidden inside libwb_cuda.so: the only exported symbol is wb_cuda_plugin. */
 #ifndef WB_PLUGIN_INTERNAL_H
 #define WB_PLUGIN_INTERNAL_H

@@ -1,6 +1,6 @@
 -- wb.codegen's Lua half: fusion groups of elementwise ops in a traced plan, and the source of
 -- one kernel per group: C for the cpu, CUDA C for device cuda (compiled, cached and loaded by the
--- C half, core/codegen*.c; on cuda NVRTC in the plugin compiles it).
+-- C half, core/ops/codegen.c and core/cpu/codegen_*.c; on cuda NVRTC in the plugin compiles it).
 --
 -- A group grows from an elementwise node through producers that are elementwise too and whose
 -- result nothing else uses (so it never needs to reach memory), up to 5 tensor inputs, and never
