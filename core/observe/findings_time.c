@@ -10,11 +10,9 @@
 
 static const char *dev_name(const fx_dev *k) { return k->kind ? wb_kernel_kind_name(k->kind) : k->name; }
 
-static const char *window_name(const fx_span *w, char *buf, size_t len) {
-    if (w->name) return w->name;
-    snprintf(buf, len, "ProfilerStep#%d", (int)w->id);
-    return buf;
-}
+/* A window's group: a range's name, or "ProfilerStep" for every step (a range's instances are
+ * one group; so are the steps, not a group and a finding per step: 700,000 of them once). */
+static const char *window_name(const fx_span *w) { return w->name ? w->name : "ProfilerStep"; }
 
 static wb_val *new_map(fx_out *o, wb_val *list) {
     wb_val *m = fx_add(o, list, NULL);
@@ -46,7 +44,6 @@ static void add_int(fx_out *o, wb_val *m, const char *key, int64_t d) {
 static void host_bound(fx_index *ix, fx_out *o, wb_val *out) {
     const fx_dev *ks = ix->dev;
     size_t nk = ix->ndev, lo = 0, olo = 0;
-    char buf[64];
     wb_keyindex ki = {0};
     for (size_t w = 0; w < ix->nwindow; w++) {
         const fx_span *W = &ix->window[w];
@@ -65,7 +62,7 @@ static void host_bound(fx_index *ix, fx_out *o, wb_val *out) {
         for (size_t j = olo; j < ix->ntop && ix->op[ix->top[j]].ts <= t1; j++)
             nops++;
         if (n > 0 && W->dur > 0) {
-            wb_val *g = map_for(o, out, &ki, "name", window_name(W, buf, sizeof buf), W->ts);
+            wb_val *g = map_for(o, out, &ki, "name", window_name(W), W->ts);
             if (!g) break;
             add_int(o, g, "instances", 1), add_int(o, g, "span", W->dur), add_int(o, g, "busy", busy);
             add_int(o, g, "kernels", n), add_int(o, g, "ops", nops);
@@ -282,7 +279,6 @@ static void inside_windows(fx_index *ix, fx_out *o, wb_val *out, int copies) {
                             : (timed){ix->runtime[i].ts, ix->runtime[i].dur, ix->runtime[i].name};
     wb_sort(t, m, sizeof *t, timed_cmp);
     wb_keyindex ki = {0};
-    char buf[64];
     for (size_t w = 0; w < ix->nwindow && m; w++) {
         const fx_span *W = &ix->window[w];
         int64_t t0 = W->ts, t1 = W->ts + W->dur;
@@ -292,9 +288,10 @@ static void inside_windows(fx_index *ix, fx_out *o, wb_val *out, int copies) {
             if (t[mid].ts < t0) lo = mid + 1;
             else hi = mid;
         }
+        wb_val *h = NULL;
         for (size_t i = lo; i < m && t[i].ts <= t1; i++) {
-            wb_val *h = map_for(o, out, &ki, "window", window_name(W, buf, sizeof buf), t[i].ts);
-            if (!h) break;
+            if (!h && !(h = map_for(o, out, &ki, "window", window_name(W), t[i].ts))) break;
+            if (i == lo) add_int(o, h, "instances", 1);
             if (!fx_get(h, "names")) fx_set_map(o, h, "names");
             add_int(o, h, "count", 1), add_int(o, h, "time_ns", t[i].dur);
             add_int(o, fx_get(h, "names"), t[i].name, 1);

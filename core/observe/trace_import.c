@@ -371,7 +371,11 @@ int wb_import_event(wb_import *im, wb_prof *p, const char *json) {
             ev.name = wb_store_string(p, wb_store_intern(p, x.name));
             im->count[C_COPIES]++;
         }
-        if (!p->cuda_lane) p->device_stream = (uint32_t)(im->first_stream = x.has_stream ? x.stream : x.tid);
+        if (!p->cuda_lane) {
+            p->device_stream = (uint32_t)(im->first_stream = x.has_stream ? x.stream : x.tid);
+            /* torch names its GPUs cuda:N (ROCm's too) */
+            snprintf(p->device_lane, sizeof p->device_lane, "cuda:0 stream %u", p->device_stream);
+        }
         p->cuda_lane = 1;
         im->count[C_LINKED] += link != 0;
         if (!link && (x.has_external || x.has_correlation) &&

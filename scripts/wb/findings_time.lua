@@ -155,22 +155,29 @@ local function count_list(names)
     return table.concat(parts, ", ")
 end
 
+-- "4 times in 2 instances" where the window (a range, or the steps) ran more than once
+local function times(h)
+    return string.format("%d time%s%s", h.count, h.count == 1 and "" or "s",
+        h.instances > 1 and string.format(" in %d instances", h.instances) or "")
+end
+
 function M.report.sync(G, out)
     for _, h in ipairs(G.sync) do
         out[#out + 1] = {rule = "sync", severity = "warn",
-            message = string.format("%s synchronizes the host with the device %d time%s (%s; %s waiting): each " ..
-                "stops the host from queueing work ahead", h.window, h.count, h.count == 1 and "" or "s",
-                count_list(h.names), us(h.time_ns)),
-            evidence = {window = h.window, count = h.count, calls = h.names, time_ns = h.time_ns, ts_ns = h.ts}}
+            message = string.format("%s synchronizes the host with the device %s (%s; %s waiting): each stops the " ..
+                "host from queueing work ahead", h.window, times(h), count_list(h.names), us(h.time_ns)),
+            evidence = {window = h.window, count = h.count, instances = h.instances, calls = h.names,
+                time_ns = h.time_ns, ts_ns = h.ts}}
     end
 end
 
 function M.report.memcpy(G, out)
     for _, h in ipairs(G.memcpy) do
         out[#out + 1] = {rule = "memcpy", severity = "warn",
-            message = string.format("%s copies between host and device %d time%s (%s; %s on the device)", h.window,
-                h.count, h.count == 1 and "" or "s", count_list(h.names), us(h.time_ns)),
-            evidence = {window = h.window, count = h.count, copies = h.names, time_ns = h.time_ns, ts_ns = h.ts}}
+            message = string.format("%s copies between host and device %s (%s; %s on the device)", h.window, times(h),
+                count_list(h.names), us(h.time_ns)),
+            evidence = {window = h.window, count = h.count, instances = h.instances, copies = h.names,
+                time_ns = h.time_ns, ts_ns = h.ts}}
     end
 end
 
