@@ -147,10 +147,7 @@ static int l_session_new(lua_State *L) {
          * path outside the allowed folders exists and what it is */
         if (o.spill_dir) wb_lua_check_path(L, o.spill_dir, 1, "profiler: spill_dir");
     }
-    session_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
-    h->p = NULL;
-    luaL_setmetatable(L, SESSION_TYPE);
-    WB_LUA_CHECK(L, wb_prof_new(&o, &h->p));
+    WB_LUA_CHECK(L, wb_prof_new(&o, wb_lua_new_session(L)));
     return 1;
 }
 
@@ -528,12 +525,10 @@ static int l_load(lua_State *L) {
         o.spill_dir = lua_tostring(L, -1);
         if (o.spill_dir) wb_lua_check_path(L, o.spill_dir, 1, "load_trace: spill_dir");
     }
-    session_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
-    h->p = NULL;
-    luaL_setmetatable(L, SESSION_TYPE);
+    wb_prof **p = wb_lua_new_session(L);
     uint64_t lines = 0;
     char *members;
-    WB_LUA_CHECK(L, wb_prof_load_chrome(path, &o, &h->p, &lines, &members));
+    WB_LUA_CHECK(L, wb_prof_load_chrome(path, &o, p, &lines, &members));
     lua_pushinteger(L, (lua_Integer)lines);
     lua_pushstring(L, members ? members : "{}"); /* (a memory error here leaks the string: rare) */
     free(members);
