@@ -9,11 +9,10 @@
 void wb_cpu_activation_run(const wb_cpu_isa *isa, const float *x, const float *u, float *y, int64_t n, int erf_form) {
     int64_t chunks = (n + CHUNK - 1) / CHUNK;
     wb_cpu_spans *spans = wb_cpu_spans_open("elements");
-#pragma omp parallel if (n >= WB_CPU_PARALLEL_MIN)
-    {
-        int64_t t0 = wb_cpu_span_start(spans), done = 0;
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < chunks; i++) {
+    WB_CPU_PARALLEL(wb_cpu_threads_for(n), {
+        int64_t t0 = wb_cpu_span_start(spans), done = 0, lo, hi;
+        wb_cpu_share(chunks, &lo, &hi);
+        for (int64_t i = lo; i < hi; i++) {
             int64_t s = i * CHUNK, len = n - s < CHUNK ? n - s : CHUNK;
             if (u)
                 isa->geglu(x + s, u + s, y + s, len);
@@ -22,14 +21,17 @@ void wb_cpu_activation_run(const wb_cpu_isa *isa, const float *x, const float *u
             done += len;
         }
         wb_cpu_span_done(spans, t0, done);
-    }
+    });
 }
 
 void wb_cpu_act_run(const wb_cpu_isa *isa, wb_cpu_act act, const float *x, const float *u, float *y, int64_t n) {
     int64_t chunks = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static) if (n >= WB_CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < chunks; i++) {
-        int64_t s = i * CHUNK, len = n - s < CHUNK ? n - s : CHUNK;
-        isa->activation(act, x + s, u ? u + s : NULL, y + s, len);
-    }
+    WB_CPU_PARALLEL(wb_cpu_threads_for(n), {
+        int64_t lo, hi;
+        wb_cpu_share(chunks, &lo, &hi);
+        for (int64_t i = lo; i < hi; i++) {
+            int64_t s = i * CHUNK, len = n - s < CHUNK ? n - s : CHUNK;
+            isa->activation(act, x + s, u ? u + s : NULL, y + s, len);
+        }
+    });
 }

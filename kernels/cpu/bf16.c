@@ -35,26 +35,32 @@ void wb_cpu_convert(void *dst, wb_cpu_dtype dst_dtype, const int64_t *dst_stride
 }
 
 void wb_bf16_round_rows(uint16_t *out, int64_t ldo, const float *src, int64_t m, int64_t n) {
-#pragma omp parallel for schedule(static) if (m * n >= WB_CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++)
-            out[i * ldo + j] = wb_f32_to_bf16(src[i * n + j]);
+    WB_CPU_PARALLEL(wb_cpu_threads_for(m * n), {
+        int64_t lo, hi;
+        wb_cpu_share(m, &lo, &hi);
+        for (int64_t i = lo; i < hi; i++)
+            for (int64_t j = 0; j < n; j++)
+                out[i * ldo + j] = wb_f32_to_bf16(src[i * n + j]);
+    });
 }
 
 float *wb_bf16_widen(const uint16_t *src, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
     float *dst = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof(float));
     if (!dst) return NULL;
-#pragma omp parallel for schedule(static) if (rows * cols >= WB_CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < rows; i++) {
-        uint32_t *d = (uint32_t *)(dst + i * cols);
-        const uint16_t *r = src + i * rs;
-        if (cs == 1)
-            for (int64_t j = 0; j < cols; j++)
-                d[j] = (uint32_t)r[j] << 16;
-        else
-            for (int64_t j = 0; j < cols; j++)
-                d[j] = (uint32_t)r[j * cs] << 16;
-    }
+    WB_CPU_PARALLEL(wb_cpu_threads_for(rows * cols), {
+        int64_t lo, hi;
+        wb_cpu_share(rows, &lo, &hi);
+        for (int64_t i = lo; i < hi; i++) {
+            uint32_t *d = (uint32_t *)(dst + i * cols);
+            const uint16_t *r = src + i * rs;
+            if (cs == 1)
+                for (int64_t j = 0; j < cols; j++)
+                    d[j] = (uint32_t)r[j] << 16;
+            else
+                for (int64_t j = 0; j < cols; j++)
+                    d[j] = (uint32_t)r[j * cs] << 16;
+        }
+    });
     return dst;
 }
 
@@ -74,10 +80,13 @@ const uint32_t *wb_bf16_pair_words(const uint16_t *src, int64_t rows, int64_t k,
     }
     uint16_t *buf = calloc((size_t)(rows > 0 ? rows : 1) * (size_t)(k2 > 0 ? k2 : 1) * 2, sizeof(uint16_t));
     if (!buf) return NULL;
-#pragma omp parallel for schedule(static) if (rows * k >= WB_CPU_PARALLEL_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t p = 0; p < k; p++)
-            buf[r * 2 * k2 + p] = src[r * rs + p * cs];
+    WB_CPU_PARALLEL(wb_cpu_threads_for(rows * k), {
+        int64_t lo, hi;
+        wb_cpu_share(rows, &lo, &hi);
+        for (int64_t r = lo; r < hi; r++)
+            for (int64_t p = 0; p < k; p++)
+                buf[r * 2 * k2 + p] = src[r * rs + p * cs];
+    });
     *copy = buf;
     *ld_words = k2;
     return (const uint32_t *)buf;
@@ -166,11 +175,10 @@ void wb_cpu_bf16_pointwise_run(const wb_cpu_bf16_launch *k) {
     int binary = wb_cpu_bf16_op_binary(k->op, k->act);
     if (k->contiguous) {
         wb_cpu_spans *spans = wb_cpu_spans_open("elements");
-#pragma omp parallel if (k->n >= WB_CPU_PARALLEL_MIN)
-        {
-            int64_t t0 = wb_cpu_span_start(spans), done = 0;
-#pragma omp for schedule(static)
-            for (int64_t c = 0; c < chunks; c++) {
+        WB_CPU_PARALLEL(wb_cpu_threads_for(k->n), {
+            int64_t t0 = wb_cpu_span_start(spans), done = 0, lo, hi;
+            wb_cpu_share(chunks, &lo, &hi);
+            for (int64_t c = lo; c < hi; c++) {
                 float a[CHUNK], b[CHUNK], y[CHUNK];
                 int64_t s = c * CHUNK, len = k->n - s < CHUNK ? k->n - s : CHUNK;
                 for (int64_t i = 0; i < len; i++)
@@ -184,7 +192,7 @@ void wb_cpu_bf16_pointwise_run(const wb_cpu_bf16_launch *k) {
                 done += len;
             }
             wb_cpu_span_done(spans, t0, done);
-        }
+        });
         return;
     }
     /* Broadcast or strided inputs: gather a chunk through the strides (the output is contiguous

@@ -152,12 +152,15 @@ void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b,
     int64_t tiles = tile_count(isa, n, b_up != NULL);
     const wb_gemm_blocking blocking = wb_gemm_blocking_of(isa);
     const int64_t kcb = block_k(&blocking, k, b_up != NULL);
-#pragma omp parallel for schedule(static) if (tiles * k > 65536)
-    for (int64_t jt = 0; jt < tiles; jt++)
-        for (int64_t pc = 0; pc < k; pc += kcb) {
-            int64_t kc = k - pc < kcb ? k - pc : kcb;
-            pack_b_tile(isa, n, b, rsb, csb, b_up, jt, pc, kc, packed + pc * tiles * isa->nr + jt * kc * isa->nr);
-        }
+    WB_CPU_PARALLEL(tiles * k > 65536 ? wb_cpu_max_threads() : 1, {
+        int64_t lo, hi;
+        wb_cpu_share(tiles, &lo, &hi);
+        for (int64_t jt = lo; jt < hi; jt++)
+            for (int64_t pc = 0; pc < k; pc += kcb) {
+                int64_t kc = k - pc < kcb ? k - pc : kcb;
+                pack_b_tile(isa, n, b, rsb, csb, b_up, jt, pc, kc, packed + pc * tiles * isa->nr + jt * kc * isa->nr);
+            }
+    });
 }
 
 /* A tile whose output columns run past N: compute into padded buffers, copy the valid part. */
@@ -366,19 +369,20 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
     int split_n = tn >= 2 * nt || tn >= tm;
     int64_t tiles = split_n ? tn : tm;
     if (nt > tiles) nt = (int)tiles;
-    int failed = 0;
     wb_cpu_spans *spans = wb_cpu_spans_open(split_n ? "column tiles" : "row tiles");
-#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : failed)
-    {
-        int t = wb_cpu_thread(), count = wb_cpu_team();
-        int64_t t0 = wb_cpu_span_start(spans);
-        int64_t lo = tiles * t / count, hi = tiles * (t + 1) / count;
+    int failed_by[WB_CPU_MAX_THREADS] = {0};
+    WB_CPU_PARALLEL(nt, {
+        int t = wb_cpu_thread();
+        int64_t t0 = wb_cpu_span_start(spans), lo, hi;
+        wb_cpu_share(tiles, &lo, &hi);
         if (split_n)
-            failed |= run_share(isa, p, lo, hi, 0, tm, &blocking, &thread_buffers[t]);
+            failed_by[t] = run_share(isa, p, lo, hi, 0, tm, &blocking, &thread_buffers[t]);
         else
-            failed |= run_share(isa, p, 0, tn, lo, hi, &blocking, &thread_buffers[t]);
+            failed_by[t] = run_share(isa, p, 0, tn, lo, hi, &blocking, &thread_buffers[t]);
         wb_cpu_span_done(spans, t0, hi - lo);
-    }
+    });
     free(interleaved);
-    return failed ? -1 : 0;
+    for (int t = 0; t < nt; t++)
+        if (failed_by[t]) return -1;
+    return 0;
 }

@@ -510,8 +510,7 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
     const int64_t panel = !tokens ? p->h : g.pairs ? (chunks / 2 > 1 ? chunks / 2 : 1) * g.kc_cols : bl.panel;
     wb_cpu_spans *spans = wb_cpu_spans_open(split == WB_MLP_SPLIT_TOKENS ? "row tiles" : "column tiles");
     const int counting = phases_on;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
+    WB_CPU_PARALLEL(nt, {
         int t = wb_cpu_thread(), team = wb_cpu_team();
         int64_t t0 = wb_cpu_span_start(spans);
         wb_mlp_phases *ph = counting ? &thread_phases[t] : NULL;
@@ -526,6 +525,6 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
         }
         if (ph) ph->runs++;
         LAP(ph, total_ns, start);
-    }
+    });
     return 0;
 }

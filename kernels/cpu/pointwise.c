@@ -90,11 +90,7 @@ static void loop_run(const loop *l, row_fn fn, const void *ctx) {
     for (int k = 0; k < l->nops; k++)
         inner_stride[k] = l->stride[k][l->ndim - 1];
     if (total == 0) return;
-#ifdef _OPENMP
-    int threads = total >= WB_CPU_PARALLEL_MIN ? omp_get_max_threads() : 1;
-#else
-    int threads = 1;
-#endif
+    int threads = wb_cpu_threads_for(total);
     if (threads == 1) {
         int64_t off[MAX_OPS];
         for (int64_t r = 0; r < rows; r++) {
@@ -289,7 +285,10 @@ void wb_cpu_fill_f32(int ndim, const int64_t *shape, float *out, const int64_t *
 }
 
 void wb_cpu_arange_f32(float *out, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= WB_CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++)
-        out[i] = (float)i;
+    WB_CPU_PARALLEL(wb_cpu_threads_for(n), {
+        int64_t lo, hi;
+        wb_cpu_share(n, &lo, &hi);
+        for (int64_t i = lo; i < hi; i++)
+            out[i] = (float)i;
+    });
 }

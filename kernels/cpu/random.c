@@ -30,27 +30,33 @@ static inline float uniform01(uint32_t x) { return (float)(x >> 8) * (1.0f / 167
 
 void wb_cpu_rand_f32(float *out, int64_t n, uint64_t seed, uint64_t offset) {
     int64_t blocks = (n + 3) / 4;
-#pragma omp parallel for schedule(static) if (n >= WB_CPU_PARALLEL_MIN)
-    for (int64_t j = 0; j < blocks; j++) {
-        uint32_t r[4];
-        wb_philox4x32_10(seed, offset + (uint64_t)j, r);
-        for (int k = 0; k < 4 && 4 * j + k < n; k++)
-            out[4 * j + k] = uniform01(r[k]);
-    }
+    WB_CPU_PARALLEL(wb_cpu_threads_for(n), {
+        int64_t lo, hi;
+        wb_cpu_share(blocks, &lo, &hi);
+        for (int64_t j = lo; j < hi; j++) {
+            uint32_t r[4];
+            wb_philox4x32_10(seed, offset + (uint64_t)j, r);
+            for (int k = 0; k < 4 && 4 * j + k < n; k++)
+                out[4 * j + k] = uniform01(r[k]);
+        }
+    });
 }
 
 /* Box-Muller on the first two words of each block: elements 2j and 2j+1 are the cosine and
  * sine halves of one pair. */
 void wb_cpu_randn_f32(float *out, int64_t n, uint64_t seed, uint64_t offset) {
     int64_t blocks = (n + 1) / 2;
-#pragma omp parallel for schedule(static) if (n >= WB_CPU_PARALLEL_MIN)
-    for (int64_t j = 0; j < blocks; j++) {
-        uint32_t r[4];
-        wb_philox4x32_10(seed, offset + (uint64_t)j, r);
-        double u1 = ((double)r[0] + 1.0) / 4294967296.0; /* (0, 1]: log is finite */
-        double u2 = (double)r[1] / 4294967296.0;
-        double radius = sqrt(-2.0 * log(u1)), angle = 2.0 * M_PI * u2;
-        out[2 * j] = (float)(radius * cos(angle));
-        if (2 * j + 1 < n) out[2 * j + 1] = (float)(radius * sin(angle));
-    }
+    WB_CPU_PARALLEL(wb_cpu_threads_for(n), {
+        int64_t lo, hi;
+        wb_cpu_share(blocks, &lo, &hi);
+        for (int64_t j = lo; j < hi; j++) {
+            uint32_t r[4];
+            wb_philox4x32_10(seed, offset + (uint64_t)j, r);
+            double u1 = ((double)r[0] + 1.0) / 4294967296.0; /* (0, 1]: log is finite */
+            double u2 = (double)r[1] / 4294967296.0;
+            double radius = sqrt(-2.0 * log(u1)), angle = 2.0 * M_PI * u2;
+            out[2 * j] = (float)(radius * cos(angle));
+            if (2 * j + 1 < n) out[2 * j + 1] = (float)(radius * sin(angle));
+        }
+    });
 }

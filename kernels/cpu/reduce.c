@@ -214,23 +214,26 @@ void wb_cpu_reduce(const wb_cpu_reduce_problem *p) {
         store(p->out, p->dtype, 0, p->op == WB_CPU_REDUCE_MEAN ? s / (double)base.n : s);
         return;
     }
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t o = 0; o < outer; o++) {
-        int64_t off = 0, rest = o;
-        for (int d = p->outer_ndim - 1; d >= 0; d--) {
-            off += rest % p->outer_shape[d] * p->outer_stride[d];
-            rest /= p->outer_shape[d];
+    WB_CPU_PARALLEL(parallel ? wb_cpu_max_threads() : 1, {
+        int64_t lo, hi;
+        wb_cpu_share(outer, &lo, &hi);
+        for (int64_t o = lo; o < hi; o++) {
+            int64_t off = 0, rest = o;
+            for (int d = p->outer_ndim - 1; d >= 0; d--) {
+                off += rest % p->outer_shape[d] * p->outer_stride[d];
+                rest /= p->outer_shape[d];
+            }
+            range r = base;
+            r.x = (const char *)p->x + off * (int64_t)item;
+            if (p->op == WB_CPU_REDUCE_MAX) {
+                int64_t pos;
+                float v = range_max(&r, &pos);
+                store(p->out, p->dtype, o, v);
+                if (p->indices) p->indices[o] = (float)(pos + p->index_base);
+            } else {
+                double s = tree_sum(&r, 0, r.n);
+                store(p->out, p->dtype, o, p->op == WB_CPU_REDUCE_MEAN ? s / (double)r.n : s);
+            }
         }
-        range r = base;
-        r.x = (const char *)p->x + off * (int64_t)item;
-        if (p->op == WB_CPU_REDUCE_MAX) {
-            int64_t pos;
-            float v = range_max(&r, &pos);
-            store(p->out, p->dtype, o, v);
-            if (p->indices) p->indices[o] = (float)(pos + p->index_base);
-        } else {
-            double s = tree_sum(&r, 0, r.n);
-            store(p->out, p->dtype, o, p->op == WB_CPU_REDUCE_MEAN ? s / (double)r.n : s);
-        }
-    }
+    });
 }

@@ -104,10 +104,10 @@ function M.source(g)
         string.format("/* %s: %s */", g.symbol, g.ops),
         "static inline vf body(" .. table.concat(params, ", ") .. ") {", table.concat(lines, "\n"),
         "    return t" .. #g.nodes .. ";", "}", "",
-        "void " .. g.symbol .. "(const wb_poi_args *a) {",
-        "    const int64_t CH = 16384, chunks = (a->cols + CH - 1) / CH, tasks = a->rows * chunks;",
-        "#pragma omp parallel for schedule(static) if (a->rows * a->cols >= a->parallel_min)",
-        "    for (int64_t t = 0; t < tasks; t++) {",
+        "#define CH 16384",
+        "/* task t: row t / chunks, its CH columns from (t % chunks) * CH */",
+        "static inline void task(const wb_poi_args *a, int64_t chunks, int64_t t) {",
+        "    {",
         "        int64_t r = t / chunks, c0 = (t % chunks) * CH, c1 = c0 + CH < a->cols ? c0 + CH : a->cols, j = c0;",
         string.format("        %s *o = (%s *)a->out + r * a->cols;", T, T)}
     local args_main, args_tail, tail_fill = {}, {}, {}
@@ -148,6 +148,18 @@ static inline vf wb_load_bf16(const uint16_t *p) {
     table.insert(out, "            for (int64_t k = j; k < c1; k++) o[k] = " .. store .. "(y[k - j]);")
     table.insert(out, "        }")
     table.insert(out, "    }")
+    table.insert(out, "}")
+    -- small groups run in the caller, outside OpenMP: a region costs a futex wake even under
+    -- if (0), microseconds against a small kernel's work (wb_kernels/spans.h, WB_CPU_PARALLEL)
+    table.insert(out, "")
+    table.insert(out, "void " .. g.symbol .. "(const wb_poi_args *a) {")
+    table.insert(out, "    const int64_t chunks = (a->cols + CH - 1) / CH, tasks = a->rows * chunks;")
+    table.insert(out, "    if (a->rows * a->cols < a->parallel_min) {")
+    table.insert(out, "        for (int64_t t = 0; t < tasks; t++) task(a, chunks, t);")
+    table.insert(out, "        return;")
+    table.insert(out, "    }")
+    table.insert(out, "#pragma omp parallel for schedule(static)")
+    table.insert(out, "    for (int64_t t = 0; t < tasks; t++) task(a, chunks, t);")
     table.insert(out, "}")
     return table.concat(out, "\n") .. "\n"
 end

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "wb_kernels/arith_list.h"
+#include "wb_kernels/spans.h" /* WB_CPU_PARALLEL_MIN */
 
 /* The ops of arith_list.h, in its order (WB_CPU_ADD, ...; WB_CPU_NEG, ...). */
 typedef enum wb_cpu_binary_op {
@@ -43,8 +44,6 @@ static inline __attribute__((always_inline)) float wb_cpu_unary_scalar(wb_cpu_un
     }
 }
 
-/* Below this many elements a kernel runs on the calling thread only. */
-#define WB_CPU_PARALLEL_MIN 65536
 
 void wb_cpu_binary_f32(wb_cpu_binary_op op, int ndim, const int64_t *shape, float *out, const int64_t *out_stride,
                        const float *a, const int64_t *a_stride, const float *b, const int64_t *b_stride);

@@ -1,5 +1,5 @@
-/* spans.h: what each worker thread of a parallel CPU kernel did (start, end, work done), for the
- * profiler's per-thread lanes. Off unless the launcher hands a recorder in (one test per thread
+/* spans.h: how a CPU kernel runs over threads (WB_CPU_PARALLEL, below), and what each worker
+ * thread of a parallel kernel did (start, end, work done), for the profiler's per-thread lanes. Off unless the launcher hands a recorder in (one test per thread
  * per kernel); the kernels never know who reads it. Each worker writes only its own slot. */
 #ifndef WB_KERNELS_SPANS_H
 #define WB_KERNELS_SPANS_H
@@ -11,6 +11,8 @@
 #endif
 
 #define WB_CPU_MAX_SPANS 64
+/* Below this many elements a kernel runs on the calling thread only. */
+#define WB_CPU_PARALLEL_MIN 65536
 /* The most threads a CPU kernel runs on (the GEMM's and the MLP's per-thread buffers are sized by
  * it): the one cap, which the core's WB_MAX_THREADS equals (checked where the core sets it). */
 #define WB_CPU_MAX_THREADS 256
@@ -72,5 +74,50 @@ static inline void wb_cpu_span_done(wb_cpu_spans *s, int64_t t0, int64_t work) {
 
 /* A worker's start time when recording, else 0 (no clock read). */
 static inline int64_t wb_cpu_span_start(const wb_cpu_spans *s) { return s ? wb_cpu_clock_ns() : 0; }
+
+/* ---- running a kernel over threads ----
+ * A kernel that would run on one thread must not enter OpenMP at all: libgomp's region costs a
+ * futex wake even under if (0) or num_threads(1), measured at 2-3 us per kernel on a 2-vCPU VM
+ * (a 256-element relu took 2.7 us, 0.26 us without), which made every small kernel look as long
+ * as its host dispatch. So kernels say how many threads they want and WB_CPU_PARALLEL runs the
+ * block in a region only for more than one; inside, wb_cpu_thread() and wb_cpu_team() hold both
+ * ways (0 and 1 outside a region), and wb_cpu_share splits the work as schedule(static) would. */
+
+/* The threads a parallel kernel runs on (what the core set; 1 without OpenMP). */
+static inline int wb_cpu_max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* The threads a kernel of `work` elements runs on: all of them from WB_CPU_PARALLEL_MIN up. */
+static inline int wb_cpu_threads_for(int64_t work) { return work >= WB_CPU_PARALLEL_MIN ? wb_cpu_max_threads() : 1; }
+
+/* The calling worker's share [*lo, *hi) of n items, split evenly over its team. */
+static inline void wb_cpu_share(int64_t n, int64_t *lo, int64_t *hi) {
+    int t = wb_cpu_thread(), team = wb_cpu_team();
+    *lo = n * t / team, *hi = n * (t + 1) / team;
+}
+
+/* Runs the block (the variadic arguments: commas allowed) on `nt` threads, or in the caller. */
+#ifdef _OPENMP
+#define WB_CPU_PARALLEL(nt, ...)                                                                                       \
+    do {                                                                                                               \
+        const int wb_cpu_nt_ = (nt);                                                                                   \
+        if (wb_cpu_nt_ > 1) {                                                                                          \
+            _Pragma("omp parallel num_threads(wb_cpu_nt_)") { __VA_ARGS__ }                                            \
+        } else {                                                                                                       \
+            __VA_ARGS__                                                                                                \
+        }                                                                                                              \
+    } while (0)
+#else
+#define WB_CPU_PARALLEL(nt, ...)                                                                                       \
+    do {                                                                                                               \
+        (void)(nt);                                                                                                    \
+        __VA_ARGS__                                                                                                    \
+    } while (0)
+#endif
 
 #endif
