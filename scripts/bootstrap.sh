@@ -130,6 +130,18 @@ WB_MAX_ALLOC_BYTES=67108864 ASAN_OPTIONS=detect_leaks=0:allocator_may_return_nul
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     build-asan/workbench --sandbox --out build-asan/fuzz-out tests/fuzz/fuzz_callbacks.lua 100000 1 ||
     failed="$failed callbacks-fuzzer"
+echo "== the trace fuzzer under AddressSanitizer + UndefinedBehaviorSanitizer (3,000 seeded mutated traces, --sandbox)"
+# seeds: the red team's hostile traces (tests/fuzz/hostile_corpus.lua), a recording, and torch.profiler's
+# Kineto JSON and legacy array as tests/torch_traces.lua generates them (written here: the sandboxed
+# fuzzer reads only its own folder and --out)
+mkdir -p build-asan/fuzz-out
+LUA_PATH="tests/?.lua;;" build/workbench -e 'local t = require("torch_traces")
+t.write("build-asan/fuzz-out/torch_kineto.json", t.kineto{steps = 2, memory = true, python = true})
+t.write("build-asan/fuzz-out/torch_legacy.json", t.legacy{steps = 2})' || failed="$failed trace-fuzzer-seeds"
+WB_MAX_ALLOC_BYTES=67108864 ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    build-asan/workbench --sandbox --out build-asan/fuzz-out tests/fuzz/fuzz_traces.lua 3000 1 \
+    build-asan/fuzz-out/torch_kineto.json build-asan/fuzz-out/torch_legacy.json || failed="$failed trace-fuzzer"
 if [ -n "$failed" ]; then
     echo "!! failed:$failed (each half's own summary is above)" >&2
     exit 1

@@ -38,6 +38,9 @@ fail() {
 [ "$rc" -ne 0 ] || fail "a failing Release test must fail the run (exit $rc)"
 grep -q "^ctest --test-dir build-asan" "$log" || fail "the sanitizer tests did not run after the Release tests failed"
 grep -q "^workbench-asan --sandbox .*fuzz_api.lua" "$log" || fail "the fuzzer did not run after the Release tests failed"
+grep -q "^workbench-asan --sandbox .*fuzz_callbacks.lua" "$log" || fail "the callbacks fuzzer did not run"
+grep -q "^workbench-asan --sandbox .*fuzz_traces.lua 3000 1 .*torch_kineto.json" "$log" ||
+    fail "the trace fuzzer did not run on the torch seeds"
 echo "$out" | grep -q "failed: release-tests" || fail "the summary does not name the Release tests"
 echo "$out" | grep -q "failed:.*sanitizer-tests" && fail "the summary names the sanitizer tests, which passed"
 echo "$out" | grep -q "all tests passed" && fail "it says all tests passed"

@@ -7,6 +7,7 @@ local scratch = require("scratch")
 
 local EXE = scratch.exe()
 local series = require("history_series").series
+local PLANTS = require("fuzz.hostile_corpus").PLANTS -- the red team's corpus: what is planted, what is said
 
 local function hist(db, args)
     return scratch.run(string.format("%s history --db %s %s 2>&1", EXE, db, args))
@@ -28,11 +29,7 @@ local function count(db, sql)
     return n
 end
 
-local function plant(db, sql)
-    local conn = wb._sqlite_open(db)
-    assert(conn:exec(sql))
-    conn:close()
-end
+local plant = require("fuzz.hostile_corpus").plant
 
 TestHistoryHostile = {}
 
@@ -40,12 +37,12 @@ TestHistoryHostile = {}
 -- someone else: add and check refuse it by name, and the rows stay as they were.
 function TestHistoryHostile:test_planted_trigger_is_refused_and_nothing_is_written()
     local db, files = database()
-    plant(db, "CREATE TRIGGER keep_medians AFTER INSERT ON results BEGIN UPDATE results SET median = 1; END")
+    plant(db, PLANTS.trigger.sql)
     local before = count(db, "SELECT count(*) AS n FROM results")
     local sum_before = count(db, "SELECT sum(median) AS n FROM results")
     local out, code = hist(db, "add " .. files[5])
     lu.assertEquals(code, 2, out)
-    lu.assertStrContains(out, "holds objects the workbench did not create (trigger keep_medians on results)")
+    lu.assertStrContains(out, PLANTS.trigger.says)
     lu.assertStrContains(out, "nothing was changed")
     lu.assertEquals(count(db, "SELECT count(*) AS n FROM results"), before)
     lu.assertEquals(count(db, "SELECT sum(median) AS n FROM results"), sum_before)
@@ -61,18 +58,18 @@ end
 
 function TestHistoryHostile:test_views_tables_and_versions_not_the_workbenchs_are_refused()
     local db = database()
-    plant(db, "CREATE VIEW recent AS SELECT * FROM runs")
+    plant(db, PLANTS.view.sql)
     local out, code = hist(db, "list")
     lu.assertEquals(code, 2, out)
-    lu.assertStrContains(out, "view recent")
-    plant(db, "DROP VIEW recent; CREATE TABLE notes(x)")
+    lu.assertStrContains(out, PLANTS.view.says)
+    plant(db, "DROP VIEW recent; " .. PLANTS.table.sql)
     out, code = hist(db, "list")
     lu.assertEquals(code, 2, out)
-    lu.assertStrContains(out, "table notes")
-    plant(db, "DROP TABLE notes; PRAGMA user_version = -5")
+    lu.assertStrContains(out, PLANTS.table.says)
+    plant(db, "DROP TABLE notes; " .. PLANTS.version.sql)
     out, code = hist(db, "list")
     lu.assertEquals(code, 2, out)
-    lu.assertStrContains(out, "schema version -5, which no workbench writes")
+    lu.assertStrContains(out, PLANTS.version.says)
     plant(db, "PRAGMA user_version = 2")
     out, code = hist(db, "list")
     lu.assertEquals(code, 0, out)
@@ -81,23 +78,41 @@ end
 -- Values no workbench writes: one line naming the run and the row, never an internal error.
 function TestHistoryHostile:test_hostile_values_name_their_run_and_row()
     local db = database()
-    plant(db, "UPDATE results SET median = 9e999 WHERE run = 2 AND rowid = (SELECT min(rowid) FROM results " ..
-        "WHERE run = 2)")
+    plant(db, PLANTS.inf_median.sql)
     for _, cmd in ipairs({"check", "show history_base", "report --html " .. scratch.path(".html")}) do
         local out, code = hist(db, cmd)
         lu.assertEquals(code, 2, cmd .. ": " .. out)
-        lu.assertStrMatches(out, ".*: run 2, row [^:]+: the median is inf: the database was changed by something " ..
-            "other than the workbench.*")
+        lu.assertStrMatches(out, ".*: run 2, row [^:]+: " .. PLANTS.inf_median.says .. ".*")
         lu.assertNotStrContains(out, "stack traceback")
     end
-    plant(db, "UPDATE results SET median = 0.5 WHERE median > 1e308; UPDATE runs SET commit_id = 'c' || char(0) || " ..
-        "'x' WHERE id = 3")
+    plant(db, "UPDATE results SET median = 0.5 WHERE median > 1e308; " .. PLANTS.nul_commit.sql)
     local out, code = hist(db, "list")
     lu.assertEquals(code, 2, out)
-    lu.assertStrContains(out, "run 3: commit_id is text with a NUL byte")
+    lu.assertStrContains(out, "run 3: " .. PLANTS.nul_commit.says)
     out, code = hist(db, "check")
     lu.assertEquals(code, 2, out)
     lu.assertStrContains(out, "commit_id is text with a NUL byte")
+end
+
+-- The corpus's databases (tests/fuzz/hostile_corpus.lua writes one per plant): each refused by
+-- the commands it names, with its one line, and left as it was; the untouched copy reads.
+function TestHistoryHostile:test_every_planted_database_of_the_corpus_is_refused()
+    local corpus = require("fuzz.hostile_corpus")
+    local dbs = corpus.databases(scratch.dir(), EXE)
+    local out, code = hist(dbs.clean, "check")
+    lu.assertEquals(code, 0, out)
+    local extra = series{seed = 4, runs = 1}[1]
+    for name, plant in pairs(PLANTS) do
+        local before = scratch.read(dbs[name])
+        for _, cmd in ipairs(plant.commands) do
+            cmd = cmd == "add" and ("add " .. extra) or cmd
+            out, code = hist(dbs[name], cmd)
+            lu.assertEquals(code, 2, name .. ", " .. cmd .. ": " .. out)
+            lu.assertStrContains(out, plant.says, false, name .. ", " .. cmd)
+            lu.assertNotStrContains(out, "stack traceback")
+        end
+        lu.assertTrue(scratch.read(dbs[name]) == before, name .. ": the database was changed")
+    end
 end
 
 scratch.exit(lu.LuaUnit.run())
