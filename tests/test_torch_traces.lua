@@ -317,6 +317,26 @@ function test_a_contiguous_copy_and_a_loop_of_small_adds_are_named()
     lu.assertStrContains(l.message, "the launch takes longer than the kernel runs")
 end
 
+-- A copy that launched two kernels in one of its two calls: 1.5 kernels per call (the message
+-- formatted the mean as a whole number and raised; found by tests/fuzz/fuzz_traces.lua).
+function test_a_mean_of_kernels_per_call_is_said_as_a_mean()
+    local doc = T.kineto({steps = 2, variant = "b"})
+    for i, e in ipairs(doc.traceEvents) do
+        if e.cat == "kernel" and e.name:find("direct_copy", 1, true) then
+            local again = {}
+            for k, v in pairs(e) do again[k] = v end
+            again.ts = e.ts + e.dur + 1
+            table.insert(doc.traceEvents, i + 1, again)
+            break
+        end
+    end
+    local list = wb.trace.load(T.write(scratch.path(".json"), doc)):findings()
+    local c
+    for _, f in ipairs(list) do if f.rule == "copy" then c = f end end
+    lu.assertNotNil(c)
+    lu.assertStrContains(c.message, "in 1.5 kernels; 2 calls")
+end
+
 -- `gelu(gate(x)) * up(x)` runs up's linear between gelu and mul: still one chain; a GEMM never is a link
 function test_a_fusion_chain_spans_the_linear_between_gelu_and_mul()
     local by = findings_of({steps = 3, interleaved = true})

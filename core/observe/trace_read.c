@@ -109,7 +109,9 @@ static int parse_event(const char *line, wb_trace_event *e) {
         else if (!strcmp(key, "args")) parse_args(&j, e);
         else jp_skip(&j);
     } while (!j.bad && jp_eat(&j, ','));
-    return !j.bad && jp_eat(&j, '}') && e->dur >= 0;
+    /* times, counts and sizes the workbench never writes negative */
+    return !j.bad && jp_eat(&j, '}') && e->dur >= 0 && e->flops >= 0 && e->bytes >= 0 && e->work >= 0 &&
+           e->run_delay >= 0;
 }
 
 /* ---- the document, streamed ------------------------------------------------------------------ */

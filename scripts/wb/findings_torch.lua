@@ -9,7 +9,11 @@ local M = {}
 
 local function us(ns) return string.format("%.1f us", ns / 1e3) end
 local function pct(x) return string.format("%.0f%%", 100 * x) end
-local function plural(n, word) return string.format("%d %s%s", n, word, n == 1 and "" or "s") end
+-- n may be a mean (kernels per call: 1.5 when one of two calls launched a second kernel)
+local function plural(n, word)
+    local whole = n == math.floor(n)
+    return string.format(whole and "%.0f %s%s" or "%.1f %s%s", n, word, n == 1 and "" or "s")
+end
 
 -- "[16, 256] float": an input's shape and torch's dtype name, when recorded.
 local function input_str(g, i)

@@ -118,14 +118,12 @@ function M.table(self, o)
         local gflops = (r.flops > 0 and time > 0) and r.flops / time or nil
         local gbs = (r.bytes > 0 and time > 0) and r.bytes / time or nil
         local pct
-        if on_device(r) and (gflops or gbs) then -- against the roofline at this intensity
+        if on_device(r) and gflops then -- against the roofline at this intensity
             local attainable = info.peak_gflops
             if r.bytes > 0 then attainable = math.min(info.peak_gflops, r.flops / r.bytes * info.bandwidth_gbs) end
-            if r.flops == 0 then
-                pct = 100 * gbs / info.bandwidth_gbs
-            else
-                pct = 100 * gflops / attainable
-            end
+            pct = 100 * gflops / attainable
+        elseif on_device(r) and gbs then -- no flops: against the bandwidth
+            pct = 100 * gbs / info.bandwidth_gbs
         end
         local line = pad(escaped(r.name)) .. string.format("  %8.2f%% %10s %10s %10s %11s %12s %10s %7d %9d %8s %7s %7s",
             self_total > 0 and 100 * (on_device(r) and 0 or r.self_cpu_ns) / self_total or 0,

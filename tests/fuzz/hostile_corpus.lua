@@ -72,6 +72,9 @@ M.TRACES = {
     {name = "tid_past_int64", what = "a tid past int64",
         text = event('{"ph": "X", "cat": "op", "name": "a", "pid": 1, "tid": -1e300, "ts": 1, "dur": 1}'),
         both = {2, BAD_EVENT}},
+    {name = "flops_negative", what = "a negative flops count (found by the trace fuzzer: the table did arithmetic on it)",
+        text = event('{"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 0, "ts": 1, "dur": 1, "args": ' ..
+            '{"flops": -1, "bytes": 8}}'), both = {2, BAD_EVENT}},
     {name = "inf_number", what = "inf as a number",
         text = event('{"ph": "X", "cat": "op", "name": "a", "ts": 1, "dur": 1, "args": {"flops": inf}}'),
         both = {2, BAD_EVENT}},
