@@ -75,6 +75,15 @@ local p = r:save{dir = wb.options.out}
 local prof = wb.profiler.profile({}, function() local _ = wb.ones({2}) + 1 end)
 prof:export_chrome_trace(wb.options.out .. "/trace.json")
 prof:export_stacks(wb.options.out .. "/stacks.txt")
+-- folders are listed without a process (find through popen was refused): a folder of traces reads,
+-- and merge names a folder without shards instead of failing on popen
+wb.mkdir_p(wb.options.out .. "/traces")
+prof:export_chrome_trace(wb.options.out .. "/traces/rank0.json")
+local loaded = wb.trace.load(wb.options.out .. "/traces")
+assert(#loaded == 1 and loaded[1].path:match("rank0%.json$"), "the folder's one trace")
+wb.mkdir_p(wb.options.out .. "/shards")
+local ok, e = pcall(wb.merge.merge, wb.options.out .. "/merged", {wb.options.out .. "/shards"})
+assert(not ok and e.merge_error:match("holds no shard files"), tostring(type(e) == "table" and e.merge_error or e))
 wb.profiler.profile({profile_memory = true}, function() end):export_memory_timeline(wb.options.out .. "/memory.json")
 local f = io.open(wb.options.out .. "/note.txt", "w"); f:write("written"); f:close()
 print("done " .. io.open(p.json):read("a"):sub(1, 1))

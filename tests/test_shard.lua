@@ -484,6 +484,10 @@ function TestShard:test_merge_refuses_hostile_shard_files()
         {function(d) d.rows[1].size = {1} end, "row 1, size: expected a number or a string"},
         {function(d) d.rows[1].samples_ms[2] = {1} end, "point size=1 kind=a, sample 2: not a number, expected a finite number"},
         {function(d) d.rows[1].kind = "a\27[31mX" end, "row 1 (size=1 kind=a\\027[31mX) is not a point of the sweep"},
+        -- rounds that do not divide the samples (merge accepted them and exited 0)
+        {function(d) d.rows[1].samples_ms_per_round = {1, 1} end, "rows[1].samples_ms_per_round does not divide its 6 samples (counts {1, 1})"},
+        {function(d) d.rows[1].samples_ms_per_round = {0.5} end, "rows[1].samples_ms_per_round does not divide its 6 samples (counts {0.5})"},
+        {function(d) d.rows[1].samples_ms_per_round = "3" end, "rows[1].samples_ms_per_round does not divide its 6 samples (counts 3)"},
     }
     for _, c in ipairs(cases) do
         local d = scratch.dir()

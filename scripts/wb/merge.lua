@@ -36,8 +36,6 @@ local function canon(v)
     return "{" .. table.concat(parts, ",") .. "}"
 end
 
-local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
 -- A folder opens for reading but its first read fails with EISDIR.
 local function is_dir(path)
     local f = io.open(path)
@@ -47,12 +45,16 @@ local function is_dir(path)
     return code == 21
 end
 
+local list_files = wb._files -- captured at load: wb._* are gone under --sandbox
+
 -- The shard files in a folder: <name>.shard-I-of-N.json, sorted.
 local function shard_files(dir)
-    local p = io.popen("find " .. shell_quote(dir) .. " -maxdepth 1 -type f -name '*.shard-*-of-*.json' | LC_ALL=C sort")
+    local names, err = list_files(dir)
+    if not names then fail(err) end
     local files = {}
-    for line in p:lines() do files[#files + 1] = line end
-    p:close()
+    for _, name in ipairs(names) do
+        if name:match("%.shard%-.*%-of%-.*%.json$") then files[#files + 1] = dir .. "/" .. name end
+    end
     return files
 end
 
@@ -117,6 +119,29 @@ check = function(doc, path)
     end
     if not array_of(doc.columns, is_string) then bad("columns must be an array of names") end
     if not array_of(doc.rows, function(r) return type(r) == "table" end) then bad("rows must be an array of objects") end
+    -- a row's rounds (<from>_per_round: how many of its samples each round took) must divide its
+    -- samples: whole counts of at least 1 summing to them (the statistics are recomputed by round)
+    local stats = require("wb.stats")
+    for i, r in ipairs(doc.rows) do
+        for _, x in ipairs(s.stats) do
+            local counts = r[x.from .. "_per_round"]
+            if counts ~= nil then
+                local samples = r[x.from]
+                local n = type(samples) == "table" and #samples or 0
+                -- (samples that are no numbers are named further on, sample by sample)
+                if array_of(samples, finite) and not (array_of(counts, whole) and stats.split_rounds(samples, counts)) then
+                    local shown = {}
+                    for k = 1, math.min(type(counts) == "table" and #counts or 0, 8) do
+                        shown[k] = finite(counts[k]) and string.format("%.17g", counts[k]) or words.shown(counts[k])
+                    end
+                    bad("rows[%d].%s_per_round does not divide its %d samples (counts %s): whole counts of at least " ..
+                        "1 that sum to them", i, x.from, n, array_of(counts, function() return true end) and
+                        ("{" .. table.concat(shown, ", ") .. (#counts > 8 and ", ..." or "") .. "}") or
+                        words.shown(counts))
+                end
+            end
+        end
+    end
     if doc.fingerprint ~= nil then
         if type(doc.fingerprint) ~= "table" then bad("fingerprint must be an object") end
         for k, v in pairs(doc.fingerprint) do

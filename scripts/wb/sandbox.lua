@@ -209,7 +209,7 @@ return function(o)
     -- the library's modules that read internals when they load take them now (wb.compile brings
     -- wb.codegen and wb.compile_choices; wb.help reads the op lists); then the internals go
     for _, m in ipairs({"wb.results", "wb.profiler", "wb.profiler_export", "wb.report", "wb.calibrate", "wb.compile",
-        "wb.help"}) do
+        "wb.help", "wb.trace", "wb.merge"}) do
         require(m)
     end
     local internals = {}

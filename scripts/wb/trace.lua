@@ -17,16 +17,17 @@ local function is_dir(path)
 end
 M.is_dir = is_dir
 
-local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local list_files = wb._files -- captured at load: wb._* are gone under --sandbox
 
 -- The trace files in a folder (tensorboard_trace_handler writes <worker>.<step>.pt.trace.json[.gz]
 -- per rank), sorted by name.
 function M.files(dir)
-    local p = io.popen("find " .. shell_quote(dir) .. " -maxdepth 1 -type f \\( -name '*.json' -o -name '*.json.gz' \\)" ..
-        " | LC_ALL=C sort")
+    local names, err = list_files(dir)
+    if not names then error("trace.load: " .. err, 0) end
     local files = {}
-    for line in p:lines() do files[#files + 1] = line end
-    p:close()
+    for _, name in ipairs(names) do
+        if name:match("%.json$") or name:match("%.json%.gz$") then files[#files + 1] = dir .. "/" .. name end
+    end
     return files
 end
 
