@@ -11,6 +11,8 @@
 #                  has a folder of core/ on its include path
 #   bindings/      never includes CUDA headers or the plugin's files
 #   the executable links no CUDA library (the plugin is dlopen'ed at first use)
+#   declared once: one thread cap (WB_CPU_MAX_THREADS; the core's WB_MAX_THREADS asserted equal),
+#                  no hand-written op case in core/cuda, OpenMP in CPU kernels only via WB_CPU_PARALLEL
 #   one clock: only core/base/clock.h reads the time (wb_now_ns), in the core and the bindings
 #   no `if cuda` outside the backend's own files: WB_DEVICE_CUDA appears only in the device
 #                  registry, the op table's device column and the wb.cuda bindings
@@ -90,6 +92,39 @@ hits=$(grep -HnE 'WB_DEVICE_CUDA|wb_cuda_api_get|wb_cuda_check' $core $bind |
     grep -vE '^bindings/l_wb\.c:.*(WB_DEVICE_CUDA\)|cuda\.)' )
 if [ -n "$hits" ]; then
     echo "check_layers: device-specific code outside the backend's files:" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
+
+# declared once: the thread cap is WB_CPU_MAX_THREADS (kernels' spans.h), the core's public
+# WB_MAX_THREADS equals it by a static assert (core/base/threads.c), and nothing else defines one
+hits=$(grep -HnE '^[[:space:]]*#[[:space:]]*define[[:space:]]+[A-Za-z_]*MAX_THREADS([[:space:]]|$)' $core $kcpu $kcuda $bind |
+    grep -vE '^(kernels/cpu/include/wb_kernels/spans\.h:[0-9]+:#define WB_CPU_MAX_THREADS |core/base/wb\.h:[0-9]+:#define WB_MAX_THREADS )')
+if ! grep -q '_Static_assert(WB_MAX_THREADS == WB_CPU_MAX_THREADS' core/base/threads.c; then
+    hits="${hits:+$hits
+}core/base/threads.c: no _Static_assert(WB_MAX_THREADS == WB_CPU_MAX_THREADS, ...)"
+fi
+if [ -n "$hits" ]; then
+    echo "check_layers: a thread cap other than WB_CPU_MAX_THREADS (and the core's WB_MAX_THREADS tied to it):" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
+
+# declared once: the CUDA op codes come from the op lists' CUDA column (a case per list entry made
+# by the lists' macros), never a hand-written case of one op in core/cuda
+hits=$(grep -HnE 'case[[:space:]]+WB_OP_[A-Z]' $(find core/cuda -name '*.c' -o -name '*.h'))
+if [ -n "$hits" ]; then
+    echo "check_layers: a hand-written op case in core/cuda (the op lists' CUDA column makes them):" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
+
+# one owner of the CPU kernels' threads: OpenMP is entered through WB_CPU_PARALLEL (spans.h) only,
+# which runs one-thread work outside OpenMP (a region costs a futex wake even when serial)
+hits=$(grep -HnE '#[[:space:]]*pragma[[:space:]]+omp[[:space:]]+parallel|omp_(get|set)_[a-z_]+[[:space:]]*\(|<omp\.h>' $kcpu |
+    grep -v '^kernels/cpu/include/wb_kernels/spans\.h:')
+if [ -n "$hits" ]; then
+    echo "check_layers: OpenMP in a CPU kernel outside WB_CPU_PARALLEL (kernels/cpu/include/wb_kernels/spans.h):" >&2
     echo "$hits" | sed 's/^/  /' >&2
     bad=1
 fi

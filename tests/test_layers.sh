@@ -1,8 +1,8 @@
 #!/bin/sh
 # test_layers.sh: scripts/check_layers.sh passes on the tree and its build, and fails on each kind
-# of crossing planted into a copy of them (so the check cannot pass by checking nothing): includes
-# and clocks in the sources, Lua requires of commands and in circles, calls between floors and call
-# circles in the objects.
+# of crossing planted into a copy of them (so the check cannot pass by checking nothing): includes,
+# clocks, thread caps, op cases and OpenMP in the sources, Lua requires of commands and in circles,
+# calls between floors and call circles in the objects.
 # Usage: tests/test_layers.sh SOURCE_DIR BUILD_DIR
 set -u
 src=$1 build=$2
@@ -35,6 +35,10 @@ plant bindings/l_host.c 'static void t(struct timespec *ts) { clock_gettime(CLOC
 plant core/cpu/peak.c 'static void t(struct timeval *tv) { gettimeofday(tv, 0); }' "a second clock in the core"
 plant CMakeLists.txt 'target_include_directories(wb_cuda_mock PRIVATE kernels/cuda core/base)' "a kernel target includes a core folder"
 plant core/base/storage.c '#include "profiler.h"' "a floor includes a header of a floor above it"
+plant kernels/cpu/gemm.c '#define MAX_THREADS 1024' "a second thread cap"
+plant core/cuda/cuda_ops.c 'static int planted(int op) { switch (op) { case WB_OP_ADD: return 1; } return 0; }' "a hand-written op case in core/cuda"
+plant kernels/cpu/activation.c '#pragma omp parallel for' "an OpenMP region outside WB_CPU_PARALLEL"
+plant kernels/cpu/reduce.c 'static int planted(void) { return omp_get_max_threads(); }' "an OpenMP call outside spans.h"
 plant scripts/wb/stats.lua 'local function f() return require("wb.cmd.diff") end' "a library module requires a command"
 plant scripts/wb/words.lua 'local function f() return require("wb.profiler") end' "two Lua modules in a circle (a lazy require)"
 

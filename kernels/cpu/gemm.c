@@ -4,9 +4,6 @@
  * region that splits the N tiles (or the M tiles when N is narrow) across threads. */
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "wb_kernels/bf16.h"
 #include "wb_kernels/gemm.h"
@@ -363,9 +360,7 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
     int nt = p->threads < 1 ? 1 : p->threads > WB_CPU_MAX_THREADS ? WB_CPU_MAX_THREADS : p->threads;
     /* not worth a fork (a pair ISA's k counts pairs: two multiply-adds each) */
     if (2.0 * (double)p->m * (double)p->n * (double)p->k * (isa->bf16_pairs ? 2 : 1) < 4e6) nt = 1;
-#ifdef _OPENMP
-    if (nt > omp_get_max_threads()) nt = omp_get_max_threads(); /* the core lowers it while the cores are busy */
-#endif
+    if (nt > wb_cpu_max_threads()) nt = wb_cpu_max_threads(); /* the core lowers it while the cores are busy */
     int split_n = tn >= 2 * nt || tn >= tm;
     int64_t tiles = split_n ? tn : tm;
     if (nt > tiles) nt = (int)tiles;

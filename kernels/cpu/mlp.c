@@ -5,9 +5,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "wb_kernels/bf16.h"
 #include "wb_kernels/mlp.h"
@@ -406,9 +403,7 @@ static geometry geometry_of(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
 
 wb_mlp_split wb_mlp_plan(const wb_cpu_isa *isa, const wb_mlp_problem *p, int *threads) {
     int nt = p->threads < 1 ? 1 : p->threads > WB_CPU_MAX_THREADS ? WB_CPU_MAX_THREADS : p->threads;
-#ifdef _OPENMP
-    if (nt > omp_get_max_threads()) nt = omp_get_max_threads(); /* the core lowers it while the cores are busy */
-#endif
+    if (nt > wb_cpu_max_threads()) nt = wb_cpu_max_threads(); /* the core lowers it while the cores are busy */
     /* not worth a fork: the work of a 4 MFLOP GEMM */
     if (2.0 * (double)p->m * (double)p->h * (double)(2 * p->k + p->n) < 4e6) nt = 1;
     const int64_t row_tiles = (p->m + isa->mr - 1) / isa->mr;

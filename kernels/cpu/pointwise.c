@@ -2,9 +2,6 @@
  * Dimensions are coalesced first, so contiguous and simply-broadcast cases reach a unit-stride
  * inner loop the compiler vectorises; everything else falls to a generic strided loop. */
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "wb_kernels/pointwise.h"
 #include "wb_kernels/spans.h"
@@ -101,18 +98,17 @@ static void loop_run(const loop *l, row_fn fn, const void *ctx) {
     }
     wb_cpu_spans *spans = wb_cpu_spans_open("elements");
     if (rows >= 4 * threads) {
-#pragma omp parallel num_threads(threads)
-        {
-            int64_t t0 = wb_cpu_span_start(spans), done = 0;
-#pragma omp for schedule(static)
-            for (int64_t r = 0; r < rows; r++) {
+        WB_CPU_PARALLEL(threads, {
+            int64_t t0 = wb_cpu_span_start(spans), done = 0, lo, hi;
+            wb_cpu_share(rows, &lo, &hi);
+            for (int64_t r = lo; r < hi; r++) {
                 int64_t off[MAX_OPS];
                 loop_row_offsets(l, r, off);
                 fn(ctx, inner, off, inner_stride, 0);
                 done += inner;
             }
             wb_cpu_span_done(spans, t0, done);
-        }
+        });
         return;
     }
     /* Few long rows: split each row into one chunk per thread (64-element aligned). */
@@ -120,12 +116,11 @@ static void loop_run(const loop *l, row_fn fn, const void *ctx) {
         int64_t base[MAX_OPS];
         loop_row_offsets(l, r, base);
         int64_t chunk = ((inner + threads - 1) / threads + 63) / 64 * 64;
-#pragma omp parallel num_threads(threads)
-        {
-            int64_t t0 = wb_cpu_span_start(spans), done = 0;
-#pragma omp for schedule(static)
-            for (int t = 0; t < threads; t++) {
-                int64_t s = (int64_t)t * chunk, e = s + chunk < inner ? s + chunk : inner;
+        WB_CPU_PARALLEL(threads, {
+            int64_t t0 = wb_cpu_span_start(spans), done = 0, lo, hi;
+            wb_cpu_share(threads, &lo, &hi);
+            for (int64_t t = lo; t < hi; t++) {
+                int64_t s = t * chunk, e = s + chunk < inner ? s + chunk : inner;
                 if (s >= e) continue;
                 int64_t off[MAX_OPS];
                 for (int k = 0; k < l->nops; k++)
@@ -134,7 +129,7 @@ static void loop_run(const loop *l, row_fn fn, const void *ctx) {
                 done += e - s;
             }
             wb_cpu_span_done(spans, t0, done);
-        }
+        });
     }
 }
 

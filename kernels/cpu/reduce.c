@@ -149,9 +149,12 @@ static double parallel_sum(const range *r) {
     double sums[1 << SPLIT_DEPTH];
     int count = 0, next = 0;
     subtrees(0, r->n, SPLIT_DEPTH, bounds, &count);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int k = 0; k < count; k++)
-        sums[k] = tree_sum(r, bounds[k][0], bounds[k][1]);
+    /* (called only when the reduction runs parallel: its subtrees dealt round-robin; each sum is
+     * its subtree's alone, so the result does not depend on who computed which) */
+    WB_CPU_PARALLEL(wb_cpu_max_threads(), {
+        for (int k = wb_cpu_thread(); k < count; k += wb_cpu_team())
+            sums[k] = tree_sum(r, bounds[k][0], bounds[k][1]);
+    });
     return combine(0, r->n, SPLIT_DEPTH, sums, &next);
 }
 
