@@ -139,7 +139,7 @@ static int l_files(lua_State *L) {
     }
     closedir(d);
     if (!failed) {
-        qsort(names, n, sizeof *names, by_name);
+        if (n) qsort(names, n, sizeof *names, by_name); /* never a null base, even for no files */
         lua_createtable(L, (int)(n < INT_MAX ? n : INT_MAX), 0);
     }
     for (size_t i = 0; i < n; i++) {

@@ -109,9 +109,10 @@ static int parse_event(const char *line, wb_trace_event *e) {
         else if (!strcmp(key, "args")) parse_args(&j, e);
         else jp_skip(&j);
     } while (!j.bad && jp_eat(&j, ','));
-    /* times, counts and sizes the workbench never writes negative */
-    return !j.bad && jp_eat(&j, '}') && e->dur >= 0 && e->flops >= 0 && e->bytes >= 0 && e->work >= 0 &&
-           e->run_delay >= 0;
+    /* times, counts and sizes the workbench never writes negative (bytes are, for a free: a memory
+     * event's bytes are signed); a count it does not know is written null, read as NaN, and passes */
+    return !j.bad && jp_eat(&j, '}') && e->dur >= 0 && !(e->flops < 0) && !(e->work < 0) &&
+           !(e->run_delay < 0) && (!(e->bytes < 0) || !strcmp(e->cat, "memory"));
 }
 
 /* ---- the document, streamed ------------------------------------------------------------------ */

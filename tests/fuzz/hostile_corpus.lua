@@ -75,6 +75,9 @@ M.TRACES = {
     {name = "flops_negative", what = "a negative flops count (found by the trace fuzzer: the table did arithmetic on it)",
         text = event('{"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 0, "ts": 1, "dur": 1, "args": ' ..
             '{"flops": -1, "bytes": 8}}'), both = {2, BAD_EVENT}},
+    {name = "bytes_negative", what = "a kernel moving negative bytes (only a memory event's bytes are signed)",
+        text = event('{"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 0, "ts": 1, "dur": 1, "args": ' ..
+            '{"flops": 8, "bytes": -8}}'), both = {2, BAD_EVENT}},
     {name = "inf_number", what = "inf as a number",
         text = event('{"ph": "X", "cat": "op", "name": "a", "ts": 1, "dur": 1, "args": {"flops": inf}}'),
         both = {2, BAD_EVENT}},
