@@ -399,9 +399,12 @@ function test_a_busy_loop_between_two_ops_lands_in_script()
         return wb.mul(c, b)
     end, 1)
     local g = device_gaps(p:findings())
-    local c = g.evidence.categories
+    local c, h = g.evidence.categories, g.evidence.host_categories
+    lu.assertTrue(h.script >= 1.9e6, F.format({g})) -- the loop's wall time, waits for a CPU included
     lu.assertTrue(c.script + c.preempted >= 1.9e6, F.format({g}))
-    lu.assertTrue(c.dispatch < 1e6)
+    -- mul's dispatch is short; on a loaded machine (a sanitized build in CI) the thread can wait
+    -- for a CPU inside it, which the run-queue delay measured says, so that much more is allowed
+    lu.assertTrue(h.dispatch < 1e6 + c.preempted, F.format({g}))
 end
 
 function test_mlp_sweep_json_carries_each_points_findings_and_merge_joins_them()
