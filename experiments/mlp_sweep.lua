@@ -95,9 +95,9 @@ local MLP = args.mlp == "swiglu" and "SwiGLU" or "GeGLU"
 if MLP == "SwiGLU" and cuda then -- arguments that do not go together: status 2
     wbargs.stop(parser, "--mlp swiglu runs on the cpu only (no cuda kernels for silu yet)")
 end
-print(string.format("mlp_sweep: " .. MLP .. " MLP dim %d hidden %d, %s on %s (%s, %s); tokens %s; modes %s", dim,
-    hidden, args.dtype, device, info.name, plural(wb.get_num_threads(), "thread"), table.concat(tokens_list, ","),
-    table.concat(modes, ",")))
+print(require("wb.words").wrap(string.format("mlp_sweep: " .. MLP .. " MLP dim %d hidden %d, %s on %s (%s, %s); " ..
+    "tokens %s; modes %s", dim, hidden, args.dtype, device, info.name, plural(wb.get_num_threads(), "thread"),
+    table.concat(tokens_list, ","), table.concat(modes, ",")), 120, "  "))
 print(require("wb.words").wrap(string.format("roofline: %.1f GFLOP/s, %.1f GB/s (%s)", info.peak_gflops,
     info.bandwidth_gbs, info.calibrated), 120, "  "))
 

@@ -126,6 +126,28 @@ function TestCompare:test_a_change_within_the_noise_is_unsure()
     lu.assertStrMatches(quiet, ".*tokens=1 mode=eager[^\n]-1%.150x[^\n]- SLOWER\n.*")
 end
 
+-- The text fits 120 columns (issue 47): a row whose flags do not fit carries them on the next
+-- line, the verdicts' rule wraps, and a long fingerprint value (a command line) is one side a line.
+function TestCompare:test_the_text_fits_120_columns()
+    local long = "/some/checkout/build/workbench /some/checkout/experiments/mlp_sweep.lua --tokens 1,16,128,512 " ..
+        "--dim 768 --hidden 3072 --rounds 3 --max-rounds 10 --no-peer --out out/mlp_sweep/run-"
+    local a = write(doc({row(1, "eager", 3, 0.3, {unstable = true}), row(16, "fused_mlp", 9, 0.02)},
+        {cpu = "X", threads = 2, commit = "abc", command = long .. "a"}))
+    local b = write(doc({row(1, "eager", 3.2, 0.3, {unstable = true}), row(16, "fused_mlp", 9, 0.02)},
+        {cpu = "X", threads = 2, commit = "abc", command = long .. "b"}))
+    local out, err, code = run(a, b)
+    lu.assertEquals(code, 0, err)
+    for line in out:gmatch("[^\n]+") do
+        if not line:match("^[AB]: /") then -- the files' own paths, as long as the scratch folder's
+            lu.assertTrue(#line <= 120, #line .. " columns: " .. line)
+        end
+    end
+    lu.assertStrMatches(out, ".*\ntokens=1 mode=eager [^\n]*UNSURE\n +%(A unstable, B unstable, within the " ..
+        "noise, %d+%%%)\n.*")
+    lu.assertStrContains(out, "\n  command:\n    A: " .. long:sub(1, 60))
+    lu.assertStrContains(out, "run-a\n    B: ")
+end
+
 function TestCompare:test_older_files_fall_back_to_the_recorded_spread()
     local old = doc({{tokens = 1, mode = "eager", median_ms = 10, p10_ms = 9.9, p90_ms = 10.1},
         {tokens = 16, mode = "eager", median_ms = 20, p10_ms = 10, p90_ms = 30}})

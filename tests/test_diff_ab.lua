@@ -231,7 +231,7 @@ return function() wb.profiler.range("fwd", function() return wb.linear(x, w) end
 
 function test_cli_ab_diffs_two_scripts_interleaved_and_saves_the_traces()
     local a, b = script(PROGRAM:format(64)), script(PROGRAM:format(64):gsub("wb%.linear%(x, w%)", "wb.gelu(wb.linear(x, w))"))
-    local dir = scratch.dir()
+    local dir = scratch.dir() .. "/made/by/save" -- --save makes the folder
     local out, err, code = scratch.run_split(string.format("%s diff --ab --steps 6 --json --save '%s' '%s' '%s'", EXE, dir, a, b))
     lu.assertEquals(code, 0, err)
     local doc = cjson.decode(out)
@@ -267,12 +267,15 @@ function test_cli_ab_bad_input_one_line_status_2()
         {"--ab --order random '" .. good .. "' '" .. good .. "'", "--order takes shuffled, abba or alternate, got random"},
         {"--steps 5 '" .. good .. "' '" .. good .. "'", "--steps, --warmup, --order, --save and --sandbox go with --ab"},
         {"--sandbox '" .. good .. "' '" .. good .. "'", "--steps, --warmup, --order, --save and --sandbox go with --ab"},
-        {"--ab --save '" .. scratch.path() .. "/no/such' '" .. good .. "' '" .. good .. "'", "cannot write"},
+        -- a folder that cannot be made is refused before either script runs
+        {"--ab --save '" .. good .. "/sub' '" .. good .. "' '" .. script("print('ran') return function() end") ..
+            "'", "--save " .. good .. "/sub: "},
     }
     for _, c in ipairs(cases) do
         local out, err, code = scratch.run_split(string.format("%s diff %s", EXE, c[1]))
         lu.assertEquals(code, 2, c[2] .. ": " .. out .. err)
         lu.assertStrContains(err, c[2])
+        lu.assertNotStrContains(out, "ran")
         local lines = select(2, err:gsub("\n", ""))
         -- usage errors add the usage lines; the others are one line (and --save's export report)
         if not err:find("usage:", 1, true) and not err:find("export_chrome_trace", 1, true) then lu.assertEquals(lines, 1, err) end

@@ -405,9 +405,17 @@ function M.compare(path_a, path_b, o)
             res.rows[#res.rows + 1] = {row = k, metric = ta.metric, a = shown.a, b = shown.b, ratio = ratio, p = p,
                 verdict = v, basis = basis, noise = noise, rounds_a = shown.rounds_a, rounds_b = shown.rounds_b,
                 unstable_a = ra.unstable == true, unstable_b = rb.unstable == true}
-            out(pad(k) .. string.format(" %12s %12s %7.3fx %8s  %s%s\n", show(shown.a) .. " " .. unit, show(shown.b),
-                ratio, p and string.format("%.2g", p) or "-", v, #flags > 0 and " (" .. table.concat(flags, ", ") ..
-                ")" or ""))
+            local line = pad(k) .. string.format(" %12s %12s %7.3fx %8s  %s", show(shown.a) .. " " .. unit,
+                show(shown.b), ratio, p and string.format("%.2g", p) or "-", v)
+            local said = #flags > 0 and "(" .. table.concat(flags, ", ") .. ")" or ""
+            -- at most 120 columns: the flags go on the next line, under the verdict, when they do not fit
+            if #line + 1 + #said > 120 then
+                local indent = string.rep(" ", math.min(width + 49, 80))
+                line = line .. "\n" .. words.wrap(indent .. said, 120, indent)
+            elseif said ~= "" then
+                line = line .. " " .. said
+            end
+            out(line .. "\n")
             if o.verbose then
                 for _, c in ipairs(a.columns) do
                     local va, vb = ra[c], rb[c]
@@ -429,9 +437,9 @@ function M.compare(path_a, path_b, o)
     if #res.only_in_a > 0 then out("\nonly in A: " .. table.concat(res.only_in_a, "; ") .. "\n") end
     if #res.only_in_b > 0 then out("only in B: " .. table.concat(res.only_in_b, "; ") .. "\n") end
     local effect = min_effect * 100
-    out(string.format("\nverdicts: %d SAME, %d FASTER, %d SLOWER, %d UNSURE (%s)\n", counts.SAME, counts.FASTER,
-        counts.SLOWER, counts.UNSURE, #missing == 0 and rule.rule_text(min_effect) or
-            string.format("p10-p90 spreads apart and a change of at least %g%%", effect)))
+    out("\n" .. words.wrap(string.format("verdicts: %d SAME, %d FASTER, %d SLOWER, %d UNSURE (%s)", counts.SAME,
+        counts.FASTER, counts.SLOWER, counts.UNSURE, #missing == 0 and rule.rule_text(min_effect) or
+            string.format("p10-p90 spreads apart and a change of at least %g%%", effect)), 120, "  ") .. "\n")
     if #missing == 0 then
         out("A and B: each row's median of its rounds' medians (every round one vote); B/A is their ratio\n")
     end
@@ -451,7 +459,12 @@ function M.compare(path_a, path_b, o)
     table.sort(names)
     for _, k in ipairs(names) do
         if k ~= "date" and not k:match("_date$") and not environment.is_field(k) and show(fa[k]) ~= show(fb[k]) then
-            diffs[#diffs + 1] = string.format("%s: %s -> %s", k, show(fa[k]), show(fb[k]))
+            local line = string.format("%s: %s -> %s", k, show(fa[k]), show(fb[k]))
+            if #line > 118 then -- long values (a command line) one side a line, wrapped at 120 columns
+                line = string.format("%s:\n    A: %s\n    B: %s", k, words.wrap(show(fa[k]), 114, "       "),
+                    words.wrap(show(fb[k]), 114, "       "))
+            end
+            diffs[#diffs + 1] = line
             res.fingerprint[#res.fingerprint + 1] = {key = k, a = fa[k] == nil and cjson.null or fa[k],
                 b = fb[k] == nil and cjson.null or fb[k]}
         end

@@ -96,8 +96,8 @@ end
 -- One line, or nil when the machine looks quiet.
 function M.warning(s)
     if not s or not s.readable or not s.busy then return nil end
-    return string.format("warning: busy machine (%.1f other runnable processes on %d CPUs, steal %.1f%%): timings will be " ..
-        "noisy and thread scaling distorted", s.other_runnable, s.cpus, s.steal_pct)
+    return string.format("warning: busy machine (%.1f other runnable on %d CPUs, steal %.1f%%): timings will be noisy, " ..
+        "thread scaling distorted", s.other_runnable, s.cpus, s.steal_pct)
 end
 
 -- Flat fields for a results fingerprint: prefix_load1, prefix_other_runnable, ...

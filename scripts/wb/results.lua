@@ -119,11 +119,6 @@ end
 -- the text as it was); a cell with a comma, a quote or a line break is quoted.
 local function csv_cell(v)
     if v == nil then return "" end
-    if type(v) == "table" then -- raw samples: space-separated in one cell
-        local parts = {}
-        for i, x in ipairs(v) do parts[i] = type(x) == "number" and string.format("%.10g", x) or "" end
-        return table.concat(parts, " ")
-    end
     local s = math.type(v) == "float" and string.format("%.10g", v) or tostring(v)
     if type(v) == "string" and s:find("^[=+%-@\t\r]") then s = "'" .. s end
     if s:find('[,"\r\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
@@ -272,13 +267,23 @@ function Results:save(o)
         doc[k] = v
     end
     -- plain CSV: a header and one line per row, read by Python's csv module and pandas.read_csv as
-    -- they are; the fingerprint is in the JSON (and the report's Environment table)
+    -- they are; the fingerprint is in the JSON (and the report's Environment table). Columns of
+    -- arrays (raw samples) stay in the JSON only: a 1-token row's thousands of samples make a cell
+    -- larger than csv's default field limit (131,072 characters), and a cell of numbers is no value.
+    local csv_columns = {}
+    for _, c in ipairs(self.columns) do
+        local array = false
+        for _, r in ipairs(rows) do
+            if type(r[c]) == "table" then array = true; break end
+        end
+        if not array then csv_columns[#csv_columns + 1] = c end
+    end
     local header = {}
-    for i, c in ipairs(self.columns) do header[i] = csv_cell(c) end
+    for i, c in ipairs(csv_columns) do header[i] = csv_cell(c) end
     local lines = {table.concat(header, ",")}
     for _, r in ipairs(rows) do
         local cells = {}
-        for i, c in ipairs(self.columns) do
+        for i, c in ipairs(csv_columns) do
             local v = r[c]
             if v == cjson.null then v = nil end
             cells[i] = csv_cell(v)

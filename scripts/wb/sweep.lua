@@ -432,15 +432,23 @@ function Sweep:run()
     end
     -- Ctrl-C (the workbench raises "interrupted!") keeps what was measured: the points' samples
     -- so far are saved, marked partial, and the run ends in one line (the workbench exits 130)
-    local ok, err = xpcall(rounds, function(e)
+    local function handler(e)
         if M.is_interrupt(e) or not (debug and debug.traceback) then return e end
         return debug.traceback(e, 2)
-    end)
+    end
+    local ok, err = xpcall(rounds, handler)
     if not ok then
         if not M.is_interrupt(err) then error(err, 0) end
         return self:save_interrupted(samples, per_round, done)
     end
-    local rows = self:rows_of(samples, per_round, spec.finish)
+    -- finish may take a while (mlp_sweep profiles every point and writes its traces): Ctrl-C there
+    -- keeps every round's samples too, saved without finish's fields
+    local rows
+    ok, err = xpcall(function() rows = self:rows_of(samples, per_round, spec.finish) end, handler)
+    if not ok then
+        if not M.is_interrupt(err) then error(err, 0) end
+        return self:save_interrupted(samples, per_round, done, "while finishing the rows, ")
+    end
     self.rows = rows
     return rows
 end
@@ -470,10 +478,12 @@ end
 -- After Ctrl-C: the samples so far as results marked partial (each row's `partial` column, and
 -- `partial` in the JSON: the rounds completed of those asked), in the sweep's `out` folder; then
 -- one line saying so, raised as the interrupt (the workbench prints it and exits 130).
-function Sweep:save_interrupted(samples, per_round, done)
+function Sweep:save_interrupted(samples, per_round, done, stage)
+    stage = stage or ""
     local rows = self:rows_of(samples, per_round)
     for _, r in ipairs(rows) do r.partial = true end
-    self.rows, self.partial = rows, {rounds_completed = done, rounds = self.rounds, reason = "interrupted (Ctrl-C)"}
+    self.rows, self.partial = rows, {rounds_completed = done, rounds = self.rounds,
+        reason = "interrupted (Ctrl-C)" .. (stage ~= "" and " " .. stage:gsub(", $", "") or "")}
     local where = "nothing measured, nothing saved"
     if #rows > 0 then
         -- the report's charts and text as the sweep would draw them (its report function), drawn
@@ -484,8 +494,8 @@ function Sweep:save_interrupted(samples, per_round, done)
         where = okp and string.format("saved as partial results: %s (and .csv, .html)", paths.json) or
             ("the partial results could not be saved: " .. tostring(paths))
     end
-    error(string.format("%s: interrupted (Ctrl-C) after %d of %d rounds; %d of %d points measured, %s", self.spec.name,
-        done, self.rounds, #rows, #self.mine, where), 0)
+    error(string.format("%s: interrupted (Ctrl-C) %safter %d of %d rounds; %d of %d points measured, %s",
+        self.spec.name, stage, done, self.rounds, #rows, #self.mine, where), 0)
 end
 
 -- The file name of this run's results: the sweep's name, or name.shard-I-of-N for a shard.

@@ -89,6 +89,10 @@ local function interleaved(files, o)
             diff.fail("--sandbox: the sandbox could not be set up (the reason is above)")
         end
     end
+    if o.save then -- made (or refused) before the two scripts run, not after minutes of profiling
+        local okd, err = wb.mkdir_p(o.save)
+        if not okd then diff.fail(string.format("--save %s: %s", o.save, tostring(err))) end
+    end
     local pa, pb = require("wb.profiler_ab").scripts(files[1], files[2], o, profiler.profile)
     if o.save then
         for _, x in ipairs({{"A", pa}, {"B", pb}}) do
