@@ -4,8 +4,8 @@
 #include <string.h>
 #include <time.h>
 
-#include <wb_kernels/act_list.h>
-#include <wb_kernels/arith_list.h>
+#include <wb/abi/act_list.h>
+#include <wb/abi/arith_list.h>
 
 #include "clock.h"
 #include "peer.h"
@@ -252,7 +252,7 @@ WB_ACT_LIST(ACT_FUNCTION)
 static const lua_CFunction act_functions[ACT_COUNT] = {WB_ACT_LIST(ACT_ENTRY)};
 #undef ACT_ENTRY
 
-/* The arithmetic ops of <wb_kernels/arith_list.h> as data: their Lua functions (l_aux.c) and
+/* The arithmetic ops of <wb/abi/arith_list.h> as data: their Lua functions (l_aux.c) and
  * what wb._ops() tells wb.compile, wb.codegen and help; the expressions are the list's own text. */
 typedef struct arith_info {
     const char *name, *expr_c, *expr_cuda, *op, *metamethod, *formula, *method;

@@ -83,7 +83,7 @@ int wb_lua_pushresult(lua_State *L, wb_status st, wb_tensor **out);
  * body of the arithmetic metamethods and of wb.add/sub/mul/div. */
 typedef wb_status (*wb_lua_binary_fn)(wb_tensor *, wb_tensor *, wb_tensor **);
 int wb_lua_binary(lua_State *L, wb_lua_binary_fn fn, const char *name);
-/* wb_lua_add, wb_lua_sub, ..., wb_lua_neg: one function per op of <wb_kernels/arith_list.h>,
+/* wb_lua_add, wb_lua_sub, ..., wb_lua_neg: one function per op of <wb/abi/arith_list.h>,
  * registered as wb.<name>, t:<name>() and the tensor's metamethod (__add, ..., __unm). */
 #define WB_LUA_ARITH_DECLARE(ID, name, ...) int wb_lua_##name(lua_State *L);
 WB_BINARY_LIST(WB_LUA_ARITH_DECLARE)

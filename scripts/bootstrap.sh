@@ -14,7 +14,7 @@ case "${1:-}" in
 esac
 
 packages="gcc g++ binutils make libc6-dev cmake pkg-config liblua5.4-dev lua-unit lua-cjson libseccomp-dev libreadline-dev libopenblas0-pthread lua-argparse tmux slurm-wlm munge libsqlite3-dev zlib1g-dev"
-# the benchmarks' peers beside OpenBLAS: oneDNN (its headers build experiments/peers/dnnl_peer.c)
+# the benchmarks' peers beside OpenBLAS: oneDNN (its headers build kernels/dnnl/dnnl_peer.c)
 # and BLIS's serial and pthread builds (dlopen'ed; no headers needed)
 packages="$packages libdnnl-dev libblis4-serial libblis4-pthread"
 [ "$mode" = build ] || packages="$packages dpkg-dev" # apt-get source unpacks Lua's source with dpkg-source

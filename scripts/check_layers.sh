@@ -3,12 +3,14 @@
 #   core/          floors, bottom to top: base, ops, cpu, cuda, observe; a floor includes and
 #                  calls only its own and those below it (calls read from a build's objects), and
 #                  no files of core/ or kernels/ call each other in a circle
-#   core/          never includes Lua, the bindings, CUDA headers, or kernels by relative path;
-#                  it reaches the CPU kernels only through their public folder (<wb_kernels/...>)
-#   kernels/cpu/   never includes the core (nor Lua, nor CUDA): pointers and strides only
-#   kernels/cuda/  includes nothing of the core: the plugin's ABI (wb_cuda_abi.h) is in the kernels'
-#                  public folder (kernels/cuda/include/), which the core includes; no kernel target
-#                  has a folder of core/ on its include path
+#   core/          never includes Lua, the bindings, CUDA headers, a header of the CUDA plugin's
+#                  or the oneDNN peer's, or kernels by relative path; it reaches the CPU kernels
+#                  only through their public folder (<wb_kernels/...>)
+#   core/include/wb/abi/  the contracts the core owns (the op lists, the plugin's and the peer's
+#                  ABI): they include only the C library and each other
+#   kernels/       (cpu, cuda, dnnl) include of the core only its contracts (<wb/abi/...>), never
+#                  Lua; the CPU kernels no CUDA; no kernel target has a folder of core/ on its
+#                  include path but the contracts' (the wb_abi target, core/include)
 #   bindings/      never includes CUDA headers or the plugin's files
 #   the executable links no CUDA library (the plugin is dlopen'ed at first use)
 #   declared once: one thread cap (WB_CPU_MAX_THREADS; the core's WB_MAX_THREADS asserted equal),
@@ -47,17 +49,38 @@ forbid() {
 core=$(find core -name '*.c' -o -name '*.h')
 kcpu=$(find kernels/cpu -name '*.c' -o -name '*.h' -o -name '*.inc')
 kcuda=$(find kernels/cuda -name '*.c' -o -name '*.h' -o -name '*.cu')
+kdnnl=$(find kernels/dnnl -name '*.c' -o -name '*.h')
+abi=$(find core/include/wb/abi -name '*.h')
 bind=$(ls bindings/*.c bindings/*.h)
 
-core_headers=$(find core -name '*.h' | xargs -n1 basename | sed 's/\./\\./g' | paste -sd'|' -)
+# the core's headers by name, its contracts left out (a kernel includes those as <wb/abi/...>)
+core_headers=$(find core -path core/include -prune -o -name '*.h' -print | xargs -n1 basename | sed 's/\./\\./g' |
+    paste -sd'|' -)
+plugin_headers=$(find kernels/cuda kernels/dnnl -name '*.h' | xargs -n1 basename | sed 's/\./\\./g' | paste -sd'|' -)
 forbid "core includes Lua" '^(lua|lauxlib|lualib)\.h$' $core
 forbid "core includes the bindings" '^(wb_lua|repl|guard)\.h$' $core
 forbid "core includes CUDA headers" '^(cuda\\.h|cuda_runtime|cublas|cupti|nvrtc)' $core
 forbid "core includes by relative path" '^\.\./' $core
-forbid "core includes the CUDA plugin's files" '^plugin_internal\.h$' $core
+forbid "core includes a header of the CUDA plugin's or the oneDNN peer's" "^($plugin_headers)\$" $core
 forbid "a CPU kernel includes the core" "^(\\.\\./|($core_headers)\$)" $kcpu
 forbid "a CPU kernel includes Lua or CUDA" '^(lua|lauxlib|lualib|cuda\\.h|cuda_runtime|cublas|cupti)' $kcpu
 forbid "the CUDA plugin includes the core" "^(\\.\\./|($core_headers)\$)" $kcuda
+forbid "the oneDNN peer includes the core" "^(\\.\\./|($core_headers)\$)" $kdnnl
+forbid "a kernel includes Lua" '^(lua|lauxlib|lualib)\.h$' $kcuda $kdnnl
+# of core/include/wb/, a kernel includes the contracts only (<wb/abi/...>), not the public face
+hits=$(includes $kcpu $kcuda $kdnnl | awk -F: '$3 ~ /^wb\// && $3 !~ /^wb\/abi\/[a-z_]+\.h$/')
+if [ -n "$hits" ]; then
+    echo "check_layers: a kernel includes a header of the core other than its contracts (<wb/abi/...>):" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
+# the contracts stand below everything: the C library and each other only
+hits=$(includes $abi | awk -F: '$3 !~ /^(std(def|int|bool|arg|io|lib)|limits|string|math)\.h$/ && $3 !~ /^wb\/abi\/[a-z_]+\.h$/')
+if [ -n "$hits" ]; then
+    echo "check_layers: a contract (core/include/wb/abi/) includes more than the C library and the other contracts:" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
 forbid "the bindings include CUDA headers or the plugin's files" '^(cuda\\.h|cuda_runtime|cublas|cupti|nvrtc|cuda_plugin\\.h|plugin_internal\\.h)' $bind
 
 # The floors of core/, bottom to top: base, ops, cpu, cuda, observe (the kernels below them all).
@@ -137,9 +160,11 @@ if [ -n "$hits" ]; then
     bad=1
 fi
 
-# the kernels stand below the core: no kernel target has a folder of core/ on its include path
-hits=$(tr '\n' ' ' <CMakeLists.txt | grep -oE 'target_include_directories\((wb_kernels_cpu|wb_cuda|wb_cuda_mock)[[:space:]][^)]*\)' |
-    grep -E '[[:space:]/]core(/|[[:space:])])')
+# the kernels stand below the core: no kernel target has a folder of core/ on its include path,
+# and the contracts' target (wb_abi) has core/include only
+hits=$(tr '\n' ' ' <CMakeLists.txt |
+    grep -oE 'target_include_directories\((wb_kernels_cpu|wb_cuda|wb_cuda_mock|wb_dnnl_peer|wb_abi)[[:space:]][^)]*\)' |
+    sed -E 's/^target_include_directories\(wb_abi INTERFACE core\/include\)$//' | grep -E '[[:space:]/]core(/|[[:space:])])')
 if [ -n "$hits" ]; then
     echo "check_layers: a kernel target includes a folder of the core:" >&2
     echo "$hits" | sed 's/^/  /' >&2

@@ -4,14 +4,14 @@
  * Members marked (optional) may be NULL; callers ask before they call. Ops reach devices
  * through the op table's per-device column (op.h), not through this table.
  *
- * The CUDA plugin's ABI (wb_cuda_abi.h) comes from the plugin's public folder, below the core. */
+ * The CUDA plugin's ABI is the core's own contract (core/include/wb/abi/cuda.h): the plugin includes it. */
 #ifndef WB_BACKEND_H
 #define WB_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wb_cuda_abi.h"
+#include <wb/abi/cuda.h>
 #include "wb.h"
 
 /* A record of device activity as the device's tracer hands it over (CUPTI's, flattened). */

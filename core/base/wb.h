@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <wb_kernels/act_list.h>
-#include <wb_kernels/arith_list.h>
+#include <wb/abi/act_list.h>
+#include <wb/abi/arith_list.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -192,7 +192,7 @@ wb_status wb_from_doubles(wb_dtype dtype, wb_device device, int ndim, const int6
 
 /* Elementwise with NumPy broadcasting. */
 /* wb_add, wb_sub, wb_mul, wb_div (a op b) and wb_neg (-a): one function per op of the list they
- * are declared in, kernels/cpu/include/wb_kernels/arith_list.h. */
+ * are declared in, core/include/wb/abi/arith_list.h. */
 #define WB_BINARY_DECLARE(ID, name, ...) wb_status wb_##name(wb_tensor *a, wb_tensor *b, wb_tensor **out);
 WB_BINARY_LIST(WB_BINARY_DECLARE)
 #undef WB_BINARY_DECLARE
@@ -246,13 +246,13 @@ wb_status wb_swiglu_mlp(wb_tensor *x, wb_tensor *w_gate, wb_tensor *w_up, wb_ten
                         wb_tensor **out);
 /* Elementwise activations, one kernel each (core/ops/activation.c): wb_silu, wb_sigmoid, wb_relu,
  * wb_tanh, wb_exp, wb_softplus, ...: one function per line of the list they are declared in,
- * kernels/cpu/include/wb_kernels/act_list.h (its formula column says what each computes). */
+ * core/include/wb/abi/act_list.h (its formula column says what each computes). */
 #define WB_ACT_DECLARE(ID, name, ...) wb_status wb_##name(wb_tensor *x, wb_tensor **out);
 WB_ACT_LIST(WB_ACT_DECLARE)
 #undef WB_ACT_DECLARE
 wb_status wb_swiglu(wb_tensor *gate, wb_tensor *up, wb_tensor **out); /* silu(gate) * up, fused */
 /* The same activations as data, in the order of the list they are declared in (one line each,
- * kernels/cpu/include/wb_kernels/act_list.h): the bindings register wb.<name> and t:<name>()
+ * core/include/wb/abi/act_list.h): the bindings register wb.<name> and t:<name>()
  * from it, and wb._ops() hands it to wb.compile, codegen and help. */
 typedef struct wb_unary_info {
     const char *name;      /* "sigmoid": the op, its kernel, wb.sigmoid and t:sigmoid() */

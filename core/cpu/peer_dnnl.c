@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wb_dnnl_peer_abi.h"
+#include <wb/abi/dnnl_peer.h>
 #include "peer.h"
 #include "storage.h"
 

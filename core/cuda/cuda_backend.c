@@ -1,7 +1,7 @@
 /* cuda_backend.c: device "cuda" as a backend (backend.h): loading the plugin (a MODULE opened
  * with dlopen at first use, so the executable starts without a driver), memory through the
  * plugin's caching allocator, copies, synchronize, CUPTI tracing and CUDA graphs, each a thin
- * call into the plugin's ABI (wb_cuda_abi.h) that turns its failures into the core's errors. */
+ * call into the plugin's ABI (<wb/abi/cuda.h>) that turns its failures into the core's errors. */
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>

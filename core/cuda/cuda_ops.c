@@ -100,7 +100,7 @@ wb_status wb_cuda_creation_impl(wb_op_call *c) {
 
 /* ---- pointwise ------------------------------------------------------------------------------ */
 
-/* The ops of the lists (<wb_kernels/arith_list.h>: add, sub, mul, div, neg; act_list.h: the
+/* The ops of the lists (<wb/abi/arith_list.h>: add, sub, mul, div, neg; act_list.h: the
  * activations) run the plugin's kernel of the same list line: its op code is made from the line,
  * as the op id is, so every listed op has one. */
 static int listed_code(wb_op_id id) {

@@ -8,7 +8,7 @@
 
 #include <wb_kernels/generated.h>
 
-#include "wb_cuda_abi.h"
+#include <wb/abi/cuda.h>
 #include "cuda_ops.h"
 #include "op.h"
 

@@ -1,4 +1,4 @@
-/* activation.c: the elementwise activations of <wb_kernels/act_list.h> (silu, sigmoid, relu,
+/* activation.c: the elementwise activations of <wb/abi/act_list.h> (silu, sigmoid, relu,
  * tanh, exp, ...) and the fused swiglu (silu(gate) * up) on the cpu: one kernel each, run by the
  * active ISA's vectorised routine (wb_cpu_act_run, the same math as the GEMM's silu epilogue), and
  * their public entry points, wb_<name>(), made by the list. bf16 goes through bf16.c (f32 math,

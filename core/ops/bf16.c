@@ -1,5 +1,5 @@
 /* bf16.c: the cpu launcher of the pointwise ops on bf16 tensors (the arithmetic ops of
- * <wb_kernels/arith_list.h>, gelu, geglu, and the activations of activation.c): storage is bf16,
+ * <wb/abi/arith_list.h>, gelu, geglu, and the activations of activation.c): storage is bf16,
  * the math is f32, the result is rounded once (the kernel is wb_cpu_bf16_pointwise_run). One
  * kernel per op, as in f32, so kernel counts and graphs read the same in both dtypes. (The GEMMs
  * are in launch_linear.c.) */

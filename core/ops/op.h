@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include <wb_kernels/act_list.h>
-#include <wb_kernels/arith_list.h>
+#include <wb/abi/act_list.h>
+#include <wb/abi/arith_list.h>
 
 #include "kernel.h"
 #include "wb.h"
@@ -42,7 +42,7 @@ typedef enum wb_op_id {
     WB_OP_FILL_,
     WB_CREATION_LIST(WB_OP_LIST_ID)
 #undef WB_OP_LIST_ID
-    /* the arithmetic ops of <wb_kernels/arith_list.h> (core/ops/pointwise.c): add, sub, mul, div, neg */
+    /* the arithmetic ops of <wb/abi/arith_list.h> (core/ops/pointwise.c): add, sub, mul, div, neg */
 #define WB_OP_ARITH_ID(ID, ...) WB_OP_##ID,
     WB_BINARY_LIST(WB_OP_ARITH_ID)
     WB_ARITH_UNARY_LIST(WB_OP_ARITH_ID)
@@ -52,7 +52,7 @@ typedef enum wb_op_id {
     WB_OP_MM,
     WB_OP_ADDMM,
     WB_OP_GEGLU_LINEAR,
-    /* the activations of <wb_kernels/act_list.h> (core/ops/activation.c) */
+    /* the activations of <wb/abi/act_list.h> (core/ops/activation.c) */
 #define WB_OP_ACT_ID(ID, ...) WB_OP_##ID,
     WB_ACT_LIST(WB_OP_ACT_ID)
 #undef WB_OP_ACT_ID

@@ -1,5 +1,5 @@
 /* pointwise.c: the elementwise and creation ops (copy_, fill_, arange, rand, randn, and the
- * arithmetic ops of <wb_kernels/arith_list.h>: add, sub, mul, div, neg): shape rules, work counts,
+ * arithmetic ops of <wb/abi/arith_list.h>: add, sub, mul, div, neg): shape rules, work counts,
  * CPU launchers and the public entry points. Each CPU launcher poses a pointer-and-stride problem
  * for the kernels (wb_kernels/pointwise.h, wb_kernels/bf16.h) and launches one kernel through
  * wb_kernel_launch. */
@@ -22,7 +22,7 @@ static wb_kernel_desc generic_desc(const wb_op_call *c, const char *op, const ch
 }
 
 /* The kernels' names and ops for the list's binary ops (the op ids and the kernels' enum come from
- * one list, <wb_kernels/arith_list.h>, in one order). */
+ * one list, <wb/abi/arith_list.h>, in one order). */
 static const char *const binary_ops[WB_CPU_BINARY_COUNT] = {
 #define BINARY_NAME(ID, name, ...) [WB_CPU_##ID] = #name,
     WB_BINARY_LIST(BINARY_NAME)

@@ -1,6 +1,6 @@
 // kernels.cu: our own CUDA kernels (elementwise, GELU, fused GeGLU) and their launchers.
 // Kernels are extern "C" so that traces show plain names (wb_add_kernel, wb_geglu_bf16x8, ...).
-// The elementwise ops of the op lists (<wb_kernels/arith_list.h>, act_list.h) are written by the
+// The elementwise ops of the op lists (<wb/abi/arith_list.h>, act_list.h) are written by the
 // lists: each op's code, its math (the list's CUDA column), its kernel and its launch.
 // Math is fp32 whatever the storage type; bf16 results are rounded once, to nearest even.
 #include <cuda_bf16.h>

@@ -1,5 +1,5 @@
 /* mock_plugin.c: libwb_cuda_mock.so, a stand-in for the CUDA plugin that implements the same
- * ABI (wb_cuda_abi.h) on the host, for tests only. Loaded with WB_CUDA_PLUGIN=<path>, it lets
+ * ABI (<wb/abi/cuda.h>) on the host, for tests only. Loaded with WB_CUDA_PLUGIN=<path>, it lets
  * machines without a GPU run everything the core does for device "cuda": transfers, views,
  * the translation of row-major GEMMs into column-major cuBLASLt calls (a reference GEMM that
  * honours transa/transb, leading dimensions and epilogues exactly as documented), elementwise

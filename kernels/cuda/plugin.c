@@ -1,4 +1,4 @@
-/* plugin.c: libwb_cuda.so, the host side of the CUDA backend (see kernels/cuda/include/wb_cuda_abi.h).
+/* plugin.c: libwb_cuda.so, the host side of the CUDA backend (see core/include/wb/abi/cuda.h).
  *
  * One device (0), one non-blocking stream, one cuBLASLt handle with a 32 MiB workspace made once,
  * a caching allocator over cudaMalloc, stream capture into CUDA graphs; the CUPTI activity

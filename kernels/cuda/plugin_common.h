@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wb_cuda_abi.h"
+#include <wb/abi/cuda.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "plugin_common.h"
-#include "wb_cuda_abi.h"
+#include <wb/abi/cuda.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -249,7 +249,7 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 #define NAN __int_as_float(0x7fffffff)
 #define INFINITY __int_as_float(0x7f800000)
-/* = wb_cuda_poi_args (kernels/cuda/include/wb_cuda_abi.h) */
+/* = wb_cuda_poi_args (core/include/wb/abi/cuda.h) */
 struct wb_cuda_poi_args {
     i64 rows, cols;
     int outer;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wb_kernels/act_list.h"
+#include <wb/abi/act_list.h>
 #include "wb_kernels/generated.h"
 
 /* What happens to the accumulators when a tile is stored after its last K block. */

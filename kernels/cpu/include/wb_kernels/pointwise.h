@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "wb_kernels/arith_list.h"
+#include <wb/abi/arith_list.h>
 #include "wb_kernels/spans.h" /* WB_CPU_PARALLEL_MIN */
 
 /* The ops of arith_list.h, in its order (WB_CPU_ADD, ...; WB_CPU_NEG, ...). */

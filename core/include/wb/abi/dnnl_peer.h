@@ -1,5 +1,5 @@
-/* wb_dnnl_peer_abi.h: the C interface between libwb (core/cpu/peer_dnnl.c) and the oneDNN peer
- * libwb_dnnl_peer.so (experiments/peers/dnnl_peer.c), a comparison peer for benchmarks only.
+/* wb/abi/dnnl_peer.h: the C interface between libwb (core/cpu/peer_dnnl.c) and the oneDNN peer
+ * libwb_dnnl_peer.so (kernels/dnnl/dnnl_peer.c), a comparison peer for benchmarks only.
  *
  * The peer links oneDNN; libwb dlopens the peer, so the workbench links no oneDNN and starts
  * where it is absent. The peer knows nothing of tensors: it takes raw row-major pointers and

@@ -4,7 +4,7 @@
  * (GeGLU/SwiGLU) as oneDNN would be used for it: three matmul primitives created once per shape,
  * the gate's activation and the multiply by the up projection as post-ops of the gate matmul,
  * weights reordered once into the layouts the primitives chose. Not a workbench op: no tensors,
- * no profiler; the interface is core/cpu/wb_dnnl_peer_abi.h. */
+ * no profiler; the interface is core/include/wb/abi/dnnl_peer.h. */
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <omp.h>
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wb_dnnl_peer_abi.h"
+#include <wb/abi/dnnl_peer.h>
 
 static _Thread_local char error_text[512];
 static dnnl_engine_t engine;

@@ -1,11 +1,11 @@
-/* arith_list.h: the elementwise arithmetic ops (add, sub, mul, div, and neg), each declared once.
+/* wb/abi/arith_list.h: the elementwise arithmetic ops (add, sub, mul, div, and neg), each declared once.
  * Every other place derives from these lists: the kernels' op enums, scalar loops and bf16 path;
  * the core's op ids, op-table rows and wb_<name>(); wb.<name>, t:<name>() and the tensor's
  * metamethod in Lua; wb.compile's traced names, the generated kernels' expressions and help's
- * entries (through wb._ops()); the CUDA plugin's op codes (wb_cuda_abi.h) and eager kernels
+ * entries (through wb._ops()); the CUDA plugin's op codes (wb/abi/cuda.h) and eager kernels
  * wb_<name>_kernel (kernels.cu, and the mock plugin's). */
-#ifndef WB_KERNELS_ARITH_LIST_H
-#define WB_KERNELS_ARITH_LIST_H
+#ifndef WB_ABI_ARITH_LIST_H
+#define WB_ABI_ARITH_LIST_H
 
 /* X(ID, name, SCALAR, VEC, CUDA, "operator", "metamethod", "formula", "method") per binary op,
  * in op-id order:

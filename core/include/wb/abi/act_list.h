@@ -1,11 +1,11 @@
-/* act_list.h: the elementwise activations, each declared once. Every other place derives from
+/* wb/abi/act_list.h: the elementwise activations, each declared once. Every other place derives from
  * this list: the kernels' wb_cpu_act enum, vector dispatch and double reference; the core's op
- * ids, op-table rows, bf16 path and wb_<name>(); the CUDA plugin's op codes (wb_cuda_abi.h) and
+ * ids, op-table rows, bf16 path and wb_<name>(); the CUDA plugin's op codes (wb/abi/cuda.h) and
  * eager kernels wb_<name>_kernel (kernels.cu, and the mock plugin's); wb.<name> and t:<name>() in
  * Lua, wb.compile's traced names, the generated kernels' expressions and help's entries (through
  * wb._ops()). Adding an activation: its line here and, for VEC, its vector routine (vecmath.inc). */
-#ifndef WB_KERNELS_ACT_LIST_H
-#define WB_KERNELS_ACT_LIST_H
+#ifndef WB_ABI_ACT_LIST_H
+#define WB_ABI_ACT_LIST_H
 
 /* X(ID, name, VEC, REF, CUDA, "formula") per activation, in op-id order:
  *   ID       WB_CPU_<ID> and WB_OP_<ID>

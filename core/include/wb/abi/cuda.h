@@ -1,7 +1,7 @@
-/* wb_cuda_abi.h: the C interface between libwb (core/cuda/cuda_backend.c) and the CUDA plugin
- * libwb_cuda.so. It lives in the plugin's public folder (kernels/cuda/include/), below both sides:
- * the plugin includes it from there and the core reaches it the way it reaches the CPU kernels'
- * headers, so no include runs from kernels/ up into core/.
+/* wb/abi/cuda.h: the C interface between libwb (core/cuda/cuda_backend.c) and the CUDA plugin
+ * libwb_cuda.so. A contract the core owns (core/include/wb/abi/, the only folder of the core a
+ * kernel or plugin includes): the plugin includes it, and the core includes no header of the
+ * plugin's.
  *
  * The plugin is a CMake MODULE that libwb dlopens at the first use of device "cuda", so the
  * workbench executable links no CUDA library and starts on machines without a driver or GPU.
@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <wb_kernels/act_list.h>
-#include <wb_kernels/arith_list.h>
+#include <wb/abi/act_list.h>
+#include <wb/abi/arith_list.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,7 +40,7 @@ enum { WB_CU_COPY_H2D = 0, WB_CU_COPY_D2H, WB_CU_COPY_D2D };
 enum { WB_CU_ACT_NONE = 0, WB_CU_ACT_GELU_TANH = 1, WB_CU_ACT_GELU_ERF = 2 };
 
 /* Elementwise ops of the generic strided kernel: four of the plugin's own, then one per op of the
- * lists (<wb_kernels/arith_list.h>: a op b, then op a; <wb_kernels/act_list.h>: the activations),
+ * lists (<wb/abi/arith_list.h>: a op b, then op a; <wb/abi/act_list.h>: the activations),
  * whose math is the list's CUDA column and whose kernel is wb_<name>_kernel. */
 #define WB_CU_EW_LISTED(ID, ...) WB_CU_EW_##ID,
 enum {
