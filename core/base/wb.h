@@ -9,6 +9,7 @@
 
 #include <wb/abi/act_list.h>
 #include <wb/abi/arith_list.h>
+#include <wb/abi/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,9 +40,9 @@ wb_status wb_error_prefix(wb_status status, const char *context);
 
 /* ---- dtypes and devices -------------------------------------------------------------- */
 
-typedef enum wb_dtype {
-    WB_F32 = 0,
-    WB_BF16, /* bf16 storage; every kernel computes in f32 and rounds once (f32 accumulation) */
+typedef enum wb_dtype { /* the values of <wb/abi/types.h>, which the plugins share */
+    WB_F32 = WB_ABI_F32,
+    WB_BF16 = WB_ABI_BF16, /* bf16 storage; every kernel computes in f32 and rounds once (f32 accumulation) */
     WB_DTYPE_COUNT
 } wb_dtype;
 
@@ -205,10 +206,10 @@ WB_ARITH_UNARY_LIST(WB_ARITH_UNARY_DECLARE)
 /* Activations: one vocabulary for Lua, this API, kernel names and the CUDA plugin. Users write
  * "none", "gelu" (the erf form, PyTorch's default) or "gelu_tanh"; kernel names spell the form
  * out ("gelu_erf", "gelu_tanh"); "geglu" is the dual GEMM's epilogue, gelu_tanh(gate) * up. */
-typedef enum wb_activation {
-    WB_ACT_NONE = 0,
-    WB_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-    WB_ACT_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default GELU */
+typedef enum wb_activation { /* the first three: the values of <wb/abi/types.h> */
+    WB_ACT_NONE = WB_ABI_ACT_NONE,
+    WB_ACT_GELU_TANH = WB_ABI_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    WB_ACT_GELU_ERF = WB_ABI_ACT_GELU_ERF,   /* 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default GELU */
     WB_ACT_GEGLU,     /* epilogue of the dual GEMM only */
     WB_ACT_SILU,      /* x * sigmoid(x) = x / (1 + exp(-x)) */
     WB_ACT_SWIGLU,    /* epilogue of the dual GEMM only: silu(gate) * up */

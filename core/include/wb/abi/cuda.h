@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include <wb/abi/act_list.h>
+#include <wb/abi/types.h>
 #include <wb/abi/arith_list.h>
 
 #ifdef __cplusplus
@@ -27,17 +28,21 @@ extern "C" {
 #define WB_CUDA_ABI_VERSION 5
 #define WB_CUDA_MAX_DIMS    8 /* = WB_MAX_DIMS */
 
-/* Element types: the values equal wb_dtype's. */
-enum { WB_CU_F32 = 0, WB_CU_BF16 = 1 };
+/* Element types (wb/abi/types.h, as wb_dtype's). */
+enum { WB_CU_F32 = WB_ABI_F32, WB_CU_BF16 = WB_ABI_BF16 };
 
 /* Why init failed (so the core can say "no driver" / "no device"). */
 enum { WB_CU_INIT_OK = 0, WB_CU_INIT_NO_DRIVER, WB_CU_INIT_NO_DEVICE, WB_CU_INIT_ERROR };
 
 enum { WB_CU_COPY_H2D = 0, WB_CU_COPY_D2H, WB_CU_COPY_D2D };
 
-/* Activations in a GEMM's epilogue: the values equal the core's wb_activation (one vocabulary:
+/* Activations in a GEMM's epilogue (wb/abi/types.h, as the core's wb_activation; one vocabulary:
  * "gelu_tanh" is cuBLASLt's GELU epilogue; the erf form has no cuBLASLt epilogue). */
-enum { WB_CU_ACT_NONE = 0, WB_CU_ACT_GELU_TANH = 1, WB_CU_ACT_GELU_ERF = 2 };
+enum {
+    WB_CU_ACT_NONE = WB_ABI_ACT_NONE,
+    WB_CU_ACT_GELU_TANH = WB_ABI_ACT_GELU_TANH,
+    WB_CU_ACT_GELU_ERF = WB_ABI_ACT_GELU_ERF
+};
 
 /* Elementwise ops of the generic strided kernel: four of the plugin's own, then one per op of the
  * lists (<wb/abi/arith_list.h>: a op b, then op a; <wb/abi/act_list.h>: the activations),

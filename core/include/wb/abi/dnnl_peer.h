@@ -10,11 +10,13 @@
 
 #include <stdint.h>
 
+#include <wb/abi/types.h>
+
 #define WB_DNNL_PEER_ABI_VERSION 1
 #define WB_DNNL_PEER_SYMBOL      "wb_dnnl_peer_entry"
 
-/* Element types: the values equal wb_dtype's. */
-enum { WB_DNNL_F32 = 0, WB_DNNL_BF16 = 1 };
+/* Element types (wb/abi/types.h, as wb_dtype's). */
+enum { WB_DNNL_F32 = WB_ABI_F32, WB_DNNL_BF16 = WB_ABI_BF16 };
 
 /* The MLP's gate activation (a post-op of the gate projection). */
 enum { WB_DNNL_GEGLU = 0 /* gelu_tanh */, WB_DNNL_SWIGLU = 1 /* swish, alpha 1 (silu) */ };
