@@ -3,15 +3,13 @@
  * through that module so the CPU's ceilings are calibrated until stable and cached, and
  * wb.cpu_blocking (the GEMM's cache blocking, derived from the same caches), and the one-kernel
  * MLP's opt-in phase times (wb._mlp_phases, for experiments/mlp_fused_vs_dual.lua). */
-#include <wb_kernels/mlp.h>
-
-#include "calibrate.h"
+#include <wb/host.h>
 #include "wb_lua.h"
 
 static int l_cpu_caches(lua_State *L) {
     lua_createtable(L, 0, 3);
     for (int level = 1; level <= 3; level++) {
-        int64_t b = wb_cpu_cache_bytes(level);
+        int64_t b = wb_host_cache_bytes(level);
         if (b <= 0) continue;
         lua_pushinteger(L, (lua_Integer)b);
         lua_setfield(L, -2, level == 1 ? "l1" : level == 2 ? "l2" : "l3");
@@ -24,15 +22,14 @@ static int l_cpu_caches(lua_State *L) {
  * active CPU path, and the cache sizes in bytes the rule used (sysfs's, or its defaults); fixed:
  * the path's own constants instead (the portable path). */
 static int l_cpu_blocking(lua_State *L) {
-    const wb_cpu_isa *isa = wb_cpu_isa_active();
-    wb_gemm_blocking b = wb_gemm_blocking_of(isa);
+    wb_host_blocking b = wb_host_blocking_active();
     lua_createtable(L, 0, 10);
-    lua_pushstring(L, isa->name);
+    lua_pushstring(L, b.isa);
     lua_setfield(L, -2, "isa");
     const struct {
         const char *name;
         int64_t value;
-    } fields[] = {{"mr", isa->mr}, {"nr", isa->nr}, {"kc", b.kc}, {"mc", b.mc},
+    } fields[] = {{"mr", b.mr}, {"nr", b.nr}, {"kc", b.kc}, {"mc", b.mc},
                   {"nc", b.nc},    {"l1", b.l1},    {"l2", b.l2}, {"l3_share", b.l3_share}};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         lua_pushinteger(L, (lua_Integer)fields[i].value);
@@ -40,8 +37,8 @@ static int l_cpu_blocking(lua_State *L) {
     }
     lua_pushboolean(L, b.fixed);
     lua_setfield(L, -2, "fixed");
-    if (b.forced != WB_BLOCKING_RULE) {
-        lua_pushstring(L, b.forced == WB_BLOCKING_FORCED_SIZES ? "sizes" : "caches");
+    if (b.forced != WB_HOST_BLOCKING_RULE) {
+        lua_pushstring(L, b.forced == WB_HOST_BLOCKING_SIZES ? "sizes" : "caches");
         lua_setfield(L, -2, "forced");
     }
     return 1;
@@ -51,14 +48,14 @@ static int l_cpu_blocking(lua_State *L) {
  * | nil): forces the GEMM's blocking on every CPU path (tests: another CPU's blocking, or small
  * ragged blocks), nil goes back to the rule. Every field is read before anything is set. */
 static int l_set_cpu_blocking(lua_State *L) {
-    wb_gemm_blocking_spec spec = {0};
+    wb_host_blocking_spec spec = {0};
     char why[200];
     if (lua_isnoneornil(L, 1)) {
-        wb_gemm_blocking_force(NULL, NULL, 0);
+        wb_host_blocking_force(NULL, NULL, 0);
         return 0;
     }
     if (lua_type(L, 1) == LUA_TSTRING) {
-        if (wb_gemm_blocking_parse(lua_tostring(L, 1), &spec, why, sizeof why))
+        if (wb_host_blocking_parse(lua_tostring(L, 1), &spec, why, sizeof why))
             return wb_lua_raise(L, "set_cpu_blocking: %s", why);
     } else if (lua_type(L, 1) == LUA_TTABLE) {
         const char *names[] = {"kc", "mc", "nc", "l1", "l2", "l3_share"};
@@ -73,13 +70,13 @@ static int l_set_cpu_blocking(lua_State *L) {
         int sizes = v[0] || v[1] || v[2], caches = v[3] || v[4] || v[5];
         if (sizes == caches)
             return wb_lua_raise(L, "set_cpu_blocking: give kc, mc and nc, or l1, l2 and l3_share (not both, not neither)");
-        spec = (wb_gemm_blocking_spec){.kc = v[0], .mc = v[1], .nc = v[2], .l1 = v[3], .l2 = v[4], .l3_share = v[5]};
+        spec = (wb_host_blocking_spec){.kc = v[0], .mc = v[1], .nc = v[2], .l1 = v[3], .l2 = v[4], .l3_share = v[5]};
         if (sizes && spec.kc <= 0)
             return wb_lua_raise(L, "set_cpu_blocking: kc must be in [1, 8192] steps of k, got %I", (lua_Integer)spec.kc);
     } else {
         return wb_lua_raise(L, "set_cpu_blocking: expected a string, a table or nil, got %s", luaL_typename(L, 1));
     }
-    if (wb_gemm_blocking_force(&spec, why, sizeof why)) return wb_lua_raise(L, "set_cpu_blocking: %s", why);
+    if (wb_host_blocking_force(&spec, why, sizeof why)) return wb_lua_raise(L, "set_cpu_blocking: %s", why);
     return 0;
 }
 
@@ -98,14 +95,14 @@ static int l_cpu_clock_mhz(lua_State *L) {
 }
 
 /* wb._mlp_phases([on]) -> {runs=, pack_x_ns=, gated_ns=, down_ns=, total_ns=}: the counts so far
- * (wb_kernels/mlp.h says what each phase is); true zeroes them and counts the runs that follow,
+ * (wb/host.h says what each phase is); true zeroes them and counts the runs that follow,
  * false stops counting. */
 static int l_mlp_phases(lua_State *L) {
     if (!lua_isnoneornil(L, 1)) {
         if (!lua_isboolean(L, 1)) return wb_lua_raise(L, "_mlp_phases: expected true, false or nothing, got %s", luaL_typename(L, 1));
-        wb_mlp_phases_count(lua_toboolean(L, 1));
+        wb_host_mlp_phases_count(lua_toboolean(L, 1));
     }
-    wb_mlp_phases ph = wb_mlp_phases_read();
+    wb_host_mlp_phases ph = wb_host_mlp_phases_read();
     const struct {
         const char *name;
         int64_t value;

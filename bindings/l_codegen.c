@@ -2,7 +2,7 @@
  * generated kernel from its source (compiled or found in the disk cache) and launch it. */
 #include <string.h>
 
-#include "codegen.h"
+#include <wb/codegen.h>
 #include "wb_lua.h"
 
 #define KERNEL_T "wb.GeneratedKernel"

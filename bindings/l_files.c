@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "atomic_file.h"
+#include <wb/atomic_file.h>
 #include "wb_lua.h"
 
 #define MAX_ROOTS 16

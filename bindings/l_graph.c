@@ -3,8 +3,8 @@
  * each replay. Check, call the core, push. */
 #include <string.h>
 
-#include "graph.h"
-#include "profiler.h"
+#include <wb/graph.h>
+#include <wb/profiler.h>
 #include "wb_lua.h"
 
 #define GRAPH_TYPE "wb.Graph"

@@ -7,8 +7,8 @@
 #include <wb/abi/act_list.h>
 #include <wb/abi/arith_list.h>
 
-#include "clock.h"
-#include "peer.h"
+#include <wb/clock.h>
+#include <wb/peer.h>
 #include "wb_lua.h"
 
 static int l_max_abs_diff(lua_State *L) {

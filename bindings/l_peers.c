@@ -3,7 +3,7 @@
  * no dispatcher, no profiler events. wb.openblas lives in l_ops.c. */
 #include <string.h>
 
-#include "peer.h"
+#include <wb/peer.h>
 #include "wb_lua.h"
 
 #define LINEAR_TYPE "wb.DnnlLinear"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profiler.h"
+#include <wb/profiler.h>
 #include "wb_lua.h"
 
 #define SESSION_TYPE "wb.ProfilerSession"

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "trace_record.h"
+#include <wb/trace_record.h>
 #include "wb_lua.h"
 
 wb_prof **wb_lua_new_session(lua_State *L); /* l_profiler.c: a handle on the stack, its session NULL */

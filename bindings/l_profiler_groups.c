@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "findings_groups.h"
-#include "profiler_groups.h"
+#include <wb/findings_groups.h>
+#include <wb/profiler_groups.h>
 #include "wb_lua.h"
 
 wb_prof *wb_lua_check_session(lua_State *L); /* l_profiler.c */

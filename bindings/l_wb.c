@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer.h"
-#include "profiler.h"
+#include <wb/peer.h>
+#include <wb/profiler.h>
 #include "wb_lua.h"
-#include "roofline.h"
+#include <wb/roofline.h>
 #include "wb_version.h"
 
 /* ---- wb.tensor(nested_table, opts) ---------------------------------------------------------- */
@@ -218,8 +218,8 @@ static int push_cuda_info(lua_State *L, const wb_cuda_info *ci) {
 static int l_device_info(lua_State *L) {
     wb_device d = opt_device(L, 1, "device_info");
     if (wb_device_check_available(d)) wb_lua_raise(L, "device_info: %s", wb_error_message());
-    const wb_backend *b = wb_backend_get(d);
-    if (b->info && b->info()) return push_cuda_info(L, b->info());
+    const wb_cuda_info *ci = wb_device_accelerator_info(d);
+    if (ci) return push_cuda_info(L, ci);
     int threads = wb_get_num_threads();
     wb_roofline r;
     wb_roofline_cpu(threads, &r);
@@ -254,9 +254,8 @@ static int l_cuda_why_not(lua_State *L) {
 
 /* wb.cuda.memory() -> {allocated, reserved, peak} bytes of the caching allocator. */
 static int l_cuda_memory(lua_State *L) {
-    if (wb_device_check_available(WB_DEVICE_CUDA)) return wb_lua_raise(L, "cuda.memory: %s", wb_error_message());
     size_t a, r, p;
-    wb_backend_get(WB_DEVICE_CUDA)->memory_stats(&a, &r, &p);
+    if (wb_device_memory_stats(WB_DEVICE_CUDA, &a, &r, &p)) return wb_lua_raise(L, "cuda.memory: %s", wb_error_message());
     lua_createtable(L, 0, 3);
     wb_lua_setinteger(L, "allocated", (lua_Integer)a);
     wb_lua_setinteger(L, "reserved", (lua_Integer)r);

@@ -20,7 +20,7 @@
 #include "repl.h"
 #include "wb_lua.h"
 #include "wb_version.h"
-#include <wb_kernels/gemm.h> /* WB_GEMM_BLOCKING, refused before any script runs */
+#include <wb/host.h> /* WB_GEMM_BLOCKING, refused before any script runs */
 
 /* Where the interpreter comes from, for --version: the sanitizer build compiles Lua's source
  * into the executable with its own flags, so AddressSanitizer sees inside the interpreter. */
@@ -314,7 +314,7 @@ int main(int argc, char **argv) {
         free(o.exprs);
         return rc;
     }
-    const char *blocking = wb_gemm_blocking_env_error(); /* never a silent fall back to the rule */
+    const char *blocking = wb_host_blocking_env_error(); /* never a silent fall back to the rule */
     if (blocking) {
         fprintf(stderr, "workbench: %s\n", blocking);
         free(o.exprs);

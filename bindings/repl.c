@@ -20,7 +20,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
-#include "clock.h"
+#include <wb/clock.h>
 #include "repl.h"
 #include "wb_lua.h"
 #ifdef WB_HAVE_READLINE

@@ -6,7 +6,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "wb.h"
+#include <wb/wb.h>
 
 #define WB_TENSOR_TYPE "wb.Tensor"
 

@@ -6,6 +6,9 @@
 #   core/          never includes Lua, the bindings, CUDA headers, a header of the CUDA plugin's
 #                  or the oneDNN peer's, or kernels by relative path; it reaches the CPU kernels
 #                  only through their public folder (<wb_kernels/...>)
+#   core/include/wb/      the public face: the only headers of the core the bindings include
+#                  (<wb/...>); each names its floor on its first line ("(floor observe)") and
+#                  includes only the C library, other public headers and the contracts
 #   core/include/wb/abi/  the contracts the core owns (the op lists, the plugin's and the peer's
 #                  ABI): they include only the C library and each other
 #   kernels/       (cpu, cuda, dnnl) include of the core only its contracts (<wb/abi/...>), never
@@ -15,7 +18,7 @@
 #   the executable links no CUDA library (the plugin is dlopen'ed at first use)
 #   declared once: one thread cap (WB_CPU_MAX_THREADS; the core's WB_MAX_THREADS asserted equal),
 #                  no hand-written op case in core/cuda, OpenMP in CPU kernels only via WB_CPU_PARALLEL
-#   one clock: only core/base/clock.h reads the time (wb_now_ns), in the core and the bindings
+#   one clock: only core/include/wb/clock.h reads the time (wb_now_ns), in the core and the bindings
 #   no `if cuda` outside the backend's own files: WB_DEVICE_CUDA appears only in the device
 #                  registry, the op table's device column and the wb.cuda bindings
 #   scripts/wb/    the Lua library: no module requires a command (scripts/wb/cmd/, what `workbench
@@ -91,8 +94,34 @@ floor_rank() {
     */core/cuda/*) echo 4 ;; */core/observe/*) echo 5 ;; *) echo 9 ;;
     esac
 }
-# a file of core/ includes headers of its own floor or below (every floor is on the include path)
-header_ranks=$(for h in $(find core -name '*.h'); do echo "$(basename "$h") $(floor_rank "$h")"; done)
+# a file of core/ includes headers of its own floor or below (every floor is on the include path);
+# a public header <wb/X.h> counts on the floor its first line names ("(floor observe)")
+public_rank() {
+    case $(head -1 "$1" | grep -oE '\(floor [a-z]+\)') in
+    "(floor base)") echo 1 ;; "(floor ops)") echo 2 ;; "(floor cpu)") echo 3 ;; "(floor cuda)") echo 4 ;;
+    "(floor observe)") echo 5 ;; *) echo 0 ;;
+    esac
+}
+public=$(find core/include/wb -maxdepth 1 -name '*.h')
+header_ranks=$(for h in $(find core -path core/include -prune -o -name '*.h' -print); do echo "$(basename "$h") $(floor_rank "$h")"; done
+    for h in $public; do echo "wb/$(basename "$h") $(public_rank "$h")"; done)
+untagged=$(for h in $public; do [ "$(public_rank "$h")" = 0 ] && echo "$h"; done)
+if [ -n "$untagged" ]; then
+    echo "check_layers: a public header does not name its floor on its first line (\"(floor base)\", ...):" >&2
+    echo "$untagged" | sed 's/^/  /' >&2
+    bad=1
+fi
+# the bindings see the core through its public face only: no header of a floor, none of the CPU
+# kernels' (the white-box C tests, tests/c/test_core.c, are listed in tests/CMakeLists.txt)
+forbid "the bindings include a header of the core's floors or the CPU kernels' (not the public face <wb/...>)" \
+    "^(wb_kernels/|($core_headers)\$)" $bind
+# a public header includes the C library, the other public headers and the contracts only
+hits=$(includes $public | awk -F: '$3 !~ /^(std(def|int|bool|arg|io|lib)|limits|string|math|time)\.h$/ && $3 !~ /^wb\/(abi\/)?[a-z_]+\.h$/')
+if [ -n "$hits" ]; then
+    echo "check_layers: a public header (core/include/wb/) includes a private header of the core or the kernels:" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
 file_ranks=$(for f in $core; do echo "$f $(floor_rank "$f")"; done)
 hits=$(includes $core | awk -F: -v hr="$header_ranks" -v fr="$file_ranks" '
     BEGIN {
@@ -109,7 +138,7 @@ fi
 # `if cuda` outside the backend's own files
 hits=$(grep -HnE 'WB_DEVICE_CUDA|wb_cuda_api_get|wb_cuda_check' $core $bind |
     grep -vE '^core/(cuda/|base/backend_cpu\.c|base/backend\.h)' |
-    grep -vE '^core/base/wb\.h:.*typedef enum wb_device' |
+    grep -vE '^core/include/wb/wb\.h:.*typedef enum wb_device' |
     grep -vE '^core/base/device\.c:.*(\[WB_DEVICE_CUDA\] = "cuda"|cuda:0|WB_DEVICE_CUDA :|\*out = WB_DEVICE_CUDA)' |
     grep -vE '^core/ops/op_table\.c:.*\[WB_DEVICE_CUDA\] =' |
     grep -vE '^bindings/l_wb\.c:.*(WB_DEVICE_CUDA\)|cuda\.)' )
@@ -122,7 +151,7 @@ fi
 # declared once: the thread cap is WB_CPU_MAX_THREADS (kernels' spans.h), the core's public
 # WB_MAX_THREADS equals it by a static assert (core/base/threads.c), and nothing else defines one
 hits=$(grep -HnE '^[[:space:]]*#[[:space:]]*define[[:space:]]+[A-Za-z_]*MAX_THREADS([[:space:]]|$)' $core $kcpu $kcuda $bind |
-    grep -vE '^(kernels/cpu/include/wb_kernels/spans\.h:[0-9]+:#define WB_CPU_MAX_THREADS |core/base/wb\.h:[0-9]+:#define WB_MAX_THREADS )')
+    grep -vE '^(kernels/cpu/include/wb_kernels/spans\.h:[0-9]+:#define WB_CPU_MAX_THREADS |core/include/wb/wb\.h:[0-9]+:#define WB_MAX_THREADS )')
 if ! grep -q '_Static_assert(WB_MAX_THREADS == WB_CPU_MAX_THREADS' core/base/threads.c; then
     hits="${hits:+$hits
 }core/base/threads.c: no _Static_assert(WB_MAX_THREADS == WB_CPU_MAX_THREADS, ...)"
@@ -152,10 +181,10 @@ if [ -n "$hits" ]; then
     bad=1
 fi
 
-# one clock: the core and the bindings read time through wb_now_ns (core/base/clock.h) only
-hits=$(grep -HnE '(clock_gettime|gettimeofday|timespec_get)[[:space:]]*\(' $core $bind | grep -v '^core/base/clock\.h:')
+# one clock: the core and the bindings read time through wb_now_ns (core/include/wb/clock.h) only
+hits=$(grep -HnE '(clock_gettime|gettimeofday|timespec_get)[[:space:]]*\(' $core $bind | grep -v '^core/include/wb/clock\.h:')
 if [ -n "$hits" ]; then
-    echo "check_layers: a clock read outside core/base/clock.h (use wb_now_ns):" >&2
+    echo "check_layers: a clock read outside core/include/wb/clock.h (use wb_now_ns):" >&2
     echo "$hits" | sed 's/^/  /' >&2
     bad=1
 fi

@@ -22,7 +22,7 @@ plant() { # FILE LINE WHAT
     fi
     cp "$tmp/saved" "$tmp/$1"
 }
-plant kernels/cpu/gemm.c '#include "wb.h"' "a CPU kernel includes the core"
+plant kernels/cpu/gemm.c '#include <wb/wb.h>' "a CPU kernel includes the core"
 plant kernels/cpu/include/wb_kernels/gemm.h '#include "storage.h"' "a kernel header includes the core"
 plant core/observe/graph.c '#include <lua.h>' "core includes Lua"
 plant core/base/storage.c '#include "wb_lua.h"' "core includes the bindings"
@@ -34,17 +34,31 @@ plant core/observe/graph.c 'static int x = WB_DEVICE_CUDA;' "an if-cuda outside 
 plant bindings/l_host.c 'static void t(struct timespec *ts) { clock_gettime(CLOCK_MONOTONIC, ts); }' "a clock read outside clock.h"
 plant core/cpu/peak.c 'static void t(struct timeval *tv) { gettimeofday(tv, 0); }' "a second clock in the core"
 plant CMakeLists.txt 'target_include_directories(wb_cuda_mock PRIVATE kernels/cuda core/base)' "a kernel target includes a core folder"
-plant core/base/storage.c '#include "profiler.h"' "a floor includes a header of a floor above it"
+plant core/base/storage.c '#include "profiler_internal.h"' "a floor includes a header of a floor above it"
+plant core/base/storage.c '#include <wb/profiler.h>' "a floor includes a public header of a floor above it"
+plant bindings/l_wb.c '#include "backend.h"' "the bindings include a header of a floor"
+plant bindings/l_calibrate.c '#include <wb_kernels/gemm.h>' "the bindings include the CPU kernels' header"
+plant core/include/wb/graph.h '#include "op.h"' "a public header includes a private one"
 plant kernels/cpu/gemm.c '#include <wb/graph.h>' "a kernel includes the core beyond its contracts"
-plant kernels/dnnl/dnnl_peer.c '#include "peer.h"' "the oneDNN peer includes the core"
+plant kernels/dnnl/dnnl_peer.c '#include <wb/peer.h>' "the oneDNN peer includes the core"
 plant core/base/backend.h '#include "plugin_common.h"' "core includes a header of the CUDA plugin's"
-plant core/include/wb/abi/cuda.h '#include "wb.h"' "a contract includes the core"
+plant core/include/wb/abi/cuda.h '#include <wb/wb.h>' "a contract includes the core"
 plant CMakeLists.txt 'target_include_directories(wb_abi INTERFACE core/include core/base)' "the contracts' target exposes a core floor"
 plant CMakeLists.txt 'target_include_directories(wb_dnnl_peer PRIVATE core/cpu)' "the oneDNN peer's target includes a core folder"
 plant kernels/cpu/gemm.c '#define MAX_THREADS 1024' "a second thread cap"
 plant core/cuda/cuda_ops.c 'static int planted(int op) { switch (op) { case WB_OP_ADD: return 1; } return 0; }' "a hand-written op case in core/cuda"
 plant kernels/cpu/activation.c '#pragma omp parallel for' "an OpenMP region outside WB_CPU_PARALLEL"
 plant kernels/cpu/reduce.c 'static int planted(void) { return omp_get_max_threads(); }' "an OpenMP call outside spans.h"
+# a public header that names no floor
+cp "$tmp/core/include/wb/clock.h" "$tmp/saved"
+sed -i '1s/ (floor base)//' "$tmp/core/include/wb/clock.h"
+if sh "$tmp/scripts/check_layers.sh" >"$tmp/out" 2>&1; then
+    echo "FAIL: not caught: a public header that names no floor"
+    fails=$((fails + 1))
+else
+    echo "ok: caught: a public header that names no floor -> $(head -1 "$tmp/out")"
+fi
+cp "$tmp/saved" "$tmp/core/include/wb/clock.h"
 plant scripts/wb/stats.lua 'local function f() return require("wb.cmd.diff") end' "a library module requires a command"
 plant scripts/wb/words.lua 'local function f() return require("wb.profiler") end' "two Lua modules in a circle (a lazy require)"
 

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
+#include <wb/atomic_file.h>
 
 wb_status wb_atomic_open(wb_atomic_file *a, const char *path, const char *what) {
     memset(a, 0, sizeof *a);

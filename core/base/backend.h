@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include <wb/abi/cuda.h>
-#include "wb.h"
+#include <wb/wb.h>
 
 /* A record of device activity as the device's tracer hands it over (CUPTI's, flattened). */
 typedef wb_cuda_record wb_trace_record;

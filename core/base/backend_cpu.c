@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "clock.h"
+#include <wb/clock.h>
 #include "storage.h"
 
 #define WB_ALIGN 64

@@ -8,7 +8,7 @@
 
 #include <wb_kernels/bf16.h>
 
-#include "wb.h"
+#include <wb/wb.h>
 
 _Static_assert(WB_CPU_MAX_DIMS == WB_MAX_DIMS, "the kernels' dimension limit is the core's");
 _Static_assert((int)WB_CPU_F32 == (int)WB_F32 && (int)WB_CPU_BF16 == (int)WB_BF16, "kernel dtypes are wb_dtype's");

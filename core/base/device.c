@@ -15,7 +15,7 @@
 #endif
 
 #include "backend.h"
-#include "wb.h"
+#include <wb/wb.h>
 
 static const char *const dtype_names[WB_DTYPE_COUNT] = {
     [WB_F32] = "f32",
@@ -66,6 +66,15 @@ wb_status wb_device_parse(const char *name, wb_device *out) {
         return WB_OK;
     }
     return wb_error(WB_ERR_DEVICE, "unknown device '%s' (expected \"cpu\", \"cuda\" or \"auto\")", name);
+}
+
+wb_status wb_device_memory_stats(wb_device device, size_t *allocated, size_t *reserved, size_t *peak) {
+    wb_status st = wb_device_check_available(device);
+    if (st) return st;
+    const wb_backend *b = wb_backend_get(device);
+    if (!b->memory_stats) return wb_error(WB_ERR_DEVICE, "%s has no caching allocator to report", b->name);
+    b->memory_stats(allocated, reserved, peak);
+    return WB_OK;
 }
 
 wb_status wb_device_check_available(wb_device device) {

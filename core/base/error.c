@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "wb.h"
+#include <wb/wb.h>
 
 #define WB_ERROR_LEN 1024
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel.h"
+#include <wb/kernel.h>
 
 /* ---- activations ---------------------------------------------------------------------------- */
 

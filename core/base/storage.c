@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "clock.h"
+#include <wb/clock.h>
 #include "pool.h"
 #include "storage.h"
 

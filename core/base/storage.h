@@ -4,7 +4,7 @@
 
 #include <stdatomic.h>
 
-#include "wb.h"
+#include <wb/wb.h>
 
 struct wb_storage {
     atomic_int refcount;

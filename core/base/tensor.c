@@ -8,7 +8,7 @@
 
 #include "pool.h"
 #include "storage.h"
-#include "wb.h"
+#include <wb/wb.h>
 
 char *wb_shape_format(int ndim, const int64_t *shape, char *buf, size_t len) {
     size_t pos = 0;

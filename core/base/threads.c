@@ -20,8 +20,8 @@
 
 #include <wb_kernels/spans.h>
 
-#include "clock.h"
-#include "wb.h"
+#include <wb/clock.h>
+#include <wb/wb.h>
 
 _Static_assert(WB_MAX_THREADS == WB_CPU_MAX_THREADS, "one thread cap: the core's is the CPU kernels'");
 

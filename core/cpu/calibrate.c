@@ -11,9 +11,10 @@
 #endif
 
 #include <wb_kernels/gemm.h>
-#include "calibrate.h"
-#include "clock.h"
-#include "peer.h"
+#include <wb_kernels/mlp.h>
+#include <wb/host.h>
+#include <wb/clock.h>
+#include <wb/peer.h>
 
 double wb_cpu_clock_mhz(void) {
     FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
@@ -89,4 +90,53 @@ double wb_cpu_measure_read_gbs(int threads, int64_t bytes, int passes) {
         if (rep > 0 && gbs > best) best = gbs;
     }
     return best;
+}
+
+/* ---- the public face of the CPU kernels' facts (wb/host.h) ------------------------------- */
+
+int64_t wb_host_cache_bytes(int level) { return wb_cpu_cache_bytes(level); }
+
+wb_host_blocking wb_host_blocking_active(void) {
+    const wb_cpu_isa *isa = wb_cpu_isa_active();
+    wb_gemm_blocking b = wb_gemm_blocking_of(isa);
+    return (wb_host_blocking){.isa = isa->name,
+                              .mr = isa->mr,
+                              .nr = isa->nr,
+                              .kc = b.kc,
+                              .mc = b.mc,
+                              .nc = b.nc,
+                              .l1 = b.l1,
+                              .l2 = b.l2,
+                              .l3_share = b.l3_share,
+                              .fixed = b.fixed,
+                              .forced = b.forced == WB_BLOCKING_FORCED_SIZES    ? WB_HOST_BLOCKING_SIZES
+                                        : b.forced == WB_BLOCKING_FORCED_CACHES ? WB_HOST_BLOCKING_CACHES
+                                                                                : WB_HOST_BLOCKING_RULE};
+}
+
+int wb_host_blocking_parse(const char *text, wb_host_blocking_spec *spec, char *why, size_t why_len) {
+    wb_gemm_blocking_spec s = {0};
+    if (wb_gemm_blocking_parse(text, &s, why, why_len)) return -1;
+    *spec = (wb_host_blocking_spec){.kc = s.kc, .mc = s.mc, .nc = s.nc, .l1 = s.l1, .l2 = s.l2, .l3_share = s.l3_share};
+    return 0;
+}
+
+int wb_host_blocking_force(const wb_host_blocking_spec *spec, char *why, size_t why_len) {
+    if (!spec) return wb_gemm_blocking_force(NULL, why, why_len);
+    wb_gemm_blocking_spec s = {
+        .kc = spec->kc, .mc = spec->mc, .nc = spec->nc, .l1 = spec->l1, .l2 = spec->l2, .l3_share = spec->l3_share};
+    return wb_gemm_blocking_force(&s, why, why_len);
+}
+
+const char *wb_host_blocking_env_error(void) { return wb_gemm_blocking_env_error(); }
+
+void wb_host_mlp_phases_count(int on) { wb_mlp_phases_count(on); }
+
+wb_host_mlp_phases wb_host_mlp_phases_read(void) {
+    wb_mlp_phases ph = wb_mlp_phases_read();
+    return (wb_host_mlp_phases){.runs = ph.runs,
+                                .pack_x_ns = ph.pack_x_ns,
+                                .gated_ns = ph.gated_ns,
+                                .down_ns = ph.down_ns,
+                                .total_ns = ph.total_ns};
 }

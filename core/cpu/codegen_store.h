@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wb.h"
+#include <wb/wb.h>
 
 /* "/proc/self/fd/<dirfd>/name": the file in the folder checked, whatever its path names now
  * (for dlopen, which takes a path); dir/name when /proc is not there. */

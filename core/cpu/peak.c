@@ -6,8 +6,8 @@
 #endif
 
 #include <wb_kernels/gemm.h>
-#include "clock.h"
-#include "peer.h"
+#include <wb/clock.h>
+#include <wb/peer.h>
 
 static volatile double sink;
 

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "peer.h"
+#include <wb/peer.h>
 #include "storage.h"
 
 #ifndef WB_MULTIARCH_LIBDIR

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include <wb/abi/dnnl_peer.h>
-#include "peer.h"
+#include <wb/peer.h>
 #include "storage.h"
 
 static const wb_dnnl_peer_api *api;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include <wb_kernels/gemm.h>
-#include "peer.h"
+#include <wb/peer.h>
 #include "storage.h"
 
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };

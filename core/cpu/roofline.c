@@ -1,6 +1,8 @@
 /* roofline.c: the ceilings of each device's roofline (see roofline.h). */
-#include "peer.h"
-#include "roofline.h"
+#include <wb/peer.h>
+#include <wb/roofline.h>
+
+#include "backend.h"
 
 void wb_roofline_cpu(int threads, wb_roofline *out) {
     static struct {
@@ -29,4 +31,10 @@ void wb_roofline_from_info(const wb_cuda_info *ci, wb_roofline *out) {
         .gbs = 2.0 * ci->mem_clock_khz * 1e3 * ci->bus_width_bits / 8.0 / 1e9,
         .how = "not measured: peaks are SM count x clock x the architecture's rate per SM; bandwidth from the memory "
                "clock and bus width"};
+}
+
+const wb_cuda_info *wb_device_accelerator_info(wb_device device) {
+    if ((unsigned)device >= WB_DEVICE_COUNT) return NULL;
+    const wb_backend *b = wb_backend_get(device);
+    return b->info ? b->info() : NULL;
 }

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "clock.h"
+#include <wb/clock.h>
 #include "cuda_plugin.h"
 
 static const wb_cuda_api *api;

@@ -6,7 +6,7 @@
 #ifndef WB_FINDINGS_INDEX_H
 #define WB_FINDINGS_INDEX_H
 
-#include "findings_groups.h"
+#include <wb/findings_groups.h>
 #include "profiler_internal.h"
 
 #define FX_MAX_FLOW 4 /* storage ids of an op: its inputs, then its output */

@@ -13,7 +13,7 @@
 #include "keyindex.h"
 #include "backend.h"
 #include "graph_impl.h"
-#include "profiler.h"
+#include <wb/profiler.h>
 #include "storage.h"
 
 static wb_graph *capturing;

@@ -3,8 +3,10 @@
 #ifndef WB_GRAPH_IMPL_H
 #define WB_GRAPH_IMPL_H
 
+#include <wb/graph.h>
+
 #include "backend.h"
-#include "graph.h"
+#include "op.h"
 #include "ptrset.h"
 #include "storage.h"
 

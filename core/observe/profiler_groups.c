@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "keyindex.h"
-#include "profiler_groups.h"
+#include <wb/profiler_groups.h>
 #include "profiler_internal.h"
 
 const char *const wb_diff_field_names[5] = {"op", "isa", "layout", "epilogue", "tile"};

@@ -6,7 +6,7 @@
 #ifndef WB_PROFILER_INTERNAL_H
 #define WB_PROFILER_INTERNAL_H
 
-#include "clock.h"
+#include <wb/clock.h>
 
 #include <stdlib.h>
 
@@ -14,7 +14,7 @@
 
 #include "backend.h"
 #include "op.h"
-#include "profiler.h"
+#include <wb/profiler.h>
 
 #define MAX_DEPTH  64
 #define MAX_RANGES 64

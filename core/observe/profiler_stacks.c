@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "keyindex.h"
-#include "profiler_groups.h"
+#include <wb/profiler_groups.h>
 #include "profiler_internal.h"
 
 #define FOR_EACH_EVENT(p, c, e)                                                                                        \

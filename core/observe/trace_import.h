@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profiler.h"
+#include <wb/profiler.h>
 
 typedef struct wb_import wb_import;
 

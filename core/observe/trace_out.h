@@ -8,7 +8,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "atomic_file.h"
+#include <wb/atomic_file.h>
 
 typedef struct wb_out {
     wb_atomic_file file;

@@ -16,7 +16,7 @@
 #include "keyindex.h"
 #include "profiler_internal.h"
 #include "trace_import.h"
-#include "trace_record.h"
+#include <wb/trace_record.h>
 #include "trace_json.h"
 
 /* ---- one event ------------------------------------------------------------------------------- */

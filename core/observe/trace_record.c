@@ -6,7 +6,7 @@
 #include "keyindex.h"
 #include "profiler_internal.h"
 #include "trace_import.h"
-#include "trace_record.h"
+#include <wb/trace_record.h>
 
 void wb_trace_event_clear(wb_trace_event *e) {
     e->ph[0] = e->cat[0] = e->name[0] = e->src[0] = e->op[0] = e->ops[0] = e->api[0] = '\0';

@@ -6,7 +6,7 @@
 
 #include "convert.h"
 #include "storage.h"
-#include "wb.h"
+#include <wb/wb.h>
 
 /* Odometer over a shape with per-operand strides: calls visit(i, offsets) for each element. */
 typedef struct walker {

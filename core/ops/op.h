@@ -10,8 +10,8 @@
 #include <wb/abi/act_list.h>
 #include <wb/abi/arith_list.h>
 
-#include "kernel.h"
-#include "wb.h"
+#include <wb/kernel.h>
+#include <wb/wb.h>
 
 /* The views (share storage, launch no kernel) and the creation ops (a new tensor from a shape and
  * the generator), each declared once: X(ID, name) gives WB_OP_<ID> and its op-table row, named
@@ -79,7 +79,7 @@ typedef enum wb_op_kind {
     WB_OP_KIND_KERNEL,    /* launches kernels on the device */
 } wb_op_kind;
 
-#define WB_OP_MAX_INPUTS 5
+/* WB_OP_MAX_INPUTS (the most tensors an op reads) is in wb.h */
 
 /* Typed parameters: each op reads only its own member. */
 typedef union wb_op_params {
@@ -190,13 +190,6 @@ wb_status wb_dispatch(wb_op_id id, wb_op_call *call);
 /* wb_dispatch, then *out = the call's output (NULL on failure): the public wrappers' pattern. */
 wb_status wb_dispatch_out(wb_op_id id, wb_op_call *call, wb_tensor **out);
 
-/* What a kernel launch carries: the profiler records it on the device lane. */
-typedef struct wb_kernel_desc {
-    const wb_kernel_kind *kind; /* interned (kernel.h): op, isa, tile, layout, epilogue */
-    double flops;
-    double bytes; /* the fewest bytes that must move */
-    int threads;
-} wb_kernel_desc;
 
 /* How a launch context is laid out, for graph capture: its size (capture keeps a copy), an
  * optional `refresh` that re-resolves cached state in a copied context before a replay (a GEMM's

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
+#include <wb/atomic_file.h>
 #include "confine.h"
 
 static int failures;

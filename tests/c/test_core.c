@@ -7,13 +7,13 @@
 #include <unistd.h>
 
 #include "linear.h"
-#include "kernel.h"
+#include <wb/kernel.h>
 #include "op.h"
 #include "pointwise.h"
-#include "profiler.h"
+#include <wb/profiler.h>
 #include <wb_kernels/gemm.h>
 #include <wb_kernels/pointwise.h>
-#include "wb.h"
+#include <wb/wb.h>
 
 static int failures, checks;
 

@@ -1,4 +1,4 @@
-/* atomic_file.h: files written whole or not at all (atomic_file.c): a temporary file in the
+/* wb/atomic_file.h (floor base): files written whole or not at all (atomic_file.c): a temporary file in the
  * target's folder, every write checked, fsync, rename over the target. A reader (or a crash)
  * sees the earlier file or the new one, never a part. */
 #ifndef WB_ATOMIC_FILE_H
@@ -7,7 +7,7 @@
 #include <limits.h>
 #include <stdio.h>
 
-#include "wb.h"
+#include <wb/wb.h>
 
 typedef struct wb_atomic_file {
     FILE *f;

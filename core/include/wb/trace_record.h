@@ -1,4 +1,4 @@
-/* trace_record.h: one event as a trace writes it (the Chrome event's ph, cat, name, pid/tid lane,
+/* wb/trace_record.h (floor observe): one event as a trace writes it (the Chrome event's ph, cat, name, pid/tid lane,
  * times and its args), between the JSON reader (trace_read.c) or a list of Lua tables
  * (wb.profiler.from_events) and a session's store: both append through
  * wb_trace_event_append, so a synthetic event reaches the analysis as a trace's would. */
@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "profiler.h"
+#include <wb/profiler.h>
 
 /* Times are ns; lanes as the writer puts them: pid 0 host, pid 1 the cpu device (tid 0) and its
  * workers (tid t: worker t-1), pid 2 the cuda device. */

@@ -1,4 +1,4 @@
-/* graph.h: capture and replay of kernel launches. Capturing runs the work once and records every
+/* wb/graph.h (floor observe): capture and replay of kernel launches. Capturing runs the work once and records every
  * kernel launch (on the cpu with a copy of its context; on a device that captures its own queue,
  * cuda, as a CUDA graph); replay re-issues them with no interpreter and no dispatcher in between. Every storage
  * allocated during capture, or read or written by a captured op, is held by the graph, so its buffers stay valid for
@@ -6,7 +6,8 @@
 #ifndef WB_GRAPH_H
 #define WB_GRAPH_H
 
-#include "op.h"
+#include <wb/kernel.h>
+#include <wb/wb.h>
 
 typedef struct wb_graph wb_graph;
 

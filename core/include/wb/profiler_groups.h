@@ -1,11 +1,11 @@
-/* profiler_groups.h: groups computed in C over a session's store, so that no Lua table per event
+/* wb/profiler_groups.h (floor observe): groups computed in C over a session's store, so that no Lua table per event
  * is built: the aligned nodes `wb.diff` compares (profiler_groups.c: every range, op, runtime call
  * and kernel of every step named by its path, one sample per occurrence) and the folded stacks
  * (profiler_stacks.c). */
 #ifndef WB_PROFILER_GROUPS_H
 #define WB_PROFILER_GROUPS_H
 
-#include "profiler.h"
+#include <wb/profiler.h>
 
 /* One aligned node: what wb.diff's model() calls a node (scripts/wb/diff.lua). */
 /* The deepest nesting a diff model takes (ranges and ops inside each other under a step), and

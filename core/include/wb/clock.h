@@ -1,4 +1,4 @@
-/* clock.h: the workbench's one clock, CLOCK_MONOTONIC in nanoseconds, for every timestamp and
+/* wb/clock.h (floor base): the workbench's one clock, CLOCK_MONOTONIC in nanoseconds, for every timestamp and
  * duration the core and the bindings take (events, runtime calls, timers, thread adaptation).
  * Inline: the profiler reads it twice per op. The kernels, below the core, stamp their spans and
  * the CUDA plugin its records on the same CLOCK_MONOTONIC, so all of them share one time axis. */

@@ -1,8 +1,8 @@
-/* peer.h: comparison peers for benchmarks (not ops: they bypass the dispatcher on purpose). */
+/* wb/peer.h (floor cpu): comparison peers for benchmarks (not ops: they bypass the dispatcher on purpose). */
 #ifndef WB_PEER_H
 #define WB_PEER_H
 
-#include "wb.h"
+#include <wb/wb.h>
 
 int wb_openblas_available(void);
 wb_status wb_openblas_info(const char **corename, const char **coretype_note);

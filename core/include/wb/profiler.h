@@ -1,4 +1,4 @@
-/* profiler.h: recording what ran. A session hooks the dispatcher and the storage allocator and
+/* wb/profiler.h (floor observe): recording what ran. A session hooks the dispatcher and the storage allocator and
  * appends fixed-size records to a chunked store: host ops (nested, with correlation ids), kernels
  * on the device lane (each correlated to the op that launched it), memory (bytes allocated and
  * freed), ranges, steps and runtime calls. Memory is bounded by max_memory: past it the oldest
@@ -7,8 +7,8 @@
 #ifndef WB_PROFILER_H
 #define WB_PROFILER_H
 
-#include "kernel.h"
-#include "wb.h"
+#include <wb/kernel.h>
+#include <wb/wb.h>
 
 typedef enum wb_event_kind {
     WB_EV_OP = 0,

@@ -1,4 +1,4 @@
-/* kernel.h: what a kernel is, as data (internal to libwb). A launch carries a kernel kind: the
+/* wb/kernel.h (floor base): what a kernel is, as data. A launch carries a kernel kind: the
  * op, the ISA (or library), the register tile, the BLAS layout letters and the epilogue as
  * fields. Kinds are interned by a hash of those fields, so a kind is one pointer that events and
  * graph nodes keep for the life of the process; the name is formatted from the fields when it
@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "wb.h"
+#include <wb/wb.h>
 
 typedef struct wb_kernel_kind {
     const char *prefix;   /* "wb" (NULL means "wb") or the library that runs it ("cublasLt") */
@@ -52,5 +52,13 @@ typedef struct wb_kernel_fields {
 int wb_kernel_kind_fields(const wb_kernel_kind *k, wb_kernel_fields *out);
 /* Distinct kinds so far (for tests). */
 size_t wb_kernel_kind_count(void);
+
+/* What a kernel launch carries: the profiler records it on the device lane. */
+typedef struct wb_kernel_desc {
+    const wb_kernel_kind *kind; /* interned (above): op, isa, tile, layout, epilogue */
+    double flops;
+    double bytes; /* the fewest bytes that must move */
+    int threads;
+} wb_kernel_desc;
 
 #endif

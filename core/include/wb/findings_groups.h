@@ -1,10 +1,10 @@
-/* findings_groups.h: what wb.findings' rules read, computed in C over a session's store: per rule
+/* wb/findings_groups.h (floor observe): what wb.findings' rules read, computed in C over a session's store: per rule
  * the groups (per op name, kernel name, lane, window, chain) its sentences are made from, as a
  * small tree of values the binding turns into Lua tables. No table per event is built. */
 #ifndef WB_FINDINGS_GROUPS_H
 #define WB_FINDINGS_GROUPS_H
 
-#include "profiler.h"
+#include <wb/profiler.h>
 
 /* A value: nil, boolean, integer, number, string, list or map (keys in insertion order). */
 enum { WB_VAL_NIL = 0, WB_VAL_BOOL, WB_VAL_INT, WB_VAL_NUM, WB_VAL_STR, WB_VAL_LIST, WB_VAL_MAP };

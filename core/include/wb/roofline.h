@@ -1,9 +1,10 @@
-/* roofline.h: the two ceilings of a device's roofline, compute (GFLOP/s) and memory bandwidth
- * (GB/s), and where they come from (internal to libwb; the bindings show them). */
+/* wb/roofline.h (floor cpu): the two ceilings of a device's roofline, compute (GFLOP/s) and memory bandwidth
+ * (GB/s), and where they come from. */
 #ifndef WB_ROOFLINE_H
 #define WB_ROOFLINE_H
 
-#include "backend.h"
+#include <wb/abi/cuda.h>
+#include <wb/wb.h>
 
 typedef struct wb_roofline {
     double gflops;      /* fp32 */
@@ -18,5 +19,8 @@ void wb_roofline_cpu(int threads, wb_roofline *out);
 /* An accelerator's ceilings from its description: SM count x clock x the architecture's rate per
  * SM, bandwidth from the memory clock and bus width (datasheet figures, not measurements). */
 void wb_roofline_from_info(const wb_cuda_info *info, wb_roofline *out);
+/* An accelerator's description as its plugin reports it (name, SMs, clocks, versions), or NULL:
+ * the cpu, or a device not in use yet. */
+const wb_cuda_info *wb_device_accelerator_info(wb_device device);
 
 #endif

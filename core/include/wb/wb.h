@@ -1,4 +1,4 @@
-/* wb.h: the public C interface of libwb (tensors, views, ops, errors, devices).
+/* wb/wb.h (floor base): the public C interface of libwb (tensors, views, ops, errors, devices).
  * The core never includes Lua: bindings/ turns a failed status into a Lua error with the
  * message from wb_error_message(). Dims here are 0-based; the Lua layer converts. */
 #ifndef WB_H
@@ -16,6 +16,7 @@ extern "C" {
 #endif
 
 #define WB_MAX_DIMS 8
+#define WB_OP_MAX_INPUTS 5 /* the most tensors one op reads (a generated kernel: its inputs) */
 
 /* ---- status and errors --------------------------------------------------------------- */
 
@@ -65,6 +66,9 @@ int wb_device_is_available(wb_device device);
 /* True once the device has been initialised in this process (cpu: always; cuda: a tensor was
  * put there), without trying to initialise it. */
 int wb_device_in_use(wb_device device);
+/* Bytes held by the device's caching allocator (allocated now, reserved, peak allocated); an
+ * error for a device without one (the cpu) or one that is not available. */
+wb_status wb_device_memory_stats(wb_device device, size_t *allocated, size_t *reserved, size_t *peak);
 
 /* Default device and dtype used by creation functions when the caller gives none. */
 wb_device wb_default_device(void);
