@@ -81,7 +81,7 @@ local function half_drift(s)
     local h1, h2 = {}, {}
     for i = 1, n // 2 do h1[#h1 + 1] = s[i] end
     for i = n - n // 2 + 1, n do h2[#h2 + 1] = s[i] end
-    local m1, m2 = stats.summarize(h1).median, stats.summarize(h2).median
+    local m1, m2 = stats.median(h1), stats.median(h2)
     if m1 <= 0 or m2 <= 0 then return 0 end
     return math.abs(math.log(m1 / m2))
 end
@@ -360,7 +360,7 @@ function M.diff(ma, mb, o)
     local function median_wait(m)
         local w = {}
         for i, st in ipairs(m.steps) do w[i] = st.wait_ns end
-        return stats.summarize(w).median
+        return stats.median(w)
     end
     -- the run-queue delay: told, not used as a gate (a spinning node that is descheduled makes
     -- its own wait, and would hide itself behind it)
@@ -417,12 +417,12 @@ function M.diff(ma, mb, o)
             local key = key_of(a)
             local sa, sb = steps.samples(a, key, ma, pa, unit), steps.samples(b, key, mb, pb, unit)
             if #sa > 0 and #sb > 0 then
-                local x, y = stats.summarize(sa).median, stats.summarize(sb).median
+                local x, y = stats.median(sa), stats.median(sb)
                 if x >= M.MIN_ABS_NS and y >= M.MIN_ABS_NS then logs[#logs + 1] = math.log(y / x) end
             end
         end
     end
-    local common = #logs >= 4 and math.exp(stats.summarize(logs).median) or nil
+    local common = #logs >= 4 and math.exp(stats.median(logs)) or nil
     r.common_shift = common
     if common and math.abs(math.log(common)) >= math.log(1 + (o.min_effect or compare.MIN_EFFECT)) then
         r.notes[#r.notes + 1] = string.format("the aligned nodes moved by %.2fx (the median of their ratios): the " ..
@@ -445,7 +445,7 @@ function M.diff(ma, mb, o)
         if j and (j.verdict == "SLOWER" or j.verdict == "FASTER") and (pa.check or pb.check) then
             local shows = #quiet_a == 0 or #quiet_b == 0 -- every step disturbed alike: nothing to set apart
             if not shows then
-                local x, y = stats.summarize(quiet_a).median, stats.summarize(quiet_b).median
+                local x, y = stats.median(quiet_a), stats.median(quiet_b)
                 local l = (x > 0 and y > 0) and math.log(y / x) or 0
                 shows = math.abs(l) >= least and (l > 0) == (j.verdict == "SLOWER")
             end
@@ -476,7 +476,7 @@ function M.diff(ma, mb, o)
             if #s == 0 then return nil end
             local x = {verdict = verdict, n_a = 0, n_b = 0}
             local key = sign < 0 and "a" or "b"
-            x["median_" .. key], x["n_" .. key] = stats.summarize(s).median, #s
+            x["median_" .. key], x["n_" .. key] = stats.median(s), #s
             return x
         end
         return side(n.host), sum(n.device) > 0 and side(n.device) or nil,

@@ -70,8 +70,8 @@ function M.plan(m, key_of, min_abs)
         local ps = M.per_step(n, key_of(n), nsteps)
         if ps then
             local med, all = {}, {}
-            for k, v in pairs(ps) do med[k] = stats.summarize(v).median; all[#all + 1] = med[k] end
-            local mid = #all >= 3 and stats.summarize(all).median or 0
+            for k, v in pairs(ps) do med[k] = stats.median(v); all[#all + 1] = med[k] end
+            local mid = #all >= 3 and stats.median(all) or 0
             if mid >= min_abs then
                 for k, x in pairs(med) do
                     if x > 0 then logs[k] = logs[k] or {}; table.insert(logs[k], math.log(x / mid)) end
@@ -83,7 +83,7 @@ function M.plan(m, key_of, min_abs)
     local raw, voted = {}, {}
     for k = 1, nsteps do
         local l = logs[k]
-        if l and #l >= M.MIN_NODES then raw[k] = math.exp(stats.summarize(l).median); voted[#voted + 1] = raw[k] end
+        if l and #l >= M.MIN_NODES then raw[k] = math.exp(stats.median(l)); voted[#voted + 1] = raw[k] end
     end
     -- other work only ever slows a step: the quiet level is the steps' 10th percentile, not their
     -- median (a burst over most of a recording would be the median)
@@ -92,7 +92,7 @@ function M.plan(m, key_of, min_abs)
     -- median share: a machine busy through every step is the common shift's, not a step's
     local shares = {}
     for k, st in ipairs(m.steps) do shares[k] = st.host_ns > 0 and (st.wait_ns or 0) / st.host_ns or 0 end
-    local usual = nsteps > 0 and stats.summarize(shares).median or 0
+    local usual = nsteps > 0 and stats.median(shares) or 0
     local n_quiet = 0
     for k = 1, nsteps do
         p.factor[k], p.keep[k], p.quiet[k] = raw[k] and raw[k] / level or 1, true, true
@@ -123,7 +123,7 @@ function M.samples(n, key, m, plan, unit, only)
         local v = ps[k]
         if v and use[k] then
             if unit == "step" then
-                out[#out + 1] = stats.summarize(v).median
+                out[#out + 1] = stats.median(v)
             else
                 for _, x in ipairs(v) do out[#out + 1] = x end
             end
