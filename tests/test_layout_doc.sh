@@ -1,13 +1,13 @@
 #!/bin/sh
 # test_layout_doc.sh [SOURCE_DIR]: docs/layout.md names every source file of core/, kernels/,
-# bindings/, scripts/, experiments/ and cmake/ (by its base name, as a whole name: mlp.c is not
+# bindings/, scripts/, experiments/, cmake/ and tests/ (by its base name, as a whole name: mlp.c is not
 # named by launch_mlp.c). The files are the checkout's (git ls-files), or what find sees where
 # there is no checkout. Checks a planted copy of the page first (one file's name removed), so
 # the check cannot pass by reading nothing. SOURCE_DIR defaults to this script's repository.
 set -eu
 src=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 doc=$src/docs/layout.md
-dirs="core kernels bindings scripts experiments cmake"
+dirs="core kernels bindings scripts experiments cmake tests"
 if [ ! -f "$doc" ]; then
     echo "FAIL: $doc not found" >&2
     exit 1
