@@ -31,6 +31,12 @@ local function sorted_copy(samples)
     return s
 end
 
+-- the median of an ascending array of n >= 1 numbers (percentile 0.5's interpolation)
+local function sorted_median(s)
+    local n, h = #s, #s // 2
+    return n % 2 == 1 and s[h + 1] or s[h] + (s[h + 1] - s[h]) * 0.5
+end
+
 -- median(samples) -> the median (as summarize's, interpolated between the middle two), or nil for
 -- none: the one figure the per-step analyses of diff take, for many small arrays (100,000 steps),
 -- without the other percentiles.
@@ -43,9 +49,7 @@ function M.median(samples)
         return v
     end
     if n == 0 then return nil end
-    local s = sorted_copy(samples)
-    local h = n // 2
-    return n % 2 == 1 and s[h + 1] or s[h] + (s[h + 1] - s[h]) * 0.5
+    return sorted_median(sorted_copy(samples))
 end
 
 -- summarize(samples) -> {n, median, p10, p25, p75, p90, iqr, noise, min, max, mean}; noise is
@@ -97,9 +101,8 @@ function M.by_rounds(rounds)
     for i, r in ipairs(rounds) do
         if type(r) ~= "table" or #r == 0 then error(string.format("stats.by_rounds: round %d has no samples", i), 2) end
         local s = sorted_copy(r) -- once per round: diff's rounds are 100,000 steps
-        local n, h = #s, #s // 2
-        sorted[i], medians[i] = s, n % 2 == 1 and s[h + 1] or s[h] + (s[h + 1] - s[h]) * 0.5
-        k = math.min(k, n)
+        sorted[i], medians[i] = s, sorted_median(s)
+        k = math.min(k, #s)
     end
     local equal = {}
     for _, s in ipairs(sorted) do

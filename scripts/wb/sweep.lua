@@ -447,7 +447,7 @@ function Sweep:run()
     ok, err = xpcall(function() rows = self:rows_of(samples, per_round, spec.finish) end, handler)
     if not ok then
         if not M.is_interrupt(err) then error(err, 0) end
-        return self:save_interrupted(samples, per_round, done, "while finishing the rows, ")
+        return self:save_interrupted(samples, per_round, done, "while finishing the rows")
     end
     self.rows = rows
     return rows
@@ -479,11 +479,10 @@ end
 -- `partial` in the JSON: the rounds completed of those asked), in the sweep's `out` folder; then
 -- one line saying so, raised as the interrupt (the workbench prints it and exits 130).
 function Sweep:save_interrupted(samples, per_round, done, stage)
-    stage = stage or ""
     local rows = self:rows_of(samples, per_round)
     for _, r in ipairs(rows) do r.partial = true end
     self.rows, self.partial = rows, {rounds_completed = done, rounds = self.rounds,
-        reason = "interrupted (Ctrl-C)" .. (stage ~= "" and " " .. stage:gsub(", $", "") or "")}
+        reason = "interrupted (Ctrl-C)" .. (stage and " " .. stage or "")}
     local where = "nothing measured, nothing saved"
     if #rows > 0 then
         -- the report's charts and text as the sweep would draw them (its report function), drawn
@@ -495,7 +494,7 @@ function Sweep:save_interrupted(samples, per_round, done, stage)
             ("the partial results could not be saved: " .. tostring(paths))
     end
     error(string.format("%s: interrupted (Ctrl-C) %safter %d of %d rounds; %d of %d points measured, %s",
-        self.spec.name, stage, done, self.rounds, #rows, #self.mine, where), 0)
+        self.spec.name, stage and stage .. ", " or "", done, self.rounds, #rows, #self.mine, where), 0)
 end
 
 -- The file name of this run's results: the sweep's name, or name.shard-I-of-N for a shard.
