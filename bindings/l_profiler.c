@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <wb/profiler.h>
+#include <wb/trace_schema.h>
 #include "wb_lua.h"
 
 #define SESSION_TYPE "wb.ProfilerSession"
@@ -105,6 +106,9 @@ wb_prof **wb_lua_new_session(lua_State *L) {
 }
 int wb_lua_session_folded_stacks(lua_State *L);
 int wb_lua_session_findings_groups(lua_State *L);
+int wb_lua_session_instances(lua_State *L);
+int wb_lua_session_key_averages(lua_State *L);
+void wb_lua_name_session_groups(lua_State *L);
 
 static int bool_field(lua_State *L, int idx, const char *key, int dflt) {
     int t = lua_getfield(L, idx, key);
@@ -270,22 +274,22 @@ static void push_event(lua_State *L, const wb_prof *p, const wb_event *e) {
         lua_pushfstring(L, "ProfilerStep#%d", (int)e->id);
     else
         lua_pushstring(L, wb_event_name(e));
-    lua_setfield(L, -2, "name");
-    wb_lua_setstring(L, "cat", wb_event_kind_name(e->kind));
-    wb_lua_setinteger(L, "ts_ns", e->ts_ns);
-    wb_lua_setinteger(L, "dur_ns", e->dur_ns);
-    wb_lua_setstring(L, "lane", wb_prof_lane_name(p, e->lane));
-    wb_lua_setinteger(L, "id", (lua_Integer)e->id);
+    lua_setfield(L, -2, WB_LKEY(NAME));
+    wb_lua_setstring(L, WB_LKEY(CAT), wb_event_kind_name(e->kind));
+    wb_lua_setinteger(L, WB_LKEY(TS), e->ts_ns);
+    wb_lua_setinteger(L, WB_LKEY(DUR), e->dur_ns);
+    wb_lua_setstring(L, WB_LKEY(LANE), wb_prof_lane_name(p, e->lane));
+    wb_lua_setinteger(L, WB_LKEY(ID), (lua_Integer)e->id);
     /* correlation: an op's own id, a kernel's launching op; parent: the enclosing op */
-    wb_lua_setinteger(L, "correlation", (lua_Integer)(e->kind == WB_EV_OP ? e->id : e->link));
-    wb_lua_setinteger(L, "parent", (lua_Integer)e->link);
-    wb_lua_setnumber(L, "flops", e->kind == WB_EV_MEMORY || e->kind == WB_EV_THREAD || e->kind == WB_EV_RANGE ||
+    wb_lua_setinteger(L, WB_LKEY(CORRELATION), (lua_Integer)(e->kind == WB_EV_OP ? e->id : e->link));
+    wb_lua_setinteger(L, WB_LKEY(PARENT), (lua_Integer)e->link);
+    wb_lua_setnumber(L, WB_LKEY(FLOPS), e->kind == WB_EV_MEMORY || e->kind == WB_EV_THREAD || e->kind == WB_EV_RANGE ||
                                          e->kind == WB_EV_STEP
                                      ? 0
                                      : e->flops);
-    wb_lua_setnumber(L, "bytes", (double)e->bytes);
+    wb_lua_setnumber(L, WB_LKEY(BYTES), (double)e->bytes);
     if (wb_prof_src(p, e)) {
-        wb_lua_setstring(L, "src", wb_prof_src(p, e));
+        wb_lua_setstring(L, WB_LKEY(SRC), wb_prof_src(p, e));
     }
     if (e->ninputs) {
         lua_createtable(L, e->ninputs, 0); /* shapes */
@@ -308,23 +312,23 @@ static void push_event(lua_State *L, const wb_prof *p, const wb_event *e) {
             lua_pushstring(L, wb_dtype_name((wb_dtype)wb_event_dtype(e, k)));
             lua_rawseti(L, -2, k + 1);
         }
-        lua_setfield(L, -3, "dtypes");
-        lua_setfield(L, -2, "shapes");
+        lua_setfield(L, -3, WB_LKEY(INPUT_DTYPES));
+        lua_setfield(L, -2, WB_LKEY(INPUT_SHAPES));
     }
     lua_createtable(L, 0, 3); /* args */
     if (e->kind == WB_EV_KERNEL) {
-        wb_lua_setinteger(L, "threads", e->threads);
-        if (e->kernel->ops) wb_lua_setstring(L, "ops", e->kernel->ops); /* a generated kernel's group */
-        if (e->kernel->op) wb_lua_setstring(L, "op", e->kernel->op); /* the kind's op: "sgemm", "mul" */
+        wb_lua_setinteger(L, WB_LKEY(THREADS), e->threads);
+        if (e->kernel->ops) wb_lua_setstring(L, WB_LKEY(OPS), e->kernel->ops); /* a generated kernel's group */
+        if (e->kernel->op) wb_lua_setstring(L, WB_LKEY(OP), e->kernel->op); /* the kind's op: "sgemm", "mul" */
         wb_kernel_fields k;
         if (wb_kernel_kind_fields(e->kernel, &k)) {
-            wb_lua_setstring(L, "isa", k.isa);
-            wb_lua_setstring(L, "tile", k.tile);
-            wb_lua_setstring(L, "layout", k.layout);
-            wb_lua_setstring(L, "epilogue", k.epilogue);
+            wb_lua_setstring(L, WB_LKEY(ISA), k.isa);
+            wb_lua_setstring(L, WB_LKEY(TILE), k.tile);
+            wb_lua_setstring(L, WB_LKEY(LAYOUT), k.layout);
+            wb_lua_setstring(L, WB_LKEY(EPILOGUE), k.epilogue);
         } else {
             char epi[WB_EPILOGUE_MAX];
-            wb_lua_setstring(L, "epilogue", wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
+            wb_lua_setstring(L, WB_LKEY(EPILOGUE), wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
         }
     }
     if (e->kind == WB_EV_OP && e->nflow) { /* storage ids: the inputs', then the output's */
@@ -335,38 +339,38 @@ static void push_event(lua_State *L, const wb_prof *p, const wb_event *e) {
             lua_pushinteger(L, (lua_Integer)ids[i]);
             lua_rawseti(L, -2, i + 1);
         }
-        lua_setfield(L, -2, "flow");
+        lua_setfield(L, -2, WB_LKEY(FLOW));
     }
     const int64_t *in_stride, *out_shape, *out_stride;
     int out_ndim;
     if (e->kind == WB_EV_OP && wb_prof_view_geometry(p, e, &in_stride, &out_ndim, &out_shape, &out_stride)) {
         push_dims(L, in_stride, wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
-        lua_setfield(L, -2, "in_stride");
+        lua_setfield(L, -2, WB_LKEY(IN_STRIDE));
         push_dims(L, out_shape, out_ndim);
-        lua_setfield(L, -2, "out_shape");
+        lua_setfield(L, -2, WB_LKEY(OUT_SHAPE));
         push_dims(L, out_stride, out_ndim);
-        lua_setfield(L, -2, "out_stride");
+        lua_setfield(L, -2, WB_LKEY(OUT_STRIDE));
     }
     if ((e->kind == WB_EV_RANGE || e->kind == WB_EV_STEP) && e->run_delay_ns >= 0)
-        wb_lua_setnumber(L, "run_delay_ns", e->run_delay_ns);
+        wb_lua_setnumber(L, WB_LKEY(RUN_DELAY), e->run_delay_ns);
     if (e->kind == WB_EV_THREAD) { /* a worker's share of the kernel whose id is `kernel` */
         wb_kernel_fields k;
-        wb_lua_setinteger(L, "kernel", (lua_Integer)e->link);
-        wb_lua_setinteger(L, "thread", e->threads);
-        wb_lua_setnumber(L, "work", e->work);
-        wb_lua_setstring(L, "unit", wb_kernel_kind_fields(e->kernel, &k) ? "tiles" : "elements");
+        wb_lua_setinteger(L, WB_LKEY(KERNEL), (lua_Integer)e->link);
+        wb_lua_setinteger(L, WB_LKEY(THREAD), e->threads);
+        wb_lua_setnumber(L, WB_LKEY(WORK), e->work);
+        wb_lua_setstring(L, WB_LKEY(UNIT), wb_kernel_kind_fields(e->kernel, &k) ? "tiles" : "elements");
     }
     if (e->kind == WB_EV_MEMORY) { /* bytes live on that device after the event */
-        wb_lua_setinteger(L, "allocated_bytes", (lua_Integer)e->live_bytes);
-        wb_lua_setstring(L, "device", wb_device_name((wb_device)e->device));
+        wb_lua_setinteger(L, WB_LKEY(ALLOCATED), (lua_Integer)e->live_bytes);
+        wb_lua_setstring(L, WB_LKEY(DEVICE), wb_device_name((wb_device)e->device));
     }
     if (e->kind == WB_EV_RUNTIME && e->cbid) { /* a device API record */
-        wb_lua_setinteger(L, "cbid", e->cbid);
+        wb_lua_setinteger(L, WB_LKEY(CBID), e->cbid);
     }
-    if (e->kind == WB_EV_RUNTIME && e->api) wb_lua_setstring(L, "api", wb_event_api_name(e->api));
+    if (e->kind == WB_EV_RUNTIME && e->api) wb_lua_setstring(L, WB_LKEY(API), wb_event_api_name(e->api));
     if (e->failed) {
         lua_pushboolean(L, 1);
-        lua_setfield(L, -2, "failed");
+        lua_setfield(L, -2, WB_LKEY(FAILED));
     }
     lua_setfield(L, -2, "args");
 }
@@ -411,7 +415,7 @@ static int s_events_build(lua_State *L) {
     int64_t first = 1, limit = INT64_MAX;
     if (!lua_isnoneornil(L, 2)) {
         wb_lua_checktable(L, 2);
-        const char *cat = string_field(L, 2, "cat");
+        const char *cat = string_field(L, 2, WB_LKEY(CAT));
         if (cat) {
             for (int k = 0; k <= WB_EV_MEMSET && f.kind < 0; k++)
                 if (!strcmp(cat, wb_event_kind_name(k))) f.kind = k;
@@ -419,8 +423,8 @@ static int s_events_build(lua_State *L) {
                 return wb_lua_raise(L, "events: unknown cat '%s' (expected op, kernel, runtime, memory, range, step, "
                                        "memcpy, thread or memset)", cat);
         }
-        f.lane = string_field(L, 2, "lane");
-        f.name = string_field(L, 2, "name");
+        f.lane = string_field(L, 2, WB_LKEY(LANE));
+        f.name = string_field(L, 2, WB_LKEY(NAME));
         f.from_ns = int_field(L, 2, "from_ns", INT64_MIN);
         f.to_ns = int_field(L, 2, "to_ns", INT64_MAX);
         first = int_field(L, 2, "first", 1);
@@ -458,42 +462,6 @@ static int s_events(lua_State *L) {
     return wb_lua_unfinalized(L, s_events_build);
 }
 
-/* s:key_averages(by_input_shape, by_stack) -> the rows aggregated in C (profiler_aggregate.c). */
-static int s_key_averages_build(lua_State *L) {
-    wb_prof *p = check_session(L);
-    wb_prof_rows rows;
-    WB_LUA_CHECK(L, wb_prof_aggregate(p, lua_toboolean(L, 2), lua_toboolean(L, 3), &rows));
-    lua_createtable(L, rows.n < (1u << 24) ? (int)rows.n : 0, 0);
-    for (size_t i = 0; i < rows.n; i++) {
-        const wb_prof_row *r = &rows.row[i];
-        lua_createtable(L, 0, 16);
-        wb_lua_setstring(L, "name", r->name);
-        wb_lua_setstring(L, "kind", wb_event_kind_name(r->kind));
-        wb_lua_setinteger(L, "calls", r->calls);
-        wb_lua_setinteger(L, "self_cpu_ns", r->self_cpu_ns);
-        wb_lua_setinteger(L, "cpu_total_ns", r->cpu_total_ns);
-        wb_lua_setinteger(L, "self_device_ns", r->self_device_ns);
-        wb_lua_setinteger(L, "device_total_ns", r->device_total_ns);
-        wb_lua_setinteger(L, "kernels", r->kernels);
-        wb_lua_setnumber(L, "flops", r->flops);
-        wb_lua_setnumber(L, "bytes", r->bytes);
-        if (r->input_shapes) wb_lua_setstring(L, "input_shapes", r->input_shapes);
-        if (r->src) wb_lua_setstring(L, "src", r->src);
-        if (r->spread_launches) {
-            wb_lua_setinteger(L, "spread_ns", r->spread_ns);
-            wb_lua_setinteger(L, "spread_launches", r->spread_launches);
-        }
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
-    wb_prof_rows_free(&rows);
-    return 1;
-}
-
-static int s_key_averages(lua_State *L) {
-    check_session(L);
-    return wb_lua_unfinalized(L, s_key_averages_build);
-}
-
 static const luaL_Reg session_methods[] = {
     {"start", s_start},     {"stop", s_stop},
     {"running", s_running}, {"set_recording", s_set_recording},
@@ -501,8 +469,9 @@ static const luaL_Reg session_methods[] = {
     {"push", s_push},       {"pop", s_pop},
     {"clear", s_clear},     {"export_chrome_trace", s_export},
     {"stats", s_stats},     {"events", s_events},
-    {"key_averages", s_key_averages}, {"diff_model", wb_lua_session_diff_model},
+    {"key_averages", wb_lua_session_key_averages}, {"diff_model", wb_lua_session_diff_model},
     {"folded_stacks", wb_lua_session_folded_stacks}, {"findings_groups", wb_lua_session_findings_groups},
+    {"instances", wb_lua_session_instances},
     {NULL, NULL},
 };
 
@@ -565,7 +534,7 @@ void wb_lua_register_profiler(lua_State *L) {
     lua_setfield(L, -2, "__index");
     wb_lua_name_function(L, s_stats_build, "stats");
     wb_lua_name_function(L, s_events_build, "events");
-    wb_lua_name_function(L, s_key_averages_build, "key_averages");
+    wb_lua_name_session_groups(L);
     lua_pop(L, 1);
     luaL_setfuncs(L, functions, 0);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <wb/trace_record.h>
+#include <wb/trace_schema.h>
 #include "wb_lua.h"
 
 wb_prof **wb_lua_new_session(lua_State *L); /* l_profiler.c: a handle on the stack, its session NULL */
@@ -89,7 +90,7 @@ static int ints_field(lua_State *L, int t, lua_Integer i, const char *key, int64
  * cuda stream ("cuda:0 stream 7"); absent: the host for host events, the cpu device otherwise. */
 static void lane_of(lua_State *L, int t, lua_Integer i, wb_trace_event *x) {
     char lane[sizeof x->lane];
-    str_field(L, t, i, "lane", lane, sizeof lane);
+    str_field(L, t, i, WB_LKEY(LANE), lane, sizeof lane);
     int kind = wb_trace_kind_of(x->cat), worker;
     const char *thread = strstr(lane, " thread ");
     if (!lane[0]) x->pid = kind == WB_EV_KERNEL || kind == WB_EV_MEMCPY || kind == WB_EV_MEMSET ? 1 : 0;
@@ -108,7 +109,7 @@ static void lane_of(lua_State *L, int t, lua_Integer i, wb_trace_event *x) {
 
 /* shapes = {{dims}, false (an absent input), ...}, dtypes = {"f32", false, ...} */
 static void inputs_of(lua_State *L, int t, lua_Integer i, wb_trace_event *x) {
-    if (lua_getfield(L, t, "shapes") == LUA_TTABLE) {
+    if (lua_getfield(L, t, WB_LKEY(INPUT_SHAPES)) == LUA_TTABLE) {
         int n = (int)lua_rawlen(L, -1);
         if (n > WB_EVENT_MAX_INPUTS) event_error(L, i, "more input shapes than an event holds");
         for (int k = 0; k < n; k++) {
@@ -119,7 +120,7 @@ static void inputs_of(lua_State *L, int t, lua_Integer i, wb_trace_event *x) {
         x->ninputs = n;
     }
     lua_pop(L, 1);
-    if (lua_getfield(L, t, "dtypes") == LUA_TTABLE) {
+    if (lua_getfield(L, t, WB_LKEY(INPUT_DTYPES)) == LUA_TTABLE) {
         for (int k = 0; k < x->ninputs; k++) {
             lua_rawgeti(L, -1, k + 1);
             wb_dtype dt;
@@ -131,9 +132,39 @@ static void inputs_of(lua_State *L, int t, lua_Integer i, wb_trace_event *x) {
     lua_pop(L, 1);
 }
 
+/* One field from the table at t (the event, or its args), as the schema types it. */
+static void field_of(lua_State *L, int t, lua_Integer i, wb_trace_event *x, const wb_trace_field *f) {
+    void *at = wb_trace_field_at(x, f);
+    switch (f->type) {
+    case WB_TT_STR: str_field(L, t, i, f->lua_key, at, f->size); break;
+    case WB_TT_INT:
+    case WB_TT_MICROS: *(int64_t *)at = int_field(L, t, i, f->lua_key, 0); break;
+    case WB_TT_NUM:
+    case WB_TT_COUNT: {
+        int present;
+        *(double *)at = num_field(L, t, i, f->lua_key, &present);
+        if (!present) return;
+        break;
+    }
+    case WB_TT_BOOL:
+        lua_getfield(L, t, f->lua_key);
+        *(int *)at = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        return;
+    case WB_TT_INTS:
+        if (lua_getfield(L, t, f->lua_key) == LUA_TNIL) return (void)lua_pop(L, 1);
+        lua_pop(L, 1);
+        *(int *)((char *)x + f->count_offset) = ints_field(L, t, i, f->lua_key, at, (int)(f->size / sizeof(int64_t)));
+        break;
+    case WB_TT_SHAPES: inputs_of(L, t, i, x); return; /* the dtypes with them */
+    case WB_TT_DTYPES: return;
+    }
+    wb_trace_field_seen(x, f);
+}
+
 static void record_of(lua_State *L, int t, lua_Integer i, wb_trace_event *x) {
     wb_trace_event_clear(x);
-    str_field(L, t, i, "cat", x->cat, sizeof x->cat);
+    str_field(L, t, i, WB_LKEY(CAT), x->cat, sizeof x->cat);
     if (wb_trace_kind_of(x->cat) < 0) {
         char why[128];
         snprintf(why, sizeof why, "cat '%s' is not one of op, kernel, runtime, memory, range, step, memcpy, thread, "
@@ -141,48 +172,19 @@ static void record_of(lua_State *L, int t, lua_Integer i, wb_trace_event *x) {
         event_error(L, i, why);
     }
     strcpy(x->ph, "X");
-    str_field(L, t, i, "name", x->name, sizeof x->name);
-    str_field(L, t, i, "src", x->src, sizeof x->src);
-    lane_of(L, t, i, x);
-    x->ts = int_field(L, t, i, "ts_ns", 0);
-    x->dur = int_field(L, t, i, "dur_ns", 0);
-    if (x->dur < 0) event_error(L, i, "dur_ns is negative");
-    x->id = int_field(L, t, i, "id", 0);
-    x->correlation = int_field(L, t, i, "correlation", 0);
-    x->parent = int_field(L, t, i, "parent", 0);
-    x->flops = num_field(L, t, i, "flops", NULL);
-    x->bytes = num_field(L, t, i, "bytes", NULL);
-    inputs_of(L, t, i, x);
-    if (lua_getfield(L, t, "args") == LUA_TTABLE) {
-        int a = lua_gettop(L);
-        x->threads = int_field(L, a, i, "threads", 0);
-        x->kernel = int_field(L, a, i, "kernel", 0);
-        x->thread = int_field(L, a, i, "thread", 0);
-        x->cbid = int_field(L, a, i, "cbid", 0);
-        x->work = num_field(L, a, i, "work", NULL);
-        x->run_delay = num_field(L, a, i, "run_delay_ns", &x->has_run_delay);
-        x->allocated = num_field(L, a, i, "allocated_bytes", NULL);
-        str_field(L, a, i, "op", x->op, sizeof x->op);
-        str_field(L, a, i, "ops", x->ops, sizeof x->ops);
-        str_field(L, a, i, "api", x->api, sizeof x->api);
-        str_field(L, a, i, "isa", x->isa, sizeof x->isa);
-        str_field(L, a, i, "tile", x->tile, sizeof x->tile);
-        str_field(L, a, i, "layout", x->layout, sizeof x->layout);
-        str_field(L, a, i, "epilogue", x->epilogue, sizeof x->epilogue);
-        str_field(L, a, i, "device", x->device, sizeof x->device);
-        lua_getfield(L, a, "failed");
-        x->failed = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-        x->nflow = ints_field(L, a, i, "flow", x->flow, WB_EVENT_MAX_INPUTS + 1);
-        if (lua_getfield(L, a, "in_stride") != LUA_TNIL) x->geometry = 1;
-        lua_pop(L, 1);
-        x->n_in_stride = ints_field(L, a, i, "in_stride", x->in_stride, WB_MAX_DIMS);
-        x->n_out_shape = ints_field(L, a, i, "out_shape", x->out_shape, WB_MAX_DIMS);
-        x->n_out_stride = ints_field(L, a, i, "out_stride", x->out_stride, WB_MAX_DIMS);
-    } else if (!lua_isnil(L, -1)) {
-        event_error(L, i, "args must be a table");
+    int args = 0;
+    if (lua_getfield(L, t, "args") == LUA_TTABLE) args = lua_gettop(L);
+    else if (!lua_isnil(L, -1)) event_error(L, i, "args must be a table");
+    /* every field the schema gives a Lua key, from the event or its args; the lane by its name */
+    for (int k = 0; k < WB_TF_COUNT; k++) {
+        const wb_trace_field *f = &wb_trace_fields[k];
+        if (k == WB_TF_CAT || k == WB_TF_LANE || !f->lua_key) continue;
+        if (f->lua == WB_TP_TOP) field_of(L, t, i, x, f);
+        else if (args) field_of(L, args, i, x, f);
     }
     lua_pop(L, 1);
+    lane_of(L, t, i, x);
+    if (x->dur < 0) event_error(L, i, "dur_ns is negative");
 }
 
 /* wb._profiler_from_events(events) -> a stopped session holding them */
@@ -204,7 +206,37 @@ static int l_from_events(lua_State *L) {
     return 1;
 }
 
+/* wb._trace_fields() -> the event schema (wb/trace_schema.h), one table per field in the
+ * writer's order: {trace = "top" | "args" | nil, key, type, lua = "top" | "args" | nil, lua_key,
+ * kinds = {"op", ...}, doc}; scripts/gen_api_docs.lua writes docs/profiler.md's list from it. */
+static int l_trace_fields(lua_State *L) {
+    static const char *const place[] = {NULL, "top", "args"};
+    lua_createtable(L, WB_TF_COUNT, 0);
+    for (int k = 0; k < WB_TF_COUNT; k++) {
+        const wb_trace_field *f = &wb_trace_fields[k];
+        lua_createtable(L, 0, 7);
+        if (f->trace) wb_lua_setstring(L, "trace", place[f->trace]);
+        if (f->key) wb_lua_setstring(L, "key", f->key);
+        wb_lua_setstring(L, "type", wb_trace_type_name(f->type));
+        if (f->lua) wb_lua_setstring(L, "lua", place[f->lua]);
+        if (f->lua_key) wb_lua_setstring(L, "lua_key", f->lua_key);
+        lua_createtable(L, 0, 0);
+        int n = 0;
+        for (int kind = 0; kind <= WB_EV_MEMSET; kind++) {
+            if (!(f->kinds >> kind & 1)) continue;
+            lua_pushstring(L, wb_event_kind_name(kind));
+            lua_rawseti(L, -2, ++n);
+        }
+        lua_setfield(L, -2, "kinds");
+        wb_lua_setstring(L, "doc", f->doc);
+        lua_rawseti(L, -2, k + 1);
+    }
+    return 1;
+}
+
 void wb_lua_register_profiler_events(lua_State *L) {
     lua_pushcfunction(L, l_from_events);
     lua_setfield(L, -2, "_profiler_from_events");
+    lua_pushcfunction(L, l_trace_fields);
+    lua_setfield(L, -2, "_trace_fields");
 }

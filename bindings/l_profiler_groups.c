@@ -1,7 +1,8 @@
 /* l_profiler_groups.c: s:diff_model(), wb.diff's model of a stopped session computed in C
  * (core/observe/profiler_groups.c), pushed as the tables scripts/wb/diff.lua reads: the nodes
  * with one sample per occurrence, the steps, and the drawn steps' trees for the HTML timeline;
- * s:folded_stacks() (core/observe/profiler_stacks.c) and s:findings_groups() (findings_*.c). */
+ * s:folded_stacks() (core/observe/profiler_stacks.c), s:findings_groups() (findings_*.c) and
+ * s:instances() (profiler_instances.c); s:key_averages() (profiler_aggregate.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,4 +185,64 @@ static int findings_groups_build(lua_State *L) {
 int wb_lua_session_findings_groups(lua_State *L) {
     wb_lua_check_session(L);
     return wb_lua_unfinalized(L, findings_groups_build);
+}
+
+/* s:instances([range]) -> the instances of the range (or the steps, or the whole trace) and what
+ * started inside each (core/observe/profiler_instances.c). */
+static int instances_build(lua_State *L) {
+    const char *range = luaL_optstring(L, 2, NULL);
+    wb_prof *p = wb_lua_check_session(L);
+    wb_val v;
+    WB_LUA_CHECK(L, wb_prof_instances(p, range, &v));
+    push_val(L, &v); /* (a memory error here leaks the instances: rare) */
+    wb_val_free(&v);
+    return 1;
+}
+
+int wb_lua_session_instances(lua_State *L) {
+    wb_lua_check_session(L);
+    return wb_lua_unfinalized(L, instances_build);
+}
+
+/* s:key_averages(by_input_shape, by_stack) -> the rows aggregated in C (profiler_aggregate.c). */
+static int key_averages_build(lua_State *L) {
+    wb_prof *p = wb_lua_check_session(L);
+    wb_prof_rows rows;
+    WB_LUA_CHECK(L, wb_prof_aggregate(p, lua_toboolean(L, 2), lua_toboolean(L, 3), &rows));
+    lua_createtable(L, rows.n < (1u << 24) ? (int)rows.n : 0, 0);
+    for (size_t i = 0; i < rows.n; i++) {
+        const wb_prof_row *r = &rows.row[i];
+        lua_createtable(L, 0, 16);
+        wb_lua_setstring(L, "name", r->name);
+        wb_lua_setstring(L, "kind", wb_event_kind_name(r->kind));
+        wb_lua_setinteger(L, "calls", r->calls);
+        wb_lua_setinteger(L, "self_cpu_ns", r->self_cpu_ns);
+        wb_lua_setinteger(L, "cpu_total_ns", r->cpu_total_ns);
+        wb_lua_setinteger(L, "self_device_ns", r->self_device_ns);
+        wb_lua_setinteger(L, "device_total_ns", r->device_total_ns);
+        wb_lua_setinteger(L, "kernels", r->kernels);
+        wb_lua_setnumber(L, "flops", r->flops);
+        wb_lua_setnumber(L, "bytes", r->bytes);
+        if (r->input_shapes) wb_lua_setstring(L, "input_shapes", r->input_shapes);
+        if (r->src) wb_lua_setstring(L, "src", r->src);
+        if (r->spread_launches) {
+            wb_lua_setinteger(L, "spread_ns", r->spread_ns);
+            wb_lua_setinteger(L, "spread_launches", r->spread_launches);
+        }
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    wb_prof_rows_free(&rows);
+    return 1;
+}
+
+int wb_lua_session_key_averages(lua_State *L) {
+    wb_lua_check_session(L);
+    return wb_lua_unfinalized(L, key_averages_build);
+}
+
+/* The methods' bodies by name, for the errors they raise (wb_lua_name_function). */
+void wb_lua_name_session_groups(lua_State *L);
+void wb_lua_name_session_groups(lua_State *L) {
+    wb_lua_name_function(L, key_averages_build, "key_averages");
+    wb_lua_name_function(L, instances_build, "instances");
 }

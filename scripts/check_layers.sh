@@ -17,7 +17,8 @@
 #   bindings/      never includes CUDA headers or the plugin's files
 #   the executable links no CUDA library (the plugin is dlopen'ed at first use)
 #   declared once: one thread cap (WB_CPU_MAX_THREADS; the core's WB_MAX_THREADS asserted equal),
-#                  no hand-written op case in core/cuda, OpenMP in CPU kernels only via WB_CPU_PARALLEL
+#                  no hand-written op case in core/cuda, OpenMP in CPU kernels only via WB_CPU_PARALLEL,
+#                  an event's keys only in the event schema (core/include/wb/trace_schema.h)
 #   one clock: only core/include/wb/clock.h reads the time (wb_now_ns), in the core and the bindings
 #   no `if cuda` outside the backend's own files: WB_DEVICE_CUDA appears only in the device
 #                  registry, the op table's device column and the wb.cuda bindings
@@ -167,6 +168,26 @@ fi
 hits=$(grep -HnE 'case[[:space:]]+WB_OP_[A-Z]' $(find core/cuda -name '*.c' -o -name '*.h'))
 if [ -n "$hits" ]; then
     echo "check_layers: a hand-written op case in core/cuda (the op lists' CUDA column makes them):" >&2
+    echo "$hits" | sed 's/^/  /' >&2
+    bad=1
+fi
+
+# declared once: an event's keys, the trace's and a Lua event table's, come from the event schema
+# (core/include/wb/trace_schema.h, through WB_TKEY/WB_LKEY and its table): the trace writer and
+# reader (JSON keys: \"key\":) and the Lua event pusher and from_events (a table field read or
+# set) spell none by hand
+keys=$(grep -E '^[[:space:]]+X\(' core/include/wb/trace_schema.h | grep -oE '"[a-z_]+"' | tr -d '"' | sort -u |
+    tr '\n' '|' | sed 's/|$//')
+if [ -z "$keys" ]; then
+    hits="core/include/wb/trace_schema.h: no fields found (X(ID, place, \"key\", ...) lines)"
+else
+    hits=$(grep -HnE "\\\\\"($keys)\\\\\"[[:space:]]*:" core/observe/trace_chrome.c core/observe/trace_read.c \
+        core/observe/trace_record.c
+        grep -HnE "(field|set(string|integer|number|boolean))\\(L,[^;]*\"($keys)\"" bindings/l_profiler.c \
+        bindings/l_profiler_events.c)
+fi
+if [ -n "$hits" ]; then
+    echo "check_layers: an event key written by hand (take it from core/include/wb/trace_schema.h: WB_TKEY, WB_LKEY):" >&2
     echo "$hits" | sed 's/^/  /' >&2
     bad=1
 fi

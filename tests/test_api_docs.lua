@@ -1,5 +1,6 @@
 -- test_api_docs.lua: docs/api.md's per-function reference is what scripts/gen_api_docs.lua writes
--- from help()'s text, and the generator says clearly what is wrong with a page it cannot use.
+-- from help()'s text, docs/profiler.md's list of an event's fields what it writes from the event
+-- schema, and the generator says clearly what is wrong with a page it cannot use.
 local lu = require("luaunit")
 local scratch = require("scratch")
 
@@ -40,6 +41,24 @@ function TestApiDocs:test_stale_page_found_and_rewritten()
     lu.assertEquals(code, 1, out)
     lu.assertStrContains(out, "is stale")
     lu.assertEquals(read(path), stale) -- --check writes nothing
+    out, code = gen(path)
+    lu.assertEquals(code, 0, out)
+    lu.assertEquals(read(path), page)
+end
+
+-- The field list: a row per schema field, and a stale row found and rewritten like the reference's.
+function TestApiDocs:test_trace_fields_listed_and_kept_current()
+    local page = read(SOURCE .. "/docs/profiler.md")
+    lu.assertStrContains(page, "| `correlation` (args) | `correlation` | integer | op, kernel, memcpy, memset |")
+    lu.assertStrContains(page, "| `ts` | `ts_ns` | time | all |")
+    for _, f in ipairs(wb._trace_fields()) do
+        lu.assertStrContains(page, (f.doc:gsub("|", "\\|")), false, "no row for " .. tostring(f.key or f.lua_key))
+    end
+    local stale = page:gsub("| `correlation` %(args%)", "| `corr` (args)", 1)
+    local path = scratch.file(stale, ".md")
+    local out, code = gen("--check " .. path)
+    lu.assertEquals(code, 1, out)
+    lu.assertStrContains(out, "is stale")
     out, code = gen(path)
     lu.assertEquals(code, 0, out)
     lu.assertEquals(read(path), page)

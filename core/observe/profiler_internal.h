@@ -125,6 +125,10 @@ struct wb_prof {
     uint32_t device_stream; /* the stream the device's kernels ran on (for the lane name) */
     int cuda_lane;          /* a kernel record arrived from the device's tracer */
     char device_lane[48];   /* a session read back or fed: the device lane's name as given ("") */
+    /* a session read back or fed: the last kernel appended, whose worker shares (thread events)
+     * follow it and take its kind (their unit, tiles or elements, comes from the kind's fields) */
+    uint32_t read_kernel_id;
+    const wb_kernel_kind *read_kernel;
     char device_note[256];
 };
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "profiler_internal.h"
+#include <wb/trace_schema.h>
 #include "trace_out.h"
 #include "wb_version.h"
 
@@ -49,6 +50,35 @@ static void json_string(wb_out *f, const char *s) {
     wb_out_char(f, '"');
 }
 
+/* The key of schema field `id` (wb/trace_schema.h), after a comma unless it opens the object:
+ * every key of an event comes from the schema. */
+static void key_out(wb_out *f, int id, int first) {
+    wb_out_str(f, first ? "\"" : ", \"");
+    wb_out_str(f, wb_trace_fields[id].key);
+    wb_out_str(f, "\": ");
+}
+
+static void int_out(wb_out *f, int id, int64_t v) {
+    key_out(f, id, 0);
+    wb_out_int(f, v);
+}
+
+/* A metadata event: a process's or lane's name, or a process's place (sort_index). */
+static void meta_out(wb_out *f, const char *what, int pid, int tid, int arg, const char *name, int64_t index) {
+    wb_out_str(f, "{");
+    key_out(f, WB_TF_PH, 1);
+    json_string(f, "M");
+    key_out(f, WB_TF_NAME, 0);
+    json_string(f, what);
+    int_out(f, WB_TF_PID, pid);
+    if (tid >= 0) int_out(f, WB_TF_TID, tid);
+    wb_out_str(f, ", \"args\": {");
+    key_out(f, arg, 1);
+    if (name) json_string(f, name);
+    else wb_out_int(f, index);
+    wb_out_str(f, "}}");
+}
+
 const char *wb_event_kind_name(int kind) {
     static const char *const names[] = {"op", "kernel", "runtime", "memory", "range", "step", "memcpy", "thread", "memset"};
     return kind >= 0 && kind <= WB_EV_MEMSET ? names[kind] : "?";
@@ -68,10 +98,8 @@ static void ints_json(wb_out *f, const int64_t *v, int n) {
     wb_out_char(f, ']');
 }
 
-static void dims_json(wb_out *f, const char *key, const int64_t *v, int n) {
-    wb_out_str(f, ", \"");
-    wb_out_str(f, key);
-    wb_out_str(f, "\": ");
+static void dims_json(wb_out *f, int id, const int64_t *v, int n) {
+    key_out(f, id, 0);
     ints_json(f, v, n);
 }
 
@@ -88,11 +116,9 @@ static void shapes_json(wb_out *f, const wb_prof *p, const wb_event *e) {
     wb_out_char(f, ']');
 }
 
-/* , "key": "value" (both plain: names of fields the workbench writes) */
-static void field_str(wb_out *f, const char *key, const char *v) {
-    wb_out_str(f, ", \"");
-    wb_out_str(f, key);
-    wb_out_str(f, "\": ");
+/* , "key": "value" */
+static void field_str(wb_out *f, int id, const char *v) {
+    key_out(f, id, 0);
     json_string(f, v);
 }
 
@@ -100,17 +126,11 @@ static void field_str(wb_out *f, const char *key, const char *v) {
  * from a plugin, say) is written as null, and the trace's otherData says how many were. */
 static int finite_count(double v) { return isfinite(v); }
 
-static void count_json(wb_out *f, const char *key, double v) {
-    if (!finite_count(v)) {
-        wb_out_printf(f, ", \"%s\": null", key);
-    } else if (fabs(v) < 9e15 && v == floor(v)) {
-        wb_out_str(f, ", \"");
-        wb_out_str(f, key);
-        wb_out_str(f, "\": ");
-        wb_out_int(f, (int64_t)v);
-    } else {
-        wb_out_printf(f, ", \"%s\": %.0f", key, v);
-    }
+static void count_json(wb_out *f, int id, double v) {
+    key_out(f, id, 0);
+    if (!finite_count(v)) wb_out_str(f, "null");
+    else if (fabs(v) < 9e15 && v == floor(v)) wb_out_int(f, (int64_t)v);
+    else wb_out_printf(f, "%.0f", v);
 }
 
 static uint64_t non_finite_counts(const wb_event *e) {
@@ -143,20 +163,126 @@ static void write_header(wb_out *f, const wb_prof *p, uint64_t non_finite) {
     wb_out_str(f, ", \"commit\": ");
     json_string(f, WB_GIT_COMMIT);
     wb_out_str(f, "}}, \"traceEvents\": [\n");
-    wb_out_str(f, "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": \"host\"}},\n"
-                  "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"main thread\"}},\n"
-                  "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1, \"args\": {\"name\": \"cpu:0 (device)\"}},\n"
-                  "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": 0, \"args\": {\"name\": \"cpu:0 stream "
-                  "0\"}},\n"
-                  "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": 0, \"args\": {\"sort_index\": 0}},\n"
-                  "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": 1, \"args\": {\"sort_index\": 1}}");
+    meta_out(f, "process_name", 0, -1, WB_TF_META_NAME, "host", 0);
+    wb_out_str(f, ",\n");
+    meta_out(f, "thread_name", 0, 0, WB_TF_META_NAME, "main thread", 0);
+    wb_out_str(f, ",\n");
+    meta_out(f, "process_name", 1, -1, WB_TF_META_NAME, "cpu:0 (device)", 0);
+    wb_out_str(f, ",\n");
+    meta_out(f, "thread_name", 1, 0, WB_TF_META_NAME, "cpu:0 stream 0", 0);
+    wb_out_str(f, ",\n");
+    meta_out(f, "process_sort_index", 0, -1, WB_TF_SORT_INDEX, NULL, 0);
+    wb_out_str(f, ",\n");
+    meta_out(f, "process_sort_index", 1, -1, WB_TF_SORT_INDEX, NULL, 1);
     if (p->device) {
         const wb_cuda_info *info = p->device->info ? p->device->info() : NULL;
-        wb_out_printf(f,
-                      ",\n{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 2, \"args\": {\"name\": \"%s:0 (%s)\"}},\n"
-                      "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 2, \"tid\": 0, \"args\": {\"name\": \"%s\"}},\n"
-                      "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": 2, \"args\": {\"sort_index\": 2}}",
-                      p->device->name, info ? info->name : "device", wb_prof_lane_name(p, WB_LANE_CUDA));
+        char name[320];
+        snprintf(name, sizeof name, "%s:0 (%s)", p->device->name, info ? info->name : "device");
+        wb_out_str(f, ",\n");
+        meta_out(f, "process_name", 2, -1, WB_TF_META_NAME, name, 0);
+        wb_out_str(f, ",\n");
+        meta_out(f, "thread_name", 2, 0, WB_TF_META_NAME, wb_prof_lane_name(p, WB_LANE_CUDA), 0);
+        wb_out_str(f, ",\n");
+        meta_out(f, "process_sort_index", 2, -1, WB_TF_SORT_INDEX, NULL, 2);
+    }
+}
+
+/* The slice's opening: {"ph": "X", "cat": ..., "name": ..., "pid": ..., "tid": ..., "ts": ..., "dur": ..., "args": { */
+static void slice_out(wb_out *f, const char *cat, const char *name, int step, int64_t pid, int64_t tid, int64_t ts,
+                      int64_t dur) {
+    wb_out_str(f, "{");
+    key_out(f, WB_TF_PH, 1);
+    json_string(f, "X");
+    key_out(f, WB_TF_CAT, 0);
+    json_string(f, cat);
+    key_out(f, WB_TF_NAME, 0);
+    if (step) { /* a step's name: ProfilerStep#N */
+        wb_out_str(f, "\"ProfilerStep#");
+        wb_out_int(f, step - 1);
+        wb_out_char(f, '"');
+    } else {
+        json_string(f, name);
+    }
+    int_out(f, WB_TF_PID, pid);
+    int_out(f, WB_TF_TID, tid);
+    key_out(f, WB_TF_TS, 0);
+    wb_out_us(f, ts);
+    key_out(f, WB_TF_DUR, 0);
+    wb_out_us(f, dur);
+    wb_out_str(f, ", \"args\": {");
+}
+
+/* A memory event: the allocation or free as the host ran it (a slice as long as the call: the
+ * gaps rule's allocation share reads it back), then a counter track of live bytes per device
+ * after it. */
+static void memory_out(wb_out *f, const wb_event *e) {
+    const char *device = wb_device_name((wb_device)e->device);
+    slice_out(f, wb_event_kind_name(WB_EV_MEMORY), wb_event_name(e), 0, 0, 0, e->ts_ns, e->dur_ns);
+    key_out(f, WB_TF_BYTES, 1);
+    wb_out_int(f, (int64_t)e->bytes);
+    int_out(f, WB_TF_ALLOCATED, (int64_t)e->live_bytes);
+    field_str(f, WB_TF_DEVICE, device);
+    if (e->link) int_out(f, WB_TF_PARENT, e->link);
+    wb_out_str(f, "}},\n{");
+    key_out(f, WB_TF_PH, 1);
+    json_string(f, "C");
+    key_out(f, WB_TF_NAME, 0);
+    wb_out_printf(f, "\"memory %s\"", device);
+    int_out(f, WB_TF_PID, 0);
+    key_out(f, WB_TF_TS, 0);
+    wb_out_us(f, e->ts_ns + e->dur_ns);
+    wb_out_str(f, ", \"args\": {");
+    key_out(f, WB_TF_ALLOCATED, 1);
+    wb_out_int(f, (int64_t)e->live_bytes);
+    wb_out_str(f, "}}");
+}
+
+/* A launch arrow's end: ph s (on the host, inside the op) or f (at the kernel). */
+static void arrow_out(wb_out *f, const char *ph, int64_t id, int64_t pid, int64_t ts) {
+    wb_out_str(f, ",\n{");
+    key_out(f, WB_TF_PH, 1);
+    json_string(f, ph);
+    if (ph[0] == 'f') field_str(f, WB_TF_BP, "e");
+    field_str(f, WB_TF_CAT, "launch");
+    field_str(f, WB_TF_NAME, "launch");
+    int_out(f, WB_TF_FLOW_ID, id);
+    int_out(f, WB_TF_PID, pid);
+    int_out(f, WB_TF_TID, 0);
+    key_out(f, WB_TF_TS, 0);
+    wb_out_us(f, ts);
+    wb_out_str(f, "}");
+}
+
+/* A kernel's fields: the kind's, so a reader of the trace never parses the name back. */
+static void kernel_fields_out(wb_out *f, const wb_event *e) {
+    wb_kernel_fields k;
+    int_out(f, WB_TF_THREADS, e->threads);
+    field_str(f, WB_TF_OP, e->kernel->op);
+    if (e->kernel->ops) field_str(f, WB_TF_OPS, e->kernel->ops);
+    if (wb_kernel_kind_fields(e->kernel, &k)) {
+        field_str(f, WB_TF_ISA, k.isa);
+        field_str(f, WB_TF_TILE, k.tile);
+        field_str(f, WB_TF_LAYOUT, k.layout);
+        field_str(f, WB_TF_EPILOGUE, k.epilogue);
+    } else {
+        char epi[WB_EPILOGUE_MAX];
+        field_str(f, WB_TF_EPILOGUE, wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
+    }
+}
+
+/* An op's inputs (record_shapes), data flow and a view's geometry. */
+static void op_fields_out(wb_out *f, const wb_prof *p, const wb_event *e) {
+    if (e->nflow) {
+        int n;
+        const int64_t *ids = wb_prof_flow(p, e, &n);
+        dims_json(f, WB_TF_FLOW, ids, n);
+    }
+    const int64_t *in_stride, *out_shape, *out_stride;
+    int out_ndim;
+    if (wb_prof_view_geometry(p, e, &in_stride, &out_ndim, &out_shape, &out_stride)) {
+        dims_json(f, WB_TF_IN_STRIDE, in_stride, wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
+        dims_json(f, WB_TF_OUT_SHAPE, out_shape, out_ndim);
+        dims_json(f, WB_TF_OUT_STRIDE, out_stride, out_ndim);
     }
 }
 
@@ -168,129 +294,54 @@ static void write_event(wb_out *f, const wb_prof *p, const wb_event *e, uint64_t
     int pid = worker >= 0 ? WB_LANE_CPU_DEVICE : e->lane, tid = worker + 1;
     if (worker >= 0 && !(*named_threads >> worker & 1)) {
         *named_threads |= 1ull << worker;
-        wb_out_printf(f, ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
-                      pid, tid, wb_prof_lane_name(p, e->lane));
+        wb_out_str(f, ",\n");
+        meta_out(f, "thread_name", pid, tid, WB_TF_META_NAME, wb_prof_lane_name(p, e->lane), 0);
     }
     wb_out_str(f, ",\n");
-    if (e->kind == WB_EV_MEMORY) {
-        /* the allocation or free as the host ran it (a slice as long as the call: the gaps rule's
-         * allocation share reads it back), then a counter track of live bytes per device after it */
-        wb_out_str(f, "{\"ph\": \"X\", \"cat\": \"memory\", \"name\": ");
-        json_string(f, wb_event_name(e));
-        wb_out_str(f, ", \"pid\": 0, \"tid\": 0, \"ts\": ");
-        wb_out_us(f, e->ts_ns);
-        wb_out_str(f, ", \"dur\": ");
-        wb_out_us(f, e->dur_ns);
-        wb_out_str(f, ", \"args\": {\"bytes\": ");
-        wb_out_int(f, (int64_t)e->bytes);
-        wb_out_str(f, ", \"allocated_bytes\": ");
-        wb_out_int(f, (int64_t)e->live_bytes);
-        wb_out_str(f, ", \"device\": ");
-        json_string(f, wb_device_name((wb_device)e->device));
-        if (e->link) {
-            wb_out_str(f, ", \"parent\": ");
-            wb_out_int(f, e->link);
-        }
-        wb_out_str(f, "}},\n");
-        wb_out_printf(f, "{\"ph\": \"C\", \"name\": \"memory %s\", \"pid\": 0, \"ts\": ",
-                      wb_device_name((wb_device)e->device));
-        wb_out_us(f, e->ts_ns + e->dur_ns);
-        wb_out_str(f, ", \"args\": {\"allocated_bytes\": ");
-        wb_out_int(f, (int64_t)e->live_bytes);
-        wb_out_str(f, "}}");
-        return;
-    }
-    wb_out_str(f, "{\"ph\": \"X\", \"cat\": ");
-    json_string(f, wb_event_kind_name(e->kind));
-    wb_out_str(f, ", \"name\": ");
-    if (e->kind == WB_EV_STEP) {
-        wb_out_str(f, "\"ProfilerStep#");
-        wb_out_int(f, e->id);
-        wb_out_char(f, '"');
-    } else {
-        json_string(f, wb_event_name(e));
-    }
-    wb_out_str(f, ", \"pid\": ");
-    wb_out_int(f, pid);
-    wb_out_str(f, ", \"tid\": ");
-    wb_out_int(f, tid);
-    wb_out_str(f, ", \"ts\": ");
-    wb_out_us(f, e->ts_ns);
-    wb_out_str(f, ", \"dur\": ");
-    wb_out_us(f, e->dur_ns);
-    wb_out_str(f, ", \"args\": {\"id\": ");
+    if (e->kind == WB_EV_MEMORY) return memory_out(f, e);
+    slice_out(f, wb_event_kind_name(e->kind), wb_event_name(e), e->kind == WB_EV_STEP ? (int)e->id + 1 : 0, pid, tid,
+              e->ts_ns, e->dur_ns);
+    key_out(f, WB_TF_ID, 1);
     wb_out_int(f, e->id);
     /* an op's own id; a kernel's or a copy's launching op */
-    if (e->kind == WB_EV_OP || e->kind == WB_EV_KERNEL || e->kind == WB_EV_MEMCPY || e->kind == WB_EV_MEMSET) {
-        wb_out_str(f, ", \"correlation\": ");
-        wb_out_int(f, e->kind == WB_EV_OP ? e->id : e->link);
-    }
-    if ((e->kind == WB_EV_OP || e->kind == WB_EV_RUNTIME) && e->link) {
-        wb_out_str(f, ", \"parent\": ");
-        wb_out_int(f, e->link);
-    }
+    if (e->kind == WB_EV_OP || e->kind == WB_EV_KERNEL || e->kind == WB_EV_MEMCPY || e->kind == WB_EV_MEMSET)
+        int_out(f, WB_TF_CORRELATION, e->kind == WB_EV_OP ? e->id : e->link);
+    if ((e->kind == WB_EV_OP || e->kind == WB_EV_RUNTIME) && e->link) int_out(f, WB_TF_PARENT, e->link);
     if (e->kind == WB_EV_THREAD) {
         wb_kernel_fields k;
-        wb_out_printf(f, ", \"kernel\": %llu, \"thread\": %d", (unsigned long long)e->link, e->threads);
-        count_json(f, "work", e->work);
-        wb_out_printf(f, ", \"unit\": \"%s\"", wb_kernel_kind_fields(e->kernel, &k) ? "tiles" : "elements");
+        int_out(f, WB_TF_KERNEL, e->link);
+        int_out(f, WB_TF_THREAD, e->threads);
+        count_json(f, WB_TF_WORK, e->work);
+        field_str(f, WB_TF_UNIT, wb_kernel_kind_fields(e->kernel, &k) ? "tiles" : "elements");
     } else if (e->kind != WB_EV_RANGE && e->kind != WB_EV_STEP &&
                (e->flops > 0 || e->bytes > 0 || e->flops != e->flops || e->bytes != e->bytes)) {
-        count_json(f, "flops", e->flops);
-        count_json(f, "bytes", (double)e->bytes);
+        count_json(f, WB_TF_FLOPS, e->flops);
+        count_json(f, WB_TF_BYTES, (double)e->bytes);
     }
-    if (e->kind == WB_EV_RUNTIME && e->cbid) wb_out_printf(f, ", \"cbid\": %d", e->cbid);
-    if (e->kind == WB_EV_RUNTIME && e->api) wb_out_printf(f, ", \"api\": \"%s\"", wb_event_api_name(e->api));
-    if (e->kind == WB_EV_KERNEL) {
-        wb_kernel_fields k;
-        wb_out_str(f, ", \"threads\": ");
-        wb_out_int(f, e->threads);
-        /* the kind's fields, so a reader of the trace never parses the name back */
-        wb_out_str(f, ", \"op\": ");
-        json_string(f, e->kernel->op);
-        if (e->kernel->ops) {
-            wb_out_str(f, ", \"ops\": ");
-            json_string(f, e->kernel->ops);
-        }
-        if (wb_kernel_kind_fields(e->kernel, &k)) {
-            field_str(f, "isa", k.isa);
-            field_str(f, "tile", k.tile);
-            field_str(f, "layout", k.layout);
-            field_str(f, "epilogue", k.epilogue);
-        } else {
-            char epi[WB_EPILOGUE_MAX];
-            field_str(f, "epilogue", wb_kernel_kind_epilogue(e->kernel, epi, sizeof epi));
-        }
+    if (e->kind == WB_EV_RUNTIME && e->cbid) int_out(f, WB_TF_CBID, e->cbid);
+    if (e->kind == WB_EV_RUNTIME && e->api) field_str(f, WB_TF_API, wb_event_api_name(e->api));
+    if (e->kind == WB_EV_KERNEL) kernel_fields_out(f, e);
+    if (e->kind == WB_EV_OP) op_fields_out(f, p, e);
+    if ((e->kind == WB_EV_RANGE || e->kind == WB_EV_STEP) && e->run_delay_ns >= 0) {
+        key_out(f, WB_TF_RUN_DELAY, 0);
+        wb_out_printf(f, "%.0f", e->run_delay_ns);
     }
-    if (e->kind == WB_EV_OP && e->nflow) {
-        int n;
-        const int64_t *ids = wb_prof_flow(p, e, &n);
-        wb_out_str(f, ", \"flow\": ");
-        ints_json(f, ids, n);
-    }
-    const int64_t *in_stride, *out_shape, *out_stride;
-    int out_ndim;
-    if (e->kind == WB_EV_OP && wb_prof_view_geometry(p, e, &in_stride, &out_ndim, &out_shape, &out_stride)) {
-        dims_json(f, "in_stride", in_stride, wb_event_ndim(e, 0) > 0 ? wb_event_ndim(e, 0) : 0);
-        dims_json(f, "out_shape", out_shape, out_ndim);
-        dims_json(f, "out_stride", out_stride, out_ndim);
-    }
-    if ((e->kind == WB_EV_RANGE || e->kind == WB_EV_STEP) && e->run_delay_ns >= 0)
-        wb_out_printf(f, ", \"run_delay_ns\": %.0f", e->run_delay_ns);
     if (e->ninputs) {
-        wb_out_str(f, ", \"input_shapes\": ");
+        key_out(f, WB_TF_INPUT_SHAPES, 0);
         shapes_json(f, p, e);
-        wb_out_str(f, ", \"input_dtypes\": [");
-        for (int i = 0; i < e->ninputs; i++)
-            wb_out_printf(f, i ? ", \"%s\"" : "\"%s\"",
-                          wb_event_ndim(e, i) < 0 ? "" : wb_dtype_name((wb_dtype)wb_event_dtype(e, i)));
+        key_out(f, WB_TF_INPUT_DTYPES, 0);
+        wb_out_char(f, '[');
+        for (int i = 0; i < e->ninputs; i++) {
+            if (i) wb_out_str(f, ", ");
+            json_string(f, wb_event_ndim(e, i) < 0 ? "" : wb_dtype_name((wb_dtype)wb_event_dtype(e, i)));
+        }
         wb_out_char(f, ']');
     }
-    if (e->src != WB_EVENT_NONE) {
-        wb_out_str(f, ", \"src\": ");
-        json_string(f, wb_prof_src(p, e));
+    if (e->src != WB_EVENT_NONE) field_str(f, WB_TF_SRC, wb_prof_src(p, e));
+    if (e->failed) {
+        key_out(f, WB_TF_FAILED, 0);
+        wb_out_str(f, "true");
     }
-    if (e->failed) wb_out_str(f, ", \"failed\": true");
     wb_out_str(f, "}}");
     if (e->kind == WB_EV_KERNEL && e->link) { /* flow arrow: the launching op -> this kernel */
         /* From inside the launching op (a cuda kernel may start after its op returned; a
@@ -299,17 +350,8 @@ static void write_event(wb_out *f, const wb_prof *p, const wb_event *e, uint64_t
         int64_t at = op_ts ? wb_idset_index(linked, e->link) : -1;
         if (at >= 0 && op_ts[at] != INT64_MIN) from = op_ts[at] + 1;
         if (from > e->ts_ns) from = e->ts_ns;
-        wb_out_str(f, ",\n{\"ph\": \"s\", \"cat\": \"launch\", \"name\": \"launch\", \"id\": ");
-        wb_out_int(f, e->id);
-        wb_out_str(f, ", \"pid\": 0, \"tid\": 0, \"ts\": ");
-        wb_out_us(f, from);
-        wb_out_str(f, "},\n{\"ph\": \"f\", \"bp\": \"e\", \"cat\": \"launch\", \"name\": \"launch\", \"id\": ");
-        wb_out_int(f, e->id);
-        wb_out_str(f, ", \"pid\": ");
-        wb_out_int(f, e->lane);
-        wb_out_str(f, ", \"tid\": 0, \"ts\": ");
-        wb_out_us(f, e->ts_ns);
-        wb_out_str(f, "}");
+        arrow_out(f, "s", e->id, 0, from);
+        arrow_out(f, "f", e->id, e->lane, e->ts_ns);
     }
 }
 

@@ -17,77 +17,84 @@
 #include "profiler_internal.h"
 #include "trace_import.h"
 #include <wb/trace_record.h>
+#include <wb/trace_schema.h>
 #include "trace_json.h"
 
 /* ---- one event ------------------------------------------------------------------------------- */
 
 
+/* input_shapes: [[dims], null (an absent input), ...] */
+static void parse_shapes(jp *j, wb_trace_event *e) {
+    if (!jp_eat(j, '[')) return (void)(j->bad = 1);
+    if (jp_eat(j, ']')) return;
+    do {
+        jp_ws(j);
+        int i = e->ninputs;
+        if (!strncmp(j->s, "null", 4)) {
+            j->s += 4;
+            if (i < WB_EVENT_MAX_INPUTS) e->ndims[i] = -1, e->ninputs++;
+        } else {
+            int64_t d[WB_MAX_DIMS];
+            int n = jp_ints(j, d, WB_MAX_DIMS);
+            if (i < WB_EVENT_MAX_INPUTS) {
+                e->ndims[i] = n, e->ninputs++;
+                memcpy(e->dims[i], d, (size_t)n * sizeof *d);
+            }
+        }
+    } while (jp_eat(j, ','));
+    if (!jp_eat(j, ']')) j->bad = 1;
+}
+
+/* input_dtypes: ["f32", "" (an absent input), ...] */
+static void parse_dtypes(jp *j, wb_trace_event *e) {
+    char tmp[64];
+    int i = 0;
+    if (!jp_eat(j, '[')) return (void)(j->bad = 1);
+    if (jp_eat(j, ']')) return;
+    do {
+        jp_string(j, tmp, sizeof tmp);
+        wb_dtype dt;
+        if (i < WB_EVENT_MAX_INPUTS) e->dtype[i] = tmp[0] && wb_dtype_parse(tmp, &dt) == WB_OK ? (int)dt : 0;
+        i++;
+    } while (jp_eat(j, ','));
+    if (!jp_eat(j, ']')) j->bad = 1;
+}
+
+/* One value into the field's member, as the schema types it (wb/trace_schema.h). */
+static void parse_field(jp *j, wb_trace_event *e, const wb_trace_field *f) {
+    void *at = wb_trace_field_at(e, f);
+    switch (f->type) {
+    case WB_TT_STR: jp_string(j, at, f->size); break;
+    case WB_TT_INT: *(int64_t *)at = jp_int(j); break;
+    case WB_TT_NUM:
+    case WB_TT_COUNT: *(double *)at = jp_number(j); break;
+    case WB_TT_MICROS: *(int64_t *)at = jp_micros(j); break;
+    case WB_TT_BOOL: *(int *)at = (jp_ws(j), !strncmp(j->s, "true", 4)), jp_skip(j); break;
+    case WB_TT_INTS:
+        *(int *)((char *)e + f->count_offset) = jp_ints(j, at, (int)(f->size / sizeof(int64_t)));
+        break;
+    case WB_TT_SHAPES: parse_shapes(j, e); break;
+    case WB_TT_DTYPES: parse_dtypes(j, e); break;
+    }
+    wb_trace_field_seen(e, f);
+}
+
+/* What the reader takes: the fields of the events a store keeps, and a lane's name from its
+ * metadata; launch arrows and sort indexes are for viewers (skipped, whatever their values). */
+static const wb_trace_field *wanted(int place, const char *key) {
+    const wb_trace_field *f = wb_trace_field_find(place, key);
+    return f && (f->kinds || f == &wb_trace_fields[WB_TF_META_NAME]) ? f : NULL;
+}
+
 static void parse_args(jp *j, wb_trace_event *e) {
-    char key[32], tmp[64];
+    char key[32];
     if (!jp_eat(j, '{')) return (void)(j->bad = 1);
     if (jp_eat(j, '}')) return;
     do {
         if (!jp_string(j, key, sizeof key) || !jp_eat(j, ':')) return (void)(j->bad = 1);
-        if (!strcmp(key, "id")) e->id = jp_int(j);
-        else if (!strcmp(key, "correlation")) e->correlation = jp_int(j);
-        else if (!strcmp(key, "parent")) e->parent = jp_int(j);
-        else if (!strcmp(key, "flops")) e->flops = jp_number(j), e->has_flops = 1;
-        else if (!strcmp(key, "bytes")) e->bytes = jp_number(j), e->has_flops = 1;
-        else if (!strcmp(key, "threads")) e->threads = jp_int(j);
-        else if (!strcmp(key, "kernel")) e->kernel = jp_int(j);
-        else if (!strcmp(key, "thread")) e->thread = jp_int(j);
-        else if (!strcmp(key, "work")) e->work = jp_number(j);
-        else if (!strcmp(key, "cbid")) e->cbid = jp_int(j);
-        else if (!strcmp(key, "run_delay_ns")) e->run_delay = jp_number(j), e->has_run_delay = 1;
-        else if (!strcmp(key, "allocated_bytes")) e->allocated = jp_number(j);
-        else if (!strcmp(key, "op")) jp_string(j, e->op, sizeof e->op);
-        else if (!strcmp(key, "ops")) jp_string(j, e->ops, sizeof e->ops);
-        else if (!strcmp(key, "api")) jp_string(j, e->api, sizeof e->api);
-        else if (!strcmp(key, "device")) jp_string(j, e->device, sizeof e->device);
-        else if (!strcmp(key, "name")) jp_string(j, e->lane, sizeof e->lane); /* a metadata event's name */
-        else if (!strcmp(key, "isa")) jp_string(j, e->isa, sizeof e->isa);
-        else if (!strcmp(key, "tile")) jp_string(j, e->tile, sizeof e->tile);
-        else if (!strcmp(key, "layout")) jp_string(j, e->layout, sizeof e->layout);
-        else if (!strcmp(key, "epilogue")) jp_string(j, e->epilogue, sizeof e->epilogue);
-        else if (!strcmp(key, "src")) jp_string(j, e->src, sizeof e->src);
-        else if (!strcmp(key, "failed")) e->failed = (jp_ws(j), !strncmp(j->s, "true", 4)), jp_skip(j);
-        else if (!strcmp(key, "flow")) e->nflow = jp_ints(j, e->flow, WB_EVENT_MAX_INPUTS + 1);
-        else if (!strcmp(key, "in_stride")) e->n_in_stride = jp_ints(j, e->in_stride, WB_MAX_DIMS), e->geometry = 1;
-        else if (!strcmp(key, "out_shape")) e->n_out_shape = jp_ints(j, e->out_shape, WB_MAX_DIMS);
-        else if (!strcmp(key, "out_stride")) e->n_out_stride = jp_ints(j, e->out_stride, WB_MAX_DIMS);
-        else if (!strcmp(key, "input_shapes")) {
-            if (!jp_eat(j, '[')) return (void)(j->bad = 1);
-            if (!jp_eat(j, ']')) {
-                do {
-                    jp_ws(j);
-                    int i = e->ninputs;
-                    if (!strncmp(j->s, "null", 4)) {
-                        j->s += 4;
-                        if (i < WB_EVENT_MAX_INPUTS) e->ndims[i] = -1, e->ninputs++;
-                    } else {
-                        int64_t d[WB_MAX_DIMS];
-                        int n = jp_ints(j, d, WB_MAX_DIMS);
-                        if (i < WB_EVENT_MAX_INPUTS) {
-                            e->ndims[i] = n, e->ninputs++;
-                            memcpy(e->dims[i], d, (size_t)n * sizeof *d);
-                        }
-                    }
-                } while (jp_eat(j, ','));
-                if (!jp_eat(j, ']')) j->bad = 1;
-            }
-        } else if (!strcmp(key, "input_dtypes")) {
-            int i = 0;
-            if (!jp_eat(j, '[')) return (void)(j->bad = 1);
-            if (!jp_eat(j, ']')) {
-                do {
-                    jp_string(j, tmp, sizeof tmp);
-                    wb_dtype dt;
-                    if (i < WB_EVENT_MAX_INPUTS) e->dtype[i] = tmp[0] && wb_dtype_parse(tmp, &dt) == WB_OK ? (int)dt : 0;
-                    i++;
-                } while (jp_eat(j, ','));
-                if (!jp_eat(j, ']')) j->bad = 1;
-            }
-        } else jp_skip(j);
+        const wb_trace_field *f = wanted(WB_TP_ARGS, key);
+        if (f) parse_field(j, e, f);
+        else jp_skip(j);
     } while (!j->bad && jp_eat(j, ','));
     if (!jp_eat(j, '}')) j->bad = 1;
 }
@@ -99,20 +106,15 @@ static int parse_event(const char *line, wb_trace_event *e) {
     if (!jp_eat(&j, '{')) return 0;
     do {
         if (!jp_string(&j, key, sizeof key) || !jp_eat(&j, ':')) return 0;
-        if (!strcmp(key, "ph")) jp_string(&j, e->ph, sizeof e->ph);
-        else if (!strcmp(key, "cat")) jp_string(&j, e->cat, sizeof e->cat);
-        else if (!strcmp(key, "name")) jp_string(&j, e->name, sizeof e->name);
-        else if (!strcmp(key, "pid")) e->pid = jp_int(&j);
-        else if (!strcmp(key, "tid")) e->tid = jp_int(&j);
-        else if (!strcmp(key, "ts")) e->ts = jp_micros(&j);
-        else if (!strcmp(key, "dur")) e->dur = jp_micros(&j);
+        const wb_trace_field *f = wanted(WB_TP_TOP, key);
+        if (f) parse_field(&j, e, f);
         else if (!strcmp(key, "args")) parse_args(&j, e);
         else jp_skip(&j);
     } while (!j.bad && jp_eat(&j, ','));
     /* times, counts and sizes the workbench never writes negative (bytes are, for a free: a memory
      * event's bytes are signed); a count it does not know is written null, read as NaN, and passes */
     return !j.bad && jp_eat(&j, '}') && e->dur >= 0 && !(e->flops < 0) && !(e->work < 0) &&
-           !(e->run_delay < 0) && (!(e->bytes < 0) || !strcmp(e->cat, "memory"));
+           !(e->run_delay < 0) && (!(e->bytes < 0) || !strcmp(e->cat, wb_event_kind_name(WB_EV_MEMORY)));
 }
 
 /* ---- the document, streamed ------------------------------------------------------------------ */

@@ -10,7 +10,7 @@
 
 void wb_trace_event_clear(wb_trace_event *e) {
     e->ph[0] = e->cat[0] = e->name[0] = e->src[0] = e->op[0] = e->ops[0] = e->api[0] = '\0';
-    e->isa[0] = e->tile[0] = e->layout[0] = e->epilogue[0] = e->device[0] = e->lane[0] = '\0';
+    e->isa[0] = e->tile[0] = e->layout[0] = e->epilogue[0] = e->device[0] = e->lane[0] = e->unit[0] = e->bp[0] = '\0';
     memset(&e->pid, 0, offsetof(wb_trace_event, flow) - offsetof(wb_trace_event, pid));
 }
 
@@ -93,8 +93,13 @@ int wb_trace_event_append(wb_prof *p, const wb_trace_event *x, int *slices) {
         wb_device d = WB_DEVICE_CPU;
         wb_device_parse(counter ? x->name + 7 : x->device, &d);
         ev.device = (uint16_t)d;
-    } else if (kind == WB_EV_KERNEL || kind == WB_EV_THREAD) {
+    } else if (kind == WB_EV_KERNEL) {
         ev.kernel = kind_from(x);
+        p->read_kernel_id = (uint32_t)x->id, p->read_kernel = ev.kernel;
+    } else if (kind == WB_EV_THREAD) { /* a share of the kernel just read: that kernel's kind */
+        int ours = p->read_kernel && p->read_kernel_id == (uint32_t)x->kernel &&
+                   !strcmp(wb_kernel_kind_name(p->read_kernel), x->name);
+        ev.kernel = ours ? p->read_kernel : kind_from(x);
     } else if (kind == WB_EV_STEP) {
         ev.name = "ProfilerStep";
     } else {

@@ -367,23 +367,21 @@ end
 function Profiler:key_averages(o) return require("wb.profiler_table").key_averages(self, o) end
 function Profiler:table(o) return require("wb.profiler_table").table(self, o) end
 
--- Every instance of the range `name`, in recording order: {ts_ns, dur_ns, kernels = {events},
+-- Every instance of the range `name`, in start order: {ts_ns, dur_ns, kernels = {events},
 -- kernel_ns = their total, host_ns = dur_ns - kernel_ns} (kernels whose start lies in the span).
--- What a forward costs the host and the device, measured in the same run.
+-- What a forward costs the host and the device, measured in the same run. The instances are
+-- found in C (core/observe/profiler_instances.c); only their kernels' tables are built here.
 function Profiler:range_instances(name)
-    local ev = self:events()
-    local out = {}
-    for _, r in ipairs(ev) do
-        if r.cat == "range" and r.name == name then
-            local kernels, k = {}, 0
-            for _, e in ipairs(ev) do
-                if e.cat == "kernel" and e.ts_ns >= r.ts_ns and e.ts_ns <= r.ts_ns + r.dur_ns then
-                    kernels[#kernels + 1] = e
-                    k = k + e.dur_ns
-                end
-            end
-            out[#out + 1] = {ts_ns = r.ts_ns, dur_ns = r.dur_ns, kernels = kernels, kernel_ns = k, host_ns = r.dur_ns - k}
+    if type(name) ~= "string" then fail("range_instances needs a range name, got " .. type(name), 2) end
+    local session, out = self:_result(), {}
+    for i, inst in ipairs(native(2, session.instances, session, name).instances) do
+        local kernels = {}
+        if #inst.kernels > 0 then -- the same kernels, in store order: from the first, by start
+            kernels = native(2, session.events, session, {cat = "kernel", first = inst.kernels[1].index,
+                limit = #inst.kernels, from_ns = inst.ts_ns, to_ns = inst.ts_ns + inst.dur_ns + 1})
         end
+        out[i] = {ts_ns = inst.ts_ns, dur_ns = inst.dur_ns, kernels = kernels, kernel_ns = inst.kernel_ns,
+            host_ns = inst.dur_ns - inst.kernel_ns}
     end
     return out
 end
@@ -423,49 +421,20 @@ function Profiler:expect(spec)
         fail("expect: no_kernel_for must be a list of op names", 2)
     end
 
-    local events = self:events()
-    local instances, what = {}, nil
-    if spec.range then
-        what = spec.range
-        for _, e in ipairs(events) do
-            if e.cat == "range" and e.name == spec.range then instances[#instances + 1] = e end
-        end
-        if #instances == 0 then
-            local seen = {}
-            for _, e in ipairs(events) do if e.cat == "range" then seen[e.name] = true end end
-            local names = {}
-            for n in pairs(seen) do names[#names + 1] = n end
-            table.sort(names)
-            fail(string.format("expect: no range named '%s' in the trace (ranges seen: %s)", spec.range,
-                #names > 0 and table.concat(names, ", ") or "none"), 2)
-        end
-    else
-        what = "step"
-        for _, e in ipairs(events) do
-            if e.cat == "step" then instances[#instances + 1] = e end
-        end
-        if #instances == 0 then
-            what = "trace"
-            instances[1] = {ts_ns = -math.huge, dur_ns = math.huge, name = "trace"}
-        end
+    -- the instances and what started inside each are found in C (profiler_instances.c)
+    local session = self:_result()
+    local found = native(2, session.instances, session, spec.range)
+    local instances, what = found.instances, found.what
+    if spec.range and #instances == 0 then
+        fail(string.format("expect: no range named '%s' in the trace (ranges seen: %s)", spec.range,
+            #found.ranges > 0 and table.concat(found.ranges, ", ") or "none"), 2)
     end
-    table.sort(instances, function(a, b) return a.ts_ns < b.ts_ns end)
-    local by_id = {}
-    for _, e in ipairs(events) do if e.cat == "op" then by_id[e.id] = e end end
 
     local problems = {}
     for idx, inst in ipairs(instances) do
-        local t0, t1 = inst.ts_ns, inst.ts_ns + inst.dur_ns
-        local function inside(e) return e.ts_ns >= t0 and e.ts_ns <= t1 end
-        local kernels, ops = {}, {}
-        for _, e in ipairs(events) do
-            if inside(e) then
-                if e.cat == "kernel" and (not kernel_match or e.name:find(kernel_match, 1, true)) then
-                    kernels[#kernels + 1] = e.name
-                elseif e.cat == "op" then
-                    ops[e.name] = (ops[e.name] or 0) + 1
-                end
-            end
+        local kernels = {}
+        for _, k in ipairs(inst.kernels) do
+            if not kernel_match or k.name:find(kernel_match, 1, true) then kernels[#kernels + 1] = k.name end
         end
         local label = string.format("%s %d of %d", what, idx, #instances)
         if kernel_count and #kernels ~= kernel_count then
@@ -477,20 +446,17 @@ function Profiler:expect(spec)
         for name in pairs(spec.ops or {}) do names[#names + 1] = name end
         table.sort(names)
         for _, name in ipairs(names) do
-            local want, got = spec.ops[name], ops[name] or 0
+            local want, got = spec.ops[name], inst.ops[name] or 0
             if got ~= want then
                 problems[#problems + 1] = string.format("expected %s per %s, saw %d in %s",
                     plural(want, "'" .. name .. "' op"), what, got, label)
             end
         end
         for _, opname in ipairs(spec.no_kernel_for or {}) do
-            for _, e in ipairs(events) do
-                if e.cat == "kernel" and inside(e) then
-                    local op = by_id[e.correlation]
-                    if op and op.name == opname then
-                        problems[#problems + 1] = string.format("expected no kernel for '%s', but %s launched %s (%s)",
-                            opname, opname, e.name, label)
-                    end
+            for _, k in ipairs(inst.kernels) do
+                if k.op == opname then
+                    problems[#problems + 1] = string.format("expected no kernel for '%s', but %s launched %s (%s)",
+                        opname, opname, k.name, label)
                 end
             end
         end

@@ -40,10 +40,7 @@ function M.per_call(profile, fn, o)
     table.sort(hosts)
     local host_us = hosts[(#hosts + 1) // 2] / 1e3
     if cuda then
-        local kernels = {}
-        for _, e in ipairs(p:events()) do
-            if e.cat == "kernel" then kernels[#kernels + 1] = e end
-        end
+        local kernels = p:events{cat = "kernel"}
         local n = #kernels // calls
         return {kernels = n, host_us = host_us, kernel_events = {table.unpack(kernels, #kernels - n + 1)}, profile = p}
     end

@@ -37,4 +37,11 @@ typedef struct wb_findings_th {
  * launches, kernel_sizes}: the rules for torch.profiler's traces, findings_torch.c). */
 wb_status wb_prof_findings_groups(const wb_prof *p, const wb_findings_th *th, wb_val *out);
 
+/* Every instance of the range named `range` (NULL: every step, or the whole trace when there are
+ * none), in start order, with what started inside it (profiler_instances.c): {what = "range" |
+ * "step" | "trace", instances = {{ts_ns, dur_ns, kernel_ns, kernels = {{index (1-based, in the
+ * store), name, dur_ns, op (the launching op's name, absent when unknown)}}, ops = {name =
+ * count}}}, ranges = the distinct range names, sorted}. */
+wb_status wb_prof_instances(const wb_prof *p, const char *range, wb_val *out);
+
 #endif

@@ -9,15 +9,16 @@
 
 #include <wb/profiler.h>
 
-/* Times are ns; lanes as the writer puts them: pid 0 host, pid 1 the cpu device (tid 0) and its
- * workers (tid t: worker t-1), pid 2 the cuda device. */
+/* The fields as wb/trace_schema.h declares them. Times are ns; lanes as the writer puts them:
+ * pid 0 host, pid 1 the cpu device (tid 0) and its workers (tid t: worker t-1), pid 2 the cuda
+ * device. */
 typedef struct wb_trace_event {
     char ph[4], cat[16], name[512], src[512], op[64], ops[256], api[32], isa[32], tile[24], layout[8],
-        epilogue[WB_EPILOGUE_MAX], device[16], lane[48];
+        epilogue[WB_EPILOGUE_MAX], device[16], lane[48], unit[12], bp[4];
     int64_t pid, tid, ts, dur;
-    int64_t id, correlation, parent, threads, kernel, thread, cbid;
+    int64_t id, correlation, parent, threads, kernel, thread, cbid, flow_id, sort_index;
     double flops, bytes, work, run_delay, allocated;
-    int has_flops, failed, has_run_delay;
+    int failed, has_run_delay;
     int ninputs, nflow, ndims[WB_EVENT_MAX_INPUTS], dtype[WB_EVENT_MAX_INPUTS];
     int n_in_stride, n_out_shape, n_out_stride, geometry;
     /* filled as far as the counts above say: not cleared between events */
