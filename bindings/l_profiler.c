@@ -12,6 +12,7 @@
 
 typedef struct session_handle {
     wb_prof *p;
+    uint64_t collections, collection_ns; /* major collections run between steps, and their time */
 } session_handle;
 
 static lua_State *stack_state; /* the interpreter whose call sites with_stack reports */
@@ -100,7 +101,7 @@ int wb_lua_session_diff_model(lua_State *L);
 wb_prof **wb_lua_new_session(lua_State *L);
 wb_prof **wb_lua_new_session(lua_State *L) {
     session_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
-    h->p = NULL;
+    *h = (session_handle){0};
     luaL_setmetatable(L, SESSION_TYPE);
     return &h->p;
 }
@@ -196,8 +197,16 @@ static int s_step(lua_State *L) {
     return 0;
 }
 
+/* Ends the step; the collector's major collection that the next step would meet runs now,
+ * between the steps, timed in neither (wb_lua_collect_between_steps) and counted in stats(). */
 static int s_end_step(lua_State *L) {
     wb_prof_end_step(check_session(L));
+    session_handle *h = wb_lua_checkudata(L, 1, SESSION_TYPE);
+    uint64_t ns = wb_lua_collect_between_steps(L);
+    if (ns > 0) {
+        h->collections++;
+        h->collection_ns += ns;
+    }
     return 0;
 }
 
@@ -251,6 +260,9 @@ static int s_stats_build(lua_State *L) {
     wb_lua_setinteger(L, "peak_memory", (lua_Integer)wb_prof_peak_memory(p));
     wb_lua_setnumber(L, "event_cost_ns", wb_prof_event_cost_ns(p));
     wb_lua_setstring(L, "device_note", wb_prof_device_note(p));
+    session_handle *h = wb_lua_checkudata(L, 1, SESSION_TYPE);
+    wb_lua_setinteger(L, "collections_between_steps", (lua_Integer)h->collections);
+    wb_lua_setinteger(L, "collection_ns", (lua_Integer)h->collection_ns);
     return 1;
 }
 

@@ -73,6 +73,9 @@ wb_lua_tensor *wb_lua_checkhandle(lua_State *L, int idx);
 void wb_lua_set_tensor_metatable(lua_State *L, int idx);
 /* The tensor at idx; raises for another type and for a released tensor. */
 wb_tensor *wb_lua_checktensor(lua_State *L, int idx);
+/* Between two steps of a profiler session: runs the major collection that the next step would
+ * meet (l_aux.c); the nanoseconds it took, 0 when none was due. */
+uint64_t wb_lua_collect_between_steps(lua_State *L);
 /* Pushes a new Lua tensor owning t (or frees t and raises if Lua cannot allocate). */
 void wb_lua_pushtensor(lua_State *L, wb_tensor *t);
 /* Raises on a failed status, else pushes *out: the "call core, push" pattern. `out` is read

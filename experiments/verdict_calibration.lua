@@ -113,7 +113,7 @@ end
 
 local function discounted(r)
     local n = 0
-    for _, side in ipairs({r.steps.a, r.steps.b}) do n = n + #side.burst + #side.busy end
+    for _, side in ipairs({r.steps.a, r.steps.b}) do n = n + #side.left_out end
     return n
 end
 
@@ -155,8 +155,8 @@ local ok, err = pcall(function()
     local aa_s = (wb.time_ns() - t0) / 1e9
     print(string.format("\ndiff, A/A: %d pairs of 12 steps each, %.0f s", aa.pairs, aa_s))
     print(string.format("  pairs with a false SLOWER/FASTER: %d of %d (%.1f%%); false verdicts %d of %d judged; " ..
-        "burst or busy steps: %d", aa.false_pairs, aa.pairs, 100 * aa.false_pairs / aa.pairs, aa.false_verdicts,
-        aa.judged, aa.discounted))
+        "steps left out (burst, busy, thin, after one): %d", aa.false_pairs, aa.pairs,
+        100 * aa.false_pairs / aa.pairs, aa.false_verdicts, aa.judged, aa.discounted))
     for _, e in ipairs(aa.examples) do print("    " .. e) end
     -- power: on the machine as it is (the load stopped), then under the same switching load
     local function power_of(extra, nsteps)

@@ -123,7 +123,8 @@ function M.prog(spec)
                 if o.kernel then
                     local kid = id + 100000
                     add({cat = "kernel", name = o.kname or "k", ts_ns = ts + 10, dur_ns = math.floor(dur / 2), id = kid,
-                        parent = id, correlation = id, lane = "cpu:0 stream 0", args = o.kernel})
+                        parent = id, correlation = id, lane = "cpu:0 stream 0",
+                        args = type(o.kernel) == "function" and o.kernel(s) or o.kernel})
                 end
                 ts = ts + dur + 50
             end

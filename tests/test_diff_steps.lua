@@ -12,8 +12,9 @@ local prog, saw, node = shared.prog, shared.saw, shared.node
 local function model(events, o) return D.model_of(wb.profiler.from_events(events), o) end
 local function diff_of(a, b, o) return D.diff(model(prog(a), o), model(prog(b), o), o) end
 
--- Steps that ran slower as a whole (a burst of other work over 7 of A's 12 steps, every node 1.4x):
--- left out, as five quiet steps remain (the fewest from which the exact test reaches p < 0.01), so
+-- Steps that ran slower as a whole (a burst of other work over 6 of A's 12 steps, every node 1.4x),
+-- and the step right after them (what a burst leaves behind): left out, as five quiet steps remain
+-- (the fewest from which the exact test reaches p < 0.01), so
 -- the one range B really slowed (r3, 1.5x in every step) is SLOWER and every other node SAME, with
 -- the medians of the steps that ran quietly. Judged on every step, A's medians sat in the burst:
 -- every node moved "by 0.71x", and the unchanged ones were UNSURE ("common shift").
@@ -23,14 +24,18 @@ function test_a_burst_is_left_out()
     local one = {}
     for i = 1, 6 do one[i] = six[i] end
     one[3] = {"r3", {{name = "op3", dur = 60000}}}
-    local burst = function(s, i) return (s <= 7 and 1.4 or 1) * saw(s, i) end
+    local burst = function(s, i) return (s <= 6 and 1.4 or 1) * saw(s, i) end
     local r = diff_of({ranges = six, steps = 12, jitter = burst}, {ranges = one, steps = 12, jitter = saw})
-    lu.assertEquals(r.steps.a.burst, {1, 2, 3, 4, 5, 6, 7})
+    lu.assertEquals(r.steps.a.burst, {1, 2, 3, 4, 5, 6})
+    lu.assertEquals(r.steps.a.after, {7})
     lu.assertEquals(r.steps.a.left_out, {1, 2, 3, 4, 5, 6, 7})
     lu.assertFalse(r.steps.a.checked)
     lu.assertEquals(r.steps.b.burst, {})
-    lu.assertStrContains(table.concat(r.notes, " "), "A: 7 of 12 steps left out of the verdicts: step(s) 1, 2, 3, 4, " ..
-        "5, 6, 7 ran 10% or more slower")
+    lu.assertEquals(r.steps.b.left_out, {})
+    local notes = table.concat(r.notes, " ")
+    lu.assertStrContains(notes, "A: 7 of 12 steps left out of the verdicts: step(s) 1, 2, 3, 4, 5, 6 ran 10% or " ..
+        "more slower")
+    lu.assertStrContains(notes, "step(s) 7 came right after such a step")
     lu.assertEquals(node(r, "r1").host.n_a, 5)
     lu.assertTrue(node(r, "r1").host.median_a < 40000 * 1.05, node(r, "r1").host.median_a)
     for _, n in ipairs(r.nodes) do
@@ -69,8 +74,8 @@ function test_an_uneven_burst_over_most_steps_makes_verdicts_unsure()
     lu.assertEquals(node(r, "r5").host.basis, "burst")
 end
 
--- Steps in which the host thread waited for a CPU for 10% or more of the step are left out when
--- six or more remain: A's steps 2 and 5 ran 1.5x slower in r2 alone (a deschedule in one range,
+-- Steps in which the host thread waited for a CPU for 10% or more of the step are left out, with
+-- the step after each, when six or more remain: A's steps 2 and 5 ran 1.5x slower in r2 alone (a deschedule in one range,
 -- which no whole-step factor sees) and say so; r2 is SAME against B without them, and SLOWER
 -- when B has the same slowdown in every step.
 function test_busy_steps_are_left_out()
@@ -80,11 +85,13 @@ function test_busy_steps_are_left_out()
     local waits = function(s, dur) return (s == 2 or s == 5) and math.floor(0.3 * dur) or 0 end
     local r = diff_of({ranges = spiky, steps = 12, jitter = saw, wait = waits}, {ranges = three, steps = 12, jitter = saw})
     lu.assertEquals(r.steps.a.busy, {2, 5})
-    lu.assertEquals(r.steps.a.kept, 10)
-    lu.assertStrContains(table.concat(r.notes, " "), "A: 2 of 12 steps left out of the verdicts: step(s) 2, 5 waited " ..
-        "for a CPU")
-    lu.assertEquals(r.steps.a.left_out, {2, 5})
-    lu.assertEquals(node(r, "r2").host.n_a, 10)
+    lu.assertEquals(r.steps.a.after, {3, 6})
+    lu.assertEquals(r.steps.a.kept, 8)
+    local notes = table.concat(r.notes, " ")
+    lu.assertStrContains(notes, "A: 4 of 12 steps left out of the verdicts")
+    lu.assertStrContains(notes, "step(s) 2, 5 waited for a CPU")
+    lu.assertEquals(r.steps.a.left_out, {2, 3, 5, 6})
+    lu.assertEquals(node(r, "r2").host.n_a, 8)
     lu.assertEquals(node(r, "r2").host.verdict, "SAME")
     local slow = {three[1], {"r2", three[2][2], extra = function() return 60000 end}, three[3]}
     r = diff_of({ranges = three, steps = 12, jitter = saw, wait = waits}, {ranges = slow, steps = 12, jitter = saw})
@@ -116,6 +123,71 @@ function test_small_n_exact_test_and_steps_needed()
     lu.assertNil(j.needs_steps)
     lu.assertEquals(node(r, "r1").host.verdict, "SAME")
     lu.assertEquals(node(r, "r3").host.verdict, "SAME")
+end
+
+
+-- A burst on a parallel kernel's core slows that kernel severalfold and the small single-threaded
+-- nodes hardly: A's r1 ran 4x in steps 4 and 9, the five other ranges as usual. The median of
+-- the nodes' factors does not move; the step's own time (1.5x its quiet level) does: steps 4 and 9
+-- are bursts, 5 and 10 follow them, all four are left out and r1 is SAME. The same 4x in every
+-- step of B is no burst (every step alike) and r1 is SLOWER.
+function test_a_burst_on_one_node_is_seen_by_the_step_time()
+    local six = {}
+    for i = 1, 6 do six[i] = {"r" .. i, {{name = "op" .. i, dur = 40000}}} end
+    local spike = function(s, i, name) return ((s == 4 or s == 9) and name == "r1" and 4 or 1) * saw(s, i) end
+    local r = diff_of({ranges = six, steps = 12, jitter = spike}, {ranges = six, steps = 12, jitter = saw})
+    lu.assertEquals(r.steps.a.burst, {4, 9})
+    lu.assertEquals(r.steps.a.after, {5, 10})
+    lu.assertEquals(r.steps.a.kept, 8)
+    for _, n in ipairs(r.nodes) do lu.assertEquals(n.host.verdict, "SAME", n.label) end
+    local slow = function(s, i, name) return (name == "r1" and 4 or 1) * saw(s, i) end
+    r = diff_of({ranges = six, steps = 12, jitter = saw}, {ranges = six, steps = 12, jitter = slow})
+    lu.assertEquals(r.steps.b.burst, {})
+    lu.assertEquals(node(r, "r1").host.verdict, "SLOWER")
+    lu.assertEquals(node(r, "r2").host.verdict, "SAME")
+end
+
+-- The pool runs kernels on one thread while other processes keep the cores busy, and each kernel
+-- event records the threads it ran on. A's steps 2 and 3 ran their kernels on 1 thread of 2, 2x
+-- slower: thin steps, left out with step 4 after them, and nothing is FASTER. A recording whose
+-- kernels all ran on 1 thread (r1's 2x slower) against one on 2, with the same thread count asked for,
+-- ran another configuration: no FASTER anywhere (basis "threads") and a note says why; asked for
+-- 1 and 2 threads (the fingerprints), the same recordings are FASTER: a comparison made on purpose.
+function test_thin_steps_and_another_thread_count()
+    local function ranges(threads_of)
+        local out = {}
+        for i = 1, 3 do
+            out[i] = {"r" .. i, {{name = "op" .. i, dur = 40000, kname = "k" .. i,
+                kernel = function(s) return {threads = threads_of(s)} end}}}
+        end
+        return out
+    end
+    local two = ranges(function() return 2 end)
+    local thin = ranges(function(s) return (s == 2 or s == 3) and 1 or 2 end)
+    local slow_in = function(steps) return function(s, i) return (steps[s] and 2 or 1) * saw(s, i) end end
+    local r = diff_of({ranges = thin, steps = 12, jitter = slow_in({[2] = true, [3] = true})},
+        {ranges = two, steps = 12, jitter = saw})
+    lu.assertEquals(r.steps.a.thin, {2, 3})
+    lu.assertEquals(r.steps.a.left_out, {2, 3, 4})
+    lu.assertStrContains(table.concat(r.notes, " "), "step(s) 2, 3 ran kernels on fewer threads")
+    lu.assertNil(r.threads)
+    for _, n in ipairs(r.nodes) do lu.assertEquals((n.host or n.device).verdict, "SAME", n.label) end
+    local one = ranges(function() return 1 end)
+    local r1_slow = function(s, i, name) return (name == "r1" and 2 or 1) * saw(s, i) end
+    local a, b = model(prog({ranges = one, steps = 12, jitter = r1_slow})), model(prog({ranges = two, steps = 12,
+        jitter = saw}))
+    r = D.diff(a, b)
+    lu.assertEquals(r.threads, {a = 1, b = 2})
+    lu.assertStrContains(table.concat(r.notes, " "), "ran different configurations")
+    lu.assertEquals(node(r, "r1").host.verdict, "UNSURE")
+    lu.assertEquals(node(r, "r1").host.basis, "threads")
+    for _, n in ipairs(r.nodes) do
+        for _, j in ipairs({n.host or {}, n.device or {}}) do lu.assertNotEquals(j.verdict, "FASTER", n.label) end
+    end
+    lu.assertNotEquals(r.total.host.verdict, "FASTER")
+    r = D.diff(a, b, {fingerprint_a = {threads = "1"}, fingerprint_b = {threads = "2"}})
+    lu.assertNil(r.threads)
+    lu.assertEquals(node(r, "r1").host.verdict, "FASTER")
 end
 
 os.exit(lu.LuaUnit.run())

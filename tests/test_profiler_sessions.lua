@@ -64,4 +64,26 @@ function TestSessions:test_a_lost_session_is_found_and_stopped()
     lu.assertNil(wb.profiler.current())
 end
 
+-- The collector's major collection runs between steps, not inside them: 40 fresh 256 KiB tensors
+-- a step make one due every few steps (at 32 MiB of storage allocated), and each runs at a step
+-- boundary, counted with its time. A session whose steps allocate nothing runs none.
+function TestSessions:test_the_collector_runs_between_steps()
+    local x = wb.randn({64, 1024})
+    local p = wb.profiler.profile{activities = {"cpu"}, schedule = {wait = 0, warmup = 1, active = 12}}
+    p:start()
+    for _ = 1, 13 do
+        for _ = 1, 40 do local _ = wb.gelu(x) end
+        p:step()
+    end
+    p:stop()
+    local st = p:stats()
+    lu.assertTrue(st.collections_between_steps >= 2, st.collections_between_steps)
+    lu.assertTrue(st.collection_ns > 0)
+    local q = wb.profiler.profile{activities = {"cpu"}, schedule = {wait = 0, warmup = 1, active = 12}}
+    q:start()
+    for _ = 1, 13 do q:step() end
+    q:stop()
+    lu.assertEquals(q:stats().collections_between_steps, 0)
+end
+
 os.exit(lu.LuaUnit.run())

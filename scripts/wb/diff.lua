@@ -380,9 +380,11 @@ function M.diff(ma, mb, o)
     local function key_of(n) return HOST[n.cat] and "host" or "device" end
     local pa, pb = steps.plan(ma, key_of, M.MIN_ABS_NS), steps.plan(mb, key_of, M.MIN_ABS_NS)
     local unit = (pa.kept >= steps.MIN_STEPS and pb.kept >= steps.MIN_STEPS) and "step" or "occurrence"
-    r.steps = {unit = unit, a = {burst = pa.burst, busy = pa.busy, left_out = pa.left_out, checked = pa.check or false,
-        kept = pa.kept}, b = {burst = pb.burst, busy = pb.busy, left_out = pb.left_out, checked = pb.check or false,
-        kept = pb.kept}}
+    r.steps = {unit = unit}
+    for side, plan in pairs({a = pa, b = pb}) do
+        r.steps[side] = {burst = plan.burst, busy = plan.busy, thin = plan.thin, after = plan.after,
+            left_out = plan.left_out, checked = plan.check or false, kept = plan.kept}
+    end
     for _, side in ipairs({{"A", ma, pa}, {"B", mb, pb}}) do
         local name, m, plan = side[1], side[2], side[3]
         if #plan.left_out > 0 then
@@ -391,14 +393,18 @@ function M.diff(ma, mb, o)
                 "quiet steps (a burst of other work, not a node)", table.concat(plan.burst, ", ")) end
             if #plan.busy > 0 then why[#why + 1] = string.format("%s waited for a CPU for %d%% or more of the step",
                 table.concat(plan.busy, ", "), math.floor(steps.BUSY_SHARE * 100)) end
+            if #plan.thin > 0 then why[#why + 1] = string.format("%s ran kernels on fewer threads than the " ..
+                "other steps (the pool gives way to other work)", table.concat(plan.thin, ", ")) end
+            if #plan.after > 0 then why[#why + 1] = string.format("%s came right after such a step (and start with " ..
+                "its after-effects: workers asleep, data out of cache)", table.concat(plan.after, ", ")) end
             r.notes[#r.notes + 1] = string.format("%s: %d of %d steps left out of the verdicts: step(s) %s",
                 name, #plan.left_out, #m.steps, table.concat(why, "; step(s) "))
         end
         if plan.check then
             local disturbed = {}
             for k = 1, #m.steps do if not plan.quiet[k] then disturbed[#disturbed + 1] = k end end
-            r.notes[#r.notes + 1] = string.format("%s: step(s) %s ran slower as a whole or waited for a CPU (a " ..
-                "burst of other work), too many to leave out (fewer than %d quiet steps): a change must also show on " ..
+            r.notes[#r.notes + 1] = string.format("%s: step(s) %s ran slower as a whole, waited for a CPU or ran " ..
+                "kernels on fewer threads (other work on the machine), too many to leave out (fewer than %d quiet steps): a change must also show on " ..
                 "the quiet steps alone (their medians apart the same way), else its verdict is UNSURE", name,
                 table.concat(disturbed, ", "), steps.MIN_QUIET)
         end
@@ -407,9 +413,28 @@ function M.diff(ma, mb, o)
         r.notes[#r.notes + 1] = string.format("fewer than %d steps a side: every occurrence is a sample (not one " ..
             "per step), and occurrences within a step share its conditions", steps.MIN_STEPS)
     end
+    -- the most threads the cpu kernels of the steps judged ran on, per side: with the same thread
+    -- count asked for, a side whose kernels never reached the other's ran another configuration
+    -- (the pool on one thread while other processes kept the cores busy), and no node is told
+    -- FASTER or SLOWER across that
+    local function most_threads(m, plan)
+        local most
+        for k, st in ipairs(m.steps) do
+            if plan.keep[k] and st.threads_max then most = math.max(most or 0, st.threads_max) end
+        end
+        return most
+    end
+    local ta, tb = most_threads(ma, pa), most_threads(mb, pb)
+    if ta and tb and ta ~= tb and fa.threads == fb.threads then
+        r.threads = {a = ta, b = tb}
+        r.notes[#r.notes + 1] = string.format("the kernels ran on at most %d thread(s) in A and %d in B with the same " ..
+            "thread count asked for: the pool ran on fewer while other processes kept the cores busy, so the two " ..
+            "recordings ran different configurations and no change is called FASTER or SLOWER (record again on a " ..
+            "quiet machine)", ta, tb)
+    end
     -- the factor every aligned node moved by (median of their ratios; nodes above the resolution,
     -- and at least 4 of them, else none): a machine that ran faster or slower while recording
-    -- (the samples as judged: burst and busy steps out)
+    -- (the samples as judged: burst, busy and thin steps out)
     local logs = {}
     for _, path in ipairs(ma.order) do
         local a, b = ma.nodes[path], mb.nodes[path]
@@ -438,13 +463,15 @@ function M.diff(ma, mb, o)
         return j
     end
     -- with bursts over too many steps to leave out: a FASTER or SLOWER must also show on the quiet
-    -- steps alone (too few for a test of their own: their medians' ratio in the same direction and
-    -- at least the minimum effect), else UNSURE
+    -- steps alone (too few for a test of their own: at least two samples a side, their medians'
+    -- ratio in the same direction and at least the minimum effect), else UNSURE
     local least = math.log(1 + (o.min_effect or compare.MIN_EFFECT))
     local function held(j, quiet_a, quiet_b)
         if j and (j.verdict == "SLOWER" or j.verdict == "FASTER") and (pa.check or pb.check) then
-            local shows = #quiet_a == 0 or #quiet_b == 0 -- every step disturbed alike: nothing to set apart
-            if not shows then
+            -- every step of both disturbed alike: nothing to set apart; one quiet sample, or none on
+            -- one side only, shows nothing
+            local shows = #quiet_a == 0 and #quiet_b == 0
+            if #quiet_a >= 2 and #quiet_b >= 2 then
                 local x, y = stats.median(quiet_a), stats.median(quiet_b)
                 local l = (x > 0 and y > 0) and math.log(y / x) or 0
                 shows = math.abs(l) >= least and (l > 0) == (j.verdict == "SLOWER")
@@ -453,16 +480,22 @@ function M.diff(ma, mb, o)
         end
         return j
     end
+    local function configured(j)
+        if j and r.threads and (j.verdict == "SLOWER" or j.verdict == "FASTER") then
+            j.verdict, j.basis, j.needs, j.needs_steps = "UNSURE", "threads", nil, nil
+        end
+        return j
+    end
     local qa, qb = pa.check and pa.quiet or nil, pb.check and pb.quiet or nil
     local function judged(a, b, key)
         local sa, sb = steps.samples(a, key, ma, pa, unit), steps.samples(b, key, mb, pb, unit)
-        local j = needs_steps(judge(sa, sb, o.min_effect, common), pa, math.min(#sa, #sb))
+        local j = configured(needs_steps(judge(sa, sb, o.min_effect, common), pa, math.min(#sa, #sb)))
         if not (qa or qb) then return j end
         return held(j, steps.samples(a, key, ma, pa, unit, qa), steps.samples(b, key, mb, pb, unit, qb))
     end
     local function total(field)
-        local j = needs_steps(judge(steps.step_samples(ma, field, pa), steps.step_samples(mb, field, pb), o.min_effect,
-            common), pa, pa.kept)
+        local j = configured(needs_steps(judge(steps.step_samples(ma, field, pa), steps.step_samples(mb, field, pb),
+            o.min_effect, common), pa, pa.kept))
         if not (qa or qb) then return j end
         return held(j, steps.step_samples(ma, field, pa, qa), steps.step_samples(mb, field, pb, qb))
     end

@@ -7,10 +7,16 @@
 --     time in that step against its median step, taken against the quiet level (the steps' 10th
 --     percentile: other work slows steps, never speeds them); a step 10% or more above it ran slower
 --     as a whole (the machine, not a node);
+--     A step whose own time is 10% or more above the steps' quiet level (their 10th percentile)
+--     is a burst step too: a burst on the core of a parallel kernel's worker slows that kernel
+--     severalfold and the many small single-threaded nodes hardly, so their median misses it;
 --   * busy steps: a step whose host thread waited for a CPU for 10% or more of its time (the
 --     run-queue delay the profiler samples), and for more than twice the steps' median share (a
 --     machine busy through every step moves all of them alike: the common shift's case);
---   * burst and busy steps are left out while five or more quiet steps remain (five a side is the
+--   * thin steps: a step whose cpu kernels ran on fewer threads, on average, than in the
+--     recording's fullest step (the pool runs kernels on one thread while other processes keep
+--     the cores busy: the threads each kernel event records);
+--   * burst, busy and thin steps are left out while five or more quiet steps remain (five a side is the
 --     fewest from which the exact rank test can reach p < 0.01), so that what is judged and shown
 --     is what ran; with fewer, every step is kept, and a FASTER or SLOWER must show on the quiet
 --     steps alone as well (their medians apart the same way), else it is UNSURE (wb.diff: basis
@@ -57,9 +63,9 @@ function M.per_step(n, key, nsteps)
 end
 
 -- The plan for one recording (a wb.diff model): {keep = {[k] = bool} (the steps judged), quiet =
--- {[k] = bool} (steps neither burst nor busy), check = true when the quiet steps were too few to
--- judge alone (every step kept: a verdict must hold on the quiet ones too), burst, busy, left_out
--- (step lists), factor = {[k] = the step's factor against the quiet level}, kept = count}.
+-- {[k] = bool} (steps neither burst, busy nor thin), check = true when the quiet steps were too
+-- few to judge alone (every step kept: a verdict must hold on the quiet ones too), burst, busy,
+-- thin, left_out (step lists), factor = {[k] = the step's factor against the quiet level}, kept = count}.
 -- key_of(node) -> the sample key judged for that node; min_abs: nodes whose median step is below
 -- it (the clock's resolution) do not vote on a step's factor.
 function M.plan(m, key_of, min_abs)
@@ -79,7 +85,8 @@ function M.plan(m, key_of, min_abs)
             end
         end
     end
-    local p = {factor = {}, keep = {}, quiet = {}, burst = {}, busy = {}, left_out = {}, kept = nsteps}
+    local p = {factor = {}, keep = {}, quiet = {}, burst = {}, busy = {}, thin = {}, after = {}, left_out = {},
+        kept = nsteps}
     local raw, voted = {}, {}
     for k = 1, nsteps do
         local l = logs[k]
@@ -88,16 +95,42 @@ function M.plan(m, key_of, min_abs)
     -- other work only ever slows a step: the quiet level is the steps' 10th percentile, not their
     -- median (a burst over most of a recording would be the median)
     local level = #voted >= 3 and stats.summarize(voted).p10 or 1
+    -- the step as a whole against its quiet level too: a burst that slows the parallel kernels
+    -- (a worker thread sharing its core) and hardly the many small single-threaded nodes moves
+    -- the median of the nodes little and the step's time a lot
+    local totals = {}
+    for k, st in ipairs(m.steps) do totals[k] = st.host_ns end
+    local total_level = nsteps >= 3 and stats.summarize(totals).p10 or 0
+    -- thin steps: the thread pool runs kernels on one thread while other processes keep the cores
+    -- busy (wb.set_num_threads); a step whose cpu kernels ran on fewer threads on average than in
+    -- the recording's fullest step ran another configuration
+    local full = 0
+    for _, st in ipairs(m.steps) do full = math.max(full, st.threads_mean or 0) end
     -- a busy step waited for a CPU for BUSY_SHARE of it or more, and more than twice the steps'
     -- median share: a machine busy through every step is the common shift's, not a step's
     local shares = {}
     for k, st in ipairs(m.steps) do shares[k] = st.host_ns > 0 and (st.wait_ns or 0) / st.host_ns or 0 end
     local usual = nsteps > 0 and stats.median(shares) or 0
-    local n_quiet = 0
     for k = 1, nsteps do
         p.factor[k], p.keep[k], p.quiet[k] = raw[k] and raw[k] / level or 1, true, true
+        if total_level > 0 and m.steps[k].host_ns / total_level > p.factor[k] then
+            p.factor[k] = m.steps[k].host_ns / total_level
+        end
         if p.factor[k] >= 1 + M.BURST then p.burst[#p.burst + 1] = k; p.quiet[k] = false end
         if shares[k] >= M.BUSY_SHARE and shares[k] > 2 * usual then p.busy[#p.busy + 1] = k; p.quiet[k] = false end
+        local mean = m.steps[k].threads_mean
+        if mean and mean < full - 1e-9 then p.thin[#p.thin + 1] = k; p.quiet[k] = false end
+    end
+    -- what a burst leaves behind: the step after a disturbed one starts with the pool's workers
+    -- gone to sleep and its data out of cache (measured under a switching load: the first range of
+    -- such steps 13-15% slower than in the recording's other quiet steps)
+    for k = nsteps, 2, -1 do
+        if p.quiet[k] and not p.quiet[k - 1] then p.after[#p.after + 1] = k end
+    end
+    table.sort(p.after)
+    for _, k in ipairs(p.after) do p.quiet[k] = false end
+    local n_quiet = 0
+    for k = 1, nsteps do
         if p.quiet[k] then n_quiet = n_quiet + 1 end
     end
     if n_quiet < nsteps and n_quiet >= M.MIN_QUIET then
