@@ -27,7 +27,6 @@ typedef struct inst {
     uint32_t id, link, sig;
     int32_t parent, step, rank, node;
     uint32_t child0, nchild; /* its children in kids[child0 ..] */
-    uint16_t threads; /* cpu kernels: the threads they ran on (0: not recorded) */
     uint8_t kind;
 } inst;
 
@@ -338,7 +337,6 @@ wb_status wb_prof_diff_model(const wb_prof *p, const wb_diff_model_opts *opts, w
         if (sig < 0) goto oom;
         inst x = {.ts = e->ts_ns, .dur = e->dur_ns, .seq = seq, .id = e->id, .link = e->link, .sig = (uint32_t)sig,
                   .parent = -1, .step = -1, .kind = e->kind,
-                  .threads = e->kind == WB_EV_KERNEL ? e->threads : 0,
                   .what = e->kind == WB_EV_KERNEL ? (const void *)e->kernel : (const void *)e->name};
         if (is_host(e->kind))
             APPEND(host, nh, cap_h, x);
@@ -566,30 +564,13 @@ wb_status wb_prof_diff_model(const wb_prof *p, const wb_diff_model_opts *opts, w
     m->nsteps = ns;
     m->step_host_ns = malloc(ns * sizeof(int64_t)), m->step_device_ns = malloc(ns * sizeof(int64_t));
     m->step_ts_ns = malloc(ns * sizeof(int64_t)), m->step_wait_ns = malloc(ns * sizeof(double));
-    m->step_threads_min = calloc(ns, sizeof(int32_t)), m->step_threads_max = calloc(ns, sizeof(int32_t));
-    m->step_threads_mean = calloc(ns, sizeof(double));
-    if (!m->step_host_ns || !m->step_device_ns || !m->step_ts_ns || !m->step_wait_ns || !m->step_threads_min ||
-        !m->step_threads_max || !m->step_threads_mean)
-        goto oom;
+    if (!m->step_host_ns || !m->step_device_ns || !m->step_ts_ns || !m->step_wait_ns) goto oom;
     for (size_t k = 0; k < ns; k++) {
         m->step_host_ns[k] = steps[k].dur, m->step_ts_ns[k] = steps[k].ts;
         m->step_device_ns[k] = in[ROOT(k)].device_ns;
         m->step_wait_ns[k] = steps[k].wait;
     }
-    uint32_t *counted = calloc(ns, sizeof *counted); /* kernels per step that recorded their threads */
-    if (!counted) goto oom;
-    for (size_t i = nh; i < nh + nd; i++) { /* the threads the step's cpu kernels ran on */
-        const inst *x = &in[i];
-        if (x->step < 0 || x->threads == 0) continue;
-        int32_t *lo = &m->step_threads_min[x->step], *hi = &m->step_threads_max[x->step];
-        if (*lo == 0 || x->threads < *lo) *lo = x->threads;
-        if (x->threads > *hi) *hi = x->threads;
-        m->step_threads_mean[x->step] += x->threads;
-        counted[x->step]++;
-    }
-    for (size_t k = 0; k < ns; k++)
-        if (counted[k]) m->step_threads_mean[k] /= counted[k];
-    free(counted);
+    st = wb_diff_model_threads(p, m);
     goto done;
 oom:
     st = wb_error(WB_ERR_MEMORY, "diff: out of memory building the model of %zu events", nh + nd);
