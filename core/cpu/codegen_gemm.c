@@ -106,7 +106,9 @@ static const wb_launch_layout epilogue_layout = {
     .refresh = refresh_epilogue_gemm,
     .npointers = 8,
     .pointers = {offsetof(epilogue_launch, p.a), offsetof(epilogue_launch, p.b), offsetof(epilogue_launch, p.c),
-                 offsetof(epilogue_launch, p.bias), EPI_IN(0), EPI_IN(1), EPI_IN(2), offsetof(epilogue_launch, epi.out)}};
+                 offsetof(epilogue_launch, p.bias), EPI_IN(0), EPI_IN(1), EPI_IN(2), offsetof(epilogue_launch, epi.out)},
+    .nstorages = 1,
+    .storages = {{offsetof(epilogue_launch, b_storage), offsetof(epilogue_launch, b_offset)}}};
 #undef EPI_IN
 
 static char layout_letter(int64_t rows_stride, int64_t cols_stride, int64_t rows, int64_t cols) {

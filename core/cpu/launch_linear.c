@@ -44,14 +44,17 @@ static void refresh_gemm(void *v) {
                                        g->up_storage, g->up_offset, g->bf16);
 }
 
-/* packed_b is not listed: refresh re-resolves it from b_storage (a graph never rebinds a weight
- * whose storage a context names: core/observe/graph.c) */
+/* packed_b is not listed: refresh re-resolves it from b_storage and up_storage, which a rebound
+ * weight moves to its own storage (core/observe/graph_inputs.c) */
 static const wb_launch_layout gemm_layout = {
     .size = sizeof(gemm_launch),
     .refresh = refresh_gemm,
     .npointers = 6,
     .pointers = {offsetof(gemm_launch, p.a), offsetof(gemm_launch, p.b), offsetof(gemm_launch, p.b_up),
-                 offsetof(gemm_launch, p.c), offsetof(gemm_launch, p.bias), offsetof(gemm_launch, p.bias_up)}};
+                 offsetof(gemm_launch, p.c), offsetof(gemm_launch, p.bias), offsetof(gemm_launch, p.bias_up)},
+    .nstorages = 2,
+    .storages = {{offsetof(gemm_launch, b_storage), offsetof(gemm_launch, b_offset)},
+                 {offsetof(gemm_launch, up_storage), offsetof(gemm_launch, up_offset)}}};
 
 static wb_gemm_store store_for(wb_activation act) {
     return act == WB_ACT_GELU_TANH  ? WB_STORE_GELU_TANH

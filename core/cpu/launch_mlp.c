@@ -38,12 +38,17 @@ static void pack_weights(mlp_launch *l) {
 
 static void refresh_mlp(void *v) { pack_weights(v); }
 
-/* packed weights are not listed: refresh re-resolves them from the storages */
+/* packed weights are not listed: refresh re-resolves them from the storages, which a rebound
+ * weight moves to its own */
 static const wb_launch_layout mlp_layout = {
     .size = sizeof(mlp_launch),
     .refresh = refresh_mlp,
     .npointers = 3,
-    .pointers = {offsetof(mlp_launch, p.x), offsetof(mlp_launch, p.bias), offsetof(mlp_launch, p.out)}};
+    .pointers = {offsetof(mlp_launch, p.x), offsetof(mlp_launch, p.bias), offsetof(mlp_launch, p.out)},
+    .nstorages = 3,
+    .storages = {{offsetof(mlp_launch, gate), offsetof(mlp_launch, gate_offset)},
+                 {offsetof(mlp_launch, up), offsetof(mlp_launch, up_offset)},
+                 {offsetof(mlp_launch, down), offsetof(mlp_launch, down_offset)}}};
 
 wb_status wb_cpu_mlp_impl(wb_op_call *c) {
     wb_tensor *x = c->in[0], *wg = c->in[1], *wu = c->in[2], *wd = c->in[3], *b = c->in[4];

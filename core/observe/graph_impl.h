@@ -19,8 +19,10 @@ typedef struct node {
 
 /* A data pointer of a copied context that points into an input: rebinding writes base + rel. */
 typedef struct input_slot {
-    char *at; /* the pointer field inside a node's ctx */
-    ptrdiff_t rel;
+    char *at;        /* the pointer field inside a node's ctx */
+    ptrdiff_t rel;   /* data pointers: bytes from the input's first element */
+    char *offset_at; /* storage fields (a cached state's key): their element offset's field, and rel
+                        in elements from the input's offset; NULL for data pointers */
 } input_slot;
 
 typedef struct graph_input {

@@ -9,9 +9,11 @@
  * input: a scan would also rewrite a non-pointer word that happens to hold such a value (a float
  * and its padding, a stale stack word in a hole of the struct). The scan is kept, but only to
  * refuse: a word that points into the input outside the listed fields (a family whose list is
- * incomplete), or that equals the input's storage object (cached state keyed on the storage, such
- * as a GEMM's prepacked weight, which a pointer rewrite would leave stale), makes the input
- * non-rebindable, and the caller copies into it as before. */
+ * incomplete), or that equals the input's storage object outside the listed storage fields
+ * (cached state keyed on the storage, which a pointer rewrite would leave stale), makes the input
+ * non-rebindable, and the caller copies into it as before. A listed storage field (a GEMM's
+ * prepacked weight: the key of the packing cache) moves to the bound tensor's storage and offset,
+ * and the family's refresh packs that weight before the replay (once: the cache keeps it). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,23 @@ static int listed(const wb_launch_layout *layout, size_t offset) {
     return 0;
 }
 
+static const wb_launch_storage *listed_storage(const wb_launch_layout *layout, size_t offset) {
+    for (int i = 0; i < layout->nstorages; i++)
+        if (layout->storages[i].storage == offset) return &layout->storages[i];
+    return NULL;
+}
+
+static int add_slot(graph_input *in, size_t *cap, input_slot slot) {
+    if (in->nslots == *cap) {
+        size_t n = *cap ? *cap * 2 : 8;
+        input_slot *q = realloc(in->slots, n * sizeof *q);
+        if (!q) return 0;
+        in->slots = q, *cap = n;
+    }
+    in->slots[in->nslots++] = slot;
+    return 1;
+}
+
 /* Finds the slots of input `in` in node `nd`; on a reason to refuse, fills in->why_not. */
 static int scan_node(graph_input *in, const node *nd, size_t *cap) {
     const char *sbase = in->captured.storage->data, *send = sbase + in->captured.storage->nbytes;
@@ -43,10 +62,18 @@ static int scan_node(graph_input *in, const node *nd, size_t *cap) {
         const char *p;
         memcpy(&p, (char *)nd->ctx + off, sizeof p);
         if (p == (const char *)in->captured.storage) {
-            snprintf(in->why_not, sizeof in->why_not,
-                     "kernel %s keys cached state on its storage (a prepacked weight)",
-                     wb_kernel_kind_name(nd->desc.kind));
-            return 1;
+            const wb_launch_storage *ls = listed_storage(nd->layout, off);
+            if (!ls) {
+                snprintf(in->why_not, sizeof in->why_not, "kernel %s keys cached state on its storage",
+                         wb_kernel_kind_name(nd->desc.kind));
+                return 1;
+            }
+            int64_t at_offset;
+            memcpy(&at_offset, (char *)nd->ctx + ls->offset, sizeof at_offset);
+            if (!add_slot(in, cap, (input_slot){(char *)nd->ctx + off, at_offset - in->captured.offset,
+                                                (char *)nd->ctx + ls->offset}))
+                return 0;
+            continue;
         }
         if (p < sbase || p >= send) continue;
         if (!listed(nd->layout, off) || p >= end || p < base) {
@@ -54,13 +81,7 @@ static int scan_node(graph_input *in, const node *nd, size_t *cap) {
                      wb_kernel_kind_name(nd->desc.kind));
             return 1;
         }
-        if (in->nslots == *cap) {
-            size_t n = *cap ? *cap * 2 : 8;
-            input_slot *q = realloc(in->slots, n * sizeof *q);
-            if (!q) return 0;
-            in->slots = q, *cap = n;
-        }
-        in->slots[in->nslots++] = (input_slot){(char *)nd->ctx + off, p - base};
+        if (!add_slot(in, cap, (input_slot){(char *)nd->ctx + off, p - base, NULL})) return 0;
     }
     return 1;
 }
@@ -101,11 +122,22 @@ static int same_geometry(const wb_tensor *a, const wb_tensor *b) {
     return 1;
 }
 
-static void point_at(graph_input *in, wb_storage *s, const char *base) {
+/* Points the slots at tensor t's elements (a storage field at t's storage, NULL: the captured
+ * one, and t's offset); s is retained as the bound storage. */
+static void point_at(graph_input *in, wb_storage *s, const wb_tensor *t) {
+    const char *base = wb_tensor_data(t);
     if (base == in->base && s == in->bound) return;
     for (size_t i = 0; i < in->nslots; i++) {
-        const char *p = base + in->slots[i].rel;
-        memcpy(in->slots[i].at, &p, sizeof p);
+        const input_slot *slot = &in->slots[i];
+        if (slot->offset_at) {
+            wb_storage *key = t->storage;
+            int64_t offset = t->offset + slot->rel;
+            memcpy(slot->at, &key, sizeof key);
+            memcpy(slot->offset_at, &offset, sizeof offset);
+            continue;
+        }
+        const char *p = base + slot->rel;
+        memcpy(slot->at, &p, sizeof p);
     }
     if (s) wb_storage_retain(s);
     if (in->bound) wb_storage_release(in->bound);
@@ -119,9 +151,9 @@ int wb_graph_input_bind(wb_graph *g, int index, const wb_tensor *t) {
      * be overwritten while it is read: it goes through the copy */
     int ok = t && !in->why_not[0] && same_geometry(t, &in->captured) && !wb_ptrset_has(&g->written_set, t->storage);
     if (ok)
-        point_at(in, t->storage == in->captured.storage ? NULL : t->storage, wb_tensor_data(t));
+        point_at(in, t->storage == in->captured.storage ? NULL : t->storage, t);
     else
-        point_at(in, NULL, wb_tensor_data(&in->captured));
+        point_at(in, NULL, &in->captured);
     return ok;
 }
 

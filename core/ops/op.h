@@ -193,14 +193,23 @@ wb_status wb_dispatch_out(wb_op_id id, wb_op_call *call, wb_tensor **out);
 
 /* How a launch context is laid out, for graph capture: its size (capture keeps a copy), an
  * optional `refresh` that re-resolves cached state in a copied context before a replay (a GEMM's
- * packed weights), and the byte offsets of its data pointers (replay points them at new input
- * buffers: core/observe/graph.c). One static const row per kernel family, declared beside its struct. */
+ * packed weights), the byte offsets of its data pointers (replay points them at new input
+ * buffers: core/observe/graph_inputs.c), and of the storages its cached state is keyed on, each
+ * with its int64_t element offset (a prepacked weight: rebinding moves the key to the new
+ * storage, and refresh packs that one). One static const row per kernel family, declared beside
+ * its struct. */
 #define WB_LAUNCH_MAX_POINTERS 8
+#define WB_LAUNCH_MAX_STORAGES 3
+typedef struct wb_launch_storage {
+    size_t storage, offset; /* a wb_storage * field and its int64_t element offset */
+} wb_launch_storage;
 typedef struct wb_launch_layout {
     size_t size;
     void (*refresh)(void *ctx); /* (optional) */
     int npointers;
     size_t pointers[WB_LAUNCH_MAX_POINTERS];
+    int nstorages;
+    wb_launch_storage storages[WB_LAUNCH_MAX_STORAGES];
 } wb_launch_layout;
 
 /* The description of a launch by call c (NULL: none): the kind interned from *key, the work
