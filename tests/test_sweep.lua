@@ -260,4 +260,33 @@ function TestSweep:test_trace_tokens_outside_the_sweep_is_said()
     os.execute("rm -rf '" .. dir .. "'")
 end
 
+-- The main table warns, under it, when a mode (all of them run eager's work with fewer kernels or
+-- less host work) is measured SLOWER than eager, naming the mode, the token count and the ratio
+-- with its range; a FASTER or SAME row is not named, and with none SLOWER there is no warning.
+function TestSweep:test_a_mode_slower_than_eager_is_warned_about()
+    local T = require("wb.mlp_table")
+    local function row(mode, ms, verdict, ratio, lo, hi)
+        return {tokens = 512, mode = mode, median_ms = ms, pct_peak = 50, gflops = 100, gbs = 1, kernels = 5,
+            host_us = 10, rounds = 3, speedup_vs_eager = ratio, speedup_vs_eager_lo = lo, speedup_vs_eager_hi = hi,
+            speedup_vs_eager_verdict = verdict, noise = 0.01, samples_ms = {ms}, samples_ms_per_round = {1}}
+    end
+    local function table_of(rows)
+        local out, real = {}, print
+        print = function(...) out[#out + 1] = table.concat({...}, "\t") end
+        local ok, err = pcall(T.print, {run_tokens = {512}, peers = {}, info = {peak_gflops = 400, bandwidth_gbs = 80,
+            calibrated = "calibrated"}, device = "cpu", rounds = 3, max_rounds = 10, torch = {}, dnnl = {},
+            target_noise = 0.05}, {[512] = rows})
+        print = real
+        assert(ok, err)
+        return table.concat(out, "\n"):gsub("\n  ", " ")
+    end
+    local text = table_of({row("eager", 10, "SAME", 1, 1, 1), row("graph", 10.8, "SLOWER", 0.926, 0.90, 0.95),
+        row("dual", 8, "FASTER", 1.25, 1.2, 1.3)})
+    lu.assertStrContains(text, "warning: measured SLOWER than eager")
+    lu.assertStrContains(text, "graph at 512 tokens 0.93x (0.90-0.95)")
+    lu.assertNotStrContains(text, "dual at 512")
+    text = table_of({row("eager", 10, "SAME", 1, 1, 1), row("graph", 10.1, "SAME", 0.99, 0.97, 1.02)})
+    lu.assertNotStrContains(text, "warning: measured SLOWER")
+end
+
 scratch.exit(lu.LuaUnit.run())

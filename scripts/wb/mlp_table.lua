@@ -1,8 +1,9 @@
 -- wb.mlp_table: the main job's text table (experiments/mlp_sweep.lua), within 120 columns: a note
 -- first where a point is above the calibrated peak, then one row per mode and per peer at each
 -- token count with its verdict against eager (wb.verdict's rule, the one compare uses), taken on
--- the medians shown; then our fastest mode against each peer, and the footer that says what each
--- figure is, the rounds each token count took and the peers' builds.
+-- the medians shown; then our fastest mode against each peer, a warning naming any mode measured
+-- SLOWER than eager, and the footer that says what each figure is, the rounds each token count
+-- took and the peers' builds.
 --
 --   require("wb.mlp_table").print(run, by_tokens): run, the main job's state as wb.mlp_report reads it
 --       ({info =, device =, rounds =, max_rounds =, torch =, dnnl =, run_tokens =}) and peers =
@@ -95,6 +96,23 @@ function M.print(c, by_tokens)
     if #peer_lines > 0 then
         print("\nvs peers: our fastest mode, the peer's median over its (above 1: ours is faster), verdict for ours:")
         print(table.concat(peer_lines, "\n"))
+    end
+
+    -- a mode meant to be faster than eager (fewer kernels, or eager's kernels with less host work)
+    -- measured SLOWER by the verdict: said under the table, not left to be spotted in it
+    local slower = {}
+    for _, t in ipairs(run_tokens) do
+        for _, r in ipairs(by_tokens[t]) do
+            if r.mode ~= "eager" and r.speedup_vs_eager_verdict == "SLOWER" then
+                slower[#slower + 1] = string.format("%s at %d tokens %s", r.mode, r.tokens,
+                    vs_eager_cell(r.speedup_vs_eager, r.speedup_vs_eager_lo, r.speedup_vs_eager_hi, r.rounds))
+            end
+        end
+    end
+    if #slower > 0 then
+        print(words.wrap(string.format("\nwarning: measured SLOWER than eager, though every mode runs eager's work " ..
+            "with fewer kernels or less host work: %s. Compare the modes' traces (workbench diff), or rerun on a " ..
+            "quiet machine", table.concat(slower, "; ")), 120, "  "))
     end
 
     -- the footer: what each figure is, the rounds each token count took, and the peers' builds
