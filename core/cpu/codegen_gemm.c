@@ -146,7 +146,7 @@ wb_status wb_cpu_generated_gemm_impl(wb_op_call *c) {
         .bias = bias ? wb_tensor_data(bias) : NULL,
         .store = WB_STORE_PLAIN,
         .packed_b = kk > 0 && n > 0 ? wb_prepack_get(isa, w->storage, w->offset, kk, n, rsb, csb, NULL, 0, 0) : NULL,
-        .threads = wb_get_num_threads(),
+        .threads = wb_threads_requested(), /* lowered by the kernel while the cores are busy */
         .epilogue = (wb_gemm_epilogue_fn)(void (*)(void))k->fn,
     };
     /* the epilogue's inputs, as a generated pointwise kernel sees them over the output */

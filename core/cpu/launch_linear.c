@@ -70,7 +70,10 @@ static wb_gemm_store store_for(wb_activation act) {
 static wb_status launch_gemm(const wb_op_call *c, const wb_cpu_isa *isa, int bf16, const wb_gemm_problem *p,
                              wb_kernel_kind key, wb_tensor *b, wb_tensor *up) {
     gemm_launch g = {.isa = isa, .p = *p, .bf16 = bf16};
-    g.p.threads = wb_get_num_threads();
+    /* the count asked for: the kernel lowers it to what the cores allow when it runs, so a graph
+     * captured while they were busy (the pool on one thread) replays on all of them once they
+     * are free, and one captured on all gives way when they are busy */
+    g.p.threads = wb_threads_requested();
     if (g.p.packed_b) {
         g.b_storage = b->storage, g.b_offset = b->offset;
         if (up) g.up_storage = up->storage, g.up_offset = up->offset;

@@ -96,7 +96,7 @@ wb_status wb_cpu_mlp_impl(wb_op_call *c) {
               .ldo = n,
               .out_bf16 = bf16,
               .act = c->def->id == WB_OP_SWIGLU_MLP ? WB_STORE_SWIGLU : WB_STORE_GEGLU,
-              .threads = wb_get_num_threads()},
+              .threads = wb_threads_requested()}, /* lowered by the kernel while the cores are busy */
         .gate = wg->storage,
         .up = wu->storage,
         .down = wd->storage,
