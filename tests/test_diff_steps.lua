@@ -190,4 +190,24 @@ function test_thin_steps_and_another_thread_count()
     lu.assertEquals(node(r, "r1").host.verdict, "FASTER")
 end
 
+-- Six steps a side (the fewest that give a sample per step), one of A's a burst (r1-r3 1.4x): left
+-- out alone, the step after it kept, as leaving both out would leave four (too few for p < 0.01):
+-- five quiet steps are judged, and the range B slowed by 20% in every step (r2) is SLOWER while
+-- r1 and r3 are SAME. Judged on all six (the burst kept), r2 could not reach p < 0.01.
+function test_with_six_steps_a_burst_goes_and_the_step_after_it_stays()
+    local three = {{"r1", {{name = "op1", dur = 40000}}}, {"r2", {{name = "op2", dur = 40000}}},
+        {"r3", {{name = "op3", dur = 40000}}}}
+    local slow = {three[1], {"r2", {{name = "op2", dur = 48000}}}, three[3]}
+    local burst = function(s, i) return (s == 2 and 1.4 or 1) * saw(s, i) end
+    local r = diff_of({ranges = three, steps = 6, jitter = burst}, {ranges = slow, steps = 6, jitter = saw})
+    lu.assertEquals(r.steps.a.burst, {2})
+    lu.assertEquals(r.steps.a.left_out, {2})
+    lu.assertEquals(r.steps.a.after_kept, {3})
+    lu.assertEquals(r.steps.a.kept, 5)
+    lu.assertFalse(r.steps.a.checked)
+    lu.assertEquals(node(r, "r2").host.verdict, "SLOWER")
+    lu.assertEquals(node(r, "r1").host.verdict, "SAME")
+    lu.assertEquals(node(r, "r3").host.verdict, "SAME")
+end
+
 os.exit(lu.LuaUnit.run())

@@ -16,7 +16,8 @@
 --   * thin steps: a step whose cpu kernels ran on fewer threads, on average, than in the
 --     recording's fullest step (the pool runs kernels on one thread while other processes keep
 --     the cores busy: the threads each kernel event records);
---   * burst, busy and thin steps are left out while five or more quiet steps remain (five a side is the
+--   * burst, busy and thin steps are left out, with the step after each (for a single disturbed
+--     step, when too few would remain, the one after it is kept), while five or more quiet steps remain (five a side is the
 --     fewest from which the exact rank test can reach p < 0.01), so that what is judged and shown
 --     is what ran; with fewer, every step is kept, and a FASTER or SLOWER must show on the quiet
 --     steps alone as well (their medians apart the same way), else it is UNSURE (wb.diff: basis
@@ -128,18 +129,34 @@ function M.plan(m, key_of, min_abs)
         if p.quiet[k] and not p.quiet[k - 1] then p.after[#p.after + 1] = k end
     end
     table.sort(p.after)
-    for _, k in ipairs(p.after) do p.quiet[k] = false end
-    local n_quiet = 0
+    local undisturbed = 0 -- steps neither burst, busy nor thin (after-steps counted in)
     for k = 1, nsteps do
-        if p.quiet[k] then n_quiet = n_quiet + 1 end
+        if p.quiet[k] then undisturbed = undisturbed + 1 end
     end
+    for _, k in ipairs(p.after) do p.quiet[k] = false end
+    local n_quiet = undisturbed - #p.after
+    -- what is left out: every disturbed step and the step after each, while MIN_QUIET remain; else,
+    -- for one disturbed step in an otherwise quiet recording (six steps, say), that step alone,
+    -- keeping the one after it (one step fewer to judge weighs more than one after-effect; under a
+    -- switching load, with several, keeping them made "up" read 0.88x in 3 of 40 A/A pairs); else
+    -- none, and a verdict must hold on the quiet steps too
+    local out
     if n_quiet < nsteps and n_quiet >= M.MIN_QUIET then
-        for k = 1, nsteps do
-            if not p.quiet[k] then p.keep[k] = false; p.left_out[#p.left_out + 1] = k end
-        end
+        out = function(k) return not p.quiet[k] end
         p.kept = n_quiet
+    elseif undisturbed == nsteps - 1 and undisturbed >= M.MIN_QUIET then
+        local after = {}
+        for _, k in ipairs(p.after) do after[k] = true; p.quiet[k] = true end
+        p.after_kept, p.after = p.after, {}
+        out = function(k) return not p.quiet[k] and not after[k] end
+        p.kept = undisturbed
     elseif n_quiet < nsteps then
         p.check = true
+    end
+    if out then
+        for k = 1, nsteps do
+            if out(k) then p.keep[k] = false; p.left_out[#p.left_out + 1] = k end
+        end
     end
     return p
 end
