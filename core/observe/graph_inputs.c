@@ -122,8 +122,8 @@ static int same_geometry(const wb_tensor *a, const wb_tensor *b) {
     return 1;
 }
 
-/* Points the slots at tensor t's elements (a storage field at t's storage, NULL: the captured
- * one, and t's offset); s is retained as the bound storage. */
+/* Points the data slots at tensor t's elements and the storage fields at t's storage and offset;
+ * s (NULL: the captured storage) is retained as the one bound. */
 static void point_at(graph_input *in, wb_storage *s, const wb_tensor *t) {
     const char *base = wb_tensor_data(t);
     if (base == in->base && s == in->bound) return;
