@@ -28,8 +28,9 @@
 -- signature is traced again, up to opts.max_signatures (8), then the call fails with a message.
 -- A later call's tensor arguments are bound into the replayed launches (their data pointers
 -- rewritten, no copy kernel) when they have the traced strides and are not buffers the graph
--- writes; otherwise (a transposed view, an output passed back in, a weight the GEMM prepacked,
--- cuda) they are copied into the graph's private input buffers, and explain says why.
+-- writes (a weight the GEMM prepacks too: its packing follows the bound tensor); otherwise (a
+-- transposed view, an output passed back in, cuda) they are copied into the graph's private
+-- input buffers, and explain says why.
 -- Outputs are the graph's buffers, rewritten by the next call (clone() to keep one). The
 -- profiler shows each call as a "compiled region" range.
 
