@@ -56,7 +56,7 @@ static void push_node(lua_State *L, const wb_diff_model *m, const wb_diff_node *
 
 /* s:diff_model([{draw = N | "median" | "all" | "none", per_occurrence = bool}]) -> {nodes = {path ->
  * node}, order = {paths}, steps = {{host_ns, device_ns, ts_ns, wait_ns,
- * threads_min, threads_max, threads_mean: of its cpu kernels, nil when none recorded its threads)}}, synthetic_step = bool,
+ * threads_max, threads_mean: of its cpu kernels, nil when none recorded its threads)}}, synthetic_step = bool,
  * step_tree = {{path, depth, step, ts_ns, dur_ns, cat}} (of step N, 1-based, of the median step by
  * default, of every step, or of none), drawn_step = the one step drawn (nil for "all" and "none")},
  * or nil and the message (an empty profile). */
@@ -104,13 +104,12 @@ static int diff_model_build(lua_State *L) {
     lua_setfield(L, -2, "nodes");
     lua_createtable(L, (int)m.nsteps, 0);
     for (size_t k = 0; k < m.nsteps; k++) {
-        lua_createtable(L, 0, 7);
+        lua_createtable(L, 0, 6);
         wb_lua_setinteger(L, "host_ns", m.step_host_ns[k]);
         wb_lua_setinteger(L, "device_ns", m.step_device_ns[k]);
         wb_lua_setinteger(L, "ts_ns", m.step_ts_ns[k]);
         wb_lua_setnumber(L, "wait_ns", m.step_wait_ns[k]);
         if (m.step_threads_max[k] > 0) {
-            wb_lua_setinteger(L, "threads_min", m.step_threads_min[k]);
             wb_lua_setinteger(L, "threads_max", m.step_threads_max[k]);
             wb_lua_setnumber(L, "threads_mean", m.step_threads_mean[k]);
         }

@@ -11,6 +11,12 @@ local prog, saw, node = shared.prog, shared.saw, shared.node
 -- a list of events made a profile (wb.profiler.from_events), its model computed in C
 local function model(events, o) return D.model_of(wb.profiler.from_events(events), o) end
 local function diff_of(a, b, o) return D.diff(model(prog(a), o), model(prog(b), o), o) end
+-- n ranges r1..rn of one 40 us op each (op1..opn)
+local function ranges(n)
+    local out = {}
+    for i = 1, n do out[i] = {"r" .. i, {{name = "op" .. i, dur = 40000}}} end
+    return out
+end
 
 -- Steps that ran slower as a whole (a burst of other work over 6 of A's 12 steps, every node 1.4x),
 -- and the step right after them (what a burst leaves behind): left out, as five quiet steps remain
@@ -19,8 +25,7 @@ local function diff_of(a, b, o) return D.diff(model(prog(a), o), model(prog(b), 
 -- the medians of the steps that ran quietly. Judged on every step, A's medians sat in the burst:
 -- every node moved "by 0.71x", and the unchanged ones were UNSURE ("common shift").
 function test_a_burst_is_left_out()
-    local six = {}
-    for i = 1, 6 do six[i] = {"r" .. i, {{name = "op" .. i, dur = 40000}}} end
+    local six = ranges(6)
     local one = {}
     for i = 1, 6 do one[i] = six[i] end
     one[3] = {"r3", {{name = "op3", dur = 60000}}}
@@ -54,8 +59,7 @@ end
 -- common shift (0.71x) r5, r6 and their ops still read FASTER (0.5x, rank p 0.006); on the quiet
 -- steps they are the same: UNSURE, basis "burst". Nothing changed: no node is FASTER or SLOWER.
 function test_an_uneven_burst_over_most_steps_makes_verdicts_unsure()
-    local six = {}
-    for i = 1, 6 do six[i] = {"r" .. i, {{name = "op" .. i, dur = 40000}}} end
+    local six = ranges(6)
     local uneven = function(s, i, name)
         local f = s > 10 and 1 or (name == "r5" or name == "r6") and 2.0 or 1.4
         return f * saw(s, i)
@@ -79,8 +83,7 @@ end
 -- which no whole-step factor sees) and say so; r2 is SAME against B without them, and SLOWER
 -- when B has the same slowdown in every step.
 function test_busy_steps_are_left_out()
-    local three = {{"r1", {{name = "op1", dur = 40000}}}, {"r2", {{name = "op2", dur = 40000}}},
-        {"r3", {{name = "op3", dur = 40000}}}}
+    local three = ranges(3)
     local spiky = {three[1], {"r2", three[2][2], extra = function(s) return (s == 2 or s == 5) and 60000 or 0 end}, three[3]}
     local waits = function(s, dur) return (s == 2 or s == 5) and math.floor(0.3 * dur) or 0 end
     local r = diff_of({ranges = spiky, steps = 12, jitter = saw, wait = waits}, {ranges = three, steps = 12, jitter = saw})
@@ -105,8 +108,7 @@ end
 -- and the verdict is SLOWER (the normal approximation said 0.012: UNSURE). The unchanged ranges
 -- are SAME in both.
 function test_small_n_exact_test_and_steps_needed()
-    local three = {{"r1", {{name = "op1", dur = 40000}}}, {"r2", {{name = "op2", dur = 40000}}},
-        {"r3", {{name = "op3", dur = 40000}}}}
+    local three = ranges(3)
     local slow = {three[1], {"r2", {{name = "op2", dur = 120000}}}, three[3]}
     local r = diff_of({ranges = three, steps = 3, jitter = saw}, {ranges = slow, steps = 3, jitter = saw})
     local j = node(r, "r2").host
@@ -132,8 +134,7 @@ end
 -- are bursts, 5 and 10 follow them, all four are left out and r1 is SAME. The same 4x in every
 -- step of B is no burst (every step alike) and r1 is SLOWER.
 function test_a_burst_on_one_node_is_seen_by_the_step_time()
-    local six = {}
-    for i = 1, 6 do six[i] = {"r" .. i, {{name = "op" .. i, dur = 40000}}} end
+    local six = ranges(6)
     local spike = function(s, i, name) return ((s == 4 or s == 9) and name == "r1" and 4 or 1) * saw(s, i) end
     local r = diff_of({ranges = six, steps = 12, jitter = spike}, {ranges = six, steps = 12, jitter = saw})
     lu.assertEquals(r.steps.a.burst, {4, 9})
@@ -195,8 +196,7 @@ end
 -- five quiet steps are judged, and the range B slowed by 20% in every step (r2) is SLOWER while
 -- r1 and r3 are SAME. Judged on all six (the burst kept), r2 could not reach p < 0.01.
 function test_with_six_steps_a_burst_goes_and_the_step_after_it_stays()
-    local three = {{"r1", {{name = "op1", dur = 40000}}}, {"r2", {{name = "op2", dur = 40000}}},
-        {"r3", {{name = "op3", dur = 40000}}}}
+    local three = ranges(3)
     local slow = {three[1], {"r2", {{name = "op2", dur = 48000}}}, three[3]}
     local burst = function(s, i) return (s == 2 and 1.4 or 1) * saw(s, i) end
     local r = diff_of({ranges = three, steps = 6, jitter = burst}, {ranges = slow, steps = 6, jitter = saw})

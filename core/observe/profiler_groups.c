@@ -591,6 +591,6 @@ void wb_diff_model_free(wb_diff_model *m) {
             free(d->fields[f]);
     }
     free(m->node), free(m->step_host_ns), free(m->step_device_ns), free(m->step_ts_ns), free(m->step_wait_ns);
-    free(m->step_threads_min), free(m->step_threads_max), free(m->step_threads_mean), free(m->step_tree);
+    free(m->step_threads_max), free(m->step_threads_mean), free(m->step_tree);
     memset(m, 0, sizeof *m);
 }

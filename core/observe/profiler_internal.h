@@ -223,7 +223,7 @@ void wb_prof_device_launch(wb_prof *p, const wb_kernel_desc *desc);
  * that records device activity turns its tracer on (the device hooks' device_ready). */
 void wb_prof_device_ready(wb_prof *p, wb_device device);
 
-/* Fills the model's step_threads_min/_max/_mean from the kernel events (profiler_step_threads.c):
+/* Fills the model's step_threads_max/_mean from the kernel events (profiler_step_threads.c):
  * the steps' intervals are set already. */
 struct wb_diff_model;
 wb_status wb_diff_model_threads(const wb_prof *p, struct wb_diff_model *m);

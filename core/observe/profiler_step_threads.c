@@ -1,5 +1,5 @@
 /* profiler_step_threads.c: the threads each step's cpu kernels ran on, for wb.diff's model
- * (profiler_groups.h: step_threads_min, _max, _mean). The pool runs kernels on one thread while
+ * (profiler_groups.h: step_threads_max, _mean). The pool runs kernels on one thread while
  * other processes keep the cores busy (threads.c), and every kernel event records the threads it
  * ran on: a step whose kernels ran on fewer than the recording's fullest step ran another
  * configuration, which diff must not read as a change of the program. A kernel belongs to the
@@ -11,11 +11,10 @@
 
 wb_status wb_diff_model_threads(const wb_prof *p, wb_diff_model *m) {
     size_t ns = m->nsteps;
-    m->step_threads_min = calloc(ns ? ns : 1, sizeof(int32_t));
     m->step_threads_max = calloc(ns ? ns : 1, sizeof(int32_t));
     m->step_threads_mean = calloc(ns ? ns : 1, sizeof(double));
     uint32_t *counted = calloc(ns ? ns : 1, sizeof *counted);
-    if (!m->step_threads_min || !m->step_threads_max || !m->step_threads_mean || !counted) {
+    if (!m->step_threads_max || !m->step_threads_mean || !counted) {
         free(counted);
         return wb_error(WB_ERR_MEMORY, "diff: out of memory for the steps' thread counts");
     }
@@ -31,7 +30,6 @@ wb_status wb_diff_model_threads(const wb_prof *p, wb_diff_model *m) {
         }
         if (lo == 0 || e->ts_ns > m->step_ts_ns[lo - 1] + m->step_host_ns[lo - 1]) continue;
         size_t k = lo - 1;
-        if (m->step_threads_min[k] == 0 || e->threads < m->step_threads_min[k]) m->step_threads_min[k] = e->threads;
         if (e->threads > m->step_threads_max[k]) m->step_threads_max[k] = e->threads;
         m->step_threads_mean[k] += e->threads;
         counted[k]++;

@@ -383,7 +383,7 @@ function M.diff(ma, mb, o)
     r.steps = {unit = unit}
     for side, plan in pairs({a = pa, b = pb}) do
         r.steps[side] = {burst = plan.burst, busy = plan.busy, thin = plan.thin, after = plan.after,
-            after_kept = plan.after_kept or {}, left_out = plan.left_out, checked = plan.check or false, kept = plan.kept}
+            after_kept = plan.after_kept, left_out = plan.left_out, checked = plan.check or false, kept = plan.kept}
     end
     for _, side in ipairs({{"A", ma, pa}, {"B", mb, pb}}) do
         local name, m, plan = side[1], side[2], side[3]

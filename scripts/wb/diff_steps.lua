@@ -86,8 +86,8 @@ function M.plan(m, key_of, min_abs)
             end
         end
     end
-    local p = {factor = {}, keep = {}, quiet = {}, burst = {}, busy = {}, thin = {}, after = {}, left_out = {},
-        kept = nsteps}
+    local p = {factor = {}, keep = {}, quiet = {}, burst = {}, busy = {}, thin = {}, after = {}, after_kept = {},
+        left_out = {}, kept = nsteps}
     local raw, voted = {}, {}
     for k = 1, nsteps do
         local l = logs[k]
@@ -125,38 +125,28 @@ function M.plan(m, key_of, min_abs)
     -- what a burst leaves behind: the step after a disturbed one starts with the pool's workers
     -- gone to sleep and its data out of cache (measured under a switching load: the first range of
     -- such steps 13-15% slower than in the recording's other quiet steps)
-    for k = nsteps, 2, -1 do
-        if p.quiet[k] and not p.quiet[k - 1] then p.after[#p.after + 1] = k end
-    end
-    table.sort(p.after)
-    local undisturbed = 0 -- steps neither burst, busy nor thin (after-steps counted in)
+    local undisturbed = 0 -- steps neither burst, busy nor thin
     for k = 1, nsteps do
         if p.quiet[k] then undisturbed = undisturbed + 1 end
+        if k > 1 and p.quiet[k] and not p.quiet[k - 1] then p.after[#p.after + 1] = k end
     end
-    for _, k in ipairs(p.after) do p.quiet[k] = false end
-    local n_quiet = undisturbed - #p.after
     -- what is left out: every disturbed step and the step after each, while MIN_QUIET remain; else,
     -- for one disturbed step in an otherwise quiet recording (six steps, say), that step alone,
     -- keeping the one after it (one step fewer to judge weighs more than one after-effect; under a
     -- switching load, with several, keeping them made "up" read 0.88x in 3 of 40 A/A pairs); else
     -- none, and a verdict must hold on the quiet steps too
-    local out
-    if n_quiet < nsteps and n_quiet >= M.MIN_QUIET then
-        out = function(k) return not p.quiet[k] end
-        p.kept = n_quiet
-    elseif undisturbed == nsteps - 1 and undisturbed >= M.MIN_QUIET then
-        local after = {}
-        for _, k in ipairs(p.after) do after[k] = true; p.quiet[k] = true end
+    if undisturbed == nsteps - 1 and undisturbed - #p.after < M.MIN_QUIET and undisturbed >= M.MIN_QUIET then
         p.after_kept, p.after = p.after, {}
-        out = function(k) return not p.quiet[k] and not after[k] end
-        p.kept = undisturbed
+    end
+    for _, k in ipairs(p.after) do p.quiet[k] = false end
+    local n_quiet = undisturbed - #p.after
+    if n_quiet < nsteps and n_quiet >= M.MIN_QUIET then
+        for k = 1, nsteps do
+            if not p.quiet[k] then p.keep[k] = false; p.left_out[#p.left_out + 1] = k end
+        end
+        p.kept = n_quiet
     elseif n_quiet < nsteps then
         p.check = true
-    end
-    if out then
-        for k = 1, nsteps do
-            if out(k) then p.keep[k] = false; p.left_out[#p.left_out + 1] = k end
-        end
     end
     return p
 end

@@ -42,9 +42,8 @@ typedef struct wb_diff_model {
     size_t n;
     int64_t *step_host_ns, *step_device_ns, *step_ts_ns;
     double *step_wait_ns; /* the run-queue delay recorded with the step (0: none) */
-    int32_t *step_threads_min, *step_threads_max; /* the fewest and most threads the step's cpu kernels
-                                                     ran on (0: no kernel recorded its threads) */
-    double *step_threads_mean;                    /* and their mean over the step's cpu kernels */
+    int32_t *step_threads_max; /* the most threads the step's cpu kernels ran on (0: none recorded) */
+    double *step_threads_mean; /* and their mean over those kernels */
     size_t nsteps;
     int synthetic_step; /* no step recorded: the whole trace is one */
     wb_diff_instance *step_tree; /* the occurrences of the drawn steps, step by step */
