@@ -128,7 +128,11 @@ function TestFindingsGroups:test_explain_reads_the_allocation_share_the_profile_
     end
     local want = gaps(p:findings())
     lu.assertEquals(#want, 2)
-    lu.assertNotStrContains(want[1] .. want[2], "allocation 0% (0.0 us)")
+    -- the profile's gaps hold allocation time in one sentence at least (on a loaded machine a
+    -- lane's gaps can all read as preempted, the workers' still hold their allocations)
+    local allocated = 0
+    for _, s in ipairs(want) do allocated = allocated + tonumber(s:match("allocation %d+%% %(([%d.]+) us%)")) end
+    lu.assertTrue(allocated > 0, table.concat(want, "\n"))
     local path = scratch.path(".json")
     p:export_chrome_trace(path)
     local out, code = scratch.run(string.format("%s explain --json %s", EXE, path))
