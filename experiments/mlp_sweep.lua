@@ -19,7 +19,8 @@
 -- fewer kernels and less dispatch help most where the GEMMs are small (few tokens); at 512
 -- tokens the GEMMs dominate and the modes converge.
 -- Method: check each mode against eager, then time them alternately, round after round, each
--- round followed by the peers' (PyTorch's eager forward, oneDNN's MLP, where installed); a token
+-- round followed by the peers' (PyTorch's eager forward, oneDNN's MLP, where installed), every
+-- sample the mean of a batch of forwards lasting at least 2 ms (one forward from 2 ms up); a token
 -- count with a row unstable (noise above 5%) or UNSURE against eager gets more rounds, up to
 -- --max-rounds (10), as nvbench measures until its criterion holds. Every row gets a verdict
 -- against eager by compare's rule (wb.verdict) on the medians of the rounds' medians; kernels and
@@ -41,7 +42,7 @@ parser:option("--hidden", "Hidden dimension.", "3072"):convert(wbargs.int("--hid
 parser:option("--dtype", "Data type (f32 or bf16).", "f32"):choices({"f32", "bf16"})
 parser:option("--mlp", "The gated MLP: geglu (gelu_tanh) or swiglu (silu).", "geglu"):choices({"geglu", "swiglu"})
 parser:option("--device", "Device (cpu or cuda; default: the workbench's default device)."):choices({"cpu", "cuda"})
-parser:option("--iters", "Timed forwards per mode per round (at least).", "10"):convert(wbargs.int("--iters", 1, 100000))
+parser:option("--iters", "Samples per mode per round (at least; a sample is one forward, or a batch lasting 2 ms).", "10"):convert(wbargs.int("--iters", 1, 100000))
 parser:option("--rounds", "Rounds of alternating the modes.", "3"):convert(wbargs.int("--rounds", 1, 1000))
 parser:option("--max-rounds", "More rounds, up to this many in all, for a token count while a row of it (a mode " ..
     "or a peer) is unstable or its verdict against eager UNSURE (default: 10, or --rounds when that is more).")
@@ -135,10 +136,15 @@ local flops_of = function(t) return 6.0 * t * dim * hidden end
 local bytes_of = function(t) return (args.dtype == "bf16" and 2 or 4) * (3.0 * dim * hidden + 2.0 * t * dim) end
 
 -- One round's samples of a forward, in ms, by the rule every contender is timed by (torch_mlp.py
--- takes the same --rounds and --min-time-ms): at least --iters forwards and 50 ms, after 2 warm-ups.
-local MIN_TIME_MS = 50
+-- takes the same --rounds, --min-time-ms and --min-sample-us): at least --iters samples and 50 ms,
+-- after 2 warm-ups; a sample is the mean of a batch of forwards lasting at least 2 ms. A 1-token
+-- forward (~0.3 ms, its weights streamed from memory) varied ~10% (IQR / median) from one call to
+-- the next on 1 thread as on 2, calls independent of each other (batches of 4 halved it, of 16
+-- made it ~3%): timed one call a sample, every 1-token row read "unstable".
+local MIN_TIME_MS, MIN_SAMPLE_US = 50, 2000
 local function time_forward(fn)
-    local b = wb.bench(fn, {warmup = 2, iters = iters, min_time_ms = MIN_TIME_MS, device = device})
+    local b = wb.bench(fn, {warmup = 2, iters = iters, min_time_ms = MIN_TIME_MS, device = device,
+        min_sample_us = MIN_SAMPLE_US})
     local ms = {}
     for i, s in ipairs(b.samples_us) do ms[i] = s / 1e3 end
     return ms
@@ -223,7 +229,7 @@ sweep = wb.sweep{
     report = report_parts, -- the report's parts as they stand, for partial results (Ctrl-C) too
     after_round = function(_, points) -- the peers' round at this round's token counts
         return peers.round(points, {dim = dim, hidden = hidden, threads = wb.get_num_threads(), dtype = args.dtype,
-            rounds = iters, min_time_ms = MIN_TIME_MS}, function(t) return inputs[t].x end, time_forward)
+            rounds = iters, min_time_ms = MIN_TIME_MS, min_sample_us = MIN_SAMPLE_US}, function(t) return inputs[t].x end, time_forward)
     end,
     -- kernels and host time from the profiler, the trace, the check's error and the peer's samples
     finish = function(p, row)

@@ -259,6 +259,32 @@ function TestBench:test_contenders_are_interleaved()
     lu.assertEquals(rs.b.iters, 5)
 end
 
+-- min_sample_us: a sample is the mean of a batch lasting that long, sized after the warm-up; the
+-- sampled time counts whole batches
+function TestBench:test_batches_last_min_sample_us()
+    local calls = 0
+    local function busy() -- at least 100 us a call
+        calls = calls + 1
+        local t0 = wb.time_ns()
+        while wb.time_ns() - t0 < 100000 do end
+    end
+    local r = wb.bench(busy, {warmup = 1, iters = 5, min_time_ms = 20, max_time_ms = 2000, min_sample_us = 1000,
+        target_noise = 10})
+    -- no call is under 100 us, so 10 calls last 1 ms: the batch needs no more (fewer if calls ran slow)
+    lu.assertTrue(r.batch >= 2 and r.batch <= 10, tostring(r.batch))
+    lu.assertTrue(r.median_us >= 100 and r.median_us < 1000, tostring(r.median_us)) -- per call, not per batch
+    lu.assertTrue(calls >= 1 + r.batch * r.iters, string.format("%d calls, %d x %d", calls, r.batch, r.iters))
+    -- 20 ms of sampled time is ~20 batches of 1 ms (counting the samples, ~100 us each, would take ~200)
+    lu.assertTrue(r.iters >= 5 and r.iters <= 40, tostring(r.iters))
+    lu.assertEquals(wb.bench(function() end, {warmup = 0, iters = 3, max_iters = 3, min_time_ms = 0}).batch, 1)
+end
+
+function TestStats:test_sampled_time_counts_what_a_sample_spent()
+    local rule = stats.stopping_rule{min_samples = 1, min_time_ms = 1, target_noise = 1}
+    lu.assertNil(rule:add(10, 0)) -- 10 us of the 1 ms
+    lu.assertEquals(rule:add(10, 0, 1000), "noise under target") -- a batch mean of 10 us that took 1 ms
+end
+
 function TestBench:test_bad_options()
     local f = function() end
     lu.assertErrorMsgContains("option 'iters' must be a number, got string", wb.bench, f, {iters = "10"})
@@ -274,6 +300,9 @@ function TestBench:test_bad_options()
     lu.assertErrorMsgContains("expected a function or a table of functions, got nil", wb.bench, nil)
     lu.assertErrorMsgContains("contender 'x' is a number", wb.bench, {x = 1})
     lu.assertErrorMsgContains("device must be", wb.bench, f, {device = "tpu"})
+    lu.assertErrorMsgContains("option 'min_sample_us' must be from 0 to", wb.bench, f, {min_sample_us = -1})
+    lu.assertErrorMsgContains("flush_cache and min_sample_us do not go together", wb.bench, f,
+        {flush_cache = true, min_sample_us = 100})
 end
 
 -- Student's t tail against printed tables (two-sided 5% and 1% points) and the normal limit.

@@ -61,8 +61,9 @@ function TestSweep:test_peer_runs_once_per_round_and_its_median_is_compared()
     os.remove(log)
     lu.assertEquals(#calls, 2, "one peer run per round")
     lu.assertStrContains(calls[1], "--tokens 1,4 --dim 32 --hidden 64 --threads ")
-    -- timed by our modes' rule (--iters forwards and 50 ms at least), its OpenMP threads not spinning
-    lu.assertStrContains(calls[1], "--dtype f32 --rounds 2 --min-time-ms 50 OMP_WAIT_POLICY=passive")
+    -- timed by our modes' rule (--iters samples and 50 ms at least, a sample a batch of 2 ms), its
+    -- OpenMP threads not spinning
+    lu.assertStrContains(calls[1], "--dtype f32 --rounds 2 --min-time-ms 50 --min-sample-us 2000 OMP_WAIT_POLICY=passive")
     lu.assertStrContains(out, "round 2/2 done (and PyTorch's)")
     -- the footer and the report name the peer's version and BLAS; the table stays within 120 columns
     lu.assertStrContains(out, "\nPyTorch: PyTorch fake-1.0 (BLAS generic), timed after each round " ..

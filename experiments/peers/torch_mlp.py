@@ -14,6 +14,7 @@ Debian's python3-torch uses OpenBLAS; set OPENBLAS_CORETYPE (SKYLAKEX on AVX-512
 on AVX2) or OpenBLAS may fall back to SSE kernels on CPUs it does not recognise."""
 import argparse
 import json
+import math
 import os
 import statistics
 import time
@@ -61,6 +62,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=20, help="forwards timed per token count (at least)")
     ap.add_argument("--min-time-ms", type=float, default=0.0,
                     help="and at least this much time of timed forwards per token count")
+    ap.add_argument("--min-sample-us", type=float, default=0.0,
+                    help="a sample is the mean of a batch of forwards lasting at least this long (0: one forward)")
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     a = ap.parse_args()
     # OpenBLAS's own pool would otherwise use every core on top of torch's threads
@@ -90,14 +93,21 @@ def main():
     with torch.no_grad():
         for t in [int(v) for v in a.tokens.split(",")]:
             x = torch.randn(t, a.dim).to(dtype)
+            fastest = float("inf")
             for _ in range(3):
-                mlp(x)
-            samples = []
-            while len(samples) < a.rounds or sum(samples) < a.min_time_ms:
                 t0 = time.perf_counter()
                 mlp(x)
-                samples.append((time.perf_counter() - t0) * 1e3)
-            out.append({"tokens": t, "median_ms": statistics.median(samples), "samples_ms": samples})
+                fastest = min(fastest, time.perf_counter() - t0)
+            batch = max(1, math.ceil(a.min_sample_us * 1e-6 / max(fastest, 1e-9))) if a.min_sample_us > 0 else 1
+            samples, spent_ms = [], 0.0
+            while len(samples) < a.rounds or spent_ms < a.min_time_ms:
+                t0 = time.perf_counter()
+                for _ in range(batch):
+                    mlp(x)
+                took = (time.perf_counter() - t0) * 1e3
+                samples.append(took / batch)
+                spent_ms += took
+            out.append({"tokens": t, "median_ms": statistics.median(samples), "samples_ms": samples, "batch": batch})
     blas = [line.strip() for line in torch.__config__.show().splitlines() if "BLAS" in line]
     print(json.dumps({"torch": torch.__version__, "dtype": a.dtype, "blas": "; ".join(b[:120] for b in blas),
                       "blas_library": blas_in_use(), "threads": a.threads,

@@ -126,8 +126,9 @@ M.RULE_DEFAULTS = {min_samples = 10, min_time_ms = 100, max_time_ms = 2000, max_
 local Rule = {}
 Rule.__index = Rule
 
--- stopping_rule(opts) -> rule; rule:add(sample, wall_ns) -> nil (go on) or the stop reason.
--- sample is one timing in microseconds (its sum is the "sampled time"); wall_ns is the wall time
+-- stopping_rule(opts) -> rule; rule:add(sample, wall_ns[, spent_us]) -> nil (go on) or the stop
+-- reason. sample is one timing in microseconds; spent_us what it took (default: sample; a batch's
+-- mean per call took the whole batch), whose sum is the "sampled time"; wall_ns is the wall time
 -- since sampling began (callers pass the clock; tests pass made-up numbers).
 function M.stopping_rule(o)
     o = o or {}
@@ -141,10 +142,10 @@ function Rule:noise()
     return M.summarize(self.samples).noise
 end
 
-function Rule:add(sample, wall_ns)
+function Rule:add(sample, wall_ns, spent_us)
     local n = #self.samples + 1
     self.samples[n] = sample
-    self.sampled_ns = self.sampled_ns + sample * 1000
+    self.sampled_ns = self.sampled_ns + (spent_us or sample) * 1000
     if n >= self.max_samples then return self:finish("sample limit") end
     if wall_ns >= self.max_time_ms * 1e6 then return self:finish("time limit") end
     if n < self.min_samples or self.sampled_ns < self.min_time_ms * 1e6 or n < self.next_check then return nil end

@@ -8,7 +8,7 @@
 --   local torch = require("wb.torch_peer").new{command =, enabled =, script =}
 --       command: another peer's command (--peer), taking torch_mlp.py's options and JSON; else
 --       script (torch_mlp.py) where enabled and the file is there
---   torch.round(tokens, {dim =, hidden =, threads =, dtype =, rounds =, min_time_ms =}): one round;
+--   torch.round(tokens, {dim =, hidden =, threads =, dtype =, rounds =, min_time_ms =, min_sample_us =}): one round;
 --       the samples go to torch.samples[t] (torch.per_round[t]: how many each round gave);
 --       torch.version, .blas, .label once it answered; torch.failed when it did not
 --   require("wb.torch_peer").keep(peer, t, samples): a round's samples of any peer, kept the same way;
@@ -51,8 +51,9 @@ function M.new(o)
     function torch.round(peer_tokens, c)
         if not peer_cmd or torch.failed then return end
         local cmd = string.format("OMP_WAIT_POLICY=%s %s --tokens %s --dim %d --hidden %d --threads %d --dtype %s " ..
-            "--rounds %d --min-time-ms %d 2>/dev/null", wait_policy, peer_cmd, table.concat(peer_tokens, ","), c.dim,
-            c.hidden, c.threads, c.dtype, c.rounds, c.min_time_ms)
+            "--rounds %d --min-time-ms %d%s 2>/dev/null", wait_policy, peer_cmd, table.concat(peer_tokens, ","), c.dim,
+            c.hidden, c.threads, c.dtype, c.rounds, c.min_time_ms,
+            (c.min_sample_us or 0) > 0 and string.format(" --min-sample-us %d", c.min_sample_us) or "")
         local pipe = io.popen(cmd)
         local text = pipe and pipe:read("a") or ""
         if pipe then pipe:close() end
