@@ -2,7 +2,7 @@
  * wb._read_gbs, wb._cpu_clock_mhz, wb._cpu_fma_lanes, wb._cpu_model), wb.device_info routed
  * through that module so the CPU's ceilings are calibrated until stable and cached, and
  * wb.cpu_blocking (the GEMM's cache blocking, derived from the same caches), and the one-kernel
- * MLP's opt-in phase times (wb._mlp_phases, for experiments/mlp_fused_vs_dual.lua). */
+ * MLP's and the GEMM's opt-in phase times (wb._mlp_phases, wb._gemm_phases, for the experiments). */
 #include <wb/host.h>
 #include "wb_lua.h"
 
@@ -116,6 +116,41 @@ static int l_mlp_phases(lua_State *L) {
     return 1;
 }
 
+/* wb._gemm_phases([on]) -> {runs=, pack_a_ns=, pack_b_ns=, tiles_ns=, epilogue_ns=, total_ns=,
+ * wall_ns=, wall_team_ns=}: the CPU GEMM's counts so far (wb/host.h says what each is), as _mlp_phases. */
+static int l_gemm_phases(lua_State *L) {
+    if (!lua_isnoneornil(L, 1)) {
+        if (!lua_isboolean(L, 1)) return wb_lua_raise(L, "_gemm_phases: expected true, false or nothing, got %s", luaL_typename(L, 1));
+        wb_host_gemm_phases_count(lua_toboolean(L, 1));
+    }
+    wb_host_gemm_phases ph = wb_host_gemm_phases_read();
+    const struct {
+        const char *name;
+        int64_t value;
+    } fields[] = {{"runs", ph.runs},         {"pack_a_ns", ph.pack_a_ns},     {"pack_b_ns", ph.pack_b_ns},
+                  {"tiles_ns", ph.tiles_ns}, {"epilogue_ns", ph.epilogue_ns}, {"total_ns", ph.total_ns},
+                  {"wall_ns", ph.wall_ns},   {"wall_team_ns", ph.wall_team_ns}};
+    lua_createtable(L, 0, 8);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        lua_pushinteger(L, (lua_Integer)fields[i].value);
+        lua_setfield(L, -2, fields[i].name);
+    }
+    return 1;
+}
+
+/* wb._gemm_tile_gflops(kc[, iters]) -> GFLOP/s of the active path's register tile alone, one
+ * thread (wb/host.h). */
+static int l_gemm_tile_gflops(lua_State *L) {
+    lua_Integer kc = luaL_checkinteger(L, 1), iters = luaL_optinteger(L, 2, 20000);
+    if (kc < 1 || kc > 8192) return wb_lua_raise(L, "_gemm_tile_gflops: kc must be 1 to 8192, got %I", kc);
+    if (iters < 1 || iters > 100000000)
+        return wb_lua_raise(L, "_gemm_tile_gflops: iters must be 1 to 100000000, got %I", iters);
+    double g = wb_host_gemm_tile_gflops((int64_t)kc, (int64_t)iters);
+    if (g < 0) return wb_lua_raise(L, "_gemm_tile_gflops: out of memory for a depth-%I sliver", kc);
+    lua_pushnumber(L, g);
+    return 1;
+}
+
 static int l_cpu_fma_lanes(lua_State *L) {
     lua_pushinteger(L, wb_cpu_fma_lanes());
     return 1;
@@ -142,7 +177,8 @@ static int l_device_info(lua_State *L) {
 static const luaL_Reg calibrate[] = {
     {"_cpu_caches", l_cpu_caches},     {"_read_gbs", l_read_gbs}, {"_cpu_clock_mhz", l_cpu_clock_mhz},
     {"_cpu_fma_lanes", l_cpu_fma_lanes}, {"_cpu_model", l_cpu_model}, {"cpu_blocking", l_cpu_blocking},
-    {"set_cpu_blocking", l_set_cpu_blocking}, {"_mlp_phases", l_mlp_phases},
+    {"set_cpu_blocking", l_set_cpu_blocking}, {"_mlp_phases", l_mlp_phases}, {"_gemm_phases", l_gemm_phases},
+    {"_gemm_tile_gflops", l_gemm_tile_gflops},
     {NULL, NULL},
 };
 

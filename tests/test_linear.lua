@@ -90,6 +90,44 @@ function TestGemm:test_nan_and_inf_propagate()
     lu.assertNotEquals(z, z) -- inf - inf
 end
 
+-- The opt-in phase counts (wb._gemm_phases, printed by experiments/gemm_anatomy.lua): off, a GEMM
+-- counts nothing; on, each GEMM counts one run; B is packed by a matmul and not by a linear (its
+-- weights packed once, before); the phases fit in the threads' total, which fits in the team's wall time;
+-- the register tile alone gives a positive rate; bad arguments are named.
+function TestGemm:test_phase_counts()
+    local a, b, w = wb.randn({150, 200}), wb.randn({200, 300}), wb.randn({300, 200})
+    local before = wb._gemm_phases(false)
+    local _ = wb.matmul(a, b)
+    lu.assertEquals(wb._gemm_phases(), before, "counted while off")
+    local prev = wb.get_num_threads()
+    for _, threads in ipairs({1, 2}) do
+        wb.set_num_threads(threads)
+        lu.assertEquals(wb._gemm_phases(true).runs, 0, "on zeroes the counts")
+        for _ = 1, 3 do _ = wb.matmul(a, b) end
+        local ph = wb._gemm_phases(false)
+        lu.assertEquals(ph.runs, 3)
+        for _, k in ipairs({"pack_a_ns", "pack_b_ns", "tiles_ns", "wall_ns"}) do
+            lu.assertTrue(ph[k] > 0, k .. " on " .. threads .. " threads")
+        end
+        lu.assertTrue(ph.pack_a_ns + ph.pack_b_ns + ph.tiles_ns + ph.epilogue_ns <= ph.total_ns)
+        -- a thread's CPU time never passes the wall time it was held for (1 us of clock slack a run)
+        lu.assertTrue(ph.total_ns <= ph.wall_team_ns + 3 * 1000 * threads, string.format("%d > %d", ph.total_ns,
+            ph.wall_team_ns))
+        lu.assertTrue(ph.wall_ns <= ph.wall_team_ns)
+        _ = wb.linear(wb.randn({64, 200}), w) -- its weights packed at the first call, outside the GEMM
+        wb._gemm_phases(true)
+        _ = wb.linear(wb.randn({64, 200}), w)
+        ph = wb._gemm_phases(false)
+        lu.assertEquals(ph.runs, 1)
+        lu.assertEquals(ph.pack_b_ns, 0, "a linear's weights were packed once")
+    end
+    wb.set_num_threads(prev)
+    lu.assertTrue(wb._gemm_tile_gflops(64, 100) > 0)
+    lu.assertErrorMsgContains("_gemm_phases: expected true, false or nothing, got string", wb._gemm_phases, "on")
+    lu.assertErrorMsgContains("_gemm_tile_gflops: kc must be 1 to 8192, got 0", wb._gemm_tile_gflops, 0)
+    lu.assertErrorMsgContains("_gemm_tile_gflops: iters must be 1 to 100000000, got 0", wb._gemm_tile_gflops, 64, 0)
+end
+
 TestLinear = {}
 
 function TestLinear:test_linear_matches_reference()

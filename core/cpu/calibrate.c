@@ -132,6 +132,22 @@ const char *wb_host_blocking_env_error(void) { return wb_gemm_blocking_env_error
 
 void wb_host_mlp_phases_count(int on) { wb_mlp_phases_count(on); }
 
+double wb_host_gemm_tile_gflops(int64_t kc, int64_t iters) { return wb_gemm_tile_gflops(wb_cpu_isa_active(), kc, iters); }
+
+void wb_host_gemm_phases_count(int on) { wb_gemm_phases_count(on); }
+
+wb_host_gemm_phases wb_host_gemm_phases_read(void) {
+    wb_gemm_phases ph = wb_gemm_phases_read();
+    return (wb_host_gemm_phases){.runs = ph.runs,
+                                 .pack_a_ns = ph.pack_a_ns,
+                                 .pack_b_ns = ph.pack_b_ns,
+                                 .tiles_ns = ph.tiles_ns,
+                                 .epilogue_ns = ph.epilogue_ns,
+                                 .total_ns = ph.total_ns,
+                                 .wall_ns = ph.wall_ns,
+                                 .wall_team_ns = ph.wall_team_ns};
+}
+
 wb_host_mlp_phases wb_host_mlp_phases_read(void) {
     wb_mlp_phases ph = wb_mlp_phases_read();
     return (wb_host_mlp_phases){.runs = ph.runs,

@@ -58,4 +58,18 @@ typedef struct wb_host_mlp_phases {
 void wb_host_mlp_phases_count(int on);
 wb_host_mlp_phases wb_host_mlp_phases_read(void);
 
+/* The CPU GEMM's phase times, counted only when asked: each thread's CPU time packing A, packing
+ * B (none for prepacked weights), in the register tiles and in a generated epilogue, its whole
+ * time in the GEMM, the calling thread's wall time from fork to join, and that times the team.
+ * Sums over threads and runs; the bf16 driver's own work around the GEMM is in none. */
+typedef struct wb_host_gemm_phases {
+    int64_t runs;
+    int64_t pack_a_ns, pack_b_ns, tiles_ns, epilogue_ns, total_ns, wall_ns, wall_team_ns;
+} wb_host_gemm_phases;
+void wb_host_gemm_phases_count(int on);
+wb_host_gemm_phases wb_host_gemm_phases_read(void);
+/* The active path's register tile alone at depth kc (`iters` calls on operands kept in cache):
+ * GFLOP/s of one thread, or -1 when out of memory. */
+double wb_host_gemm_tile_gflops(int64_t kc, int64_t iters);
+
 #endif

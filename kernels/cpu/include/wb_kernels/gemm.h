@@ -203,6 +203,27 @@ void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b,
 /* Returns 0, or -1 when a packing buffer could not be allocated (C is then incomplete). */
 int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *p);
 
+/* Where a GEMM's time goes, counted only when asked (the clock is read at each phase's end, a few
+ * times per B sliver of an MC block): each thread's CPU time packing A and B, in the register
+ * tiles (the microkernel, edge tiles included) and in the generated epilogue, and its whole time
+ * in the GEMM (total: the rest is loop and buffer overhead); wall_team_ns adds, per run, the
+ * calling thread's wall time from before the threads fork to after they join times the team: what
+ * the team was held for, so wall_team_ns - total_ns is the fork, the join's wait for the slowest
+ * thread, and time a thread was descheduled; wall_ns is that wall time alone (a small GEMM runs on
+ * fewer threads than asked). Sums over the threads and the runs counted. */
+typedef struct wb_gemm_phases {
+    int64_t runs;
+    int64_t pack_a_ns, pack_b_ns, tiles_ns, epilogue_ns, total_ns, wall_ns, wall_team_ns;
+} wb_gemm_phases;
+/* on: zero the counts and count the runs that follow; off: stop counting (the counts stay). */
+void wb_gemm_phases_count(int on);
+wb_gemm_phases wb_gemm_phases_read(void);
+/* The register tile alone: the ISA's microkernel on one packed A and B sliver of depth kc (kept
+ * in cache by the repetition), full tiles, plain stores, `iters` calls; GFLOP/s of the calling
+ * thread's CPU time, or -1 when the buffers cannot be allocated. What the tiles of a GEMM would
+ * reach if their operands were always at hand (on a pair ISA kc counts pairs: 2 multiply-adds). */
+double wb_gemm_tile_gflops(const wb_cpu_isa *isa, int64_t kc, int64_t iters);
+
 /* y = gelu(x) (erf_form: the erf GELU, else the tanh form), or y = gelu_tanh(x) * u when u is
  * given, over n contiguous floats with the ISA's vectorised routines, in chunks split across
  * threads when n is large. */
