@@ -4,7 +4,6 @@
  * region that splits the N tiles (or the M tiles when N is narrow) across threads. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "wb_kernels/bf16.h"
 #include "wb_kernels/gemm.h"
@@ -29,22 +28,6 @@ static int phases_on;
 static wb_gemm_phases thread_phases[WB_CPU_MAX_THREADS];
 static int64_t wall_ns, wall_team_ns;
 
-static int64_t clock_ns(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Adds the thread CPU time since `since` to ph's field and restarts `since` (nothing when ph is
- * NULL: counting is off). */
-#define LAP(ph, field, since)                                                                                          \
-    do {                                                                                                               \
-        if (ph) {                                                                                                      \
-            int64_t now_ = clock_ns(CLOCK_THREAD_CPUTIME_ID);                                                          \
-            (ph)->field += now_ - (since);                                                                             \
-            (since) = now_;                                                                                            \
-        }                                                                                                              \
-    } while (0)
 
 void wb_gemm_phases_count(int on) {
     if (on) memset(thread_phases, 0, sizeof thread_phases), wall_ns = 0, wall_team_ns = 0;
@@ -91,9 +74,9 @@ double wb_gemm_tile_gflops(const wb_cpu_isa *isa, int64_t kc, int64_t iters) {
         for (int64_t i = 0; i < kc * nr + 16; i++) b[i] = 1e-3f * (float)(i % 5);
         wb_gemm_tile t = {.kc = kc, .a = a, .b = b, .c_out = c, .ldc_out = nr, .store = WB_STORE_PLAIN};
         isa->ukernel(&t, mr); /* warm */
-        const int64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        const int64_t t0 = wb_cpu_thread_ns();
         for (int64_t i = 0; i < iters; i++) isa->ukernel(&t, mr);
-        const int64_t ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+        const int64_t ns = wb_cpu_thread_ns() - t0;
         const double flops = 2.0 * mr * nr * (double)kc * (double)iters * (isa->bf16_pairs ? 2 : 1);
         gflops = ns > 0 ? flops / (double)ns : -1;
     }
@@ -315,7 +298,7 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
     /* Dual with K split: partial sums of the full NR-wide tiles live here between K blocks. */
     const int64_t sld = (jt1 - jt0) * nr, srows = (it1 - it0) * mr;
     if (dual && kcb < k && !wb_cpu_reserve(&buf->partial, &buf->partial_cap, (size_t)(sld * srows))) return -1;
-    int64_t clock = ph ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+    int64_t clock = ph ? wb_cpu_thread_ns() : 0;
 
     for (int64_t jc = jt0; jc < jt1; jc += nc_tiles) {
         int64_t jc_end = jc + nc_tiles < jt1 ? jc + nc_tiles : jt1;
@@ -332,13 +315,13 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                     pack_b_tile(isa, p->n, p->b, p->rsb, p->csb, p->b_up, jt, pc, kc, buf->b + (jt - jc) * kc * nr);
                 bp = buf->b;
                 tile_stride = kc * nr;
-                LAP(ph, pack_b_ns, clock);
+                WB_CPU_LAP(ph, pack_b_ns, clock);
             }
             for (int64_t ic = it0; ic < it1; ic += mc_tiles) {
                 int64_t ic_end = ic + mc_tiles < it1 ? ic + mc_tiles : it1;
                 for (int64_t it = ic; it < ic_end; it++)
                     pack_a_tile(isa, p, it, pc, kc, buf->a + (it - ic) * kc * mr);
-                LAP(ph, pack_a_ns, clock);
+                WB_CPU_LAP(ph, pack_a_ns, clock);
                 /* the passes over a sliver that can fetch ahead: its full row tiles (the
                  * microkernel's edge-row instances do not); whether they do, for the whole block */
                 const int64_t passes = ic_end - ic - (ic_end * mr > p->m ? 1 : 0);
@@ -392,13 +375,13 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                         /* the run's block, just stored: rows of this MC block, columns [epi_jt, jt] */
                         int64_t r0 = ic * mr, r1 = ic_end * mr < p->m ? ic_end * mr : p->m;
                         int64_t c0 = epi_jt * width, c1 = (jt + 1) * width < p->n ? (jt + 1) * width : p->n;
-                        LAP(ph, tiles_ns, clock);
+                        WB_CPU_LAP(ph, tiles_ns, clock);
                         p->epilogue(p->epilogue_ctx, p->c + r0 * p->ldc + c0, p->ldc, r0, c0, r1 - r0, c1 - c0);
-                        LAP(ph, epilogue_ns, clock);
+                        WB_CPU_LAP(ph, epilogue_ns, clock);
                         epi_jt = jt + 1;
                     }
                 }
-                LAP(ph, tiles_ns, clock);
+                WB_CPU_LAP(ph, tiles_ns, clock);
             }
         }
     }
@@ -436,12 +419,12 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
     wb_cpu_spans *spans = wb_cpu_spans_open(split_n ? "column tiles" : "row tiles");
     int failed_by[WB_CPU_MAX_THREADS] = {0}, team_of[WB_CPU_MAX_THREADS] = {0};
     const int counting = phases_on;
-    const int64_t wall0 = counting ? clock_ns(CLOCK_MONOTONIC) : 0;
+    const int64_t wall0 = counting ? wb_cpu_clock_ns() : 0;
     WB_CPU_PARALLEL(nt, {
         int t = wb_cpu_thread();
         int64_t t0 = wb_cpu_span_start(spans), lo, hi;
         wb_gemm_phases *ph = counting ? &thread_phases[t] : NULL;
-        int64_t start = ph ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+        int64_t start = ph ? wb_cpu_thread_ns() : 0;
         wb_cpu_share(tiles, &lo, &hi);
         if (split_n)
             failed_by[t] = run_share(isa, p, lo, hi, 0, tm, &blocking, &thread_buffers[t], ph);
@@ -449,10 +432,10 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
             failed_by[t] = run_share(isa, p, 0, tn, lo, hi, &blocking, &thread_buffers[t], ph);
         wb_cpu_span_done(spans, t0, hi - lo);
         if (ph) ph->runs++, team_of[t] = wb_cpu_team();
-        LAP(ph, total_ns, start);
+        WB_CPU_LAP(ph, total_ns, start);
     });
     if (counting) {
-        const int64_t wall = clock_ns(CLOCK_MONOTONIC) - wall0;
+        const int64_t wall = wb_cpu_clock_ns() - wall0;
         wall_ns += wall, wall_team_ns += wall * (team_of[0] > 0 ? team_of[0] : 1);
     }
     free(interleaved);

@@ -31,22 +31,6 @@ static size_t shared_x_cap, shared_hidden_cap, shared_out_cap;
 static int phases_on;
 static wb_mlp_phases thread_phases[WB_CPU_MAX_THREADS];
 
-static int64_t thread_cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Adds the time since `since` to ph's field and restarts `since` (nothing when ph is NULL:
- * counting is off). */
-#define LAP(ph, field, since)                                                                                          \
-    do {                                                                                                               \
-        if (ph) {                                                                                                      \
-            int64_t now_ = thread_cpu_ns();                                                                            \
-            (ph)->field += now_ - (since);                                                                             \
-            (since) = now_;                                                                                            \
-        }                                                                                                              \
-    } while (0)
 
 void wb_mlp_phases_count(int on) {
     if (on) memset(thread_phases, 0, sizeof thread_phases);
@@ -327,10 +311,10 @@ static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t bloc
     const wb_mlp_problem *p = g->p;
     const int mr = g->mr;
     float tile[MAX_MR * MAX_NR / 2] __attribute__((aligned(64)));
-    int64_t t = ph ? thread_cpu_ns() : 0;
+    int64_t t = ph ? wb_cpu_thread_ns() : 0;
     for (int64_t ib = it0; ib < it1; ib += block_tiles)
         pack_x(g, ib * mr, min64(block_tiles, it1 - ib), xa + ib * mr * g->kx);
-    LAP(ph, pack_x_ns, t);
+    WB_CPU_LAP(ph, pack_x_ns, t);
     for (int64_t p0 = 0; p0 < p->h; p0 += panel) {
         int64_t p1 = min64(p0 + panel, p->h);
         for (int64_t ib = it0; ib < it1; ib += block_tiles) {
@@ -348,11 +332,11 @@ static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t bloc
                         scatter(g, tile, r, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
                     }
                 }
-                LAP(ph, gated_ns, t);
+                WB_CPU_LAP(ph, gated_ns, t);
                 const int64_t w0 = g->pairs ? c0 / 2 : c0; /* the down K block in words */
                 down_block(g, buf->hidden, rt, rows, w0, min64(g->kc_down, g->kh - w0), 0, g->tiles_n, o + row0 * ldo,
                            ldo);
-                LAP(ph, down_ns, t);
+                WB_CPU_LAP(ph, down_ns, t);
             }
         }
     }
@@ -367,9 +351,9 @@ static void run_columns(const geometry *g, int t, int team, mlp_buffers *buf, fl
     const int mr = g->mr;
     const int64_t rt = (p->m + mr - 1) / mr;
     float tile[MAX_MR * MAX_NR / 2] __attribute__((aligned(64)));
-    int64_t clock = ph ? thread_cpu_ns() : 0;
+    int64_t clock = ph ? wb_cpu_thread_ns() : 0;
     pack_x(g, 0, rt, buf->xa);
-    LAP(ph, pack_x_ns, clock);
+    WB_CPU_LAP(ph, pack_x_ns, clock);
     int64_t jt0 = g->tiles_h * t / team, jt1 = g->tiles_h * (t + 1) / team;
     for (int64_t jt = jt0; jt < jt1; jt++)
         for (int64_t it = 0; it < rt; it++) {
@@ -377,15 +361,15 @@ static void run_columns(const geometry *g, int t, int team, mlp_buffers *buf, fl
             gated_tile(g, buf->xa, rt, it, jt, r, it == 0, NULL, 0, tile);
             scatter(g, tile, r, jt, 0, p->h, hidden, 0, rt, it);
         }
-    LAP(ph, gated_ns, clock);
+    WB_CPU_LAP(ph, gated_ns, clock);
 #pragma omp barrier
     int64_t jd0 = g->tiles_n * t / team, jd1 = g->tiles_n * (t + 1) / team;
-    if (ph) clock = thread_cpu_ns(); /* the wait at the barrier is in none of the phases */
+    if (ph) clock = wb_cpu_thread_ns(); /* the wait at the barrier is in none of the phases */
     for (int64_t c0 = 0; c0 < g->kh; c0 += g->kc_down) { /* in words */
         int64_t kc = min64(g->kc_down, g->kh - c0);
         down_block(g, hidden + c0 * rt * mr, rt, p->m, c0, kc, jd0, jd1, o, ldo);
     }
-    LAP(ph, down_ns, clock);
+    WB_CPU_LAP(ph, down_ns, clock);
     if (p->out_bf16 && jd0 < jd1) round_out(p, o, ldo, 0, p->m, jd0 * g->nr, min64(jd1 * g->nr, p->n));
 }
 
@@ -509,7 +493,7 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
         int t = wb_cpu_thread(), team = wb_cpu_team();
         int64_t t0 = wb_cpu_span_start(spans);
         wb_mlp_phases *ph = counting ? &thread_phases[t] : NULL;
-        int64_t start = ph ? thread_cpu_ns() : 0;
+        int64_t start = ph ? wb_cpu_thread_ns() : 0;
         if (split == WB_MLP_SPLIT_TOKENS) {
             int64_t lo = row_tiles * t / team, hi = row_tiles * (t + 1) / team;
             run_tokens(&g, lo, hi, block_tiles, panel, xa, &thread_buffers[t], o, ldo, ph);
@@ -519,7 +503,7 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
             wb_cpu_span_done(spans, t0, g.tiles_n * (t + 1) / team - g.tiles_n * t / team);
         }
         if (ph) ph->runs++;
-        LAP(ph, total_ns, start);
+        WB_CPU_LAP(ph, total_ns, start);
     });
     return 0;
 }

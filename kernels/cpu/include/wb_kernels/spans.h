@@ -39,6 +39,25 @@ static inline int64_t wb_cpu_clock_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The calling thread's CPU time: what the kernels' opt-in phase counts add up (a thread that is
+ * descheduled does not count). */
+static inline int64_t wb_cpu_thread_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Adds the thread CPU time since `since` to (ph)->field and restarts `since`; nothing when ph is
+ * NULL (counting is off). */
+#define WB_CPU_LAP(ph, field, since)                                                                                   \
+    do {                                                                                                               \
+        if (ph) {                                                                                                      \
+            int64_t now_ = wb_cpu_thread_ns();                                                                         \
+            (ph)->field += now_ - (since);                                                                             \
+            (since) = now_;                                                                                            \
+        }                                                                                                              \
+    } while (0)
+
 /* The calling worker's index in its team, and the team's size. */
 static inline int wb_cpu_thread(void) {
 #ifdef _OPENMP
