@@ -94,48 +94,52 @@ static int l_cpu_clock_mhz(lua_State *L) {
     return 1;
 }
 
-/* wb._mlp_phases([on]) -> {runs=, pack_x_ns=, gated_ns=, down_ns=, total_ns=}: the counts so far
- * (wb/host.h says what each phase is); true zeroes them and counts the runs that follow,
- * false stops counting. */
-static int l_mlp_phases(lua_State *L) {
-    if (!lua_isnoneornil(L, 1)) {
-        if (!lua_isboolean(L, 1)) return wb_lua_raise(L, "_mlp_phases: expected true, false or nothing, got %s", luaL_typename(L, 1));
-        wb_host_mlp_phases_count(lua_toboolean(L, 1));
-    }
-    wb_host_mlp_phases ph = wb_host_mlp_phases_read();
-    const struct {
-        const char *name;
-        int64_t value;
-    } fields[] = {{"runs", ph.runs},       {"pack_x_ns", ph.pack_x_ns}, {"gated_ns", ph.gated_ns},
-                  {"down_ns", ph.down_ns}, {"total_ns", ph.total_ns}};
-    lua_createtable(L, 0, 5);
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+/* A phase-count function's argument: true zeroes the counts and counts the runs that follow,
+ * false stops counting, nothing reads them. 0, or raises naming `fn`. */
+typedef struct phase_field {
+    const char *name;
+    int64_t value;
+} phase_field;
+
+static int phases_switch(lua_State *L, const char *fn, void (*count)(int)) {
+    if (lua_isnoneornil(L, 1)) return 0;
+    if (!lua_isboolean(L, 1)) return wb_lua_raise(L, "%s: expected true, false or nothing, got %s", fn, luaL_typename(L, 1));
+    count(lua_toboolean(L, 1));
+    return 0;
+}
+
+/* The counts as a table of integers, by name. */
+static int push_phases(lua_State *L, const phase_field *fields, int n) {
+    lua_createtable(L, 0, n);
+    for (int i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)fields[i].value);
         lua_setfield(L, -2, fields[i].name);
     }
     return 1;
 }
 
+/* wb._mlp_phases([on]) -> {runs=, pack_x_ns=, gated_ns=, down_ns=, total_ns=}: the one-kernel
+ * MLP's counts so far (wb/host.h says what each phase is). */
+static int l_mlp_phases(lua_State *L) {
+    phases_switch(L, "_mlp_phases", wb_host_mlp_phases_count);
+    wb_host_mlp_phases ph = wb_host_mlp_phases_read();
+    const phase_field fields[] = {{"runs", ph.runs},
+                                  {"pack_x_ns", ph.pack_x_ns},
+                                  {"gated_ns", ph.gated_ns},
+                                  {"down_ns", ph.down_ns},
+                                  {"total_ns", ph.total_ns}};
+    return push_phases(L, fields, (int)(sizeof fields / sizeof fields[0]));
+}
+
 /* wb._gemm_phases([on]) -> {runs=, pack_a_ns=, pack_b_ns=, tiles_ns=, epilogue_ns=, total_ns=,
- * wall_ns=, wall_team_ns=}: the CPU GEMM's counts so far (wb/host.h says what each is), as _mlp_phases. */
+ * wall_ns=, wall_team_ns=}: the CPU GEMM's counts so far (wb/host.h says what each is). */
 static int l_gemm_phases(lua_State *L) {
-    if (!lua_isnoneornil(L, 1)) {
-        if (!lua_isboolean(L, 1)) return wb_lua_raise(L, "_gemm_phases: expected true, false or nothing, got %s", luaL_typename(L, 1));
-        wb_host_gemm_phases_count(lua_toboolean(L, 1));
-    }
+    phases_switch(L, "_gemm_phases", wb_host_gemm_phases_count);
     wb_host_gemm_phases ph = wb_host_gemm_phases_read();
-    const struct {
-        const char *name;
-        int64_t value;
-    } fields[] = {{"runs", ph.runs},         {"pack_a_ns", ph.pack_a_ns},     {"pack_b_ns", ph.pack_b_ns},
-                  {"tiles_ns", ph.tiles_ns}, {"epilogue_ns", ph.epilogue_ns}, {"total_ns", ph.total_ns},
-                  {"wall_ns", ph.wall_ns},   {"wall_team_ns", ph.wall_team_ns}};
-    lua_createtable(L, 0, 8);
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        lua_pushinteger(L, (lua_Integer)fields[i].value);
-        lua_setfield(L, -2, fields[i].name);
-    }
-    return 1;
+    const phase_field fields[] = {{"runs", ph.runs},         {"pack_a_ns", ph.pack_a_ns},     {"pack_b_ns", ph.pack_b_ns},
+                                  {"tiles_ns", ph.tiles_ns}, {"epilogue_ns", ph.epilogue_ns}, {"total_ns", ph.total_ns},
+                                  {"wall_ns", ph.wall_ns},   {"wall_team_ns", ph.wall_team_ns}};
+    return push_phases(L, fields, (int)(sizeof fields / sizeof fields[0]));
 }
 
 /* wb._gemm_tile_gflops(kc[, iters]) -> GFLOP/s of the active path's register tile alone, one

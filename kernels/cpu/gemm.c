@@ -417,7 +417,7 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
     int64_t tiles = split_n ? tn : tm;
     if (nt > tiles) nt = (int)tiles;
     wb_cpu_spans *spans = wb_cpu_spans_open(split_n ? "column tiles" : "row tiles");
-    int failed_by[WB_CPU_MAX_THREADS] = {0}, team_of[WB_CPU_MAX_THREADS] = {0};
+    int failed_by[WB_CPU_MAX_THREADS] = {0}, team = 1; /* team: the threads that ran, when counting */
     const int counting = phases_on;
     const int64_t wall0 = counting ? wb_cpu_clock_ns() : 0;
     WB_CPU_PARALLEL(nt, {
@@ -431,12 +431,13 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
         else
             failed_by[t] = run_share(isa, p, 0, tn, lo, hi, &blocking, &thread_buffers[t], ph);
         wb_cpu_span_done(spans, t0, hi - lo);
-        if (ph) ph->runs++, team_of[t] = wb_cpu_team();
+        if (ph) ph->runs++;
+        if (ph && t == 0) team = wb_cpu_team();
         WB_CPU_LAP(ph, total_ns, start);
     });
     if (counting) {
         const int64_t wall = wb_cpu_clock_ns() - wall0;
-        wall_ns += wall, wall_team_ns += wall * (team_of[0] > 0 ? team_of[0] : 1);
+        wall_ns += wall, wall_team_ns += wall * team;
     }
     free(interleaved);
     for (int t = 0; t < nt; t++)
