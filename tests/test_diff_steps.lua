@@ -78,6 +78,27 @@ function test_an_uneven_burst_over_most_steps_makes_verdicts_unsure()
     lu.assertEquals(node(r, "r5").host.basis, "burst")
 end
 
+-- Other work only slows a step: bursts in A's steps 1-9 and 11 (10 and 12 come right after one, so
+-- no quiet step is left to check against) cannot make B's r3, 3x slower in every step, look
+-- slower, so r3 stays SLOWER; the same bursts in B could, and there r3 is UNSURE, basis "burst".
+function test_bursts_are_checked_only_on_the_side_they_favour()
+    local six = ranges(6)
+    local slow = {}
+    for i = 1, 6 do slow[i] = six[i] end
+    slow[3] = {"r3", {{name = "op3", dur = 120000}}}
+    local burst = function(s, i, name)
+        local f = (s == 10 or s == 12) and 1 or (name == "r5" or name == "r6") and 2.0 or 1.4
+        return f * saw(s, i)
+    end
+    local r = diff_of({ranges = six, steps = 12, jitter = burst}, {ranges = slow, steps = 12, jitter = saw})
+    lu.assertTrue(r.steps.a.checked)
+    lu.assertEquals(node(r, "r3").host.verdict, "SLOWER")
+    r = diff_of({ranges = six, steps = 12, jitter = saw}, {ranges = slow, steps = 12, jitter = burst})
+    lu.assertTrue(r.steps.b.checked)
+    lu.assertEquals(node(r, "r3").host.verdict, "UNSURE")
+    lu.assertEquals(node(r, "r3").host.basis, "burst")
+end
+
 -- Steps in which the host thread waited for a CPU for 10% or more of the step are left out, with
 -- the step after each, when six or more remain: A's steps 2 and 5 ran 1.5x slower in r2 alone (a deschedule in one range,
 -- which no whole-step factor sees) and say so; r2 is SAME against B without them, and SLOWER

@@ -464,10 +464,14 @@ function M.diff(ma, mb, o)
     end
     -- with bursts over too many steps to leave out: a FASTER or SLOWER must also show on the quiet
     -- steps alone (too few for a test of their own: at least two samples a side, their medians'
-    -- ratio in the same direction and at least the minimum effect), else UNSURE
+    -- ratio in the same direction and at least the minimum effect), else UNSURE. Other work only
+    -- slows a step, so only the side it would favour is checked: B's disturbed steps for SLOWER,
+    -- A's for FASTER (A's bursts make B look faster, not slower: a 375x slower range once read
+    -- UNSURE because the fast side's 10 ms sleeps jittered)
     local least = math.log(1 + (o.min_effect or compare.MIN_EFFECT))
     local function held(j, quiet_a, quiet_b)
-        if j and (j.verdict == "SLOWER" or j.verdict == "FASTER") and (pa.check or pb.check) then
+        local favoured = j and (j.verdict == "SLOWER" and pb.check or j.verdict == "FASTER" and pa.check)
+        if favoured then
             -- every step of both disturbed alike: nothing to set apart; one quiet sample, or none on
             -- one side only, shows nothing
             local shows = #quiet_a == 0 and #quiet_b == 0
