@@ -88,6 +88,9 @@ static int64_t cache_l1, cache_l2, cache_l3_share;
 static pthread_once_t caches_once = PTHREAD_ONCE_INIT;
 static wb_gemm_blocking_spec forced;
 static int forced_set;
+/* Bumped by every wb_gemm_blocking_force: the per-thread memo of wb_gemm_blocking_of below is
+ * worked out again after it. */
+static _Atomic unsigned forced_generation;
 static char env_error[320];
 
 static void read_caches(void) {
@@ -195,11 +198,13 @@ int wb_gemm_blocking_force(const wb_gemm_blocking_spec *spec, char *why, size_t 
     pthread_once(&caches_once, read_caches);
     if (!spec) {
         forced_set = 0;
+        forced_generation++;
         return 0;
     }
     if (check_spec(spec, why, len)) return -1;
     forced = *spec;
     forced_set = 1;
+    forced_generation++;
     return 0;
 }
 
@@ -213,8 +218,7 @@ const char *wb_gemm_blocking_env_error(void) {
     return env_error[0] ? env_error : NULL;
 }
 
-wb_gemm_blocking wb_gemm_blocking_of(const wb_cpu_isa *isa) {
-    pthread_once(&caches_once, read_caches);
+static wb_gemm_blocking blocking_of(const wb_cpu_isa *isa) {
     if (forced_set && forced.kc > 0) {
         wb_gemm_blocking b = wb_gemm_blocking_rule(isa->mr, isa->nr, cache_l1, cache_l2, cache_l3_share);
         b.kc = forced.kc, b.mc = forced.mc, b.nc = forced.nc, b.forced = WB_BLOCKING_FORCED_SIZES;
@@ -232,5 +236,28 @@ wb_gemm_blocking wb_gemm_blocking_of(const wb_cpu_isa *isa) {
     if (isa->kc > 0) b.kc = isa->kc, b.fixed = 1;
     if (isa->mc > 0) b.mc = isa->mc, b.fixed = 1;
     if (isa->nc > 0) b.nc = isa->nc, b.fixed = 1;
+    return b;
+}
+
+/* The rule's dozen 64-bit divisions cost a tiny GEMM more than its multiply-adds (a replayed 1x8
+ * @ 8x16 linear asks twice: its packed weight's key, then the driver; 34% of its 411 ns on a
+ * Zen 1 EPYC), so each thread keeps the blockings it worked out, one per ISA, until a blocking
+ * is forced or released. */
+#define MEMO_ISAS 8
+wb_gemm_blocking wb_gemm_blocking_of(const wb_cpu_isa *isa) {
+    static _Thread_local struct {
+        const wb_cpu_isa *isa;
+        unsigned generation;
+        wb_gemm_blocking blocking;
+    } memo[MEMO_ISAS];
+    static _Thread_local int memo_next;
+    pthread_once(&caches_once, read_caches);
+    const unsigned generation = forced_generation;
+    for (int i = 0; i < MEMO_ISAS; i++)
+        if (memo[i].isa == isa && memo[i].generation == generation) return memo[i].blocking;
+    const wb_gemm_blocking b = blocking_of(isa);
+    const int slot = memo_next;
+    memo_next = (memo_next + 1) % MEMO_ISAS;
+    memo[slot].isa = isa, memo[slot].generation = generation, memo[slot].blocking = b;
     return b;
 }

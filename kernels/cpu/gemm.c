@@ -152,7 +152,9 @@ static void pack_a_tile(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t
             memcpy(dst + kk * mr, p->a + row0 + (pc + kk) * p->csa, sizeof(float) * (size_t)mr);
         return;
     }
-    if (p->csa == 1 && isa->pack_rows) { /* row-major A: rows contiguous along k */
+    /* row-major A: rows contiguous along k; one row (a decode step) is cheaper copied alone than
+     * transposed with MR - 1 repeats of it */
+    if (p->csa == 1 && isa->pack_rows && rows > 1) {
         const float *src[MAX_MR];
         for (int r = 0; r < mr; r++)
             src[r] = p->a + (row0 + (r < rows ? r : 0)) * p->rsa + pc;
@@ -273,6 +275,7 @@ static const float *next_sliver(const wb_cpu_isa *isa, const wb_gemm_problem *p,
 /* The size of `count` items split into the fewest blocks of at most `most` items, evened out. */
 static int64_t balanced(int64_t count, int64_t most) {
     if (count <= 0) return most;
+    if (count <= most) return count; /* one block (and no division: a tiny GEMM's common case) */
     int64_t blocks = (count + most - 1) / most;
     return (count + blocks - 1) / blocks;
 }
@@ -417,7 +420,10 @@ int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *problem) {
     int64_t tiles = split_n ? tn : tm;
     if (nt > tiles) nt = (int)tiles;
     wb_cpu_spans *spans = wb_cpu_spans_open(split_n ? "column tiles" : "row tiles");
-    int failed_by[WB_CPU_MAX_THREADS] = {0}, team = 1; /* team: the threads that ran, when counting */
+    /* only the team's slots are zeroed: clearing all WB_CPU_MAX_THREADS took half of this
+     * function's time in a tiny GEMM */
+    int failed_by[WB_CPU_MAX_THREADS], team = 1; /* team: the threads that ran, when counting */
+    for (int t = 0; t < nt; t++) failed_by[t] = 0;
     const int counting = phases_on;
     const int64_t wall0 = counting ? wb_cpu_clock_ns() : 0;
     WB_CPU_PARALLEL(nt, {

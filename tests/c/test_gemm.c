@@ -490,6 +490,38 @@ static void test_blocking_rule(void) {
         failures++;
         fprintf(stderr, "FAIL blocking of the scalar ISA, or the rule's defaults\n");
     }
+    /* wb_gemm_blocking_of keeps what it worked out per thread and ISA: forcing sizes or caches,
+     * and releasing them, must each be seen by the next call, for every ISA (asked before and
+     * after, so that each has a memo to invalidate) */
+    const wb_gemm_blocking_spec *env = wb_gemm_blocking_forced(), sizes = {.kc = 40, .mc = 36, .nc = 64},
+                                cachesz = {.l1 = 16 << 10, .l2 = 256 << 10, .l3_share = 1 << 20};
+    const wb_gemm_blocking_spec saved = env ? *env : (wb_gemm_blocking_spec){0};
+    const char *memo_isas[] = {"scalar", "avx2", "avx512"};
+    for (int round = 0; round < 2; round++)
+        for (size_t i = 0; i < sizeof memo_isas / sizeof memo_isas[0]; i++) {
+            const wb_cpu_isa *isa = wb_cpu_isa_get(memo_isas[i]);
+            if (!isa) continue;
+            wb_gemm_blocking_force(NULL, NULL, 0);
+            const wb_gemm_blocking rule = wb_gemm_blocking_of(isa), again = wb_gemm_blocking_of(isa);
+            wb_gemm_blocking_force(&sizes, NULL, 0);
+            const wb_gemm_blocking forced_sizes = wb_gemm_blocking_of(isa);
+            wb_gemm_blocking_force(&cachesz, NULL, 0);
+            const wb_gemm_blocking forced_caches = wb_gemm_blocking_of(isa),
+                                   want = wb_gemm_blocking_rule(isa->mr, isa->nr, cachesz.l1, cachesz.l2, cachesz.l3_share);
+            wb_gemm_blocking_force(NULL, NULL, 0);
+            const wb_gemm_blocking released = wb_gemm_blocking_of(isa);
+            checks++;
+            if (rule.forced != WB_BLOCKING_RULE || again.kc != rule.kc || again.mc != rule.mc || again.nc != rule.nc ||
+                forced_sizes.kc != 40 || forced_sizes.mc != 36 || forced_sizes.nc != 64 ||
+                forced_sizes.forced != WB_BLOCKING_FORCED_SIZES || forced_caches.forced != WB_BLOCKING_FORCED_CACHES ||
+                forced_caches.l2 != 256 << 10 || (!isa->kc && forced_caches.kc != want.kc) ||
+                released.forced != WB_BLOCKING_RULE || released.kc != rule.kc || released.mc != rule.mc ||
+                released.nc != rule.nc) {
+                failures++;
+                fprintf(stderr, "FAIL %s: the blocking's memo missed a force or a release (round %d)\n", isa->name, round);
+            }
+        }
+    wb_gemm_blocking_force(env ? &saved : NULL, NULL, 0);
     /* sysfs's CPU lists (shared_cpu_list) */
     const struct {
         const char *list;
