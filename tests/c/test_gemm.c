@@ -194,6 +194,42 @@ static void test_isa(const wb_cpu_isa *isa) {
     printf("%-7s gemm: %s\n", isa->name, failures == before ? "ok" : "FAILED");
 }
 
+/* The ISA's row packer against the definition, dst[kk * width + j] = rows[j][kk], at every width
+ * from 1 to 17 and 24, 32 (the register tiles' 6, 12, 16 and 32 among them: a group of fewer than
+ * 8 rows is stored whole but for its last depth) and depths around the 8-deep transposes; nothing
+ * past the packed block may be written (a canary follows it). */
+static void test_pack_rows(const wb_cpu_isa *isa) {
+    if (!isa->pack_rows) return;
+    enum { MAXW = 32, MAXK = 40, CANARY = 24 };
+    static float src[MAXW][MAXK], dst[MAXW * MAXK + CANARY];
+    const float *rows[MAXW];
+    for (int j = 0; j < MAXW; j++) {
+        rows[j] = src[j];
+        for (int kk = 0; kk < MAXK; kk++) src[j][kk] = (float)(j * 1000 + kk);
+    }
+    const int widths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 24, 32};
+    const int64_t depths[] = {1, 7, 8, 9, 15, 16, 17, 24, 40};
+    int before = failures;
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+        for (size_t di = 0; di < sizeof depths / sizeof depths[0]; di++) {
+            const int width = widths[wi];
+            const int64_t kc = depths[di];
+            for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) dst[i] = -1.0f;
+            isa->pack_rows(dst, rows, width, kc);
+            int bad = 0;
+            for (int64_t kk = 0; kk < kc; kk++)
+                for (int j = 0; j < width; j++) bad += dst[kk * width + j] != src[j][kk];
+            for (int64_t i = kc * width; i < kc * width + CANARY; i++) bad += dst[i] != -1.0f;
+            checks++;
+            if (bad) {
+                failures++;
+                fprintf(stderr, "FAIL %s pack_rows width %d depth %lld: %d words wrong or written past the block\n",
+                        isa->name, width, (long long)kc, bad);
+            }
+        }
+    printf("%-7s pack_rows: %s\n", isa->name, failures == before ? "ok" : "FAILED");
+}
+
 /* The bound still catches real errors: a GEMM that dropped a K block fails every case (plain,
  * with an epilogue, dual; packed or not; depths of one block and a sliver, two blocks and a
  * part, three blocks), an output moved by twice its bound fails, by half of it passes. */
@@ -597,6 +633,7 @@ int main(int argc, char **argv) {
         wb_gemm_blocking b = wb_gemm_blocking_of(isa);
         printf("%-7s blocking: kc %lld, mc %lld, nc %lld\n", isa->name, (long long)b.kc, (long long)b.mc, (long long)b.nc);
         test_isa(isa);
+        test_pack_rows(isa);
         test_bound_catches(isa);
         if (gemm_only) continue;
         test_prefetch_plan(isa);
