@@ -20,7 +20,8 @@ static int l_cpu_caches(lua_State *L) {
 /* wb.cpu_blocking() -> {isa = "avx512", mr = 12, nr = 32, kc = 768, mc = 168, nc = 4096, l1 = ..., l2
  * = ..., l3_share = ..., fixed = false}: the GEMM driver's register tile and cache blocking on the
  * active CPU path, and the cache sizes in bytes the rule used (sysfs's, or its defaults); fixed:
- * the path's own constants instead (the portable path). */
+ * the path's own constants instead (the portable path); split_vectors: the CPU runs a 256-bit FMA
+ * as two halves (Zen 1), so K blocks are deeper than the caches' rule alone gives. */
 static int l_cpu_blocking(lua_State *L) {
     wb_host_blocking b = wb_host_blocking_active();
     lua_createtable(L, 0, 10);
@@ -37,6 +38,8 @@ static int l_cpu_blocking(lua_State *L) {
     }
     lua_pushboolean(L, b.fixed);
     lua_setfield(L, -2, "fixed");
+    lua_pushboolean(L, b.split);
+    lua_setfield(L, -2, "split_vectors");
     if (b.forced != WB_HOST_BLOCKING_RULE) {
         lua_pushstring(L, b.forced == WB_HOST_BLOCKING_SIZES ? "sizes" : "caches");
         lua_setfield(L, -2, "forced");

@@ -109,6 +109,7 @@ wb_host_blocking wb_host_blocking_active(void) {
                               .l2 = b.l2,
                               .l3_share = b.l3_share,
                               .fixed = b.fixed,
+                              .split = b.split,
                               .forced = b.forced == WB_BLOCKING_FORCED_SIZES    ? WB_HOST_BLOCKING_SIZES
                                         : b.forced == WB_BLOCKING_FORCED_CACHES ? WB_HOST_BLOCKING_CACHES
                                                                                 : WB_HOST_BLOCKING_RULE};

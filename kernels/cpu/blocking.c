@@ -34,6 +34,15 @@
  * 144; not measured there). The bf16 pair paths take the same rule in k-pairs (avx512bf16 kc 384
  * -> 768 pairs, avx2bf16 256 -> 384): the GeGLU MLP in bf16 at 1 and 6 tokens, each path against
  * its constants, 0.99-1.01x the time (medians of 4-8 alternated runs). */
+/* On a CPU whose vector units are half as wide as its 256-bit registers (Zen 1: every AVX2 FMA is
+ * two 128-bit halves, one per cycle), the 6x16 tile takes 12 cycles per k step, so its sliver's
+ * 64 bytes per step come from L2 as easily as from L1, and a deeper K block is pure gain: the
+ * output tile is loaded and stored once per K block, the microkernel's fixed cost once per call.
+ * Measured on an AMD EPYC Zen 1 (family 23 model 1; 32 KiB L1d, 512 KiB L2), blockings alternated
+ * in one process, best of 3 calls, medians of 7 rounds, against the rule's kc 256, mc 60: kc 384
+ * 1.00-1.01x, 512 1.01-1.03x, 768 with mc 36-60 1.01-1.03x (n = 1024, and the MLP's linears at 512
+ * tokens, 1 and 2 threads), kc 1024 with mc 36 1.02-1.04x (within 1% of 768 either way). So there
+ * kc is KC_MAX and the A block a quarter of L2 (kc 768, mc 42, nc 1024 on that Zen 1). */
 #define WORD         ((int64_t)sizeof(float))
 #define KC_MIN       128
 #define KC_L1_MIN    256
@@ -44,6 +53,17 @@
 #define L1_UNKNOWN   ((int64_t)32 << 10) /* where sysfs does not say */
 #define L2_UNKNOWN   ((int64_t)2 << 20)
 #define L3_UNKNOWN   ((int64_t)2 << 20) /* per logical CPU */
+
+/* mc from the A block's bytes, nc from half of the L3 share, both at b.kc */
+static wb_gemm_blocking blocks_for_kc(wb_gemm_blocking b, int64_t a_block, int mr, int nr) {
+    b.mc = a_block / (b.kc * WORD) / mr * mr;
+    if (b.mc < mr) b.mc = mr;
+    const int64_t nc = b.l3_share / 2 / (b.kc * WORD) / nr * nr;
+    const int64_t nc_min = NC_MIN / nr * nr > nr ? NC_MIN / nr * nr : nr;
+    const int64_t nc_max = NC_MAX / nr * nr > nr ? NC_MAX / nr * nr : nr;
+    b.nc = nc < nc_min ? nc_min : nc > nc_max ? nc_max : nc;
+    return b;
+}
 
 wb_gemm_blocking wb_gemm_blocking_rule(int mr, int nr, int64_t l1, int64_t l2, int64_t l3_share) {
     if (mr < 1) mr = 1;
@@ -59,12 +79,15 @@ wb_gemm_blocking wb_gemm_blocking_rule(int mr, int nr, int64_t l1, int64_t l2, i
         kc = a_block / (MC_MIN_TILES * mr * WORD) / 64 * 64;
     }
     b.kc = kc < KC_MIN ? KC_MIN : kc > KC_MAX ? KC_MAX : kc;
-    b.mc = a_block / (b.kc * WORD) / mr * mr;
-    if (b.mc < mr) b.mc = mr;
-    const int64_t nc = b.l3_share / 2 / (b.kc * WORD) / nr * nr;
-    const int64_t nc_min = NC_MIN / nr * nr > nr ? NC_MIN / nr * nr : nr;
-    const int64_t nc_max = NC_MAX / nr * nr > nr ? NC_MAX / nr * nr : nr;
-    b.nc = nc < nc_min ? nc_min : nc > nc_max ? nc_max : nc;
+    return blocks_for_kc(b, a_block, mr, nr);
+}
+
+wb_gemm_blocking wb_gemm_blocking_split(wb_gemm_blocking b, int mr, int nr) {
+    if (mr < 1) mr = 1;
+    if (nr < 1) nr = 1;
+    b.kc = KC_MAX;
+    b = blocks_for_kc(b, b.l2 / 4, mr, nr);
+    b.split = 1;
     return b;
 }
 
@@ -85,6 +108,7 @@ wb_gemm_blocking wb_gemm_blocking_rule(int mr, int nr, int64_t l1, int64_t l2, i
  * on one host thread and multiplied on another must see the same kc. WB_GEMM_BLOCKING is read
  * at the same time. */
 static int64_t cache_l1, cache_l2, cache_l3_share;
+static int vectors_split;
 static pthread_once_t caches_once = PTHREAD_ONCE_INIT;
 static wb_gemm_blocking_spec forced;
 static int forced_set;
@@ -98,6 +122,7 @@ static void read_caches(void) {
     cache_l2 = wb_cpu_cache_bytes(2);
     int64_t l3 = wb_cpu_cache_bytes(3);
     cache_l3_share = l3 > 0 ? l3 / wb_cpu_cache_shared_by(3) : 0;
+    vectors_split = wb_cpu_vectors_split();
     const char *env = getenv("WB_GEMM_BLOCKING");
     if (!env || !*env) return;
     char why[200];
@@ -233,6 +258,7 @@ static wb_gemm_blocking blocking_of(const wb_cpu_isa *isa) {
         return b;
     }
     wb_gemm_blocking b = wb_gemm_blocking_rule(isa->mr, isa->nr, cache_l1, cache_l2, cache_l3_share);
+    if (isa->lanes == 8 && vectors_split) b = wb_gemm_blocking_split(b, isa->mr, isa->nr); /* 256-bit paths */
     if (isa->kc > 0) b.kc = isa->kc, b.fixed = 1;
     if (isa->mc > 0) b.mc = isa->mc, b.fixed = 1;
     if (isa->nc > 0) b.nc = isa->nc, b.fixed = 1;

@@ -26,6 +26,11 @@ static int supported(const wb_cpu_isa *isa) {
     return 1;
 }
 
+int wb_cpu_vectors_split(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("znver1"); /* family 17h below model 30h: Zen 1 and Zen+ */
+}
+
 const wb_cpu_isa *wb_cpu_isa_get(const char *name) {
     const wb_cpu_isa *all[] = {&wb_cpu_isa_avx512, &wb_cpu_isa_avx2, &wb_cpu_isa_scalar};
     for (int i = 0; i < 3; i++)

@@ -40,11 +40,12 @@ local DOCS = {
     ["wb.default_device"] = "wb.default_device() -> the device creation functions use (--device)",
     ["wb.cpu_isa"] = "wb.cpu_isa([name]) -> the CPU kernel path in use (avx512, avx2, scalar); with a name, switch to it",
     ["wb.cpu_bf16"] = "wb.cpu_bf16([name]) -> the bf16 GEMM path: avx512bf16 (vdpbf16ps on k-pairs), avx2bf16 (k-pairs widened in registers), widen (f32 kernels), emulated (portable, for tests) or auto (by rows); with a name, switch to it",
-    ["wb.cpu_blocking"] = "wb.cpu_blocking() -> {isa, mr, nr, kc, mc, nc, l1, l2, l3_share, fixed, forced}: the GEMM's " ..
-        "register tile and cache blocking on the CPU path in use (K blocks of kc; row blocks of at most mc and " ..
-        "column panels of at most nc, evened out), derived from the cache sizes in bytes it lists (sysfs's, or " ..
-        "defaults); fixed: the path's own constants instead (the portable path); forced: \"sizes\" or \"caches\" " ..
-        "when wb.set_cpu_blocking or WB_GEMM_BLOCKING set it",
+    ["wb.cpu_blocking"] = "wb.cpu_blocking() -> {isa, mr, nr, kc, mc, nc, l1, l2, l3_share, fixed, split_vectors, " ..
+        "forced}: the GEMM's register tile and cache blocking on the CPU path in use (K blocks of kc; row blocks of " ..
+        "at most mc and column panels of at most nc, evened out), derived from the cache sizes in bytes it lists " ..
+        "(sysfs's, or defaults); fixed: the path's own constants instead (the portable path); split_vectors: the CPU " ..
+        "runs a 256-bit FMA as two halves (Zen 1), so K blocks are deeper than the caches alone give; forced: " ..
+        "\"sizes\" or \"caches\" when wb.set_cpu_blocking or WB_GEMM_BLOCKING set it",
     ["wb.set_cpu_blocking"] = "wb.set_cpu_blocking(\"kc,mc,nc\" | \"caches:L1,L2,L3SHARE\" | {kc=, mc=, nc=} | " ..
         "{l1=, l2=, l3_share=} | nil): forces the GEMM's cache blocking on every CPU path (mc a multiple of 12, nc " ..
         "of 32), or the rule on another CPU's caches; nil goes back to this machine's rule. For tests: the same as " ..

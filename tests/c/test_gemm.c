@@ -526,6 +526,24 @@ static void test_blocking_rule(void) {
         failures++;
         fprintf(stderr, "FAIL blocking of the scalar ISA, or the rule's defaults\n");
     }
+    /* the split-vector regime (Zen 1): K as deep as the rule allows, the A block a quarter of L2; on
+     * this machine the 256-bit paths take it exactly where the CPU splits its vectors */
+    const wb_gemm_blocking zen1 = wb_gemm_blocking_split(wb_gemm_blocking_rule(6, 16, 32 << 10, 512 << 10, 4 << 20), 6, 16);
+    checks++;
+    if (zen1.kc != 768 || zen1.mc != 42 || zen1.nc != 1024 || !zen1.split) {
+        failures++;
+        fprintf(stderr, "FAIL split-vector blocking: kc %lld mc %lld nc %lld, want 768 42 1024\n", (long long)zen1.kc,
+                (long long)zen1.mc, (long long)zen1.nc);
+    }
+    const wb_cpu_isa *avx2 = wb_cpu_isa_get("avx2");
+    if (avx2 && !wb_gemm_blocking_forced()) {
+        checks++;
+        if (wb_gemm_blocking_of(avx2).split != wb_cpu_vectors_split()) {
+            failures++;
+            fprintf(stderr, "FAIL the avx2 path's blocking: split %d, the CPU %d\n", wb_gemm_blocking_of(avx2).split,
+                    wb_cpu_vectors_split());
+        }
+    }
     /* wb_gemm_blocking_of keeps what it worked out per thread and ISA: forcing sizes or caches,
      * and releasing them, must each be seen by the next call, for every ISA (asked before and
      * after, so that each has a memo to invalidate) */

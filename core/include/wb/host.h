@@ -32,6 +32,7 @@ typedef struct wb_host_blocking {
     int64_t kc, mc, nc;
     int64_t l1, l2, l3_share;
     int fixed;
+    int split; /* the CPU splits 256-bit vectors in halves: the deep-K regime (kernels' blocking.c) */
     wb_host_blocking_forced forced;
 } wb_host_blocking;
 wb_host_blocking wb_host_blocking_active(void);

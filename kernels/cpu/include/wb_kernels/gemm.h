@@ -84,6 +84,9 @@ typedef struct wb_cpu_isa {
 
 /* Size in bytes of cpu0's data or unified cache at `level` (1, 2, 3), 0 when sysfs does not say. */
 int64_t wb_cpu_cache_bytes(int level);
+/* 1 where the CPU runs a 256-bit vector FMA as two 128-bit halves (AMD Zen 1 and Zen+), so the
+ * AVX2 tile consumes its B sliver at half the rate (see wb_gemm_blocking_split); 0 elsewhere. */
+int wb_cpu_vectors_split(void);
 /* How many logical CPUs share cpu0's cache at `level` (sysfs's shared_cpu_list), 1 when it does
  * not say. */
 int wb_cpu_cache_shared_by(int level);
@@ -104,11 +107,16 @@ typedef struct wb_gemm_blocking {
     int64_t kc, mc, nc;
     int64_t l1, l2, l3_share;
     int fixed;
+    int split; /* the split-vector regime replaced the cache rule's kc and mc (wb_gemm_blocking_split) */
     wb_gemm_blocking_forced_kind forced;
 } wb_gemm_blocking;
 /* The blocking for an mr x nr tile on caches of `l1` (data) and `l2` bytes per core and `l3_share`
  * bytes of L3 per logical CPU sharing it (0: unknown). The rule and its measurements are in gemm.c. */
 wb_gemm_blocking wb_gemm_blocking_rule(int mr, int nr, int64_t l1, int64_t l2, int64_t l3_share);
+/* The rule's blocking `b` for an mr x nr tile of 256-bit vectors on a CPU that splits them
+ * (wb_cpu_vectors_split): K blocks as deep as the rule allows at all, the A block a quarter of L2,
+ * the panel half of the L3 share at that depth. */
+wb_gemm_blocking wb_gemm_blocking_split(wb_gemm_blocking b, int mr, int nr);
 /* What the driver uses for `isa` on this machine: a forced blocking (below) first; then the ISA's
  * own kc, mc, nc where set, the rule on this machine's caches (read once) for the others. */
 wb_gemm_blocking wb_gemm_blocking_of(const wb_cpu_isa *isa);
