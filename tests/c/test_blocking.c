@@ -20,7 +20,8 @@ static void test_pack_rows(const wb_cpu_isa *isa) {
     const float *rows[MAXW];
     for (int j = 0; j < MAXW; j++) {
         rows[j] = src[j];
-        for (int kk = 0; kk < MAXK; kk++) src[j][kk] = (float)(j * 1000 + kk);
+        for (int kk = 0; kk < MAXK; kk++)
+            src[j][kk] = (float)(j * 1000 + kk);
     }
     const int widths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 24, 32};
     const int64_t depths[] = {1, 7, 8, 9, 15, 16, 17, 24, 40};
@@ -29,12 +30,15 @@ static void test_pack_rows(const wb_cpu_isa *isa) {
         for (size_t di = 0; di < sizeof depths / sizeof depths[0]; di++) {
             const int width = widths[wi];
             const int64_t kc = depths[di];
-            for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) dst[i] = -1.0f;
+            for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++)
+                dst[i] = -1.0f;
             isa->pack_rows(dst, rows, width, kc);
             int bad = 0;
             for (int64_t kk = 0; kk < kc; kk++)
-                for (int j = 0; j < width; j++) bad += dst[kk * width + j] != src[j][kk];
-            for (int64_t i = kc * width; i < kc * width + CANARY; i++) bad += dst[i] != -1.0f;
+                for (int j = 0; j < width; j++)
+                    bad += dst[kk * width + j] != src[j][kk];
+            for (int64_t i = kc * width; i < kc * width + CANARY; i++)
+                bad += dst[i] != -1.0f;
             checks++;
             if (bad) {
                 failures++;
@@ -101,7 +105,8 @@ static void test_blocking_rule(void) {
     }
     /* the split-vector regime (Zen 1): K as deep as the rule allows, the A block a quarter of L2; on
      * this machine the 256-bit paths take it exactly where the CPU splits its vectors */
-    const wb_gemm_blocking zen1 = wb_gemm_blocking_split(wb_gemm_blocking_rule(6, 16, 32 << 10, 512 << 10, 4 << 20), 6, 16);
+    const wb_gemm_blocking zen1 =
+        wb_gemm_blocking_split(wb_gemm_blocking_rule(6, 16, 32 << 10, 512 << 10, 4 << 20), 6, 16);
     checks++;
     if (zen1.kc != 768 || zen1.mc != 42 || zen1.nc != 1024 || !zen1.split) {
         failures++;
@@ -134,7 +139,8 @@ static void test_blocking_rule(void) {
             const wb_gemm_blocking forced_sizes = wb_gemm_blocking_of(isa);
             wb_gemm_blocking_force(&cachesz, NULL, 0);
             const wb_gemm_blocking forced_caches = wb_gemm_blocking_of(isa),
-                                   want = wb_gemm_blocking_rule(isa->mr, isa->nr, cachesz.l1, cachesz.l2, cachesz.l3_share);
+                                   want = wb_gemm_blocking_rule(isa->mr, isa->nr, cachesz.l1, cachesz.l2,
+                                                                cachesz.l3_share);
             wb_gemm_blocking_force(NULL, NULL, 0);
             const wb_gemm_blocking released = wb_gemm_blocking_of(isa);
             checks++;
@@ -145,7 +151,8 @@ static void test_blocking_rule(void) {
                 released.forced != WB_BLOCKING_RULE || released.kc != rule.kc || released.mc != rule.mc ||
                 released.nc != rule.nc) {
                 failures++;
-                fprintf(stderr, "FAIL %s: the blocking's memo missed a force or a release (round %d)\n", isa->name, round);
+                fprintf(stderr, "FAIL %s: the blocking's memo missed a force or a release (round %d)\n", isa->name,
+                        round);
             }
         }
     wb_gemm_blocking_force(env ? &saved : NULL, NULL, 0);
@@ -159,8 +166,8 @@ static void test_blocking_rule(void) {
         checks++;
         if (wb_cpu_list_count(lists[i].list) != lists[i].count) {
             failures++;
-            fprintf(stderr, "FAIL cpu list \"%s\": %d CPUs, want %d\n", lists[i].list,
-                    wb_cpu_list_count(lists[i].list), lists[i].count);
+            fprintf(stderr, "FAIL cpu list \"%s\": %d CPUs, want %d\n", lists[i].list, wb_cpu_list_count(lists[i].list),
+                    lists[i].count);
         }
     }
     printf("blocking rule: %s\n", failures == before ? "ok" : "FAILED");
