@@ -99,6 +99,36 @@ function test_bursts_are_checked_only_on_the_side_they_favour()
     lu.assertEquals(node(r, "r3").host.basis, "burst")
 end
 
+-- The same bursts in B add at most ~0.2 ms to a step (r5 and r6 2x, the rest 1.4x); B's r3 spins
+-- 20 ms more in every step. Other work adds time to a node only by adding it to the step, so
+-- it cannot have made those 20 ms: r3 and the step total are SLOWER (a 20 ms busy loop read UNSURE,
+-- basis "burst", in a CI run on a shared host whose small linears ran 10% slower in most steps),
+-- while the nodes the bursts moved (r5, r6: +40 us) stay UNSURE.
+function test_a_change_beyond_what_the_bursts_added_holds()
+    local six = ranges(6)
+    local spin = {}
+    for i = 1, 6 do spin[i] = six[i] end
+    spin[3] = {"r3", six[3][2], extra = function() return 20000000 end}
+    local burst = function(s, i, name)
+        local f = (s == 10 or s == 12) and 1 or (name == "r5" or name == "r6") and 2.0 or 1.4
+        return f * saw(s, i)
+    end
+    local r = diff_of({ranges = six, steps = 12, jitter = saw}, {ranges = spin, steps = 12, jitter = burst})
+    lu.assertTrue(r.steps.b.checked)
+    lu.assertEquals(node(r, "r3").host.verdict, "SLOWER")
+    lu.assertTrue(node(r, "r3").host.beyond_added_ns < 250000, node(r, "r3").host.beyond_added_ns)
+    lu.assertEquals(r.total.host.verdict, "SLOWER")
+    for _, label in ipairs({"r5", "r6"}) do
+        lu.assertEquals(node(r, label).host.verdict, "UNSURE", label)
+        lu.assertEquals(node(r, label).host.basis, "burst", label)
+    end
+    -- the other way round (the bursts in A, r3 20 ms faster in B): FASTER, beyond A's added time
+    r = diff_of({ranges = spin, steps = 12, jitter = burst}, {ranges = six, steps = 12, jitter = saw})
+    lu.assertTrue(r.steps.a.checked)
+    lu.assertEquals(node(r, "r3").host.verdict, "FASTER")
+    lu.assertEquals(node(r, "r5").host.verdict, "UNSURE")
+end
+
 -- Steps in which the host thread waited for a CPU for 10% or more of the step are left out, with
 -- the step after each, when six or more remain: A's steps 2 and 5 ran 1.5x slower in r2 alone (a deschedule in one range,
 -- which no whole-step factor sees) and say so; r2 is SAME against B without them, and SLOWER

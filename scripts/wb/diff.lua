@@ -14,7 +14,8 @@ local stats = require("wb.stats")
 local compare = require("wb.compare")
 local steps = require("wb.diff_steps")
 
-local M = {MIN_ABS_NS = 1000} -- medians closer than this are SAME (see judge)
+local M = {MIN_ABS_NS = 1000, -- medians closer than this are SAME (see judge)
+    BEYOND_ADDED = 2} -- a change this many times what other work added to a step is not its (see held)
 
 -- what the model's nodes are (core/observe/profiler_groups.c computes them)
 local HOST = {range = true, op = true, runtime = true}
@@ -468,8 +469,23 @@ function M.diff(ma, mb, o)
     -- slows a step, so only the side it would favour is checked: B's disturbed steps for SLOWER,
     -- A's for FASTER (A's bursts make B look faster, not slower: a 375x slower range once read
     -- UNSURE because the fast side's 10 ms sleeps jittered)
+    -- A change in host time also holds when it is more than BEYOND_ADDED times the most host time
+    -- any disturbed step of the side it would favour took over that side's quickest step: other
+    -- work adds time to a node only by adding it to the node's step, so it cannot make a 20 ms busy
+    -- loop out of steps it slowed by 0.1 ms (a CI run on a shared Xeon read such a range UNSURE,
+    -- basis "burst": other work on the host ran the small linears of most steps 10% slower).
     local least = math.log(1 + (o.min_effect or compare.MIN_EFFECT))
-    local function held(j, quiet_a, quiet_b)
+    local function most_added(plan)
+        local most = 0
+        for k, quiet in pairs(plan.quiet) do
+            if not quiet then
+                if not plan.added[k] then return nil end
+                most = math.max(most, plan.added[k])
+            end
+        end
+        return most
+    end
+    local function held(j, quiet_a, quiet_b, all_a, all_b)
         local favoured = j and (j.verdict == "SLOWER" and pb.check or j.verdict == "FASTER" and pa.check)
         if favoured then
             -- every step of both disturbed alike: nothing to set apart; one quiet sample, or none on
@@ -479,6 +495,13 @@ function M.diff(ma, mb, o)
                 local x, y = stats.median(quiet_a), stats.median(quiet_b)
                 local l = (x > 0 and y > 0) and math.log(y / x) or 0
                 shows = math.abs(l) >= least and (l > 0) == (j.verdict == "SLOWER")
+            end
+            if not shows and all_a and #all_a > 0 and #all_b > 0 then
+                local bound = most_added(j.verdict == "SLOWER" and pb or pa)
+                local change = (stats.median(all_b) - stats.median(all_a)) * (j.verdict == "SLOWER" and 1 or -1)
+                if bound and change > M.BEYOND_ADDED * math.max(bound, M.MIN_ABS_NS) then
+                    shows, j.beyond_added_ns = true, bound
+                end
             end
             if not shows then j.verdict, j.basis = "UNSURE", "burst" end
         end
@@ -495,13 +518,17 @@ function M.diff(ma, mb, o)
         local sa, sb = steps.samples(a, key, ma, pa, unit), steps.samples(b, key, mb, pb, unit)
         local j = configured(needs_steps(judge(sa, sb, o.min_effect, common), pa, math.min(#sa, #sb)))
         if not (qa or qb) then return j end
-        return held(j, steps.samples(a, key, ma, pa, unit, qa), steps.samples(b, key, mb, pb, unit, qb))
+        local host = key == "host" -- the steps' added time is host time
+        return held(j, steps.samples(a, key, ma, pa, unit, qa), steps.samples(b, key, mb, pb, unit, qb),
+            host and sa or nil, host and sb or nil)
     end
     local function total(field)
         local j = configured(needs_steps(judge(steps.step_samples(ma, field, pa), steps.step_samples(mb, field, pb),
             o.min_effect, common), pa, pa.kept))
         if not (qa or qb) then return j end
-        return held(j, steps.step_samples(ma, field, pa, qa), steps.step_samples(mb, field, pb, qb))
+        local host = field == "host_ns"
+        return held(j, steps.step_samples(ma, field, pa, qa), steps.step_samples(mb, field, pb, qb),
+            host and steps.step_samples(ma, field, pa) or nil, host and steps.step_samples(mb, field, pb) or nil)
     end
     r.total = {host = total("host_ns"), device = total("device_ns")}
     local ca, cb = children_of(ma), children_of(mb)
