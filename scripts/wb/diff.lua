@@ -406,7 +406,8 @@ function M.diff(ma, mb, o)
             for k = 1, #m.steps do if not plan.quiet[k] then disturbed[#disturbed + 1] = k end end
             r.notes[#r.notes + 1] = string.format("%s: step(s) %s ran slower as a whole, waited for a CPU or ran " ..
                 "kernels on fewer threads (other work on the machine), too many to leave out (fewer than %d quiet steps): a change must also show on " ..
-                "the quiet steps alone (their medians apart the same way), else its verdict is UNSURE", name,
+                "the quiet steps alone (their medians apart the same way), or be more than twice the time other " ..
+                "work added to any of those steps, else its verdict is UNSURE", name,
                 table.concat(disturbed, ", "), steps.MIN_QUIET)
         end
     end
