@@ -78,6 +78,12 @@ function test_an_uneven_burst_over_most_steps_makes_verdicts_unsure()
     lu.assertEquals(node(r, "r5").host.basis, "burst")
 end
 
+-- Bursts over steps 1-9 and 11 of 12 (10 and 12 come right after one): r5 and r6 2x, the rest 1.4x.
+local function burst(s, i, name)
+    local f = (s == 10 or s == 12) and 1 or (name == "r5" or name == "r6") and 2.0 or 1.4
+    return f * saw(s, i)
+end
+
 -- Other work only slows a step: bursts in A's steps 1-9 and 11 (10 and 12 come right after one, so
 -- no quiet step is left to check against) cannot make B's r3, 3x slower in every step, look
 -- slower, so r3 stays SLOWER; the same bursts in B could, and there r3 is UNSURE, basis "burst".
@@ -86,10 +92,6 @@ function test_bursts_are_checked_only_on_the_side_they_favour()
     local slow = {}
     for i = 1, 6 do slow[i] = six[i] end
     slow[3] = {"r3", {{name = "op3", dur = 120000}}}
-    local burst = function(s, i, name)
-        local f = (s == 10 or s == 12) and 1 or (name == "r5" or name == "r6") and 2.0 or 1.4
-        return f * saw(s, i)
-    end
     local r = diff_of({ranges = six, steps = 12, jitter = burst}, {ranges = slow, steps = 12, jitter = saw})
     lu.assertTrue(r.steps.a.checked)
     lu.assertEquals(node(r, "r3").host.verdict, "SLOWER")
@@ -109,10 +111,6 @@ function test_a_change_beyond_what_the_bursts_added_holds()
     local spin = {}
     for i = 1, 6 do spin[i] = six[i] end
     spin[3] = {"r3", six[3][2], extra = function() return 20000000 end}
-    local burst = function(s, i, name)
-        local f = (s == 10 or s == 12) and 1 or (name == "r5" or name == "r6") and 2.0 or 1.4
-        return f * saw(s, i)
-    end
     local r = diff_of({ranges = six, steps = 12, jitter = saw}, {ranges = spin, steps = 12, jitter = burst})
     lu.assertTrue(r.steps.b.checked)
     lu.assertEquals(node(r, "r3").host.verdict, "SLOWER")
