@@ -72,6 +72,9 @@ static void apply(int n) {
 }
 
 void wb_threads_set_requested(int n) {
+    /* nothing was decided while one thread was asked for (wb_threads_adapt): start afresh, as a
+     * process does, rather than from what the cores did before that */
+    if (requested == 1 && n > 1) contended = 0, quiet_windows = 0, window_start = 0;
     requested = n;
     effective = 0;
     apply(contended && enabled == 1 ? 1 : n);
@@ -110,8 +113,8 @@ void wb_threads_adapt(void) {
     if (!adaptive()) return;
     /* One thread asked for: one thread runs whatever the cores do, so there is nothing to decide
      * and no clock to read (the replayed 1x8 @ 8x16 linear of experiments/graph_replay.lua: 125 ->
-     * 100 ns a kernel on an Intel Xeon model 207). The window restarts when more threads are asked
-     * for: it is then older than 5 windows. */
+     * 100 ns a kernel on an Intel Xeon model 207). Asking for more threads starts the windows
+     * afresh (wb_threads_set_requested). */
     if (wb_threads_requested() == 1) return;
     int64_t now = wb_now_ns();
     if (now - window_start < WINDOW_NS) return;
