@@ -1,9 +1,13 @@
 /* test_core.c: C unit tests of the core (storage, views, bounds, broadcasting, the op table,
- * the generator and the pointwise kernels against naive references). No Lua here. */
+ * the generator, the pointwise kernels against naive references, the thread adaptation). No Lua here. */
+#define _GNU_SOURCE /* sched_setaffinity */
 #include <math.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "linear.h"
@@ -14,6 +18,7 @@
 #include <wb_kernels/gemm.h>
 #include <wb_kernels/pointwise.h>
 #include <wb/graph.h>
+#include <wb/clock.h>
 #include <wb/wb.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -475,6 +480,54 @@ static void test_graph_replays_on_the_threads_free_now(void) {
 #endif
 }
 
+/* The thread adaptation (threads.c) on a CPU shared with a busy process: the calling thread,
+ * pinned with a spinning child to one CPU, waits for it about half of each window, so the pool
+ * drops to one thread; asking for one thread and then two again starts afresh, as nothing is
+ * decided while one is asked for. Skipped where schedstat or CPU pinning is not available. */
+static void test_threads_adapt_to_a_shared_cpu(void) {
+#if defined(__linux__) && defined(_OPENMP)
+    cpu_set_t was_set, one;
+    if (access("/proc/thread-self/schedstat", R_OK) != 0 || sched_getaffinity(0, sizeof was_set, &was_set) != 0) {
+        printf("thread adaptation: no schedstat or affinity here, skipped\n");
+        return;
+    }
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &was_set)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    if (sched_setaffinity(0, sizeof one, &one) != 0) {
+        printf("thread adaptation: cannot pin to one CPU here, skipped\n");
+        return;
+    }
+    pid_t child = fork();
+    if (child == 0)
+        for (;;) {} /* shares the pinned CPU */
+    if (child < 0) {
+        sched_setaffinity(0, sizeof was_set, &was_set);
+        printf("thread adaptation: cannot fork here, skipped\n");
+        return;
+    }
+    int was_adaptive = wb_threads_set_adaptive(1), was = wb_threads_requested();
+    CHECK_OK(wb_set_num_threads(2));
+    const int64_t t0 = wb_now_ns();
+    while (!wb_threads_contended() && wb_now_ns() - t0 < 2000000000) {
+        for (int64_t t1 = wb_now_ns(); wb_now_ns() - t1 < 1000000;) {} /* 1 ms of work, then a kernel's check */
+        wb_threads_adapt();
+    }
+    CHECK(wb_threads_contended() && wb_get_num_threads() == 1);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    CHECK_OK(wb_set_num_threads(1));
+    CHECK_OK(wb_set_num_threads(2));
+    CHECK(!wb_threads_contended() && wb_get_num_threads() == 2);
+    sched_setaffinity(0, sizeof was_set, &was_set);
+    CHECK_OK(wb_set_num_threads(was));
+    wb_threads_set_adaptive(was_adaptive);
+#endif
+}
+
 int main(void) {
     test_op_table();
     test_storage_alignment_and_refcount();
@@ -490,6 +543,7 @@ int main(void) {
     test_prepack_follows_writes();
     test_trace_with_non_finite_counts();
     test_graph_replays_on_the_threads_free_now();
+    test_threads_adapt_to_a_shared_cpu();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }
