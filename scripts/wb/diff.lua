@@ -406,8 +406,8 @@ function M.diff(ma, mb, o)
             for k = 1, #m.steps do if not plan.quiet[k] then disturbed[#disturbed + 1] = k end end
             r.notes[#r.notes + 1] = string.format("%s: step(s) %s ran slower as a whole, waited for a CPU or ran " ..
                 "kernels on fewer threads (other work on the machine), too many to leave out (fewer than %d quiet steps): a change must also show on " ..
-                "the quiet steps alone (their medians apart the same way), or be more than twice the time other " ..
-                "work added to any of those steps, else its verdict is UNSURE", name,
+                "the quiet steps alone (their medians apart the same way), or, with fewer than two of them, be more " ..
+                "than twice the time other work added to any of those steps, else its verdict is UNSURE", name,
                 table.concat(disturbed, ", "), steps.MIN_QUIET)
         end
     end
@@ -470,11 +470,12 @@ function M.diff(ma, mb, o)
     -- slows a step, so only the side it would favour is checked: B's disturbed steps for SLOWER,
     -- A's for FASTER (A's bursts make B look faster, not slower: a 375x slower range once read
     -- UNSURE because the fast side's 10 ms sleeps jittered)
-    -- A change in host time also holds when it is more than BEYOND_ADDED times the most host time
-    -- any disturbed step of the side it would favour took over that side's quickest step: other
-    -- work adds time to a node only by adding it to the node's step, so it cannot make a 20 ms busy
-    -- loop out of steps it slowed by 0.1 ms (a CI run on a shared Xeon read such a range UNSURE,
-    -- basis "burst": other work on the host ran the small linears of most steps 10% slower).
+    -- Where the quiet steps are too few to check, a change in host time also holds when it is more
+    -- than BEYOND_ADDED times the most host time any disturbed step of the side it would favour
+    -- took over that side's quickest step: other work adds time to a node only by adding it to the
+    -- node's step, so it cannot make a 20 ms busy loop out of steps it slowed by 0.1 ms (a CI run
+    -- on a shared Xeon read such a range UNSURE, basis "burst": other work on the host ran the
+    -- small linears of most steps 10% slower, and fewer than two quiet steps were left).
     local least = math.log(1 + (o.min_effect or compare.MIN_EFFECT))
     local function most_added(plan)
         local most = 0
@@ -492,12 +493,13 @@ function M.diff(ma, mb, o)
             -- every step of both disturbed alike: nothing to set apart; one quiet sample, or none on
             -- one side only, shows nothing
             local shows = #quiet_a == 0 and #quiet_b == 0
-            if #quiet_a >= 2 and #quiet_b >= 2 then
+            local checkable = #quiet_a >= 2 and #quiet_b >= 2
+            if checkable then
                 local x, y = stats.median(quiet_a), stats.median(quiet_b)
                 local l = (x > 0 and y > 0) and math.log(y / x) or 0
                 shows = math.abs(l) >= least and (l > 0) == (j.verdict == "SLOWER")
             end
-            if not shows and all_a and #all_a > 0 and #all_b > 0 then
+            if not shows and not checkable and all_a and #all_a > 0 and #all_b > 0 then
                 local bound = most_added(j.verdict == "SLOWER" and pb or pa)
                 local change = (stats.median(all_b) - stats.median(all_a)) * (j.verdict == "SLOWER" and 1 or -1)
                 if bound and change > M.BEYOND_ADDED * math.max(bound, M.MIN_ABS_NS) then
