@@ -477,16 +477,6 @@ function M.diff(ma, mb, o)
     -- on a shared Xeon read such a range UNSURE, basis "burst": other work on the host ran the
     -- small linears of most steps 10% slower, and fewer than two quiet steps were left).
     local least = math.log(1 + (o.min_effect or compare.MIN_EFFECT))
-    local function most_added(plan)
-        local most = 0
-        for k, quiet in pairs(plan.quiet) do
-            if not quiet then
-                if not plan.added[k] then return nil end
-                most = math.max(most, plan.added[k])
-            end
-        end
-        return most
-    end
     local function held(j, quiet_a, quiet_b, all_a, all_b)
         local favoured = j and (j.verdict == "SLOWER" and pb.check or j.verdict == "FASTER" and pa.check)
         if favoured then
@@ -500,7 +490,7 @@ function M.diff(ma, mb, o)
                 shows = math.abs(l) >= least and (l > 0) == (j.verdict == "SLOWER")
             end
             if not shows and not checkable and all_a and #all_a > 0 and #all_b > 0 then
-                local bound = most_added(j.verdict == "SLOWER" and pb or pa)
+                local bound = (j.verdict == "SLOWER" and pb or pa).most_added
                 local change = (stats.median(all_b) - stats.median(all_a)) * (j.verdict == "SLOWER" and 1 or -1)
                 if bound and change > M.BEYOND_ADDED * math.max(bound, M.MIN_ABS_NS) then
                     shows, j.beyond_added_ns = true, bound
@@ -526,12 +516,12 @@ function M.diff(ma, mb, o)
             host and sa or nil, host and sb or nil)
     end
     local function total(field)
-        local j = configured(needs_steps(judge(steps.step_samples(ma, field, pa), steps.step_samples(mb, field, pb),
-            o.min_effect, common), pa, pa.kept))
+        local sa, sb = steps.step_samples(ma, field, pa), steps.step_samples(mb, field, pb)
+        local j = configured(needs_steps(judge(sa, sb, o.min_effect, common), pa, pa.kept))
         if not (qa or qb) then return j end
         local host = field == "host_ns"
         return held(j, steps.step_samples(ma, field, pa, qa), steps.step_samples(mb, field, pb, qb),
-            host and steps.step_samples(ma, field, pa) or nil, host and steps.step_samples(mb, field, pb) or nil)
+            host and sa or nil, host and sb or nil)
     end
     r.total = {host = total("host_ns"), device = total("device_ns")}
     local ca, cb = children_of(ma), children_of(mb)

@@ -66,9 +66,9 @@ end
 -- The plan for one recording (a wb.diff model): {keep = {[k] = bool} (the steps judged), quiet =
 -- {[k] = bool} (steps neither burst, busy nor thin), check = true when the quiet steps were too
 -- few to judge alone (every step kept: a verdict must hold on the quiet ones too), burst, busy,
--- thin, left_out (step lists), factor = {[k] = the step's factor against the quiet level}, added =
--- {[k] = the step's host time over the quickest step's, ns: at least what other work added to it}
--- (with 3 steps or more), kept = count}.
+-- thin, left_out (step lists), factor = {[k] = the step's factor against the quiet level},
+-- most_added = the most host time a disturbed step took over the quickest step, ns (at least what
+-- other work added to it; with 3 steps or more), kept = count}.
 -- key_of(node) -> the sample key judged for that node; min_abs: nodes whose median step is below
 -- it (the clock's resolution) do not vote on a step's factor.
 function M.plan(m, key_of, min_abs)
@@ -88,8 +88,8 @@ function M.plan(m, key_of, min_abs)
             end
         end
     end
-    local p = {factor = {}, added = {}, keep = {}, quiet = {}, burst = {}, busy = {}, thin = {}, after = {},
-        after_kept = {}, left_out = {}, kept = nsteps}
+    local p = {factor = {}, keep = {}, quiet = {}, burst = {}, busy = {}, thin = {}, after = {}, after_kept = {},
+        left_out = {}, kept = nsteps}
     local raw, voted = {}, {}
     for k = 1, nsteps do
         local l = logs[k]
@@ -104,9 +104,6 @@ function M.plan(m, key_of, min_abs)
     local totals = {}
     for k, st in ipairs(m.steps) do totals[k] = st.host_ns end
     local total_level = nsteps >= 3 and stats.summarize(totals).p10 or 0
-    local quickest = math.huge
-    for _, t in ipairs(totals) do quickest = math.min(quickest, t) end
-    if nsteps < 3 then quickest = 0 end
     -- thin steps: the thread pool runs kernels on one thread while other processes keep the cores
     -- busy (wb.set_num_threads); a step whose cpu kernels ran on fewer threads on average than in
     -- the recording's fullest step ran another configuration
@@ -119,7 +116,6 @@ function M.plan(m, key_of, min_abs)
     local usual = nsteps > 0 and stats.median(shares) or 0
     for k = 1, nsteps do
         p.factor[k], p.keep[k], p.quiet[k] = raw[k] and raw[k] / level or 1, true, true
-        if quickest > 0 then p.added[k] = m.steps[k].host_ns - quickest end
         if total_level > 0 and m.steps[k].host_ns / total_level > p.factor[k] then
             p.factor[k] = m.steps[k].host_ns / total_level
         end
@@ -145,6 +141,14 @@ function M.plan(m, key_of, min_abs)
         p.after_kept, p.after = p.after, {}
     end
     for _, k in ipairs(p.after) do p.quiet[k] = false end
+    if nsteps >= 3 then
+        local quickest, most = math.huge, 0
+        for _, t in ipairs(totals) do quickest = math.min(quickest, t) end
+        for k = 1, nsteps do
+            if not p.quiet[k] then most = math.max(most, totals[k] - quickest) end
+        end
+        p.most_added = most
+    end
     local n_quiet = undisturbed - #p.after
     if n_quiet < nsteps and n_quiet >= M.MIN_QUIET then
         for k = 1, nsteps do
