@@ -30,8 +30,9 @@ local function hostile(args)
     -- the subshell's `times` prints its own and then its children's user and system time
     local out, code = scratch.run(string.format("(%stimeout %d %s %s 2>%s; s=$?; times >%s; exit $s)", LIMIT,
         2 * SECONDS, EXE, args, err, times))
-    local um, us, sm, ss = scratch.read(times):match("\n(%d+)m([%d.]+)s (%d+)m([%d.]+)s")
-    lu.assertNotNil(ss, "times printed no children's line: " .. scratch.read(times))
+    local printed = scratch.read(times)
+    local um, us, sm, ss = printed:match("\n(%d+)m([%d.]+)s (%d+)m([%d.]+)s")
+    lu.assertNotNil(ss, "times printed no children's line: " .. printed)
     local secs = (tonumber(um) + tonumber(sm)) * 60 + tonumber(us) + tonumber(ss)
     return scratch.read(err), code, secs, out
 end
