@@ -68,9 +68,9 @@ static void copy_words(float *dst, const char *src, int64_t n, int stride) {
     for (int64_t kk = 0; kk < n; kk++) memcpy(dst + kk * stride, src + 4 * kk, 4);
 }
 
-/* Packs rows [row0, row0 + rt*mr) of x (rows past m repeat row 0 of the block: computed, never
- * stored) for every dual K block: block pc at xa[pc*rt*mr + tile*kc*mr + kk*mr + r]. */
-static void pack_x(const geometry *g, int64_t row0, int64_t rt, float *xa) {
+/* Packs rows [row0, row0 + rt*mr) of x (rows from row_end on repeat row 0 of the block: computed,
+ * never stored) for every dual K block: block pc at xa[pc*rt*mr + tile*kc*mr + kk*mr + r]. */
+static void pack_x(const geometry *g, int64_t row0, int64_t rt, int64_t row_end, float *xa) {
     const wb_mlp_problem *p = g->p;
     const int mr = g->mr;
     for (int64_t pc = 0; pc < g->kx; pc += g->kc_dual) {
@@ -80,7 +80,7 @@ static void pack_x(const geometry *g, int64_t row0, int64_t rt, float *xa) {
             int64_t rows[MAX_MR];
             for (int r = 0; r < mr; r++) {
                 int64_t row = row0 + it * mr + r;
-                rows[r] = row < p->m ? row : row0;
+                rows[r] = row < row_end ? row : row0;
             }
             if (g->pairs) { /* pair words, moved as they are (the packers only move floats) */
                 const char *at[MAX_MR]; /* row r's word pc: bf16 element 2 pc */
@@ -300,25 +300,26 @@ static void round_out(const wb_mlp_problem *p, const float *src, int64_t lds, in
         for (int64_t j = col0; j < col1; j++) out[(row0 + i) * p->ldo + j] = wb_f32_to_bf16(src[i * lds + j]);
 }
 
-/* Token split: row tiles [it0, it1) in blocks of at most block_tiles. x is packed once (into the
- * shared xa, at the thread's rows); then per panel of hidden columns (wb_mlp_blocking_rule: one
- * chunk, or more where x and the output would not stay in L3), per block, per hidden chunk: the
- * gated tiles into the chunk's packed A, then the down GEMM over that chunk, accumulating into the
- * block's output rows. The panel's weights are read from memory once and reused from L3 by every
- * block. */
-static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t block_tiles, int64_t panel, float *xa,
+/* Token split: rows [lo, hi) (a thread's share: wb_mlp_share_row), in row tiles from lo, in blocks
+ * of at most block_tiles. x is packed once (into the thread's part of the shared xa); then per
+ * panel of hidden columns (wb_mlp_blocking_rule: one chunk, or more where x and the output would
+ * not stay in L3), per block, per hidden chunk: the gated tiles into the chunk's packed A, then the
+ * down GEMM over that chunk, accumulating into the block's output rows. The panel's weights are
+ * read from memory once and reused from L3 by every block. */
+static void run_tokens(const geometry *g, int64_t lo, int64_t hi, int64_t block_tiles, int64_t panel, float *xa,
                        mlp_buffers *buf, float *o, int64_t ldo, wb_mlp_phases *ph) {
     const wb_mlp_problem *p = g->p;
     const int mr = g->mr;
+    const int64_t tiles = (hi - lo + mr - 1) / mr;
     float tile[MAX_MR * MAX_NR / 2] __attribute__((aligned(64)));
     int64_t t = ph ? wb_cpu_thread_ns() : 0;
-    for (int64_t ib = it0; ib < it1; ib += block_tiles)
-        pack_x(g, ib * mr, min64(block_tiles, it1 - ib), xa + ib * mr * g->kx);
+    for (int64_t ib = 0; ib < tiles; ib += block_tiles)
+        pack_x(g, lo + ib * mr, min64(block_tiles, tiles - ib), hi, xa + ib * mr * g->kx);
     WB_CPU_LAP(ph, pack_x_ns, t);
     for (int64_t p0 = 0; p0 < p->h; p0 += panel) {
         int64_t p1 = min64(p0 + panel, p->h);
-        for (int64_t ib = it0; ib < it1; ib += block_tiles) {
-            int64_t rt = min64(block_tiles, it1 - ib), row0 = ib * mr, rows = min64(rt * mr, p->m - row0);
+        for (int64_t ib = 0; ib < tiles; ib += block_tiles) {
+            int64_t rt = min64(block_tiles, tiles - ib), row0 = lo + ib * mr, rows = min64(rt * mr, hi - row0);
             const float *xb = xa + ib * mr * g->kx;
             for (int64_t c0 = p0; c0 < p1; c0 += g->kc_cols) { /* c0, kc: hidden columns */
                 int64_t kc = min64(g->kc_cols, p->h - c0);
@@ -340,7 +341,7 @@ static void run_tokens(const geometry *g, int64_t it0, int64_t it1, int64_t bloc
             }
         }
     }
-    if (p->out_bf16 && it0 < it1) round_out(p, o + it0 * mr * ldo, ldo, it0 * mr, min64((it1 - it0) * mr, p->m - it0 * mr), 0, p->n);
+    if (p->out_bf16 && lo < hi) round_out(p, o + lo * ldo, ldo, lo, hi - lo, 0, p->n);
 }
 
 /* Column split (all tokens in one block): thread t of `team` computes its share of the dual tiles
@@ -352,7 +353,7 @@ static void run_columns(const geometry *g, int t, int team, mlp_buffers *buf, fl
     const int64_t rt = (p->m + mr - 1) / mr;
     float tile[MAX_MR * MAX_NR / 2] __attribute__((aligned(64)));
     int64_t clock = ph ? wb_cpu_thread_ns() : 0;
-    pack_x(g, 0, rt, buf->xa);
+    pack_x(g, 0, rt, p->m, buf->xa);
     WB_CPU_LAP(ph, pack_x_ns, clock);
     int64_t jt0 = g->tiles_h * t / team, jt1 = g->tiles_h * (t + 1) / team;
     for (int64_t jt = jt0; jt < jt1; jt++)
@@ -383,6 +384,19 @@ static geometry geometry_of(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
     g.tiles_h = (p->h + g.width - 1) / g.width;
     g.tiles_n = (p->n + g.nr - 1) / g.nr;
     return g;
+}
+
+/* Equal shares of rows, not of row tiles: 128 tokens on two threads in 12-row tiles were 5 tiles |
+ * 5 tiles and 8 rows (60 | 68 rows), and the team waited on the 68; now 64 | 64 rows, 5 tiles and 4
+ * rows each. A boundary at a multiple of 4 rows leaves a share's last tile 4 rows or more where it
+ * is partial: the microkernel's 4-row instance keeps 8 FMA chains, as many as two FMA pipes of
+ * latency 4 need. The register tile alone on the Xeon model 207 (12x32, depth 768): 4 rows take
+ * 0.41 of a 12-row tile's time, 8 rows 0.67, 1 row 0.30. */
+int64_t wb_mlp_share_row(int64_t m, int t, int team) {
+    if (team < 1 || t >= team) return m;
+    if (t <= 0) return 0;
+    const int64_t row = (m * t / team + 2) / 4 * 4;
+    return row < m ? row : m;
 }
 
 wb_mlp_split wb_mlp_plan(const wb_cpu_isa *isa, const wb_mlp_problem *p, int *threads) {
@@ -464,8 +478,13 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
     /* every buffer reserved before the threads start: none can fail between the barrier's sides */
     const int tokens = split == WB_MLP_SPLIT_TOKENS;
     const wb_gemm_blocking caches = wb_gemm_blocking_of(isa);
-    const wb_mlp_blocking bl =
-        wb_mlp_blocking_rule(g.mr, g.kx, p->n, g.kc_down, (row_tiles + nt - 1) / nt * g.mr, caches.l2, caches.l3_share);
+    int64_t most_rows = 0; /* the largest share, in whole row tiles */
+    for (int t = 0; t < nt; t++) {
+        const int64_t rows = wb_mlp_share_row(p->m, t + 1, nt) - wb_mlp_share_row(p->m, t, nt);
+        most_rows = rows > most_rows ? rows : most_rows;
+    }
+    const wb_mlp_blocking bl = wb_mlp_blocking_rule(g.mr, g.kx, p->n, g.kc_down, (most_rows + g.mr - 1) / g.mr * g.mr,
+                                                    caches.l2, caches.l3_share);
     const int64_t block_tiles = tokens ? bl.block_tiles : row_tiles;
     for (int t = 0; t < nt; t++) {
         mlp_buffers *b = &thread_buffers[t];
@@ -474,7 +493,9 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
     }
     float *xa = NULL, *hidden = NULL, *o = (float *)p->out;
     int64_t ldo = p->ldo;
-    if (tokens && !(xa = wb_cpu_reserve(&shared_x, &shared_x_cap, (size_t)(row_tiles * g.mr * g.kx)))) return -1;
+    /* thread t packs its share's tiles from tile lo / mr + t on (wb_mlp_share_row's lo): past the
+     * tiles of the shares before it, which round up to at most one tile each */
+    if (tokens && !(xa = wb_cpu_reserve(&shared_x, &shared_x_cap, (size_t)((row_tiles + nt) * g.mr * g.kx)))) return -1;
     if (!tokens && !(hidden = wb_cpu_reserve(&shared_hidden, &shared_hidden_cap, (size_t)(row_tiles * g.mr * g.kh))))
         return -1;
     if (p->out_bf16) {
@@ -495,9 +516,10 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
         wb_mlp_phases *ph = counting ? &thread_phases[t] : NULL;
         int64_t start = ph ? wb_cpu_thread_ns() : 0;
         if (split == WB_MLP_SPLIT_TOKENS) {
-            int64_t lo = row_tiles * t / team, hi = row_tiles * (t + 1) / team;
-            run_tokens(&g, lo, hi, block_tiles, panel, xa, &thread_buffers[t], o, ldo, ph);
-            wb_cpu_span_done(spans, t0, hi - lo);
+            const int64_t lo = wb_mlp_share_row(p->m, t, team), hi = wb_mlp_share_row(p->m, t + 1, team);
+            run_tokens(&g, lo, hi, block_tiles, panel, xa + (lo / g.mr + t) * g.mr * g.kx, &thread_buffers[t], o, ldo,
+                       ph);
+            wb_cpu_span_done(spans, t0, (hi - lo + g.mr - 1) / g.mr);
         } else {
             run_columns(&g, t, team, &thread_buffers[t], hidden, o, ldo, ph);
             wb_cpu_span_done(spans, t0, g.tiles_n * (t + 1) / team - g.tiles_n * t / team);

@@ -1,7 +1,8 @@
 /* test_mlp_blocking.c: the fused MLP's token-split blocking rule (kernels/cpu/mlp.c): blocks whose
  * packed x, hidden chunk and output rows fit three quarters of L2, evened out; panels of one
  * hidden chunk while a thread's x and output rows fit half of its L3 share, else the chunks whose
- * weights fill that half; on the caches of the CPUs this project has been measured on. */
+ * weights fill that half; on the caches of the CPUs this project has been measured on. And the
+ * token split's shares (wb_mlp_share_row): equal rows, boundaries at multiples of 4 rows. */
 #include <stdio.h>
 
 #include <wb_kernels/mlp.h>
@@ -17,6 +18,26 @@ static void expect(const char *what, int mr, int64_t k, int64_t n, int64_t kc, i
         fprintf(stderr, "FAIL %s: %lld rows: block %lld tiles, panel %lld columns; want %lld, %lld\n", what,
                 (long long)rows, (long long)b.block_tiles, (long long)b.panel, (long long)want_tiles,
                 (long long)want_panel);
+    }
+}
+
+/* Thread t's share of m rows among team threads: [first, last). */
+static void expect_shares(int64_t m, int team, const int64_t *want_first) {
+    checks++;
+    int64_t prev = 0;
+    for (int t = 0; t <= team; t++) {
+        int64_t row = wb_mlp_share_row(m, t, team);
+        int ok = row >= prev && (t < team ? row % 4 == 0 || row == m : row == m) && (t > 0 || row == 0);
+        /* equal shares: each within 4 rows (the rounding) of m / team */
+        if (t > 0) ok &= (row - prev) * team >= m - 4 * team && (row - prev) * team <= m + 4 * team;
+        if (want_first && t < team) ok &= row == want_first[t];
+        if (!ok) {
+            failures++;
+            fprintf(stderr, "FAIL shares of %lld rows among %d: thread %d starts at row %lld (the one before at %lld)\n",
+                    (long long)m, team, t, (long long)row, (long long)prev);
+            return;
+        }
+        prev = row;
     }
 }
 
@@ -37,6 +58,15 @@ int main(void) {
     expect("xeon207 16384 tokens", 12, 768, 768, 768, 16384, 2 * M, 65 * M, 14, 3072);
     /* a block never below one tile, a panel never below one chunk */
     expect("tiny caches", 6, 4096, 4096, 256, 600, 64 * K, 64 * K, 1, 256);
+    /* the token split's shares: 128 tokens on 2 threads as 64 | 64 rows (not 5 | 6 tiles of 12: 60 | 68) */
+    expect_shares(128, 2, (const int64_t[]){0, 64});
+    expect_shares(512, 2, (const int64_t[]){0, 256});
+    expect_shares(1000, 2, (const int64_t[]){0, 500});
+    expect_shares(130, 2, (const int64_t[]){0, 64});
+    expect_shares(100, 3, (const int64_t[]){0, 32, 68});
+    expect_shares(7, 4, NULL);
+    for (int64_t m = 1; m <= 300; m++)
+        for (int team = 1; team <= 8; team++) expect_shares(m, team, NULL);
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }
