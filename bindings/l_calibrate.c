@@ -3,6 +3,8 @@
  * through that module so the CPU's ceilings are calibrated until stable and cached, and
  * wb.cpu_blocking (the GEMM's cache blocking, derived from the same caches), and the one-kernel
  * MLP's and the GEMM's opt-in phase times (wb._mlp_phases, wb._gemm_phases, for the experiments). */
+#include <string.h>
+
 #include <wb/host.h>
 #include "wb_lua.h"
 
@@ -145,14 +147,21 @@ static int l_gemm_phases(lua_State *L) {
     return push_phases(L, fields, (int)(sizeof fields / sizeof fields[0]));
 }
 
-/* wb._gemm_tile_gflops(kc[, iters]) -> GFLOP/s of the active path's register tile alone, one
- * thread (wb/host.h). */
+/* wb._gemm_tile_gflops(kc[, iters[, store]]) -> GFLOP/s of the active path's register tile alone,
+ * one thread, stored "plain" (the default) or as a dual tile through "geglu" or "swiglu"
+ * (wb/host.h). */
 static int l_gemm_tile_gflops(lua_State *L) {
+    static const char *const stores[] = {"plain", "geglu", "swiglu", NULL};
     lua_Integer kc = luaL_checkinteger(L, 1), iters = luaL_optinteger(L, 2, 20000);
     if (kc < 1 || kc > 8192) return wb_lua_raise(L, "_gemm_tile_gflops: kc must be 1 to 8192, got %I", kc);
     if (iters < 1 || iters > 100000000)
         return wb_lua_raise(L, "_gemm_tile_gflops: iters must be 1 to 100000000, got %I", iters);
-    double g = wb_host_gemm_tile_gflops((int64_t)kc, (int64_t)iters);
+    const char *name = luaL_optstring(L, 3, "plain");
+    int store = 0;
+    while (stores[store] && strcmp(stores[store], name) != 0) store++;
+    if (!stores[store])
+        return wb_lua_raise(L, "_gemm_tile_gflops: store must be \"plain\", \"geglu\" or \"swiglu\", got \"%s\"", name);
+    double g = wb_host_gemm_tile_gflops((int64_t)kc, (int64_t)iters, (wb_host_tile_store)store);
     if (g < 0) return wb_lua_raise(L, "_gemm_tile_gflops: out of memory for a depth-%I sliver", kc);
     lua_pushnumber(L, g);
     return 1;

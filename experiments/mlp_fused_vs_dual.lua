@@ -17,8 +17,10 @@
 -- down linear hidden -> out, one forward after the other, as the path runs them; wall time), the
 -- down linear alone in a batch of its own,
 -- and a fused batch with the kernel's phase counts on (wb._mlp_phases: thread CPU time in packing
--- x, the dual tiles, the down GEMM; the rest is the barrier, rounding, loops), ms per forward,
--- medians over rounds. Alone, the down linear finds its weights in L3 (768 x 3072 f32: 9 MiB, under
+-- x, the dual tiles, the down GEMM; the rest is the barrier, rounding, loops; "outside" is the
+-- team's time not in the kernel's threads: fork, join, dispatch), ms per forward, medians over
+-- rounds; and the activation's share of the dual tiles, estimated from the register tile alone
+-- stored through the activation and plain (wb._gemm_tile_gflops). Alone, the down linear finds its weights in L3 (768 x 3072 f32: 9 MiB, under
 -- a Zen 3's 16 MiB L3 share); in either path the gate and up weights (18 MiB) pass through L3
 -- before it: compare the fused down phase with the down linear in place.
 local args = require("wb.args")
@@ -68,6 +70,19 @@ print(string.format("%s MLP dim %d hidden %d, %s, CPU path %s (%s); dual/fused a
 print(string.format("%7s %7s %12s %12s %22s", "threads", "tokens", "dual ms", "fused ms", "dual/fused median [range]"))
 local was_threads = wb.get_num_threads()
 local breakdown = {}
+-- What the activation in the dual tiles' stores costs, estimated from the f32 register tile alone
+-- (one thread, operands in cache): a dual tile stored through the activation against the same
+-- tile stored plain, at the dual GEMM's depth, times the dual tiles of a forward (tokens / mr row
+-- tiles, of nr / 2 hidden columns each), in thread CPU time like the phases.
+local tile = wb.cpu_blocking()
+local function act_per_forward(tokens)
+    local depth = math.min(dim, 1024)
+    local iters = math.ceil(1e9 / (2 * tile.mr * tile.nr * depth)) -- ~6 ms each
+    local plain = wb._gemm_tile_gflops(depth, iters, "plain")
+    local act = wb._gemm_tile_gflops(depth, iters, opts.mlp)
+    local per_tile = 2 * tile.mr * tile.nr * depth * (1 / act - 1 / plain) * 1e-9
+    return per_tile * (tokens / tile.mr) * math.ceil(hidden / (tile.nr / 2))
+end
 for _, threads in ipairs(opts.threads) do
     wb.set_num_threads(threads)
     local clock = threads == 1 and os.clock or function() return wb.time_ns() / 1e9 end
@@ -104,7 +119,8 @@ for _, threads in ipairs(opts.threads) do
             ratios[mid], ratios[1], ratios[opts.rounds]))
         if not opts.no_breakdown then
             local h = dual_op(x, wg, wu)
-            local parts = {gemm = {}, down = {}, alone = {}, fused = {}, pack_x = {}, gated = {}, fdown = {}, rest = {}}
+            local parts = {gemm = {}, down = {}, alone = {}, fused = {}, pack_x = {}, gated = {}, fdown = {}, rest = {},
+                act = {}, outside = {}}
             for r = 1, opts.rounds do
                 -- the dual path's kernels in place, from the profiler's kernel events (wall time)
                 local prof = wb.profiler.profile({activities = {"cpu", "device"}}, function()
@@ -126,6 +142,10 @@ for _, threads in ipairs(opts.threads) do
                 local per = 1e-9 / math.max(ph.runs, 1) -- (none on a device where the op is two kernels)
                 parts.pack_x[r], parts.gated[r], parts.fdown[r] = ph.pack_x_ns * per, ph.gated_ns * per, ph.down_ns * per
                 parts.rest[r] = (ph.total_ns - ph.pack_x_ns - ph.gated_ns - ph.down_ns) * per
+                -- the team's time (wall x threads; process CPU time on 1 thread) outside the threads' time
+                -- in the kernel: the fork, the wait for the slowest thread, the dispatch around the kernel
+                parts.outside[r] = parts.fused[r] * threads - ph.total_ns * per
+                parts.act[r] = act_per_forward(tokens)
             end
             h:release()
             local med = {}
@@ -143,11 +163,18 @@ if #breakdown > 0 then
     print("\nwhere the time goes, ms per forward (medians over rounds; the dual path's kernels in place from the " ..
         "profiler's kernel events, wall time; the down linear alone and the fused kernel in the clock above, its " ..
         "phases in thread CPU time summed over threads):")
-    print(string.format("%7s %7s | %10s %10s %10s %10s | %10s %10s %10s %10s %10s", "threads", "tokens", "dual GEMM",
-        "down lin.", "sum", "down alone", "fused", "pack x", "dual tiles", "down", "rest"))
+    print(string.format("%7s %7s | %10s %10s %10s %10s | %10s %10s %10s %10s %10s %10s %10s", "threads", "tokens",
+        "dual GEMM", "down lin.", "sum", "down alone", "fused", "pack x", "dual tiles", "(act.)", "down", "rest",
+        "outside"))
     for _, b in ipairs(breakdown) do
         local m = b.m
-        print(string.format("%7d %7d | %10.3f %10.3f %10.3f %10.3f | %10.3f %10.3f %10.3f %10.3f %10.3f", b.threads,
-            b.tokens, m.gemm, m.down, m.gemm + m.down, m.alone, m.fused, m.pack_x, m.gated, m.fdown, m.rest))
+        print(string.format("%7d %7d | %10.3f %10.3f %10.3f %10.3f | %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f",
+            b.threads, b.tokens, m.gemm, m.down, m.gemm + m.down, m.alone, m.fused, m.pack_x, m.gated, m.act, m.fdown,
+            m.rest, m.outside))
     end
+    print(string.format("(act.): the activation's share of the dual tiles, estimated from the %dx%d register tile alone " ..
+        "(a dual tile stored through %s against the same tile stored plain, one thread, operands in cache) times the " ..
+        "dual tiles of a forward; outside: the team's time (wall x threads; process CPU time on 1 thread) not in the " ..
+        "threads' time in the kernel: the fork, the wait for the slowest thread, the dispatch around it", tile.mr,
+        tile.nr, opts.mlp))
 end

@@ -123,6 +123,12 @@ function TestGemm:test_phase_counts()
     end
     wb.set_num_threads(prev)
     lu.assertTrue(wb._gemm_tile_gflops(64, 100) > 0)
+    -- a dual tile through its activation: the same multiply-adds and the activation's work on top
+    for _, store in ipairs({"plain", "geglu", "swiglu"}) do
+        lu.assertTrue(wb._gemm_tile_gflops(64, 100, store) > 0, store)
+    end
+    lu.assertErrorMsgContains('_gemm_tile_gflops: store must be "plain", "geglu" or "swiglu", got "relu"',
+        wb._gemm_tile_gflops, 64, 100, "relu")
     lu.assertErrorMsgContains("_gemm_phases: expected true, false or nothing, got string", wb._gemm_phases, "on")
     lu.assertErrorMsgContains("_gemm_tile_gflops: kc must be 1 to 8192, got 0", wb._gemm_tile_gflops, 0)
     lu.assertErrorMsgContains("_gemm_tile_gflops: iters must be 1 to 100000000, got 0", wb._gemm_tile_gflops, 64, 0)

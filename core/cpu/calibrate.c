@@ -133,7 +133,12 @@ const char *wb_host_blocking_env_error(void) { return wb_gemm_blocking_env_error
 
 void wb_host_mlp_phases_count(int on) { wb_mlp_phases_count(on); }
 
-double wb_host_gemm_tile_gflops(int64_t kc, int64_t iters) { return wb_gemm_tile_gflops(wb_cpu_isa_active(), kc, iters); }
+double wb_host_gemm_tile_gflops(int64_t kc, int64_t iters, wb_host_tile_store store) {
+    const wb_gemm_store s = store == WB_HOST_TILE_GEGLU    ? WB_STORE_GEGLU
+                            : store == WB_HOST_TILE_SWIGLU ? WB_STORE_SWIGLU
+                                                           : WB_STORE_PLAIN;
+    return wb_gemm_tile_gflops(wb_cpu_isa_active(), kc, iters, s);
+}
 
 void wb_host_gemm_phases_count(int on) { wb_gemm_phases_count(on); }
 

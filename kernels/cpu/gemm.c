@@ -60,7 +60,7 @@ static int64_t tile_count(const wb_cpu_isa *isa, int64_t n, int dual) {
     return (n + tile_width(isa, dual) - 1) / tile_width(isa, dual);
 }
 
-double wb_gemm_tile_gflops(const wb_cpu_isa *isa, int64_t kc, int64_t iters) {
+double wb_gemm_tile_gflops(const wb_cpu_isa *isa, int64_t kc, int64_t iters, wb_gemm_store store) {
     const int mr = isa->mr, nr = isa->nr;
     if (kc < 1) kc = 1;
     if (iters < 1) iters = 1;
@@ -72,7 +72,9 @@ double wb_gemm_tile_gflops(const wb_cpu_isa *isa, int64_t kc, int64_t iters) {
         /* small values, finite as f32 and as bf16 pairs alike */
         for (int64_t i = 0; i < kc * mr + 16; i++) a[i] = 1e-3f * (float)(i % 7);
         for (int64_t i = 0; i < kc * nr + 16; i++) b[i] = 1e-3f * (float)(i % 5);
-        wb_gemm_tile t = {.kc = kc, .a = a, .b = b, .c_out = c, .ldc_out = nr, .store = WB_STORE_PLAIN};
+        /* a gated store (GEGLU, SWIGLU) writes the NR/2 columns of a dual tile */
+        const int gated = store == WB_STORE_GEGLU || store == WB_STORE_SWIGLU;
+        wb_gemm_tile t = {.kc = kc, .a = a, .b = b, .c_out = c, .ldc_out = gated ? nr / 2 : nr, .store = store};
         isa->ukernel(&t, mr); /* warm */
         const int64_t t0 = wb_cpu_thread_ns();
         for (int64_t i = 0; i < iters; i++) isa->ukernel(&t, mr);

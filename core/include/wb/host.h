@@ -69,8 +69,10 @@ typedef struct wb_host_gemm_phases {
 } wb_host_gemm_phases;
 void wb_host_gemm_phases_count(int on);
 wb_host_gemm_phases wb_host_gemm_phases_read(void);
-/* The active path's register tile alone at depth kc (`iters` calls on operands kept in cache):
- * GFLOP/s of one thread, or -1 when out of memory. */
-double wb_host_gemm_tile_gflops(int64_t kc, int64_t iters);
+/* The active path's register tile alone at depth kc (`iters` calls on operands kept in cache),
+ * stored plain or, as a dual tile, through the GeGLU or SwiGLU activation: GFLOP/s of one thread
+ * (the multiply-adds only), or -1 when out of memory. */
+typedef enum wb_host_tile_store { WB_HOST_TILE_PLAIN, WB_HOST_TILE_GEGLU, WB_HOST_TILE_SWIGLU } wb_host_tile_store;
+double wb_host_gemm_tile_gflops(int64_t kc, int64_t iters, wb_host_tile_store store);
 
 #endif

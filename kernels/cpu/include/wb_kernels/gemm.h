@@ -227,10 +227,12 @@ typedef struct wb_gemm_phases {
 void wb_gemm_phases_count(int on);
 wb_gemm_phases wb_gemm_phases_read(void);
 /* The register tile alone: the ISA's microkernel on one packed A and B sliver of depth kc (kept
- * in cache by the repetition), full tiles, plain stores, `iters` calls; GFLOP/s of the calling
- * thread's CPU time, or -1 when the buffers cannot be allocated. What the tiles of a GEMM would
- * reach if their operands were always at hand (on a pair ISA kc counts pairs: 2 multiply-adds). */
-double wb_gemm_tile_gflops(const wb_cpu_isa *isa, int64_t kc, int64_t iters);
+ * in cache by the repetition), full tiles stored by `store` (PLAIN; a dual tile's GEGLU or SWIGLU:
+ * the activation in the store, what it adds to a tile), `iters` calls; GFLOP/s of the calling
+ * thread's CPU time (the GEMM's multiply-adds only), or -1 when the buffers cannot be allocated.
+ * What the tiles of a GEMM would reach if their operands were always at hand (on a pair ISA kc
+ * counts pairs: 2 multiply-adds). */
+double wb_gemm_tile_gflops(const wb_cpu_isa *isa, int64_t kc, int64_t iters, wb_gemm_store store);
 
 /* y = gelu(x) (erf_form: the erf GELU, else the tanh form), or y = gelu_tanh(x) * u when u is
  * given, over n contiguous floats with the ISA's vectorised routines, in chunks split across
