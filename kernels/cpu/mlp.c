@@ -272,14 +272,18 @@ static void down_block(const geometry *g, const float *hidden, int64_t rt, int64
                        int64_t jd0, int64_t jd1, float *o, int64_t ldo) {
     const int mr = g->mr, nr = g->nr;
     float bias[MAX_NR] __attribute__((aligned(64)));
+    const int64_t passes = rows / mr, floats = kc * nr;
+    const int64_t share = passes >= SPREAD_MIN_PASSES ? (floats + passes - 1) / passes : 0;
     for (int64_t jd = jd0; jd < jd1; jd++) {
         const float *b = c0 == 0 ? tile_bias(g, jd, bias) : NULL;
+        const float *sliver = g->p->packed_down + c0 * g->tiles_n * nr + jd * kc * nr;
+        const int spread = share > 0 && jd + 1 < jd1;
         for (int64_t it = 0; it < rt; it++) {
             int r = (int)min64(mr, rows - it * mr);
             float *c = o + it * mr * ldo + jd * nr;
             wb_gemm_tile t = {.kc = kc,
                               .a = hidden + it * kc * mr,
-                              .b = g->p->packed_down + c0 * g->tiles_n * nr + jd * kc * nr,
+                              .b = sliver,
                               .c_in = c0 == 0 ? NULL : c,
                               .ldc_in = ldo,
                               .bias = b,
@@ -287,6 +291,10 @@ static void down_block(const geometry *g, const float *hidden, int64_t rt, int64
                               .ldc_out = ldo,
                               .store = WB_STORE_PLAIN,
                               .prefetch_b = it == 0};
+            if (spread && r == mr && it * share < floats) {
+                t.pf_next = sliver + floats + it * share;
+                t.pf_floats = min64(share, floats - it * share);
+            }
             down_tile(g, t, r, jd);
         }
     }
