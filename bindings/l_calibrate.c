@@ -151,17 +151,20 @@ static int l_gemm_phases(lua_State *L) {
  * one thread, stored "plain" (the default) or as a dual tile through "geglu" or "swiglu"
  * (wb/host.h). */
 static int l_gemm_tile_gflops(lua_State *L) {
-    static const char *const stores[] = {"plain", "geglu", "swiglu", NULL};
+    static const struct {
+        const char *name;
+        wb_host_tile_store store;
+    } stores[] = {{"plain", WB_HOST_TILE_PLAIN}, {"geglu", WB_HOST_TILE_GEGLU}, {"swiglu", WB_HOST_TILE_SWIGLU}};
     lua_Integer kc = luaL_checkinteger(L, 1), iters = luaL_optinteger(L, 2, 20000);
     if (kc < 1 || kc > 8192) return wb_lua_raise(L, "_gemm_tile_gflops: kc must be 1 to 8192, got %I", kc);
     if (iters < 1 || iters > 100000000)
         return wb_lua_raise(L, "_gemm_tile_gflops: iters must be 1 to 100000000, got %I", iters);
     const char *name = luaL_optstring(L, 3, "plain");
-    int store = 0;
-    while (stores[store] && strcmp(stores[store], name) != 0) store++;
-    if (!stores[store])
+    size_t i = 0;
+    while (i < sizeof stores / sizeof stores[0] && strcmp(stores[i].name, name) != 0) i++;
+    if (i == sizeof stores / sizeof stores[0])
         return wb_lua_raise(L, "_gemm_tile_gflops: store must be \"plain\", \"geglu\" or \"swiglu\", got \"%s\"", name);
-    double g = wb_host_gemm_tile_gflops((int64_t)kc, (int64_t)iters, (wb_host_tile_store)store);
+    double g = wb_host_gemm_tile_gflops((int64_t)kc, (int64_t)iters, stores[i].store);
     if (g < 0) return wb_lua_raise(L, "_gemm_tile_gflops: out of memory for a depth-%I sliver", kc);
     lua_pushnumber(L, g);
     return 1;

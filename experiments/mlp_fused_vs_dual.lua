@@ -20,9 +20,10 @@
 -- x, the dual tiles, the down GEMM; the rest is the barrier, rounding, loops; "outside" is the
 -- team's time not in the kernel's threads: fork, join, dispatch), ms per forward, medians over
 -- rounds; and the activation's share of the dual tiles, estimated from the register tile alone
--- stored through the activation and plain (wb._gemm_tile_gflops). Alone, the down linear finds its weights in L3 (768 x 3072 f32: 9 MiB, under
--- a Zen 3's 16 MiB L3 share); in either path the gate and up weights (18 MiB) pass through L3
--- before it: compare the fused down phase with the down linear in place.
+-- stored through the activation and plain (wb._gemm_tile_gflops). Alone, the down linear finds
+-- its weights in L3 (768 x 3072 f32: 9 MiB, under a Zen 3's 16 MiB L3 share); in either path the
+-- gate and up weights (18 MiB) pass through L3 before it: compare the fused down phase with the
+-- down linear in place.
 local args = require("wb.args")
 local parser = args.parser("mlp_fused_vs_dual.lua", "The one-kernel MLP against the dual GEMM + down linear, alternated.")
 parser:option("--tokens", "Token counts, comma-separated.", "1,16,128,512"):convert(args.ints("--tokens", 1, 65536))

@@ -130,6 +130,42 @@ function TestMlp:test_few_tokens_split_columns()
     end
 end
 
+-- The token split gives each thread an equal share of rows, not of row tiles, so a share starts and
+-- ends inside a register tile (128 tokens on 2 threads: 64 | 64 rows, 5 tiles of 12 and 4 rows
+-- each; 151 on 3: 50 | 50 | 51): each thread packs its rows into its own part of the shared packed
+-- x and stores only its rows. Models just large enough to fork at these counts; f32 and bf16.
+function TestMlp:test_token_split_shares_rows()
+    local cases = {{tokens = 128, threads = 2}, {tokens = 131, threads = 2}, {tokens = 151, threads = 3}}
+    for i, c in ipairs(cases) do
+        local act = i % 2 == 1 and "geglu" or "swiglu"
+        wb.manual_seed(60 + i)
+        local m = wb.nn[ACTS[act].module](64, 136, {bias = false})
+        m.down_proj.bias = wb.randn({64})
+        local m16 = wb.nn[ACTS[act].module](64, 136, {bias = false})
+        for _, name in ipairs({"gate_proj", "up_proj", "down_proj"}) do
+            m16[name].weight = m[name].weight:to{dtype = "bf16"}
+        end
+        m16.down_proj.bias = m.down_proj.bias:to{dtype = "bf16"}
+        local x = wb.randn({c.tokens, 64})
+        local what = string.format("%s_mlp, %d tokens, %d threads", act, c.tokens, c.threads)
+        with_threads(c.threads, function()
+            local p = wb.profiler.profile({activities = {"cpu", "device"}})
+            p:start()
+            local y = fused(act, m, x)
+            p:stop()
+            B.assert_within_bound(y, B.mlp(m, x), what .. ", f32")
+            local y16 = fused(act, m16, x:to{dtype = "bf16"})
+            B.assert_within_bound(y16, B.mlp(m, x, {bf16 = true, inputs_rounded = true}), what .. ", bf16")
+            local kernels = {}
+            for _, e in ipairs(p:events()) do if e.cat == "kernel" then kernels[#kernels + 1] = e end end
+            lu.assertEquals(#kernels, 1)
+            if wb.get_num_threads() >= c.threads then
+                lu.assertEquals(kernels[1].args.threads, c.threads, what .. ": the fork was not taken")
+            end
+        end)
+    end
+end
+
 -- bf16 on few rows: the one kernel runs the k-pair microkernels the linears pick there (they read
 -- the packed weights as bf16, half the bytes of widened ones) and rounds the hidden to bf16 as it
 -- packs it, as the dual path stores it: the same kernels in the same order, so the result is the

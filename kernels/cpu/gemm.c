@@ -249,6 +249,10 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
 #define SPREAD_MIN_PASSES 4
 #define SPREAD_MIN_SLIVER_BYTES (32 << 10)
 
+int wb_gemm_spread_pays(int64_t passes, int64_t sliver_bytes, int64_t block_bytes, int64_t l2) {
+    return passes >= SPREAD_MIN_PASSES && sliver_bytes >= SPREAD_MIN_SLIVER_BYTES && block_bytes > l2 / 2;
+}
+
 /* The B sliver the driver runs after tile `jt` of the block [jc, jc_end) (bp: the block's first
  * sliver), or NULL: the next tile of the block; after the last, the block's first again when
  * another MC block follows; else, for prepacked B, the first sliver of the next K block (in
@@ -331,8 +335,7 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                  * microkernel's edge-row instances do not); whether they do, for the whole block */
                 const int64_t passes = ic_end - ic - (ic_end * mr > p->m ? 1 : 0);
                 const int64_t sliver_bytes = kc * nr * (int64_t)sizeof(float);
-                const int spread = passes >= SPREAD_MIN_PASSES && sliver_bytes >= SPREAD_MIN_SLIVER_BYTES &&
-                                   (jc_end - jc) * sliver_bytes > l2 / 2;
+                const int spread = wb_gemm_spread_pays(passes, sliver_bytes, (jc_end - jc) * sliver_bytes, l2);
                 int64_t epi_jt = jc;
                 for (int64_t jt = jc; jt < jc_end; jt++) {
                     int64_t col0 = jt * width, cols = p->n - col0 < width ? p->n - col0 : width;

@@ -58,6 +58,7 @@ typedef struct geometry {
     int64_t kc_dual, kc_down; /* K block depths of the two packed weights, in words */
     int64_t kc_cols;          /* hidden columns per down K block (2 kc_down in pairs) */
     int64_t tiles_h, tiles_n; /* dual tiles over the hidden, down tiles over the output */
+    int64_t l2;               /* bytes of L2 per core, as the blocking read it */
 } geometry;
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -143,14 +144,13 @@ static void gated_tile(const geometry *g, const float *xa, int64_t rt, int64_t i
 
 /* The gate/up sliver after dual tile jt (while that tile is still in the chunk ending at column
  * c_end), which the passes over tile jt (its full row tiles) fetch into L2 a share at a time (*share floats each),
- * so that its first pass finds it there rather than in L3; NULL when the driver's rule would not
- * spread (see gemm.c: fewer than SPREAD_MIN_PASSES full row tiles, or the dual K in blocks). */
-#define SPREAD_MIN_PASSES 4
+ * so that its first pass finds it there rather than in L3; NULL where the driver's rule would not
+ * spread (wb_gemm_spread_pays over the chunk's slivers), or the dual K is in blocks. */
 static const float *spread_share(const geometry *g, int64_t rows, int64_t jt, int64_t c_end, int64_t *share) {
-    int64_t passes = rows / g->mr;
-    if (passes < SPREAD_MIN_PASSES || g->kc_dual < g->kx || (jt + 1) * g->width >= c_end || jt + 1 >= g->tiles_h)
+    const int64_t passes = rows / g->mr, floats = g->kx * g->nr, bytes = floats * (int64_t)sizeof(float);
+    if (!wb_gemm_spread_pays(passes, bytes, g->kc_cols / g->width * bytes, g->l2) || g->kc_dual < g->kx ||
+        (jt + 1) * g->width >= c_end || jt + 1 >= g->tiles_h)
         return NULL;
-    int64_t floats = g->kx * g->nr;
     *share = (floats + passes - 1) / passes;
     return g->p->packed_gate_up + (jt + 1) * floats;
 }
@@ -273,10 +273,12 @@ static void down_block(const geometry *g, const float *hidden, int64_t rt, int64
     const int mr = g->mr, nr = g->nr;
     float bias[MAX_NR] __attribute__((aligned(64)));
     /* the passes over a sliver (its full row tiles) fetch the next one of the block into L2, a share
-     * each, as the dual tiles do (spread_share): measured on the Xeon model 207 at 512 tokens, 1
-     * thread, the down phase went from 0.99x to 0.97x the down linear's time alone, in the same run */
-    const int64_t passes = rows / mr, floats = kc * nr;
-    const int64_t share = passes >= SPREAD_MIN_PASSES ? (floats + passes - 1) / passes : 0;
+     * each, where the driver's rule would (wb_gemm_spread_pays), as the dual tiles do: measured on
+     * the Xeon model 207 at 512 tokens, 1 thread, the down phase went from 0.99x to 0.97x the down
+     * linear's time alone, in the same run */
+    const int64_t passes = rows / mr, floats = kc * nr, bytes = floats * (int64_t)sizeof(float);
+    const int64_t share =
+        wb_gemm_spread_pays(passes, bytes, (jd1 - jd0) * bytes, g->l2) ? (floats + passes - 1) / passes : 0;
     for (int64_t jd = jd0; jd < jd1; jd++) {
         const float *b = c0 == 0 ? tile_bias(g, jd, bias) : NULL;
         const float *sliver = g->p->packed_down + c0 * g->tiles_n * nr + jd * kc * nr;
@@ -340,7 +342,9 @@ static void run_tokens(const geometry *g, int64_t lo, int64_t hi, int64_t block_
                     const float *next = spread_share(g, rows, jt, c0 + kc, &share);
                     for (int64_t it = 0; it < rt; it++) {
                         int r = (int)min64(mr, rows - it * mr);
-                        gated_tile(g, xb, rt, it, jt, r, it == 0, next ? next + it * share : NULL, next ? share : 0, tile);
+                        /* (a partial tile fetches nothing: its share would lie past the next sliver) */
+                        const int ahead = next && r == mr;
+                        gated_tile(g, xb, rt, it, jt, r, it == 0, ahead ? next + it * share : NULL, ahead ? share : 0, tile);
                         scatter(g, tile, r, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
                     }
                 }
@@ -394,20 +398,27 @@ static geometry geometry_of(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
     g.kc_cols = g.pairs ? 2 * g.kc_down : g.kc_down;
     g.tiles_h = (p->h + g.width - 1) / g.width;
     g.tiles_n = (p->n + g.nr - 1) / g.nr;
+    g.l2 = wb_gemm_blocking_of(isa).l2;
     return g;
 }
 
 /* Equal shares of rows, not of row tiles: 128 tokens on two threads in 12-row tiles were 5 tiles |
  * 5 tiles and 8 rows (60 | 68 rows), and the team waited on the 68; now 64 | 64 rows, 5 tiles and 4
- * rows each. A boundary at a multiple of 4 rows leaves a share's last tile 4 rows or more where it
- * is partial: the microkernel's 4-row instance keeps 8 FMA chains, as many as two FMA pipes of
- * latency 4 need. The register tile alone on the Xeon model 207 (12x32, depth 768): 4 rows take
- * 0.41 of a 12-row tile's time, 8 rows 0.67, 1 row 0.30. */
+ * rows each. A share's last tile is then partial more often, and a partial tile costs more per row
+ * (the register tile alone on the Xeon model 207, 12x32 at depth 768: 4 rows take 0.41 of a 12-row
+ * tile's time, 8 rows 0.67, 1 row 0.30). Under those costs (and a 6-row AVX2 tile's, taken as a
+ * 4-row tile's for up to 4 rows) equal rows never gave the slowest thread more time than equal
+ * tiles (2, 3, 4 and 8 threads, 4 row tiles a thread up to 2000 rows), and matched the best split
+ * a search over the boundaries found (up to 700 rows). */
 int64_t wb_mlp_share_row(int64_t m, int t, int team) {
     if (team < 1 || t >= team) return m;
-    if (t <= 0) return 0;
-    const int64_t row = (m * t / team + 2) / 4 * 4;
-    return row < m ? row : m;
+    return t <= 0 ? 0 : m * t / team;
+}
+
+/* Share t packs from tile lo / mr + t on: the shares before it take at most that many tiles, as
+ * each rounds its rows up to whole tiles once (tests/c/test_mlp_blocking.c checks it). */
+int64_t wb_mlp_share_tile(int64_t m, int mr, int t, int team) {
+    return wb_mlp_share_row(m, t, team) / (mr > 0 ? mr : 1) + (t < team ? t : team);
 }
 
 wb_mlp_split wb_mlp_plan(const wb_cpu_isa *isa, const wb_mlp_problem *p, int *threads) {
@@ -489,7 +500,7 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
     /* every buffer reserved before the threads start: none can fail between the barrier's sides */
     const int tokens = split == WB_MLP_SPLIT_TOKENS;
     const wb_gemm_blocking caches = wb_gemm_blocking_of(isa);
-    int64_t most_rows = 0; /* the largest share, in whole row tiles */
+    int64_t most_rows = 0; /* the largest share's rows (rounded up to whole tiles for the rule) */
     for (int t = 0; t < nt; t++) {
         const int64_t rows = wb_mlp_share_row(p->m, t + 1, nt) - wb_mlp_share_row(p->m, t, nt);
         most_rows = rows > most_rows ? rows : most_rows;
@@ -504,8 +515,7 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
     }
     float *xa = NULL, *hidden = NULL, *o = (float *)p->out;
     int64_t ldo = p->ldo;
-    /* thread t packs its share's tiles from tile lo / mr + t on (wb_mlp_share_row's lo): past the
-     * tiles of the shares before it, which round up to at most one tile each */
+    /* thread t packs its share's tiles from wb_mlp_share_tile on: all within row_tiles + nt */
     if (tokens && !(xa = wb_cpu_reserve(&shared_x, &shared_x_cap, (size_t)((row_tiles + nt) * g.mr * g.kx)))) return -1;
     if (!tokens && !(hidden = wb_cpu_reserve(&shared_hidden, &shared_hidden_cap, (size_t)(row_tiles * g.mr * g.kh))))
         return -1;
@@ -519,7 +529,7 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
      * as many of them (at least one) keep the panel's weights within the rule's bytes */
     const int64_t chunks = bl.panel / g.kc_down;
     const int64_t panel = !tokens ? p->h : g.pairs ? (chunks / 2 > 1 ? chunks / 2 : 1) * g.kc_cols : bl.panel;
-    wb_cpu_spans *spans = wb_cpu_spans_open(split == WB_MLP_SPLIT_TOKENS ? "row tiles" : "column tiles");
+    wb_cpu_spans *spans = wb_cpu_spans_open(split == WB_MLP_SPLIT_TOKENS ? "rows" : "column tiles");
     const int counting = phases_on;
     WB_CPU_PARALLEL(nt, {
         int t = wb_cpu_thread(), team = wb_cpu_team();
@@ -528,9 +538,9 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
         int64_t start = ph ? wb_cpu_thread_ns() : 0;
         if (split == WB_MLP_SPLIT_TOKENS) {
             const int64_t lo = wb_mlp_share_row(p->m, t, team), hi = wb_mlp_share_row(p->m, t + 1, team);
-            run_tokens(&g, lo, hi, block_tiles, panel, xa + (lo / g.mr + t) * g.mr * g.kx, &thread_buffers[t], o, ldo,
+            run_tokens(&g, lo, hi, block_tiles, panel, xa + wb_mlp_share_tile(p->m, g.mr, t, team) * g.mr * g.kx, &thread_buffers[t], o, ldo,
                        ph);
-            wb_cpu_span_done(spans, t0, (hi - lo + g.mr - 1) / g.mr);
+            wb_cpu_span_done(spans, t0, hi - lo);
         } else {
             run_columns(&g, t, team, &thread_buffers[t], hidden, o, ldo, ph);
             wb_cpu_span_done(spans, t0, g.tiles_n * (t + 1) / team - g.tiles_n * t / team);

@@ -2,7 +2,7 @@
  * packed x, hidden chunk and output rows fit three quarters of L2, evened out; panels of one
  * hidden chunk while a thread's x and output rows fit half of its L3 share, else the chunks whose
  * weights fill that half; on the caches of the CPUs this project has been measured on. And the
- * token split's shares (wb_mlp_share_row): equal rows, boundaries at multiples of 4 rows. */
+ * token split's shares (wb_mlp_share_row): equal rows, not equal row tiles. */
 #include <stdio.h>
 
 #include <wb_kernels/mlp.h>
@@ -27,9 +27,9 @@ static void expect_shares(int64_t m, int team, const int64_t *want_first) {
     int64_t prev = 0;
     for (int t = 0; t <= team; t++) {
         int64_t row = wb_mlp_share_row(m, t, team);
-        int ok = row >= prev && (t < team ? row % 4 == 0 || row == m : row == m) && (t > 0 || row == 0);
-        /* equal shares: each within 4 rows (the rounding) of m / team */
-        if (t > 0) ok &= (row - prev) * team >= m - 4 * team && (row - prev) * team <= m + 4 * team;
+        int ok = row >= prev && (t < team || row == m) && (t > 0 || row == 0);
+        /* equal shares: each within a row of m / team */
+        if (t > 0) ok &= (row - prev) * team > m - team && (row - prev) * team < m + team;
         if (want_first && t < team) ok &= row == want_first[t];
         if (!ok) {
             failures++;
@@ -38,6 +38,21 @@ static void expect_shares(int64_t m, int team, const int64_t *want_first) {
             return;
         }
         prev = row;
+    }
+    /* each share's packed-x tiles lie before the next share's, all within ceil(m / mr) + team */
+    for (int mr = 1; mr <= 12; mr++) {
+        const int64_t row_tiles = (m + mr - 1) / mr;
+        for (int t = 0; t < team; t++) {
+            const int64_t rows = wb_mlp_share_row(m, t + 1, team) - wb_mlp_share_row(m, t, team);
+            const int64_t end = wb_mlp_share_tile(m, mr, t, team) + (rows + mr - 1) / mr;
+            const int64_t next = t + 1 < team ? wb_mlp_share_tile(m, mr, t + 1, team) : row_tiles + team;
+            if (end > next) {
+                failures++;
+                fprintf(stderr, "FAIL %lld rows among %d, %d-row tiles: share %d's packed x ends at tile %lld, past %lld\n",
+                        (long long)m, team, mr, t, (long long)end, (long long)next);
+                return;
+            }
+        }
     }
 }
 
@@ -62,8 +77,8 @@ int main(void) {
     expect_shares(128, 2, (const int64_t[]){0, 64});
     expect_shares(512, 2, (const int64_t[]){0, 256});
     expect_shares(1000, 2, (const int64_t[]){0, 500});
-    expect_shares(130, 2, (const int64_t[]){0, 64});
-    expect_shares(100, 3, (const int64_t[]){0, 32, 68});
+    expect_shares(131, 2, (const int64_t[]){0, 65});
+    expect_shares(100, 3, (const int64_t[]){0, 33, 66});
     expect_shares(7, 4, NULL);
     for (int64_t m = 1; m <= 300; m++)
         for (int team = 1; team <= 8; team++) expect_shares(m, team, NULL);

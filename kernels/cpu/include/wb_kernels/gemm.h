@@ -210,6 +210,11 @@ void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b,
                     const float *b_up, float *packed);
 /* Returns 0, or -1 when a packing buffer could not be allocated (C is then incomplete). */
 int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *p);
+/* Whether the `passes` (full row tiles) over each B sliver of `sliver_bytes` should each fetch a
+ * share of the next sliver into L2, where a block's slivers take `block_bytes` and L2 is `l2`
+ * bytes: from 4 passes, for slivers of 32 KiB or more, when the block's slivers take more than half
+ * of L2 (gemm.c says what it measured). The GEMM driver's rule; the one-kernel MLP's too. */
+int wb_gemm_spread_pays(int64_t passes, int64_t sliver_bytes, int64_t block_bytes, int64_t l2);
 
 /* Where a GEMM's time goes, counted only when asked (the clock is read at each phase's end, a few
  * times per B sliver of an MC block): each thread's CPU time packing A and B, in the register

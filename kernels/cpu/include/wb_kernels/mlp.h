@@ -37,8 +37,12 @@ typedef enum wb_mlp_split {
 wb_mlp_split wb_mlp_plan(const wb_cpu_isa *isa, const wb_mlp_problem *p, int *threads);
 
 /* The first of the m token rows that thread t of a team owns under the token split (m for t = team):
- * equal shares, each boundary at a multiple of 4 rows (mlp.c says why). */
+ * equal shares of rows, not of row tiles (mlp.c says why). */
 int64_t wb_mlp_share_row(int64_t m, int t, int team);
+/* The first of the mr-row tiles of the shared packed x that share t uses (its rows from its first,
+ * rounded up to whole tiles): the shares' tiles never overlap, and all lie in the first
+ * ceil(m / mr) + team tiles. */
+int64_t wb_mlp_share_tile(int64_t m, int mr, int t, int team);
 
 /* The token split's blocking for a thread's `rows` tokens on caches of `l2` bytes per core and an
  * `l3_share` per logical CPU: row tiles (of mr rows) per block, and hidden columns per panel (a
