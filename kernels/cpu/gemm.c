@@ -353,10 +353,10 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                                           .b = bp + (jt - jc) * tile_stride,
                                           .store = WB_STORE_PLAIN,
                                           .prefetch_b = it == ic};
-                        if (next && rows == mr) {
-                            int64_t done = (it - ic) * share, left = next_floats - done;
+                        const int64_t done = (it - ic) * share;
+                        if (next && rows == mr && done < next_floats) { /* (no pointer past the sliver) */
                             t.pf_next = next + done;
-                            t.pf_floats = left < share ? (left > 0 ? left : 0) : share;
+                            t.pf_floats = next_floats - done < share ? next_floats - done : share;
                         }
                         float *c = p->c + row0 * p->ldc + col0;
                         int c_in_is_c = 0, out_is_c = 1;

@@ -343,7 +343,7 @@ static void run_tokens(const geometry *g, int64_t lo, int64_t hi, int64_t block_
                     for (int64_t it = 0; it < rt; it++) {
                         int r = (int)min64(mr, rows - it * mr);
                         /* (a partial tile fetches nothing: its share would lie past the next sliver) */
-                        const int ahead = next && r == mr;
+                        const int ahead = next && r == mr && it * share < g->kx * g->nr;
                         gated_tile(g, xb, rt, it, jt, r, it == 0, ahead ? next + it * share : NULL, ahead ? share : 0, tile);
                         scatter(g, tile, r, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
                     }
