@@ -500,11 +500,7 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
     /* every buffer reserved before the threads start: none can fail between the barrier's sides */
     const int tokens = split == WB_MLP_SPLIT_TOKENS;
     const wb_gemm_blocking caches = wb_gemm_blocking_of(isa);
-    int64_t most_rows = 0; /* the largest share's rows (rounded up to whole tiles for the rule) */
-    for (int t = 0; t < nt; t++) {
-        const int64_t rows = wb_mlp_share_row(p->m, t + 1, nt) - wb_mlp_share_row(p->m, t, nt);
-        most_rows = rows > most_rows ? rows : most_rows;
-    }
+    const int64_t most_rows = (p->m + nt - 1) / nt; /* the largest share (wb_mlp_share_row's equal rows) */
     const wb_mlp_blocking bl = wb_mlp_blocking_rule(g.mr, g.kx, p->n, g.kc_down, (most_rows + g.mr - 1) / g.mr * g.mr,
                                                     caches.l2, caches.l3_share);
     const int64_t block_tiles = tokens ? bl.block_tiles : row_tiles;
@@ -538,8 +534,8 @@ int wb_mlp_run(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
         int64_t start = ph ? wb_cpu_thread_ns() : 0;
         if (split == WB_MLP_SPLIT_TOKENS) {
             const int64_t lo = wb_mlp_share_row(p->m, t, team), hi = wb_mlp_share_row(p->m, t + 1, team);
-            run_tokens(&g, lo, hi, block_tiles, panel, xa + wb_mlp_share_tile(p->m, g.mr, t, team) * g.mr * g.kx, &thread_buffers[t], o, ldo,
-                       ph);
+            float *xa_t = xa + wb_mlp_share_tile(p->m, g.mr, t, team) * g.mr * g.kx;
+            run_tokens(&g, lo, hi, block_tiles, panel, xa_t, &thread_buffers[t], o, ldo, ph);
             wb_cpu_span_done(spans, t0, hi - lo);
         } else {
             run_columns(&g, t, team, &thread_buffers[t], hidden, o, ldo, ph);
