@@ -77,9 +77,9 @@ static void store_tile(const wb_gemm_tile *t, int m, float c[MR][NR]) {
             for (int j = 0; j < NR; j++)
                 out[j] = v_gelu_erf(c[i][j]);
             break;
-        case WB_STORE_GEGLU:
+        case WB_STORE_GEGLU: /* (into a packed-A sliver: column j at j*MR + i) */
             for (int j = 0; j < NR / 2; j++)
-                out[j] = v_gelu_tanh(c[i][j]) * c[i][j + NR / 2];
+                *(t->c_out_panel ? t->c_out + j * MR + i : out + j) = v_gelu_tanh(c[i][j]) * c[i][j + NR / 2];
             break;
         case WB_STORE_SILU:
             for (int j = 0; j < NR; j++)
@@ -87,7 +87,7 @@ static void store_tile(const wb_gemm_tile *t, int m, float c[MR][NR]) {
             break;
         case WB_STORE_SWIGLU:
             for (int j = 0; j < NR / 2; j++)
-                out[j] = v_silu(c[i][j]) * c[i][j + NR / 2];
+                *(t->c_out_panel ? t->c_out + j * MR + i : out + j) = v_silu(c[i][j]) * c[i][j + NR / 2];
             break;
         }
     }

@@ -117,9 +117,10 @@ static void pack_x(const geometry *g, int64_t row0, int64_t rt, int64_t row_end,
 }
 
 /* One dual tile (hidden columns [jt*width, +width)) of row tile `it` of a buffer of rt row tiles:
- * act(x Wg^T) * (x Wu^T), accumulated over the dual K blocks, into tile[rows x width]. */
+ * act(x Wg^T) * (x Wu^T), accumulated over the dual K blocks, into tile[rows x width], or with
+ * `panel` into the down GEMM's packed-A sliver at tile (column c of row r at tile[c*mr + r]). */
 static void gated_tile(const geometry *g, const float *xa, int64_t rt, int64_t it, int64_t jt, int rows, int prefetch,
-                       const float *pf_next, int64_t pf_floats, float *tile) {
+                       const float *pf_next, int64_t pf_floats, float *tile, int panel) {
     const wb_mlp_problem *p = g->p;
     const int mr = g->mr, nr = g->nr;
     float partial[MAX_MR * MAX_NR] __attribute__((aligned(64)));
@@ -134,8 +135,8 @@ static void gated_tile(const geometry *g, const float *xa, int64_t rt, int64_t i
                           .prefetch_b = prefetch,
                           .pf_next = last ? pf_next : NULL,
                           .pf_floats = last ? pf_floats : 0};
-        if (last)
-            t.c_out = tile, t.ldc_out = g->width, t.store = p->act;
+        if (last) /* (into the down GEMM's packed A where `panel`: see panel_at) */
+            t.c_out = tile, t.ldc_out = g->width, t.store = p->act, t.c_out_panel = panel;
         else
             t.c_out = partial, t.ldc_out = nr, t.store = WB_STORE_PLAIN;
         g->isa->ukernel(&t, rows);
@@ -155,11 +156,20 @@ static const float *spread_share(const geometry *g, int64_t rows, int64_t jt, in
     return g->p->packed_gate_up + (jt + 1) * floats;
 }
 
-/* dst[c*mr + r] = tile[r*width + c]: inlined where the sizes are constants, so it unrolls. */
-static inline __attribute__((always_inline)) void transpose_tile(float *dst, const float *tile, int rows, int mr,
-                                                                  int width) {
-    for (int c = 0; c < width; c++)
-        for (int r = 0; r < rows; r++) dst[c * mr + r] = tile[r * width + c];
+/* Where dual tile jt of row tile `it` goes in the down GEMM's packed A when it can be stored
+ * there directly (the microkernel's c_out_panel store), or NULL: f32, the whole tile in [lo, hi)
+ * and in one K block of the down GEMM, so that its columns are columns of one sliver, mr floats
+ * apart (the buffer's layout: see scatter). The microkernel's in-register transposes replaced a
+ * row-major tile and a scalar transpose of it here; the same bits, and on the Xeon model 207, 1
+ * thread (best of 7 batches of 10 forwards, 768 x 3072, four pairs of builds alternated): 512
+ * tokens 44.38-44.59 -> 44.10-44.29 ms (the dual tiles 29.89-30.02 -> 29.55-29.71), 128 tokens
+ * 11.11-11.15 -> 11.05-11.07; the AVX2 path forced, 512 tokens 90.46-90.91 -> 89.84-89.96. */
+static float *panel_at(const geometry *g, int64_t jt, int64_t lo, int64_t hi, float *buffer, int64_t buffer_c0,
+                       int64_t rt, int64_t it) {
+    const int64_t c_lo = jt * g->width, block0 = c_lo / g->kc_down * g->kc_down;
+    if (g->pairs || c_lo < lo || c_lo + g->width > hi || c_lo + g->width > block0 + g->kc_down) return NULL;
+    const int64_t kc = min64(g->kc_down, g->p->h - block0);
+    return buffer + (block0 - buffer_c0) * rt * g->mr + it * kc * g->mr + (c_lo - block0) * g->mr;
 }
 
 /* Writes the tile's hidden columns in [lo, hi) into the down GEMM's packed A: the column's K
@@ -204,23 +214,6 @@ static void scatter(const geometry *g, const float *tile, int rows, int64_t jt, 
                     memcpy(dst + 4 * r + 2, &zero, sizeof zero);
             }
         }
-        return;
-    }
-    const int64_t block0 = c_lo / g->kc_down * g->kc_down;
-    /* The common case, the whole tile in [lo, hi) and in one K block: its columns are columns of
-     * one sliver, mr floats apart, a transpose of the tile, unrolled for the ISAs' full tiles.
-     * Cachegrind, 768 x 3072 x 768 at 128 tokens on AVX2: this driver (the loops, this scatter)
-     * took 6.35 M instructions a forward with the per-column form below for every tile, 2.99 M with
-     * this (the dual path's GEMM driver and packing of x and the hidden: 1.88 M + 1.55 M). */
-    if (c_lo == jt * width && c_hi == c_lo + width && c_hi <= block0 + g->kc_down) {
-        const int64_t kc = min64(g->kc_down, g->p->h - block0);
-        float *dst = buffer + (block0 - buffer_c0) * rt * mr + it * kc * mr + (c_lo - block0) * mr;
-        if (mr == 6 && width == 8 && rows == 6)
-            transpose_tile(dst, tile, 6, 6, 8);
-        else if (mr == 12 && width == 16 && rows == 12)
-            transpose_tile(dst, tile, 12, 12, 16);
-        else
-            transpose_tile(dst, tile, rows, mr, width);
         return;
     }
     for (int64_t col = c_lo; col < c_hi; col++) {
@@ -344,8 +337,10 @@ static void run_tokens(const geometry *g, int64_t lo, int64_t hi, int64_t block_
                         int r = (int)min64(mr, rows - it * mr);
                         /* (a partial tile fetches nothing: its share would lie past the next sliver) */
                         const int ahead = next && r == mr && it * share < g->kx * g->nr;
-                        gated_tile(g, xb, rt, it, jt, r, it == 0, ahead ? next + it * share : NULL, ahead ? share : 0, tile);
-                        scatter(g, tile, r, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
+                        float *panel = panel_at(g, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
+                        gated_tile(g, xb, rt, it, jt, r, it == 0, ahead ? next + it * share : NULL, ahead ? share : 0,
+                                   panel ? panel : tile, panel != NULL);
+                        if (!panel) scatter(g, tile, r, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
                     }
                 }
                 WB_CPU_LAP(ph, gated_ns, t);
@@ -374,8 +369,9 @@ static void run_columns(const geometry *g, int t, int team, mlp_buffers *buf, fl
     for (int64_t jt = jt0; jt < jt1; jt++)
         for (int64_t it = 0; it < rt; it++) {
             int r = (int)min64(mr, p->m - it * mr);
-            gated_tile(g, buf->xa, rt, it, jt, r, it == 0, NULL, 0, tile);
-            scatter(g, tile, r, jt, 0, p->h, hidden, 0, rt, it);
+            float *panel = panel_at(g, jt, 0, p->h, hidden, 0, rt, it);
+            gated_tile(g, buf->xa, rt, it, jt, r, it == 0, NULL, 0, panel ? panel : tile, panel != NULL);
+            if (!panel) scatter(g, tile, r, jt, 0, p->h, hidden, 0, rt, it);
         }
     WB_CPU_LAP(ph, gated_ns, clock);
 #pragma omp barrier

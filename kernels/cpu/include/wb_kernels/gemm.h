@@ -41,6 +41,10 @@ typedef struct wb_gemm_tile {
     float *c_out;      /* NR columns (NR/2 for WB_STORE_GEGLU) of m rows */
     int64_t ldc_out;
     wb_gemm_store store;
+    /* (gated stores only) 1: the NR/2 output columns are stored as a packed-A sliver of the
+     * next GEMM, column c of row i at c_out[c*MR + i] (ldc_out unused): the one-kernel MLP's
+     * down GEMM reads the hidden so, and a row-major tile would need a transpose pass. */
+    int c_out_panel;
     /* Set on the first pass over a B sliver in its block, which pulls it from memory (the
      * passes over the next row tiles find it in cache): the microkernel then prefetches B a
      * few KiB ahead, into the next tile's sliver at the end, since packed B is one stream. */
