@@ -23,7 +23,7 @@ static void test_pack_rows(const wb_cpu_isa *isa) {
         for (int kk = 0; kk < MAXK; kk++)
             src[j][kk] = (float)(j * 1000 + kk);
     }
-    const int widths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 24, 32};
+    const int widths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 20, 24, 28, 32};
     const int64_t depths[] = {1, 7, 8, 9, 15, 16, 17, 24, 40};
     int before = failures;
     for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
