@@ -63,26 +63,51 @@ typedef struct geometry {
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/* Row tile `it` of a block of rt tiles over `rows` rows: its height, and its first row (from the
+ * block's) in *first. Tiles are mr rows, but where the last would have fewer than mr / 2, the last
+ * two share their mr + r rows evenly: the register tile with few rows is slow per row (the 12x32
+ * tile alone on the Xeon model 207, us at depth 768: 1 row 0.99, 2 1.11, 4 1.41, 6 1.70, 8 2.24,
+ * 12 3.36, 0.28 a row from 6 rows on; the AVX2 6x16 tile: 1 row 0.98, 2 1.02, 4 1.27, 6 1.62), so
+ * 16 rows run as 8 + 8 in 4.48 us rather than 12 + 4 in 4.77. Not with fewer than three tiles:
+ * the first tile over a B sliver is the one that waits for it from L3 where no pass fetched it
+ * ahead, and a shorter one hides less of that wait (16 tokens, 1 thread, as 8 + 8: 1.58-1.62 ->
+ * 1.83-1.90 ms a forward). Each row's sums are the same whichever tile holds it. */
+static int tile_rows(int mr, int64_t rt, int64_t rows, int64_t it, int64_t *first) {
+    const int64_t last = rows - (rt - 1) * mr;
+    if (rt >= 3 && 2 * last < mr && it >= rt - 2) {
+        const int64_t upper = (mr + last + 1) / 2;
+        *first = (rt - 2) * mr + (it == rt - 2 ? 0 : upper);
+        return (int)(it == rt - 2 ? upper : mr + last - upper);
+    }
+    *first = it * mr;
+    return (int)min64(mr, rows - it * mr);
+}
+
+/* How many of those tiles have all mr rows (they come first): the passes that fetch ahead. */
+static int64_t full_tiles(int mr, int64_t rt, int64_t rows) {
+    const int64_t last = rows - (rt - 1) * mr;
+    return rt < 1 ? 0 : last == mr ? rt : rt >= 3 && 2 * last < mr ? rt - 2 : rt - 1;
+}
+
 /* dst[kk*stride] = the kk-th 4-byte word at src, for kk < n, as bits (pair words are not floats;
  * src need not be 4-byte aligned) */
 static void copy_words(float *dst, const char *src, int64_t n, int stride) {
     for (int64_t kk = 0; kk < n; kk++) memcpy(dst + kk * stride, src + 4 * kk, 4);
 }
 
-/* Packs rows [row0, row0 + rt*mr) of x (rows from row_end on repeat row 0 of the block: computed,
- * never stored) for every dual K block: block pc at xa[pc*rt*mr + tile*kc*mr + kk*mr + r]. */
-static void pack_x(const geometry *g, int64_t row0, int64_t rt, int64_t row_end, float *xa) {
+/* Packs the `rows` rows of x from row0 in rt row tiles (tile_rows; a tile's lanes past its height
+ * repeat row0: computed, never stored) for every dual K block: block pc at
+ * xa[pc*rt*mr + tile*kc*mr + kk*mr + r]. */
+static void pack_x(const geometry *g, int64_t row0, int64_t rt, int64_t nrows, float *xa) {
     const wb_mlp_problem *p = g->p;
     const int mr = g->mr;
     for (int64_t pc = 0; pc < g->kx; pc += g->kc_dual) {
         int64_t kc = min64(g->kc_dual, g->kx - pc);
         for (int64_t it = 0; it < rt; it++) {
             float *dst = xa + pc * rt * mr + it * kc * mr;
-            int64_t rows[MAX_MR];
-            for (int r = 0; r < mr; r++) {
-                int64_t row = row0 + it * mr + r;
-                rows[r] = row < row_end ? row : row0;
-            }
+            int64_t rows[MAX_MR], first;
+            const int height = tile_rows(mr, rt, nrows, it, &first);
+            for (int r = 0; r < mr; r++) rows[r] = row0 + (r < height ? first + r : 0);
             if (g->pairs) { /* pair words, moved as they are (the packers only move floats) */
                 const char *at[MAX_MR]; /* row r's word pc: bf16 element 2 pc */
                 int aligned = 1;
@@ -147,8 +172,9 @@ static void gated_tile(const geometry *g, const float *xa, int64_t rt, int64_t i
  * c_end), which the passes over tile jt (its full row tiles) fetch into L2 a share at a time (*share floats each),
  * so that its first pass finds it there rather than in L3; NULL where the driver's rule would not
  * spread (wb_gemm_spread_pays over the chunk's slivers), or the dual K is in blocks. */
-static const float *spread_share(const geometry *g, int64_t rows, int64_t jt, int64_t c_end, int64_t *share) {
-    const int64_t passes = rows / g->mr, floats = g->kx * g->nr, bytes = floats * (int64_t)sizeof(float);
+static const float *spread_share(const geometry *g, int64_t rt, int64_t rows, int64_t jt, int64_t c_end,
+                                 int64_t *share) {
+    const int64_t passes = full_tiles(g->mr, rt, rows), floats = g->kx * g->nr, bytes = floats * (int64_t)sizeof(float);
     if (!wb_gemm_spread_pays(passes, bytes, g->kc_cols / g->width * bytes, g->l2) || g->kc_dual < g->kx ||
         (jt + 1) * g->width >= c_end || jt + 1 >= g->tiles_h)
         return NULL;
@@ -269,7 +295,7 @@ static void down_block(const geometry *g, const float *hidden, int64_t rt, int64
      * each, where the driver's rule would (wb_gemm_spread_pays), as the dual tiles do: measured on
      * the Xeon model 207 at 512 tokens, 1 thread, the down phase went from 0.99x to 0.97x the down
      * linear's time alone, in the same run */
-    const int64_t passes = rows / mr, floats = kc * nr, bytes = floats * (int64_t)sizeof(float);
+    const int64_t passes = full_tiles(mr, rt, rows), floats = kc * nr, bytes = floats * (int64_t)sizeof(float);
     const int64_t share =
         wb_gemm_spread_pays(passes, bytes, (jd1 - jd0) * bytes, g->l2) ? (floats + passes - 1) / passes : 0;
     for (int64_t jd = jd0; jd < jd1; jd++) {
@@ -277,8 +303,9 @@ static void down_block(const geometry *g, const float *hidden, int64_t rt, int64
         const float *sliver = g->p->packed_down + c0 * g->tiles_n * nr + jd * kc * nr;
         const int spread = share > 0 && jd + 1 < jd1;
         for (int64_t it = 0; it < rt; it++) {
-            int r = (int)min64(mr, rows - it * mr);
-            float *c = o + it * mr * ldo + jd * nr;
+            int64_t first;
+            const int r = tile_rows(mr, rt, rows, it, &first);
+            float *c = o + first * ldo + jd * nr;
             wb_gemm_tile t = {.kc = kc,
                               .a = hidden + it * kc * mr,
                               .b = sliver,
@@ -320,7 +347,8 @@ static void run_tokens(const geometry *g, int64_t lo, int64_t hi, int64_t block_
     float tile[MAX_MR * MAX_NR / 2] __attribute__((aligned(64)));
     int64_t t = ph ? wb_cpu_thread_ns() : 0;
     for (int64_t ib = 0; ib < tiles; ib += block_tiles)
-        pack_x(g, lo + ib * mr, min64(block_tiles, tiles - ib), hi, xa + ib * mr * g->kx);
+        pack_x(g, lo + ib * mr, min64(block_tiles, tiles - ib), min64(block_tiles * mr, hi - lo - ib * mr),
+               xa + ib * mr * g->kx);
     WB_CPU_LAP(ph, pack_x_ns, t);
     for (int64_t p0 = 0; p0 < p->h; p0 += panel) {
         int64_t p1 = min64(p0 + panel, p->h);
@@ -332,9 +360,10 @@ static void run_tokens(const geometry *g, int64_t lo, int64_t hi, int64_t block_
                 for (int64_t jt = c0 / g->width; jt * g->width < c0 + kc; jt++) {
                     /* the passes over this sliver fetch the next one into L2 (see spread_share) */
                     int64_t share = 0;
-                    const float *next = spread_share(g, rows, jt, c0 + kc, &share);
+                    const float *next = spread_share(g, rt, rows, jt, c0 + kc, &share);
                     for (int64_t it = 0; it < rt; it++) {
-                        int r = (int)min64(mr, rows - it * mr);
+                        int64_t first;
+                        const int r = tile_rows(mr, rt, rows, it, &first);
                         /* (a partial tile fetches nothing: its share would lie past the next sliver) */
                         const int ahead = next && r == mr && it * share < g->kx * g->nr;
                         float *panel = panel_at(g, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
@@ -368,7 +397,8 @@ static void run_columns(const geometry *g, int t, int team, mlp_buffers *buf, fl
     int64_t jt0 = g->tiles_h * t / team, jt1 = g->tiles_h * (t + 1) / team;
     for (int64_t jt = jt0; jt < jt1; jt++)
         for (int64_t it = 0; it < rt; it++) {
-            int r = (int)min64(mr, p->m - it * mr);
+            int64_t first;
+            const int r = tile_rows(mr, rt, p->m, it, &first);
             float *panel = panel_at(g, jt, 0, p->h, hidden, 0, rt, it);
             gated_tile(g, buf->xa, rt, it, jt, r, it == 0, NULL, 0, panel ? panel : tile, panel != NULL);
             if (!panel) scatter(g, tile, r, jt, 0, p->h, hidden, 0, rt, it);
