@@ -53,7 +53,8 @@ function TestMlp:test_within_the_eager_bound()
             m16[name].weight = m32[name].weight:to{dtype = "bf16"}
         end
         m16.down_proj.bias = m32.down_proj.bias:to{dtype = "bf16"}
-        for _, tokens in ipairs({1, 7, 16, 128, 512, 1000}) do
+        -- (9, 13, 25: three row tiles with a 1-row last on the 4-, 6- and 12-row tiles: split evenly)
+        for _, tokens in ipairs({1, 7, 9, 13, 16, 25, 128, 512, 1000}) do
             local x = wb.randn({tokens, 24})
             local x16 = x:to{dtype = "bf16"}
             local z32 = B.mlp(m32, x)
@@ -98,7 +99,7 @@ end
 -- columns. Each model is just large enough to be worth the fork at its token count.
 function TestMlp:test_few_tokens_split_columns()
     local cases = {{tokens = 1, dim = 384, hidden = 1800}, {tokens = 7, dim = 160, hidden = 600},
-        {tokens = 16, dim = 96, hidden = 448}}
+        {tokens = 16, dim = 96, hidden = 448}, {tokens = 25, dim = 96, hidden = 448}}
     for i, c in ipairs(cases) do
         local act = i % 2 == 1 and "geglu" or "swiglu"
         wb.manual_seed(40 + i)
@@ -131,7 +132,7 @@ function TestMlp:test_few_tokens_split_columns()
 end
 
 -- The token split gives each thread an equal share of rows, not of row tiles, so a share starts and
--- ends inside a register tile (128 tokens on 2 threads: 64 | 64 rows, 5 tiles of 12 and 4 rows
+-- ends inside a register tile (128 tokens on 2 threads: 64 | 64 rows, 4 tiles of 12 and two of 8
 -- each; 151 on 3: 50 | 50 | 51): each thread packs its rows into its own part of the shared packed
 -- x and stores only its rows. Models just large enough to fork at these counts; f32 and bf16.
 function TestMlp:test_token_split_shares_rows()

@@ -1,6 +1,6 @@
 /* mlp.c: the one-kernel gated MLP (see wb_kernels/mlp.h) around the GEMM's microkernels. For a
- * block of token rows, the dual GEMM's tiles (activation applied in registers) are scattered into
- * the down GEMM's packed-A layout, one K block of the down GEMM (a hidden chunk) at a time, in a
+ * block of token rows, the dual GEMM's tiles (activation applied in registers) are stored in the
+ * down GEMM's packed-A layout, one K block of the down GEMM (a hidden chunk) at a time, in a
  * per-thread buffer sized to L2; the down GEMM accumulates that chunk into the output block. */
 #include <stdint.h>
 #include <string.h>
@@ -63,39 +63,13 @@ typedef struct geometry {
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* Row tile `it` of a block of rt tiles over `rows` rows: its height, and its first row (from the
- * block's) in *first. Tiles are mr rows, but where the last would have fewer than mr / 2, the last
- * two share their mr + r rows evenly: the register tile with few rows is slow per row (the 12x32
- * tile alone on the Xeon model 207, us at depth 768: 1 row 0.99, 2 1.11, 4 1.41, 6 1.70, 8 2.24,
- * 12 3.36, 0.28 a row from 6 rows on; the AVX2 6x16 tile: 1 row 0.98, 2 1.02, 4 1.27, 6 1.62), so
- * 16 rows run as 8 + 8 in 4.48 us rather than 12 + 4 in 4.77. Not with fewer than three tiles:
- * the first tile over a B sliver is the one that waits for it from L3 where no pass fetched it
- * ahead, and a shorter one hides less of that wait (16 tokens, 1 thread, as 8 + 8: 1.58-1.62 ->
- * 1.83-1.90 ms a forward). Each row's sums are the same whichever tile holds it. */
-static int tile_rows(int mr, int64_t rt, int64_t rows, int64_t it, int64_t *first) {
-    const int64_t last = rows - (rt - 1) * mr;
-    if (rt >= 3 && 2 * last < mr && it >= rt - 2) {
-        const int64_t upper = (mr + last + 1) / 2;
-        *first = (rt - 2) * mr + (it == rt - 2 ? 0 : upper);
-        return (int)(it == rt - 2 ? upper : mr + last - upper);
-    }
-    *first = it * mr;
-    return (int)min64(mr, rows - it * mr);
-}
-
-/* How many of those tiles have all mr rows (they come first): the passes that fetch ahead. */
-static int64_t full_tiles(int mr, int64_t rt, int64_t rows) {
-    const int64_t last = rows - (rt - 1) * mr;
-    return rt < 1 ? 0 : last == mr ? rt : rt >= 3 && 2 * last < mr ? rt - 2 : rt - 1;
-}
-
 /* dst[kk*stride] = the kk-th 4-byte word at src, for kk < n, as bits (pair words are not floats;
  * src need not be 4-byte aligned) */
 static void copy_words(float *dst, const char *src, int64_t n, int stride) {
     for (int64_t kk = 0; kk < n; kk++) memcpy(dst + kk * stride, src + 4 * kk, 4);
 }
 
-/* Packs the `rows` rows of x from row0 in rt row tiles (tile_rows; a tile's lanes past its height
+/* Packs the nrows rows of x from row0 in rt row tiles (wb_mlp_tile_rows; lanes past a tile's height
  * repeat row0: computed, never stored) for every dual K block: block pc at
  * xa[pc*rt*mr + tile*kc*mr + kk*mr + r]. */
 static void pack_x(const geometry *g, int64_t row0, int64_t rt, int64_t nrows, float *xa) {
@@ -106,7 +80,7 @@ static void pack_x(const geometry *g, int64_t row0, int64_t rt, int64_t nrows, f
         for (int64_t it = 0; it < rt; it++) {
             float *dst = xa + pc * rt * mr + it * kc * mr;
             int64_t rows[MAX_MR], first;
-            const int height = tile_rows(mr, rt, nrows, it, &first);
+            const int height = wb_mlp_tile_rows(mr, !g->pairs, rt, nrows, it, &first);
             for (int r = 0; r < mr; r++) rows[r] = row0 + (r < height ? first + r : 0);
             if (g->pairs) { /* pair words, moved as they are (the packers only move floats) */
                 const char *at[MAX_MR]; /* row r's word pc: bf16 element 2 pc */
@@ -174,7 +148,8 @@ static void gated_tile(const geometry *g, const float *xa, int64_t rt, int64_t i
  * spread (wb_gemm_spread_pays over the chunk's slivers), or the dual K is in blocks. */
 static const float *spread_share(const geometry *g, int64_t rt, int64_t rows, int64_t jt, int64_t c_end,
                                  int64_t *share) {
-    const int64_t passes = full_tiles(g->mr, rt, rows), floats = g->kx * g->nr, bytes = floats * (int64_t)sizeof(float);
+    const int64_t passes = wb_mlp_full_tiles(g->mr, !g->pairs, rt, rows), floats = g->kx * g->nr;
+    const int64_t bytes = floats * (int64_t)sizeof(float);
     if (!wb_gemm_spread_pays(passes, bytes, g->kc_cols / g->width * bytes, g->l2) || g->kc_dual < g->kx ||
         (jt + 1) * g->width >= c_end || jt + 1 >= g->tiles_h)
         return NULL;
@@ -295,7 +270,8 @@ static void down_block(const geometry *g, const float *hidden, int64_t rt, int64
      * each, where the driver's rule would (wb_gemm_spread_pays), as the dual tiles do: measured on
      * the Xeon model 207 at 512 tokens, 1 thread, the down phase went from 0.99x to 0.97x the down
      * linear's time alone, in the same run */
-    const int64_t passes = full_tiles(mr, rt, rows), floats = kc * nr, bytes = floats * (int64_t)sizeof(float);
+    const int64_t passes = wb_mlp_full_tiles(mr, !g->pairs, rt, rows), floats = kc * nr;
+    const int64_t bytes = floats * (int64_t)sizeof(float);
     const int64_t share =
         wb_gemm_spread_pays(passes, bytes, (jd1 - jd0) * bytes, g->l2) ? (floats + passes - 1) / passes : 0;
     for (int64_t jd = jd0; jd < jd1; jd++) {
@@ -304,7 +280,7 @@ static void down_block(const geometry *g, const float *hidden, int64_t rt, int64
         const int spread = share > 0 && jd + 1 < jd1;
         for (int64_t it = 0; it < rt; it++) {
             int64_t first;
-            const int r = tile_rows(mr, rt, rows, it, &first);
+            const int r = wb_mlp_tile_rows(mr, !g->pairs, rt, rows, it, &first);
             float *c = o + first * ldo + jd * nr;
             wb_gemm_tile t = {.kc = kc,
                               .a = hidden + it * kc * mr,
@@ -363,11 +339,11 @@ static void run_tokens(const geometry *g, int64_t lo, int64_t hi, int64_t block_
                     const float *next = spread_share(g, rt, rows, jt, c0 + kc, &share);
                     for (int64_t it = 0; it < rt; it++) {
                         int64_t first;
-                        const int r = tile_rows(mr, rt, rows, it, &first);
+                        const int r = wb_mlp_tile_rows(mr, !g->pairs, rt, rows, it, &first);
                         /* (a partial tile fetches nothing: its share would lie past the next sliver) */
                         const int ahead = next && r == mr && it * share < g->kx * g->nr;
                         float *panel = panel_at(g, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
-                        gated_tile(g, xb, rt, it, jt, r, it == 0, ahead ? next + it * share : NULL, ahead ? share : 0,
+                        gated_tile(g, xb, rt, it, jt, r, it == 0, ahead ? next + it * share : NULL, ahead ? min64(share, g->kx * g->nr - it * share) : 0,
                                    panel ? panel : tile, panel != NULL);
                         if (!panel) scatter(g, tile, r, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
                     }
@@ -398,7 +374,7 @@ static void run_columns(const geometry *g, int t, int team, mlp_buffers *buf, fl
     for (int64_t jt = jt0; jt < jt1; jt++)
         for (int64_t it = 0; it < rt; it++) {
             int64_t first;
-            const int r = tile_rows(mr, rt, p->m, it, &first);
+            const int r = wb_mlp_tile_rows(mr, !g->pairs, rt, p->m, it, &first);
             float *panel = panel_at(g, jt, 0, p->h, hidden, 0, rt, it);
             gated_tile(g, buf->xa, rt, it, jt, r, it == 0, NULL, 0, panel ? panel : tile, panel != NULL);
             if (!panel) scatter(g, tile, r, jt, 0, p->h, hidden, 0, rt, it);
@@ -429,8 +405,8 @@ static geometry geometry_of(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
 }
 
 /* Equal shares of rows, not of row tiles: 128 tokens on two threads in 12-row tiles were 5 tiles |
- * 5 tiles and 8 rows (60 | 68 rows), and the team waited on the 68; now 64 | 64 rows, 5 tiles and 4
- * rows each. A share's last tile is then partial more often, and a partial tile costs more per row
+ * 5 tiles and 8 rows (60 | 68 rows), and the team waited on the 68; now 64 | 64 rows (since run as
+ * 4 tiles and two of 8 rows each: wb_mlp_tile_rows). A share's last tile is then partial more often, and a partial tile costs more per row
  * (the register tile alone on the Xeon model 207, 12x32 at depth 768: 4 rows take 0.41 of a 12-row
  * tile's time, 8 rows 0.67, 1 row 0.30). Under those costs (and a 6-row AVX2 tile's, taken as a
  * 4-row tile's for up to 4 rows) equal rows never gave the slowest thread more time than equal
@@ -439,6 +415,32 @@ static geometry geometry_of(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
 int64_t wb_mlp_share_row(int64_t m, int t, int team) {
     if (team < 1 || t >= team) return m;
     return t <= 0 ? 0 : m * t / team;
+}
+
+/* A block's last two row tiles share their rows evenly where the last would hold fewer than mr / 2
+ * (16 rows as 8 + 8, not 12 + 4): the register tile is slow per row below half its rows (the
+ * 12x32 tile alone on the Xeon model 207, us at depth 768: 1 row 0.99, 2 1.11, 4 1.41, 6 1.70,
+ * 8 2.24, 12 3.36, 0.28 a row from 6 rows on; the AVX2 6x16 tile, forced on the same Xeon: 1 row
+ * 0.98, 2 1.02, 4 1.27, 6 1.62). Not with fewer than three tiles: where no pass fetched a B sliver
+ * ahead, the first tile over it waits for it from L3, and a shorter one hides less of that wait
+ * (16 tokens on 1 thread as 8 + 8, the same Xeon: 1.58-1.62 -> 1.83-1.90 ms a forward). Not on
+ * the k-pair paths (split 0): AVX2's sums a 1- or 2-row tile's pair halves on chains of their own,
+ * so its rows would round differently in a taller tile; elsewhere each row's sums are the same
+ * whichever tile holds it. */
+int wb_mlp_tile_rows(int mr, int split, int64_t rt, int64_t rows, int64_t it, int64_t *first) {
+    const int64_t last = rows - (rt - 1) * mr;
+    if (split && rt >= 3 && 2 * last < mr && it >= rt - 2) {
+        const int64_t upper = (mr + last + 1) / 2;
+        *first = (rt - 2) * mr + (it == rt - 2 ? 0 : upper);
+        return (int)(it == rt - 2 ? upper : mr + last - upper);
+    }
+    *first = it * mr;
+    return (int)min64(mr, rows - it * mr);
+}
+
+int64_t wb_mlp_full_tiles(int mr, int split, int64_t rt, int64_t rows) {
+    const int64_t last = rows - (rt - 1) * mr;
+    return rt < 1 ? 0 : last == mr ? rt : split && rt >= 3 && 2 * last < mr ? rt - 2 : rt - 1;
 }
 
 /* Share t packs from tile lo / mr + t on: the shares before it take at most that many tiles, as

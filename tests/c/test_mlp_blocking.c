@@ -2,7 +2,8 @@
  * packed x, hidden chunk and output rows fit three quarters of L2, evened out; panels of one
  * hidden chunk while a thread's x and output rows fit half of its L3 share, else the chunks whose
  * weights fill that half; on the caches of the CPUs this project has been measured on. And the
- * token split's shares (wb_mlp_share_row): equal rows, not equal row tiles. */
+ * token split's shares (wb_mlp_share_row): equal rows, not equal row tiles; a block's row tiles
+ * (wb_mlp_tile_rows). */
 #include <stdio.h>
 
 #include <wb_kernels/mlp.h>
@@ -56,8 +57,46 @@ static void expect_shares(int64_t m, int team, const int64_t *want_first) {
     }
 }
 
+/* A block's row tiles (wb_mlp_tile_rows): they cover its rows once and in order, each 1..mr rows;
+ * the full ones come first and wb_mlp_full_tiles counts them; the last two split evenly exactly
+ * where asked (split, three tiles or more, the last under mr / 2), else every tile is mr rows but
+ * the last. */
+static void expect_tiles(int mr, int split, int64_t rows) {
+    const int64_t rt = (rows + mr - 1) / mr, last = rows - (rt - 1) * mr;
+    const int even = split && rt >= 3 && 2 * last < mr;
+    int64_t next = 0, full = 0;
+    int heights[3] = {0, 0, 0}, ok = 1;
+    for (int64_t it = 0; it < rt; it++) {
+        int64_t first = -1;
+        const int h = wb_mlp_tile_rows(mr, split, rt, rows, it, &first);
+        ok &= first == next && h >= 1 && h <= mr;
+        if (h == mr) ok &= full++ == it; /* full tiles first */
+        if (!even) ok &= h == (it + 1 < rt ? mr : last);
+        if (it >= rt - 2 && it + 2 - rt >= 0) heights[it + 2 - rt] = h;
+        next = first + h;
+    }
+    ok &= next == rows && full == wb_mlp_full_tiles(mr, split, rt, rows);
+    if (even) ok &= heights[0] + heights[1] == mr + last && heights[0] - heights[1] >= 0 && heights[0] - heights[1] <= 1;
+    checks++;
+    if (!ok) {
+        failures++;
+        fprintf(stderr, "FAIL %lld rows in %d-row tiles (split %d): tiles end at row %lld, %lld full (%lld counted)\n",
+                (long long)rows, mr, split, (long long)next, (long long)full,
+                (long long)wb_mlp_full_tiles(mr, split, rt, rows));
+    }
+}
+
 int main(void) {
     const int64_t K = 1 << 10, M = 1 << 20;
+    /* 16 rows in 12-row tiles run as 12 + 4 alone, 8 + 8 never (two tiles); 64 as 12 x 4 + 8 + 8 */
+    int64_t first;
+    checks++;
+    if (wb_mlp_tile_rows(12, 1, 2, 16, 1, &first) != 4 || first != 12 || wb_mlp_tile_rows(12, 1, 6, 64, 4, &first) != 8 ||
+        first != 48 || wb_mlp_tile_rows(12, 1, 6, 64, 5, &first) != 8 || first != 56 ||
+        wb_mlp_tile_rows(12, 0, 6, 64, 5, &first) != 4 || first != 60)
+        failures++, fprintf(stderr, "FAIL 16 and 64 rows in 12-row tiles\n");
+    for (int mr = 1; mr <= 12; mr++)
+        for (int64_t rows = 1; rows <= 300; rows++) expect_tiles(mr, 1, rows), expect_tiles(mr, 0, rows);
     /* Zen 3 (AVX2 6x16, kc 256; 512 KiB L2, 16 MiB L3 share), the GeGLU MLP 768 x 3072 x 768: at
      * most 9 row tiles of 6 per block (9 x 24 x 1792 B = 378 KiB), evened out; one chunk per panel
      * up to 1365 tokens (x and output 6 KiB a row in 8 MiB), then 3 chunks (9 KiB a hidden column) */

@@ -42,8 +42,9 @@ typedef struct wb_gemm_tile {
     int64_t ldc_out;
     wb_gemm_store store;
     /* (gated stores only) 1: the NR/2 output columns are stored as a packed-A sliver of the
-     * next GEMM, column c of row i at c_out[c*MR + i] (ldc_out unused): the one-kernel MLP's
-     * down GEMM reads the hidden so, and a row-major tile would need a transpose pass. */
+     * next GEMM, column c of row i at c_out[c*MR + i]: the one-kernel MLP's down GEMM reads the
+     * hidden so, and a row-major tile would need a transpose pass. ldc_out then only spaces the
+     * microkernel's early fetch of the output (rows i * ldc_out): NR/2 covers the sliver. */
     int c_out_panel;
     /* Set on the first pass over a B sliver in its block, which pulls it from memory (the
      * passes over the next row tiles find it in cache): the microkernel then prefetches B a

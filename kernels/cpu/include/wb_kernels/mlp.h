@@ -44,6 +44,13 @@ int64_t wb_mlp_share_row(int64_t m, int t, int team);
  * ceil(m / mr) + team tiles. */
 int64_t wb_mlp_share_tile(int64_t m, int mr, int t, int team);
 
+/* Row tile `it` of a block of rt tiles over `rows` rows: its height, and its first row (from the
+ * block's) in *first. Tiles of mr rows, but with `split` the last two share their rows evenly where
+ * the last would hold fewer than mr / 2, from three tiles on (mlp.c says why). */
+int wb_mlp_tile_rows(int mr, int split, int64_t rt, int64_t rows, int64_t it, int64_t *first);
+/* How many of those tiles have all mr rows (they come first). */
+int64_t wb_mlp_full_tiles(int mr, int split, int64_t rt, int64_t rows);
+
 /* The token split's blocking for a thread's `rows` tokens on caches of `l2` bytes per core and an
  * `l3_share` per logical CPU: row tiles (of mr rows) per block, and hidden columns per panel (a
  * multiple of the down GEMM's K block kc_down), for k input, n output features (mlp.c says why). */
@@ -55,7 +62,7 @@ wb_mlp_blocking wb_mlp_blocking_rule(int mr, int64_t k, int64_t n, int64_t kc_do
 
 /* Where a run's time goes, opt-in (experiments/mlp_fused_vs_dual.lua prints it): thread CPU
  * time in ns summed over the threads, per phase: packing x; the dual tiles (activation in
- * registers, scattered into the hidden chunk); the down GEMM over the chunks; total is the
+ * registers, stored into the hidden chunk); the down GEMM over the chunks; total is the
  * threads' whole time inside the kernel (the rest: the column split's barrier, bf16 rounding,
  * loop overhead). Counting reads the clock twice per phase of a block and hidden chunk. */
 typedef struct wb_mlp_phases {
