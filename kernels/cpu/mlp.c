@@ -142,6 +142,11 @@ static void gated_tile(const geometry *g, const float *xa, int64_t rt, int64_t i
     }
 }
 
+/* The floats of a next sliver's `floats` that pass `it` fetches, a `share` each (0 past the end). */
+static int64_t share_of(int64_t it, int64_t share, int64_t floats) {
+    return it * share < floats ? min64(share, floats - it * share) : 0;
+}
+
 /* The gate/up sliver after dual tile jt (while that tile is still in the chunk ending at column
  * c_end), which the passes over tile jt (its full row tiles) fetch into L2 a share at a time (*share floats each),
  * so that its first pass finds it there rather than in L3; NULL where the driver's rule would not
@@ -292,9 +297,9 @@ static void down_block(const geometry *g, const float *hidden, int64_t rt, int64
                               .ldc_out = ldo,
                               .store = WB_STORE_PLAIN,
                               .prefetch_b = it == 0};
-            if (spread && r == mr && it * share < floats) {
+            if (spread && r == mr && share_of(it, share, floats) > 0) {
                 t.pf_next = sliver + floats + it * share;
-                t.pf_floats = min64(share, floats - it * share);
+                t.pf_floats = share_of(it, share, floats);
             }
             down_tile(g, t, r, jd);
         }
@@ -341,9 +346,9 @@ static void run_tokens(const geometry *g, int64_t lo, int64_t hi, int64_t block_
                         int64_t first;
                         const int r = wb_mlp_tile_rows(mr, !g->pairs, rt, rows, it, &first);
                         /* (a partial tile fetches nothing: its share would lie past the next sliver) */
-                        const int ahead = next && r == mr && it * share < g->kx * g->nr;
+                        const int64_t ahead = next && r == mr ? share_of(it, share, g->kx * g->nr) : 0;
                         float *panel = panel_at(g, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
-                        gated_tile(g, xb, rt, it, jt, r, it == 0, ahead ? next + it * share : NULL, ahead ? min64(share, g->kx * g->nr - it * share) : 0,
+                        gated_tile(g, xb, rt, it, jt, r, it == 0, ahead ? next + it * share : NULL, ahead,
                                    panel ? panel : tile, panel != NULL);
                         if (!panel) scatter(g, tile, r, jt, c0, c0 + kc, buf->hidden, c0, rt, it);
                     }
@@ -406,12 +411,13 @@ static geometry geometry_of(const wb_cpu_isa *isa, const wb_mlp_problem *p) {
 
 /* Equal shares of rows, not of row tiles: 128 tokens on two threads in 12-row tiles were 5 tiles |
  * 5 tiles and 8 rows (60 | 68 rows), and the team waited on the 68; now 64 | 64 rows (since run as
- * 4 tiles and two of 8 rows each: wb_mlp_tile_rows). A share's last tile is then partial more often, and a partial tile costs more per row
- * (the register tile alone on the Xeon model 207, 12x32 at depth 768: 4 rows take 0.41 of a 12-row
- * tile's time, 8 rows 0.67, 1 row 0.30). Under those costs (and a 6-row AVX2 tile's, taken as a
- * 4-row tile's for up to 4 rows) equal rows never gave the slowest thread more time than equal
- * tiles (2, 3, 4 and 8 threads, 4 row tiles a thread up to 2000 rows), and matched the best split
- * a search over the boundaries found (up to 700 rows). */
+ * 4 tiles and two of 8 rows each: wb_mlp_tile_rows). A share's last tile is then partial more
+ * often, and a partial tile costs more per row (the register tile alone on the Xeon model 207,
+ * 12x32 at depth 768: 4 rows take 0.41 of a 12-row tile's time, 8 rows 0.67, 1 row 0.30). Under
+ * those costs (and a 6-row AVX2 tile's, taken as a 4-row tile's for up to 4 rows) equal rows never
+ * gave the slowest thread more time than equal tiles (2, 3, 4 and 8 threads, 4 row tiles a
+ * thread up to 2000 rows), and matched the best split a search over the boundaries found (up to
+ * 700 rows). */
 int64_t wb_mlp_share_row(int64_t m, int t, int team) {
     if (team < 1 || t >= team) return m;
     return t <= 0 ? 0 : m * t / team;
@@ -427,9 +433,11 @@ int64_t wb_mlp_share_row(int64_t m, int t, int team) {
  * the k-pair paths (split 0): AVX2's sums a 1- or 2-row tile's pair halves on chains of their own,
  * so its rows would round differently in a taller tile; elsewhere each row's sums are the same
  * whichever tile holds it. */
+static int splits_last_two(int mr, int split, int64_t rt, int64_t last) { return split && rt >= 3 && 2 * last < mr; }
+
 int wb_mlp_tile_rows(int mr, int split, int64_t rt, int64_t rows, int64_t it, int64_t *first) {
     const int64_t last = rows - (rt - 1) * mr;
-    if (split && rt >= 3 && 2 * last < mr && it >= rt - 2) {
+    if (it >= rt - 2 && splits_last_two(mr, split, rt, last)) {
         const int64_t upper = (mr + last + 1) / 2;
         *first = (rt - 2) * mr + (it == rt - 2 ? 0 : upper);
         return (int)(it == rt - 2 ? upper : mr + last - upper);
@@ -440,7 +448,7 @@ int wb_mlp_tile_rows(int mr, int split, int64_t rt, int64_t rows, int64_t it, in
 
 int64_t wb_mlp_full_tiles(int mr, int split, int64_t rt, int64_t rows) {
     const int64_t last = rows - (rt - 1) * mr;
-    return rt < 1 ? 0 : last == mr ? rt : split && rt >= 3 && 2 * last < mr ? rt - 2 : rt - 1;
+    return rt < 1 ? 0 : last == mr ? rt : splits_last_two(mr, split, rt, last) ? rt - 2 : rt - 1;
 }
 
 /* Share t packs from tile lo / mr + t on: the shares before it take at most that many tiles, as

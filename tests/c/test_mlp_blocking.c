@@ -72,11 +72,12 @@ static void expect_tiles(int mr, int split, int64_t rows) {
         ok &= first == next && h >= 1 && h <= mr;
         if (h == mr) ok &= full++ == it; /* full tiles first */
         if (!even) ok &= h == (it + 1 < rt ? mr : last);
-        if (it >= rt - 2 && it + 2 - rt >= 0) heights[it + 2 - rt] = h;
+        if (it >= rt - 2) heights[it + 2 - rt] = h;
         next = first + h;
     }
     ok &= next == rows && full == wb_mlp_full_tiles(mr, split, rt, rows);
-    if (even) ok &= heights[0] + heights[1] == mr + last && heights[0] - heights[1] >= 0 && heights[0] - heights[1] <= 1;
+    if (even)
+        ok &= heights[0] + heights[1] == mr + last && heights[0] - heights[1] >= 0 && heights[0] - heights[1] <= 1;
     checks++;
     if (!ok) {
         failures++;
@@ -91,8 +92,9 @@ int main(void) {
     /* 16 rows in 12-row tiles run as 12 + 4 alone, 8 + 8 never (two tiles); 64 as 12 x 4 + 8 + 8 */
     int64_t first;
     checks++;
-    if (wb_mlp_tile_rows(12, 1, 2, 16, 1, &first) != 4 || first != 12 || wb_mlp_tile_rows(12, 1, 6, 64, 4, &first) != 8 ||
-        first != 48 || wb_mlp_tile_rows(12, 1, 6, 64, 5, &first) != 8 || first != 56 ||
+    if (wb_mlp_tile_rows(12, 1, 2, 16, 1, &first) != 4 || first != 12 ||
+        wb_mlp_tile_rows(12, 1, 6, 64, 4, &first) != 8 || first != 48 ||
+        wb_mlp_tile_rows(12, 1, 6, 64, 5, &first) != 8 || first != 56 ||
         wb_mlp_tile_rows(12, 0, 6, 64, 5, &first) != 4 || first != 60)
         failures++, fprintf(stderr, "FAIL 16 and 64 rows in 12-row tiles\n");
     for (int mr = 1; mr <= 12; mr++)
