@@ -23,7 +23,9 @@ static int l_cpu_caches(lua_State *L) {
  * = ..., l3_share = ..., fixed = false}: the GEMM driver's register tile and cache blocking on the
  * active CPU path, and the cache sizes in bytes the rule used (sysfs's, or its defaults); fixed:
  * the path's own constants instead (the portable path); split_vectors: the CPU runs a 256-bit FMA
- * as two halves (Zen 1), so K blocks are deeper than the caches' rule alone gives. */
+ * as two halves (Zen 1), so K blocks are deeper than the caches' rule alone gives; first_pass_packs:
+ * a row-major A and B are packed by the register tiles' first passes over them (in the tiles'
+ * time), not up front (in pack_a_ns, pack_b_ns of wb._gemm_phases). */
 static int l_cpu_blocking(lua_State *L) {
     wb_host_blocking b = wb_host_blocking_active();
     lua_createtable(L, 0, 10);
@@ -42,6 +44,8 @@ static int l_cpu_blocking(lua_State *L) {
     lua_setfield(L, -2, "fixed");
     lua_pushboolean(L, b.split);
     lua_setfield(L, -2, "split_vectors");
+    lua_pushboolean(L, b.first_pass_packs);
+    lua_setfield(L, -2, "first_pass_packs");
     if (b.forced != WB_HOST_BLOCKING_RULE) {
         lua_pushstring(L, b.forced == WB_HOST_BLOCKING_SIZES ? "sizes" : "caches");
         lua_setfield(L, -2, "forced");

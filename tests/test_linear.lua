@@ -93,9 +93,11 @@ end
 -- The opt-in phase counts (wb._gemm_phases, printed by experiments/gemm_anatomy.lua): off, a GEMM
 -- counts nothing; on, each GEMM counts one run; B is packed by a matmul and not by a linear (its
 -- weights packed once, before); the phases fit in the threads' total, which fits in the team's wall time;
--- the register tile alone gives a positive rate; bad arguments are named.
+-- the register tile alone gives a positive rate; bad arguments are named. A and B are column-major
+-- views, which every path packs up front; a row-major A, where the path packs by the first pass
+-- (wb.cpu_blocking().first_pass_packs), counts no packing of A.
 function TestGemm:test_phase_counts()
-    local a, b, w = wb.randn({150, 200}), wb.randn({200, 300}), wb.randn({300, 200})
+    local a, b, w = wb.randn({200, 150}):t(), wb.randn({300, 200}):t(), wb.randn({300, 200})
     local before = wb._gemm_phases(false)
     local _ = wb.matmul(a, b)
     lu.assertEquals(wb._gemm_phases(), before, "counted while off")
@@ -120,6 +122,10 @@ function TestGemm:test_phase_counts()
         ph = wb._gemm_phases(false)
         lu.assertEquals(ph.runs, 1)
         lu.assertEquals(ph.pack_b_ns, 0, "a linear's weights were packed once")
+        wb._gemm_phases(true)
+        _ = wb.matmul(wb.randn({150, 200}), wb.randn({200, 300}))
+        ph = wb._gemm_phases(false)
+        lu.assertEquals(ph.pack_a_ns == 0, wb.cpu_blocking().first_pass_packs, "pack_a_ns of a row-major A")
     end
     wb.set_num_threads(prev)
     lu.assertTrue(wb._gemm_tile_gflops(64, 100) > 0)

@@ -110,6 +110,7 @@ wb_host_blocking wb_host_blocking_active(void) {
                               .l3_share = b.l3_share,
                               .fixed = b.fixed,
                               .split = b.split,
+                              .first_pass_packs = isa->first_pass_packs && wb_gemm_first_pass_packs_on(),
                               .forced = b.forced == WB_BLOCKING_FORCED_SIZES    ? WB_HOST_BLOCKING_SIZES
                                         : b.forced == WB_BLOCKING_FORCED_CACHES ? WB_HOST_BLOCKING_CACHES
                                                                                 : WB_HOST_BLOCKING_RULE};

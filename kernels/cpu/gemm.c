@@ -235,6 +235,21 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
         memcpy(out + i * ldc, tout + i * nr, sizeof(float) * (size_t)cols);
 }
 
+/* Packing by the first pass (wb_gemm_first_pass_packs): where the ISA's microkernel can read a
+ * row-major A and B in place (AVX-512's), the first pass over a row tile of A reads it there and
+ * stores each broadcast's lane 0 into the packed sliver on the way (12 scalar stores per k step,
+ * beside 24 FMAs), and the first pass over a full B sliver stores its two loaded vectors; the later
+ * passes read the packed copies. The separate packing loops read A and B from L3 once more and
+ * stall on it between the tiles. Measured, 1 thread, the two alternated in one process, best of
+ * 3-20 calls, three rounds (Xeon model 207): squares n = 512 1.009-1.022x, 1024 1.007-1.022x,
+ * 2048 1.000-1.009x; the MLP's linears (x[tokens, K] W^T, W packed once: A alone) 0.99-1.01x; 2
+ * threads (each thread packs all of A up front) 512 1.02-1.05x, 1024 1.00-1.03x, linears of depth
+ * 3072 1.005-1.02x. The AVX2 tile (forced on the Xeon) measured 0.98-0.99x: it packs up front. */
+static int first_pass_on = 1;
+
+void wb_gemm_first_pass_packs(int on) { first_pass_on = on != 0; }
+int wb_gemm_first_pass_packs_on(void) { return first_pass_on; }
+
 /* When the passes over a B sliver fetch the next sliver ahead: from 4 passes (full row tiles in
  * an MC block, an edge tile fetches nothing; with fewer, each pass would fetch a quarter or more
  * of a sliver on top of its own first-pass prefetch), for slivers of 32 KiB or more, and when
@@ -302,6 +317,12 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
     const int64_t block_rows = (mc_tiles < it1 - it0 ? mc_tiles : it1 - it0) * mr, depth = k < kcb ? k : kcb;
     int64_t epi_tiles = l2 / EPILOGUE_L2_PART / ((block_rows + depth) * nr * (int64_t)sizeof(float));
     if (epi_tiles < 1) epi_tiles = 1;
+    /* A row-major (f32) A is packed by the first pass over each row tile, which reads it in
+     * place; a row-major B's full slivers by their first pass (a full row tile of the first MC
+     * block). See first_pass_on. */
+    const int first_a = first_pass_on && isa->first_pass_packs && !p->a_bf16 && p->csa == 1 && p->rsa > 0;
+    const int first_b = first_pass_on && isa->first_pass_packs && !p->packed_b && p->csb == 1 && p->rsb > 0 &&
+                        (it0 + 1) * mr <= p->m;
     if (!wb_cpu_reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * kcb))) return -1;
     if (!p->packed_b && !wb_cpu_reserve(&buf->b, &buf->b_cap, (size_t)(nc_tiles * nr * kcb))) return -1;
     /* Dual with K split: partial sums of the full NR-wide tiles live here between K blocks. */
@@ -321,16 +342,19 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                 tile_stride = kc * nr;
             } else {
                 for (int64_t jt = jc; jt < jc_end; jt++)
-                    pack_b_tile(isa, p->n, p->b, p->rsb, p->csb, p->b_up, jt, pc, kc, buf->b + (jt - jc) * kc * nr);
+                    if (!first_b || (jt + 1) * width > p->n) /* edge slivers (zero lanes past N) here */
+                        pack_b_tile(isa, p->n, p->b, p->rsb, p->csb, p->b_up, jt, pc, kc, buf->b + (jt - jc) * kc * nr);
                 bp = buf->b;
                 tile_stride = kc * nr;
                 WB_CPU_LAP(ph, pack_b_ns, clock);
             }
             for (int64_t ic = it0; ic < it1; ic += mc_tiles) {
                 int64_t ic_end = ic + mc_tiles < it1 ? ic + mc_tiles : it1;
-                for (int64_t it = ic; it < ic_end; it++)
-                    pack_a_tile(isa, p, it, pc, kc, buf->a + (it - ic) * kc * mr);
-                WB_CPU_LAP(ph, pack_a_ns, clock);
+                if (!first_a) {
+                    for (int64_t it = ic; it < ic_end; it++)
+                        pack_a_tile(isa, p, it, pc, kc, buf->a + (it - ic) * kc * mr);
+                    WB_CPU_LAP(ph, pack_a_ns, clock);
+                }
                 /* the passes over a sliver that can fetch ahead: its full row tiles (the
                  * microkernel's edge-row instances do not); whether they do, for the whole block */
                 const int64_t passes = ic_end - ic - (ic_end * mr > p->m ? 1 : 0);
@@ -353,6 +377,15 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                                           .b = bp + (jt - jc) * tile_stride,
                                           .store = WB_STORE_PLAIN,
                                           .prefetch_b = it == ic};
+                        if (first_a && jt == jc) {
+                            t.a_pack = buf->a + (it - ic) * kc * mr;
+                            t.a = p->a + row0 * p->rsa + pc, t.lda = p->rsa;
+                        }
+                        if (first_b && ic == it0 && it == ic && cols == width) {
+                            t.b_pack = buf->b + (jt - jc) * tile_stride;
+                            t.b = p->b + col0 + pc * p->rsb, t.ldb = p->rsb;
+                            t.b_hi = dual ? p->b_up + col0 + pc * p->rsb : t.b + nr / 2;
+                        }
                         const int64_t done = (it - ic) * share;
                         if (next && rows == mr && done < next_floats) { /* (no pointer past the sliver) */
                             t.pf_next = next + done;

@@ -34,6 +34,7 @@ typedef struct wb_host_blocking {
     int fixed;
     int split; /* the CPU splits 256-bit vectors in halves: the deep-K regime (kernels' blocking.c) */
     wb_host_blocking_forced forced;
+    int first_pass_packs; /* a row-major A and B are packed by the tiles' first passes, not up front */
 } wb_host_blocking;
 wb_host_blocking wb_host_blocking_active(void);
 /* What to force: kc, mc and nc, or the caches l1, l2 and l3_share the rule then reads (the others 0). */

@@ -33,7 +33,7 @@ typedef enum wb_cpu_act {
 /* One microkernel call: an m x NR tile (m <= MR) over kc steps of K. */
 typedef struct wb_gemm_tile {
     int64_t kc;
-    const float *a;    /* packed A sliver: kc x MR (lane r of step k at a[k*MR + r]) */
+    const float *a;    /* packed A sliver: kc x MR (lane r of step k at a[k*MR + r]); or, lda > 0, A itself */
     const float *b;    /* packed B sliver: kc x NR */
     const float *c_in; /* partial sums to continue from, or NULL to start from bias or zero */
     int64_t ldc_in;
@@ -55,6 +55,17 @@ typedef struct wb_gemm_tile {
      * or memory. The passes over one sliver each fetch their own share (NULL, 0: none). */
     const float *pf_next;
     int64_t pf_floats;
+    /* (ISAs with first_pass_packs only) A block's first pass over a tile's rows: lda > 0 reads A
+     * in place, row-major (row i's step k at a[i*lda + k]), and writes the packed sliver the
+     * later passes read into a_pack (kc x MR; a_pack[k*MR + i]). 0: a is packed. */
+    int64_t lda;
+    float *a_pack;
+    /* (the same, full MR-row tiles only) A B sliver's first pass: ldb > 0 reads B in place, step
+     * k's low NR/2 lanes at b + k*ldb and high lanes at b_hi + k*ldb (the up projection's for a
+     * dual tile), and packs the sliver into b_pack (kc x NR). 0: b is packed. */
+    int64_t ldb;
+    const float *b_hi;
+    float *b_pack;
 } wb_gemm_tile;
 
 /* Everything the driver needs from one ISA. */
@@ -85,6 +96,9 @@ typedef struct wb_cpu_isa {
      * into f32 accumulators. The driver and packers move 32-bit words and need no change: a
      * problem is posed in pair space (k = K/2, strides in words). */
     int bf16_pairs;
+    /* 1: the microkernel reads a row-major A and B in place and packs them on the way
+     * (wb_gemm_tile.lda, .ldb), so that the driver packs them in a block's first passes. */
+    int first_pass_packs;
 } wb_cpu_isa;
 
 /* Size in bytes of cpu0's data or unified cache at `level` (1, 2, 3), 0 when sysfs does not say. */
@@ -215,6 +229,11 @@ void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b,
                     const float *b_up, float *packed);
 /* Returns 0, or -1 when a packing buffer could not be allocated (C is then incomplete). */
 int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *p);
+/* 1 (the default): on an ISA with first_pass_packs, a row-major A (and a row-major B that is not
+ * packed already) is packed by the first pass of the tiles that read it; 0: packed up front, as on
+ * the other ISAs. The same products either way, bit for bit (for tests and experiments). */
+void wb_gemm_first_pass_packs(int on);
+int wb_gemm_first_pass_packs_on(void);
 /* Whether the `passes` (full row tiles) over each B sliver of `sliver_bytes` should each fetch a
  * share of the next sliver into L2, where a block's slivers take `block_bytes` and L2 is `l2`
  * bytes: from 4 passes, for slivers of 32 KiB or more, when the block's slivers take more than half
