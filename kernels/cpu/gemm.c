@@ -1,6 +1,7 @@
 /* gemm.c: the portable driver around the per-ISA microkernels: BLIS's five loops (NC columns,
- * KC depth, MC rows, then NR x MR register tiles), packing from arbitrary strides so that
- * nn/nt/tn/tt layouts cost the same, edge tiles through small padded buffers, and one OpenMP
+ * KC depth, MC rows, then NR x MR register tiles), packing from arbitrary strides (on AVX-512 a
+ * row-major operand by the tiles' first pass over it) so that nn/nt/tn/tt layouts all run the same
+ * microkernel on packed slivers, edge tiles through small padded buffers, and one OpenMP
  * region that splits the N tiles (or the M tiles when N is narrow) across threads. */
 #include <stdlib.h>
 #include <string.h>

@@ -55,12 +55,12 @@ typedef struct wb_gemm_tile {
      * or memory. The passes over one sliver each fetch their own share (NULL, 0: none). */
     const float *pf_next;
     int64_t pf_floats;
-    /* (ISAs with first_pass_packs only) A block's first pass over a tile's rows: lda > 0 reads A
+    /* (ISAs with first_pass_packs only) The first pass of an MC block over a row tile: lda > 0 reads A
      * in place, row-major (row i's step k at a[i*lda + k]), and writes the packed sliver the
      * later passes read into a_pack (kc x MR; a_pack[k*MR + i]). 0: a is packed. */
     int64_t lda;
     float *a_pack;
-    /* (the same, full MR-row tiles only) A B sliver's first pass: ldb > 0 reads B in place, step
+    /* (the same, full MR-row tiles only) The first pass over a B sliver: ldb > 0 reads B in place, step
      * k's low NR/2 lanes at b + k*ldb and high lanes at b_hi + k*ldb (the up projection's for a
      * dual tile), and packs the sliver into b_pack (kc x NR). 0: b is packed. */
     int64_t ldb;
