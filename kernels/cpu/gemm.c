@@ -241,11 +241,12 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
  * stores each broadcast's lane 0 into the packed sliver on the way (12 scalar stores per k step,
  * beside 24 FMAs), and the first pass over a full B sliver stores its two loaded vectors; the later
  * passes read the packed copies. The separate packing loops read A and B from L3 once more and
- * stall on it between the tiles. Measured, 1 thread, the two alternated in one process, best of
- * 3-20 calls, three rounds (Xeon model 207): squares n = 512 1.009-1.022x, 1024 1.007-1.022x,
- * 2048 1.000-1.009x; the MLP's linears (x[tokens, K] W^T, W packed once: A alone) 0.99-1.01x; 2
- * threads (each thread packs all of A up front) 512 1.02-1.05x, 1024 1.00-1.03x, linears of depth
- * 3072 1.005-1.02x. The AVX2 tile (forced on the Xeon) measured 0.98-0.99x: it packs up front. */
+ * stall on it between the tiles. Measured, the two alternated in one process, best of 3-20
+ * calls, two runs of three rounds (Xeon model 207), 1 thread: squares n = 512 1.009-1.022x, 1024
+ * 0.998-1.022x, 2048 0.998-1.009x; the MLP's linears (x[tokens, K] W^T, W packed once: A alone)
+ * 0.99-1.01x; 2 threads (each thread packs all of A up front; one run, the other's noise-bound)
+ * 512 1.02-1.05x, 1024 1.00-1.03x, linears of depth 3072 1.005-1.02x. The AVX2 tile (forced on
+ * the Xeon) measured 0.98-0.99x: it packs up front. */
 static int first_pass_on = 1;
 
 void wb_gemm_first_pass_packs(int on) { first_pass_on = on != 0; }
