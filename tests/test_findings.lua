@@ -194,6 +194,29 @@ function test_gaps_of_worker_threads_start_with_imbalance()
     lu.assertEquals(w.evidence.total_ns, 300 + 1800 + 16000 + 200)
 end
 
+-- a file may give several kernels one id: each worker share still counts once (twenty kernels of id 3
+-- with twenty shares of it wrote past the gaps rule's buffer: a heap overflow, from a 17 KB trace)
+function test_gaps_of_worker_threads_with_kernels_sharing_an_id()
+    local ev = {}
+    for i = 0, 19 do
+        local o = op("mm", i * 10000, 2000, {flow = {1, 2}})
+        local k = kernel(o, i * 10000 + 100, 1000, {op = "sgemm", layout = "tn", epilogue = "none"})
+        k.id = 3
+        ev[#ev + 1], ev[#ev + 2] = o, k
+        ev[#ev + 1] = {cat = "thread", name = k.name, ts_ns = i * 10000 + 100, dur_ns = 900, lane = "cpu:0 thread 1",
+            id = 0, correlation = 0, parent = 0, flops = 0, bytes = 0, args = {kernel = 3, thread = 1}}
+    end
+    local w
+    for _, f in ipairs(analyze(ev, {})) do if f.rule == "gaps" and f.evidence.workers then w = f end end
+    lu.assertNotNil(w)
+    local total = 0
+    for _, v in pairs(w.evidence.categories) do total = total + v end
+    lu.assertEquals(total, w.evidence.total_ns)
+    -- the smallest such session: two kernels and two shares, ids all zero
+    lu.assertNotNil(wb.profiler.from_events({{cat = "kernel"}, {cat = "memset"}, {cat = "kernel"}, {cat = "memset"},
+        {cat = "thread"}, {cat = "thread"}}):findings())
+end
+
 local function parallel(lo, hi)
     local o = op("mm", 0, hi + 100, {flow = {1, 2}})
     local k = kernel(o, 10, hi, {op = "sgemm", layout = "tn", epilogue = "none"})

@@ -207,7 +207,10 @@ static void put_gap(fx_out *o, wb_val *m, const int64_t *cat, int64_t total, int
 static int gaps(fx_index *ix, fx_out *o, wb_val *out) {
     segs s = {0};
     item *v = malloc((ix->ndev + ix->nshare + 1) * sizeof *v);
-    int ok = v && host_segments(ix, &s);
+    /* a share counts once, with the first kernel of its id: a trace may give several kernels one
+     * id (a file's own ids are not checked unique), and each would find the same shares again */
+    uint8_t *taken = calloc(ix->nshare + 1, 1);
+    int ok = v && taken && host_segments(ix, &s);
     wb_val *lanes = fx_set_list(o, out, "lanes");
     for (int L = 0; ok && L < ix->nlanes; L++) {
         size_t nk = ix->lane_start[L + 1] - ix->lane_start[L];
@@ -238,8 +241,10 @@ static int gaps(fx_index *ix, fx_out *o, wb_val *out) {
             for (size_t i = 0; i < ix->ndev; i++) {
                 size_t s0, nsh = fx_shares(ix, ix->dev[i].id, &s0);
                 for (size_t j = s0; j < s0 + nsh; j++)
-                    if (ix->share[j].lane == order[w])
+                    if (ix->share[j].lane == order[w] && !taken[j]) {
+                        taken[j] = 1;
                         v[n++] = (item){ix->share[j].ts, ix->share[j].dur, ix->dev[i].ts + ix->dev[i].dur};
+                    }
             }
             int64_t t, c, sp;
             split_lane(v, n, &s, cat, 1, &t, &c, &sp);
@@ -250,7 +255,7 @@ static int gaps(fx_index *ix, fx_out *o, wb_val *out) {
         put_gap(o, m, cat, total, count, span, ts);
         fx_set_int(o, m, "workers", nw);
     }
-    free(v), free(s.from), free(s.to), free(s.what), free(s.af), free(s.at);
+    free(v), free(taken), free(s.from), free(s.to), free(s.what), free(s.af), free(s.at);
     if (!ok) o->oom = 1;
     return 1;
 }
