@@ -56,6 +56,25 @@ function TestEnvironment:test_a_sandboxed_run_records_them_too()
     lu.assertEquals(environment.of(fp).WB_GEMM_BLOCKING, "40,24,64")
 end
 
+-- A script cannot widen the families: environment.PREFIXES is a copy (a red-team pass had a sandboxed
+-- script set it to {""} and print, then save, every variable of the process).
+function TestEnvironment:test_a_script_cannot_widen_what_is_listed()
+    local dir = scratch.dir()
+    local script = scratch.file([[
+local env = require("wb.environment")
+env.PREFIXES[1] = ""
+env.PREFIXES[#env.PREFIXES + 1] = "SECRET"
+print("listed:", env.current().SECRET_TOKEN)
+local r = wb.results("env", {keys = {"k"}, quiet = true})
+r:add{k = 1, median_ms = 1}
+r:save{}
+]], ".lua")
+    local out, code = scratch.run(string.format("SECRET_TOKEN=hunter2 %s --sandbox --out %s %s", EXE, dir, script))
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "listed:\tnil")
+    lu.assertNotStrContains(scratch.read(dir .. "/env.json"), "hunter2")
+end
+
 function TestEnvironment:test_differences_are_named_both_ways()
     local a = {environment = "WB_*", env_WB_GEMM_BLOCKING = "40,24,64", env_OMP_NUM_THREADS = "1",
         env_WB_DEVICE = "cpu"}

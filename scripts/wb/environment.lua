@@ -21,21 +21,24 @@ local M = {}
 -- Names starting with these are recorded: every WB_* the run had (a forced WB_GEMM_BLOCKING or
 -- WB_CPU_ISA changes the kernels), the OpenMP runtimes' (threads, wait policy, binding), the BLAS
 -- and oneDNN switches the peers read (OPENBLAS_CORETYPE picks OpenBLAS's kernels), and the GPU's.
-M.PREFIXES = {"WB_", "OMP_", "GOMP_", "KMP_", "OPENBLAS_", "GOTO_", "BLIS_", "MKL_", "DNNL_", "ONEDNN_",
+-- The list read is this file's own: M.PREFIXES is a copy to read, so that a script (one run under
+-- --sandbox too) cannot widen what is listed to every variable of the process (a token, a key).
+local PREFIXES = {"WB_", "OMP_", "GOMP_", "KMP_", "OPENBLAS_", "GOTO_", "BLIS_", "MKL_", "DNNL_", "ONEDNN_",
     "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUBLAS_", "CUBLASLT_"}
+M.PREFIXES = table.move(PREFIXES, 1, #PREFIXES, 1, {})
 
 local FIELD = "env_"
 
 -- The recorded variables of this process: {NAME = value}.
 function M.current()
     if not list then error("environment: wb._environment is not available (loaded after the sandbox?)", 2) end
-    return list(M.PREFIXES)
+    return list(table.move(PREFIXES, 1, #PREFIXES, 1, {}))
 end
 
 -- Adds this process's variables to a fingerprint (env_<NAME> = value, environment = the families).
 function M.record(fp)
     local families = {}
-    for i, p in ipairs(M.PREFIXES) do families[i] = p:sub(-1) == "_" and p .. "*" or p end
+    for i, p in ipairs(PREFIXES) do families[i] = p:sub(-1) == "_" and p .. "*" or p end
     fp.environment = table.concat(families, " ")
     for name, value in pairs(M.current()) do fp[FIELD .. name] = value end
     return fp
