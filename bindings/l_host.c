@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <wb/host.h>
+
 #include "wb_lua.h"
 
 /* wb._realpath(path) -> the canonical absolute path (symlinks and .. resolved); for a path that
@@ -154,8 +156,22 @@ static int l_files(lua_State *L) {
     return 1;
 }
 
+/* wb._private_dir(path) -> true, or nil and the reason: the folder (created 0700 where missing) is
+ * this user's and no one else may use it (wb_host_private_dir): the calibration cache's check. */
+static int l_private_dir(lua_State *L) {
+    const char *dir = luaL_checkstring(L, 1);
+    if (wb_host_private_dir(dir) == 0) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    lua_pushnil(L);
+    lua_pushstring(L, wb_error_message());
+    return 2;
+}
+
 static const luaL_Reg functions[] = {
     {"_files", l_files},
+    {"_private_dir", l_private_dir},
     {"_realpath", l_realpath},
     {"_mkdir_p", l_mkdir_p},
     {"_hostname", l_hostname},

@@ -77,6 +77,32 @@ function TestCalibrate:test_the_cache_folder_it_makes_is_private_and_code_genera
     lu.assertNotStrContains(out, "refused")
 end
 
+-- A cache folder others may use is neither read nor written (a planted calibration, or a link at the
+-- temporary file the write used to open, made another user's file take the calibration: a red-team
+-- finding); in its own folder a link planted at the path is replaced, not followed.
+function TestCalibrate:test_a_folder_others_may_use_is_neither_read_nor_written()
+    pretend(false)
+    local dir, path = self.dir .. "/workbench", calibrate.cache_path()
+    os.execute("mkdir -p '" .. dir .. "' && chmod 777 '" .. dir .. "'")
+    local victim = scratch.path(".victim")
+    local f = io.open(victim, "w")
+    f:write("mine")
+    f:close()
+    os.execute(string.format("ln -s '%s' '%s.tmp'", victim, path))
+    f = io.open(path, "w")
+    f:write(cjson.encode({[calibrate.cache_key(3)] = {peak_gflops = 1e9, threads = 3}}))
+    f:close()
+    local e = calibrate.cpu(3)
+    lu.assertEquals(e.source, "measured")
+    lu.assertNil(e.path) -- not written
+    lu.assertEquals(read(victim), "mine")
+    os.execute(string.format("chmod 700 '%s' && rm -f '%s' && ln -s '%s' '%s'", dir, path, victim, path))
+    e = calibrate.cpu(3, {force = true})
+    lu.assertEquals(e.path, path)
+    lu.assertEquals(read(victim), "mine")
+    lu.assertNotNil(cjson.decode(read(path))[calibrate.cache_key(3)])
+end
+
 function TestCalibrate:test_mkdir_p_mode_is_checked()
     lu.assertErrorMsgContains("mode must be 0 to 0777", wb.mkdir_p, self.dir .. "/x", 1024)
 end

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -15,6 +16,8 @@
 #include <wb/host.h>
 #include <wb/clock.h>
 #include <wb/peer.h>
+
+#include "codegen_store.h"
 
 double wb_cpu_clock_mhz(void) {
     FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
@@ -114,6 +117,13 @@ wb_host_blocking wb_host_blocking_active(void) {
                               .forced = b.forced == WB_BLOCKING_FORCED_SIZES    ? WB_HOST_BLOCKING_SIZES
                                         : b.forced == WB_BLOCKING_FORCED_CACHES ? WB_HOST_BLOCKING_CACHES
                                                                                 : WB_HOST_BLOCKING_RULE};
+}
+
+int wb_host_private_dir(const char *dir) {
+    int fd = wb_store_open(dir);
+    if (fd < 0) return -1;
+    close(fd);
+    return 0;
 }
 
 int wb_host_blocking_parse(const char *text, wb_host_blocking_spec *spec, char *why, size_t why_len) {

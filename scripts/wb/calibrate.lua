@@ -19,6 +19,7 @@ for k, v in pairs(wb) do if type(k) == "string" and k:sub(1, 1) == "_" then I[k]
 
 local cjson = require("cjson")
 local machine = require("wb.machine")
+local atomic = require("wb.atomic")
 
 local M = {SPREAD = 0.05, MAX_REPEATS = 8, FMA_PORTS = 2}
 
@@ -45,8 +46,17 @@ function M.cache_path()
     return base .. "/workbench/calibration.json"
 end
 
+-- The cache's folder, or nil where it may not be used: it must be this user's alone (created 0700
+-- where missing), the generated code's cache's rule, so that no one else can plant a calibration
+-- there, or a link that the write would follow.
+local function private_folder(path)
+    local dir = path and path:match("^(.*)/[^/]*$")
+    local ok, mine = pcall(I._private_dir, dir)
+    return ok and mine and dir or nil
+end
+
 local function read_cache(path)
-    if not path then return {} end
+    if not private_folder(path) then return {} end
     local ok, f = pcall(io.open, path)
     if not ok or not f then return {} end
     local text = f:read("a")
@@ -56,16 +66,9 @@ local function read_cache(path)
 end
 
 local function write_cache(path, doc)
-    if not path then return false end
-    local dir = path:match("^(.*)/[^/]*$")
-    -- 0700: the folder is also the generated code's cache, which refuses one others may use
-    local ok = pcall(I._mkdir_p, dir, 448)
-    if not ok then return false end
-    local okf, f = pcall(io.open, path .. ".tmp", "w")
-    if not okf or not f then return false end
-    f:write(cjson.encode(doc))
-    f:close()
-    return pcall(os.rename, path .. ".tmp", path)
+    if not private_folder(path) then return false end
+    -- whole or nothing, through a fresh temporary file (a link planted at the path is replaced)
+    return (pcall(atomic.write, "calibration", path, cjson.encode(doc)))
 end
 
 -- A build's own entries: a Debug or sanitizer build measures its instrumented loops (an ASan

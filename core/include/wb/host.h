@@ -37,6 +37,9 @@ typedef struct wb_host_blocking {
     int first_pass_packs; /* a row-major A and B are packed by the tiles' first passes, not up front */
 } wb_host_blocking;
 wb_host_blocking wb_host_blocking_active(void);
+/* 0 when the folder (created with mode 0700 where missing) is this user's and no one else's to
+ * use, as the generated code's cache requires; else -1 with the reason (wb_error_message). */
+int wb_host_private_dir(const char *dir);
 /* What to force: kc, mc and nc, or the caches l1, l2 and l3_share the rule then reads (the others 0). */
 typedef struct wb_host_blocking_spec {
     int64_t kc, mc, nc;
