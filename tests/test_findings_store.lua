@@ -84,6 +84,11 @@ function TestFindingsGroups:test_from_events_names_what_is_wrong()
         {{{cat = "op", ts_ns = 1.5}}, "event 1: ts_ns must be an integer, got a fraction"},
         {{{cat = "op", dur_ns = "1"}}, "event 1: dur_ns must be an integer, got string"},
         {{{cat = "op", dur_ns = -1}}, "event 1: dur_ns is negative"},
+        -- (times and shapes past what any trace holds overflowed the rules' sums and products)
+        {{{cat = "op", ts_ns = math.maxinteger}}, "event 1: ts_ns is out of range (at most 2^61 ns"},
+        {{{cat = "op", dur_ns = 1 << 62}}, "event 1: dur_ns is out of range"},
+        {{{cat = "op", shapes = {{3, -2}}}}, "event 1: a shape has a negative dimension"},
+        {{{cat = "op", shapes = {{1 << 40, 1 << 20}}}}, "event 1: a shape holds more than 2^53 elements"},
         {{{cat = "kernel", lane = "gpu"}}, "event 1: lane 'gpu' is not host, cpu:0 stream 0, cpu:0 thread N or a device stream"},
         {{{cat = "op", shapes = {{1, "a"}}}}, "event 1: a shape must be a list of at most 8 integers"},
         {{{cat = "op", name = string.rep("x", 600)}}, "event 1: name is 600 bytes, over 511"},

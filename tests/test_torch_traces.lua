@@ -85,6 +85,29 @@ function test_kineto_gpu_trace_links_kernels_shapes_frames_and_memory()
     lu.assertStrContains(out, "[skipped] roofline")
 end
 
+-- Input Dims no tensor can have (more than 2^53 elements, a negative size) are read as no shape:
+-- they overflowed the GEMM rule's products ("M=-1 ... -8.49e+12 MFLOP", a red-team trace)
+function test_shapes_no_tensor_can_have_are_no_shapes()
+    local doc = {schemaVersion = 1, traceEvents = {
+        {ph = "X", cat = "cpu_op", name = "aten::mm", pid = 1, tid = 1, ts = 0, dur = 10,
+            args = {["Input Dims"] = {{9e18, 9e18}, {9e18, 9e18}}, ["Input type"] = {"float", "float"},
+                ["External id"] = 1}},
+        {ph = "X", cat = "cpu_op", name = "aten::mm", pid = 1, tid = 1, ts = 20, dur = 10,
+            args = {["Input Dims"] = {{4, -3}, {-3, 5}}, ["Input type"] = {"float", "float"}, ["External id"] = 2}},
+        {ph = "X", cat = "cpu_op", name = "aten::mm", pid = 1, tid = 1, ts = 40, dur = 10,
+            args = {["Input Dims"] = {{64, 256}, {256, 32}}, ["Input type"] = {"float", "float"}, ["External id"] = 3}}}}
+    local path = scratch.path(".json")
+    local f = io.open(path, "w")
+    f:write(cjson.encode(doc))
+    f:close()
+    local out, err, code = run("explain " .. path)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "aten::mm [64, 256] float, [256, 32] float: M=64 N=32 K=256, 1.05 MFLOP a call")
+    lu.assertNotStrContains(out, "M=-")
+    lu.assertNotStrContains(out, "-3")
+    lu.assertNotStrContains(out, "9000000000000000000")
+end
+
 function test_gzip_is_told_from_content_and_reads_as_the_plain_file()
     local doc = T.kineto({steps = 3})
     local plain = T.write(scratch.path(".json"), doc)

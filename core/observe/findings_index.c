@@ -162,10 +162,16 @@ const wb_event *fx_event_at(const fx_index *ix, uint64_t index, wb_prof_cursor *
     return wb_prof_cursor_next(c);
 }
 
+/* a * b, held at INT64_MAX where it would overflow (a file's shapes are not bounded by memory) */
+static int64_t mul_sat(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 static int64_t rows_of(const int64_t *d, int nd) { /* all dims but the last */
     int64_t n = 1;
     for (int i = 0; i < nd - 1; i++)
-        n *= d[i];
+        n = mul_sat(n, d[i]);
     return n;
 }
 
@@ -176,10 +182,11 @@ static int64_t gemm_out(const wb_prof *p, const wb_event *e) {
     for (int i = 0; i < e->ninputs && i < 3; i++)
         nd[i] = wb_event_ndim(e, i);
     if (!strcmp(n, "addmm") && nd[1] > 0 && nd[2] > 0)
-        return wb_prof_shape(p, e, 1)[0] * wb_prof_shape(p, e, 2)[nd[2] - 1];
-    if (!strcmp(n, "linear") && nd[0] >= 0 && nd[1] > 0) return rows_of(wb_prof_shape(p, e, 0), nd[0]) * wb_prof_shape(p, e, 1)[0];
+        return mul_sat(wb_prof_shape(p, e, 1)[0], wb_prof_shape(p, e, 2)[nd[2] - 1]);
+    if (!strcmp(n, "linear") && nd[0] >= 0 && nd[1] > 0)
+        return mul_sat(rows_of(wb_prof_shape(p, e, 0), nd[0]), wb_prof_shape(p, e, 1)[0]);
     if ((!strcmp(n, "mm") || !strcmp(n, "matmul")) && nd[0] >= 0 && nd[1] > 0)
-        return rows_of(wb_prof_shape(p, e, 0), nd[0]) * wb_prof_shape(p, e, 1)[nd[1] - 1];
+        return mul_sat(rows_of(wb_prof_shape(p, e, 0), nd[0]), wb_prof_shape(p, e, 1)[nd[1] - 1]);
     return -1;
 }
 
@@ -238,7 +245,7 @@ wb_status fx_index_build(fx_index *ix, const wb_prof *p) {
                 o->numel[k] = nd < 0 ? 0 : 1;
                 const int64_t *dims = nd > 0 ? wb_prof_shape(p, e, k) : NULL;
                 for (int d = 0; d < nd; d++)
-                    o->numel[k] *= dims[d];
+                    o->numel[k] = mul_sat(o->numel[k], dims[d]);
             }
             if (e->ninputs) {
                 o->gemm_out = gemm_out(p, e);

@@ -190,6 +190,11 @@ static void parse_dims(jp *j, ev_in *e) {
             j->s = at;
             if (nested) jp_skip(j);
             else n = jp_ints(j, d, WB_MAX_DIMS);
+            /* a shape no tensor can have (a negative size, more than 2^53 elements): none */
+            double count = 1;
+            for (int q = 0; q < n; q++)
+                count *= d[q] < 0 ? -1.0 : (double)d[q];
+            if (count < 0 || count > 0x1p53) n = -1;
         } else jp_skip(j);
         if (i < WB_EVENT_MAX_INPUTS) {
             e->ndims[i] = n;

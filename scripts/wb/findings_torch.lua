@@ -101,7 +101,7 @@ function M.gemm_size(g)
     local numel = 1
     for _, d in ipairs(a) do numel = numel * d end
     local m = k > 0 and numel // k or 0
-    return {m = m, n = n, k = k, flops = 2 * m * n * k}
+    return {m = m, n = n, k = k, flops = 2.0 * m * n * k} -- (a float: the product may pass 2^63)
 end
 
 -- gemm: the GEMMs that do the work (addmm, mm, bmm, ...: none under them), with their shapes.

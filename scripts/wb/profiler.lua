@@ -15,7 +15,7 @@ local plural = require("wb.words").plural
 local machine = require("wb.machine")
 -- the native session and ranges, captured at load: wb._* are gone under --sandbox
 local new_session, range_push, range_pop = wb._profiler_session, wb._profiler_push, wb._profiler_pop
-local load_session = wb._profiler_load
+local load_session, session_of_events = wb._profiler_load, wb._profiler_from_events
 
 local M = {}
 
@@ -542,7 +542,7 @@ end
 -- findings, the table and the diff model are computed in C over them as over a trace.
 function M.from_events(events)
     if type(events) ~= "table" then fail("from_events needs a list of events, got " .. type(events), 2) end
-    local ok, session = pcall(wb._profiler_from_events, events)
+    local ok, session = pcall(session_of_events, events)
     if not ok then error(session, 2) end
     return setmetatable({native = session, native_opts = {}, started = false, opts = {}, step_num = 0,
         cycles_done = 0, cycles_kept = 0, trace_other = {}, trace_members = {}}, Profiler)
