@@ -187,7 +187,8 @@ static void record_of(lua_State *L, int t, lua_Integer i, wb_trace_event *x) {
     if (x->dur < 0) event_error(L, i, "dur_ns is negative");
     /* the bounds a trace file's times have (trace_json.c's jp_micros): sums of two stay in range */
     const int64_t most = (int64_t)1 << 61;
-    if (x->ts < -most || x->ts > most) event_error(L, i, "ts_ns is out of range (at most 2^61 ns, 73 years, either way)");
+    if (x->ts < -most || x->ts > most)
+        event_error(L, i, "ts_ns is out of range (at most 2^61 ns, 73 years, either way)");
     if (x->dur > most) event_error(L, i, "dur_ns is out of range (at most 2^61 ns, 73 years)");
     for (int k = 0; k < x->ninputs; k++) {
         double count = 1;
