@@ -100,6 +100,18 @@ print("done " .. io.open(p.json):read("a"):sub(1, 1))
     end
 end
 
+-- The main job under --sandbox, as the README offers it for a script from someone else: its peers
+-- cannot run there (PyTorch is a process, oneDNN's library is not read), which it says, and its
+-- results are saved (io.popen raised after every row was measured, and the results were lost).
+function TestSandbox:test_the_main_job_runs_without_its_peers()
+    local out, code = sh(string.format("%s --sandbox --out '%s/sweep' '%s/experiments/mlp_sweep.lua' --tokens 2 " ..
+        "--dim 32 --hidden 64 --modes eager,fused --rounds 1 --max-rounds 1", EXE, root, scratch.source()))
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "(no PyTorch rows: it runs as a process, and no processes run under --sandbox)")
+    lu.assertStrContains(out, "(no oneDNN rows: its library is not loaded under --sandbox)")
+    lu.assertNotNil(io.open(root .. "/sweep/mlp_sweep.json"))
+end
+
 -- wb.compile under --sandbox (issue 47): no compiler runs, so code generation is off for the
 -- process, said once on stderr and in explain, and the pattern rules' plan runs: gelu_tanh(a) * b
 -- is still the one geglu kernel, and its result is eager's, traced and replayed.

@@ -28,6 +28,8 @@ local function new_dnnl(enabled)
         if wb.dnnl.available() then
             local i = wb.dnnl.info()
             dnnl.label = string.format("%s (%s, %s)", i.version, i.isa, plural(dnnl.threads, "thread"))
+        elseif wb.sandboxed then -- (the loader's own message would be a permission error on its library)
+            dnnl.why_not = "its library is not loaded under --sandbox"
         else
             dnnl.why_not = wb.dnnl.why_not()
         end
@@ -89,7 +91,9 @@ function M.new(o)
 
     function peers.notes()
         local lines = {}
-        if o.command and not torch.version then
+        if torch.why then
+            lines[#lines + 1] = "(no PyTorch rows: " .. torch.why .. ")"
+        elseif o.command and not torch.version then
             lines[#lines + 1] = "(the --peer command printed no results: " .. o.command .. ")"
         elseif not torch.version and o.torch then
             lines[#lines + 1] = "(PyTorch not found: install python3-torch to time its eager CPU forward beside " ..

@@ -54,7 +54,13 @@ function M.new(o)
             "--rounds %d --min-time-ms %d%s 2>/dev/null", wait_policy, peer_cmd, table.concat(peer_tokens, ","), c.dim,
             c.hidden, c.threads, c.dtype, c.rounds, c.min_time_ms,
             (c.min_sample_us or 0) > 0 and string.format(" --min-sample-us %d", c.min_sample_us) or "")
-        local pipe = io.popen(cmd)
+        -- (under --sandbox io.popen raises: no processes run there; the sweep goes on without it)
+        local opened, pipe = pcall(io.popen, cmd)
+        if not opened then
+            torch.failed, torch.why = true, wb.sandboxed and "it runs as a process, and no processes run under " ..
+                "--sandbox" or tostring(pipe)
+            return
+        end
         local text = pipe and pipe:read("a") or ""
         if pipe then pipe:close() end
         local okj, data = pcall(require("cjson").decode, text)
