@@ -103,6 +103,16 @@ function TestCalibrate:test_a_folder_others_may_use_is_neither_read_nor_written(
     lu.assertNotNil(cjson.decode(read(path))[calibrate.cache_key(3)])
 end
 
+-- Where the machine's state cannot be read (/proc, as under --sandbox), a calibration is neither called
+-- a quiet machine's nor cached (device_info said "quiet machine" at a load of 5 on 2 CPUs)
+function TestCalibrate:test_an_unreadable_machine_state_is_not_called_quiet_nor_cached()
+    machine.state = function() return {readable = false} end
+    local e = calibrate.cpu(1, {force = true})
+    lu.assertTrue(e.load_unknown)
+    lu.assertFalse(e.under_load)
+    lu.assertNil(read(calibrate.cache_path()))
+end
+
 function TestCalibrate:test_mkdir_p_mode_is_checked()
     lu.assertErrorMsgContains("mode must be 0 to 0777", wb.mkdir_p, self.dir .. "/x", 1024)
 end

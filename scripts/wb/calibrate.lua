@@ -105,6 +105,8 @@ function M.measure(threads)
     end
     local after = machine.state(3, 20)
     e.under_load = (before.busy or after.busy) and true or false
+    -- /proc unreadable (as under --sandbox): no one can say the machine was quiet, so it is not cached
+    e.load_unknown = not (before.readable and after.readable) or nil
     e.conditions = "start: " .. machine.describe(before) .. "; end: " .. machine.describe(after)
     e.date = os.date("!%Y-%m-%dT%H:%M:%SZ")
     e.workbench = wb.version
@@ -139,7 +141,9 @@ function M.cpu(threads, o)
         memo[k] = cached
         return cached
     end
-    if not e.under_load and write_cache(path, (function() doc[k] = e; return doc end)()) then e.path = path end
+    if not e.under_load and not e.load_unknown and write_cache(path, (function() doc[k] = e; return doc end)()) then
+        e.path = path
+    end
     memo[k] = e
     return e
 end
@@ -205,7 +209,9 @@ function M.device_info(device)
     if e.source == "measured" or e.source == "cache" then
         desc = string.format("%s %s: best of %d FMA runs (spread %.1f%%%s) and of cache-sized reads; %s%s", e.source ==
             "cache" and "cached calibration of" or "calibrated", e.date, e.peak_runs or 0, 100 * (e.peak_spread or 0),
-            e.peak_stable and "" or ", not stable", e.under_load and "MEASURED UNDER LOAD, not cached" or "quiet machine",
+            e.peak_stable and "" or ", not stable", e.under_load and "MEASURED UNDER LOAD, not cached" or
+            e.load_unknown and "the machine's load unreadable" .. (wb.sandboxed and " under --sandbox" or "") ..
+            ", not cached" or "quiet machine",
             e.path and (", " .. e.path) or "")
     else
         desc = e.source
