@@ -36,7 +36,7 @@ static const char usage[] =
     "usage: workbench [options] [script.lua | -] [script args...]\n"
     "       workbench compare [options] A.json B.json   (row by row; compare --help lists the options)\n"
     "       workbench merge [--history] OUT FILES|DIRS...   (join the shards of one wb.sweep run)\n"
-    "       workbench explain TRACE.json [--json]   (the findings of a trace the workbench wrote)\n"
+    "       workbench explain TRACE.json [--json]   (the findings of a trace: the workbench's, torch.profiler's)\n"
     "       workbench history add|list|show|check|report|gc [--db PATH]   (past results; history --help)\n"
     "       workbench diff A.json B.json   (two traces node by node; diff --help lists the options)\n"
     "       workbench diff --ab A.lua B.lua   (two scripts' steps profiled interleaved, then diffed)\n"

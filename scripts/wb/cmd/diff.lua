@@ -17,13 +17,14 @@ local USAGE = "usage: workbench diff [--json] [--html FILE [--step N]] [--fail-o
     "       workbench diff --ab [--sandbox] [--steps N] [--warmup N] [--order shuffled|abba|alternate] [--save DIR]\n" ..
     "                      [options] A.lua B.lua"
 local HELP = [[
-  two Chrome traces the workbench wrote (p:export_chrome_trace), aligned node by node: structural
-  changes, then a row per range/op/kernel path (repeats of a path under one parent, as the
-  forwards of a loop, are one row with their count, as key_averages does) with its host and device
-  time and a verdict SAME/FASTER/SLOWER/UNSURE by compare's rule (one sample per node and step from
-  6 steps a side, else every occurrence; steps that ran slower as a whole or waited for a CPU left
-  out), or removed/added for a node only one side has, and where the change per step went; an
-  UNSURE from too few samples says how many steps a verdict needs
+  two traces (the workbench's p:export_chrome_trace, torch.profiler's Kineto JSON, any Chrome trace;
+  gzip'ed or not), aligned node by node: structural changes, then a row per range/op/kernel path
+  (repeats of a path under one parent, as the forwards of a loop, are one row with their count, as
+  key_averages does) with its host and device time and a verdict SAME/FASTER/SLOWER/UNSURE by
+  compare's rule (one sample per node and step from 6 steps a side, else every occurrence; steps
+  that ran slower as a whole or waited for a CPU left out), or removed/added for a node only one
+  side has, and where the change per step went; an UNSURE from too few samples says how many steps
+  a verdict needs
   --json                the whole comparison as JSON on stdout
   --html FILE           also write FILE: every step of both traces on one time axis, A above B,
                         aligned nodes linked
