@@ -197,6 +197,36 @@ function TestHistory:test_list_show_gc()
     lu.assertEquals(select(2, hist(db, "show no_such_experiment")), 2)
 end
 
+-- A row measured in rounds is stored with the run's own figures: the median of its rounds' medians
+-- (a round of 8 samples at 1 ms and two of 2 at 2 ms: 2 ms, as the sweep's table says), not the
+-- pooled samples' (1 ms, the round that took the most); a newcomer found `show` differing from the
+-- run's JSON.
+function TestHistory:test_rounds_weigh_alike_as_in_the_run()
+    local db = scratch.path(".db")
+    local files = series{seed = 5, runs = 1}
+    local doc = cjson.decode(read(files[1]))
+    for _, r in ipairs(doc.rows) do
+        r.samples_ms = {1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2}
+        r.samples_ms_per_round = {8, 2, 2}
+        r.median_ms = 2
+    end
+    write(files[1], cjson.encode(doc))
+    local out, code = hist(db, "add " .. files[1])
+    lu.assertEquals(code, 0, out)
+    local h = history.open{path = db}
+    local list = h:series{experiment = "history_base"}
+    h:close()
+    local seen = 0
+    for _, s in ipairs(list) do
+        for _, p in ipairs(s.points) do
+            lu.assertEquals(p.median, 2)
+            lu.assertTrue(p.lo <= 2 and p.hi >= 2)
+            seen = seen + 1
+        end
+    end
+    lu.assertTrue(seen > 0)
+end
+
 -- 8 processes adding at once (3 files each) into a new database: every run there, integrity ok.
 function TestHistory:test_concurrent_writers()
     local db = scratch.path(".db")

@@ -338,9 +338,13 @@ local function rows_of(doc, path)
             seen[name] = i
             local rec = {row = name, metric = t.metric, median = t.median} -- no samples: no interval
             if t.samples then
-                local s = stats.summarize(t.samples)
-                local _, lo, hi = stats.median_ci(t.samples)
-                rec.median, rec.lo, rec.hi, rec.noise, rec.n = s.median, lo, hi, s.noise, s.n
+                -- the run's own figures: the median of its rounds' medians and the noise of the
+                -- samples with every round weighing alike (a sweep's table and JSON; pooled samples
+                -- follow the round that took the most), the interval from those samples
+                local by = stats.by_rounds(stats.split_rounds(t.samples, t.per_round) or {t.samples})
+                local _, lo, hi = stats.median_ci(by.equal)
+                rec.median, rec.lo, rec.hi, rec.noise, rec.n = by.median, math.min(lo, by.median),
+                    math.max(hi, by.median), by.noise, #t.samples
                 rec.samples = cjson.encode(t.samples)
             end
             local data = {}
