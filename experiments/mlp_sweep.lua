@@ -87,8 +87,8 @@ end
 -- eager (gelu output, product) but not those of the fused modes.
 local tolerance = args.dtype == "bf16" and 2e-2 or 1e-5
 local opts = {dtype = args.dtype, device = device}
+-- (made where something is first written: a run refused before that leaves no empty folder)
 local out_dir = args.out or wb.options.out or ("out/mlp_sweep/" .. os.date("%Y%m%d-%H%M%S"))
-assert(wb.mkdir_p(out_dir))
 
 local info = wb.device_info(device)
 if args.dtype == "bf16" and info.peak_gflops_bf16 then info.peak_gflops = info.peak_gflops_bf16 end
@@ -252,6 +252,7 @@ sweep = wb.sweep{
         table.insert(job.point_findings, {tokens = p.tokens, mode = p.mode, findings = kept})
         if p.tokens == trace_tokens then
             local file = string.format("mlp_%s_tokens%d.trace.json", p.mode, p.tokens)
+            assert(wb.mkdir_p(out_dir))
             call.profile:export_chrome_trace(out_dir .. "/" .. file)
             job.traces[#job.traces + 1] = {text = string.format("Perfetto trace: %s at %d tokens", p.mode, p.tokens),
                 href = file}
