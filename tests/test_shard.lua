@@ -233,7 +233,7 @@ function TestShard:test_shards_with_different_calibrations_assign_alike()
     local key = calibrate.cache_key(1)
     local function machine(peak, gbs)
         local home = scratch.dir()
-        os.execute("mkdir -p '" .. home .. "/workbench'")
+        os.execute("mkdir -p '" .. home .. "/workbench' && chmod 700 '" .. home .. "/workbench'") -- (as it makes it)
         local f = assert(io.open(home .. "/workbench/calibration.json", "w"))
         f:write(cjson.encode({[key] = {threads = 1, peak_gflops = peak, dram_gbs = gbs, l2_gbs = gbs, l3_gbs = gbs,
             l2_bytes = 1 << 20, l3_bytes = 32 << 20, under_load = false, peak_runs = 3, peak_spread = 0,
