@@ -49,9 +49,11 @@ end
 -- The cache's folder, or nil where it may not be used: it must be this user's alone (created 0700
 -- where missing), the generated code's cache's rule, so that no one else can plant a calibration
 -- there, or a link that the write would follow.
+local refused -- why the folder was refused (said where the calibration is described)
 local function private_folder(path)
     local dir = path and path:match("^(.*)/[^/]*$")
-    local ok, mine = pcall(I._private_dir, dir)
+    local ok, mine, why = pcall(I._private_dir, dir)
+    if ok and not mine and why then refused = tostring(why):gsub("^codegen: ", ""):gsub(";.*", "") end
     return ok and mine and dir or nil
 end
 
@@ -211,7 +213,7 @@ function M.device_info(device)
             "cache" and "cached calibration of" or "calibrated", e.date, e.peak_runs or 0, 100 * (e.peak_spread or 0),
             e.peak_stable and "" or ", not stable", e.under_load and "MEASURED UNDER LOAD, not cached" or
             e.load_unknown and "the machine's load unreadable" .. (wb.sandboxed and " under --sandbox" or "") ..
-            ", not cached" or "quiet machine",
+            ", not cached" or "quiet machine" .. (refused and e.source == "measured" and "; not cached: " .. refused or ""),
             e.path and (", " .. e.path) or "")
     else
         desc = e.source
