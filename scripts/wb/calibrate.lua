@@ -213,7 +213,8 @@ function M.device_info(device)
             "cache" and "cached calibration of" or "calibrated", e.date, e.peak_runs or 0, 100 * (e.peak_spread or 0),
             e.peak_stable and "" or ", not stable", e.under_load and "MEASURED UNDER LOAD, not cached" or
             e.load_unknown and "the machine's load unreadable" .. (wb.sandboxed and " under --sandbox" or "") ..
-            ", not cached" or "quiet machine" .. (refused and e.source == "measured" and "; not cached: " .. refused or ""),
+            ", not cached" or
+            "quiet machine" .. (refused and e.source == "measured" and "; not cached: " .. refused or ""),
             e.path and (", " .. e.path) or "")
     else
         desc = e.source
