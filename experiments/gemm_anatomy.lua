@@ -42,8 +42,8 @@ print(string.format("cpu: %s; path %s, %dx%d tile; blocking kc %d, mc %d, nc %d 
     "L3 %d KiB per CPU%s)", wb.device_info("cpu").name, b.isa, b.mr, b.nr, b.kc, b.mc, b.nc, b.l1 // 1024,
     b.l2 // 1024, b.l3_share // 1024, b.forced and ", forced" or b.split_vectors and "; deep K: 256-bit FMAs in halves" or ""))
 if b.first_pass_packs then
-    print("a row-major A (and a matmul's row-major B) is packed by the tiles' first pass over it: in \"tiles\", " ..
-        "not in \"pack A\" / \"pack B\"")
+    print("a row-major A (where at most 32 B slivers pass over it) and a matmul's row-major B are packed by " ..
+        "the tiles' first pass over them: in \"tiles\", not in \"pack A\" / \"pack B\"")
 end
 local peaks = {}
 for _, t in ipairs(opts.threads) do

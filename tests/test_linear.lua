@@ -95,7 +95,7 @@ end
 -- weights packed once, before); the phases fit in the threads' total, which fits in the team's wall time;
 -- the register tile alone gives a positive rate; bad arguments are named. A and B are column-major
 -- views, which every path packs up front; a row-major A, where the path packs by the first pass
--- (wb.cpu_blocking().first_pass_packs), counts no packing of A.
+-- (wb.cpu_blocking().first_pass_packs), counts no packing of A unless more than 32 slivers pass over it.
 function TestGemm:test_phase_counts()
     local a, b, w = wb.randn({200, 150}):t(), wb.randn({300, 200}):t(), wb.randn({300, 200})
     local before = wb._gemm_phases(false)
@@ -126,6 +126,14 @@ function TestGemm:test_phase_counts()
         _ = wb.matmul(wb.randn({150, 200}), wb.randn({200, 300}))
         ph = wb._gemm_phases(false)
         lu.assertEquals(ph.pack_a_ns == 0, wb.cpu_blocking().first_pass_packs, "pack_a_ns of a row-major A")
+        if threads == 1 then -- 33 slivers of B: A packed up front where a column block holds them all
+            local bl = wb.cpu_blocking()
+            wb._gemm_phases(true)
+            _ = wb.matmul(wb.randn({150, 200}), wb.randn({200, 33 * bl.nr}))
+            ph = wb._gemm_phases(false)
+            lu.assertEquals(ph.pack_a_ns == 0, bl.first_pass_packs and bl.nc // bl.nr <= 32,
+                "pack_a_ns of a row-major A under 33 slivers, nc " .. bl.nc)
+        end
     end
     wb.set_num_threads(prev)
     lu.assertTrue(wb._gemm_tile_gflops(64, 100) > 0)

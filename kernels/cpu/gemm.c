@@ -237,17 +237,26 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
 }
 
 /* Packing by the first pass (wb_gemm_first_pass_packs): where the ISA's microkernel can read a
- * row-major A and B in place (AVX-512's), the first pass over a row tile of A reads it there and
- * stores each broadcast's lane 0 into the packed sliver on the way (12 scalar stores per k step,
- * beside 24 FMAs), and the first pass over a full B sliver stores its two loaded vectors; the later
- * passes read the packed copies. The separate packing loops read A and B from L3 once more and
- * stall on it between the tiles. Measured, the two alternated in one process, best of 3-20
- * calls, two runs of three rounds (Xeon model 207), 1 thread: squares n = 512 1.009-1.022x, 1024
- * 0.998-1.022x, 2048 0.998-1.009x; the MLP's linears (x[tokens, K] W^T, W packed once: A alone)
- * 0.99-1.01x; 2 threads (each thread packs all of A up front; one run, the other's noise-bound)
- * 512 1.02-1.05x, 1024 1.00-1.03x, linears of depth 3072 1.005-1.02x. The AVX2 tile (forced on
- * the Xeon) measured 0.98-0.99x: it packs up front. */
+ * row-major A and B in place (AVX-512's), the first pass over a full B sliver reads it there and
+ * stores its two loaded vectors into the packed sliver, and a row-major A, where few slivers pass
+ * over it (PANEL_MOST_PASSES), is never packed into slivers: the first pass over a row tile reads
+ * its twelve rows in place and copies them, 16 floats a row at a time, into a row panel (rows
+ * one line longer than the K block), which the later passes read the same way, a broadcast per row
+ * and step. The products are the same bits. The separate packing loops read A and B from L3 once
+ * more and stall on it between the tiles. Measured on the Xeon model 207, 1 thread, n = 384
+ * (a C probe, best of 30 calls): the driver 0.730 ms packing both up front, 0.700 with the first
+ * passes storing each A broadcast's lane 0 into the packed sliver (the previous form: 12 scalar
+ * stores per step made those passes 1.5x slower), 0.680 with the row panel; the tiles alone on
+ * packed slivers, no packing at all, 0.658. Against the previous form, old and new processes
+ * alternated, best of 15-40 calls, four pairs: n = 384 1.027x, 512 1.021x, 1024 0.993x, 2048
+ * 0.991x (packed up front now), the MLP's linears (x[tokens, K] W^T, W packed once) 0.992-1.000x.
+ * The AVX2 tile (forced on the Xeon) measured its first passes 0.98-0.99x: it packs up front. */
 static int first_pass_on = 1;
+/* Read from a row panel, the passes over an A row tile ran 1-2.5% slower than from a packed
+ * sliver where many slivers pass over it (the linears with N = 3072: 96 slivers, their first
+ * passes alternated with packing up front, nine rounds), and 3% faster at n = 512 (16): A is
+ * packed up front where more slivers than this pass over its row tiles. */
+#define PANEL_MOST_PASSES 32
 
 void wb_gemm_first_pass_packs(int on) { first_pass_on = on != 0; }
 int wb_gemm_first_pass_packs_on(void) { return first_pass_on; }
@@ -322,10 +331,14 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
     /* A row-major (f32) A is packed by the first pass over each row tile, which reads it in
      * place; a row-major B's full slivers by their first pass (a full row tile of the first MC
      * block). See first_pass_on. */
-    const int first_a = first_pass_on && isa->first_pass_packs && !p->a_bf16 && p->csa == 1 && p->rsa > 0;
+    const int first_a = first_pass_on && isa->first_pass_packs && !p->a_bf16 && p->csa == 1 && p->rsa > 0 &&
+                        nc_tiles <= PANEL_MOST_PASSES;
     const int first_b = first_pass_on && isa->first_pass_packs && !p->packed_b && p->csb == 1 && p->rsb > 0 &&
                         (it0 + 1) * mr <= p->m;
-    if (!wb_cpu_reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * kcb))) return -1;
+    /* a row panel's rows (first_a) one cache line longer than a block's depth, so that its twelve
+     * rows fall in different L1 sets whatever kc is */
+    const int64_t a_ld = first_a ? (kcb + 15) / 16 * 16 + 16 : 0;
+    if (!wb_cpu_reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * (first_a ? a_ld : kcb)))) return -1;
     if (!p->packed_b && !wb_cpu_reserve(&buf->b, &buf->b_cap, (size_t)(nc_tiles * nr * kcb))) return -1;
     /* Dual with K split: partial sums of the full NR-wide tiles live here between K blocks. */
     const int64_t sld = (jt1 - jt0) * nr, srows = (it1 - it0) * mr;
@@ -379,9 +392,11 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                                           .b = bp + (jt - jc) * tile_stride,
                                           .store = WB_STORE_PLAIN,
                                           .prefetch_b = it == ic};
-                        if (first_a && jt == jc) {
-                            t.a_pack = buf->a + (it - ic) * kc * mr;
+                        if (first_a && jt == jc) { /* read in place, copied into the row panel */
+                            t.a_pack = buf->a + (it - ic) * mr * a_ld, t.a_pack_ld = a_ld;
                             t.a = p->a + row0 * p->rsa + pc, t.lda = p->rsa;
+                        } else if (first_a) { /* the row panel */
+                            t.a = buf->a + (it - ic) * mr * a_ld, t.lda = a_ld;
                         }
                         if (first_b && ic == it0 && it == ic && cols == width) {
                             t.b_pack = buf->b + (jt - jc) * tile_stride;

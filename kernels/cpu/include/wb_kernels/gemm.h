@@ -55,11 +55,14 @@ typedef struct wb_gemm_tile {
      * or memory. The passes over one sliver each fetch their own share (NULL, 0: none). */
     const float *pf_next;
     int64_t pf_floats;
-    /* (ISAs with first_pass_packs only) The first pass of an MC block over a row tile: lda > 0 reads A
-     * in place, row-major (row i's step k at a[i*lda + k]), and writes the packed sliver the
-     * later passes read into a_pack (kc x MR; a_pack[k*MR + i]). 0: a is packed. */
+    /* (ISAs with first_pass_packs only) lda > 0: A is read row-major, row i's step k at
+     * a[i*lda + k] (a broadcast per row and step, as from the packed sliver). The first pass of an
+     * MC block over a row tile reads A itself so and copies its rows on the way, 16 steps at a
+     * time, into a_pack (row i at a_pack[i*a_pack_ld + k]); the later passes read that copy with
+     * lda = a_pack_ld and a_pack NULL. 0: a is packed. */
     int64_t lda;
     float *a_pack;
+    int64_t a_pack_ld;
     /* (the same, full MR-row tiles only) The first pass over a B sliver: ldb > 0 reads B in place, step
      * k's low NR/2 lanes at b + k*ldb and high lanes at b_hi + k*ldb (the up projection's for a
      * dual tile), and packs the sliver into b_pack (kc x NR). 0: b is packed. */
@@ -96,8 +99,9 @@ typedef struct wb_cpu_isa {
      * into f32 accumulators. The driver and packers move 32-bit words and need no change: a
      * problem is posed in pair space (k = K/2, strides in words). */
     int bf16_pairs;
-    /* 1: the microkernel reads a row-major A and B in place and packs them on the way
-     * (wb_gemm_tile.lda, .ldb), so that the driver packs them in a block's first passes. */
+    /* 1: the microkernel reads a row-major A and B in place and copies them on the way
+     * (wb_gemm_tile.lda, .ldb: A into a row panel it then reads as it reads A, B into the packed
+     * sliver), so that the driver packs them in a block's first passes. */
     int first_pass_packs;
 } wb_cpu_isa;
 
@@ -229,9 +233,10 @@ void wb_gemm_pack_b(const wb_cpu_isa *isa, int64_t k, int64_t n, const float *b,
                     const float *b_up, float *packed);
 /* Returns 0, or -1 when a packing buffer could not be allocated (C is then incomplete). */
 int wb_gemm_run(const wb_cpu_isa *isa, const wb_gemm_problem *p);
-/* 1 (the default): on an ISA with first_pass_packs, a row-major A (and a row-major B that is not
- * packed already) is packed by the first pass of the tiles that read it; 0: packed up front, as on
- * the other ISAs. The same products either way, bit for bit (for tests and experiments). */
+/* 1 (the default): on an ISA with first_pass_packs, a row-major A (where at most 32 B slivers pass
+ * over it) and a row-major B that is not packed already are packed by the first pass of the tiles
+ * that read them; 0: packed up front, as on the other ISAs. The same products either way, bit for
+ * bit (for tests and experiments). */
 void wb_gemm_first_pass_packs(int on);
 int wb_gemm_first_pass_packs_on(void);
 /* Whether the `passes` (full row tiles) over each B sliver of `sliver_bytes` should each fetch a
