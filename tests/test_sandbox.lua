@@ -112,6 +112,25 @@ function TestSandbox:test_the_main_job_runs_without_its_peers()
     lu.assertNotNil(io.open(root .. "/sweep/mlp_sweep.json"))
 end
 
+-- A sandboxed run reads the calibration cached before the sandbox closed (it measured the peak
+-- again on every run: HOME reads as nil in there, and the cache lies outside the script's folder).
+function TestSandbox:test_the_cached_calibration_is_read()
+    local calibrate, cjson = require("wb.calibrate"), require("cjson")
+    local cache = root .. "/cache"
+    os.execute(string.format("mkdir -p '%s/workbench' && chmod 700 '%s' '%s/workbench'", cache, cache, cache))
+    local f = assert(io.open(cache .. "/workbench/calibration.json", "w"))
+    f:write(cjson.encode({[calibrate.cache_key(1)] = {peak_gflops = 12345.5, threads = 1, date = "planted"}}))
+    f:close()
+    local path = script("peak.lua", [[
+local e = require("wb.calibrate").cpu(1)
+print("source " .. e.source .. ", peak " .. e.peak_gflops)
+]])
+    local out, code = sh(string.format("env -u WB_CACHE_DIR XDG_CACHE_HOME='%s' %s --sandbox --out '%s/o' '%s'", cache,
+        EXE, root, path))
+    lu.assertEquals(code, 0, out)
+    lu.assertStrContains(out, "source cache, peak 12345.5")
+end
+
 -- wb.compile under --sandbox (issue 47): no compiler runs, so code generation is off for the
 -- process, said once on stderr and in explain, and the pattern rules' plan runs: gelu_tanh(a) * b
 -- is still the one geglu kernel, and its result is eager's, traced and replayed.

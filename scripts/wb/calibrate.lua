@@ -67,6 +67,17 @@ local function read_cache(path)
     return okj and type(doc) == "table" and doc or {}
 end
 
+-- Under --sandbox the cache can be neither found (HOME reads as nil) nor read (it lies outside the
+-- script's folder), so each sandboxed run measured the peak again, and under load a low one: the
+-- sandbox takes the cache's entries as they stand before it closes (M.before_sandbox), and a
+-- sandboxed run reads those. Nothing is written from inside it (its load is unreadable: never cached).
+local before_sandbox -- {path = ..., doc = ...}
+
+function M.before_sandbox()
+    local path = M.cache_path()
+    before_sandbox = {path = path, doc = read_cache(path)}
+end
+
 local function write_cache(path, doc)
     if not private_folder(path) then return false end
     -- whole or nothing, through a fresh temporary file (a link planted at the path is replaced)
@@ -127,8 +138,13 @@ function M.cpu(threads, o)
     if o ~= nil and type(o) ~= "table" then error("calibrate.cpu: options must be a table, got " .. type(o), 2) end
     local k = key(threads)
     if memo[k] and not (o and o.force) then return memo[k] end
-    local path = M.cache_path()
-    local doc = read_cache(path)
+    local path, doc
+    if wb.sandboxed and before_sandbox then
+        path, doc = before_sandbox.path, before_sandbox.doc
+    else
+        path = M.cache_path()
+        doc = read_cache(path)
+    end
     local cached = type(doc[k]) == "table" and doc[k] or nil
     if cached and not (o and o.force) and not cached.under_load then
         cached.source, cached.path = "cache", path

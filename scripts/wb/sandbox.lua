@@ -19,6 +19,8 @@
 -- `error`, `type` or string methods changes nothing here. Installed once, by main.c.
 
 return function(o)
+    -- the cached calibration, read while HOME and the cache's folder still can be
+    require("wb.calibrate").before_sandbox()
     local type, error, select, pcall, tostring, ipairs, pairs = type, error, select, pcall, tostring, ipairs, pairs
     local rawset, getmetatable = rawset, getmetatable
     local sfind, smatch, sgsub, sformat, ssub = string.find, string.match, string.gsub, string.format, string.sub
