@@ -24,8 +24,9 @@ static int l_cpu_caches(lua_State *L) {
  * active CPU path, and the cache sizes in bytes the rule used (sysfs's, or its defaults); fixed:
  * the path's own constants instead (the portable path); split_vectors: the CPU runs a 256-bit FMA
  * as two halves (Zen 1), so K blocks are deeper than the caches' rule alone gives; first_pass_packs:
- * a row-major A and B are packed by the register tiles' first passes over them (in the tiles'
- * time), not up front (in pack_a_ns, pack_b_ns of wb._gemm_phases). */
+ * a row-major A (where at most 32 B slivers pass over a row tile) and a row-major B are packed by
+ * the register tiles' first passes over them (in the tiles' time), not up front (in pack_a_ns,
+ * pack_b_ns of wb._gemm_phases). */
 static int l_cpu_blocking(lua_State *L) {
     wb_host_blocking b = wb_host_blocking_active();
     lua_createtable(L, 0, 10);

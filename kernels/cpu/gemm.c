@@ -240,22 +240,25 @@ static void edge_tile(const wb_cpu_isa *isa, wb_gemm_tile t, int rows, int64_t c
  * row-major A and B in place (AVX-512's), the first pass over a full B sliver reads it there and
  * stores its two loaded vectors into the packed sliver, and a row-major A, where few slivers pass
  * over it (PANEL_MOST_PASSES), is never packed into slivers: the first pass over a row tile reads
- * its twelve rows in place and copies them, 16 floats a row at a time, into a row panel (rows
- * one line longer than the K block), which the later passes read the same way, a broadcast per row
- * and step. The products are the same bits. The separate packing loops read A and B from L3 once
- * more and stall on it between the tiles. Measured on the Xeon model 207, 1 thread, n = 384
- * (a C probe, best of 30 calls): the driver 0.730 ms packing both up front, 0.700 with the first
- * passes storing each A broadcast's lane 0 into the packed sliver (the previous form: 12 scalar
- * stores per step made those passes 1.5x slower), 0.680 with the row panel; the tiles alone on
- * packed slivers, no packing at all, 0.658. Against the previous form, old and new processes
- * alternated, best of 15-40 calls, four pairs: n = 384 1.027x, 512 1.021x, 1024 0.993x, 2048
- * 0.991x (packed up front now), the MLP's linears (x[tokens, K] W^T, W packed once) 0.992-1.000x.
+ * its rows in place and copies them, a chunk of 16 (or 8) floats a row at a time, into a row panel,
+ * which the later passes read the same way, a broadcast per row and step. The products are the
+ * same bits. The separate packing loops read A and B from L3 once more and stall on it between
+ * the tiles. Measured on the Xeon model 207, 1 thread, n = 384 (a C probe, best of 30 calls): the
+ * driver 0.730 ms packing both up front, 0.700 with the first passes storing each A broadcast's
+ * lane 0 into the packed sliver (the previous form: 12 scalar stores per step made those passes
+ * 1.5x slower), 0.680 with the row panel; the tiles alone on slivers packed beforehand, 0.658.
+ * Against the previous form (old and new builds in alternated processes, best of 15-40 calls,
+ * five pairs, 1 thread; then four pairs on 2 threads): squares n = 384 1.031x / 1.098x, 512 1.024x
+ * / 1.046x, 768 1.011x / 1.027x, 1024 1.008x / 1.041x, 2048 1.002x / 1.004x (A packed up front in
+ * both); linears x W^T (W packed once), 768 wide and 3072 deep, at 16 / 128 / 512 tokens 1.042x /
+ * 0.996x / 1.003x on 1 thread, 1.009-1.013x on 2; 3072 wide (A up front in both) 0.993-1.003x.
  * The AVX2 tile (forced on the Xeon) measured its first passes 0.98-0.99x: it packs up front. */
 static int first_pass_on = 1;
-/* Read from a row panel, the passes over an A row tile ran 1-2.5% slower than from a packed
- * sliver where many slivers pass over it (the linears with N = 3072: 96 slivers, their first
- * passes alternated with packing up front, nine rounds), and 3% faster at n = 512 (16): A is
- * packed up front where more slivers than this pass over its row tiles. */
+/* Read from a row panel, the passes over an A row tile ran 1-2.5% slower than from a packed sliver
+ * where many slivers pass over it (the linears 3072 wide: 96 slivers; the panel's passes alternated
+ * with packing up front in one process, nine rounds, 1 thread), and 1.8-3.8% faster where few do
+ * (squares of 512 to 1024: 16 to 32 slivers); so A is packed up front where more slivers than this
+ * pass over its row tiles (a thread's share of the columns, in blocks of at most nc). */
 #define PANEL_MOST_PASSES 32
 
 void wb_gemm_first_pass_packs(int on) { first_pass_on = on != 0; }
@@ -328,16 +331,18 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
     const int64_t block_rows = (mc_tiles < it1 - it0 ? mc_tiles : it1 - it0) * mr, depth = k < kcb ? k : kcb;
     int64_t epi_tiles = l2 / EPILOGUE_L2_PART / ((block_rows + depth) * nr * (int64_t)sizeof(float));
     if (epi_tiles < 1) epi_tiles = 1;
-    /* A row-major (f32) A is packed by the first pass over each row tile, which reads it in
-     * place; a row-major B's full slivers by their first pass (a full row tile of the first MC
-     * block). See first_pass_on. */
+    /* A row-major (f32) A, where at most PANEL_MOST_PASSES slivers pass over a row tile, is copied
+     * into a row panel by the first pass over each row tile, which reads it in place; a row-major
+     * B's full slivers are packed by their first pass (a full row tile of the first MC block).
+     * See first_pass_on. */
     const int first_a = first_pass_on && isa->first_pass_packs && !p->a_bf16 && p->csa == 1 && p->rsa > 0 &&
                         nc_tiles <= PANEL_MOST_PASSES;
     const int first_b = first_pass_on && isa->first_pass_packs && !p->packed_b && p->csb == 1 && p->rsb > 0 &&
                         (it0 + 1) * mr <= p->m;
-    /* a row panel's rows (first_a) one cache line longer than a block's depth, so that its twelve
-     * rows fall in different L1 sets whatever kc is */
-    const int64_t a_ld = first_a ? (kcb + 15) / 16 * 16 + 16 : 0;
+    /* a row panel's rows (first_a): an odd number of cache lines, at least one more than a block's
+     * depth, so that twelve rows fall in twelve L1 sets whatever kc is (64 sets; K = 1008 made
+     * rows of 64 lines, all in one set) */
+    const int64_t a_lines = (kcb + 15) / 16 + 1, a_ld = first_a ? 16 * (a_lines | 1) : 0;
     if (!wb_cpu_reserve(&buf->a, &buf->a_cap, (size_t)(mc_tiles * mr * (first_a ? a_ld : kcb)))) return -1;
     if (!p->packed_b && !wb_cpu_reserve(&buf->b, &buf->b_cap, (size_t)(nc_tiles * nr * kcb))) return -1;
     /* Dual with K split: partial sums of the full NR-wide tiles live here between K blocks. */

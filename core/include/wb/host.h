@@ -34,7 +34,7 @@ typedef struct wb_host_blocking {
     int fixed;
     int split; /* the CPU splits 256-bit vectors in halves: the deep-K regime (kernels' blocking.c) */
     wb_host_blocking_forced forced;
-    int first_pass_packs; /* a row-major A and B are packed by the tiles' first passes, not up front */
+    int first_pass_packs; /* a row-major A (at most 32 slivers over it) and B packed by the tiles' first passes */
 } wb_host_blocking;
 wb_host_blocking wb_host_blocking_active(void);
 /* 0 when the folder (created with mode 0700 where missing) is this user's and no one else's to

@@ -57,9 +57,9 @@ typedef struct wb_gemm_tile {
     int64_t pf_floats;
     /* (ISAs with first_pass_packs only) lda > 0: A is read row-major, row i's step k at
      * a[i*lda + k] (a broadcast per row and step, as from the packed sliver). The first pass of an
-     * MC block over a row tile reads A itself so and copies its rows on the way, 16 steps at a
-     * time, into a_pack (row i at a_pack[i*a_pack_ld + k]); the later passes read that copy with
-     * lda = a_pack_ld and a_pack NULL. 0: a is packed. */
+     * MC block over a row tile reads A itself that way and copies its rows on the way, 16 steps
+     * at a time (8 in a spreading tile's chunks), into a_pack (row i at a_pack[i*a_pack_ld + k]);
+     * the later passes read that copy with lda = a_pack_ld and a_pack NULL. 0: a is packed. */
     int64_t lda;
     float *a_pack;
     int64_t a_pack_ld;
