@@ -3,15 +3,12 @@
  * 17, 31, 33, 65, 129, a prime K), every epilogue, the dual-GEMM GeGLU against its composition,
  * packed and unpacked weights, 1 and 2 threads (1 to 4 on a small blocking); that the bound
  * catches a dropped K block and a perturbation of twice itself; and the activations' ULP error
- * over the float range; that row-major operands ending at an unreadable page are read no further.
- * Under WB_GEMM_BLOCKING (CTest runs each CPU's blocking) with --gemm-only,
+ * over the float range. Under WB_GEMM_BLOCKING (CTest runs each CPU's blocking) with --gemm-only,
  * only the blocking-dependent parts run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <wb_kernels/gemm.h>
 
@@ -308,58 +305,6 @@ static void test_threads(const wb_cpu_isa *isa) {
     printf("%-7s threads: %s\n", isa->name, failures == before ? "ok" : "FAILED");
 }
 
-/* `floats` floats that end where a page ends, an unreadable page after them: a read past their end
- * faults (the masked loads of the first passes' copies must read no lane past a row, and the
- * last row of A ends at the page). *map and *len: what to munmap. */
-static float *at_page_end(size_t floats, void **map, size_t *len) {
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = floats * sizeof(float);
-    const size_t pages = (bytes + page - 1) / page + 1;
-    char *base = mmap(NULL, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) return NULL;
-    if (mprotect(base + (pages - 1) * page, page, PROT_NONE) != 0) {
-        munmap(base, pages * page);
-        return NULL;
-    }
-    *map = base, *len = pages * page;
-    return (float *)(void *)(base + (pages - 1) * page - bytes);
-}
-
-/* Row-major A and B that end at an unreadable page, at depths that leave a last chunk of 1 to 15
- * floats (and none): the same bits as from ordinary memory, and no fault. */
-static void test_reads_stay_within(const wb_cpu_isa *isa) {
-    int before = failures;
-    const int64_t ks[] = {5, 37, 48, 131}, m = 25, n = 64;
-    for (int q = 0; q < 4; q++) {
-        const int64_t k = ks[q];
-        void *map_a = NULL, *map_b = NULL;
-        size_t len_a = 0, len_b = 0;
-        float *a = at_page_end((size_t)(m * k), &map_a, &len_a), *b = at_page_end((size_t)(k * n), &map_b, &len_b);
-        float *a2 = malloc(sizeof(float) * (size_t)(m * k)), *b2 = malloc(sizeof(float) * (size_t)(k * n));
-        float *c = malloc(sizeof(float) * (size_t)(m * n)), *c2 = malloc(sizeof(float) * (size_t)(m * n));
-        if (!a || !b || !a2 || !b2 || !c || !c2) {
-            printf("FAIL %s reads: no memory\n", isa->name);
-            failures++;
-        } else {
-            for (int64_t i = 0; i < m * k; i++) a[i] = a2[i] = frand();
-            for (int64_t i = 0; i < k * n; i++) b[i] = b2[i] = frand();
-            wb_gemm_problem p = {.m = m, .n = n, .k = k, .a = a, .rsa = k, .csa = 1, .b = b, .rsb = n, .csb = 1,
-                                 .c = c, .ldc = n, .store = WB_STORE_PLAIN, .threads = 1};
-            wb_gemm_problem p2 = p;
-            p2.a = a2, p2.b = b2, p2.c = c2;
-            checks++;
-            if (wb_gemm_run(isa, &p) != 0 || wb_gemm_run(isa, &p2) != 0 ||
-                memcmp(c, c2, sizeof(float) * (size_t)(m * n)) != 0) {
-                printf("FAIL %s reads at a page's end, k=%lld: not the same bits\n", isa->name, (long long)k);
-                failures++;
-            }
-        }
-        if (a) munmap(map_a, len_a);
-        if (b) munmap(map_b, len_b);
-        free(a2), free(b2), free(c), free(c2);
-    }
-    printf("%-7s reads within A and B: %s\n", isa->name, failures == before ? "ok" : "FAILED");
-}
-
 /* The next-sliver prefetch plan: the microkernel calls of one GEMM, recorded. Over the passes
  * of one B sliver (consecutive calls on the same packed B), the shares fetched ahead must tile
  * exactly the sliver the driver runs next; they must be there when the sliver has 4 passes of
@@ -589,7 +534,6 @@ int main(int argc, char **argv) {
         wb_gemm_blocking b = wb_gemm_blocking_of(isa);
         printf("%-7s blocking: kc %lld, mc %lld, nc %lld\n", isa->name, (long long)b.kc, (long long)b.mc, (long long)b.nc);
         test_isa(isa);
-        test_reads_stay_within(isa);
         test_bound_catches(isa);
         if (gemm_only) continue;
         test_prefetch_plan(isa);
