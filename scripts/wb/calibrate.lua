@@ -71,11 +71,11 @@ end
 -- script's folder), so each sandboxed run measured the peak again, and under load a low one: the
 -- sandbox takes the cache's entries as they stand before it closes (M.before_sandbox), and a
 -- sandboxed run reads those. Nothing is written from inside it (its load is unreadable: never cached).
-local before_sandbox -- {path = ..., doc = ...}
+local taken -- what M.before_sandbox read: {path = ..., doc = ...}
 
 function M.before_sandbox()
     local path = M.cache_path()
-    before_sandbox = {path = path, doc = read_cache(path)}
+    taken = {path = path, doc = read_cache(path)}
 end
 
 local function write_cache(path, doc)
@@ -139,8 +139,8 @@ function M.cpu(threads, o)
     local k = key(threads)
     if memo[k] and not (o and o.force) then return memo[k] end
     local path, doc
-    if wb.sandboxed and before_sandbox then
-        path, doc = before_sandbox.path, before_sandbox.doc
+    if wb.sandboxed and taken then
+        path, doc = taken.path, taken.doc
     else
         path = M.cache_path()
         doc = read_cache(path)
