@@ -298,6 +298,32 @@ static const float *next_sliver(const wb_cpu_isa *isa, const wb_gemm_problem *p,
     return p->packed_b + (pc + kc) * tiles_n * isa->nr + jc * next_kc * isa->nr;
 }
 
+/* Where B is read in place by each full sliver's first pass (first_b; not dual), that pass
+ * finds B's rows, and the lines of the packed sliver it writes (last written a GEMM ago), in L3
+ * or memory. On the AVX-512 Xeon (model 207) those passes took 2.3-2.9x as long as the others at
+ * n = 512 (rdtsc around each tile of a driver-like loop: 4% of the GEMM); one such tile alone,
+ * kc = 512 and B rows 2 KiB apart, TSC ticks per step: 11 with both hot, 26-27 with both in L3,
+ * 15 (20) with B hot and the packed lines fetched into L1 (L2) beforehand. So the passes over the previous
+ * sliver fetch both into L2, each its share (pf_ld, pf_write), and the first pass fetches its
+ * packed lines into L1 a few steps ahead (PFW_STEPS): the n = 512 GEMM 1.012-1.015x (medians
+ * of alternated pairs, 1 thread), every other size and linear within noise of 1.00x. Which
+ * sliver: in the first MC block (where first passes run), the next full sliver of the block; in
+ * the last MC block of a K block, the block's first sliver of the next K block. NULL where there
+ * is none. *floats: kc x NR, the rows' floats. */
+static const float *in_place_next(const wb_gemm_problem *p, int64_t width, int64_t jc, int64_t jc_end, int64_t jt,
+                                  int first_rows, int last_rows, int64_t pc, int64_t kc, int64_t kcb,
+                                  int64_t *floats) {
+    if (first_rows && jt + 1 < jc_end && (jt + 2) * width <= p->n) {
+        *floats = kc * width;
+        return p->b + (jt + 1) * width + pc * p->rsb;
+    }
+    if (last_rows && jt + 1 == jc_end && pc + kc < p->k && (jc + 1) * width <= p->n) {
+        *floats = (p->k - (pc + kc) < kcb ? p->k - (pc + kc) : kcb) * width;
+        return p->b + jc * width + (pc + kc) * p->rsb;
+    }
+    return NULL;
+}
+
 /* The epilogue (a generated one: wb_kernels/generated.h) runs on blocks of C: the rows of an MC
  * block times a run of column tiles, called when the run's last tile is stored. The run is as long
  * as keeps the block, and the B slivers that pass through L2 while its tiles are computed, within
@@ -383,12 +409,22 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                 int64_t epi_jt = jc;
                 for (int64_t jt = jc; jt < jc_end; jt++) {
                     int64_t col0 = jt * width, cols = p->n - col0 < width ? p->n - col0 : width;
-                    /* each pass over this sliver fetches its share of the next one into L2 */
-                    int64_t next_floats = 0, share = 0;
-                    const float *next = spread ? next_sliver(isa, p, bp, tile_stride, jc, jc_end, jt, ic_end < it1, pc,
-                                                             kc, kcb, tiles_n, &next_floats)
-                                               : NULL;
-                    if (next) share = (next_floats + passes - 1) / passes;
+                    /* each pass over this sliver fetches its share of the next one into L2: where the
+                     * next one's first pass reads B in place, the rows it will read (see in_place_next) */
+                    int64_t next_floats = 0, share = 0, next_ld = 0;
+                    const float *next = NULL;
+                    if (first_b && !dual && passes >= SPREAD_MIN_PASSES)
+                        next = in_place_next(p, width, jc, jc_end, jt, ic == it0, ic_end == it1, pc, kc, kcb,
+                                             &next_floats);
+                    float *next_pack = NULL;
+                    if (next) {
+                        next_ld = p->rsb, share = ((next_floats / nr + passes - 1) / passes) * nr; /* whole rows */
+                        next_pack = jt + 1 < jc_end ? buf->b + (jt + 1 - jc) * tile_stride : buf->b;
+                    }
+                    else if (spread)
+                        next = next_sliver(isa, p, bp, tile_stride, jc, jc_end, jt, ic_end < it1, pc, kc, kcb, tiles_n,
+                                           &next_floats);
+                    if (next && !next_ld) share = (next_floats + passes - 1) / passes;
                     for (int64_t it = ic; it < ic_end; it++) {
                         int64_t row0 = it * mr;
                         int rows = (int)(p->m - row0 < mr ? p->m - row0 : mr);
@@ -410,8 +446,10 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                         }
                         const int64_t done = (it - ic) * share;
                         if (next && rows == mr && done < next_floats) { /* (no pointer past the sliver) */
-                            t.pf_next = next + done;
+                            t.pf_next = next + (next_ld ? done / nr * next_ld : done);
                             t.pf_floats = next_floats - done < share ? next_floats - done : share;
+                            t.pf_ld = next_ld;
+                            if (next_ld) t.pf_write = next_pack + done;
                         }
                         float *c = p->c + row0 * p->ldc + col0;
                         int c_in_is_c = 0, out_is_c = 1;

@@ -52,9 +52,15 @@ typedef struct wb_gemm_tile {
     int prefetch_b;
     /* (optional) A share of the B sliver the driver runs next, fetched into L2 a line at a time
      * over this tile's k-loop, so that the sliver's first pass finds it there instead of in L3
-     * or memory. The passes over one sliver each fetch their own share (NULL, 0: none). */
+     * or memory. The passes over one sliver each fetch their own share (NULL, 0: none).
+     * pf_ld > 0: the share is rows of B itself, NR floats each, pf_ld floats apart (pf_floats / NR
+     * of them: the rows a sliver's first pass will read in place); 0: one run of pf_floats. */
     const float *pf_next;
     int64_t pf_floats;
+    int64_t pf_ld;
+    /* (pf_ld > 0) Where those rows will be packed, fetched alike: read into L2, each line is
+     * then written there without a request to L3 (the first pass fetches it into L1 itself). */
+    float *pf_write;
     /* (ISAs with first_pass_packs only) lda > 0: A is read row-major, row i's step k at
      * a[i*lda + k] (a broadcast per row and step, as from the packed sliver). The first pass of an
      * MC block over a row tile reads A itself that way and copies its rows on the way, 16 steps
