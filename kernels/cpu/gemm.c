@@ -303,13 +303,13 @@ static const float *next_sliver(const wb_cpu_isa *isa, const wb_gemm_problem *p,
  * or memory. On the AVX-512 Xeon (model 207) those passes took 2.3-2.9x as long as the others at
  * n = 512 (rdtsc around each tile of a driver-like loop: 4% of the GEMM); one such tile alone,
  * kc = 512 and B rows 2 KiB apart, TSC ticks per step: 11 with both hot, 26-27 with both in L3,
- * 15 (20) with B hot and the packed lines fetched into L1 (L2) beforehand. So the passes over the previous
- * sliver fetch both into L2, each its share (pf_ld, pf_write), and the first pass fetches its
- * packed lines into L1 a few steps ahead (PFW_STEPS): the n = 512 GEMM 1.012-1.015x (medians
- * of alternated pairs, 1 thread), every other size and linear within noise of 1.00x. Which
- * sliver: in the first MC block (where first passes run), the next full sliver of the block; in
- * the last MC block of a K block, the block's first sliver of the next K block. NULL where there
- * is none. *floats: kc x NR, the rows' floats. */
+ * 15 (20) with B hot and the packed lines fetched into L1 (L2) beforehand. So the passes over
+ * the previous sliver fetch both into L2, each its share (pf_ld, pf_write), and the first pass
+ * fetches its packed lines into L1 a few steps ahead (PFW_STEPS): the n = 512 GEMM 1.010-1.017x
+ * (medians of alternated pairs, 1 thread, four runs), other sizes and the linears within noise
+ * of 1.00x. Which sliver: in the first MC block (where first passes run), the next full sliver
+ * of the block; in the last MC block of a K block, the block's first sliver of the next K block.
+ * NULL where there is none. *floats: kc x NR, the rows' floats. */
 static const float *in_place_next(const wb_gemm_problem *p, int64_t width, int64_t jc, int64_t jc_end, int64_t jt,
                                   int first_rows, int last_rows, int64_t pc, int64_t kc, int64_t kcb,
                                   int64_t *floats) {
@@ -409,22 +409,23 @@ static int run_share(const wb_cpu_isa *isa, const wb_gemm_problem *p, int64_t jt
                 int64_t epi_jt = jc;
                 for (int64_t jt = jc; jt < jc_end; jt++) {
                     int64_t col0 = jt * width, cols = p->n - col0 < width ? p->n - col0 : width;
-                    /* each pass over this sliver fetches its share of the next one into L2: where the
-                     * next one's first pass reads B in place, the rows it will read (see in_place_next) */
+                    /* each pass over this sliver fetches its share of the next one into L2; where the
+                     * next one's first pass reads B in place, the rows it reads and the lines it packs
+                     * them into (in_place_next) */
                     int64_t next_floats = 0, share = 0, next_ld = 0;
                     const float *next = NULL;
+                    float *next_pack = NULL;
                     if (first_b && !dual && passes >= SPREAD_MIN_PASSES)
                         next = in_place_next(p, width, jc, jc_end, jt, ic == it0, ic_end == it1, pc, kc, kcb,
                                              &next_floats);
-                    float *next_pack = NULL;
-                    if (next) {
-                        next_ld = p->rsb, share = ((next_floats / nr + passes - 1) / passes) * nr; /* whole rows */
+                    if (next) { /* whole rows in each share */
+                        next_ld = p->rsb, share = (next_floats / nr + passes - 1) / passes * nr;
                         next_pack = jt + 1 < jc_end ? buf->b + (jt + 1 - jc) * tile_stride : buf->b;
-                    }
-                    else if (spread)
+                    } else if (spread) {
                         next = next_sliver(isa, p, bp, tile_stride, jc, jc_end, jt, ic_end < it1, pc, kc, kcb, tiles_n,
                                            &next_floats);
-                    if (next && !next_ld) share = (next_floats + passes - 1) / passes;
+                        if (next) share = (next_floats + passes - 1) / passes;
+                    }
                     for (int64_t it = ic; it < ic_end; it++) {
                         int64_t row0 = it * mr;
                         int rows = (int)(p->m - row0 < mr ? p->m - row0 : mr);
