@@ -19,16 +19,15 @@
 #include "wb_lua.h"
 
 /* --timeout: the first alarm makes every Lua instruction raise (a script cannot pcall its way
- * out). Coroutines inherit the count hook armed at the start, so one running at the alarm
- * raises within 1000 instructions too. What no hook reaches (a C loop, a finalizer that
+ * out). Coroutines inherit the count hook every call arms (repl.c's wb_lua_hook, which checks
+ * here), so one running at the alarm raises within 1000 instructions too. What no hook reaches (a C loop, a finalizer that
  * re-arms itself) meets the hard exit 1 s later (status 124), and the kernel's RLIMIT_CPU
  * behind that even if the signal were lost. */
 static lua_State *timed_state;
 static const char *timeout_text;
 static volatile sig_atomic_t timeout_fired;
 
-static void timeout_hook(lua_State *L, lua_Debug *ar) {
-    (void)ar;
+void wb_guard_check(lua_State *L) {
     if (timeout_fired) luaL_error(L, "timeout: the script ran past --timeout %s s", timeout_text);
 }
 
@@ -36,7 +35,7 @@ static void on_alarm(int sig) {
     (void)sig;
     if (!timeout_fired) {
         timeout_fired = 1;
-        lua_sethook(timed_state, timeout_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+        wb_lua_hook_now(timed_state);
         struct itimerval grace = {{0, 0}, {1, 0}};
         setitimer(ITIMER_REAL, &grace, NULL);
         return;
@@ -56,7 +55,6 @@ int wb_guard_timeout(lua_State *L, const char *text) {
     }
     timed_state = L;
     timeout_text = text;
-    lua_sethook(L, timeout_hook, LUA_MASKCOUNT, 1000);
     char err[256];
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (wb_confine_cpu_seconds((unsigned long long)((secs + 3) * (double)(cpus > 0 ? cpus : 1)), err, sizeof err)) {

@@ -12,6 +12,8 @@ void *wb_lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
 /* Arms --timeout SECS for the script running in L: returns 0, or 2 after printing why the
  * value is not a number of seconds > 0. */
 int wb_guard_timeout(lua_State *L, const char *seconds_text);
+/* Raises the timeout's error in L once --timeout has fired (called by the interpreter's hook). */
+void wb_guard_check(lua_State *L);
 /* Installs the --sandbox policy for `script` (and `script2`, NULL but for diff --ab: its folder is
  * read too) writing under `out` (Lua checks, then Landlock and seccomp; weak: Lua checks and
  * seccomp where the kernel lacks Landlock): 0, or 1 with the error printed. */

@@ -21,6 +21,7 @@
 #include <lualib.h>
 
 #include <wb/clock.h>
+#include "guard.h"
 #include "repl.h"
 #include "wb_lua.h"
 #ifdef WB_HAVE_READLINE
@@ -41,22 +42,45 @@ static int traceback(lua_State *L) {
     return 1;
 }
 
-/* Ctrl-C while Lua runs: a hook raises an error at the next call, return or instruction count. */
-static void stop_hook(lua_State *L, lua_Debug *ar) {
+/* Ctrl-C while Lua runs. Every call arms one count hook on its state (wb_lua_hook, every
+ * HOOK_COUNT instructions; a coroutine inherits it, so one running at Ctrl-C sees it too), and the
+ * signal makes the main state's hook run at once. The first Ctrl-C raises "interrupted!" once, in
+ * whichever thread runs: a script may catch it (wb.sweep saves what it measured, then raises it
+ * again). The second raises at every hook event until the call ends, as --timeout does: no pcall
+ * keeps the script running. The third exits at once (status 130), for a call stuck where no hook
+ * runs (a long C call). */
+#define HOOK_COUNT 1000
+static volatile sig_atomic_t interrupts; /* Ctrl-Cs during the current docall */
+static volatile sig_atomic_t interrupt_raised;
+
+void wb_lua_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
-    lua_sethook(L, NULL, 0, 0);
-    luaL_error(L, "interrupted!");
+    wb_guard_check(L); /* --timeout */
+    if (interrupts >= 2 || (interrupts == 1 && !interrupt_raised)) {
+        if (!interrupt_raised && repl_state) /* the main state back to the count */
+            lua_sethook(repl_state, wb_lua_hook, LUA_MASKCOUNT, HOOK_COUNT);
+        interrupt_raised = 1;
+        luaL_error(L, "interrupted!");
+    }
 }
 
-static volatile sig_atomic_t sigint_seen; /* Ctrl-C came during the last docall */
+void wb_lua_hook_now(lua_State *L) {
+    if (L) lua_sethook(L, wb_lua_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
 
 static void on_sigint_running(int sig) {
     (void)sig;
-    sigint_seen = 1;
-    if (repl_state) lua_sethook(repl_state, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    if (interrupts >= 2) {
+        static const char msg[] = "workbench: interrupted (Ctrl-C, a third time): exiting\n";
+        ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)ignored;
+        _exit(130);
+    }
+    interrupts++;
+    wb_lua_hook_now(repl_state);
 }
 
-int wb_lua_interrupted(void) { return sigint_seen; }
+int wb_lua_interrupted(void) { return interrupts > 0; }
 
 /* ---- errors in the REPL: the message and where in the user's code; the traceback is kept ---- */
 
@@ -115,11 +139,12 @@ static int docall_with(lua_State *L, int nargs, int nresults, lua_CFunction hand
     lua_pushcfunction(L, handler);
     lua_insert(L, base);
     repl_state = L;
-    sigint_seen = 0;
+    interrupts = 0, interrupt_raised = 0;
+    lua_sethook(L, wb_lua_hook, LUA_MASKCOUNT, HOOK_COUNT);
     void (*previous)(int) = signal(SIGINT, on_sigint_running);
     int status = lua_pcall(L, nargs, nresults, base);
     signal(SIGINT, previous);
-    lua_sethook(L, NULL, 0, 0);
+    lua_sethook(L, wb_lua_hook, LUA_MASKCOUNT, HOOK_COUNT); /* (not every instruction: a timeout's stays) */
     lua_remove(L, base);
     return status;
 }
@@ -142,12 +167,14 @@ int wb_lua_docall(lua_State *L, int nargs, int nresults) {
         report_memory_error();
         fflush(stderr);
         lua_pop(L, 1);
-    } else if (status != LUA_OK && sigint_seen) {
-        /* Ctrl-C: what was interrupted, in one line (a wb.sweep says what it saved), no traceback */
+    } else if (status != LUA_OK && interrupts) {
+        /* Ctrl-C: what was interrupted, in one line (a wb.sweep says what it saved), no traceback;
+         * the hook's own error, with or without a position in front, as the line below */
         const char *msg = lua_tostring(L, -1);
         const char *end = msg ? strstr(msg, "\nstack traceback:") : NULL;
-        const char *colon = msg ? strstr(msg, ": interrupted!") : NULL;
-        if (!msg || (colon && colon + strlen(": interrupted!") == (end ? end : msg + strlen(msg))))
+        size_t len = msg ? (size_t)(end ? end - msg : (ptrdiff_t)strlen(msg)) : 0, tail = strlen("interrupted!");
+        if (!msg || (len >= tail && !strncmp(msg + len - tail, "interrupted!", tail) &&
+                     (len == tail || !strncmp(msg + len - tail - 2, ": ", 2))))
             fputs("workbench: interrupted (Ctrl-C)\n", stderr);
         else
             fprintf(stderr, "workbench: %.*s\n", (int)(end ? end - msg : (ptrdiff_t)strlen(msg)), msg);

@@ -11,5 +11,9 @@ void wb_repl_run(lua_State *L);
 int wb_lua_docall(lua_State *L, int nargs, int nresults);
 /* Whether Ctrl-C (SIGINT) came during the last wb_lua_docall: the script ends with status 130. */
 int wb_lua_interrupted(void);
+/* The one hook of the interpreter (Ctrl-C, --timeout; see repl.c), and that hook made to run at
+ * the next call, return or instruction of L (signal-safe). */
+void wb_lua_hook(lua_State *L, lua_Debug *ar);
+void wb_lua_hook_now(lua_State *L);
 
 #endif
