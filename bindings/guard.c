@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <string.h>
@@ -20,9 +21,9 @@
 
 /* --timeout: the first alarm makes every Lua instruction raise (a script cannot pcall its way
  * out). Coroutines inherit the count hook every call arms (repl.c's wb_lua_hook, which checks
- * here), so one running at the alarm raises within 1000 instructions too. What no hook reaches (a C loop, a finalizer that
- * re-arms itself) meets the hard exit 1 s later (status 124), and the kernel's RLIMIT_CPU
- * behind that even if the signal were lost. */
+ * here), so one running at the alarm raises within 1000 instructions too. What no hook reaches
+ * (a C loop, a finalizer that re-arms itself) meets the hard exit 1 s later (status 124), and
+ * the kernel's RLIMIT_CPU behind that even if the signal were lost. */
 static lua_State *timed_state;
 static const char *timeout_text;
 static volatile sig_atomic_t timeout_fired;
@@ -121,6 +122,16 @@ static void string_list(lua_State *L, const char *field, const char **out, int m
  * and sockets (seccomp). Without Landlock, --sandbox is refused unless the user asked for the
  * weaker Lua-only mode (--sandbox-weak). */
 int wb_guard_sandbox(lua_State *L, const char *script, const char *script2, const char *out, int weak) {
+    /* The script's folder is read: a pipe's (/dev/stdin, /dev/fd/0) would open /dev to the script */
+    const char *scripts[] = {script, script2};
+    for (int i = 0; i < 2; i++) {
+        struct stat st;
+        if (scripts[i] && stat(scripts[i], &st) == 0 && !S_ISREG(st.st_mode)) {
+            fprintf(stderr, "workbench: --sandbox runs a script file: %s is not a regular file (a pipe or a device); "
+                            "save the script to a file and give its path\n", scripts[i]);
+            return 2;
+        }
+    }
     int abi = wb_landlock_abi();
     if (abi < 1 && !weak) {
         fprintf(stderr, "workbench: --sandbox: this kernel has no Landlock, so the sandbox cannot be enforced by the "

@@ -283,6 +283,20 @@ function TestSandbox:test_usage_errors()
     lu.assertStrContains(out, "--timeout abc: expected a number of seconds > 0")
 end
 
+-- A script piped in through /dev/stdin would have made its folder, /dev, readable: refused. The
+-- same name redirected from a file reads that file's folder (and not /dev).
+function TestSandbox:test_a_piped_script_is_refused()
+    local probe = script("probe.lua",
+        'print("ran", io.open("/dev/null") == nil, io.open("' .. root .. '/probe.lua") ~= nil)')
+    local out, code = sh(string.format("cat '%s' | %s --sandbox --out '%s/out' /dev/stdin", probe, EXE, root))
+    lu.assertEquals(code, 2, out)
+    lu.assertEquals(out, "workbench: --sandbox runs a script file: /dev/stdin is not a regular file (a pipe or a " ..
+        "device); save the script to a file and give its path\n")
+    out, code = sh(string.format("%s --sandbox --out '%s/out' /dev/stdin < '%s'", EXE, root, probe))
+    lu.assertEquals(code, 0, out)
+    lu.assertEquals(out, "ran\ttrue\ttrue\n")
+end
+
 function TestSandbox:test_timeout_stops_runaway_scripts()
     local t0 = os.time()
     local out, code = sh(EXE .. " --timeout 0.5 -e 'while true do pcall(function() while true do end end) end'")
