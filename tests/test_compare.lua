@@ -405,6 +405,30 @@ function TestCompare:test_partial_files_are_named()
     lu.assertEquals(j.b.partial, "partial results: interrupted (Ctrl-C) after 2 of 3 rounds")
 end
 
+-- A median of 0 in A (an elided copy, a time below the timer's step) has no ratio: "from 0" in the
+-- text, null in --json (which must still be JSON), and slower from 0 fails any --fail-on-slower
+function TestCompare:test_a_zero_median_has_no_ratio()
+    local a = write(doc({row(1, "elided", 0, 0, {gflops = 0}), row(1, "eager", 3)}))
+    local b = write(doc({row(1, "elided", 0.5), row(1, "eager", 3)}))
+    local out, err, code = run(a, b)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrMatches(out, ".*\ntokens=1 mode=elided +0 ms +0%.5 +from 0 +[%d.e-]+ +SLOWER\n.*")
+    lu.assertNotStrContains(out, "inf")
+    local js, jerr, jcode = scratch.run_split(string.format("%s compare --json --fail-on-slower 50 '%s' '%s'", EXE,
+        a, b))
+    lu.assertEquals(jcode, 1, jerr)
+    local j = cjson.decode(js)
+    lu.assertEquals(j.rows[1].ratio, cjson.null)
+    lu.assertEquals(j.rows[1].verdict, "SLOWER")
+    lu.assertEquals(j.rows[2].ratio, 1)
+    lu.assertEquals(j.worst_slower_pct, cjson.null)
+    lu.assertStrContains(j.failure, "a row is slower from 0 in A (more than any --fail-on-slower, 50 here)")
+    -- both 0: the same
+    out, err, code = run(a, a)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "verdicts: 2 SAME")
+end
+
 -- Input anyone may hand over: every problem is exit 2 with one line naming the file and the
 -- place, never a verdict from a NaN, never an internal Lua error, never a raw escape sequence.
 TestCompareValidates = {}

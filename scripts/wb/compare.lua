@@ -396,17 +396,22 @@ function M.compare(path_a, path_b, o)
         if ta and tb and ta.metric == tb.metric then
             local v, ratio, p, basis, noise, shown = M.verdict(ta, tb, min_effect)
             counts[v] = counts[v] + 1
-            if v == "SLOWER" then worst_slower = math.max(worst_slower, (ratio - 1) * 100) end
+            -- a median of 0 in A (an elided copy, a time below the timer's step) has no ratio: null
+            -- in JSON, "from 0" here; slower from 0 is slower by more than any percentage
+            local finite = ratio == ratio and ratio ~= math.huge and ratio ~= -math.huge
+            if v == "SLOWER" then worst_slower = math.max(worst_slower, finite and (ratio - 1) * 100 or math.huge) end
             local flags = {}
             if ra.unstable == true then flags[#flags + 1] = "A unstable" end
             if rb.unstable == true then flags[#flags + 1] = "B unstable" end
             if basis == "noise" then flags[#flags + 1] = string.format("within the noise, %.0f%%", noise * 100) end
             local unit = ta.metric:match("_(%a+)$")
-            res.rows[#res.rows + 1] = {row = k, metric = ta.metric, a = shown.a, b = shown.b, ratio = ratio, p = p,
+            res.rows[#res.rows + 1] = {row = k, metric = ta.metric, a = shown.a, b = shown.b,
+                ratio = finite and ratio or cjson.null, p = p,
                 verdict = v, basis = basis, noise = noise, rounds_a = shown.rounds_a, rounds_b = shown.rounds_b,
                 unstable_a = ra.unstable == true, unstable_b = rb.unstable == true}
-            local line = pad(k) .. string.format(" %12s %12s %7.3fx %8s  %s", show(shown.a) .. " " .. unit,
-                show(shown.b), ratio, p and string.format("%.2g", p) or "-", v)
+            local line = pad(k) .. string.format(" %12s %12s %8s %8s  %s", show(shown.a) .. " " .. unit,
+                show(shown.b), finite and string.format("%.3fx", ratio) or "from 0",
+                p and string.format("%.2g", p) or "-", v)
             local said = #flags > 0 and "(" .. table.concat(flags, ", ") .. ")" or ""
             -- at most 120 columns: the flags go on the next line, under the verdict, when they do not fit
             if #line + 1 + #said > 120 then
@@ -476,7 +481,7 @@ function M.compare(path_a, path_b, o)
         res.environment = diffs or cjson.null
     end
     res.verdicts = counts
-    res.worst_slower_pct = worst_slower
+    res.worst_slower_pct = worst_slower == math.huge and cjson.null or worst_slower -- (null: slower from 0)
     return res
 end
 

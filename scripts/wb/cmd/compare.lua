@@ -81,7 +81,10 @@ function M.main(args)
     end
     local status = 0
     local msg
-    if o.fail_on_slower and res.verdicts.SLOWER > 0 and res.worst_slower_pct > o.fail_on_slower then
+    if o.fail_on_slower and res.verdicts.SLOWER > 0 and res.worst_slower_pct == cjson.null then
+        status = 1
+        msg = string.format("a row is slower from 0 in A (more than any --fail-on-slower, %g here)", o.fail_on_slower)
+    elseif o.fail_on_slower and res.verdicts.SLOWER > 0 and res.worst_slower_pct > o.fail_on_slower then
         status = 1
         msg = string.format("a row is %.1f%% slower (more than --fail-on-slower %g)", res.worst_slower_pct,
             o.fail_on_slower)
