@@ -168,6 +168,42 @@ function test_any_chrome_trace_reads_its_complete_events_as_ranges()
     lu.assertEquals(names, {"range:load", "range:parse"})
 end
 
+-- torch (since 2.7) writes "dur": -1 for an op still open when profiling stopped: left out, and
+-- said; any other negative duration is refused naming the field and the event's own line; a
+-- trace of kinds not read (B/E pairs, async) says so instead of "no events".
+function test_unfinished_ops_are_left_out_and_other_bad_durations_named()
+    local doc = T.kineto({gpu = false, steps = 1})
+    local whole = wb.trace.load(T.write(scratch.path(".json"), doc))
+    local n = 0
+    for _ in whole:each_event() do n = n + 1 end
+    local events, last = doc.traceEvents, 0
+    for _, e in ipairs(events) do last = math.max(last, e.ts or 0) end
+    events[#events + 1] = {ph = "X", cat = "cpu_op", name = "aten::still_open", pid = 4242, tid = 4242,
+        ts = last + 5, dur = -1, args = {}}
+    local path = T.write(scratch.path(".json"), doc)
+    local out, err, code = run("explain " .. path)
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out:match("^[^\n]*"), ', 1 events still open when profiling stopped ("dur": -1), left out')
+    local q, m = wb.trace.load(path), 0
+    for e in q:each_event() do m = m + 1; lu.assertNotEquals(e.name, "aten::still_open") end
+    lu.assertEquals(m, n)
+    -- one event a line, as Kineto writes: the bad one is on line 4
+    local bad = scratch.file('{\n"traceEvents": [\n{"ph": "X", "name": "a", "ts": 0, "dur": 10, "pid": 1, "tid": 1},\n' ..
+        '{"ph": "X", "name": "b", "ts": 1, "dur": -2.5, "pid": 1, "tid": 1},\n' ..
+        '{"ph": "X", "name": "c", "ts": 2, "dur": 1, "pid": 1, "tid": 1}\n]}\n', ".json")
+    out, err, code = run("explain " .. bad)
+    lu.assertEquals(code, 2, out)
+    lu.assertStrContains(err, "', line 4: an event whose \"dur\" is negative (-2.500 us; -1 alone is read: an op " ..
+        "still open)")
+    local be = scratch.file('{"traceEvents": [{"ph": "B", "name": "a", "ts": 0, "pid": 1, "tid": 1}, ' ..
+        '{"ph": "E", "ts": 5, "pid": 1, "tid": 1}, {"ph": "b", "name": "x", "id": 1, "ts": 1, "pid": 1, "tid": 1}]}',
+        ".json")
+    out, err, code = run("explain " .. be)
+    lu.assertEquals(code, 2, out)
+    lu.assertStrContains(err, "holds no events the workbench reads (a Chrome trace from another tool: 3 events of " ..
+        "kinds not read (B/E pairs, async, counters))")
+end
+
 function test_refusals_say_what_the_file_is_exit_2_and_answer_json_under_json()
     local cases = {
         {scratch.file("[1, 2]", ".json"), "the event list holds something that is not an event object"},

@@ -83,9 +83,13 @@ typedef struct thread {
 
 enum { F_CHROME = 0, F_LEGACY, F_KINETO };
 enum { C_OPS, C_SHAPES, C_DTYPES, C_STRIDES, C_KERNELS, C_COPIES, C_RUNTIME, C_LAUNCHES, C_SYNCS, C_LINKED, C_MEMORY,
-       C_STEPS, C_RANGES, C_PYTHON, C_FLOWS, C_SKIPPED, C_COUNT };
+       C_STEPS, C_RANGES, C_PYTHON, C_FLOWS, C_SKIPPED, C_UNFINISHED, C_UNREAD, C_COUNT };
+/* (unfinished: complete events whose "dur" is -1, which torch writes since 2.7 for an op still
+ * open when profiling stopped: left out; unread: timed events of the kinds not read, B/E pairs,
+ * async and counter events) */
 static const char *const counter_names[C_COUNT] = {"ops", "shapes", "dtypes", "strides", "kernels", "copies",
-    "runtime", "launches", "syncs", "linked", "memory", "steps", "ranges", "python", "flows", "skipped"};
+    "runtime", "launches", "syncs", "linked", "memory", "steps", "ranges", "python", "flows", "skipped", "unfinished",
+    "unread"};
 
 struct wb_import {
     int format, bare;
@@ -98,6 +102,7 @@ struct wb_import {
     int64_t first_stream;
     uint64_t count[C_COUNT];
     uint64_t appended; /* events put in the store */
+    char why[128]; /* what was wrong with the event refused last, where the parse can tell ("" else) */
     /* device work whose launch came later in the file (Kineto writes the GPU's events first at
      * times): linked once the whole document is read (wb_import_finish) */
     struct pending {
@@ -265,7 +270,7 @@ static int parse(const char *text, ev_in *e) {
         else if (!strcmp(key, "args")) parse_args(&j, e);
         else jp_skip(&j);
     } while (!j.bad && jp_eat(&j, ','));
-    return !j.bad && jp_eat(&j, '}') && e->dur >= 0;
+    return !j.bad && jp_eat(&j, '}');
 }
 
 /* ---- mapping ----------------------------------------------------------------------------------- */
@@ -341,11 +346,21 @@ static void put(wb_prof *p, wb_import *im, wb_event ev, const ev_in *x) {
 
 int wb_import_event(wb_import *im, wb_prof *p, const char *json) {
     ev_in x;
+    im->why[0] = 0;
     if (!parse(json, &x)) return 0;
     int complete = !strcmp(x.ph, "X"), instant = !strcmp(x.ph, "i") || !strcmp(x.ph, "I");
+    if (x.dur < 0) {
+        if (complete && x.dur == -1000) return im->count[C_UNFINISHED]++, 1;
+        snprintf(im->why, sizeof im->why, "an event whose \"dur\" is negative (-%lld.%03lld us; -1 alone is read: an op "
+                 "still open)", (long long)(-x.dur / 1000), (long long)(-x.dur % 1000));
+        return 0;
+    }
     int legacy_cpu = !strcmp(x.pidname, "CPU functions"), legacy_dev = !strcmp(x.pidname, "CUDA functions");
     if (legacy_cpu || legacy_dev) im->format = im->format == F_KINETO ? F_KINETO : F_LEGACY;
-    if (!x.has_ts || (!complete && !instant && strcmp(x.ph, "s") && strcmp(x.ph, "f"))) return 1; /* metadata */
+    if (!x.has_ts || (!complete && !instant && strcmp(x.ph, "s") && strcmp(x.ph, "f"))) { /* metadata, or unread */
+        im->count[C_UNREAD] += x.has_ts && x.ph[0] && strcmp(x.ph, "M");
+        return 1;
+    }
     if (!im->has_base && (complete || instant)) im->base = x.ts, im->has_base = 1;
     int64_t ts = x.ts - im->base;
     thread *t = thread_of(im, x.pid, x.tid);
@@ -468,6 +483,8 @@ void wb_import_finish(wb_import *im, wb_prof *p) {
     }
     wb_prof_cursor_close(&c);
 }
+
+const char *wb_import_why(const wb_import *im) { return im->why[0] ? im->why : NULL; }
 
 char *wb_import_summary(const wb_import *im) {
     static const char *const formats[] = {"chrome", "legacy", "kineto"};

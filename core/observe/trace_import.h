@@ -21,6 +21,9 @@ void wb_import_bare_array(wb_import *im);
 /* One event's JSON text, mapped and appended to p; 0 when it is not an event object that the
  * format allows (a field of the wrong type). */
 int wb_import_event(wb_import *im, wb_prof *p, const char *json);
+/* Why wb_import_event refused the last event, where it can say more than the generic message
+ * (a negative "dur"), else NULL. */
+const char *wb_import_why(const wb_import *im);
 /* After the document: links the device work whose launch came after it in the file. */
 void wb_import_finish(wb_import *im, wb_prof *p);
 /* What the trace carried, as the members of a JSON object ("format": "kineto", "ops": n, ...),

@@ -299,6 +299,7 @@ static wb_status read_events(const char *path, src *r, wb_prof *p, text *ev, doc
     if (c == ']') return next_byte(r), WB_OK;
     for (;;) {
         ev->n = 0;
+        skip_ws(r); /* (the line is the event's, not the comma's before it) */
         uint64_t line = r->line;
         int why = copy_value(r, ev);
         if (why != COPY_OK) return copy_error(path, r, why, "an event");
@@ -308,6 +309,8 @@ static wb_status read_events(const char *path, src *r, wb_prof *p, text *ev, doc
         int ok = d->mode == MODE_WORKBENCH ? parse_event(ev->s, &x) && wb_trace_event_append(p, &x, &d->memory_slices)
                  : d->mode == MODE_FOREIGN ? wb_import_event(d->im, p, ev->s)
                                            : 1; /* metadata before the first event that tells */
+        const char *reason = !ok && d->mode == MODE_FOREIGN ? wb_import_why(d->im) : NULL;
+        if (reason) return trace_error(path, line, reason);
         if (!ok)
             return trace_error(path, line, d->mode == MODE_WORKBENCH
                                                ? "not an event the workbench writes (a field of the wrong type, a bad "

@@ -28,7 +28,10 @@ local function explain_one(path, as_json)
         dropped_note = type(other) == "table" and type(other.dropped) == "string" and other.dropped or "", fields = fields}
     local okf, list, nevents, device_events, skipped = pcall(findings.analyze_session, q:_result(), ctx)
     if nevents == 0 then
-        return nil, string.format("'%s' holds no events (%s)", path, fields and trace.describe(q) or "an empty profile")
+        local imp = q.trace_members and q.trace_members.import
+        local unread = type(imp) == "table" and ((tonumber(imp.unread) or 0) + (tonumber(imp.unfinished) or 0)) > 0
+        return nil, string.format("'%s' holds no events%s (%s)", path, unread and " the workbench reads" or "",
+            fields and trace.describe(q) or "an empty profile")
     end
     if device_events == 0 and not fields then
         return nil, string.format("'%s' has no device events (kernels): record with activities {\"cpu\", \"device\"}", path)
