@@ -294,12 +294,18 @@ int wb_lua_pushresult(lua_State *L, wb_status st, wb_tensor **out) {
     return 1;
 }
 
+/* A number as an error message shows it: "nan", not printf's "-nan" for a NaN with its sign bit. */
+static const char *number_text(lua_State *L, int idx) {
+    lua_Number v = lua_tonumber(L, idx);
+    return v != v ? "nan" : lua_tostring(L, idx);
+}
+
 int64_t wb_lua_checkint(lua_State *L, int idx, const char *fname, const char *what) {
     int ok;
     lua_Integer v = lua_tointegerx(L, idx, &ok);
     if (!ok) {
         if (lua_type(L, idx) == LUA_TNUMBER)
-            wb_lua_raise(L, "%s: %s must be an integer, got %s", fname, what, lua_tostring(L, idx));
+            wb_lua_raise(L, "%s: %s must be an integer, got %s", fname, what, number_text(L, idx));
         wb_lua_raise(L, "%s: %s must be an integer, got %s", fname, what, luaL_typename(L, idx));
     }
     return (int64_t)v;
@@ -321,7 +327,7 @@ int wb_lua_checkshape(lua_State *L, int idx, int64_t *shape, const char *fname, 
         lua_Integer v = lua_tointegerx(L, -1, &ok);
         if (!ok)
             wb_lua_raise(L, "%s: %s element %d must be an integer, got %s", fname, what, (int)i,
-                       lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+                       lua_type(L, -1) == LUA_TNUMBER ? number_text(L, -1) : luaL_typename(L, -1));
         shape[i - 1] = (int64_t)v;
         lua_pop(L, 1);
     }

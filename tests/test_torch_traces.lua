@@ -87,6 +87,17 @@ end
 
 -- Input Dims no tensor can have (more than 2^53 elements, a negative size) are read as no shape:
 -- they overflowed the GEMM rule's products ("M=-1 ... -8.49e+12 MFLOP", a red-team trace)
+-- A rank or world size out of range (1e30, 0) is not told: it used to read "rank 0 of 0"
+function test_a_rank_out_of_range_is_not_told()
+    local q = wb.trace.load(T.write(scratch.path(".json"), T.kineto({steps = 1, rank = 1e30, world = 0})))
+    local fp = wb.trace.fingerprint(q)
+    lu.assertNil(fp.rank)
+    lu.assertNil(fp.world_size)
+    lu.assertNotStrContains(wb.trace.describe(q), "rank")
+    q = wb.trace.load(T.write(scratch.path(".json"), T.kineto({steps = 1, rank = 3, world = 8})))
+    lu.assertStrContains(wb.trace.describe(q), "rank 3 of 8")
+end
+
 function test_shapes_no_tensor_can_have_are_no_shapes()
     local doc = {schemaVersion = 1, traceEvents = {
         {ph = "X", cat = "cpu_op", name = "aten::mm", pid = 1, tid = 1, ts = 0, dur = 10,
@@ -404,6 +415,10 @@ function test_a_fusion_chain_spans_the_linear_between_gelu_and_mul()
     lu.assertEquals(by.fusion[1].evidence.bytes, 16 * 256 * 4 * 2)
     by = findings_of({steps = 3, interleaved = true, gpu = false})
     lu.assertEquals(by.fusion[1].evidence.chain, {"aten::gelu", "aten::mul"})
+    -- zero tokens: nothing a fusion would keep from memory, so no finding (it read "a dtype the
+    -- workbench does not size")
+    by = findings_of({steps = 3, interleaved = true, tokens = 0})
+    lu.assertNil(by.fusion)
 end
 
 function test_bf16_gemms_are_not_a_precision_finding()

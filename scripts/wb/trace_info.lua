@@ -30,7 +30,12 @@ function M.fingerprint(q)
     local devs = type(m.deviceProperties) == "table" and m.deviceProperties or {}
     if type(devs[1]) == "table" then fp.gpu, fp.gpus = devs[1].name, #devs end
     local d = type(m.distributedInfo) == "table" and m.distributedInfo or {}
-    fp.rank, fp.world_size, fp.backend = tonumber(d.rank), tonumber(d.world_size), d.backend
+    -- (a rank is a whole number from 0, a world size from 1: others, 1e30 or 0, are not told)
+    local function whole(v, least)
+        local n = math.tointeger(tonumber(v))
+        return n and n >= least and n or nil
+    end
+    fp.rank, fp.world_size, fp.backend = whole(d.rank, 0), whole(d.world_size, 1), d.backend
     return fp
 end
 
