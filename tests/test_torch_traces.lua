@@ -229,6 +229,12 @@ function test_refusals_say_what_the_file_is_exit_2_and_answer_json_under_json()
     local bytes = f:read("a")
     f:close()
     cases[#cases + 1] = {scratch.file(bytes:sub(1, #bytes // 2), ".json.gz"), "the trace is truncated"}
+    -- the text whole but the gzip trailer (CRC, size) cut: was read without a word; the magic alone
+    for _, cut in ipairs({1, 8}) do
+        cases[#cases + 1] = {scratch.file(bytes:sub(1, #bytes - cut), ".json.gz"), "is a gzip file cut short: it " ..
+            "ends before its gzip stream does (the checksum or more is missing)"}
+    end
+    cases[#cases + 1] = {scratch.file(bytes:sub(1, 2), ".json.gz"), "is a gzip file cut short"}
     for _, c in ipairs(cases) do
         local out, err, code = run("explain " .. c[1])
         lu.assertEquals(code, 2, c[1])

@@ -438,6 +438,9 @@ wb_status wb_prof_load_chrome(const char *path, const wb_prof_options *opts, wb_
     if (gz_err != Z_OK && gz_err != Z_STREAM_END && gz_err != Z_BUF_ERROR)
         st = wb_error(WB_ERR_ARGUMENT, "load_trace: reading '%s' failed: %s (a gzip file cut short or damaged)", path,
                       zmsg);
+    else if (st == WB_OK && gz_err == Z_BUF_ERROR) /* the text parsed whole, the gzip stream did not end */
+        st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is a gzip file cut short: it ends before its gzip stream does "
+                                       "(the checksum or more is missing), so the trace cannot be trusted whole", path);
     else if (st == WB_OK && c < 0)
         st = wb_error(WB_ERR_ARGUMENT, "load_trace: '%s' is empty, not a trace (" TRACE_READS ")", path);
     else if (st == WB_OK && c != '{' && c != '[' && strchr("\"-0123456789tfn", c))
