@@ -145,6 +145,7 @@ static int docall_with(lua_State *L, int nargs, int nresults, lua_CFunction hand
     int status = lua_pcall(L, nargs, nresults, base);
     signal(SIGINT, previous);
     lua_sethook(L, wb_lua_hook, LUA_MASKCOUNT, HOOK_COUNT); /* (not every instruction: a timeout's stays) */
+    if (interrupts) interrupts = 1, interrupt_raised = 1; /* said, and raised no more (finalizers at the close) */
     lua_remove(L, base);
     return status;
 }
