@@ -29,7 +29,9 @@ static const char *timeout_text;
 static volatile sig_atomic_t timeout_fired;
 
 void wb_guard_check(lua_State *L) {
-    if (timeout_fired) luaL_error(L, "timeout: the script ran past --timeout %s s", timeout_text);
+    if (!timeout_fired) return;
+    wb_lua_hook_now(L); /* (a coroutine's at every event too) */
+    luaL_error(L, "timeout: the script ran past --timeout %s s", timeout_text);
 }
 
 static void on_alarm(int sig) {
@@ -122,13 +124,24 @@ static void string_list(lua_State *L, const char *field, const char **out, int m
  * and sockets (seccomp). Without Landlock, --sandbox is refused unless the user asked for the
  * weaker Lua-only mode (--sandbox-weak). */
 int wb_guard_sandbox(lua_State *L, const char *script, const char *script2, const char *out, int weak) {
-    /* The script's folder is read: a pipe's (/dev/stdin, /dev/fd/0) would open /dev to the script */
+    /* The script's folder is read: /dev/stdin's (a pipe, a here-document, a redirected file) would
+     * open /dev to the script, /proc/self/fd/0's /proc */
     const char *scripts[] = {script, script2};
     for (int i = 0; i < 2; i++) {
         struct stat st;
-        if (scripts[i] && stat(scripts[i], &st) == 0 && !S_ISREG(st.st_mode)) {
-            fprintf(stderr, "workbench: --sandbox runs a script file: %s is not a regular file (a pipe or a device); "
-                            "save the script to a file and give its path\n", scripts[i]);
+        const char *what = NULL;
+        if (!scripts[i] || stat(scripts[i], &st) != 0) continue; /* (not there: said when it is loaded) */
+        if (!S_ISREG(st.st_mode)) what = "is not a regular file (a pipe, a device or a folder)";
+        else if (st.st_nlink == 0) what = "is a deleted file (a shell's here-document)";
+        char folder[PATH_MAX], real[PATH_MAX];
+        const char *slash = strrchr(scripts[i], '/');
+        snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash - scripts[i]) + 1 : 1, slash ? scripts[i] : ".");
+        if (!what && realpath(folder, real) &&
+            (!strcmp(real, "/dev") || !strncmp(real, "/dev/", 5) || !strcmp(real, "/proc") || !strncmp(real, "/proc/", 6)))
+            what = "lies in /dev or /proc, whose folder the script would read";
+        if (what) {
+            fprintf(stderr, "workbench: --sandbox runs a script file: %s %s; save the script to a file and give its "
+                            "path\n", scripts[i], what);
             return 2;
         }
     }

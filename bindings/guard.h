@@ -16,7 +16,8 @@ int wb_guard_timeout(lua_State *L, const char *seconds_text);
 void wb_guard_check(lua_State *L);
 /* Installs the --sandbox policy for `script` (and `script2`, NULL but for diff --ab: its folder is
  * read too) writing under `out` (Lua checks, then Landlock and seccomp; weak: Lua checks and
- * seccomp where the kernel lacks Landlock): 0, or 1 with the error printed. */
+ * seccomp where the kernel lacks Landlock): 0; 2 when a script is no file of its own (a pipe, a
+ * here-document, one in /dev or /proc); 1 otherwise, the error printed. */
 int wb_guard_sandbox(lua_State *L, const char *script, const char *script2, const char *out, int weak);
 /* --max-memory SIZE: 0, 2 for a bad size (printed), 1 when the limit cannot be set. */
 int wb_guard_memory(const char *text, int explicit_option);

@@ -43,15 +43,18 @@ static int traceback(lua_State *L) {
 }
 
 /* Ctrl-C while Lua runs. Every call arms one count hook on its state (wb_lua_hook, every
- * HOOK_COUNT instructions; a coroutine inherits it, so one running at Ctrl-C sees it too), and the
- * signal makes the main state's hook run at once. The first Ctrl-C raises "interrupted!" once, in
- * whichever thread runs: a script may catch it (wb.sweep saves what it measured, then raises it
- * again). The second raises at every hook event until the call ends, as --timeout does: no pcall
- * keeps the script running. The third exits at once (status 130), for a call stuck where no hook
- * runs (a long C call). */
+ * HOOK_COUNT instructions, a C call each time, kept for this: a coroutine inherits it, so one
+ * running at Ctrl-C sees it too), and the signal makes the main state's hook run at its next
+ * instruction. The first Ctrl-C raises "interrupted!" once, in whichever thread runs: a script may
+ * catch it (wb.sweep saves what it measured, then raises it again). The second raises at every
+ * hook event of every thread it reaches until the call ends, as --timeout does: no pcall keeps
+ * the script running (nor wb.sweep's save: it is cut short). The third exits at once (status 130,
+ * the REPL too), for a call stuck where no hook runs (a long C call). A call inside a call (the
+ * sandbox's set-up inside diff --ab's) shares the outer one's count. */
 #define HOOK_COUNT 1000
-static volatile sig_atomic_t interrupts; /* Ctrl-Cs during the current docall */
+static volatile sig_atomic_t interrupts; /* Ctrl-Cs during the current outermost docall */
 static volatile sig_atomic_t interrupt_raised;
+static int call_depth, call_interrupted; /* docalls running; whether Ctrl-C came during the last */
 
 void wb_lua_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
@@ -60,6 +63,7 @@ void wb_lua_hook(lua_State *L, lua_Debug *ar) {
         if (!interrupt_raised && repl_state) /* the main state back to the count */
             lua_sethook(repl_state, wb_lua_hook, LUA_MASKCOUNT, HOOK_COUNT);
         interrupt_raised = 1;
+        if (interrupts >= 2) wb_lua_hook_now(L); /* a coroutine's hook at every event too */
         luaL_error(L, "interrupted!");
     }
 }
@@ -80,7 +84,7 @@ static void on_sigint_running(int sig) {
     wb_lua_hook_now(repl_state);
 }
 
-int wb_lua_interrupted(void) { return interrupts > 0; }
+int wb_lua_interrupted(void) { return call_interrupted; }
 
 /* ---- errors in the REPL: the message and where in the user's code; the traceback is kept ---- */
 
@@ -139,13 +143,18 @@ static int docall_with(lua_State *L, int nargs, int nresults, lua_CFunction hand
     lua_pushcfunction(L, handler);
     lua_insert(L, base);
     repl_state = L;
-    interrupts = 0, interrupt_raised = 0;
-    lua_sethook(L, wb_lua_hook, LUA_MASKCOUNT, HOOK_COUNT);
+    if (call_depth++ == 0) {
+        interrupts = 0, interrupt_raised = 0;
+        lua_sethook(L, wb_lua_hook, LUA_MASKCOUNT, HOOK_COUNT);
+    }
     void (*previous)(int) = signal(SIGINT, on_sigint_running);
     int status = lua_pcall(L, nargs, nresults, base);
     signal(SIGINT, previous);
-    lua_sethook(L, wb_lua_hook, LUA_MASKCOUNT, HOOK_COUNT); /* (not every instruction: a timeout's stays) */
-    if (interrupts) interrupts = 1, interrupt_raised = 1; /* said, and raised no more (finalizers at the close) */
+    call_interrupted = interrupts > 0;
+    if (--call_depth == 0) { /* Lua run between calls (the REPL's printer, completion) sees no Ctrl-C */
+        lua_sethook(L, wb_lua_hook, LUA_MASKCOUNT, HOOK_COUNT); /* back to the count (the timeout's check too) */
+        interrupts = 0, interrupt_raised = 0;
+    }
     lua_remove(L, base);
     return status;
 }
@@ -168,7 +177,7 @@ int wb_lua_docall(lua_State *L, int nargs, int nresults) {
         report_memory_error();
         fflush(stderr);
         lua_pop(L, 1);
-    } else if (status != LUA_OK && interrupts) {
+    } else if (status != LUA_OK && call_interrupted) {
         /* Ctrl-C: what was interrupted, in one line (a wb.sweep says what it saved), no traceback;
          * the hook's own error, with or without a position in front, as the line below */
         const char *msg = lua_tostring(L, -1);

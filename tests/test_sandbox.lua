@@ -283,16 +283,20 @@ function TestSandbox:test_usage_errors()
     lu.assertStrContains(out, "--timeout abc: expected a number of seconds > 0")
 end
 
--- A script piped in through /dev/stdin would have made its folder, /dev, readable: refused. The
--- same name redirected from a file reads that file's folder (and not /dev).
-function TestSandbox:test_a_piped_script_is_refused()
+-- A script named through /dev/stdin would have made its folder, /dev, readable: refused, piped or
+-- redirected from a file; the file itself runs.
+function TestSandbox:test_a_script_through_dev_stdin_is_refused()
     local probe = script("probe.lua",
         'print("ran", io.open("/dev/null") == nil, io.open("' .. root .. '/probe.lua") ~= nil)')
     local out, code = sh(string.format("cat '%s' | %s --sandbox --out '%s/out' /dev/stdin", probe, EXE, root))
     lu.assertEquals(code, 2, out)
-    lu.assertEquals(out, "workbench: --sandbox runs a script file: /dev/stdin is not a regular file (a pipe or a " ..
-        "device); save the script to a file and give its path\n")
+    lu.assertEquals(out, "workbench: --sandbox runs a script file: /dev/stdin is not a regular file (a pipe, a " ..
+        "device or a folder); save the script to a file and give its path\n")
     out, code = sh(string.format("%s --sandbox --out '%s/out' /dev/stdin < '%s'", EXE, root, probe))
+    lu.assertEquals(code, 2, out)
+    lu.assertEquals(out, "workbench: --sandbox runs a script file: /dev/stdin lies in /dev or /proc, whose folder " ..
+        "the script would read; save the script to a file and give its path\n")
+    out, code = sh(string.format("%s --sandbox --out '%s/out' '%s'", EXE, root, probe))
     lu.assertEquals(code, 0, out)
     lu.assertEquals(out, "ran\ttrue\ttrue\n")
 end

@@ -85,8 +85,6 @@ function test_kineto_gpu_trace_links_kernels_shapes_frames_and_memory()
     lu.assertStrContains(out, "[skipped] roofline")
 end
 
--- Input Dims no tensor can have (more than 2^53 elements, a negative size) are read as no shape:
--- they overflowed the GEMM rule's products ("M=-1 ... -8.49e+12 MFLOP", a red-team trace)
 -- A rank or world size out of range (1e30, 0) is not told: it used to read "rank 0 of 0"
 function test_a_rank_out_of_range_is_not_told()
     local q = wb.trace.load(T.write(scratch.path(".json"), T.kineto({steps = 1, rank = 1e30, world = 0})))
@@ -98,6 +96,8 @@ function test_a_rank_out_of_range_is_not_told()
     lu.assertStrContains(wb.trace.describe(q), "rank 3 of 8")
 end
 
+-- Input Dims no tensor can have (more than 2^53 elements, a negative size) are read as no shape:
+-- they overflowed the GEMM rule's products ("M=-1 ... -8.49e+12 MFLOP", a red-team trace)
 function test_shapes_no_tensor_can_have_are_no_shapes()
     local doc = {schemaVersion = 1, traceEvents = {
         {ph = "X", cat = "cpu_op", name = "aten::mm", pid = 1, tid = 1, ts = 0, dur = 10,
@@ -194,7 +194,7 @@ function test_unfinished_ops_are_left_out_and_other_bad_durations_named()
     local path = T.write(scratch.path(".json"), doc)
     local out, err, code = run("explain " .. path)
     lu.assertEquals(code, 0, err)
-    lu.assertStrContains(out:match("^[^\n]*"), ', 1 events still open when profiling stopped ("dur": -1), left out')
+    lu.assertStrContains(out:match("^[^\n]*"), ', 1 event still open when profiling stopped ("dur": -1), left out')
     local q, m = wb.trace.load(path), 0
     for e in q:each_event() do m = m + 1; lu.assertNotEquals(e.name, "aten::still_open") end
     lu.assertEquals(m, n)
@@ -204,15 +204,15 @@ function test_unfinished_ops_are_left_out_and_other_bad_durations_named()
         '{"ph": "X", "name": "c", "ts": 2, "dur": 1, "pid": 1, "tid": 1}\n]}\n', ".json")
     out, err, code = run("explain " .. bad)
     lu.assertEquals(code, 2, out)
-    lu.assertStrContains(err, "', line 4: an event whose \"dur\" is negative (-2.500 us; -1 alone is read: an op " ..
-        "still open)")
+    lu.assertStrContains(err, "', line 4: a complete event whose \"dur\" is negative (-2.500 us; -1 alone is read: " ..
+        "an op still open)")
     local be = scratch.file('{"traceEvents": [{"ph": "B", "name": "a", "ts": 0, "pid": 1, "tid": 1}, ' ..
         '{"ph": "E", "ts": 5, "pid": 1, "tid": 1}, {"ph": "b", "name": "x", "id": 1, "ts": 1, "pid": 1, "tid": 1}]}',
         ".json")
     out, err, code = run("explain " .. be)
     lu.assertEquals(code, 2, out)
     lu.assertStrContains(err, "holds no events the workbench reads (a Chrome trace from another tool: 3 events of " ..
-        "kinds not read (B/E pairs, async, counters))")
+        "kinds not read (B/E pairs, async, counters, samples, ...))")
 end
 
 function test_refusals_say_what_the_file_is_exit_2_and_answer_json_under_json()

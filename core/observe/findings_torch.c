@@ -234,7 +234,8 @@ static int64_t window_of(const fx_index *ix, int64_t ts) {
 /* op b reads a's output, as the shapes say: an input of b with a's output's size and dtype */
 static int same_shape(const fx_op *a, const fx_op *b) {
     int k = out_input(a);
-    if (k < 0 || a->numel[k] <= 0) return 0; /* (no elements: nothing a fusion would keep from memory) */
+    /* (no elements, or no shape recorded, also 0: nothing to size, and 0 == 0 is no evidence) */
+    if (k < 0 || a->numel[k] <= 0) return 0;
     for (int j = 0; j < b->ninputs && j < WB_EVENT_MAX_INPUTS; j++)
         if (b->dtype[j] == a->dtype[k] && b->numel[j] == a->numel[k]) return 1;
     return 0;

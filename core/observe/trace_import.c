@@ -86,7 +86,7 @@ enum { C_OPS, C_SHAPES, C_DTYPES, C_STRIDES, C_KERNELS, C_COPIES, C_RUNTIME, C_L
        C_STEPS, C_RANGES, C_PYTHON, C_FLOWS, C_SKIPPED, C_UNFINISHED, C_UNREAD, C_COUNT };
 /* (unfinished: complete events whose "dur" is -1, which torch writes since 2.7 for an op still
  * open when profiling stopped: left out; unread: timed events of the kinds not read, B/E pairs,
- * async and counter events) */
+ * async, counters, samples and the rest) */
 static const char *const counter_names[C_COUNT] = {"ops", "shapes", "dtypes", "strides", "kernels", "copies",
     "runtime", "launches", "syncs", "linked", "memory", "steps", "ranges", "python", "flows", "skipped", "unfinished",
     "unread"};
@@ -349,12 +349,13 @@ int wb_import_event(wb_import *im, wb_prof *p, const char *json) {
     im->why[0] = 0;
     if (!parse(json, &x)) return 0;
     int complete = !strcmp(x.ph, "X"), instant = !strcmp(x.ph, "i") || !strcmp(x.ph, "I");
-    if (x.dur < 0) {
-        if (complete && x.dur == -1000) return im->count[C_UNFINISHED]++, 1;
-        snprintf(im->why, sizeof im->why, "an event whose \"dur\" is negative (-%lld.%03lld us; -1 alone is read: an op "
-                 "still open)", (long long)(-x.dur / 1000), (long long)(-x.dur % 1000));
+    if (complete && x.dur < 0) { /* (other kinds have no duration: theirs is not read) */
+        if (x.dur == -1000) return im->count[C_UNFINISHED]++, 1;
+        snprintf(im->why, sizeof im->why, "a complete event whose \"dur\" is negative (-%lld.%03lld us; -1 alone is "
+                 "read: an op still open)", (long long)(-x.dur / 1000), (long long)(-x.dur % 1000));
         return 0;
     }
+    if (!complete) x.dur = 0;
     int legacy_cpu = !strcmp(x.pidname, "CPU functions"), legacy_dev = !strcmp(x.pidname, "CUDA functions");
     if (legacy_cpu || legacy_dev) im->format = im->format == F_KINETO ? F_KINETO : F_LEGACY;
     if (!x.has_ts || (!complete && !instant && strcmp(x.ph, "s") && strcmp(x.ph, "f"))) { /* metadata, or unread */

@@ -307,9 +307,11 @@ static const float *next_sliver(const wb_cpu_isa *isa, const wb_gemm_problem *p,
  * the previous sliver fetch both into L2, each its share (pf_ld, pf_write), and the first pass
  * fetches its packed lines into L1 a few steps ahead (PFW_STEPS): the n = 512 GEMM 1.010-1.017x
  * (medians of alternated pairs, 1 thread, four runs), other sizes and the linears within noise
- * of 1.00x. Which sliver: in the first MC block (where first passes run), the next full sliver
- * of the block; in the last MC block of a K block, the block's first sliver of the next K block.
- * NULL where there is none. *floats: kc x NR, the rows' floats. */
+ * of 1.00x. This runs for slivers of any size (where the passes are SPREAD_MIN_PASSES or more),
+ * not under the packed slivers' spread rule: B in place is never in L2 in time. Which sliver: in
+ * the first MC block (where first passes run), the next full sliver of the block; in the last MC
+ * block of a K block, the block's first sliver of the next K block. NULL where there is none.
+ * *floats: the rows' floats (that K block's depth x NR). */
 static const float *in_place_next(const wb_gemm_problem *p, int64_t width, int64_t jc, int64_t jc_end, int64_t jt,
                                   int first_rows, int last_rows, int64_t pc, int64_t kc, int64_t kcb,
                                   int64_t *floats) {

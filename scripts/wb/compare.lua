@@ -397,7 +397,8 @@ function M.compare(path_a, path_b, o)
             local v, ratio, p, basis, noise, shown = M.verdict(ta, tb, min_effect)
             counts[v] = counts[v] + 1
             -- a median of 0 in A (an elided copy, a time below the timer's step) has no ratio: null
-            -- in JSON, "from 0" here; slower from 0 is slower by more than any percentage
+            -- in JSON, "from 0" here; slower from 0 is slower by more than any percentage (both 0:
+            -- the verdict's ratio is 1, so a NaN does not come here)
             local finite = ratio == ratio and ratio ~= math.huge and ratio ~= -math.huge
             if v == "SLOWER" then worst_slower = math.max(worst_slower, finite and (ratio - 1) * 100 or math.huge) end
             local flags = {}

@@ -33,21 +33,18 @@ return function(o)
     local raw_load, raw_loadfile = load, loadfile
     local require = require
 
-    local function dir_of(path) return smatch(path, "^(.*)/[^/]*$") or "." end
+    local function dir_of(path)
+        local d = smatch(path, "^(.*)/[^/]*$")
+        return d == "" and "/" or d or "."
+    end
     local ok, err = mkdir_p(o.out)
     if not ok then error("sandbox: " .. tostring(err), 0) end
-    -- the folder the script file lies in (a link's target's: /dev/stdin redirected from a file
-    -- names that file's folder, not /dev)
-    local function folder_of(path)
-        local real, why = realpath(path)
-        if not real then error(sformat("sandbox: cannot resolve the script %s: %s", path, tostring(why)), 0) end
-        return assert(realpath(dir_of(real)))
-    end
-    local script_dir = folder_of(o.script)
+    -- the folder of the script as named (of a link, not of its target; guard.c refused /dev/stdin)
+    local script_dir = assert(realpath(dir_of(o.script)))
     local out_dir = assert(realpath(o.out))
     local read_roots, write_roots = {script_dir, out_dir}, {out_dir}
     -- `workbench diff --ab --sandbox A.lua B.lua`: B's folder too
-    local script2_dir = o.script2 and folder_of(o.script2)
+    local script2_dir = o.script2 and assert(realpath(dir_of(o.script2)))
     if script2_dir and script2_dir ~= script_dir then read_roots[#read_roots + 1] = script2_dir end
     -- the system's Lua library folders (Debian links 5.4's files to 5.1's, hence the whole tree)
     for _, d in ipairs({o.library, "/usr/share/lua", "/usr/local/share/lua"}) do

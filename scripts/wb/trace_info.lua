@@ -53,11 +53,12 @@ function M.describe(q)
     if (tonumber(imp.kernels) or 0) > 0 then
         parts[#parts + 1] = count(imp.linked) .. " kernels and copies linked to the op that launched them"
     end
+    local function events(n) return count(n) .. (tonumber(n) == 1 and " event" or " events") end
     if (tonumber(imp.unfinished) or 0) > 0 then -- torch writes "dur": -1 for an op open when profiling stopped
-        parts[#parts + 1] = count(imp.unfinished) .. " events still open when profiling stopped (\"dur\": -1), left out"
+        parts[#parts + 1] = events(imp.unfinished) .. " still open when profiling stopped (\"dur\": -1), left out"
     end
     if (tonumber(imp.unread) or 0) > 0 then
-        parts[#parts + 1] = count(imp.unread) .. " events of kinds not read (B/E pairs, async, counters)"
+        parts[#parts + 1] = events(imp.unread) .. " of kinds not read (B/E pairs, async, counters, samples, ...)"
     end
     local fp = M.fingerprint(q)
     local where = {}
