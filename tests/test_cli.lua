@@ -403,16 +403,16 @@ function TestCli:test_empty_out_is_refused()
     end
 end
 
--- Runs a script in the background and sends it a SIGINT (a terminal's Ctrl-C) each time its output
--- first shows the next of `marks` ("ready", "caught", ...; "" sends at once, 0.3 s after the
--- last); returns its output and exit status (137: still running 20 s after the last).
+-- Runs a script in the background and sends it a SIGINT (a terminal's Ctrl-C) 0.3 s after its
+-- output first shows the next of `marks` ("ready", "caught", ...; "": 0.3 s after the last signal);
+-- returns its output and exit status (137: still running 20 s after the last).
 local function interrupted(text, marks, options)
     local path, log = scratch.file(text, ".lua"), scratch.path(".log")
     local waits = {}
     for i, mark in ipairs(marks) do
-        waits[i] = mark == "" and "sleep 0.3; kill -INT $pid 2>/dev/null" or string.format(
-            'i=0; until [ "$(grep -c %q %s)" -ge %d ]; do sleep 0.05; i=$((i+1)); [ $i -lt 600 ] || break; done; ' ..
-            "kill -INT $pid 2>/dev/null", mark, log, select(2, table.concat(marks, "\n", 1, i):gsub(mark, "")))
+        local seen = select(2, table.concat(marks, "\n", 1, i):gsub(mark, "")) -- its count so far
+        waits[i] = (mark == "" and "" or string.format('i=0; until [ "$(grep -c %q %s)" -ge %d ]; do sleep 0.05; ' ..
+            "i=$((i+1)); [ $i -lt 600 ] || break; done; ", mark, log, seen)) .. "sleep 0.3; kill -INT $pid 2>/dev/null"
     end
     local p = io.popen(string.format([[%s %s %s >%s 2>&1 & pid=$!
 %s
