@@ -119,6 +119,12 @@ static void string_list(lua_State *L, const char *field, const char **out, int m
     out[n] = NULL;
 }
 
+/* Whether the canonical path `real` is the folder `root` or lies beneath it. */
+static int in_tree(const char *real, const char *root) {
+    size_t n = strlen(root);
+    return !strncmp(real, root, n) && (real[n] == 0 || real[n] == '/');
+}
+
 /* --sandbox: scripts/wb/sandbox.lua narrows the globals and turns on the C path check (clear
  * messages), then the kernel enforces the same folders (Landlock) and refuses execve, ptrace
  * and sockets (seccomp). Without Landlock, --sandbox is refused unless the user asked for the
@@ -136,8 +142,7 @@ int wb_guard_sandbox(lua_State *L, const char *script, const char *script2, cons
         char folder[PATH_MAX], real[PATH_MAX];
         const char *slash = strrchr(scripts[i], '/');
         snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash - scripts[i]) + 1 : 1, slash ? scripts[i] : ".");
-        if (!what && realpath(folder, real) &&
-            (!strcmp(real, "/dev") || !strncmp(real, "/dev/", 5) || !strcmp(real, "/proc") || !strncmp(real, "/proc/", 6)))
+        if (!what && realpath(folder, real) && (in_tree(real, "/dev") || in_tree(real, "/proc")))
             what = "lies in /dev or /proc, whose folder the script would read";
         if (what) {
             fprintf(stderr, "workbench: --sandbox runs a script file: %s %s; save the script to a file and give its "

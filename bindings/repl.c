@@ -187,7 +187,7 @@ int wb_lua_docall(lua_State *L, int nargs, int nresults) {
                      (len == tail || !strncmp(msg + len - tail - 2, ": ", 2))))
             fputs("workbench: interrupted (Ctrl-C)\n", stderr);
         else
-            fprintf(stderr, "workbench: %.*s\n", (int)(end ? end - msg : (ptrdiff_t)strlen(msg)), msg);
+            fprintf(stderr, "workbench: %.*s\n", (int)len, msg);
         fflush(stderr);
         lua_pop(L, 1);
     } else if (status != LUA_OK) {

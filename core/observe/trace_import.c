@@ -355,7 +355,7 @@ int wb_import_event(wb_import *im, wb_prof *p, const char *json) {
                  "read: an op still open)", (long long)(-x.dur / 1000), (long long)(-x.dur % 1000));
         return 0;
     }
-    if (!complete) x.dur = 0;
+    if (!complete) x.dur = 0; /* (read below as the event's end) */
     int legacy_cpu = !strcmp(x.pidname, "CPU functions"), legacy_dev = !strcmp(x.pidname, "CUDA functions");
     if (legacy_cpu || legacy_dev) im->format = im->format == F_KINETO ? F_KINETO : F_LEGACY;
     if (!x.has_ts || (!complete && !instant && strcmp(x.ph, "s") && strcmp(x.ph, "f"))) { /* metadata, or unread */
@@ -365,7 +365,7 @@ int wb_import_event(wb_import *im, wb_prof *p, const char *json) {
     if (!im->has_base && (complete || instant)) im->base = x.ts, im->has_base = 1;
     int64_t ts = x.ts - im->base;
     thread *t = thread_of(im, x.pid, x.tid);
-    wb_event ev = {.ts_ns = ts, .dur_ns = complete ? x.dur : 0, .src = WB_EVENT_NONE, .lane = WB_LANE_HOST};
+    wb_event ev = {.ts_ns = ts, .dur_ns = x.dur, .src = WB_EVENT_NONE, .lane = WB_LANE_HOST};
     uint32_t op, src;
 
     if (!strcmp(x.ph, "s") || !strcmp(x.ph, "f")) { /* flow arrows: Kineto's ac2g, the legacy cpu_to_cuda */
