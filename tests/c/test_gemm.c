@@ -224,6 +224,10 @@ static void test_isa(const wb_cpu_isa *isa) {
         run_case(isa, 61, 1000, 1581, 0, 0, 1, 0, WB_STORE_GELU_TANH, 0, 1);
         run_case(isa, 60, 600, 1000, 0, 0, 0, 1, WB_STORE_GEGLU, 0, 1);
         run_case(isa, 400, 1000, 805, 0, 0, 0, 0, WB_STORE_PLAIN, 0, 2);
+        /* one sliver in a panel (a thread's), K in blocks: the passes of a K block's last MC block
+         * must not pack the next K block's sliver over the one they read */
+        run_case(isa, 96, 32, 2 * kc + 65, 0, 0, 0, 0, WB_STORE_PLAIN, 0, 1);
+        run_case(isa, 200, 64, 2 * kc + 65, 0, 0, 1, 0, WB_STORE_PLAIN, 0, 2);
     }
     /* bigger, threaded, both split directions */
     run_case(isa, 300, 1000, 300, 0, 1, 1, 0, WB_STORE_GELU_TANH, 1, 2);
