@@ -156,11 +156,8 @@ static int l_query(lua_State *L) {
         }
         lua_rawseti(L, -2, ++n);
     }
-    if (rc != SQLITE_DONE) {
-        int code = sqlite3_extended_errcode(db);
-        lua_pushnil(L);
-        lua_pushstring(L, sqlite3_errmsg(db));
-        lua_pushstring(L, code_name(code));
+    if (rc != SQLITE_DONE) { /* (the message read before finalize) */
+        push_failure(L, db, rc);
         sqlite3_finalize(st);
         return 3;
     }
@@ -177,11 +174,8 @@ static int l_run(lua_State *L) {
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     }
-    if (rc != SQLITE_DONE) {
-        int code = sqlite3_extended_errcode(db);
-        lua_pushnil(L);
-        lua_pushstring(L, sqlite3_errmsg(db));
-        lua_pushstring(L, code_name(code));
+    if (rc != SQLITE_DONE) { /* (the message read before finalize) */
+        push_failure(L, db, rc);
         sqlite3_finalize(st);
         return 3;
     }
