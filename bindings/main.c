@@ -194,15 +194,55 @@ static void scripts_dir(char *buf, size_t len) {
     snprintf(buf, len, "%s/scripts", WB_SOURCE_DIR);
 }
 
-static void set_package_path(lua_State *L) {
+/* Pushes the absolute entries of a search path (';'-separated): the relative ones, Lua's default
+ * "./?.lua" and "./?.so" among them, would find modules in whatever folder the command runs in. */
+static void push_absolute_entries(lua_State *L, const char *path) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    int first = 1;
+    for (const char *p = path ? path : ""; *p;) {
+        const char *end = strchr(p, ';');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len && p[0] == '/') {
+            if (!first) luaL_addchar(&b, ';');
+            luaL_addlstring(&b, p, len), first = 0;
+        }
+        p += len + (end != NULL);
+    }
+    luaL_pushresult(&b);
+}
+
+/* Where require looks: the library's scripts, then the absolute entries of Lua's paths (and of
+ * LUA_PATH / LUA_CPATH), then the script's own folder; never the current folder. The library's
+ * C module (cjson) is loaded before the script's folder is added: Lua's searcher runs before the
+ * C one, so a cjson.lua beside a script would otherwise be what the library (and the sandbox,
+ * which loads it before it closes) gets. */
+static void set_package_path(lua_State *L, const char *script) {
     char dir[PATH_MAX];
     scripts_dir(dir, sizeof dir);
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "path");
+    push_absolute_entries(L, lua_tostring(L, -1));
     lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
-    lua_setfield(L, -3, "path");
+    lua_setfield(L, -4, "path");
+    lua_pop(L, 2);
+    lua_getfield(L, -1, "cpath");
+    push_absolute_entries(L, lua_tostring(L, -1));
+    lua_setfield(L, -3, "cpath");
     lua_pop(L, 1);
     wb_lua_setstring(L, "wb_scripts_dir", dir);
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "cjson");
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1); /* (said where it is needed) */
+    if (script && strcmp(script, "-")) {
+        char folder[PATH_MAX];
+        const char *slash = strrchr(script, '/');
+        snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash - script) : 1, slash ? script : ".");
+        lua_getfield(L, -1, "path");
+        lua_pushfstring(L, "%s;%s/?.lua;%s/?/init.lua", lua_tostring(L, -1), folder, folder);
+        lua_setfield(L, -3, "path");
+        lua_pop(L, 1);
+    }
     lua_pop(L, 1);
 }
 
@@ -330,7 +370,7 @@ int main(int argc, char **argv) {
      * generation frees them for about half the cost of incremental cycles (a 1-element add from
      * Lua: ~850 -> ~440 ns on the development machine). */
     lua_gc(L, LUA_GCGEN, 0, 0);
-    set_package_path(L);
+    set_package_path(L, o.subcommand || !o.script_index ? NULL : argv[o.script_index]);
     luaL_requiref(L, "wb", luaopen_wb, 1);
     lua_pop(L, 1);
     set_arg(L, argc, argv, o.script_index);

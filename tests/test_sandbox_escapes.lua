@@ -178,4 +178,33 @@ function TestEscapes:test_spill_dir_is_checked_without_an_oracle()
     lu.assertStrContains(out, "load_trace: spill_dir: sandbox: may not write '/etc'")
 end
 
+-- a cjson.lua (or wb/pretty.lua) beside the script or in the current folder was what the library
+-- loaded (Lua's default path ends in ./?.lua, and its searcher runs before the C one): before
+-- --sandbox closed, and in every command. Now require looks in the library, the system's folders
+-- and the script's own folder, never the current one; the library's C module is loaded first.
+function TestEscapes:test_modules_planted_beside_the_script_or_in_the_folder_are_not_the_library()
+    local plant = string.format('io.open("%s", "w"):write("ran"); os.execute("true"); return {encode = ' ..
+        'function() return "PLANTED" end}', marker)
+    script("cjson.lua", plant)
+    os.execute("mkdir -p '" .. root .. "/wb'")
+    script("wb/pretty.lua", plant)
+    script("helper.lua", "return {answer = 42}")
+    local path = script("theirs.lua", 'print(require("cjson").encode({1}), require("helper").answer, ' ..
+        'require("wb.pretty")({2}))')
+    local out, code = sh(string.format("cd '%s' && %s --sandbox --out '%s/out' theirs.lua", root, EXE, root))
+    lu.assertEquals(code, 0, out)
+    lu.assertEquals(out, "[1]\t42\t{2}\n")
+    out, code = sh(string.format("cd '%s' && %s '%s'", root, EXE, path))
+    lu.assertEquals(code, 0, out)
+    lu.assertEquals(out, "[1]\t42\t{2}\n")
+    -- the commands and -e, run in that folder: the library's modules, and nothing from the folder
+    out, code = sh(string.format("cd '%s' && %s -e 'print(require(\"cjson\").encode({3}), pcall(require, \"helper\"))'",
+        root, EXE))
+    lu.assertEquals(code, 0, out)
+    lu.assertStrMatches(out, "%[3%]\tfalse\tmodule 'helper' not found.*")
+    out, code = sh(string.format("cd '%s' && %s compare missing.json missing.json", root, EXE))
+    lu.assertEquals(code, 2, out)
+    lu.assertNil(io.open(marker), "a planted module ran")
+end
+
 scratch.exit(lu.LuaUnit.run())

@@ -141,7 +141,8 @@ return function(o)
         "not available under --sandbox (require finds the script's modules)")
     package.cpath = ""
     local library = o.library or "."
-    package.path = concat({script_dir .. "/?.lua", library .. "/?.lua", library .. "/?/init.lua",
+    -- (the library first: a file beside the script named like one of its modules is not it)
+    package.path = concat({library .. "/?.lua", library .. "/?/init.lua", script_dir .. "/?.lua",
         "/usr/share/lua/5.4/?.lua", "/usr/share/lua/5.4/?/init.lua"}, ";")
     local search_path = package.path -- fixed: a script that changes package.path changes nothing
     local function lua_searcher(name)
