@@ -227,8 +227,16 @@ static void add_match(const char *prefix, const char *key) {
     matches[nmatches++] = m;
 }
 
+/* Pushes field `name` of the table at the top of the stack without metamethods (a metatable's own
+ * __index ran before: an erroring one panicked the REPL, a looping one hung it); its type. */
+static int raw_field(lua_State *L, const char *name) {
+    lua_pushstring(L, name);
+    return lua_rawget(L, -2);
+}
+
 /* Keys of the table at the top of the stack starting with `part` (functions only when
- * `methods`); follows __index tables of metatables (and __methods, which tensors expose). */
+ * `methods`); follows __index tables of metatables (and __methods, which tensors expose), with
+ * raw lookups only: completion runs no code. */
 static void collect(lua_State *L, const char *prefix, const char *part, int methods, int depth) {
     if (depth > 3) return;
     size_t plen = strlen(part);
@@ -243,12 +251,12 @@ static void collect(lua_State *L, const char *prefix, const char *part, int meth
         }
     }
     if (lua_getmetatable(L, -1)) {
-        if (lua_getfield(L, -1, "__methods") == LUA_TTABLE) collect(L, prefix, part, methods, depth + 1);
+        if (raw_field(L, "__methods") == LUA_TTABLE) collect(L, prefix, part, methods, depth + 1);
         lua_pop(L, 1);
-        if (lua_getfield(L, -1, "__index") == LUA_TTABLE) collect(L, prefix, part, methods, depth + 1);
+        if (raw_field(L, "__index") == LUA_TTABLE) collect(L, prefix, part, methods, depth + 1);
         lua_pop(L, 1);
         /* fields an __index function answers (a tensor's shape, dtype, device), listed by name */
-        if (!methods && lua_getfield(L, -1, "__fields") == LUA_TTABLE) {
+        if (!methods && raw_field(L, "__fields") == LUA_TTABLE) {
             for (lua_Integer i = 1; lua_rawgeti(L, -1, i) == LUA_TSTRING; i++) {
                 if (!strncmp(lua_tostring(L, -1), part, plen)) add_match(prefix, lua_tostring(L, -1));
                 lua_pop(L, 1);

@@ -3,11 +3,11 @@
 # expression's value, tables printed as values (shape, stride, device_info, nested past the depth
 # limit, self-referencing, a million items cut with a count), a bad view (message and position,
 # no traceback; traceback() and traceback(true) show it), a multi-line for loop, tab completion
-# of a method, a tensor field and lazily loaded modules, completion on nil and on a userdata
-# without a metatable, Ctrl-C on a continuation line (back to "> "), a profiler session lost to
-# Ctrl-C and stopped with wb.profiler.current(), Ctrl-C of a long loop, the
-# history file, Ctrl-D, a statement outgrowing --max-memory. Every check waits for text that only
-# the output can contain (e.g. "ali" .. "ve1" -> alive1, or a whole line the input does not have),
+# of a method, a tensor field and lazily loaded modules, completion on nil, on a userdata
+# without a metatable and on tables with hostile metatables, Ctrl-C on a continuation line (back
+# to "> "), a profiler session lost to Ctrl-C and stopped with wb.profiler.current(), Ctrl-C of a
+# long loop, the history file, Ctrl-D, a statement outgrowing --max-memory. Every check waits for
+# text that only the output can contain (e.g. "ali" .. "ve1" -> alive1, or a whole line the input does not have),
 # never the echoed input.
 set -eu
 EXE=$1
@@ -131,6 +131,14 @@ send 'u.' Tab Tab
 send 'x' Enter
 send 'u:' Tab Tab
 send 'x()' Enter
+# ... and on tables whose metatable's own metatable answers __index with an error, or a loop
+# (completion read the metatable's fields through it: the REPL died of a Lua panic, or hung)
+send 'h = setmetatable({}, setmetatable({}, {__index = function() error("boom") end}))' Enter
+send 'h.' Tab Tab
+send 'x' Enter
+send 'l = setmetatable({}, setmetatable({}, {__index = function() while true do end end}))' Enter
+send 'l.' Tab Tab
+send 'x' Enter
 send 'print("ali" .. "ve0")' Enter
 wait_for "alive0"
 
