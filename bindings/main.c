@@ -49,7 +49,7 @@ static const char usage[] =
     "  -i               enter the REPL after running the script\n"
     "  --device DEV     default device: cpu, cuda or auto (default: auto)\n"
     "  --threads N      CPU threads for kernels (default: all cores)\n"
-    "  --out DIR        where results and traces go, wb.options.out (default: out/<script>/<timestamp>)\n"
+    "  --out DIR        where results and traces go, wb.options.out (default: out/<script>/<timestamp>-<pid>)\n"
     "  --seed N         seed of the random generator\n"
     "  --sandbox        run a script from someone else: no processes, no C modules, no binary chunks,\n"
     "                   reads under the script's folder and the library, writes under --out only\n"
@@ -414,7 +414,8 @@ int main(int argc, char **argv) {
         free(o.exprs);
         return 2;
     }
-    if (!o.out) { /* the default --help states, in wb.options.out: out/<script>/<time> (created when used) */
+    if (!o.out) { /* the default --help states, in wb.options.out: out/<script>/<time>-<pid> (created when
+                   * used; the process id keeps runs started in the same second apart) */
         const char *script = o.script_index ? argv[o.script_index] : NULL;
         const char *base = !script ? "repl" : !strcmp(script, "-") ? "stdin" : strrchr(script, '/');
         base = base ? (base[0] == '/' ? base + 1 : base) : script;
@@ -422,7 +423,8 @@ int main(int argc, char **argv) {
         time_t now = time(NULL);
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
         int n = (int)strcspn(base, ".");
-        snprintf(default_out, sizeof default_out, "out/%.*s/%s", n ? n : (int)strlen(base), base, stamp);
+        snprintf(default_out, sizeof default_out, "out/%.*s/%s-%ld", n ? n : (int)strlen(base), base, stamp,
+                 (long)getpid());
         o.out = default_out;
     }
     rc = run_options(L, &o);

@@ -90,13 +90,24 @@ function TestCli:test_options_reach_the_script()
     lu.assertEquals(out, "cpu\t2\n")
 end
 
--- The default --help states is the one a script sees: out/<script>/<time>, not nil.
+-- The default --help states is the one a script sees: out/<script>/<time>-<pid>, not nil; runs
+-- started in the same second get folders of their own (they shared one, and one run's results
+-- replaced the other's)
 function TestCli:test_out_has_its_stated_default()
     local script = scratch.file("print(wb.options.out)\n", ".lua")
     local name = script:match("([^/]*)%.lua$")
-    lu.assertStrMatches(run(script), "out/" .. name .. "/%d%d%d%d%d%d%d%d%-%d%d%d%d%d%d\n")
-    lu.assertStrMatches(run([[-e "print(wb.options.out)"]]), "out/repl/%d+%-%d+\n")
-    lu.assertStrContains(select(1, run("--help")) .. select(2, run("--help")), "wb.options.out (default: out/<script>/<timestamp>)")
+    lu.assertStrMatches(run(script), "out/" .. name .. "/%d%d%d%d%d%d%d%d%-%d%d%d%d%d%d%-%d+\n")
+    lu.assertStrMatches(run([[-e "print(wb.options.out)"]]), "out/repl/%d+%-%d+%-%d+\n")
+    lu.assertStrContains(select(1, run("--help")) .. select(2, run("--help")),
+        "wb.options.out (default: out/<script>/<timestamp>-<pid>)")
+    local p = io.popen(string.format("for i in 1 2 3; do %s '%s' & done; wait", EXE, script))
+    local seen, count = {}, 0
+    for line in p:lines() do
+        lu.assertNil(seen[line], "two runs share " .. line)
+        seen[line], count = true, count + 1
+    end
+    p:close()
+    lu.assertEquals(count, 3)
 end
 
 function TestCli:test_seed_makes_runs_repeat()
