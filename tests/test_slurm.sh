@@ -44,6 +44,16 @@ cat "$tmp/none.log"
 grep -q "no Slurm cluster answers.*scripts/slurm/local_cluster.sh start DIR" "$tmp/none.log" ||
     fail "submit.sh without a cluster did not say how to start a local one"
 
+# --- --partition and --time reach sbatch as one word each: a value with a space or a glob is refused
+for bad in "--partition a *" "--time 1:00 --wrap=id"; do
+    opt=${bad%% *}
+    SLURM_CONF="$tmp/no-such.conf" "$src/scripts/slurm/submit.sh" "$opt" "${bad#* }" "$src/experiments/mlp_sweep.lua" \
+        >"$tmp/bad-option.log" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] && grep -qF "submit.sh: $opt '${bad#* }': expected" "$tmp/bad-option.log" ||
+        { cat "$tmp/bad-option.log"; fail "submit.sh $bad: exit status $rc, not refused by name"; }
+done
+
 # --- the documented local cluster: one node, this machine
 "$src/scripts/slurm/local_cluster.sh" start "$tmp/cluster" || fail "local_cluster.sh could not start a cluster (above)"
 export SLURM_CONF="$tmp/cluster/slurm.conf"
