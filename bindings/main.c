@@ -360,6 +360,16 @@ int main(int argc, char **argv) {
         free(o.exprs);
         return 2;
     }
+    const char *const cpu_vars[] = {"WB_CPU_ISA", "WB_CPU_BF16"}; /* a typo refused; a path the CPU lacks said */
+    for (int i = 0; i < 2; i++) {
+        int fatal;
+        const char *why = wb_host_cpu_env_error(cpu_vars[i], &fatal);
+        if (why) fprintf(stderr, "workbench: %s\n", why);
+        if (fatal) {
+            free(o.exprs);
+            return 2;
+        }
+    }
     lua_State *L = lua_newstate(wb_lua_alloc, NULL);
     if (!L) {
         fprintf(stderr, "workbench: cannot create a Lua state (out of memory)\n");

@@ -90,6 +90,22 @@ function TestCli:test_options_reach_the_script()
     lu.assertEquals(out, "cpu\t2\n")
 end
 
+-- WB_CPU_ISA and WB_CPU_BF16 with a name that is no path: refused in one line naming the variable
+-- (they were ignored, and the results file recorded the value as if it had run); a real path runs
+function TestCli:test_cpu_path_variables_with_no_such_path_are_refused()
+    for _, case in ipairs({{"WB_CPU_ISA=AVX2", "not a CPU path (scalar, avx2 or avx512)"},
+        {"WB_CPU_ISA=avx9000", "not a CPU path (scalar, avx2 or avx512)"},
+        {"WB_CPU_BF16=bogus", "not a bf16 path (auto, widen, emulated, avx2bf16 or avx512bf16)"}}) do
+        local out, err, code = run([[-e "print('ran')"]], nil, case[1])
+        lu.assertEquals(code, 2, case[1])
+        lu.assertEquals(out, "")
+        lu.assertEquals(err, "workbench: " .. case[1] .. ": " .. case[2] .. "\n")
+    end
+    local out, err, code = run([[-e "print(wb.cpu_isa(), wb.cpu_bf16())"]], nil, "WB_CPU_ISA=scalar WB_CPU_BF16=emulated")
+    lu.assertEquals(code, 0, err)
+    lu.assertEquals(out, "scalar\temulated\n")
+end
+
 -- The default --help states is the one a script sees: out/<script>/<time>-<pid>, not nil; runs
 -- started in the same second get folders of their own (they shared one, and one run's results
 -- replaced the other's)

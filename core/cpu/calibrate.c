@@ -142,6 +142,8 @@ int wb_host_blocking_force(const wb_host_blocking_spec *spec, char *why, size_t 
 
 const char *wb_host_blocking_env_error(void) { return wb_gemm_blocking_env_error(); }
 
+const char *wb_host_cpu_env_error(const char *var, int *fatal) { return wb_cpu_env_error(var, fatal); }
+
 void wb_host_mlp_phases_count(int on) { wb_mlp_phases_count(on); }
 
 double wb_host_gemm_tile_gflops(int64_t kc, int64_t iters, wb_host_tile_store store) {

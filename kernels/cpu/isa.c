@@ -13,7 +13,6 @@ extern const wb_cpu_isa wb_cpu_isa_scalar, wb_cpu_isa_avx2, wb_cpu_isa_avx512, w
     wb_cpu_isa_avx2bf16, wb_cpu_isa_bf16emu;
 
 static const wb_cpu_isa *active;
-static const char *refused;
 
 static int supported(const wb_cpu_isa *isa) {
     __builtin_cpu_init();
@@ -41,10 +40,7 @@ const wb_cpu_isa *wb_cpu_isa_get(const char *name) {
 const wb_cpu_isa *wb_cpu_isa_active(void) {
     if (active) return active;
     const char *env = getenv("WB_CPU_ISA");
-    if (env && *env) {
-        active = wb_cpu_isa_get(env);
-        if (!active) refused = env;
-    }
+    if (env && *env) active = wb_cpu_isa_get(env); /* (an unknown or unsupported name: wb_cpu_env_error) */
     if (!active)
         active = supported(&wb_cpu_isa_avx512) ? &wb_cpu_isa_avx512
                  : supported(&wb_cpu_isa_avx2) ? &wb_cpu_isa_avx2
@@ -76,7 +72,6 @@ static void bf16_init(void) {
     if (env && *env && strcmp(env, "auto")) {
         bf16_forced = 1;
         bf16_active = bf16_named(env); /* "widen" (or an unsupported name): no pair path */
-        if (!bf16_active && strcmp(env, "widen")) refused = env;
     }
 }
 
@@ -154,9 +149,27 @@ int wb_cpu_isa_bf16_set(const char *name) {
     return 1;
 }
 
-const char *wb_cpu_isa_refused(void) {
-    wb_cpu_isa_active();
-    return refused;
+const char *wb_cpu_env_error(const char *var, int *fatal) {
+    static char line[256];
+    const int bf16 = !strcmp(var, "WB_CPU_BF16");
+    const char *env = getenv(var);
+    *fatal = 0;
+    if (!env || !*env) return NULL;
+    const char *const isas[] = {"scalar", "avx2", "avx512"}, *const pairs[] = {"auto", "widen", "emulated",
+                                                                                "avx2bf16", "avx512bf16"};
+    int known = 0;
+    for (int i = 0; i < (bf16 ? 5 : 3); i++) known |= !strcmp(env, bf16 ? pairs[i] : isas[i]);
+    if (!known) {
+        *fatal = 1;
+        snprintf(line, sizeof line, "%s=%.64s: not a %s (%s)", var, env, bf16 ? "bf16 path" : "CPU path",
+                 bf16 ? "auto, widen, emulated, avx2bf16 or avx512bf16" : "scalar, avx2 or avx512");
+        return line;
+    }
+    if (bf16) bf16_init();
+    if (bf16 ? !strcmp(env, "auto") || !strcmp(env, "widen") || bf16_active : wb_cpu_isa_get(env) != NULL) return NULL;
+    snprintf(line, sizeof line, "%s=%s: this CPU cannot run it; running %s", var, env,
+             bf16 ? wb_cpu_isa_bf16_name() : wb_cpu_isa_active()->name);
+    return line;
 }
 
 /* One line of cpu0's cache `index` file `name`, or NULL. */

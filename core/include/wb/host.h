@@ -52,6 +52,9 @@ int wb_host_blocking_force(const wb_host_blocking_spec *spec, char *why, size_t 
 /* "WB_GEMM_BLOCKING=...: <reason>" when the environment's value was refused, else NULL: a program
  * must then refuse to start (the GEMM would fall back to the rule silently). */
 const char *wb_host_blocking_env_error(void);
+/* WB_CPU_ISA's or WB_CPU_BF16's (`var`) value when it cannot be had, in one line, else NULL:
+ * *fatal 1 for a name that is no path (refuse to start), 0 for one this CPU cannot run (say it). */
+const char *wb_host_cpu_env_error(const char *var, int *fatal);
 
 /* The one-kernel MLP's phase times, counted only when asked (the clock is read per phase of a
  * block): packing x, the gated GEMM, the down GEMM, and the threads' whole time in the kernel. */

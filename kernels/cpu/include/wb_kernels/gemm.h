@@ -177,8 +177,11 @@ const wb_cpu_isa *wb_cpu_isa_active(void);
 const wb_cpu_isa *wb_cpu_isa_get(const char *name);
 /* Switches the active ISA (for tests and benchmarks); returns 0 if unsupported. */
 int wb_cpu_isa_set(const char *name);
-/* What WB_CPU_ISA asked for when it could not be honoured (NULL otherwise). */
-const char *wb_cpu_isa_refused(void);
+/* What the environment's WB_CPU_ISA or WB_CPU_BF16 (`var`) asked for when it cannot be had, in
+ * one line ("WB_CPU_ISA=AVX2: ..."), else NULL: *fatal 1 for a name that is no path (a program
+ * must refuse to start: the path would be chosen silently), 0 for a path this CPU cannot run (the
+ * run goes on on the one it can; the line says which). */
+const char *wb_cpu_env_error(const char *var, int *fatal);
 /* The k-pair path a bf16 GEMM with `rows` rows of A uses, or NULL: widen bf16 to f32 and run the
  * f32 path. By default the pair path ("avx512bf16": vdpbf16ps on CPUs with AVX512_BF16, else
  * "avx2bf16": k-pairs widened in registers) for up to 6 rows, where reading the weights
