@@ -46,6 +46,26 @@ function test_compiles_once_then_hits()
     lu.assertStrContains(io.open(entries(cache, ".rec")[1]):read("a"), "command ")
 end
 
+-- a cache folder with a space in its path ("/home/Jane Doe/.cache"): the compiler's command was
+-- split at every space, the object's and the source's paths with it (every group then ran eager)
+function test_cache_folder_with_a_space_in_its_path()
+    local cache = scratch.dir("_cache with space")
+    sh("chmod 700 '" .. cache .. "'")
+    local out = build_in("'" .. cache .. "'")
+    lu.assertStrContains(out, "built")
+    lu.assertStrContains(out, "counts\t1\t0")
+    lu.assertStrContains(build_in("'" .. cache .. "'"), "counts\t0\t1")
+end
+
+-- a cache folder longer than the code keeps: refused naming the variable (it was cut to 399 bytes,
+-- and the kernels went into another, shorter folder)
+function test_cache_folder_too_long_is_refused()
+    local long = scratch.path("_" .. string.rep("x", 420))
+    local out = build_in(long)
+    lu.assertStrContains(out, "refused\tcodegen: the cache folder from WB_CACHE_DIR is longer than 399 bytes")
+    lu.assertStrContains(out, "counts\t0\t0")
+end
+
 function test_folder_open_to_others_is_refused_with_the_reason()
     local cache = fresh_cache()
     sh("chmod 755 " .. cache)

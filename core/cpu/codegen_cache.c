@@ -77,6 +77,8 @@ const char *wb_codegen_command(void) {
 
 /* No shared default (a folder under /tmp could be made first by another user): without the
  * variables, the user's home folder from the password database; without that, none. */
+static const char *dir_too_long; /* the variable whose folder did not fit: refused, never cut */
+
 const char *wb_codegen_cache_dir(void) {
     static char dir[400];
     const char *env = getenv("WB_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -84,18 +86,24 @@ const char *wb_codegen_cache_dir(void) {
         struct passwd *pw = getpwuid(geteuid());
         home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
     }
+    int n;
     if (env && *env)
-        snprintf(dir, sizeof dir, "%s", env);
+        n = snprintf(dir, sizeof dir, "%s", env), dir_too_long = "WB_CACHE_DIR";
     else if (xdg && *xdg)
-        snprintf(dir, sizeof dir, "%s/workbench", xdg);
+        n = snprintf(dir, sizeof dir, "%s/workbench", xdg), dir_too_long = "XDG_CACHE_HOME";
     else if (home)
-        snprintf(dir, sizeof dir, "%s/.cache/workbench", home);
+        n = snprintf(dir, sizeof dir, "%s/.cache/workbench", home), dir_too_long = "HOME";
     else
-        return NULL;
+        return dir_too_long = NULL, NULL;
+    if (n >= (int)sizeof dir) return NULL;
+    dir_too_long = NULL;
     return dir;
 }
 
 static wb_status no_cache_dir(void) {
+    if (dir_too_long)
+        return wb_error(WB_ERR_UNSUPPORTED, "codegen: the cache folder from %s is longer than %d bytes: set "
+                        "WB_CACHE_DIR to a shorter one", dir_too_long, 399);
     return wb_error(WB_ERR_UNSUPPORTED, "codegen: no cache folder: WB_CACHE_DIR, XDG_CACHE_HOME and HOME are unset "
                                         "and this user has no home folder (set WB_CACHE_DIR)");
 }
@@ -160,13 +168,18 @@ static void first_error(const char *path, char *out, size_t len) {
 /* Runs the compile command with its output into err_path; returns the exit status, or -1 when
  * it could not be started (errno says why). */
 static int run_compiler(const char *src, const char *obj, const char *err_path) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s -o %s %s", wb_codegen_command(), obj, src);
-    char *argv[64];
+    /* the command ($CC and its flags) split at spaces; the two paths words of their own (a cache
+     * folder may have a space in its name); a command too long for these is refused, not cut */
+    char cmd[2048], *argv[64];
+    const char *command = wb_codegen_command();
     int argc = 0;
-    for (char *tok = strtok(cmd, " "); tok && argc < 63; tok = strtok(NULL, " "))
+    if (snprintf(cmd, sizeof cmd, "%s", command) >= (int)sizeof cmd) return errno = E2BIG, -1;
+    for (char *tok = strtok(cmd, " "); tok; tok = strtok(NULL, " ")) {
+        if (argc == 60) return errno = E2BIG, -1;
         argv[argc++] = tok;
-    argv[argc] = NULL;
+    }
+    if (argc == 0) return errno = ENOENT, -1;
+    argv[argc++] = "-o", argv[argc++] = (char *)obj, argv[argc++] = (char *)src, argv[argc] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, err_path, O_WRONLY | O_TRUNC | O_NOFOLLOW, 0600); /* claimed */
