@@ -66,6 +66,19 @@ function test_cache_folder_too_long_is_refused()
     lu.assertStrContains(out, "counts\t0\t0")
 end
 
+-- a FIFO where the record (or the object) should be: the open waited for a writer, for ever
+function test_fifo_in_the_cache_is_rebuilt_over_not_waited_on()
+    local cache = fresh_cache()
+    lu.assertStrContains(build_in(cache), "counts\t1\t0")
+    for _, ext in ipairs({".rec", ".so"}) do
+        local entry = entries(cache, ext)[1]
+        sh("rm -f '" .. entry .. "' && mkfifo '" .. entry .. "'")
+        local out = build_in(cache, "timeout 20 env ")
+        lu.assertStrContains(out, "built")
+        lu.assertStrContains(out, "counts\t1\t0")
+    end
+end
+
 function test_folder_open_to_others_is_refused_with_the_reason()
     local cache = fresh_cache()
     sh("chmod 755 " .. cache)

@@ -100,7 +100,7 @@ int wb_store_write(int dirfd, const char *name, const void *data, size_t n) {
 }
 
 int wb_store_read(int dirfd, const char *name, char **data, size_t *n, int *keep) {
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* (a FIFO: no wait) */
     if (fd < 0) return -1;
     struct stat st;
     char *buf = NULL;
