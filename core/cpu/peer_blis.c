@@ -40,6 +40,11 @@ static wb_status load(blis_build *b) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/%s/libblis.so.4", dir && *dir ? dir : WB_MULTIARCH_LIBDIR, b->folder);
         void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!lib && dir && *dir) { /* the variable's folder, said as such */
+            snprintf(b->why_not, sizeof b->why_not, "BLIS (%s): WB_BLIS_DIR=%s has no usable %s/libblis.so.4: %s",
+                     b->folder, dir, b->folder, dlerror());
+            return wb_error(WB_ERR_UNSUPPORTED, "%s", b->why_not);
+        }
         if (!lib) {
             snprintf(b->why_not, sizeof b->why_not, "BLIS (%s) is not installed (apt-get install libblis4-%s): %s",
                      b->folder, b->folder + 5, dlerror());

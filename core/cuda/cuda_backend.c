@@ -59,7 +59,9 @@ wb_status wb_cuda_check(void) {
         plugin_path(path, sizeof path);
         const char *named = getenv("WB_CUDA_PLUGIN");
         void *driver = NULL;
-        if (access(path, F_OK) != 0) {
+        if (access(path, F_OK) != 0 && named && *named) {
+            snprintf(why_not, sizeof why_not, "WB_CUDA_PLUGIN=%s: no such file", path);
+        } else if (access(path, F_OK) != 0) {
             snprintf(why_not, sizeof why_not,
                      "the CUDA plugin was not built (no %s; configure on a machine with the CUDA 13 toolkit)", path);
         } else if (!(named && *named) && !(driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))) {
