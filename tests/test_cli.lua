@@ -106,6 +106,15 @@ function TestCli:test_cpu_path_variables_with_no_such_path_are_refused()
     lu.assertEquals(out, "scalar\temulated\n")
 end
 
+-- WB_THREADS_ADAPT turns adaptation off with 0 and the words for it (only "0" did; "off" left it on)
+function TestCli:test_threads_adapt_off_words()
+    for _, v in ipairs({"0", "off", "OFF", "false", "no"}) do
+        local out, err, code = run([[-e "print(wb.set_threads_adaptive(true))"]], nil, "WB_THREADS_ADAPT=" .. v)
+        lu.assertEquals(code, 0, err)
+        lu.assertEquals(out, "false\n", "WB_THREADS_ADAPT=" .. v)
+    end
+end
+
 -- The default --help states is the one a script sees: out/<script>/<time>-<pid>, not nil; runs
 -- started in the same second get folders of their own (they shared one, and one run's results
 -- replaced the other's)

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -95,7 +96,7 @@ int wb_threads_contended(void) { return contended; }
 static int adaptive(void) {
     if (enabled < 0) {
         const char *e = getenv("WB_THREADS_ADAPT");
-        enabled = !(e && !strcmp(e, "0"));
+        enabled = !(e && (!strcmp(e, "0") || !strcasecmp(e, "off") || !strcasecmp(e, "false") || !strcasecmp(e, "no")));
         if (enabled && own_wait_ns() < 0) enabled = 0; /* no schedstat here: always N */
     }
     return enabled;
