@@ -248,6 +248,22 @@ function test_cli_ab_diffs_two_scripts_interleaved_and_saves_the_traces()
     lu.assertStrContains(out, "A B A B order, 3 steps each after 0 of warmup")
 end
 
+-- each script finds its modules beside it, run from another folder (require never looks in the
+-- current folder; a script run by itself finds its own folder's, and so do these)
+function test_cli_ab_scripts_find_their_modules_beside_them()
+    local dir = scratch.dir("-ab-modules")
+    for name, text in pairs({["helper.lua"] = "return {n = 8}\n", ["A.lua"] = 'local n = require("helper").n\n' ..
+        "local x = wb.ones({n, n})\nreturn function() return x + x end\n"}) do
+        local f = assert(io.open(dir .. "/" .. name, "w"))
+        f:write(text)
+        f:close()
+    end
+    local out, err, code = scratch.run_split(string.format("cd / && %s diff --ab --steps 2 --warmup 0 '%s/A.lua' '%s/A.lua'",
+        EXE, dir, dir))
+    lu.assertEquals(code, 0, err)
+    lu.assertStrContains(out, "add (8x8, 8x8)")
+end
+
 function test_cli_ab_bad_input_one_line_status_2()
     local good = script(PROGRAM:format(64))
     local cases = {

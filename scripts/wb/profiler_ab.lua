@@ -134,6 +134,12 @@ local function step_of_script(path, which)
         local _, bare = load(text, "=", "t")
         refuse("line " .. tostring(bare):gsub("^:", ""))
     end
+    -- its modules beside it, as for a script run by itself (after the library's and the system's;
+    -- under --sandbox the sandbox's own search applies)
+    local dir = path:match("^(.*)/[^/]*$") or "."
+    if not package.path:find(";" .. dir .. "/?.lua", 1, true) then
+        package.path = package.path .. ";" .. dir .. "/?.lua;" .. dir .. "/?/init.lua"
+    end
     local saved = arg
     arg = {[0] = path}
     local ok, step = pcall(chunk)
