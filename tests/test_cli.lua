@@ -106,6 +106,15 @@ function TestCli:test_cpu_path_variables_with_no_such_path_are_refused()
     lu.assertEquals(out, "scalar\temulated\n")
 end
 
+-- OpenMP's default above the kernels' cap of 256 threads (a 384-thread Zen 5): the count a script
+-- reads is one it can set back (it read 300, which set_num_threads refused)
+function TestCli:test_default_threads_above_the_cap_read_as_the_cap()
+    local out, err, code = run([[-e "print(wb.get_num_threads(), pcall(wb.set_num_threads, wb.get_num_threads()))"]], nil,
+        "OMP_NUM_THREADS=300")
+    lu.assertEquals(code, 0, err)
+    lu.assertEquals(out, "256\ttrue\n")
+end
+
 -- WB_THREADS_ADAPT turns adaptation off with 0 and the words for it (only "0" did; "off" left it on)
 function TestCli:test_threads_adapt_off_words()
     for _, v in ipairs({"0", "off", "OFF", "false", "no"}) do

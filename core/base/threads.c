@@ -83,7 +83,11 @@ void wb_threads_set_requested(int n) {
 
 int wb_threads_requested(void) {
 #ifdef _OPENMP
-    if (!requested) requested = omp_get_max_threads(); /* before the first change: OpenMP's default */
+    if (!requested) { /* before the first change: OpenMP's default, within the kernels' cap (a 384-thread
+                       * machine's default was a count set_num_threads then refused to restore) */
+        requested = omp_get_max_threads();
+        if (requested > WB_MAX_THREADS) requested = WB_MAX_THREADS;
+    }
     return requested;
 #else
     return 1;
