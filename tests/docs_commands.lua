@@ -28,6 +28,7 @@ local QUICK = {
     ["bf16_paths.lua"] = {"--tokens", "1"},
     ["contention.lua"] = {"--tokens", "1", "--dim", "64", "--hidden", "128", "--max-time-ms", "200"},
     ["profiler_overhead.lua"] = {"--rounds", "1"},
+    ["gemm_anatomy.lua"] = {"--sizes", "96", "--tokens", "5", "--dim", "64", "--hidden", "160", "--rounds", "1"},
 }
 
 local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
