@@ -212,6 +212,12 @@ static void push_absolute_entries(lua_State *L, const char *path) {
     luaL_pushresult(&b);
 }
 
+/* package.preload.cjson where the C module does not load: its message, raised */
+static int cjson_missing(lua_State *L) {
+    return luaL_error(L, "module 'cjson' (the library's JSON, lua-cjson) cannot be loaded: %s",
+                      lua_tostring(L, lua_upvalueindex(1)));
+}
+
 /* Where require looks: the library's scripts, then the absolute entries of Lua's paths (and of
  * LUA_PATH / LUA_CPATH), then the script's own folder; never the current folder. The library's
  * C module (cjson) is loaded before the script's folder is added: Lua's searcher runs before the
@@ -233,11 +239,19 @@ static void set_package_path(lua_State *L, const char *script) {
     wb_lua_setstring(L, "wb_scripts_dir", dir);
     lua_getglobal(L, "require");
     lua_pushstring(L, "cjson");
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1); /* (said where it is needed) */
-    if (script && strcmp(script, "-")) {
-        char folder[PATH_MAX];
-        const char *slash = strrchr(script, '/');
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) { /* not loadable: said where needed, never found in the script's folder */
+        lua_getfield(L, -2, "preload");
+        lua_pushvalue(L, -2);
+        lua_pushcclosure(L, cjson_missing, 1);
+        lua_setfield(L, -2, "cjson");
+        lua_pop(L, 2);
+    }
+    char folder[PATH_MAX] = "";
+    const char *slash = script ? strrchr(script, '/') : NULL;
+    if (script && strcmp(script, "-"))
         snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash - script) : 1, slash ? script : ".");
+    /* (a folder whose name holds Lua's path characters cannot be one of its entries: not searched) */
+    if (script && strcmp(script, "-") && !strpbrk(folder, ";?")) {
         lua_getfield(L, -1, "path");
         lua_pushfstring(L, "%s;%s/?.lua;%s/?/init.lua", lua_tostring(L, -1), folder, folder);
         lua_setfield(L, -3, "path");

@@ -272,7 +272,7 @@ static void collect(lua_State *L, const char *prefix, const char *part, int meth
 static int is_wb_library(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
     lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    lua_getfield(L, -1, "wb");
+    raw_field(L, "wb");
     int same = lua_type(L, idx) == LUA_TTABLE && lua_rawequal(L, idx, -1);
     lua_pop(L, 2);
     return same;
@@ -281,8 +281,10 @@ static int is_wb_library(lua_State *L, int idx) {
 /* The library's modules not loaded yet: scripts/wb/<name>.lua (wb.prof<Tab> -> wb.profiler). */
 static void collect_modules(lua_State *L, const char *prefix, const char *part) {
     int top = lua_gettop(L);
-    lua_getglobal(L, "package");
-    if (lua_type(L, -1) == LUA_TTABLE && lua_getfield(L, -1, "wb_scripts_dir") == LUA_TSTRING) {
+    /* (the library's package table, as loaded: a script may have replaced the global one with
+     * one whose metamethods error or loop) */
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    if (raw_field(L, "package") == LUA_TTABLE && raw_field(L, "wb_scripts_dir") == LUA_TSTRING) {
         char dir[1024];
         snprintf(dir, sizeof dir, "%s/wb", lua_tostring(L, -1));
         DIR *d = opendir(dir);

@@ -139,6 +139,10 @@ send 'x' Enter
 send 'l = setmetatable({}, setmetatable({}, {__index = function() while true do end end}))' Enter
 send 'l.' Tab Tab
 send 'x' Enter
+send 'pk = package; package = setmetatable({}, {__index = function() error("boom") end})' Enter
+send 'wb.pro' Tab Tab
+send 'x' Enter
+send 'package = pk' Enter
 send 'print("ali" .. "ve0")' Enter
 wait_for "alive0"
 

@@ -204,6 +204,17 @@ function TestEscapes:test_modules_planted_beside_the_script_or_in_the_folder_are
     lu.assertStrMatches(out, "%[3%]\tfalse\tmodule 'helper' not found.*")
     out, code = sh(string.format("cd '%s' && %s compare missing.json missing.json", root, EXE))
     lu.assertEquals(code, 2, out)
+    -- where the C module does not load (LUA_CPATH without it), the one beside the script is not it
+    out, code = sh(string.format("cd '%s' && LUA_CPATH='/nonexistent/?.so' %s --sandbox --out '%s/out' theirs.lua",
+        root, EXE, root))
+    lu.assertNotEquals(code, 0, out)
+    lu.assertStrContains(out, "module 'cjson' (the library's JSON, lua-cjson) cannot be loaded")
+    -- a folder whose name holds ; or ? is not searched (its name would split into other entries)
+    os.execute(string.format("mkdir -p '%s/a;b' '%s/b' && cp '%s/helper.lua' '%s/b/'", root, root, root, root))
+    local odd = script("a;b/odd.lua", 'print(pcall(require, "helper"))')
+    out, code = sh(string.format("cd '%s' && %s '%s'", root, EXE, odd))
+    lu.assertEquals(code, 0, out)
+    lu.assertStrMatches(out, "false\tmodule 'helper' not found.*")
     lu.assertNil(io.open(marker), "a planted module ran")
 end
 

@@ -141,9 +141,11 @@ return function(o)
         "not available under --sandbox (require finds the script's modules)")
     package.cpath = ""
     local library = o.library or "."
-    -- (the library first: a file beside the script named like one of its modules is not it)
-    package.path = concat({library .. "/?.lua", library .. "/?/init.lua", script_dir .. "/?.lua",
-        "/usr/share/lua/5.4/?.lua", "/usr/share/lua/5.4/?/init.lua"}, ";")
+    -- the order of a run without --sandbox: the library, the system's modules, then the script's
+    -- folder (a file beside the script named like a module of either is not it; a folder whose
+    -- name holds Lua's path characters ; or ? cannot be an entry: not searched)
+    package.path = concat({library .. "/?.lua", library .. "/?/init.lua", "/usr/share/lua/5.4/?.lua",
+        "/usr/share/lua/5.4/?/init.lua", not script_dir:find("[;?]") and script_dir .. "/?.lua" or nil}, ";")
     local search_path = package.path -- fixed: a script that changes package.path changes nothing
     local function lua_searcher(name)
         if type(name) ~= "string" then error("require: needs a module name", 2) end
