@@ -66,6 +66,15 @@ function test_cache_folder_too_long_is_refused()
     lu.assertStrContains(out, "counts\t0\t0")
 end
 
+-- a CC too long for the command, or of more words than it holds: refused by name (it was cut,
+-- and a cut between flags compiles with flags missing)
+function test_compiler_command_too_long_is_refused_not_cut()
+    local out = build_in(fresh_cache(), "CC='cc -DX" .. string.rep("x", 2100) .. "' ")
+    lu.assertStrContains(out, "refused\tcodegen: CC and the flags are longer than 2047 bytes")
+    out = build_in(fresh_cache(), "CC='cc" .. string.rep(" -DX", 70) .. "' ")
+    lu.assertStrContains(out, "refused\tcodegen: the compiler's command has more than 60 words")
+end
+
 -- a FIFO where the record (or the object) should be: the open waited for a writer, for ever
 function test_fifo_in_the_cache_is_rebuilt_over_not_waited_on()
     local cache = fresh_cache()

@@ -62,7 +62,7 @@ end
 function TestNoGpu:test_plugin_missing_or_broken()
     -- WB_CUDA_PLUGIN points the loader elsewhere: a missing file and a file that is no library
     local out = sh("WB_CUDA_PLUGIN=/nonexistent/libwb_cuda.so " .. EXE .. " -e 'print(wb.cuda.why_not())'")
-    lu.assertStrContains(out, "WB_CUDA_PLUGIN=/nonexistent/libwb_cuda.so: no such file") -- the variable, named
+    lu.assertStrContains(out, "WB_CUDA_PLUGIN=/nonexistent/libwb_cuda.so: No such file or directory") -- named
     local bogus = scratch.path()
     local f = io.open(bogus, "w")
     f:write("not a shared object\n")

@@ -69,9 +69,11 @@ static const char *compiler(void) {
 static const char *const base_flags =
     "-O3 -fPIC -shared -fopenmp -ffp-contract=off -fno-math-errno -fno-trapping-math -w";
 
+static int command_cut; /* $CC and the flags did not fit: refused by wb_codegen_build, never cut */
+
 const char *wb_codegen_command(void) {
-    static char buf[512];
-    snprintf(buf, sizeof buf, "%s %s %s", compiler(), base_flags, isa_flags());
+    static char buf[2048];
+    command_cut = snprintf(buf, sizeof buf, "%s %s %s", compiler(), base_flags, isa_flags()) >= (int)sizeof buf;
     return buf;
 }
 
@@ -169,11 +171,11 @@ static void first_error(const char *path, char *out, size_t len) {
  * it could not be started (errno says why). */
 static int run_compiler(const char *src, const char *obj, const char *err_path) {
     /* the command ($CC and its flags) split at spaces; the two paths words of their own (a cache
-     * folder may have a space in its name); a command too long for these is refused, not cut */
+     * folder may have a space in its name); more words than argv holds are refused, not cut */
     char cmd[2048], *argv[64];
     const char *command = wb_codegen_command();
     int argc = 0;
-    if (snprintf(cmd, sizeof cmd, "%s", command) >= (int)sizeof cmd) return errno = E2BIG, -1;
+    snprintf(cmd, sizeof cmd, "%s", command); /* (it fits: wb_codegen_build refused a longer one) */
     for (char *tok = strtok(cmd, " "); tok; tok = strtok(NULL, " ")) {
         if (argc == 60) return errno = E2BIG, -1;
         argv[argc++] = tok;
@@ -216,6 +218,8 @@ wb_status wb_codegen_build(const char *symbol, const char *ops, const char *sour
     if (st) return st;
     const char *dir = wb_codegen_cache_dir(), *command = wb_codegen_command();
     if (!dir) return no_cache_dir();
+    if (command_cut)
+        return wb_error(WB_ERR_UNSUPPORTED, "codegen: CC and the flags are longer than 2047 bytes: '%.60s...'", command);
     uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, command), source);
     uint64_t source_hash = wb_store_hash(0xcbf29ce484222325ull, source, strlen(source));
     char so[64], rec[64], src[64], tmp[96], err[96], path[600], tmp_path[640], err_path[640];
@@ -247,7 +251,9 @@ wb_status wb_codegen_build(const char *symbol, const char *ops, const char *sour
     compiles++;
     char *bytes = NULL, record[1024];
     size_t n = 0;
-    if (rc == -1 || rc == 127) {
+    if (rc == -1 && errno == E2BIG) {
+        st = wb_error(WB_ERR_UNSUPPORTED, "codegen: the compiler's command has more than 60 words: '%.60s...'", command);
+    } else if (rc == -1 || rc == 127) {
         int e = errno;
         st = wb_error(WB_ERR_UNSUPPORTED, "no C compiler: '%s' could not be run (%s); set CC to one", compiler(),
                       rc == 127 ? "not found" : strerror(e));

@@ -100,7 +100,9 @@ int wb_store_write(int dirfd, const char *name, const void *data, size_t n) {
 }
 
 int wb_store_read(int dirfd, const char *name, char **data, size_t *n, int *keep) {
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* (a FIFO: no wait) */
+    /* O_NONBLOCK: a FIFO planted here is not waited on (the fd is kept only for a regular file,
+     * where it changes nothing) */
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat st;
     char *buf = NULL;

@@ -3,6 +3,7 @@
  * plugin's caching allocator, copies, synchronize, CUPTI tracing and CUDA graphs, each a thin
  * call into the plugin's ABI (<wb/abi/cuda.h>) that turns its failures into the core's errors. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ wb_status wb_cuda_check(void) {
         const char *named = getenv("WB_CUDA_PLUGIN");
         void *driver = NULL;
         if (access(path, F_OK) != 0 && named && *named) {
-            snprintf(why_not, sizeof why_not, "WB_CUDA_PLUGIN=%s: no such file", path);
+            snprintf(why_not, sizeof why_not, "WB_CUDA_PLUGIN=%s: %s", path, strerror(errno));
         } else if (access(path, F_OK) != 0) {
             snprintf(why_not, sizeof why_not,
                      "the CUDA plugin was not built (no %s; configure on a machine with the CUDA 13 toolkit)", path);
