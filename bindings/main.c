@@ -348,6 +348,16 @@ static int run_chunk(lua_State *L, int status, int nargs_from, int argc, char **
     return wb_lua_interrupted() ? 130 : 1; /* 128 + SIGINT, as a shell reports Ctrl-C */
 }
 
+/* out/<name>/<time>-<pid> (created when used; the process id keeps runs started in the same second
+ * apart: they shared a folder, and one's results replaced the other's) */
+static const char *format_default_out(char *buf, size_t len, const char *name, int name_len) {
+    char stamp[32];
+    time_t now = time(NULL);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+    snprintf(buf, len, "out/%.*s/%s-%ld", name_len, name, stamp, (long)getpid());
+    return buf;
+}
+
 /* wb._enter_sandbox(script_a, script_b, out, weak) -> true, or false (the reason printed): the
  * --sandbox policy for `workbench diff --ab --sandbox` (both scripts' folders read, writes under
  * out) and its default 8G address-space limit; from then on as for a sandboxed script. */
@@ -409,6 +419,9 @@ int main(int argc, char **argv) {
         lua_getglobal(L, "wb");
         lua_pushcfunction(L, enter_sandbox);
         lua_setfield(L, -2, "_enter_sandbox");
+        char out[PATH_MAX]; /* and where it writes when not told: out/<command>/<time>-<pid> */
+        format_default_out(out, sizeof out, o.subcommand, (int)strlen(o.subcommand));
+        wb_lua_setstring(L, "_default_out", out);
         lua_pop(L, 1);
         lua_getglobal(L, "require");
         lua_pushfstring(L, "wb.cmd.%s", o.subcommand);
@@ -438,18 +451,12 @@ int main(int argc, char **argv) {
         free(o.exprs);
         return 2;
     }
-    if (!o.out) { /* the default --help states, in wb.options.out: out/<script>/<time>-<pid> (created when
-                   * used; the process id keeps runs started in the same second apart) */
+    if (!o.out) { /* the default --help states, in wb.options.out */
         const char *script = o.script_index ? argv[o.script_index] : NULL;
         const char *base = !script ? "repl" : !strcmp(script, "-") ? "stdin" : strrchr(script, '/');
         base = base ? (base[0] == '/' ? base + 1 : base) : script;
-        char stamp[32];
-        time_t now = time(NULL);
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
         int n = (int)strcspn(base, ".");
-        snprintf(default_out, sizeof default_out, "out/%.*s/%s-%ld", n ? n : (int)strlen(base), base, stamp,
-                 (long)getpid());
-        o.out = default_out;
+        o.out = format_default_out(default_out, sizeof default_out, base, n ? n : (int)strlen(base));
     }
     rc = run_options(L, &o);
     if (rc == 0 && o.timeout) rc = wb_guard_timeout(L, o.timeout);

@@ -21,7 +21,7 @@ parser:option("--tokens", "Rows of x.", "1"):convert(args.int("--tokens", 1, 655
 parser:option("--in", "Input features.", "768"):convert(args.int("--in", 1, 65536))
 parser:option("--out-features", "Output features.", "768"):convert(args.int("--out-features", 1, 65536))
 parser:option("--rounds", "Alternating rounds of 40 calls each.", "9"):convert(args.int("--rounds", 1, 1000))
-parser:option("--out", "Output folder (default: workbench --out, else out/compile_linear/<timestamp>).")
+parser:option("--out", "Output folder (default: workbench --out, else out/compile_linear/<timestamp>-<pid>).")
 local opts = args.parse(parser)
 local out_dir = opts.out or wb.options.out or ("out/compile_linear/" .. os.date("%Y%m%d-%H%M%S"))
 assert(wb.mkdir_p(out_dir)) -- a bad --out fails now, not after the measurements

@@ -57,7 +57,7 @@ parser:option("--threads", "Thread counts, comma-separated; N is the default cou
 parser:option("--max-ms", "Wall-time limit of one point's interleaved timing (default 2000; --quick: 150).")
     :convert(args.int("--max-ms", 10, 600000))
 parser:flag("--quick", "A fast small run (the test's).")
-parser:option("--out", "Output folder (default: workbench --out, else out/fusion/<timestamp>).")
+parser:option("--out", "Output folder (default: workbench --out, else out/fusion/<timestamp>-<pid>).")
 local opts = args.parse(parser)
 local out_dir = opts.out or wb.options.out or ("out/fusion/" .. os.date("%Y%m%d-%H%M%S"))
 assert(wb.mkdir_p(out_dir)) -- a bad --out fails now, not after the measurements

@@ -58,7 +58,7 @@ parser:option("--bf16-size", "Size of the bf16-against-f32 and the epilogue GEMM
 local sections = {"squares", "linears", "dual", "epilogues", "bf16"}
 parser:option("--only", "Sections to run, comma-separated (default: all): " .. table.concat(sections, ", ") .. ".")
     :convert(args.names("--only", sections))
-parser:option("--out", "Output folder (default: out/gemm_bench/<timestamp>).")
+parser:option("--out", "Output folder (default: out/gemm_bench/<timestamp>-<pid>).")
 local opts = args.parse(parser)
 local run_section = {}
 for _, name in ipairs(opts.only or sections) do run_section[name] = true end

@@ -12,7 +12,7 @@
 local args = require("wb.args")
 local parser = args.parser("linear_anatomy.lua", "The nn.Linear lesson: a linear is t() (a view) and addmm (one " ..
     "'tn' GEMM with the bias in its epilogue); table, expectations, Perfetto trace.")
-parser:option("--out", "Output folder (default: workbench --out, else out/linear_anatomy/<timestamp>).")
+parser:option("--out", "Output folder (default: workbench --out, else out/linear_anatomy/<timestamp>-<pid>).")
 local out_dir = args.parse(parser).out or wb.options.out or ("out/linear_anatomy/" .. os.date("%Y%m%d-%H%M%S"))
 
 wb.manual_seed(wb.options.seed or 0)

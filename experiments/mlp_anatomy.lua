@@ -19,7 +19,7 @@ local parser = args.parser("mlp_anatomy.lua", "The MLP lesson: 5 / 4 / 2 kernels
 parser:option("--tokens", "Tokens per forward.", "16"):convert(args.int("--tokens", 1, 65536))
 parser:option("--dim", "Model dimension.", "768"):convert(args.int("--dim", 1, 65536))
 parser:option("--hidden", "Hidden dimension.", "3072"):convert(args.int("--hidden", 1, 262144))
-parser:option("--out", "Output folder (default: workbench --out, else out/mlp_anatomy/<timestamp>).")
+parser:option("--out", "Output folder (default: workbench --out, else out/mlp_anatomy/<timestamp>-<pid>).")
 local opts = args.parse(parser)
 local out_dir = opts.out or wb.options.out or ("out/mlp_anatomy/" .. os.date("%Y%m%d-%H%M%S"))
 local T, D, H = opts.tokens, opts.dim, opts.hidden

@@ -49,7 +49,7 @@ parser:option("--max-rounds", "More rounds, up to this many in all, for a token 
     :convert(wbargs.int("--max-rounds", 1, 1000))
 parser:option("--trace-tokens", "Token count at which a Perfetto trace per mode is written.", "16")
     :convert(wbargs.int("--trace-tokens", 1, 65536))
-parser:option("--out", "Output folder (default: out/mlp_sweep/<timestamp>).")
+parser:option("--out", "Output folder (default: out/mlp_sweep/<timestamp>-<pid>).")
 parser:flag("--no-peer", "Do not time PyTorch even when it is installed.")
 parser:flag("--no-dnnl", "Do not time oneDNN's MLP even when its peer is built.")
 parser:option("--peer", "Command of the peer to time instead of experiments/peers/torch_mlp.py (same options, same JSON).")

@@ -101,7 +101,8 @@ function TestCli:test_cpu_path_variables_with_no_such_path_are_refused()
         lu.assertEquals(out, "")
         lu.assertEquals(err, "workbench: " .. case[1] .. ": " .. case[2] .. "\n")
     end
-    local out, err, code = run([[-e "print(wb.cpu_isa(), wb.cpu_bf16())"]], nil, "WB_CPU_ISA=scalar WB_CPU_BF16=emulated")
+    local out, err, code = run([[-e "print(wb.cpu_isa(), wb.cpu_bf16())"]], nil,
+        "WB_CPU_ISA=scalar WB_CPU_BF16=emulated")
     lu.assertEquals(code, 0, err)
     lu.assertEquals(out, "scalar\temulated\n")
 end
@@ -109,8 +110,8 @@ end
 -- OpenMP's default above the kernels' cap of 256 threads (a 384-thread Zen 5): the count a script
 -- reads is one it can set back (it read 300, which set_num_threads refused)
 function TestCli:test_default_threads_above_the_cap_read_as_the_cap()
-    local out, err, code = run([[-e "print(wb.get_num_threads(), pcall(wb.set_num_threads, wb.get_num_threads()))"]], nil,
-        "OMP_NUM_THREADS=300")
+    local out, err, code = run([[-e "print(wb.get_num_threads(), pcall(wb.set_num_threads, wb.get_num_threads()))"]],
+        nil, "OMP_NUM_THREADS=300")
     lu.assertEquals(code, 0, err)
     lu.assertEquals(out, "256\ttrue\n")
 end

@@ -248,20 +248,25 @@ function test_cli_ab_diffs_two_scripts_interleaved_and_saves_the_traces()
     lu.assertStrContains(out, "A B A B order, 3 steps each after 0 of warmup")
 end
 
--- each script finds its modules beside it, run from another folder (require never looks in the
--- current folder; a script run by itself finds its own folder's, and so do these)
+-- each script's setup finds the modules beside it, run from another folder (require never looks in
+-- the current folder), and its own: A's common.lua is not B's
 function test_cli_ab_scripts_find_their_modules_beside_them()
-    local dir = scratch.dir("-ab-modules")
-    for name, text in pairs({["helper.lua"] = "return {n = 8}\n", ["A.lua"] = 'local n = require("helper").n\n' ..
-        "local x = wb.ones({n, n})\nreturn function() return x + x end\n"}) do
-        local f = assert(io.open(dir .. "/" .. name, "w"))
-        f:write(text)
-        f:close()
+    local root = scratch.dir("-ab-modules")
+    for _, side in ipairs({"a", "b"}) do
+        os.execute(string.format("mkdir -p '%s/%s'", root, side))
+        for name, text in pairs({["common.lua"] = string.format("return {n = 8, side = %q}\n", side), ["s.lua"] =
+            'local c = require("common")\nio.stderr:write("setup ", c.side, "\\n")\n' ..
+            "local x = wb.ones({c.n, c.n})\nreturn function() return x + x end\n"}) do
+            local f = assert(io.open(string.format("%s/%s/%s", root, side, name), "w"))
+            f:write(text)
+            f:close()
+        end
     end
-    local out, err, code = scratch.run_split(string.format("cd / && %s diff --ab --steps 2 --warmup 0 '%s/A.lua' '%s/A.lua'",
-        EXE, dir, dir))
+    local out, err, code = scratch.run_split(string.format("cd / && %s diff --ab --steps 2 --warmup 0 '%s/a/s.lua' " ..
+        "'%s/b/s.lua'", EXE, root, root))
     lu.assertEquals(code, 0, err)
     lu.assertStrContains(out, "add (8x8, 8x8)")
+    lu.assertEquals(err, "setup a\nsetup b\n")
 end
 
 function test_cli_ab_bad_input_one_line_status_2()

@@ -21,6 +21,19 @@ fail() {
     exit 1
 }
 
+# --- --partition and --time reach sbatch as one word each: a value with a space or a glob is
+# refused (checked before anything needs Slurm or root)
+log=$(mktemp) || fail "cannot create a temporary file"
+for bad in "--partition a *" "--time 1:00 --wrap=id"; do
+    opt=${bad%% *}
+    SLURM_CONF=/nonexistent/slurm.conf "$src/scripts/slurm/submit.sh" "$opt" "${bad#* }" \
+        "$src/experiments/mlp_sweep.lua" >"$log" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] && grep -qF "submit.sh: $opt '${bad#* }': expected" "$log" ||
+        { cat "$log"; rm -f "$log"; fail "submit.sh $bad: exit status $rc, not refused by name"; }
+done
+rm -f "$log"
+
 [ "$(id -u)" -eq 0 ] || fail "the Slurm test starts munged, slurmctld and slurmd as root: run it as root"
 for tool in munged munge unmunge slurmctld slurmd sbatch squeue sinfo scontrol scancel; do
     command -v "$tool" >/dev/null 2>&1 || fail "'$tool' not found: install slurm-wlm and munge (scripts/bootstrap.sh does)"
@@ -43,16 +56,6 @@ cat "$tmp/none.log"
 [ "$(wc -l <"$tmp/none.log")" -eq 1 ] || fail "submit.sh without a cluster said more than one line"
 grep -q "no Slurm cluster answers.*scripts/slurm/local_cluster.sh start DIR" "$tmp/none.log" ||
     fail "submit.sh without a cluster did not say how to start a local one"
-
-# --- --partition and --time reach sbatch as one word each: a value with a space or a glob is refused
-for bad in "--partition a *" "--time 1:00 --wrap=id"; do
-    opt=${bad%% *}
-    SLURM_CONF="$tmp/no-such.conf" "$src/scripts/slurm/submit.sh" "$opt" "${bad#* }" "$src/experiments/mlp_sweep.lua" \
-        >"$tmp/bad-option.log" 2>&1
-    rc=$?
-    [ "$rc" -eq 2 ] && grep -qF "submit.sh: $opt '${bad#* }': expected" "$tmp/bad-option.log" ||
-        { cat "$tmp/bad-option.log"; fail "submit.sh $bad: exit status $rc, not refused by name"; }
-done
 
 # --- the documented local cluster: one node, this machine
 "$src/scripts/slurm/local_cluster.sh" start "$tmp/cluster" || fail "local_cluster.sh could not start a cluster (above)"

@@ -9,7 +9,8 @@
  * the kernels run on one thread. Back to N only after three quiet windows in a row and when the
  * machine's runnable count (/proc/loadavg, read while our workers sleep) leaves N cores free:
  * a scheduler can let one thread run alone for a while on a machine that is still busy.
- * WB_THREADS_ADAPT=0 turns this off (always N), for comparisons. Linux only; elsewhere always N. */
+ * WB_THREADS_ADAPT=0 (off, false, no) turns this off (always N), for comparisons. Linux only; elsewhere
+ * always N. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -48,7 +48,7 @@ case "$cpus" in ''|*[!0-9]*) fail "--cpus $cpus: expected a whole number >= 1" ;
 [ "$cpus" -ge 1 ] || fail "--cpus $cpus: expected a whole number >= 1"
 # (each goes to sbatch as one word: a space or a glob character would add options or files)
 case "$partition" in
-    *[!A-Za-z0-9_.,-]*) fail "--partition '$partition': expected a partition name (letters, digits, _ . - and commas)" ;;
+    *[!A-Za-z0-9_.,-]*) fail "--partition '$partition': expected a partition name (letters, digits, _ . - and ,)" ;;
 esac
 case "$time_limit" in
     *[!A-Za-z0-9:-]*) fail "--time '$time_limit': expected a Slurm time (e.g. 30:00, 1-12:00:00 or UNLIMITED)" ;;

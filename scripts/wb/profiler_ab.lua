@@ -134,16 +134,22 @@ local function step_of_script(path, which)
         local _, bare = load(text, "=", "t")
         refuse("line " .. tostring(bare):gsub("^:", ""))
     end
-    -- its modules beside it, as for a script run by itself (after the library's and the system's;
-    -- under --sandbox the sandbox's own search applies)
+    -- its setup finds the modules beside it, as a script run by itself does (after the library's
+    -- and the system's; under --sandbox the sandbox's search applies: both folders, A's first)
     local dir = path:match("^(.*)/[^/]*$") or "."
-    if not package.path:find(";" .. dir .. "/?.lua", 1, true) then
-        package.path = package.path .. ";" .. dir .. "/?.lua;" .. dir .. "/?/init.lua"
-    end
-    local saved = arg
+    local saved, saved_path, loaded_before = arg, package.path, {}
+    if not dir:find("[;?]") then package.path = saved_path .. ";" .. dir .. "/?.lua;" .. dir .. "/?/init.lua" end
+    for name in pairs(package.loaded) do loaded_before[name] = true end
     arg = {[0] = path}
     local ok, step = pcall(chunk)
-    arg = saved
+    arg, package.path = saved, saved_path
+    -- the modules its setup loaded from its own folder are its own: the other script, which may
+    -- have a common.lua of its own, loads its own (its step keeps what it took)
+    for name in pairs(package.loaded) do
+        local own = not loaded_before[name] and type(name) == "string" and io.open(dir .. "/" .. name:gsub("%.", "/") ..
+            ".lua")
+        if own then own:close(); package.loaded[name] = nil end
+    end
     if not ok then refuse("its setup failed: " .. tostring(step)) end
     if type(step) ~= "function" then
         refuse("must return the function to profile (one step of the program), got " .. type(step))

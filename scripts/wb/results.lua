@@ -219,8 +219,8 @@ end
 
 -- r:save{dir=, report=, file=, fingerprint=, extra=, quiet=}: writes <dir>/<file>.json, .csv, .html
 -- (file defaults to the name; a sweep's shard is named after the shard); returns their paths.
--- Without dir (a folder named after the time: wb.options.out, else out/<name>/<time>) it also says
--- where on stderr, in one line (quiet = true: not); a caller that gives dir knows, and says it.
+-- Without dir (wb.options.out, by default out/<script>/<time>-<pid>; else out/<name>/<time>) it
+-- also says where on stderr, in one line (quiet = true: not); a caller that gives dir knows.
 -- report: the HTML report's text and charts, as data (above); fingerprint replaces this
 -- machine's (a merge of shards keeps what the shards measured on); extra holds more top-level
 -- fields of the JSON (a sweep's description).

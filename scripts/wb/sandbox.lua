@@ -144,8 +144,12 @@ return function(o)
     -- the order of a run without --sandbox: the library, the system's modules, then the script's
     -- folder (a file beside the script named like a module of either is not it; a folder whose
     -- name holds Lua's path characters ; or ? cannot be an entry: not searched)
-    package.path = concat({library .. "/?.lua", library .. "/?/init.lua", "/usr/share/lua/5.4/?.lua",
-        "/usr/share/lua/5.4/?/init.lua", not script_dir:find("[;?]") and script_dir .. "/?.lua" or nil}, ";")
+    local entries = {library .. "/?.lua", library .. "/?/init.lua", "/usr/share/lua/5.4/?.lua",
+        "/usr/share/lua/5.4/?/init.lua"}
+    for _, dir in ipairs({script_dir, script2_dir ~= script_dir and script2_dir or nil}) do
+        if not dir:find("[;?]") then entries[#entries + 1] = dir .. "/?.lua" end
+    end
+    package.path = concat(entries, ";")
     local search_path = package.path -- fixed: a script that changes package.path changes nothing
     local function lua_searcher(name)
         if type(name) ~= "string" then error("require: needs a module name", 2) end

@@ -504,7 +504,7 @@ function Sweep:file_name()
 end
 
 -- s:save{dir=, report=, extra=}: the rows (after s:run()) as <dir>/<file_name>.json, .csv, .html
--- (dir: by default the sweep's `out`, else --out, else out/<name>/<time>; report: the HTML
+-- (dir: by default the sweep's `out`, else --out (out/<script>/<time>-<pid> by default); report: the HTML
 -- report's text and charts as data, see wb.results); extra: more top-level fields of the JSON
 -- (per-point data that is not a row's column, such as mlp_sweep's findings), beside the sweep's
 -- own description.

@@ -43,7 +43,7 @@ local HELP = [[
   --save DIR            --ab: also write DIR/A.trace.json and DIR/B.trace.json
   --sandbox             --ab: run both scripts under the sandbox, as `workbench --sandbox script.lua`
                         runs one (no processes, files read only in their folders and the library,
-                        written only under --save, else out/diff/<time>); also `workbench --sandbox
+                        written only under --save, else out/diff/<time>-<pid>); also `workbench --sandbox
                         diff --ab ...`. Not the default, as a script of one's own runs unsandboxed:
                         use it for scripts from someone else (--sandbox-weak: without Landlock)
   --help, -h            this text]]
@@ -85,7 +85,7 @@ local function interleaved(files, o)
         -- the library's modules load first (the sandbox then takes the internals they capture)
         require("wb.profiler_ab")
         require("wb.diff_html")
-        local out = o.save or ("out/diff/" .. os.date("%Y%m%d-%H%M%S"))
+        local out = o.save or wb._default_out -- out/diff/<time>-<pid>
         if not wb._enter_sandbox(files[1], files[2], out, o.sandbox_weak) then
             diff.fail("--sandbox: the sandbox could not be set up (the reason is above)")
         end
