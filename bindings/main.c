@@ -194,16 +194,18 @@ static void scripts_dir(char *buf, size_t len) {
     snprintf(buf, len, "%s/scripts", WB_SOURCE_DIR);
 }
 
-/* Pushes the absolute entries of a search path (';'-separated): the relative ones, Lua's default
- * "./?.lua" and "./?.so" among them, would find modules in whatever folder the command runs in. */
-static void push_absolute_entries(lua_State *L, const char *path) {
+/* Pushes the entries of a search path (';'-separated) but those of the current folder itself
+ * ("./?.lua", "./?/init.lua", "./?.so": Lua's defaults, which would find modules in whatever
+ * folder the command runs in; or "?.lua"). Other entries, LUA_PATH's relative ones included, stay
+ * as the user wrote them. */
+static void push_entries_but_current_folder(lua_State *L, const char *path) {
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     int first = 1;
     for (const char *p = path ? path : ""; *p;) {
         const char *end = strchr(p, ';');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len && p[0] == '/') {
+        if (len && strncmp(p, "./?", 3) && p[0] != '?') {
             if (!first) luaL_addchar(&b, ';');
             luaL_addlstring(&b, p, len), first = 0;
         }
@@ -212,15 +214,28 @@ static void push_absolute_entries(lua_State *L, const char *path) {
     luaL_pushresult(&b);
 }
 
-/* package.preload.cjson where the C module does not load: its message, raised */
-static int cjson_missing(lua_State *L) {
-    return luaL_error(L, "module 'cjson' (the library's JSON, lua-cjson) cannot be loaded: %s",
-                      lua_tostring(L, lua_upvalueindex(1)));
+/* package.preload.cjson: the library's C module through Lua's C searcher (package.searchers[3])
+ * alone, so that no Lua file (a cjson.lua beside a script, or in the folder) can stand for it;
+ * upvalue 1 is the package table. Loaded when first required, as before (loading it at start made
+ * LeakSanitizer's exit check crash on a dynamic TLS block in the ASan build). */
+static int cjson_preload(lua_State *L) {
+    lua_getfield(L, lua_upvalueindex(1), "searchers");
+    if (lua_type(L, -1) != LUA_TTABLE || lua_rawgeti(L, -1, 3) != LUA_TFUNCTION)
+        return luaL_error(L, "module 'cjson': package.searchers has no C searcher");
+    lua_pushstring(L, "cjson");
+    lua_call(L, 1, 2);
+    if (lua_type(L, -2) != LUA_TFUNCTION)
+        return luaL_error(L, "module 'cjson' (the library's JSON, lua-cjson) cannot be loaded: %s",
+                          lua_isstring(L, -2) ? lua_tostring(L, -2) : "not found");
+    lua_pushstring(L, "cjson");
+    lua_insert(L, -2); /* loader, "cjson", where */
+    lua_call(L, 2, 1);
+    return 1;
 }
 
-/* Where require looks: the library's scripts, then the absolute entries of Lua's paths (and of
- * LUA_PATH / LUA_CPATH), then the script's own folder; never the current folder. The library's
- * C module (cjson) is loaded before the script's folder is added: Lua's searcher runs before the
+/* Where require looks: the library's scripts, then Lua's paths (and LUA_PATH / LUA_CPATH's) but
+ * the current folder, then the script's own folder; never the current folder. The library's C
+ * module (cjson) is found by the C searcher alone (cjson_preload): Lua's searcher runs before the
  * C one, so a cjson.lua beside a script would otherwise be what the library (and the sandbox,
  * which loads it before it closes) gets. */
 static void set_package_path(lua_State *L, const char *script) {
@@ -228,24 +243,20 @@ static void set_package_path(lua_State *L, const char *script) {
     scripts_dir(dir, sizeof dir);
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "path");
-    push_absolute_entries(L, lua_tostring(L, -1));
+    push_entries_but_current_folder(L, lua_tostring(L, -1));
     lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
     lua_setfield(L, -4, "path");
     lua_pop(L, 2);
     lua_getfield(L, -1, "cpath");
-    push_absolute_entries(L, lua_tostring(L, -1));
+    push_entries_but_current_folder(L, lua_tostring(L, -1));
     lua_setfield(L, -3, "cpath");
     lua_pop(L, 1);
     wb_lua_setstring(L, "wb_scripts_dir", dir);
-    lua_getglobal(L, "require");
-    lua_pushstring(L, "cjson");
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK) { /* not loadable: said where needed, never found in the script's folder */
-        lua_getfield(L, -2, "preload");
-        lua_pushvalue(L, -2);
-        lua_pushcclosure(L, cjson_missing, 1);
-        lua_setfield(L, -2, "cjson");
-        lua_pop(L, 2);
-    }
+    lua_getfield(L, -1, "preload");
+    lua_pushvalue(L, -2);
+    lua_pushcclosure(L, cjson_preload, 1);
+    lua_setfield(L, -2, "cjson");
+    lua_pop(L, 1);
     char folder[PATH_MAX] = "";
     const char *slash = script ? strrchr(script, '/') : NULL;
     if (script && strcmp(script, "-"))
