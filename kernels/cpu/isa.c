@@ -155,14 +155,21 @@ const char *wb_cpu_env_error(const char *var, int *fatal) {
     const char *env = getenv(var);
     *fatal = 0;
     if (!env || !*env) return NULL;
-    const char *const isas[] = {"scalar", "avx2", "avx512"}, *const pairs[] = {"auto", "widen", "emulated",
-                                                                                "avx2bf16", "avx512bf16"};
+    /* the names the paths carry (bf16: "auto" and "widen" besides), listed in the message as known */
+    const char *names[5] = {"auto", "widen", wb_cpu_isa_bf16emu.name, wb_cpu_isa_avx2bf16.name,
+                            wb_cpu_isa_avx512bf16.name};
+    if (!bf16) names[0] = wb_cpu_isa_scalar.name, names[1] = wb_cpu_isa_avx2.name, names[2] = wb_cpu_isa_avx512.name;
+    const int count = bf16 ? 5 : 3;
     int known = 0;
-    for (int i = 0; i < (bf16 ? 5 : 3); i++) known |= !strcmp(env, bf16 ? pairs[i] : isas[i]);
+    char list[128] = "";
+    for (int i = 0; i < count; i++) {
+        known |= !strcmp(env, names[i]);
+        size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%s", i == 0 ? "" : i == count - 1 ? " or " : ", ", names[i]);
+    }
     if (!known) {
         *fatal = 1;
-        snprintf(line, sizeof line, "%s=%.64s: not a %s (%s)", var, env, bf16 ? "bf16 path" : "CPU path",
-                 bf16 ? "auto, widen, emulated, avx2bf16 or avx512bf16" : "scalar, avx2 or avx512");
+        snprintf(line, sizeof line, "%s=%.64s: not a %s (%s)", var, env, bf16 ? "bf16 path" : "CPU path", list);
         return line;
     }
     if (bf16) bf16_init();
